@@ -1,0 +1,51 @@
+"""Free Factory's warehouse: content-addressed collections, names and batch jobs.
+
+``import warehouse`` gives the same operations as the ``wh`` command::
+
+    import warehouse
+    with warehouse.open() as wh:
+        result = wh.put([Path("data")], name="raw-data")
+        for f in wh.get(result.pdh, Path("copy")):
+            print(f.md5, f.path)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator, LocatorError
+from warehouse.collection.reader import CollectionReader
+from warehouse.embedded import EmbeddedWarehouse, PutResult
+from warehouse.errors import (
+    ConflictError,
+    CorruptDataError,
+    ForbiddenError,
+    NotFoundError,
+    UsageError,
+    WarehouseError,
+)
+from warehouse.manifest import Manifest, ManifestError
+
+__all__ = [
+    "EMPTY_LOCATOR",
+    "MAX_BLOCK_SIZE",
+    "CollectionReader",
+    "ConflictError",
+    "CorruptDataError",
+    "EmbeddedWarehouse",
+    "ForbiddenError",
+    "Locator",
+    "LocatorError",
+    "Manifest",
+    "ManifestError",
+    "NotFoundError",
+    "PutResult",
+    "UsageError",
+    "WarehouseError",
+    "open",
+]
+
+
+def open(home: Path | None = None) -> EmbeddedWarehouse:  # noqa: A001 - the library's entry point
+    """The warehouse in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse)."""
+    return EmbeddedWarehouse(home)

@@ -1,0 +1,74 @@
+"""The block store interface the collection reader and writer talk to.
+
+A store turns bytes into a locator and a locator back into verified bytes.
+``LocalBlockStore`` is the embedded one: one local volume with a RAM cache in
+front. The remote store (keep servers) implements the same protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+from warehouse.blocks.cache import BlockCache
+from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
+from warehouse.blocks.volume import LocalVolume
+from warehouse.errors import CorruptDataError, UsageError
+
+__all__ = ["BlockStore", "LocalBlockStore", "StoredBlock"]
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBlock:
+    locator: Locator
+    new: bool  # False when the block was already stored (nothing was written)
+
+
+class BlockStore(Protocol):
+    def put(self, data: Buffer) -> StoredBlock: ...
+
+    def get(self, locator: Locator) -> bytes: ...
+
+    def exists(self, locator: Locator) -> bool: ...
+
+
+class LocalBlockStore:
+    """A block store on one local volume, verified on every read."""
+
+    def __init__(self, volume: LocalVolume, cache: BlockCache | None = None) -> None:
+        self.volume = volume
+        self.cache = cache
+
+    def put(self, data: Buffer) -> StoredBlock:
+        if len(data) > MAX_BLOCK_SIZE:
+            raise UsageError(f"block of {len(data)} bytes is over the {MAX_BLOCK_SIZE} limit")
+        locator = Locator(hashlib.md5(data).hexdigest(), len(data))
+        if locator.is_empty:
+            return StoredBlock(locator, False)
+        new = self.volume.put(locator.md5, data)
+        return StoredBlock(locator, new)
+
+    def get(self, locator: Locator) -> bytes:
+        if locator.md5 == EMPTY_MD5:
+            return b""
+        key = locator.key
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            return hit
+        data = self.volume.get(locator.md5)
+        if len(data) != locator.size:
+            raise CorruptDataError(
+                f"block {locator.md5} on {self.volume.root} has {len(data)} bytes, "
+                f"not {locator.size}"
+            )
+        if self.cache is not None:
+            self.cache.put(key, data)
+        return data
+
+    def exists(self, locator: Locator) -> bool:
+        if locator.is_empty:
+            return True
+        st = self.volume.stat(locator.md5)
+        return st is not None and st.size == locator.size

@@ -1,0 +1,188 @@
+"""A local-directory volume: blocks stored under their MD5 (DESIGN §4.1).
+
+Layout: ``<root>/<md5[0:3]>/<md5>``. Writes are atomic (temporary file in the
+same directory, fsync, rename, directory fsync), so a crash never leaves a
+partial block under a block's name. Deleting is two-phase: trash renames the
+block to ``<md5>.trash.<deadline>``; emptying the trash removes what is past
+its deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from warehouse.errors import CorruptDataError, NotFoundError, UsageError
+
+__all__ = ["DEFAULT_TRASH_LIFETIME", "BlockStat", "LocalVolume"]
+
+DEFAULT_TRASH_LIFETIME = 14 * 24 * 3600.0
+_MD5 = re.compile(r"[0-9a-f]{32}")
+_TRASH = re.compile(r"([0-9a-f]{32})\.trash\.(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStat:
+    md5: str
+    size: int
+    mtime_ns: int
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_md5(md5: str) -> None:
+    if not _MD5.fullmatch(md5):
+        raise UsageError(f"not a block hash: {md5!r}")
+
+
+class LocalVolume:
+    """One directory of blocks. Thread-safe: every operation is a file system call."""
+
+    def __init__(self, root: Path, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME) -> None:
+        self.root = Path(root)
+        self.trash_lifetime = trash_lifetime
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LocalVolume({str(self.root)!r})"
+
+    def path_for(self, md5: str) -> Path:
+        _check_md5(md5)
+        return self.root / md5[:3] / md5
+
+    def stat(self, md5: str) -> BlockStat | None:
+        try:
+            st = self.path_for(md5).stat()
+        except FileNotFoundError:
+            return None
+        return BlockStat(md5, st.st_size, st.st_mtime_ns)
+
+    def put(self, md5: str, data: bytes | bytearray | memoryview) -> bool:
+        """Store ``data`` under ``md5``; return True if the block was new.
+
+        The caller has hashed ``data``; a block already present with the same
+        size only gets its mtime refreshed (GC reads the mtime as "last wanted").
+        """
+        path = self.path_for(md5)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            st = None
+        if st is not None and st.st_size == len(data):
+            os.utime(path)
+            return False
+        shard = path.parent
+        shard.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=shard)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(shard)
+        return st is None
+
+    def get(self, md5: str) -> bytes:
+        """Read a block and verify it against its name."""
+        path = self.path_for(md5)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"block {md5} is not on {self.root}") from None
+        if hashlib.md5(data).hexdigest() != md5:
+            raise CorruptDataError(f"block {md5} on {self.root} is corrupt (its MD5 differs)")
+        return data
+
+    def touch(self, md5: str) -> bool:
+        try:
+            os.utime(self.path_for(md5))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def index(self, prefix: str = "") -> Iterator[BlockStat]:
+        """Every block whose hash starts with ``prefix``, in hash order."""
+        if not re.fullmatch(r"[0-9a-f]{0,32}", prefix):
+            raise UsageError(f"not a hash prefix: {prefix!r}")
+        shards = sorted(p for p in _listdir(self.root) if len(p) == 3)
+        for shard in shards:
+            if not (shard.startswith(prefix[:3]) or prefix.startswith(shard)):
+                continue
+            with os.scandir(self.root / shard) as it:
+                entries = sorted((e.name, e) for e in it if _MD5.fullmatch(e.name))
+            for name, entry in entries:
+                if not name.startswith(prefix):
+                    continue
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue  # trashed while we listed
+                yield BlockStat(name, st.st_size, st.st_mtime_ns)
+
+    def trash(self, md5: str, *, if_mtime_ns: int | None = None, now: float | None = None) -> bool:
+        """Move a block to the trash; refuse if it was written since ``if_mtime_ns``."""
+        path = self.path_for(md5)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return False
+        if if_mtime_ns is not None and st.st_mtime_ns != if_mtime_ns:
+            return False
+        deadline = int((time.time() if now is None else now) + self.trash_lifetime)
+        os.replace(path, path.with_name(f"{md5}.trash.{deadline}"))
+        _fsync_dir(path.parent)
+        return True
+
+    def untrash(self, md5: str) -> bool:
+        """Bring back the most recently trashed copy of a block."""
+        path = self.path_for(md5)
+        trashed = sorted(self._trashed(md5), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+        if not trashed:
+            return False
+        os.replace(trashed[-1], path)
+        _fsync_dir(path.parent)
+        return True
+
+    def empty_trash(self, now: float | None = None) -> int:
+        """Remove trashed blocks past their deadline; return how many."""
+        now = time.time() if now is None else now
+        removed = 0
+        for shard in _listdir(self.root):
+            if len(shard) != 3:
+                continue
+            for name in _listdir(self.root / shard):
+                m = _TRASH.fullmatch(name)
+                if m and int(m.group(2)) <= now:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.root / shard / name)
+                        removed += 1
+        return removed
+
+    def _trashed(self, md5: str) -> list[Path]:
+        shard = self.root / md5[:3]
+        return [shard / n for n in _listdir(shard) if n.startswith(f"{md5}.trash.")]
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []

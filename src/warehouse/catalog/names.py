@@ -1,0 +1,164 @@
+"""Names: compare-and-swap pointers to collections, with history (DESIGN §3.3)."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from warehouse.catalog.db import connect, write
+from warehouse.catalog.schema import name_history, name_writers, names
+from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
+
+__all__ = [
+    "NameChange",
+    "NameRecord",
+    "add_writer",
+    "check_name",
+    "get_name",
+    "list_names",
+    "name_log",
+    "set_name",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,254}")
+_LOOKS_LIKE_PDH = re.compile(r"[0-9a-f]{32}\+\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class NameRecord:
+    name: str
+    pdh: str
+    version: int
+    owner: str
+    updated_at: float
+    updated_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class NameChange:
+    name: str
+    version: int
+    old_pdh: str | None
+    new_pdh: str | None
+    by: str
+    at: float
+
+
+def check_name(name: str) -> str:
+    if not _NAME.fullmatch(name) or _LOOKS_LIKE_PDH.fullmatch(name):
+        raise UsageError(
+            f"bad name {name!r}: use letters, digits and . _ @ + = - (starting with a letter "
+            "or digit, at most 255 characters, and not shaped like a PDH)"
+        )
+    return name
+
+
+def get_name(engine: sa.Engine, name: str) -> NameRecord:
+    with connect(engine) as conn:
+        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no name {name!r}")
+    return NameRecord(**row._mapping)
+
+
+def list_names(engine: sa.Engine, prefix: str = "") -> list[NameRecord]:
+    query = sa.select(names).order_by(names.c.name)
+    if prefix:
+        query = query.where(names.c.name.startswith(prefix, autoescape=True))
+    with connect(engine) as conn:
+        return [NameRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def name_log(engine: sa.Engine, name: str) -> list[NameChange]:
+    query = (
+        sa.select(name_history)
+        .where(name_history.c.name == name)
+        .order_by(name_history.c.version)
+    )
+    with connect(engine) as conn:
+        rows = conn.execute(query).all()
+    if not rows:
+        raise NotFoundError(f"no name {name!r}")
+    return [
+        NameChange(r.name, r.version, r.old_pdh, r.new_pdh, r.by, r.at) for r in rows
+    ]
+
+
+def _may_write(conn: sa.Connection, name: str, owner: str, user: str, admin: bool) -> bool:
+    if admin or user == owner:
+        return True
+    q = sa.select(name_writers).where(name_writers.c.name == name, name_writers.c.user == user)
+    return conn.execute(q).first() is not None
+
+
+def set_name(
+    engine: sa.Engine,
+    name: str,
+    pdh: str,
+    *,
+    expect: str | None,
+    user: str,
+    admin: bool = False,
+) -> NameRecord:
+    """Point ``name`` at ``pdh`` if it holds ``expect`` now (``None``: must not exist).
+
+    Setting a name to the PDH it already holds, with the right expectation,
+    succeeds without a new version.
+    """
+    check_name(name)
+    now = time.time()
+    with write(engine) as conn:
+        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
+        current = None if row is None else row.pdh
+        if current != expect:
+            raise ConflictError(
+                f"name {name!r} holds {current or 'nothing'}, not {expect or 'nothing'}"
+                + ("" if current is None else f" (use --expect {current})")
+            )
+        if row is not None and not _may_write(conn, name, row.owner, user, admin):
+            raise ForbiddenError(f"user {user!r} may not change name {name!r}")
+        if row is not None and row.pdh == pdh:
+            return NameRecord(**row._mapping)
+        version = 1 if row is None else row.version + 1
+        owner = user if row is None else row.owner
+        if row is None:
+            conn.execute(
+                names.insert().values(
+                    name=name, pdh=pdh, version=1, owner=user, updated_at=now, updated_by=user
+                )
+            )
+        else:
+            # The WHERE repeats the expectation so the swap is atomic on any backend.
+            done = conn.execute(
+                names.update()
+                .where(names.c.name == name, names.c.pdh == expect, names.c.version == row.version)
+                .values(pdh=pdh, version=version, updated_at=now, updated_by=user)
+            )
+            if done.rowcount != 1:
+                raise ConflictError(f"name {name!r} changed while it was being set")
+        conn.execute(
+            name_history.insert().values(
+                name=name, version=version, old_pdh=current, new_pdh=pdh, by=user, at=now
+            )
+        )
+    return NameRecord(name, pdh, version, owner, now, user)
+
+
+def add_writer(engine: sa.Engine, name: str, writer: str, *, user: str, admin: bool = False) -> None:
+    """Let ``writer`` change ``name`` (only its owner or an admin may)."""
+    with write(engine) as conn:
+        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
+        if row is None:
+            raise NotFoundError(f"no name {name!r}")
+        if not (admin or row.owner == user):
+            raise ForbiddenError(f"only the owner of {name!r} may add writers")
+        exists = conn.execute(
+            sa.select(name_writers).where(
+                name_writers.c.name == name, name_writers.c.user == writer
+            )
+        ).first()
+        if exists is None:
+            conn.execute(name_writers.insert().values(name=name, user=writer))

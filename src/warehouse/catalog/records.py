@@ -1,0 +1,104 @@
+"""Collections and block-write accounting rows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from warehouse.catalog.db import connect, write
+from warehouse.catalog.schema import block_writes, collections
+from warehouse.errors import NotFoundError
+
+__all__ = [
+    "AccountingRow",
+    "CollectionRecord",
+    "accounting",
+    "add_collection",
+    "get_collection",
+    "list_collections",
+    "record_block_writes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionRecord:
+    pdh: str
+    manifest_blocks: str
+    size: int
+    file_count: int
+    created_at: float
+    created_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingRow:
+    user: str
+    writes: int
+    new_blocks: int
+    bytes_written: int
+    bytes_new: int
+
+
+def add_collection(
+    engine: sa.Engine, pdh: str, manifest_blocks: str, size: int, file_count: int, user: str
+) -> CollectionRecord:
+    """Record a collection; recording one that exists is a no-op (same PDH, same data)."""
+    record = CollectionRecord(pdh, manifest_blocks, size, file_count, time.time(), user)
+    with write(engine) as conn:
+        found = conn.execute(sa.select(collections).where(collections.c.pdh == pdh)).first()
+        if found is not None:
+            return CollectionRecord(**found._mapping)
+        conn.execute(collections.insert().values(**_row(record)))
+    return record
+
+
+def _row(r: CollectionRecord) -> dict[str, object]:
+    return {f: getattr(r, f) for f in CollectionRecord.__slots__}
+
+
+def get_collection(engine: sa.Engine, pdh: str) -> CollectionRecord:
+    with connect(engine) as conn:
+        row = conn.execute(sa.select(collections).where(collections.c.pdh == pdh)).first()
+    if row is None:
+        raise NotFoundError(f"no collection {pdh}")
+    return CollectionRecord(**row._mapping)
+
+
+def list_collections(engine: sa.Engine, limit: int = 1000) -> list[CollectionRecord]:
+    query = sa.select(collections).order_by(collections.c.created_at.desc()).limit(limit)
+    with connect(engine) as conn:
+        return [CollectionRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def record_block_writes(
+    engine: sa.Engine, user: str, writes: Iterable[tuple[str, int, bool]]
+) -> int:
+    """One accounting row per block write: (md5, size, whether it was new)."""
+    now = time.time()
+    rows = [{"at": now, "user": user, "md5": m, "size": s, "new": n} for m, s, n in writes]
+    if rows:
+        with write(engine) as conn:
+            conn.execute(block_writes.insert(), rows)
+    return len(rows)
+
+
+def accounting(engine: sa.Engine, since: float = 0.0) -> list[AccountingRow]:
+    """Per user: block writes, how many were new, bytes sent and bytes newly stored."""
+    bw = block_writes.c
+    query = (
+        sa.select(
+            bw.user,
+            sa.func.count(),
+            sa.func.sum(sa.case((bw.new, 1), else_=0)),
+            sa.func.sum(bw.size),
+            sa.func.sum(sa.case((bw.new, bw.size), else_=0)),
+        )
+        .where(bw.at >= since)
+        .group_by(bw.user)
+        .order_by(bw.user)
+    )
+    with connect(engine) as conn:
+        return [AccountingRow(u, int(c), int(n), int(b), int(bn)) for u, c, n, b, bn in conn.execute(query)]

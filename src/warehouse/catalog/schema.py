@@ -1,0 +1,69 @@
+"""The catalog's tables (SQLAlchemy Core). Migrations in ``migrations/`` create them.
+
+Times are Unix seconds (float) so that SQLite and PostgreSQL store the same
+thing; ``datetime(at, 'unixepoch')`` or ``to_timestamp(at)`` reads them.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = ["block_writes", "collections", "metadata", "name_history", "name_writers", "names"]
+
+metadata = sa.MetaData()
+
+PDH = sa.String(48)  # 32 hex + "+" + up to 15 digits
+
+collections = sa.Table(
+    "collections",
+    metadata,
+    sa.Column("pdh", PDH, primary_key=True),
+    # Locators of the blocks holding the manifest text, space-separated.
+    sa.Column("manifest_blocks", sa.Text, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("file_count", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("created_by", sa.String(255), nullable=False),
+)
+
+names = sa.Table(
+    "names",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("pdh", PDH, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("owner", sa.String(255), nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("updated_by", sa.String(255), nullable=False),
+)
+
+name_history = sa.Table(
+    "name_history",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(255), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("old_pdh", PDH, nullable=True),
+    sa.Column("new_pdh", PDH, nullable=True),
+    sa.Column("by", sa.String(255), nullable=False),
+    sa.Column("at", sa.Float, nullable=False),
+    sa.UniqueConstraint("name", "version"),
+)
+
+name_writers = sa.Table(
+    "name_writers",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("user", sa.String(255), primary_key=True),
+)
+
+block_writes = sa.Table(
+    "block_writes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.Float, nullable=False, index=True),
+    sa.Column("user", sa.String(255), nullable=False, index=True),
+    sa.Column("md5", sa.String(32), nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("new", sa.Boolean, nullable=False),
+)

@@ -1,0 +1,70 @@
+"""Shared pieces of the CLI: opening the warehouse, errors, progress, JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import WarehouseError
+
+__all__ = ["Failure", "byte_progress", "emit_json", "open_warehouse", "stderr"]
+
+stderr = Console(stderr=True)
+
+
+class Failure(click.ClickException):
+    """A library error shown as ``Error: …`` with the error's own exit code."""
+
+    def __init__(self, error: WarehouseError) -> None:
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+def open_warehouse(ctx: click.Context) -> EmbeddedWarehouse:
+    """The warehouse for this command, opened once per invocation."""
+    obj = ctx.ensure_object(dict)
+    if "warehouse" not in obj:
+        wh = EmbeddedWarehouse()
+        ctx.call_on_close(wh.close)
+        obj["warehouse"] = wh
+    wh = obj["warehouse"]
+    assert isinstance(wh, EmbeddedWarehouse)
+    return wh
+
+
+@contextmanager
+def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
+    """A bar with bytes, rate and ETA on a terminal; nothing otherwise."""
+    if not stderr.is_terminal:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=stderr, transient=False) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def emit_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")

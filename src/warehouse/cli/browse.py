@@ -1,0 +1,61 @@
+"""``wh ls``, ``wh cat``, ``wh manifest``: look inside collections."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.collection.extract import select
+from warehouse.keys import parse_key
+
+__all__ = ["COMMANDS", "cat", "ls", "manifest"]
+
+
+@click.command()
+@click.argument("key")
+@click.option("-l", "long", is_flag=True, help="Show each file's size.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_context
+def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
+    """List the files of KEY (a PDH or name, optionally /sub/path)."""
+    k = parse_key(key)
+    reader = open_warehouse(ctx).reader(k)
+    chosen, dirs = select(reader, k.path)
+    if as_json:
+        emit_json(
+            [{"path": p, "size": e.size} for p, e in chosen]
+            + [{"path": d + "/", "size": 0} for d in dirs]
+        )
+        return
+    for path, entry in chosen:
+        click.echo(f"{entry.size:>14}  {path}" if long else path)
+    for d in dirs:
+        click.echo(f"{'-':>14}  {d}/" if long else f"{d}/")
+
+
+@click.command()
+@click.argument("key")
+@click.pass_context
+def cat(ctx: click.Context, key: str) -> None:
+    """Write one file of a collection (KEY/path) to standard output, verified."""
+    k = parse_key(key)
+    if not k.path:
+        raise click.UsageError("give a file: KEY/path/to/file")
+    out = sys.stdout.buffer
+    for chunk in open_warehouse(ctx).reader(k).iter_file(k.path):
+        out.write(chunk)
+    out.flush()
+
+
+@click.command()
+@click.argument("key")
+@click.pass_context
+def manifest(ctx: click.Context, key: str) -> None:
+    """Print the manifest of KEY (a PDH or a name)."""
+    k = parse_key(key)
+    click.echo(open_warehouse(ctx).manifest(k).format(), nl=False)
+
+
+COMMANDS = [ls, cat, manifest]

@@ -1,0 +1,55 @@
+"""``wh get``: write a collection's files and list their MD5s (the seed's whget)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from warehouse.cli._common import byte_progress, emit_json, open_warehouse
+from warehouse.collection.extract import extract, select
+from warehouse.keys import parse_key
+from warehouse.manifest import md5sum_line
+
+__all__ = ["COMMANDS", "get"]
+
+
+@click.command()
+@click.argument("key")
+@click.argument("dest", required=False, type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite files that exist in DEST.")
+@click.option("--no-write", is_flag=True, help="Only read, verify and list; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead.")
+@click.pass_context
+def get(
+    ctx: click.Context, key: str, dest: Path | None, force: bool, no_write: bool, as_json: bool
+) -> None:
+    """Write the files of KEY (a PDH or a name, optionally /sub/path) into DEST.
+
+    DEST defaults to the current directory. Every block is verified; the
+    output is an md5sum-compatible listing, so `md5sum -c` can check the
+    written files from inside DEST. Existing files are not overwritten
+    without --force; no path may escape DEST.
+    """
+    if no_write and dest is not None:
+        raise click.UsageError("--no-write takes no DEST")
+    wh = open_warehouse(ctx)
+    k = parse_key(key)
+    reader = wh.reader(k)
+    chosen, _ = select(reader, k.path)
+    total = sum(e.size for _, e in chosen)
+    with byte_progress("get", total) as progress:
+        files = extract(
+            reader,
+            None if no_write else (dest or Path(".")),
+            subpath=k.path,
+            force=force,
+            progress=progress,
+        )
+    if as_json:
+        emit_json([{"path": f.path, "md5": f.md5, "size": f.size} for f in files])
+    else:
+        click.echo("".join(md5sum_line(f.md5, f.path) + "\n" for f in files), nl=False)
+
+
+COMMANDS = [get]

@@ -1,0 +1,103 @@
+"""``wh name set|get|ls|log`` and ``wh accounting``."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from warehouse.cli._common import emit_json, open_warehouse
+
+__all__ = ["COMMANDS", "accounting", "name"]
+
+
+def _when(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@click.group()
+def name() -> None:
+    """Names: compare-and-swap pointers to collections, with history."""
+
+
+@name.command("set")
+@click.argument("name_")
+@click.argument("pdh")
+@click.option("--expect", metavar="PDH", help="The PDH the name must hold now.")
+@click.option("--create", is_flag=True, help="The name must not exist yet, even holding PDH.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def name_set(
+    ctx: click.Context, name_: str, pdh: str, expect: str | None, create: bool, as_json: bool
+) -> None:
+    """Point NAME at PDH if it holds --expect now (or does not exist).
+
+    Exits with 3 (conflict) and changes nothing if the name holds anything else.
+    """
+    if expect and create:
+        raise click.UsageError("give --expect or --create, not both")
+    rec = open_warehouse(ctx).set_name(name_, pdh, expect=expect, create=create)
+    if as_json:
+        emit_json({"name": rec.name, "pdh": rec.pdh, "version": rec.version})
+    else:
+        click.echo(f"{rec.name} {rec.pdh} version {rec.version}")
+
+
+@name.command("get")
+@click.argument("name_")
+@click.pass_context
+def name_get(ctx: click.Context, name_: str) -> None:
+    """Print the PDH NAME points at."""
+    click.echo(open_warehouse(ctx).get_name(name_).pdh)
+
+
+@name.command("ls")
+@click.argument("prefix", default="")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def name_ls(ctx: click.Context, prefix: str, as_json: bool) -> None:
+    """List names (starting with PREFIX) with their PDH, version and last change."""
+    records = open_warehouse(ctx).list_names(prefix)
+    if as_json:
+        emit_json([_record(r) for r in records])
+        return
+    for r in records:
+        click.echo(f"{r.name}\t{r.pdh}\tv{r.version}\t{_when(r.updated_at)}\t{r.updated_by}")
+
+
+def _record(r: object) -> dict[str, object]:
+    return {f: getattr(r, f) for f in r.__slots__}  # type: ignore[attr-defined]
+
+
+@name.command("log")
+@click.argument("name_")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def name_log(ctx: click.Context, name_: str, as_json: bool) -> None:
+    """Show every change of NAME: version, old PDH, new PDH, who, when."""
+    changes = open_warehouse(ctx).name_log(name_)
+    if as_json:
+        emit_json([_record(c) for c in changes])
+        return
+    for c in changes:
+        click.echo(f"v{c.version}\t{c.old_pdh or '-'}\t{c.new_pdh or '-'}\t{c.by}\t{_when(c.at)}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def accounting(ctx: click.Context, as_json: bool) -> None:
+    """Block writes per user: how many, how many new, bytes sent and newly stored."""
+    rows = open_warehouse(ctx).accounting()
+    if as_json:
+        emit_json([_record(r) for r in rows])
+        return
+    table = Table("user", "block writes", "new blocks", "bytes written", "bytes new")
+    for r in rows:
+        table.add_row(r.user, str(r.writes), str(r.new_blocks), str(r.bytes_written), str(r.bytes_new))
+    Console().print(table)
+
+
+COMMANDS = [name, accounting]

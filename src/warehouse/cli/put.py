@@ -1,0 +1,63 @@
+"""``wh put``: store files and directories as a collection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from warehouse.cli._common import byte_progress, emit_json, open_warehouse
+
+__all__ = ["COMMANDS", "put"]
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--name", help="Point this name at the new collection.")
+@click.option("--expect", metavar="PDH", help="With --name: the PDH the name must hold now.")
+@click.option("--create", is_flag=True, help="With --name: the name must not exist yet.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object instead of the PDH.")
+@click.pass_context
+def put(
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    name: str | None,
+    expect: str | None,
+    create: bool,
+    as_json: bool,
+) -> None:
+    """Store PATHS as one collection and print its portable data hash.
+
+    One directory stores its contents; several paths (or one file) are stored
+    under their base names. Blocks already stored are not written again.
+
+    With --name, the name is created (or, with --expect PDH, moved from PDH)
+    by compare-and-swap; a name already holding other data is a conflict.
+    """
+    if (expect or create) and not name:
+        raise click.UsageError("--expect and --create need --name")
+    if expect and create:
+        raise click.UsageError("give --expect or --create, not both")
+    wh = open_warehouse(ctx)
+    tree = wh.scan(list(paths))
+    with byte_progress("put", tree.total_size) as progress:
+        result = wh.put(tree, name=name, expect=expect, create=create, progress=progress)
+    w = result.write
+    if as_json:
+        emit_json(
+            {
+                "pdh": result.pdh,
+                "files": w.file_count,
+                "bytes": w.bytes_read,
+                "blocks": len(w.blocks),
+                "blocks_new": w.blocks_new,
+                "bytes_new": w.bytes_new,
+                "name": None if result.name is None else result.name.name,
+                "name_version": None if result.name is None else result.name.version,
+            }
+        )
+    else:
+        click.echo(result.pdh)
+
+
+COMMANDS = [put]

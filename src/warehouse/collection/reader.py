@@ -1,0 +1,118 @@
+"""Read files out of a collection, verifying every block.
+
+Blocks are fetched ahead of the reader on a thread pool (``readahead``
+blocks in flight), so verification of the next block overlaps the use of
+the current one. A block that fails its check raises ``CorruptDataError``
+naming the block and the files that hold data in it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cached_property
+
+from warehouse.blocks import Locator
+from warehouse.blocks.store import BlockStore
+from warehouse.errors import CorruptDataError, NotFoundError, UsageError
+from warehouse.manifest import FileEntry, Manifest
+
+__all__ = ["CollectionReader"]
+
+DEFAULT_READAHEAD = 3
+
+
+class CollectionReader:
+    def __init__(
+        self, store: BlockStore, manifest: Manifest, *, readahead: int = DEFAULT_READAHEAD
+    ) -> None:
+        self.store = store
+        self.manifest = manifest
+        self.readahead = max(1, readahead)
+
+    @cached_property
+    def files(self) -> dict[str, FileEntry]:
+        return self.manifest.files()
+
+    def entry(self, path: str) -> FileEntry:
+        entry = self.files.get(path.strip("/"))
+        if entry is None:
+            raise NotFoundError(f"no file {path!r} in collection {self.manifest.pdh}")
+        return entry
+
+    def files_using(self, locator: Locator) -> list[str]:
+        key = locator.key
+        return [e.path for e in self.files.values() if any(p.locator.key == key for p in e.pieces)]
+
+    def get_block(self, locator: Locator) -> bytes:
+        """One verified block; errors name the files it belongs to."""
+        try:
+            return self.store.get(locator)
+        except (CorruptDataError, NotFoundError) as e:
+            files = self.files_using(locator)
+            shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+            raise CorruptDataError(f"{e}; it holds data of: {shown or '(no file)'}") from e
+
+    def _blocks(self, locators: Iterable[Locator]) -> Iterator[bytes]:
+        """Verified blocks in the given order, fetched ``readahead`` ahead."""
+        with ThreadPoolExecutor(self.readahead, thread_name_prefix="wh-read") as pool:
+            window: deque[Future[bytes]] = deque()
+            it = iter(locators)
+            try:
+                for loc in it:
+                    window.append(pool.submit(self.get_block, loc))
+                    if len(window) >= self.readahead:
+                        yield window.popleft().result()
+                while window:
+                    yield window.popleft().result()
+            finally:
+                for f in window:
+                    f.cancel()
+
+    def iter_chunks(self, entries: Iterable[FileEntry]) -> Iterator[tuple[FileEntry, memoryview]]:
+        """Every file's data as (entry, chunk) pairs, in order; an empty file yields nothing."""
+        entries = list(entries)
+        pieces = [(e, p) for e in entries for p in e.pieces]
+        # Consecutive pieces in one block share one fetch.
+        needed: list[Locator] = []
+        for _, p in pieces:
+            if not needed or needed[-1].key != p.locator.key:
+                needed.append(p.locator)
+        blocks = self._blocks(needed)
+        current_key: str | None = None
+        data = memoryview(b"")
+        try:
+            for entry, piece in pieces:
+                if piece.locator.key != current_key:
+                    data = memoryview(next(blocks))
+                    current_key = piece.locator.key
+                yield entry, data[piece.offset : piece.offset + piece.length]
+        finally:
+            blocks.close()  # type: ignore[attr-defined]
+
+    def iter_file(self, path: str) -> Iterator[memoryview]:
+        for _, chunk in self.iter_chunks([self.entry(path)]):
+            yield chunk
+
+    def read_file(self, path: str) -> bytes:
+        return b"".join(self.iter_file(path))
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of a file from ``offset`` (fewer at the end of the file)."""
+        entry = self.entry(path)
+        if offset < 0 or length < 0:
+            raise UsageError("offset and length must not be negative")
+        out = bytearray()
+        pos = 0  # file offset where the current piece starts
+        for piece in entry.pieces:
+            end = pos + piece.length
+            if end > offset and pos < offset + length:
+                lo = max(offset, pos) - pos
+                hi = min(offset + length, end) - pos
+                block = self.get_block(piece.locator)
+                out += block[piece.offset + lo : piece.offset + hi]
+            pos = end
+            if pos >= offset + length:
+                break
+        return bytes(out)
