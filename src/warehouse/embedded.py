@@ -53,7 +53,11 @@ class PutResult:
 
 class EmbeddedWarehouse:
     def __init__(
-        self, home: Path | None = None, *, user: str | None = None, cache_bytes: int = DEFAULT_CACHE_BYTES
+        self,
+        home: Path | None = None,
+        *,
+        user: str | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.home = Path(home) if home is not None else default_home()
         self.home.mkdir(parents=True, exist_ok=True)
@@ -100,7 +104,9 @@ class EmbeddedWarehouse:
     def resolve(self, key: str | Key) -> str:
         """The PDH a key or name stands for now."""
         k = parse_key(key) if isinstance(key, str) else key
-        return k.head if k.is_pdh else catalog.get_name(self.engine, k.head).pdh
+        if k.is_pdh:
+            return k.head
+        return catalog.get_name(self.engine, catalog.check_name(k.head)).pdh
 
     def manifest(self, key: str | Key) -> Manifest:
         pdh = self.resolve(key)
@@ -135,8 +141,27 @@ class EmbeddedWarehouse:
             self.engine, self.user, ((b.locator.md5, b.locator.size, b.new) for b in result.blocks)
         )
         self.save_manifest(result.manifest)
-        record = None if name is None else self.set_name(name, result.pdh, expect=expect, create=create)
+        record = (
+            None if name is None else self.set_name(name, result.pdh, expect=expect, create=create)
+        )
         return PutResult(result, record)
+
+    def put_manifest(
+        self,
+        manifest: Manifest,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+    ) -> catalog.CollectionRecord:
+        """Record a collection from manifest text whose blocks are already stored."""
+        if name is not None:
+            catalog.check_name(name)
+            self._precheck_name(name, expect, create)
+        record = self.save_manifest(manifest)
+        if name is not None:
+            self.set_name(name, record.pdh, expect=expect, create=create)
+        return record
 
     def _precheck_name(self, name: str, expect: str | None, create: bool) -> None:
         # Fail before reading a terabyte when the name is already known to conflict;

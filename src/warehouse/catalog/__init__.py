@@ -32,6 +32,7 @@ __all__ = [
     "add_writer",
     "check_name",
     "get_collection",
+    "get_name",
     "list_collections",
     "list_names",
     "name_log",

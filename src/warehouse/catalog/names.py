@@ -74,17 +74,13 @@ def list_names(engine: sa.Engine, prefix: str = "") -> list[NameRecord]:
 
 def name_log(engine: sa.Engine, name: str) -> list[NameChange]:
     query = (
-        sa.select(name_history)
-        .where(name_history.c.name == name)
-        .order_by(name_history.c.version)
+        sa.select(name_history).where(name_history.c.name == name).order_by(name_history.c.version)
     )
     with connect(engine) as conn:
         rows = conn.execute(query).all()
     if not rows:
         raise NotFoundError(f"no name {name!r}")
-    return [
-        NameChange(r.name, r.version, r.old_pdh, r.new_pdh, r.by, r.at) for r in rows
-    ]
+    return [NameChange(r.name, r.version, r.old_pdh, r.new_pdh, r.by, r.at) for r in rows]
 
 
 def _may_write(conn: sa.Connection, name: str, owner: str, user: str, admin: bool) -> bool:
@@ -147,7 +143,9 @@ def set_name(
     return NameRecord(name, pdh, version, owner, now, user)
 
 
-def add_writer(engine: sa.Engine, name: str, writer: str, *, user: str, admin: bool = False) -> None:
+def add_writer(
+    engine: sa.Engine, name: str, writer: str, *, user: str, admin: bool = False
+) -> None:
     """Let ``writer`` change ``name`` (only its owner or an admin may)."""
     with write(engine) as conn:
         row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()

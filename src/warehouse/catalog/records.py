@@ -101,4 +101,7 @@ def accounting(engine: sa.Engine, since: float = 0.0) -> list[AccountingRow]:
         .order_by(bw.user)
     )
     with connect(engine) as conn:
-        return [AccountingRow(u, int(c), int(n), int(b), int(bn)) for u, c, n, b, bn in conn.execute(query)]
+        return [
+            AccountingRow(u, int(c), int(n), int(b), int(bn))
+            for u, c, n, b, bn in conn.execute(query)
+        ]

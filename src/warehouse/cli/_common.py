@@ -32,7 +32,8 @@ class Failure(click.ClickException):
 
     def __init__(self, error: WarehouseError) -> None:
         super().__init__(str(error))
-        self.exit_code = error.exit_code
+        # click declares exit_code on the class; each failure carries its own.
+        object.__setattr__(self, "exit_code", error.exit_code)
 
 
 def open_warehouse(ctx: click.Context) -> EmbeddedWarehouse:

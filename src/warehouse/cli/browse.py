@@ -30,9 +30,14 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
         )
         return
     for path, entry in chosen:
-        click.echo(f"{entry.size:>14}  {path}" if long else path)
+        click.echo(f"{entry.size:>14}  {_shown(path)}" if long else _shown(path))
     for d in dirs:
-        click.echo(f"{'-':>14}  {d}/" if long else f"{d}/")
+        click.echo(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+
+
+def _shown(path: str) -> str:
+    """One line per path, whatever the name holds (as md5sum escapes them)."""
+    return path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 @click.command()

@@ -96,7 +96,9 @@ def accounting(ctx: click.Context, as_json: bool) -> None:
         return
     table = Table("user", "block writes", "new blocks", "bytes written", "bytes new")
     for r in rows:
-        table.add_row(r.user, str(r.writes), str(r.new_blocks), str(r.bytes_written), str(r.bytes_new))
+        table.add_row(
+            r.user, str(r.writes), str(r.new_blocks), str(r.bytes_written), str(r.bytes_new)
+        )
     Console().print(table)
 
 

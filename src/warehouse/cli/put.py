@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 
 from warehouse.cli._common import byte_progress, emit_json, open_warehouse
+from warehouse.manifest import Manifest
+
+# A manifest text is read into memory; 1 GiB lists tens of millions of files.
+MAX_MANIFEST_BYTES = 1 << 30
 
 __all__ = ["COMMANDS", "put"]
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--manifest",
+    "manifest_file",
+    type=click.File("rb"),
+    help="Store a collection from this manifest text ('-': standard input) instead of "
+    "files; every block it lists must already be stored.",
+)
 @click.option("--name", help="Point this name at the new collection.")
 @click.option("--expect", metavar="PDH", help="With --name: the PDH the name must hold now.")
 @click.option("--create", is_flag=True, help="With --name: the name must not exist yet.")
@@ -21,6 +33,7 @@ __all__ = ["COMMANDS", "put"]
 def put(
     ctx: click.Context,
     paths: tuple[Path, ...],
+    manifest_file: BinaryIO | None,
     name: str | None,
     expect: str | None,
     create: bool,
@@ -38,7 +51,19 @@ def put(
         raise click.UsageError("--expect and --create need --name")
     if expect and create:
         raise click.UsageError("give --expect or --create, not both")
+    if bool(paths) == bool(manifest_file):
+        raise click.UsageError("give PATHS or --manifest FILE")
     wh = open_warehouse(ctx)
+    if manifest_file is not None:
+        text = manifest_file.read(MAX_MANIFEST_BYTES + 1)
+        if len(text) > MAX_MANIFEST_BYTES:
+            raise click.UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
+        record = wh.put_manifest(Manifest.parse(text), name=name, expect=expect, create=create)
+        if as_json:
+            emit_json({"pdh": record.pdh, "files": record.file_count, "bytes": record.size})
+        else:
+            click.echo(record.pdh)
+        return
     tree = wh.scan(list(paths))
     with byte_progress("put", tree.total_size) as progress:
         result = wh.put(tree, name=name, expect=expect, create=create, progress=progress)

@@ -65,9 +65,7 @@ def _check_dirs(dest: Path, rel: str) -> None:
             raise WarehouseError(f"{cur} exists and is not a directory")
 
 
-def _plan(
-    dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], force: bool
-) -> None:
+def _plan(dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], force: bool) -> None:
     if dest.is_symlink() and not dest.is_dir():
         raise UsageError(f"refusing to write through symbolic link {dest}")
     existing: list[str] = []

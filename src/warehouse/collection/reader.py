@@ -51,7 +51,9 @@ class CollectionReader:
             return self.store.get(locator)
         except (CorruptDataError, NotFoundError) as e:
             files = self.files_using(locator)
-            shown = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+            shown = ", ".join(files[:10]) + (
+                f" and {len(files) - 10} more" if len(files) > 10 else ""
+            )
             raise CorruptDataError(f"{e}; it holds data of: {shown or '(no file)'}") from e
 
     def _blocks(self, locators: Iterable[Locator]) -> Iterator[bytes]:

@@ -92,9 +92,9 @@ class _Packer:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _pack_dir(node: DirNode, packer: _Packer, progress: Progress | None) -> tuple[
-    list[Future[StoredBlock]], list[Segment], int
-]:
+def _pack_dir(
+    node: DirNode, packer: _Packer, progress: Progress | None
+) -> tuple[list[Future[StoredBlock]], list[Segment], int]:
     blocks: list[Future[StoredBlock]] = []
     segments: list[Segment] = []
     buf = packer.buffer()

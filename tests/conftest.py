@@ -1,0 +1,74 @@
+"""Shared fixtures: a fresh embedded warehouse per test, and ways to run `wh`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from warehouse.cli import cli
+from warehouse.embedded import EmbeddedWarehouse
+
+WH_BIN = str(Path(sys.executable).with_name("wh"))
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    h = tmp_path / "wh-home"
+    monkeypatch.setenv("WH_HOME", str(h))
+    monkeypatch.setenv("WH_USER", "alice")
+    return h
+
+
+@pytest.fixture
+def wh(home: Path) -> Iterator[EmbeddedWarehouse]:
+    with EmbeddedWarehouse(home) as w:
+        yield w
+
+
+class Runner:
+    """Runs `wh` in-process through click, the way a user would call it."""
+
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, code: int = 0, input: bytes | None = None) -> Result:
+        result = self.runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+        assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
+        return result
+
+
+@pytest.fixture
+def run(home: Path) -> Runner:
+    return Runner()
+
+
+def wh_process(*args: str, home: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    """`wh` as a real subprocess (for concurrency and crash tests)."""
+    env = {**os.environ, "WH_HOME": str(home)}
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        [WH_BIN, *args], env=env, capture_output=True, text=True, check=False, **kw
+    )
+
+
+def make_tree(root: Path) -> Path:
+    """A small tree with every awkward kind of name and file."""
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "empty dir" / "inner empty").mkdir(parents=True)
+    (root / "hello.txt").write_bytes(b"hello\n")
+    (root / "empty").write_bytes(b"")
+    (root / "sub" / "with space.txt").write_bytes(b"space " * 100)
+    (root / "sub" / "colon:name").write_bytes(b"colon\n")
+    (root / "sub" / "back\\slash").write_bytes(b"backslash\n")
+    (root / "sub" / "deeper" / "Übergrößé 日本.dat").write_bytes(os.urandom(5000))
+    (root / "sub" / "deeper" / "tab\tand\nnewline").write_bytes(b"odd\n")
+    (root / "a b").mkdir()
+    (root / "a b" / "x").write_bytes(b"x")
+    (root / "a").mkdir()
+    (root / "a" / "y").write_bytes(b"y" * 70000)
+    return root

@@ -1,0 +1,211 @@
+"""`wh put` / `wh get` and friends as a user runs them, on the embedded warehouse."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import Runner, make_tree, wh_process
+from warehouse.blocks.volume import LocalVolume
+from warehouse.manifest import Manifest
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every file's bytes and every directory (None) under root."""
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        for d in dirnames:
+            out[os.path.normpath(os.path.join(rel, d))] = None
+        for f in filenames:
+            out[os.path.normpath(os.path.join(rel, f))] = Path(dirpath, f).read_bytes()
+    return out
+
+
+def test_put_get_reproduces_the_tree(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    out = tmp_path / "out"
+    run("get", pdh, str(out))
+    assert snapshot(out) == snapshot(src)
+
+
+def test_listing_matches_md5sum(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    files = sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.is_file())
+    md5sum = subprocess.run(
+        ["md5sum", "--", *files], cwd=src, capture_output=True, text=True, check=True
+    ).stdout
+    listing = run("get", "--no-write", pdh).stdout
+    assert sorted(listing.splitlines()) == sorted(md5sum.splitlines())
+    # And the listing checks the written files with md5sum -c.
+    out = tmp_path / "out"
+    written = run("get", pdh, str(out)).stdout
+    check = subprocess.run(["md5sum", "-c", "--quiet", "-"], cwd=out, input=written, text=True)
+    assert check.returncode == 0
+
+
+def test_second_put_writes_no_block(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    first = json.loads(run("put", str(src), "--json").stdout)
+    again = json.loads(run("put", str(src), "--json").stdout)
+    assert again["pdh"] == first["pdh"]
+    assert first["blocks_new"] > 0 and again["blocks_new"] == 0 and again["bytes_new"] == 0
+    rows = json.loads(run("accounting", "--json").stdout)
+    assert rows == [
+        {
+            "user": "alice",
+            "writes": first["blocks"] + again["blocks"],
+            "new_blocks": first["blocks_new"],
+            "bytes_written": first["bytes"] * 2,
+            "bytes_new": first["bytes"],
+        }
+    ]
+
+
+def test_corrupt_block_fails_get_with_code_5(tmp_path: Path, run: Runner, home: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "victim one").write_bytes(b"precious " * 1000)
+    (src / "victim two").write_bytes(b"data " * 1000)
+    pdh = run("put", str(src)).stdout.strip()
+    block = Manifest.parse(run("manifest", pdh).stdout).blocks()[0]
+    path = LocalVolume(home / "blocks").path_for(block.md5)
+    path.write_bytes(b"X" + path.read_bytes()[1:])
+    out = tmp_path / "out"
+    result = run("get", pdh, str(out), code=5)
+    assert block.md5 in result.stderr
+    assert "victim one" in result.stderr and "victim two" in result.stderr
+    assert not any(p.is_file() for p in out.rglob("*")), "no corrupt data is written"
+    assert run("get", "--no-write", pdh, code=5).stdout == ""
+    run("cat", f"{pdh}/victim one", code=5)
+
+
+def test_get_refuses_to_overwrite_without_force(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "hello.txt").write_bytes(b"mine")
+    result = run("get", pdh, str(out), code=1)
+    assert "--force" in result.stderr
+    assert snapshot(out) == {"hello.txt": b"mine"}, "a refused get writes nothing"
+    run("get", "--force", pdh, str(out))
+    assert (out / "hello.txt").read_bytes() == b"hello\n"
+
+
+def test_get_refuses_to_write_through_a_symlink(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    out = tmp_path / "out"
+    outside = tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    (out / "sub").symlink_to(outside)
+    run("get", "--force", pdh, str(out), code=2)
+    assert list(outside.iterdir()) == []
+
+
+def test_get_sub_paths(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    run("put", str(src), "--name", "tree")
+    run("get", "tree/sub", str(tmp_path / "sub"))
+    assert snapshot(tmp_path / "sub") == snapshot(src / "sub")
+    run("get", "tree/hello.txt", str(tmp_path / "single.txt"))
+    assert (tmp_path / "single.txt").read_bytes() == b"hello\n"
+    assert run("cat", "tree/sub/colon:name").stdout == "colon\n"
+    run("get", "tree/nope", str(tmp_path / "x"), code=4)
+    run("get", "tree/../etc", str(tmp_path / "x"), code=2)
+    assert "with space.txt" in run("ls", "tree/sub").stdout
+    assert run("ls", "-l", "tree").stdout.count("\n") == 10
+
+
+def test_names_through_put_and_name_set(tmp_path: Path, run: Runner) -> None:
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "f").write_bytes(b"a")
+    (b / "f").write_bytes(b"b")
+    pa = run("put", str(a), "--name", "data").stdout.strip()
+    assert run("put", str(a), "--name", "data").stdout.strip() == pa, "same data: no change"
+    run("put", str(b), "--name", "data", code=3)
+    run("put", str(b), "--name", "data", "--create", code=3)
+    pb = run("put", str(b), "--name", "data", "--expect", pa).stdout.strip()
+    assert run("name", "get", "data").stdout.strip() == pb
+    run("name", "set", "data", pa, "--expect", pa, code=3)
+    run("name", "set", "data", pa, "--expect", pb)
+    log = json.loads(run("name", "log", "data", "--json").stdout)
+    assert [(c["old_pdh"], c["new_pdh"]) for c in log] == [(None, pa), (pa, pb), (pb, pa)]
+    assert [n["name"] for n in json.loads(run("name", "ls", "--json").stdout)] == ["data"]
+    run("name", "get", "nothing", code=4)
+    run("name", "set", "other", "0" * 32 + "+5", code=4)
+
+
+def test_twenty_processes_compare_and_swap(tmp_path: Path, run: Runner, home: Path) -> None:
+    pdhs = []
+    for i in range(21):
+        d = tmp_path / f"d{i}"
+        d.mkdir()
+        (d / "f").write_text(str(i))
+        pdhs.append(run("put", str(d)).stdout.strip())
+    run("name", "set", "N", pdhs[0])
+
+    def attempt(i: int) -> subprocess.CompletedProcess[str]:
+        return wh_process("name", "set", "N", pdhs[i], "--expect", pdhs[0], home=home)
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(attempt, range(1, 21)))
+    codes = sorted(r.returncode for r in results)
+    assert codes == [0] + [3] * 19, [r.stderr for r in results]
+    assert all(
+        "conflict" in r.stderr.lower() or "holds" in r.stderr for r in results if r.returncode
+    )
+    log = run("name", "log", "N").stdout.splitlines()
+    assert len(log) == 2, "one creation and exactly one change"
+    winner = next(i for i, r in enumerate(results, 1) if r.returncode == 0)
+    assert run("name", "get", "N").stdout.strip() == pdhs[winner]
+
+
+EMPTY = "d41d8cd98f00b204e9800998ecf8427e+0"
+BAD_MANIFESTS = [
+    (b". d41d8cd98f00b204e9800998ecf8427e+0 0:0:a", 1, "0:0:a"),
+    (b". d41d8cd98f00b204e9800998ecf8427g+0 0:0:a\n", 1, "d41d8cd98f00b204e9800998ecf8427g+0"),
+    (b". 3d21727381c6ae437586dc649592dbde+5 0:6:x\n", 1, "0:6:x"),
+    (
+        f". {EMPTY} 0:0:a\n./.. {EMPTY} 0:0:b\n".encode(),
+        2,
+        "./..",
+    ),
+    (b". d41d8cd98f00b204e9800998ecf8427e+0 0:0:a//b\n", 1, "0:0:a//b"),
+    (b". 0:0:a\n", 1, "0:0:a"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "token"), BAD_MANIFESTS)
+def test_bad_manifest_is_refused_and_nothing_stored(
+    run: Runner, home: Path, text: bytes, line: int, token: str
+) -> None:
+    result = run("put", "--manifest", "-", "--name", "bad", input=text, code=2)
+    assert f"line {line}" in result.stderr and token in result.stderr
+    assert json.loads(run("name", "ls", "--json").stdout) == []
+    assert list(LocalVolume(home / "blocks").index()) == []
+
+
+def test_manifest_with_missing_blocks_is_refused(run: Runner) -> None:
+    text = b". 3d21727381c6ae437586dc649592dbde+5 0:5:x\n"
+    run("put", "--manifest", "-", input=text, code=4)
+
+
+def test_usage_errors(run: Runner, tmp_path: Path) -> None:
+    run("put", code=2)
+    run("put", str(tmp_path), "--expect", "x", code=2)
+    run("put", str(tmp_path / "missing"), code=4)
+    run("get", "0" * 32 + "+3", code=4)
+    run("get", "not a name!", code=2)

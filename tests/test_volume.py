@@ -1,0 +1,121 @@
+"""The local volume: layout, atomic writes, verification, index, trash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from warehouse.blocks.volume import LocalVolume
+from warehouse.errors import CorruptDataError, NotFoundError, UsageError
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def test_put_get_layout(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path / "v")
+    h = md5(b"abc")
+    assert vol.put(h, b"abc") is True
+    assert (tmp_path / "v" / h[:3] / h).read_bytes() == b"abc"
+    assert vol.get(h) == b"abc"
+    st = vol.stat(h)
+    assert st is not None and st.size == 3
+
+
+def test_reput_only_touches_mtime(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    h = md5(b"abc")
+    vol.put(h, b"abc")
+    path = vol.path_for(h)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    inode = path.stat().st_ino
+    assert vol.put(h, b"abc") is False
+    assert path.stat().st_ino == inode, "an existing block is not rewritten"
+    assert path.stat().st_mtime_ns > 1_000_000_000
+
+
+def test_corrupt_block_is_never_returned(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    h = md5(b"good data")
+    vol.put(h, b"good data")
+    vol.path_for(h).write_bytes(b"evil data")
+    with pytest.raises(CorruptDataError, match=h):
+        vol.get(h)
+
+
+def test_missing_and_bad_hashes(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    with pytest.raises(NotFoundError):
+        vol.get("0" * 32)
+    for bad in ("../etc/passwd", "ABC" + "0" * 29, "0" * 31):
+        with pytest.raises(UsageError):
+            vol.path_for(bad)
+
+
+def test_index_lists_blocks_not_temporaries_or_trash(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    blobs = [f"block {i}".encode() for i in range(50)]
+    for b in blobs:
+        vol.put(md5(b), b)
+    shard = vol.path_for(md5(blobs[0])).parent
+    (shard / f".{md5(blobs[0])}.x.tmp").write_bytes(b"partial")
+    vol.trash(md5(blobs[1]))
+    listed = list(vol.index())
+    assert [s.md5 for s in listed] == sorted(md5(b) for b in blobs if b != blobs[1])
+    prefix = md5(blobs[2])[:2]
+    assert all(s.md5.startswith(prefix) for s in vol.index(prefix))
+    assert md5(blobs[2]) in {s.md5 for s in vol.index(prefix)}
+
+
+def test_trash_untrash_and_lifetime(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path, trash_lifetime=100)
+    h = md5(b"x")
+    vol.put(h, b"x")
+    st = vol.stat(h)
+    assert st is not None
+    assert vol.trash(h, if_mtime_ns=st.mtime_ns + 1) is False, "a rewritten block stays"
+    assert vol.trash(h, if_mtime_ns=st.mtime_ns, now=1000) is True
+    assert vol.stat(h) is None
+    assert vol.untrash(h) is True
+    assert vol.get(h) == b"x"
+    vol.trash(h, now=1000)
+    assert vol.empty_trash(now=1099) == 0
+    assert vol.untrash(h) is True
+    vol.trash(h, now=1000)
+    assert vol.empty_trash(now=1100) == 1
+    assert vol.untrash(h) is False
+
+
+_WRITER = """
+import hashlib, sys
+from pathlib import Path
+from warehouse.blocks.volume import LocalVolume
+data = b"z" * (48 * 1024 * 1024)
+print("go", flush=True)
+while True:
+    LocalVolume(Path(sys.argv[1])).put(hashlib.md5(data).hexdigest(), data)
+    data = data[1:]
+"""
+
+
+def test_killed_writer_leaves_no_partial_block(tmp_path: Path) -> None:
+    """SIGKILL in the middle of writes: every block visible under its name is whole."""
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"go\n"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    vol = LocalVolume(tmp_path)
+    blocks = list(vol.index())
+    assert blocks, "the writer stored something before it was killed"
+    for st in blocks:
+        vol.get(st.md5)  # raises if a partial block were visible
