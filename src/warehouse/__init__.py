@@ -46,6 +46,6 @@ __all__ = [
 ]
 
 
-def open(home: Path | None = None) -> EmbeddedWarehouse:  # noqa: A001 - the library's entry point
+def open(home: Path | None = None) -> EmbeddedWarehouse:
     """The warehouse in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse)."""
     return EmbeddedWarehouse(home)

@@ -1,0 +1,110 @@
+"""The :class:`Manifest`: a collection's files as text over content-addressed blocks."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
+from warehouse.manifest.entries import FileEntry, Stream, format_stream
+from warehouse.manifest.layout import (
+    directories_of,
+    empty_directories_of,
+    file_entries,
+    marked_directories,
+)
+from warehouse.manifest.normalize import normalized_streams
+from warehouse.manifest.parse import parse_streams
+
+__all__ = ["Manifest"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed manifest. Two manifests are equal when their streams are.
+
+    Derived values (files, PDH, …) are computed once and cached; the
+    dataclass is frozen, so they cannot go stale.
+    """
+
+    streams: tuple[Stream, ...]
+
+    @classmethod
+    def parse(cls, text: str | bytes) -> Manifest:
+        """Parse manifest text strictly; raise ManifestError naming line and token."""
+        return cls(parse_streams(text))
+
+    @classmethod
+    def from_files(cls, files: Iterable[FileEntry], empty_dirs: Iterable[str] = ()) -> Manifest:
+        """The normalized manifest holding ``files`` and the empty ``empty_dirs``."""
+        return cls(normalized_streams(files, empty_dirs))
+
+    def format(self) -> str:
+        """The manifest text, hints included."""
+        return "".join([format_stream(stream, hints=True) for stream in self.streams])
+
+    def portable_text(self) -> str:
+        """The manifest text with every locator hint stripped."""
+        return self._portable
+
+    @cached_property
+    def _portable(self) -> str:
+        return "".join([format_stream(stream, hints=False) for stream in self.streams])
+
+    @cached_property
+    def pdh(self) -> str:
+        """Portable data hash: ``md5hex(portable text) + "+" + its length in bytes``."""
+        data = self._portable.encode("utf-8")
+        if not data:
+            return str(EMPTY_LOCATOR)
+        return f"{hashlib.md5(data).hexdigest()}+{len(data)}"
+
+    @cached_property
+    def _files(self) -> dict[str, FileEntry]:
+        return file_entries(self.streams)
+
+    @cached_property
+    def _directories(self) -> set[str]:
+        return directories_of(self._files, marked_directories(self.streams))
+
+    def files(self) -> dict[str, FileEntry]:
+        """Every file by root-relative path, in order of first appearance."""
+        return dict(self._files)
+
+    def directories(self) -> list[str]:
+        """Every directory that exists (the root excluded), sorted."""
+        return sorted(self._directories)
+
+    def empty_directories(self) -> list[str]:
+        """Directories that hold nothing at all, sorted."""
+        return empty_directories_of(self._files, self._directories)
+
+    def blocks(self) -> list[Locator]:
+        """Distinct stored blocks in first-use order (by key, first hints kept).
+
+        The empty block is left out: it is never stored and always readable.
+        """
+        seen: set[str] = set()
+        found: list[Locator] = []
+        for stream in self.streams:
+            for locator in stream.locators:
+                key = locator.key
+                if key not in seen and not locator.is_empty:
+                    seen.add(key)
+                    found.append(locator)
+        return found
+
+    @cached_property
+    def _normalized(self) -> Manifest:
+        return Manifest.from_files(self._files.values(), self.empty_directories())
+
+    def normalized(self) -> Manifest:
+        """The normalized form: same files, same bytes, canonical text."""
+        return self._normalized
+
+    @cached_property
+    def size(self) -> int:
+        """Total bytes of all files."""
+        return sum(entry.size for entry in self._files.values())

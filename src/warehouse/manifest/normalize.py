@@ -1,0 +1,141 @@
+"""Building the normalized form (docs/formats.md, "Normalized form").
+
+Normalizing only rearranges references to blocks: each file keeps exactly
+the bytes it had, so the result can be computed from manifest text alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
+from warehouse.errors import UsageError
+from warehouse.manifest.entries import FileEntry, Segment, Stream
+
+if TYPE_CHECKING:
+    from warehouse.manifest.model import Manifest
+
+__all__ = ["normalize", "normalized_streams"]
+
+_MARKER = Segment(0, 0, ".")
+
+
+def normalize(manifest: Manifest) -> Manifest:
+    """The normalized form of ``manifest`` (same as ``manifest.normalized()``)."""
+    return manifest.normalized()
+
+
+def _check_path(path: str) -> None:
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts) or "\x00" in path:
+        raise UsageError(f"bad path in collection: {path!r}")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (undecodable file names) cannot be written as UTF-8.
+        raise UsageError(f"path is not valid UTF-8: {path!r}") from None
+
+
+def _check_pieces(entry: FileEntry) -> None:
+    total = 0
+    for piece in entry.pieces:
+        if piece.offset < 0 or piece.length < 0 or piece.offset + piece.length > piece.locator.size:
+            raise UsageError(f"piece of {entry.path!r} lies outside block {piece.locator.key}")
+        total += piece.length
+    if total != entry.size:
+        raise UsageError(f"pieces of {entry.path!r} hold {total} bytes, not {entry.size}")
+
+
+def _stream_for(directory: str, entries: list[FileEntry]) -> Stream:
+    """One normalized stream for the files of one directory."""
+    entries.sort(key=lambda entry: entry.path)
+    locators: list[Locator] = []
+    starts: dict[str, int] = {}
+    stream_size = 0
+    segments: list[Segment] = []
+    cut = len(directory) + 1 if directory else 0
+    for entry in entries:
+        name = entry.path[cut:]
+        first = len(segments)
+        end = -1  # stream position where this file's last segment ends
+        for piece in entry.pieces:
+            if not piece.length:
+                continue
+            locator = piece.locator
+            start = starts.get(locator.key)
+            if start is None:
+                # First use in this stream: append the block, hints as given.
+                start = starts[locator.key] = stream_size
+                stream_size += locator.size
+                locators.append(locator)
+            position = start + piece.offset
+            if position == end:
+                last = segments[-1]
+                segments[-1] = Segment(last.position, last.length + piece.length, name)
+            else:
+                segments.append(Segment(position, piece.length, name))
+            end = position + piece.length
+        if len(segments) == first:
+            segments.append(Segment(0, 0, name))
+    if not locators:
+        locators.append(EMPTY_LOCATOR)
+    return Stream(_stream_name(directory), tuple(locators), tuple(segments))
+
+
+def _stream_name(directory: str) -> str:
+    return "./" + directory if directory else "."
+
+
+def normalized_streams(
+    files: Iterable[FileEntry], empty_dirs: Iterable[str] = ()
+) -> tuple[Stream, ...]:
+    """The normalized streams holding ``files`` plus markers for ``empty_dirs``.
+
+    Raises UsageError for bad paths, a path given twice, or pieces that do
+    not fit their blocks or do not add up to the file's size.
+    """
+    by_dir: dict[str, list[FileEntry]] = {}
+    children: dict[str, set[str]] = {"": set()}
+    seen: set[str] = set()
+
+    def add_dir(path: str) -> None:
+        # Register path and its parents; stop at the first one already known.
+        children.setdefault(path, set())
+        while path:
+            parent, _, base = path.rpartition("/")
+            siblings = children.setdefault(parent, set())
+            if base in siblings:
+                return
+            siblings.add(base)
+            path = parent
+
+    for entry in files:
+        _check_path(entry.path)
+        if entry.path in seen:
+            raise UsageError(f"file {entry.path!r} given twice")
+        seen.add(entry.path)
+        _check_pieces(entry)
+        directory = entry.path.rpartition("/")[0]
+        add_dir(directory)
+        by_dir.setdefault(directory, []).append(entry)
+    for directory in empty_dirs:
+        directory = directory.rstrip("/")
+        if directory:
+            _check_path(directory)
+            add_dir(directory)
+
+    streams: list[Stream] = []
+    # Depth first, subdirectories in name order: "a", "a/b", then "a b".
+    stack = [""]
+    while stack:
+        directory = stack.pop()
+        entries = by_dir.get(directory)
+        subdirs = children[directory]
+        if entries:
+            streams.append(_stream_for(directory, entries))
+        elif not subdirs and directory:
+            streams.append(Stream(_stream_name(directory), (EMPTY_LOCATOR,), (_MARKER,)))
+        prefix = directory + "/" if directory else ""
+        stack.extend(prefix + name for name in sorted(subdirs, reverse=True))
+    return tuple(streams)

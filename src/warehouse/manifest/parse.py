@@ -1,0 +1,220 @@
+"""The strict manifest parser.
+
+Every problem is reported as a :class:`ManifestError` naming the 1-based line
+and the offending token as written, so a user can find it in the text.
+"""
+
+from __future__ import annotations
+
+import re
+
+from warehouse.blocks.locator import Locator, LocatorError
+from warehouse.errors import UsageError
+from warehouse.manifest.entries import Segment, Stream
+from warehouse.manifest.escape import unescape_name
+
+__all__ = ["ManifestError", "parse_streams"]
+
+_MAX_NUMBER = 2**63
+_TOKEN_SHOWN = 80
+_CONTROL = re.compile(r"[\x00-\x1f]")
+# Fast path for a well-formed segment; anything else goes to _segment_problem
+# for a precise reason. 19 digits cover every number below 2**63.
+_SEGMENT = re.compile(r"(0|[1-9][0-9]{0,18}):(0|[1-9][0-9]{0,18}):(.+)", re.DOTALL)
+_NUMBER = re.compile(r"0|[1-9][0-9]*")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+class ManifestError(UsageError):
+    """Malformed manifest text; names the line and the token at fault."""
+
+    def __init__(self, line: int, token: str, reason: str) -> None:
+        shown = token if len(token) <= _TOKEN_SHOWN else token[: _TOKEN_SHOWN - 3] + "..."
+        super().__init__(f"manifest line {line}: {reason}: {shown!r}")
+        self.line = line
+        self.token = token
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[ManifestError], tuple[int, str, str]]:
+        return (type(self), (self.line, self.token, self.reason))
+
+
+def _token_at(line: str, index: int) -> str:
+    """The space-separated token of ``line`` covering character ``index``."""
+    start = line.rfind(" ", 0, index) + 1
+    end = line.find(" ", index)
+    return line[start:] if end < 0 else line[start:end]
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_no = data.count(b"\n", 0, exc.start) + 1
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line_end = data.find(b"\n", exc.start)
+        line = data[line_start : None if line_end < 0 else line_end]
+        text = line.decode("utf-8", "backslashreplace")
+        # Find the token by byte offset, then show it with the bad bytes escaped.
+        offset = exc.start - line_start
+        token_start = line.rfind(b" ", 0, offset) + 1
+        token_end = line.find(b" ", offset)
+        raw = line[token_start : None if token_end < 0 else token_end]
+        token = raw.decode("utf-8", "backslashreplace") if raw else text
+        raise ManifestError(line_no, token, "invalid UTF-8") from None
+
+
+def _check_encodable(text: str) -> None:
+    """Refuse lone surrogates, which a str can hold but UTF-8 cannot."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line_no = text.count("\n", 0, exc.start) + 1
+        line_start = text.rfind("\n", 0, exc.start) + 1
+        line_end = text.find("\n", exc.start)
+        line = text[line_start : None if line_end < 0 else line_end]
+        token = _token_at(line, exc.start - line_start)
+        raise ManifestError(line_no, token, "invalid UTF-8") from None
+
+
+def _check_spacing(line_no: int, line: str, tokens: list[str]) -> None:
+    """Report leading, trailing and doubled spaces, naming the nearest token."""
+    if not line.strip(" "):
+        raise ManifestError(line_no, "", "line holds only spaces")
+    if tokens[0] == "":
+        raise ManifestError(line_no, line.lstrip(" ").split(" ", 1)[0], "leading space")
+    if tokens[-1] == "":
+        raise ManifestError(line_no, line.rstrip(" ").rsplit(" ", 1)[-1], "trailing space")
+    index = tokens.index("")
+    following = next(token for token in tokens[index:] if token)
+    raise ManifestError(line_no, following, "two spaces between tokens")
+
+
+def _unescape(line_no: int, token: str, text: str) -> str:
+    try:
+        name = unescape_name(text)
+    except ValueError as exc:
+        raise ManifestError(line_no, token, str(exc)) from None
+    if "\x00" in name:
+        raise ManifestError(line_no, token, "NUL in name")
+    return name
+
+
+def _parse_stream_name(line_no: int, token: str) -> str:
+    if token != "." and not token.startswith("./"):
+        raise ManifestError(line_no, token, "stream name must be '.' or start with './'")
+    name = _unescape(line_no, token, token)
+    if name == ".":
+        return name
+    if name.endswith("/"):
+        raise ManifestError(line_no, token, "stream name ends in '/'")
+    for component in name[2:].split("/"):
+        if component in ("", ".", ".."):
+            raise ManifestError(line_no, token, f"stream name has a {component!r} component")
+    return name
+
+
+def _segment_problem(token: str) -> str:
+    """Why ``token`` (which holds a ':') is not a segment."""
+    fields = token.split(":", 2)
+    if len(fields) < 3:
+        return "segment must be position:length:name"
+    for label, text in (("position", fields[0]), ("length", fields[1])):
+        if _DIGITS.fullmatch(text) is None:
+            return f"segment {label} is not a decimal number"
+        if _NUMBER.fullmatch(text) is None:
+            return f"segment {label} has a leading zero"
+        if len(text) > 19 or int(text) >= _MAX_NUMBER:
+            return f"segment {label} too large"
+    return "segment has an empty file name"
+
+
+def _check_file_name(line_no: int, token: str, name: str, length: int) -> None:
+    if name.startswith("/"):
+        raise ManifestError(line_no, token, "absolute file name")
+    components = name.split("/")
+    last = len(components) - 1
+    for index, component in enumerate(components):
+        if component == "." and index == last:
+            if length != 0:
+                raise ManifestError(line_no, token, "directory marker with nonzero length")
+        elif component in ("", ".", ".."):
+            raise ManifestError(line_no, token, f"file name has a {component!r} component")
+
+
+def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
+    if not line:
+        raise ManifestError(line_no, "", "empty line")
+    control = _CONTROL.search(line)
+    if control is not None:
+        char = control.group()
+        what = "tab" if char == "\t" else f"control character {char!r}"
+        raise ManifestError(line_no, _token_at(line, control.start()), f"raw {what}")
+    tokens = line.split(" ")
+    if "" in tokens:
+        _check_spacing(line_no, line, tokens)
+    stream_name = _parse_stream_name(line_no, tokens[0])
+
+    locators: list[Locator] = []
+    index = 1
+    count = len(tokens)
+    while index < count and ":" not in tokens[index]:
+        text = tokens[index]
+        locator = cache.get(text)
+        if locator is None:
+            try:
+                locator = Locator.parse(text)
+            except LocatorError as exc:
+                raise ManifestError(line_no, text, f"bad locator: {exc.reason}") from None
+            cache[text] = locator
+        locators.append(locator)
+        index += 1
+    if not locators:
+        raise ManifestError(line_no, tokens[min(1, count - 1)], "stream has no locator")
+    if index == count:
+        raise ManifestError(line_no, tokens[-1], "stream has no segment")
+
+    stream_size = sum(locator.size for locator in locators)
+    segments: list[Segment] = []
+    match_segment = _SEGMENT.fullmatch
+    for token in tokens[index:]:
+        match = match_segment(token)
+        if match is None:
+            if ":" in token:
+                raise ManifestError(line_no, token, _segment_problem(token))
+            try:
+                Locator.parse(token)
+            except LocatorError:
+                raise ManifestError(line_no, token, "bad segment") from None
+            raise ManifestError(line_no, token, "locator after a segment")
+        position_text, length_text, raw_name = match.groups()
+        position = int(position_text)
+        length = int(length_text)
+        if position >= _MAX_NUMBER or length >= _MAX_NUMBER:
+            raise ManifestError(line_no, token, "segment number too large")
+        if position + length > stream_size:
+            raise ManifestError(line_no, token, "segment past the end of its stream")
+        name = _unescape(line_no, token, raw_name) if "\\" in raw_name else raw_name
+        # Plain names (the vast majority) skip the component walk.
+        if "/" in name or name in (".", ".."):
+            _check_file_name(line_no, token, name, length)
+        segments.append(Segment(position, length, name))
+    return Stream(stream_name, tuple(locators), tuple(segments))
+
+
+def parse_streams(text: str | bytes) -> tuple[Stream, ...]:
+    """Parse manifest ``text`` into streams, or raise :class:`ManifestError`."""
+    if isinstance(text, bytes | bytearray | memoryview):
+        text = _decode(bytes(text))
+    else:
+        _check_encodable(text)
+    if not text:
+        return ()
+    lines = text.split("\n")
+    # split() leaves "" after a final newline; anything else means it is missing.
+    if lines[-1] != "":
+        last = lines[-1].rsplit(" ", 1)[-1]
+        raise ManifestError(len(lines), last, "missing newline at end of manifest")
+    lines.pop()
+    cache: dict[str, Locator] = {}
+    return tuple(_parse_line(number, line, cache) for number, line in enumerate(lines, 1))
