@@ -198,6 +198,17 @@ def test_bad_manifest_is_refused_and_nothing_stored(
     assert list(LocalVolume(home / "blocks").index()) == []
 
 
+def test_file_and_directory_of_one_name_is_refused_on_get(run: Runner, tmp_path: Path) -> None:
+    text = b". 5d41402abc4b2a76b9719d911017c592+5 0:5:a 0:5:a/b\n"
+    src = tmp_path / "s"
+    src.mkdir()
+    (src / "hello").write_bytes(b"hello")
+    run("put", str(src))
+    pdh = run("put", "--manifest", "-", input=text).stdout.strip()
+    run("get", pdh, str(tmp_path / "out"), code=2)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_manifest_with_missing_blocks_is_refused(run: Runner) -> None:
     text = b". 3d21727381c6ae437586dc649592dbde+5 0:5:x\n"
     run("put", "--manifest", "-", input=text, code=4)

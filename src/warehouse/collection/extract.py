@@ -68,8 +68,15 @@ def _check_dirs(dest: Path, rel: str) -> None:
 def _plan(dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], force: bool) -> None:
     if dest.is_symlink() and not dest.is_dir():
         raise UsageError(f"refusing to write through symbolic link {dest}")
+    files = {rel for rel, _ in chosen}
     existing: list[str] = []
     for rel, _ in chosen:
+        parents = rel.split("/")[:-1]
+        for i in range(1, len(parents) + 1):
+            if "/".join(parents[:i]) in files:
+                raise UsageError(
+                    f"the collection holds both a file and a directory named {'/'.join(parents[:i])!r}"
+                )
         _check_rel(rel)
         _check_dirs(dest, rel)
         target = dest / rel
