@@ -220,3 +220,16 @@ def test_usage_errors(run: Runner, tmp_path: Path) -> None:
     run("put", str(tmp_path / "missing"), code=4)
     run("get", "0" * 32 + "+3", code=4)
     run("get", "not a name!", code=2)
+
+
+def test_recorded_and_recomputed_digests_agree(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    recorded = run("get", "--no-write", pdh).stdout
+    assert run("get", "--no-write", "--rehash", pdh).stdout == recorded
+    # A collection recorded from manifest text has no digests: they are computed.
+    text = run("manifest", pdh).stdout.replace("hello.txt", "renamed.txt")
+    other = run("put", "--manifest", "-", input=text.encode()).stdout.strip()
+    assert other != pdh
+    listing = run("get", "--no-write", other).stdout
+    assert listing == recorded.replace("hello.txt", "renamed.txt")

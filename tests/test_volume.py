@@ -119,3 +119,14 @@ def test_killed_writer_leaves_no_partial_block(tmp_path: Path) -> None:
     assert blocks, "the writer stored something before it was killed"
     for st in blocks:
         vol.get(st.md5)  # raises if a partial block were visible
+
+
+def test_pending_write_is_invisible_until_finished(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    h = md5(b"later")
+    pending = vol.put_pending(h, b"later")
+    assert pending is not None
+    assert vol.stat(h) is None and list(vol.index()) == []
+    pending.finish()
+    assert vol.get(h) == b"later"
+    assert vol.put_pending(h, b"later") is None, "already stored: nothing to write"

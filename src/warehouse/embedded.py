@@ -20,7 +20,7 @@ from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.extract import ExtractedFile, extract
-from warehouse.collection.reader import CollectionReader
+from warehouse.collection.reader import CollectionReader, decode_digests, encode_digests
 from warehouse.collection.scan import DirNode, scan_paths
 from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, CorruptDataError, NotFoundError
@@ -68,6 +68,7 @@ class EmbeddedWarehouse:
         catalog.upgrade(self.engine)
 
     def close(self) -> None:
+        self.store.close()
         self.engine.dispose()
 
     def __enter__(self) -> EmbeddedWarehouse:
@@ -78,10 +79,14 @@ class EmbeddedWarehouse:
 
     # -- collections ---------------------------------------------------------
 
-    def save_manifest(self, manifest: Manifest) -> catalog.CollectionRecord:
+    def save_manifest(
+        self, manifest: Manifest, file_md5s: dict[str, str] | None = None
+    ) -> catalog.CollectionRecord:
         """Store a manifest's text as blocks and record the collection.
 
         Every block it lists must already be stored (nothing dangling is recorded).
+        ``file_md5s`` (every file's MD5, as read when it was stored) is kept for
+        the md5sum listing of ``get``.
         """
         manifest = manifest.normalized()
         for loc in manifest.blocks():
@@ -92,6 +97,7 @@ class EmbeddedWarehouse:
             self.store.put(text[i : i + MAX_BLOCK_SIZE]).locator
             for i in range(0, max(len(text), 1), MAX_BLOCK_SIZE)
         ]
+        self.store.flush()  # nothing is recorded before its blocks are durable
         return catalog.add_collection(
             self.engine,
             manifest.pdh,
@@ -99,6 +105,7 @@ class EmbeddedWarehouse:
             manifest.size,
             len(manifest.files()),
             self.user,
+            encode_digests(manifest, file_md5s),
         )
 
     def resolve(self, key: str | Key) -> str:
@@ -118,7 +125,11 @@ class EmbeddedWarehouse:
         return manifest
 
     def reader(self, key: str | Key) -> CollectionReader:
-        return CollectionReader(self.store, self.manifest(key))
+        pdh = self.resolve(key)
+        record = catalog.get_collection(self.engine, pdh)
+        return CollectionReader(
+            self.store, self.manifest(pdh), file_md5s=decode_digests(record.file_md5s)
+        )
 
     def scan(self, paths: Sequence[Path]) -> DirNode:
         return scan_paths(paths)
@@ -140,7 +151,7 @@ class EmbeddedWarehouse:
         catalog.record_block_writes(
             self.engine, self.user, ((b.locator.md5, b.locator.size, b.new) for b in result.blocks)
         )
-        self.save_manifest(result.manifest)
+        self.save_manifest(result.manifest, result.file_md5s)
         record = (
             None if name is None else self.set_name(name, result.pdh, expect=expect, create=create)
         )
@@ -179,10 +190,13 @@ class EmbeddedWarehouse:
         dest: Path | None,
         *,
         force: bool = False,
+        rehash: bool = False,
         progress: Progress | None = None,
     ) -> list[ExtractedFile]:
         k = parse_key(key)
-        return extract(self.reader(k), dest, subpath=k.path, force=force, progress=progress)
+        return extract(
+            self.reader(k), dest, subpath=k.path, force=force, rehash=rehash, progress=progress
+        )
 
     # -- names ---------------------------------------------------------------
 

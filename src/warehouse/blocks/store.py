@@ -8,6 +8,8 @@ front. The remote store (keep servers) implements the same protocol.
 from __future__ import annotations
 
 import hashlib
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +32,9 @@ class StoredBlock:
 class BlockStore(Protocol):
     def put(self, data: Buffer) -> StoredBlock: ...
 
+    def flush(self) -> None:
+        """Return once every block put so far is durable (raise if one failed)."""
+
     def get(self, locator: Locator) -> bytes: ...
 
     def exists(self, locator: Locator) -> bool: ...
@@ -38,18 +43,42 @@ class BlockStore(Protocol):
 class LocalBlockStore:
     """A block store on one local volume, verified on every read."""
 
-    def __init__(self, volume: LocalVolume, cache: BlockCache | None = None) -> None:
+    def __init__(
+        self, volume: LocalVolume, cache: BlockCache | None = None, *, syncers: int = 4
+    ) -> None:
         self.volume = volume
         self.cache = cache
+        # fsyncs run here, so hashing the next block overlaps the disk flush of
+        # this one; flush() waits for them.
+        self._syncer = ThreadPoolExecutor(syncers, thread_name_prefix="wh-fsync")
+        self._pending: set[Future[None]] = set()
+        self._lock = threading.Lock()
 
     def put(self, data: Buffer) -> StoredBlock:
+        """Store a block; it is durable and visible once ``flush()`` returns."""
         if len(data) > MAX_BLOCK_SIZE:
             raise UsageError(f"block of {len(data)} bytes is over the {MAX_BLOCK_SIZE} limit")
         locator = Locator(hashlib.md5(data).hexdigest(), len(data))
         if locator.is_empty:
             return StoredBlock(locator, False)
-        new = self.volume.put(locator.md5, data)
-        return StoredBlock(locator, new)
+        pending = self.volume.put_pending(locator.md5, data)
+        if pending is None:
+            return StoredBlock(locator, False)
+        fut = self._syncer.submit(pending.finish)
+        with self._lock:
+            self._pending.add(fut)
+        return StoredBlock(locator, True)
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, set()
+        wait(pending)
+        for fut in pending:
+            fut.result()  # the first failure is raised
+
+    def close(self) -> None:
+        self.flush()
+        self._syncer.shutdown()
 
     def get(self, locator: Locator) -> bytes:
         if locator.md5 == EMPTY_MD5:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 
-__all__ = ["DEFAULT_TRASH_LIFETIME", "BlockStat", "LocalVolume"]
+__all__ = ["DEFAULT_TRASH_LIFETIME", "BlockStat", "LocalVolume", "PendingWrite"]
 
 DEFAULT_TRASH_LIFETIME = 14 * 24 * 3600.0
 _MD5 = re.compile(r"[0-9a-f]{32}")
@@ -33,6 +33,28 @@ class BlockStat:
     md5: str
     size: int
     mtime_ns: int
+
+
+class PendingWrite:
+    """A block written to a temporary file, not yet durable nor visible."""
+
+    def __init__(self, fd: int, tmp: Path, path: Path) -> None:
+        self.fd = fd
+        self.tmp = tmp
+        self.path = path
+
+    def finish(self) -> None:
+        """fsync, rename into place, fsync the directory: now it is stored."""
+        try:
+            os.fsync(self.fd)
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp)
+            raise
+        finally:
+            os.close(self.fd)
+        _fsync_dir(self.path.parent)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -71,10 +93,22 @@ class LocalVolume:
         return BlockStat(md5, st.st_size, st.st_mtime_ns)
 
     def put(self, md5: str, data: bytes | bytearray | memoryview) -> bool:
-        """Store ``data`` under ``md5``; return True if the block was new.
+        """Store ``data`` under ``md5``, durably; return True if the block was new.
 
         The caller has hashed ``data``; a block already present with the same
         size only gets its mtime refreshed (GC reads the mtime as "last wanted").
+        """
+        pending = self.put_pending(md5, data)
+        if pending is None:
+            return False
+        pending.finish()
+        return True
+
+    def put_pending(self, md5: str, data: bytes | bytearray | memoryview) -> PendingWrite | None:
+        """Write ``data`` to a temporary file; the block appears on ``finish()``.
+
+        None when the block is already stored (its mtime is refreshed). Lets a
+        caller overlap the fsync of one block with the hashing of the next.
         """
         path = self.path_for(md5)
         try:
@@ -83,22 +117,19 @@ class LocalVolume:
             st = None
         if st is not None and st.st_size == len(data):
             os.utime(path)
-            return False
+            return None
         shard = path.parent
         shard.mkdir(exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=shard)
         try:
-            with os.fdopen(fd, "wb") as f:
+            with os.fdopen(fd, "wb", closefd=False) as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
         except BaseException:
+            os.close(fd)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(shard)
-        return st is None
+        return PendingWrite(fd, Path(tmp), path)
 
     def get(self, md5: str) -> bytes:
         """Read a block and verify it against its name."""

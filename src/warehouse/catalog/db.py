@@ -18,7 +18,7 @@ __all__ = ["HEAD_REVISION", "connect", "open_engine", "upgrade", "write"]
 
 # The newest migration; checked against the migration scripts by a test, so a
 # new script without this bump fails the suite.
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 
 _IMMEDIATE = "warehouse_write"
 

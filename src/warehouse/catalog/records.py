@@ -31,6 +31,7 @@ class CollectionRecord:
     file_count: int
     created_at: float
     created_by: str
+    file_md5s: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +44,25 @@ class AccountingRow:
 
 
 def add_collection(
-    engine: sa.Engine, pdh: str, manifest_blocks: str, size: int, file_count: int, user: str
+    engine: sa.Engine,
+    pdh: str,
+    manifest_blocks: str,
+    size: int,
+    file_count: int,
+    user: str,
+    file_md5s: str | None = None,
 ) -> CollectionRecord:
-    """Record a collection; recording one that exists is a no-op (same PDH, same data)."""
-    record = CollectionRecord(pdh, manifest_blocks, size, file_count, time.time(), user)
+    """Record a collection; recording one that exists only fills in missing digests."""
+    record = CollectionRecord(pdh, manifest_blocks, size, file_count, time.time(), user, file_md5s)
     with write(engine) as conn:
         found = conn.execute(sa.select(collections).where(collections.c.pdh == pdh)).first()
         if found is not None:
+            if found.file_md5s is None and file_md5s is not None:
+                conn.execute(
+                    collections.update()
+                    .where(collections.c.pdh == pdh)
+                    .values(file_md5s=file_md5s)
+                )
             return CollectionRecord(**found._mapping)
         conn.execute(collections.insert().values(**_row(record)))
     return record

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["block_writes", "collections", "metadata", "name_history", "name_writers", "names"]
+__all__ = [
+    "block_writes",
+    "collections",
+    "keep_services",
+    "metadata",
+    "name_history",
+    "name_writers",
+    "names",
+    "settings",
+    "tokens",
+    "users",
+]
 
 metadata = sa.MetaData()
 
@@ -24,6 +35,8 @@ collections = sa.Table(
     sa.Column("file_count", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("created_by", sa.String(255), nullable=False),
+    # JSON {path: md5} of the files as `wh put` read them (null when unknown).
+    sa.Column("file_md5s", sa.Text, nullable=True),
 )
 
 names = sa.Table(
@@ -66,4 +79,38 @@ block_writes = sa.Table(
     sa.Column("md5", sa.String(32), nullable=False),
     sa.Column("size", sa.BigInteger, nullable=False),
     sa.Column("new", sa.Boolean, nullable=False),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("token_hash", sa.String(64), primary_key=True),
+    sa.Column("user", sa.String(255), sa.ForeignKey("users.name"), nullable=False),
+    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=True),
+)
+
+keep_services = sa.Table(
+    "keep_services",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("url", sa.String(1024), nullable=False, unique=True),
+    sa.Column("registered_at", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+)
+
+settings = sa.Table(
+    "settings",
+    metadata,
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
 )

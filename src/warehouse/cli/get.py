@@ -19,10 +19,21 @@ __all__ = ["COMMANDS", "get"]
 @click.argument("dest", required=False, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite files that exist in DEST.")
 @click.option("--no-write", is_flag=True, help="Only read, verify and list; write nothing.")
+@click.option(
+    "--rehash",
+    is_flag=True,
+    help="List MD5s computed from the bytes read, not the ones recorded at put.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead.")
 @click.pass_context
 def get(
-    ctx: click.Context, key: str, dest: Path | None, force: bool, no_write: bool, as_json: bool
+    ctx: click.Context,
+    key: str,
+    dest: Path | None,
+    force: bool,
+    no_write: bool,
+    rehash: bool,
+    as_json: bool,
 ) -> None:
     """Write the files of KEY (a PDH or a name, optionally /sub/path) into DEST.
 
@@ -44,6 +55,7 @@ def get(
             None if no_write else (dest or Path(".")),
             subpath=k.path,
             force=force,
+            rehash=rehash,
             progress=progress,
         )
     if as_json:

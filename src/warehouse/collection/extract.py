@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,10 +74,8 @@ def _plan(dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], forc
     for rel, _ in chosen:
         parents = rel.split("/")[:-1]
         for i in range(1, len(parents) + 1):
-            if "/".join(parents[:i]) in files:
-                raise UsageError(
-                    f"the collection holds both a file and a directory named {'/'.join(parents[:i])!r}"
-                )
+            if (clash := "/".join(parents[:i])) in files:
+                raise UsageError(f"the collection holds a file and a directory named {clash!r}")
         _check_rel(rel)
         _check_dirs(dest, rel)
         target = dest / rel
@@ -101,10 +100,18 @@ def extract(
     *,
     subpath: str = "",
     force: bool = False,
+    rehash: bool = False,
     progress: Progress | None = None,
 ) -> list[ExtractedFile]:
-    """Write (or, with ``dest=None``, only read and verify) files; return their digests."""
+    """Write (or, with ``dest=None``, only read and verify) files; return their digests.
+
+    Every block is verified whatever happens. The listed MD5 of a file is the
+    one recorded when it was stored, if the warehouse has it (the verified
+    blocks hold exactly those bytes), else, or with ``rehash``, computed from
+    the bytes read.
+    """
     chosen, dirs = select(reader, subpath)
+    known = None if rehash else reader.file_md5s
     if dest is not None:
         sub = subpath.strip("/")
         if sub and sub in reader.files and not dest.is_dir():
@@ -117,6 +124,7 @@ def extract(
     out: list[ExtractedFile] = []
     sink: _Sink | None = None
     pending = iter(chosen)
+    hasher = ThreadPoolExecutor(1, thread_name_prefix="wh-md5")
     try:
         for entry, chunk in reader.iter_chunks(e for _, e in chosen):
             # Empty files yield no chunk: they are opened and closed on the way.
@@ -124,7 +132,7 @@ def extract(
                 if sink is not None:
                     out.append(sink.close())
                 rel, nxt = next(pending)
-                sink = _Sink(rel, nxt, dest)
+                sink = _Sink(rel, nxt, dest, hasher, known)
             sink.write(chunk)
             if progress is not None:
                 progress(len(chunk))
@@ -132,18 +140,35 @@ def extract(
             out.append(sink.close())
             sink = None
         for rel, entry in pending:
-            out.append(_Sink(rel, entry, dest).close())
+            out.append(_Sink(rel, entry, dest, hasher, known).close())
     except BaseException:
         if sink is not None:
             sink.abort()
         raise
+    finally:
+        hasher.shutdown(wait=True)
     return out
+
+
+# Chunks at least this large are hashed on a helper thread while the main
+# thread writes them (both release the GIL); smaller ones are not worth a hop.
+_OVERLAP_BYTES = 1 << 20
 
 
 class _Sink:
     """One file being written to a temporary name and hashed."""
 
-    def __init__(self, rel: str, entry: FileEntry, dest: Path | None) -> None:
+    def __init__(
+        self,
+        rel: str,
+        entry: FileEntry,
+        dest: Path | None,
+        hasher: ThreadPoolExecutor,
+        known: dict[str, str] | None,
+    ) -> None:
+        self.hasher = hasher
+        self.known = None if known is None else known.get(entry.path)
+        self.pending: Future[None] | None = None
         self.rel = rel
         self.entry = entry
         self.md5 = hashlib.md5()
@@ -156,19 +181,38 @@ class _Sink:
             self.file = open(self.tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
 
     def write(self, chunk: memoryview) -> None:
-        self.md5.update(chunk)
         self.size += len(chunk)
-        if self.file is not None:
-            self.file.write(chunk)
+        if self.known is not None:
+            if self.file is not None:
+                self.file.write(chunk)
+            return
+        if self.file is None or len(chunk) < _OVERLAP_BYTES:
+            self._wait()
+            self.md5.update(chunk)
+            if self.file is not None:
+                self.file.write(chunk)
+            return
+        # At most one chunk waits to be hashed, so memory stays bounded.
+        self._wait()
+        self.pending = self.hasher.submit(self.md5.update, chunk)
+        self.file.write(chunk)
+
+    def _wait(self) -> None:
+        if self.pending is not None:
+            self.pending.result()
+            self.pending = None
 
     def close(self) -> ExtractedFile:
+        self._wait()
         if self.file is not None:
             self.file.close()
             assert self.tmp is not None and self.target is not None
             os.replace(self.tmp, self.target)
-        return ExtractedFile(self.rel, self.md5.hexdigest(), self.size)
+        return ExtractedFile(self.rel, self.known or self.md5.hexdigest(), self.size)
 
     def abort(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
         if self.file is not None:
             self.file.close()
             assert self.tmp is not None

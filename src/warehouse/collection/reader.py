@@ -8,6 +8,7 @@ naming the block and the files that hold data in it.
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,18 +19,40 @@ from warehouse.blocks.store import BlockStore
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, Manifest
 
-__all__ = ["CollectionReader"]
+__all__ = ["CollectionReader", "decode_digests", "encode_digests"]
 
 DEFAULT_READAHEAD = 3
 
 
+def encode_digests(manifest: Manifest, file_md5s: dict[str, str] | None) -> str | None:
+    """File digests as stored in the catalog, if they cover exactly the manifest's files."""
+    if file_md5s is None or set(file_md5s) != set(manifest.files()):
+        return None
+    return json.dumps(file_md5s, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_digests(text: str | None) -> dict[str, str] | None:
+    if text is None:
+        return None
+    value = json.loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
 class CollectionReader:
     def __init__(
-        self, store: BlockStore, manifest: Manifest, *, readahead: int = DEFAULT_READAHEAD
+        self,
+        store: BlockStore,
+        manifest: Manifest,
+        *,
+        readahead: int = DEFAULT_READAHEAD,
+        file_md5s: dict[str, str] | None = None,
     ) -> None:
         self.store = store
         self.manifest = manifest
         self.readahead = max(1, readahead)
+        # Every file's MD5 as recorded when it was stored, or None if unknown.
+        self.file_md5s = file_md5s
 
     @cached_property
     def files(self) -> dict[str, FileEntry]:

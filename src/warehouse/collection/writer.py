@@ -9,6 +9,7 @@ size of the tree.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ class WriteResult:
     blocks: tuple[StoredBlock, ...]  # every block the data needed, in order
     file_count: int
     bytes_read: int
+    file_md5s: dict[str, str]  # path -> MD5 of the bytes read, for the md5sum listing
 
     @property
     def pdh(self) -> str:
@@ -62,6 +64,7 @@ class _Packer:
         self.free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
         self.unallocated = workers + 1
         self.error: BaseException | None = None
+        self.digests: dict[str, str] = {}  # path -> MD5 of the file's bytes
 
     def buffer(self) -> bytearray:
         if self.unallocated and self.free.empty():
@@ -69,12 +72,14 @@ class _Packer:
             return bytearray(self.block_size)
         return self.free.get()
 
-    def submit(self, buf: bytearray, length: int) -> Future[StoredBlock]:
+    def submit(
+        self, buf: bytearray, length: int, whole_files: list[tuple[str, int, int]]
+    ) -> Future[StoredBlock]:
         # A failed store (disk full, server down) stops the reading now, not
         # after the whole tree was read.
         if self.error is not None:
             raise self.error
-        fut = self.pool.submit(self._store, buf, length)
+        fut = self.pool.submit(self._store, buf, length, whole_files)
         fut.add_done_callback(self._note_error)
         return fut
 
@@ -82,9 +87,14 @@ class _Packer:
         if self.error is None and not fut.cancelled():
             self.error = fut.exception()
 
-    def _store(self, buf: bytearray, length: int) -> StoredBlock:
+    def _store(
+        self, buf: bytearray, length: int, whole_files: list[tuple[str, int, int]]
+    ) -> StoredBlock:
         try:
-            return self.store.put(memoryview(buf)[:length])
+            view = memoryview(buf)
+            for path, lo, hi in whole_files:
+                self.digests[path] = hashlib.md5(view[lo:hi]).hexdigest()
+            return self.store.put(view[:length])
         finally:
             self.free.put(buf)
 
@@ -95,13 +105,23 @@ class _Packer:
 def _pack_dir(
     node: DirNode, packer: _Packer, progress: Progress | None
 ) -> tuple[list[Future[StoredBlock]], list[Segment], int]:
+    """Pack one directory's files into blocks; also take every file's MD5.
+
+    The MD5s are recorded for the md5sum listing of `wh get`. A file inside one
+    block is hashed by the worker that stores the block (in parallel); a file
+    spanning blocks is hashed here, in order.
+    """
     blocks: list[Future[StoredBlock]] = []
     segments: list[Segment] = []
     buf = packer.buffer()
     fill = 0
+    whole: list[tuple[str, int, int]] = []  # files wholly inside the current buffer
     stream_pos = 0
     for name, path, _ in node.files:
+        key = f"{node.rel}/{name}" if node.rel else name
         start = stream_pos
+        file_start = fill
+        md5 = None
         try:
             f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
         except OSError as e:
@@ -109,8 +129,10 @@ def _pack_dir(
         with f:
             while True:
                 if fill == len(buf):
-                    blocks.append(packer.submit(buf, fill))
-                    buf, fill = packer.buffer(), 0
+                    md5 = md5 or hashlib.md5()
+                    md5.update(memoryview(buf)[file_start:fill])
+                    blocks.append(packer.submit(buf, fill, whole))
+                    buf, fill, file_start, whole = packer.buffer(), 0, 0, []
                 n = f.readinto(memoryview(buf)[fill:])
                 if not n:
                     break
@@ -118,9 +140,14 @@ def _pack_dir(
                 stream_pos += n
                 if progress is not None:
                     progress(n)
+        if md5 is None:
+            whole.append((key, file_start, fill))
+        else:
+            md5.update(memoryview(buf)[file_start:fill])
+            packer.digests[key] = md5.hexdigest()
         segments.append(Segment(start, stream_pos - start, name))
-    if fill:
-        blocks.append(packer.submit(buf, fill))
+    if fill or whole:
+        blocks.append(packer.submit(buf, fill, whole))
     else:
         packer.free.put(buf)
     return blocks, segments, stream_pos
@@ -151,6 +178,9 @@ def write_tree(
         stored = [[f.result() for f in blocks] for _, blocks, _ in planned]
     finally:
         packer.close()
+    store.flush()
+    if packer.error is not None:
+        raise packer.error
     streams = [
         Stream(name, tuple(b.locator for b in sb) or (EMPTY_LOCATOR,), tuple(segments))
         for (name, _, segments), sb in zip(planned, stored, strict=True)
@@ -160,5 +190,6 @@ def write_tree(
         manifest=manifest,
         blocks=tuple(b for sb in stored for b in sb),
         file_count=root.file_count,
+        file_md5s=packer.digests,
         bytes_read=total,
     )

@@ -1,0 +1,77 @@
+"""Keep services and cluster-wide settings (the blob signing key)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from warehouse.catalog.db import connect, write
+from warehouse.catalog.schema import keep_services, settings
+
+__all__ = [
+    "KeepService",
+    "get_setting",
+    "list_keep_services",
+    "register_keep_service",
+    "signing_key",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class KeepService:
+    id: str  # stable: derived from the URL, used in rendezvous hashing
+    url: str
+    last_seen: float
+
+
+def service_id(url: str) -> str:
+    return "keep-" + hashlib.md5(url.encode()).hexdigest()[:15]
+
+
+def register_keep_service(engine: sa.Engine, url: str) -> KeepService:
+    url = url.rstrip("/")
+    now = time.time()
+    sid = service_id(url)
+    with write(engine) as conn:
+        found = conn.execute(sa.select(keep_services).where(keep_services.c.url == url)).first()
+        if found is None:
+            conn.execute(
+                keep_services.insert().values(id=sid, url=url, registered_at=now, last_seen=now)
+            )
+        else:
+            conn.execute(
+                keep_services.update().where(keep_services.c.url == url).values(last_seen=now)
+            )
+    return KeepService(sid, url, now)
+
+
+def list_keep_services(engine: sa.Engine) -> list[KeepService]:
+    with connect(engine) as conn:
+        rows = conn.execute(sa.select(keep_services).order_by(keep_services.c.id)).all()
+    return [KeepService(r.id, r.url, r.last_seen) for r in rows]
+
+
+def get_setting(engine: sa.Engine, key: str, default: str | None = None) -> str | None:
+    with connect(engine) as conn:
+        value = conn.execute(sa.select(settings.c.value).where(settings.c.key == key)).scalar()
+    return default if value is None else str(value)
+
+
+def signing_key(engine: sa.Engine) -> bytes:
+    """The cluster's blob signing key, made on first use."""
+    existing = get_setting(engine, "blob_signing_key")
+    if existing is not None:
+        return existing.encode()
+    with write(engine) as conn:
+        # Another process may have made it while we looked: the first one wins.
+        value = conn.execute(
+            sa.select(settings.c.value).where(settings.c.key == "blob_signing_key")
+        ).scalar()
+        if value is None:
+            value = secrets.token_hex(32)
+            conn.execute(settings.insert().values(key="blob_signing_key", value=value))
+    return str(value).encode()
