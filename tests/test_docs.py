@@ -47,6 +47,7 @@ def test_public_surface() -> None:
         "NotFoundError",
         "PutResult",
         "UsageError",
+        "Warehouse",
         "WarehouseError",
         "open",
     }

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator, LocatorError
@@ -24,6 +25,7 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
+from warehouse.interface import Warehouse
 from warehouse.manifest import Manifest, ManifestError
 
 __all__ = [
@@ -41,11 +43,18 @@ __all__ = [
     "NotFoundError",
     "PutResult",
     "UsageError",
+    "Warehouse",
     "WarehouseError",
     "open",
 ]
 
 
-def open(home: Path | None = None) -> EmbeddedWarehouse:
-    """The warehouse in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse)."""
+def open(home: Path | None = None) -> Warehouse:
+    """The remote warehouse at ``$WH_URL`` (with ``$WH_TOKEN``) if set, else the
+    embedded one in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse)."""
+    url = os.environ.get("WH_URL")
+    if url and home is None:
+        from warehouse.remote.warehouse import RemoteWarehouse
+
+        return RemoteWarehouse(url, os.environ.get("WH_TOKEN", ""))
     return EmbeddedWarehouse(home)

@@ -15,15 +15,15 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from warehouse import catalog
-from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.extract import ExtractedFile, extract
-from warehouse.collection.reader import CollectionReader, decode_digests, encode_digests
+from warehouse.collection.reader import CollectionReader
+from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.collection.scan import DirNode, scan_paths
 from warehouse.collection.writer import WriteResult, write_tree
-from warehouse.errors import ConflictError, CorruptDataError, NotFoundError
+from warehouse.errors import ConflictError, NotFoundError
 from warehouse.keys import Key, parse_key
 from warehouse.manifest import Manifest
 
@@ -88,25 +88,10 @@ class EmbeddedWarehouse:
         ``file_md5s`` (every file's MD5, as read when it was stored) is kept for
         the md5sum listing of ``get``.
         """
-        manifest = manifest.normalized()
         for loc in manifest.blocks():
             if not self.store.exists(loc):
                 raise NotFoundError(f"block {loc.key} of the manifest is not stored")
-        text = manifest.portable_text().encode()
-        locators = [
-            self.store.put(text[i : i + MAX_BLOCK_SIZE]).locator
-            for i in range(0, max(len(text), 1), MAX_BLOCK_SIZE)
-        ]
-        self.store.flush()  # nothing is recorded before its blocks are durable
-        return catalog.add_collection(
-            self.engine,
-            manifest.pdh,
-            " ".join(str(loc) for loc in locators),
-            manifest.size,
-            len(manifest.files()),
-            self.user,
-            encode_digests(manifest, file_md5s),
-        )
+        return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
 
     def resolve(self, key: str | Key) -> str:
         """The PDH a key or name stands for now."""
@@ -116,20 +101,11 @@ class EmbeddedWarehouse:
         return catalog.get_name(self.engine, catalog.check_name(k.head)).pdh
 
     def manifest(self, key: str | Key) -> Manifest:
-        pdh = self.resolve(key)
-        record = catalog.get_collection(self.engine, pdh)
-        text = b"".join(self.store.get(Locator.parse(s)) for s in record.manifest_blocks.split())
-        manifest = Manifest.parse(text)
-        if manifest.pdh != pdh:
-            raise CorruptDataError(f"the stored manifest of {pdh} hashes to {manifest.pdh}")
-        return manifest
+        return load_manifest(self.store, self.engine, self.resolve(key))[0]
 
     def reader(self, key: str | Key) -> CollectionReader:
-        pdh = self.resolve(key)
-        record = catalog.get_collection(self.engine, pdh)
-        return CollectionReader(
-            self.store, self.manifest(pdh), file_md5s=decode_digests(record.file_md5s)
-        )
+        manifest, digests = load_manifest(self.store, self.engine, self.resolve(key))
+        return CollectionReader(self.store, manifest, file_md5s=digests)
 
     def scan(self, paths: Sequence[Path]) -> DirNode:
         return scan_paths(paths)

@@ -21,11 +21,19 @@ from pathlib import Path
 
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 
-__all__ = ["DEFAULT_TRASH_LIFETIME", "BlockStat", "LocalVolume", "PendingWrite"]
+__all__ = [
+    "DEFAULT_TRASH_LIFETIME",
+    "BlockStat",
+    "BlockWriter",
+    "LocalVolume",
+    "PendingWrite",
+    "VolumeSpace",
+]
 
 DEFAULT_TRASH_LIFETIME = 14 * 24 * 3600.0
 _MD5 = re.compile(r"[0-9a-f]{32}")
 _TRASH = re.compile(r"([0-9a-f]{32})\.trash\.(\d+)")
+_TEMP = re.compile(r"\.[0-9a-f]{32}\..*\.tmp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,76 @@ class PendingWrite:
         finally:
             os.close(self.fd)
         _fsync_dir(self.path.parent)
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeSpace:
+    free_bytes: int  # available to an unprivileged writer
+    total_bytes: int
+
+
+class BlockWriter:
+    """A block arriving in pieces: hashed while written to a temporary file.
+
+    Nothing is visible under the block's name until ``commit()`` has checked
+    the MD5. When the block is already stored the bytes are only hashed, and
+    ``commit()`` refreshes its mtime instead of writing it again.
+    """
+
+    def __init__(self, md5: str, path: Path, fd: int | None, tmp: Path | None) -> None:
+        self.md5 = md5
+        self.path = path
+        self.size = 0
+        self._fd = fd
+        self._tmp = tmp
+        self._hash = hashlib.md5()
+        self._done = False
+
+    @property
+    def exists(self) -> bool:
+        """True when the block was already stored, so nothing is being written."""
+        return self._fd is None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._done:
+            raise UsageError(f"write of block {self.md5} is already finished")
+        self._hash.update(data)
+        if self._fd is not None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        self.size += len(data)
+
+    def commit(self) -> bool:
+        """Check the MD5, then make the block durable and visible; True if it is new.
+
+        On a mismatch nothing is stored and UsageError names both hashes.
+        """
+        if self._done:
+            raise UsageError(f"write of block {self.md5} is already finished")
+        got = self._hash.hexdigest()
+        if got != self.md5:
+            self.abort()
+            raise UsageError(f"the data's MD5 is {got}, not {self.md5}")
+        self._done = True
+        if self._fd is None or self._tmp is None:
+            # Raises FileNotFoundError if the block was trashed meanwhile: the
+            # caller must not be told it is stored.
+            os.utime(self.path)
+            return False
+        PendingWrite(self._fd, self._tmp, self.path).finish()
+        self._fd = None
+        return True
+
+    def abort(self) -> None:
+        """Forget the bytes written so far (idempotent)."""
+        self._done = True
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+            if self._tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._tmp)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -130,6 +208,40 @@ class LocalVolume:
                 os.unlink(tmp)
             raise
         return PendingWrite(fd, Path(tmp), path)
+
+    def open_write(self, md5: str, size: int) -> BlockWriter:
+        """Start writing a block of ``size`` bytes that arrives in pieces."""
+        path = self.path_for(md5)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            st = None
+        if st is not None and st.st_size == size:
+            return BlockWriter(md5, path, None, None)
+        path.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=path.parent)
+        return BlockWriter(md5, path, fd, Path(tmp))
+
+    def space(self) -> VolumeSpace:
+        st = os.statvfs(self.root)
+        return VolumeSpace(st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize)
+
+    def remove_stale_temporaries(self, max_age: float, now: float | None = None) -> int:
+        """Remove temporary files older than ``max_age`` seconds (left by a crash)."""
+        limit = (time.time() if now is None else now) - max_age
+        removed = 0
+        for shard in _listdir(self.root):
+            if len(shard) != 3:
+                continue
+            for name in _listdir(self.root / shard):
+                if not _TEMP.fullmatch(name):
+                    continue
+                path = self.root / shard / name
+                with contextlib.suppress(FileNotFoundError):
+                    if path.stat().st_mtime < limit:
+                        path.unlink()
+                        removed += 1
+        return removed
 
     def get(self, md5: str) -> bytes:
         """Read a block and verify it against its name."""

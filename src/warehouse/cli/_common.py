@@ -19,8 +19,9 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from warehouse.embedded import EmbeddedWarehouse
+import warehouse
 from warehouse.errors import WarehouseError
+from warehouse.interface import Warehouse
 
 __all__ = ["Failure", "byte_progress", "emit_json", "open_warehouse", "stderr"]
 
@@ -36,16 +37,15 @@ class Failure(click.ClickException):
         object.__setattr__(self, "exit_code", error.exit_code)
 
 
-def open_warehouse(ctx: click.Context) -> EmbeddedWarehouse:
-    """The warehouse for this command, opened once per invocation."""
+def open_warehouse(ctx: click.Context) -> Warehouse:
+    """The warehouse for this command ($WH_URL, else $WH_HOME), opened once."""
     obj = ctx.ensure_object(dict)
     if "warehouse" not in obj:
-        wh = EmbeddedWarehouse()
+        wh = warehouse.open()
         ctx.call_on_close(wh.close)
         obj["warehouse"] = wh
-    wh = obj["warehouse"]
-    assert isinstance(wh, EmbeddedWarehouse)
-    return wh
+    opened: Warehouse = obj["warehouse"]
+    return opened
 
 
 @contextmanager

@@ -188,7 +188,7 @@ def write_tree(
     manifest = Manifest(tuple(streams)).normalized()
     return WriteResult(
         manifest=manifest,
-        blocks=tuple(b for sb in stored for b in sb),
+        blocks=tuple(b for sb in stored for b in sb if not b.locator.is_empty),
         file_count=root.file_count,
         file_md5s=packer.digests,
         bytes_read=total,

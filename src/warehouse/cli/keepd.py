@@ -1,0 +1,104 @@
+"""``wh keepd``: run a keep server over one or more volume directories."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
+from warehouse.errors import UsageError
+from warehouse.server.keepd import KeepdOptions, run_keepd
+from warehouse.server.serving import parse_listen
+
+__all__ = ["COMMANDS", "keepd"]
+
+
+def _read_lines(path: Path | None) -> list[str]:
+    if path is None:
+        return []
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def _announce(url: str) -> None:
+    click.echo(f"keepd listening on {url}")
+    sys.stdout.flush()
+
+
+@click.command()
+@click.option(
+    "--volume",
+    "volumes",
+    multiple=True,
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A directory of blocks (repeat for several; created if missing).",
+)
+@click.option("--listen", required=True, help="HOST:PORT to listen on (port 0: any free port).")
+@click.option("--controller", metavar="URL", help="The controller; its admin token is $WH_TOKEN.")
+@click.option(
+    "--admin-token-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Standalone: admin tokens, one per line (also $WH_KEEP_ADMIN_TOKEN).",
+)
+@click.option(
+    "--signing-key-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Standalone: the blob signing key (the file's text, stripped).",
+)
+@click.option(
+    "--signature-ttl",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SIGNATURE_TTL,
+    show_default=True,
+    help="Standalone: seconds a signed locator stays valid.",
+)
+@click.option(
+    "--trash-lifetime",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Standalone: seconds a trashed block is kept before removal [default: 14 days].",
+)
+def keepd(
+    volumes: tuple[Path, ...],
+    listen: str,
+    controller: str | None,
+    admin_token_file: Path | None,
+    signing_key_file: Path | None,
+    signature_ttl: int,
+    trash_lifetime: float | None,
+) -> None:
+    """Serve blocks over HTTP from local volumes (the keep server).
+
+    Prints `keepd listening on http://HOST:PORT` once it accepts requests,
+    then serves until SIGTERM or SIGINT. See docs/keepd.md.
+    """
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    host, port = parse_listen(listen)
+    admin_tokens = _read_lines(admin_token_file)
+    env_admin = os.environ.get("WH_KEEP_ADMIN_TOKEN", "").strip()
+    if env_admin:
+        admin_tokens.append(env_admin)
+    key = signing_key_file.read_text().strip().encode() if signing_key_file else None
+    if signing_key_file and not key:
+        raise UsageError(f"the signing key file {signing_key_file} is empty")
+    options = KeepdOptions(
+        volumes=list(volumes),
+        host=host,
+        port=port,
+        controller=controller,
+        admin_tokens=admin_tokens,
+        controller_token=os.environ.get("WH_TOKEN") or None,
+        signing_key=key,
+        signature_ttl=signature_ttl,
+        trash_lifetime=trash_lifetime,
+    )
+    run_keepd(options, _announce)
+
+
+COMMANDS = [keepd]

@@ -1,0 +1,86 @@
+"""The operations every warehouse offers, embedded or remote (one interface,
+one shared test suite)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from warehouse import catalog
+from warehouse.blocks.store import BlockStore
+from warehouse.collection.extract import ExtractedFile
+from warehouse.collection.reader import CollectionReader
+from warehouse.collection.scan import DirNode
+from warehouse.embedded import PutResult
+from warehouse.keys import Key
+from warehouse.manifest import Manifest
+
+__all__ = ["Warehouse"]
+
+Progress = Callable[[int], None]
+
+
+class Warehouse(Protocol):
+    @property
+    def user(self) -> str:
+        """Who the warehouse acts for (recorded in names and accounting)."""
+
+    @property
+    def store(self) -> BlockStore:
+        """Where blocks go: a local volume or the keep servers."""
+
+    def close(self) -> None: ...
+
+    def scan(self, paths: Sequence[Path]) -> DirNode: ...
+
+    def put(
+        self,
+        paths: Sequence[Path] | DirNode,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+        progress: Progress | None = None,
+    ) -> PutResult: ...
+
+    def put_manifest(
+        self,
+        manifest: Manifest,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+    ) -> catalog.CollectionRecord: ...
+
+    def save_manifest(
+        self, manifest: Manifest, file_md5s: dict[str, str] | None = None
+    ) -> catalog.CollectionRecord: ...
+
+    def resolve(self, key: str | Key) -> str: ...
+
+    def manifest(self, key: str | Key) -> Manifest: ...
+
+    def reader(self, key: str | Key) -> CollectionReader: ...
+
+    def get(
+        self,
+        key: str,
+        dest: Path | None,
+        *,
+        force: bool = False,
+        rehash: bool = False,
+        progress: Progress | None = None,
+    ) -> list[ExtractedFile]: ...
+
+    def set_name(
+        self, name: str, pdh: str, *, expect: str | None, create: bool = False
+    ) -> catalog.NameRecord: ...
+
+    def get_name(self, name: str) -> catalog.NameRecord: ...
+
+    def list_names(self, prefix: str = "") -> list[catalog.NameRecord]: ...
+
+    def name_log(self, name: str) -> list[catalog.NameChange]: ...
+
+    def accounting(self, since: float = 0.0) -> list[catalog.AccountingRow]: ...

@@ -1,0 +1,252 @@
+"""The block client for keep servers (DESIGN §4.3): replication, failover,
+retries with backoff, verification with fallback to another copy.
+
+``KeepClient`` implements the same ``BlockStore`` protocol as the local
+store, so the collection writer and reader work unchanged over HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
+from warehouse.blocks.cache import BlockCache
+from warehouse.blocks.store import Buffer, StoredBlock
+from warehouse.errors import (
+    CorruptDataError,
+    ForbiddenError,
+    NotFoundError,
+    UsageError,
+    WarehouseError,
+)
+from warehouse.remote.probe import Service, k_hint, order_from_hint, probe_order
+
+__all__ = ["KeepClient", "KeepStats", "ReplicationError"]
+
+log = logging.getLogger("warehouse.keep")
+
+
+class ReplicationError(WarehouseError):
+    """Fewer copies of a block could be written than the caller asked for."""
+
+
+@dataclass
+class KeepStats:
+    """What the client saw; shown by `wh put --json` and in test output."""
+
+    puts: int = 0
+    copies: int = 0
+    skipped: int = 0  # blocks already stored, not sent again
+    gets: int = 0
+    failovers: int = 0
+    bad_copies: list[tuple[str, str]] = field(default_factory=list)  # (block, server url)
+    min_copies_seen: int | None = None
+
+
+class KeepClient:
+    def __init__(
+        self,
+        services: Sequence[Service],
+        token: str,
+        *,
+        replication: int = 2,
+        min_copies: int | None = None,
+        cluster: str = "local",
+        timeout: float = 60.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        cache: BlockCache | None = None,
+        signer: Callable[[Locator], Locator] | None = None,
+    ) -> None:
+        if not services:
+            raise UsageError("no keep servers are registered with the controller")
+        self.services = list(services)
+        self.token = token
+        self.replication = max(1, replication)
+        self.min_copies = self.replication if min_copies is None else min_copies
+        self.cluster = cluster
+        self.retries = retries
+        self.backoff = backoff
+        self.cache = cache
+        # The controller signs its own reads (it holds the key); clients use
+        # the signatures the controller gave them.
+        self.signer = signer
+        self.stats = KeepStats()
+        self._lock = threading.Lock()
+        # Signed locators this client already holds: a later put of the same
+        # block only checks (HEAD) that the copies are there.
+        self._signed: dict[str, Locator] = {}
+        self.http = httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=5.0),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def flush(self) -> None:
+        """Every put returned after its copies were stored: nothing to wait for."""
+
+    # -- writing -------------------------------------------------------------
+
+    def put(self, data: Buffer) -> StoredBlock:
+        size = len(data)
+        if size > MAX_BLOCK_SIZE:
+            raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
+        md5 = hashlib.md5(data).hexdigest()
+        plain = Locator(md5, size)
+        if plain.is_empty:
+            return StoredBlock(plain, False)
+        known = self._signed.get(plain.key)
+        if known is not None and self._has_copies(known):
+            with self._lock:
+                self.stats.skipped += 1
+            return StoredBlock(known, False)
+        body = bytes(data)
+        order = probe_order(md5, self.services)
+        stored: list[int] = []
+        signed: Locator | None = None
+        new = False
+        failed: list[int] = []
+        for attempt in range(self.retries + 1):
+            candidates = list(range(len(order))) if attempt == 0 else failed
+            failed = []
+            for i in candidates:
+                if len(stored) >= self.replication:
+                    break
+                if i in stored:
+                    continue
+                try:
+                    resp = self.http.put(f"{order[i].url}/{md5}", content=body)
+                except httpx.TransportError as e:
+                    log.info("PUT %s to %s failed: %s", md5, order[i].url, e)
+                    failed.append(i)
+                    continue
+                if resp.status_code >= 500:
+                    log.info("PUT %s to %s: %s", md5, order[i].url, resp.status_code)
+                    failed.append(i)
+                    continue
+                _raise_for_client_error(resp, f"storing block {md5} on {order[i].url}")
+                signed = Locator.parse(resp.text.strip())
+                new = new or resp.headers.get("X-Keep-New", "1") == "1"
+                stored.append(i)
+            if len(stored) >= self.replication or not failed:
+                break
+            time.sleep(self.backoff * 2**attempt)
+        with self._lock:
+            self.stats.puts += 1
+            self.stats.copies += len(stored)
+            seen = self.stats.min_copies_seen
+            self.stats.min_copies_seen = len(stored) if seen is None else min(seen, len(stored))
+        if len(stored) < self.min_copies or signed is None:
+            raise ReplicationError(
+                f"block {md5}: stored {len(stored)} of {self.replication} copies "
+                f"(at least {self.min_copies} needed; {len(self.services)} servers)"
+            )
+        locator = signed.with_hint(k_hint(stored, self.cluster))
+        self._signed[plain.key] = locator
+        return StoredBlock(locator, new)
+
+    def _has_copies(self, locator: Locator) -> bool:
+        order = probe_order(locator.md5, self.services)[: self.replication]
+        for s in order:
+            try:
+                resp = self.http.head(f"{s.url}/{locator}")
+            except httpx.TransportError:
+                return False
+            if resp.status_code != 200:
+                return False
+        return True
+
+    # -- reading -------------------------------------------------------------
+
+    def get(self, locator: Locator) -> bytes:
+        if locator.md5 == EMPTY_MD5:
+            return b""
+        if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
+            return hit
+        if self.signer is not None and locator.hint("A") is None:
+            locator = self.signer(locator)
+        order = order_from_hint(
+            probe_order(locator.md5, self.services), locator.hint("K"), self.cluster
+        )
+        corrupt: list[str] = []
+        errors: list[str] = []
+        for attempt in range(self.retries + 1):
+            retry = False
+            for s in order:
+                try:
+                    resp = self.http.get(f"{s.url}/{locator}")
+                except httpx.TransportError as e:
+                    errors.append(f"{s.url}: {e}")
+                    retry = True
+                    continue
+                if resp.status_code == 404:
+                    continue
+                if resp.status_code == 502:
+                    self._bad_copy(locator, s, "the server found its copy corrupt")
+                    corrupt.append(s.url)
+                    continue
+                if resp.status_code >= 500:
+                    errors.append(f"{s.url}: HTTP {resp.status_code}")
+                    retry = True
+                    continue
+                _raise_for_client_error(resp, f"reading block {locator.key} from {s.url}")
+                data = resp.content
+                if len(data) != locator.size or hashlib.md5(data).hexdigest() != locator.md5:
+                    self._bad_copy(locator, s, "the bytes received do not match")
+                    corrupt.append(s.url)
+                    continue
+                with self._lock:
+                    self.stats.gets += 1
+                    self.stats.failovers += s is not order[0]
+                if self.cache is not None:
+                    self.cache.put(locator.key, data)
+                return data
+            if not retry:
+                break
+            time.sleep(self.backoff * 2**attempt)
+        if corrupt:
+            raise CorruptDataError(
+                f"block {locator.key}: no good copy (corrupt on {', '.join(corrupt)})"
+            )
+        if errors:
+            raise WarehouseError(f"block {locator.key}: no server answered ({errors[-1]})")
+        raise NotFoundError(f"block {locator.key} is on none of {len(order)} keep servers")
+
+    def _bad_copy(self, locator: Locator, service: Service, why: str) -> None:
+        log.warning("bad copy of block %s on %s: %s", locator.key, service.url, why)
+        with self._lock:
+            self.stats.bad_copies.append((locator.key, service.url))
+
+    def exists(self, locator: Locator) -> bool:
+        if locator.is_empty:
+            return True
+        if self.signer is not None and locator.hint("A") is None:
+            locator = self.signer(locator)
+        for s in probe_order(locator.md5, self.services):
+            try:
+                if self.http.head(f"{s.url}/{locator}").status_code == 200:
+                    return True
+            except httpx.TransportError:
+                continue
+        return False
+
+
+def _raise_for_client_error(resp: httpx.Response, doing: str) -> None:
+    if resp.status_code < 400:
+        return
+    detail = resp.text.strip()[:300]
+    if resp.status_code in (401, 403):
+        raise ForbiddenError(f"{doing}: HTTP {resp.status_code} {detail}")
+    if resp.status_code == 404:
+        raise NotFoundError(f"{doing}: not found")
+    raise UsageError(f"{doing}: HTTP {resp.status_code} {detail}")

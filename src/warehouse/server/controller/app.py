@@ -1,0 +1,125 @@
+"""The controller's HTTP API (FastAPI): JSON over HTTP with bearer tokens.
+
+The OpenAPI description is served at ``/openapi.json`` (and browsable at
+``/docs``). Library errors map to status codes: bad input 400, no or bad
+token 401, not allowed 403, not found 404, conflict 409, too large 413,
+corrupt data 502.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import warehouse.errors as errors
+from warehouse.server.controller import collections, names, users
+from warehouse.server.controller.state import ControllerConfig, ControllerState
+
+__all__ = ["create_app"]
+
+_STATUS = [
+    (errors.UsageError, 400),
+    (errors.ForbiddenError, 403),
+    (errors.NotFoundError, 404),
+    (errors.ConflictError, 409),
+    (errors.CorruptDataError, 502),
+    (errors.WarehouseError, 500),
+]
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "body"
+
+
+class BodyLimit:
+    """Refuse bodies over ``limit`` bytes with 413 before reading them into memory."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await _error(413, f"request body over {self.limit} bytes")(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await _error(413, f"request body over {self.limit} bytes")(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(config: ControllerConfig, state: ControllerState | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        opened = state or ControllerState.open(config)
+        app.state.controller = opened
+        try:
+            yield
+        finally:
+            if state is None:
+                opened.close()
+
+    app = FastAPI(
+        title="Free Factory warehouse",
+        version="1",
+        summary="Collections, names, users and keep services of one installation.",
+        lifespan=lifespan,
+    )
+    if state is not None:
+        app.state.controller = state
+    for module in (collections, names, users):
+        app.include_router(module.router)
+
+    @app.exception_handler(errors.WarehouseError)
+    async def warehouse_error(request: Request, exc: errors.WarehouseError) -> JSONResponse:
+        status = next(code for cls, code in _STATUS if isinstance(exc, cls))
+        return _error(status, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors()]
+        return _error(400, "; ".join(problems))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = _error(exc.status_code, str(exc.detail))
+        if exc.status_code == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    @app.get("/api/v1/health", tags=["cluster"])
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_middleware(BodyLimit, limit=config.max_body)
+    return app

@@ -1,0 +1,128 @@
+"""Collections over the API: create from a signed manifest, get it signed back."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fastapi import APIRouter, HTTPException
+from fastapi import Request as _Request
+from pydantic import BaseModel, Field
+
+from warehouse import catalog
+from warehouse.blocks.signing import Check, check_signature, sign
+from warehouse.collection.reader import decode_digests
+from warehouse.collection.records import load_manifest, store_manifest
+from warehouse.manifest import Manifest
+from warehouse.server.controller.auth import Caller, CallerToken, state_of
+from warehouse.server.controller.state import ControllerState
+
+__all__ = ["router", "signed_text"]
+
+router = APIRouter(prefix="/api/v1/collections", tags=["collections"])
+
+
+class BlockWrite(BaseModel):
+    md5: str = Field(pattern=r"^[0-9a-f]{32}$")
+    size: int = Field(ge=0, le=64 * 1024 * 1024)
+    new: bool
+
+
+class CollectionCreate(BaseModel):
+    manifest_text: str = Field(description="The manifest, every locator signed for the caller.")
+    file_md5s: dict[str, str] | None = Field(
+        default=None, description="Each file's MD5 as read when it was stored."
+    )
+    block_writes: list[BlockWrite] = Field(
+        default_factory=list, description="The block writes that made it, for accounting."
+    )
+
+
+class CollectionOut(BaseModel):
+    pdh: str
+    manifest_text: str = Field(description="Locators signed for the caller's token.")
+    size: int
+    file_count: int
+    file_md5s: dict[str, str] | None = None
+
+
+class CollectionSummary(BaseModel):
+    pdh: str
+    size: int
+    file_count: int
+    created_at: float
+    created_by: str
+
+
+def signed_text(manifest: Manifest, token: str, state: ControllerState) -> str:
+    cfg = state.config
+    key = state.signing_key
+    streams = tuple(
+        dataclasses.replace(
+            s,
+            locators=tuple(
+                loc if loc.is_empty else sign(loc, token, key, cfg.signature_ttl)
+                for loc in s.locators
+            ),
+        )
+        for s in manifest.streams
+    )
+    return Manifest(streams).format()
+
+
+def _out(
+    manifest: Manifest, digests: dict[str, str] | None, token: str, state: ControllerState
+) -> CollectionOut:
+    return CollectionOut(
+        pdh=manifest.pdh,
+        manifest_text=signed_text(manifest, token, state),
+        size=manifest.size,
+        file_count=len(manifest.files()),
+        file_md5s=digests,
+    )
+
+
+@router.post("", response_model=CollectionOut)
+def create_collection(
+    body: CollectionCreate, user: Caller, token: CallerToken, request: _Request
+) -> CollectionOut:
+    """Record a collection. Every block must carry a valid signature for the caller."""
+    state = state_of(request)
+    manifest = Manifest.parse(body.manifest_text)
+    if not user.admin:
+        for loc in manifest.blocks():
+            verdict = check_signature(loc, token, state.signing_key, state.config.signature_ttl)
+            if verdict is not Check.OK:
+                why = {
+                    Check.MISSING: "is not signed",
+                    Check.EXPIRED: "has an expired signature",
+                    Check.BAD: "is not signed for this token",
+                }[verdict]
+                raise HTTPException(403, f"manifest_text: block {loc.key} {why}")
+    record = store_manifest(state.keep(), state.engine, manifest, user.name, body.file_md5s)
+    catalog.record_block_writes(
+        state.engine, user.name, ((w.md5, w.size, w.new) for w in body.block_writes)
+    )
+    return _out(manifest.normalized(), decode_digests(record.file_md5s), token, state)
+
+
+@router.get("/{pdh}", response_model=CollectionOut)
+def get_collection(pdh: str, user: Caller, token: CallerToken, request: _Request) -> CollectionOut:
+    """The collection's manifest, signed for the caller."""
+    state = state_of(request)
+    manifest, digests = load_manifest(state.keep(), state.engine, pdh)
+    return _out(manifest, digests, token, state)
+
+
+@router.get("", response_model=list[CollectionSummary])
+def list_collections(user: Caller, request: _Request, limit: int = 1000) -> list[CollectionSummary]:
+    records = catalog.list_collections(state_of(request).engine, min(max(limit, 1), 10000))
+    return [
+        CollectionSummary(
+            pdh=r.pdh,
+            size=r.size,
+            file_count=r.file_count,
+            created_at=r.created_at,
+            created_by=r.created_by,
+        )
+        for r in records
+    ]

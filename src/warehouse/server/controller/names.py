@@ -1,0 +1,104 @@
+"""Names over the API: compare-and-swap, history, writers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from warehouse import catalog
+from warehouse.errors import ConflictError
+from warehouse.server.controller.auth import Caller, state_of
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/names", tags=["names"])
+
+
+class NameOut(BaseModel):
+    name: str
+    pdh: str
+    version: int
+    owner: str
+    updated_at: float
+    updated_by: str
+
+
+class NameSet(BaseModel):
+    pdh: str = Field(pattern=r"^[0-9a-f]{32}\+[0-9]+$")
+    expect: str | None = Field(
+        default=None, description="The PDH the name must hold now; null: it must not exist."
+    )
+    create: bool = Field(
+        default=False, description="With expect null: fail even if it already holds pdh."
+    )
+
+
+class ChangeOut(BaseModel):
+    name: str
+    version: int
+    old_pdh: str | None
+    new_pdh: str | None
+    by: str
+    at: float
+
+
+class WriterAdd(BaseModel):
+    user: str
+
+
+def _out(r: catalog.NameRecord) -> NameOut:
+    return NameOut(
+        name=r.name,
+        pdh=r.pdh,
+        version=r.version,
+        owner=r.owner,
+        updated_at=r.updated_at,
+        updated_by=r.updated_by,
+    )
+
+
+@router.get("", response_model=list[NameOut])
+def list_names(user: Caller, request: Request, prefix: str = "") -> list[NameOut]:
+    return [_out(r) for r in catalog.list_names(state_of(request).engine, prefix)]
+
+
+@router.get("/{name}", response_model=NameOut)
+def get_name(name: str, user: Caller, request: Request) -> NameOut:
+    return _out(catalog.get_name(state_of(request).engine, name))
+
+
+@router.put("/{name}", response_model=NameOut)
+def set_name(name: str, body: NameSet, user: Caller, request: Request) -> NameOut:
+    """Compare-and-swap: 409 if the name holds anything but ``expect``."""
+    engine = state_of(request).engine
+    catalog.check_name(name)
+    catalog.get_collection(engine, body.pdh)  # a name only points at a known collection
+    try:
+        rec = catalog.set_name(
+            engine, name, body.pdh, expect=body.expect, user=user.name, admin=user.admin
+        )
+    except ConflictError:
+        if body.expect is None and not body.create:
+            current = catalog.get_name(engine, name)
+            if current.pdh == body.pdh:
+                return _out(current)
+        raise
+    return _out(rec)
+
+
+@router.get("/{name}/log", response_model=list[ChangeOut])
+def name_log(name: str, user: Caller, request: Request) -> list[ChangeOut]:
+    return [
+        ChangeOut(
+            name=c.name, version=c.version, old_pdh=c.old_pdh, new_pdh=c.new_pdh, by=c.by, at=c.at
+        )
+        for c in catalog.name_log(state_of(request).engine, name)
+    ]
+
+
+@router.post("/{name}/writers", status_code=204)
+def add_writer(name: str, body: WriterAdd, user: Caller, request: Request) -> None:
+    """Let another user move this name (its owner or an admin only)."""
+    engine = state_of(request).engine
+    catalog.get_user(engine, body.user)
+    catalog.add_writer(engine, name, body.user, user=user.name, admin=user.admin)

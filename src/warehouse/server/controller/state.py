@@ -1,0 +1,92 @@
+"""What the controller holds while it runs: the catalog, keys, its own token."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from warehouse import catalog
+from warehouse.blocks import Locator
+from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, sign
+from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
+from warehouse.remote.keepclient import KeepClient
+from warehouse.remote.probe import Service
+
+__all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState"]
+
+SYSTEM_USER = "system"
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    db_url: str
+    signature_ttl: int = DEFAULT_SIGNATURE_TTL
+    trash_lifetime: float = DEFAULT_TRASH_LIFETIME
+    replication: int = 2
+    cluster: str = "local"
+    # A request body over this is refused before it is read (manifests, JSON).
+    max_body: int = 256 * 1024 * 1024
+    # Normally kept in the catalog (made on first start); given here when keep
+    # servers run standalone with a key file.
+    signing_key: bytes | None = None
+
+
+@dataclass
+class ControllerState:
+    config: ControllerConfig
+    engine: sa.Engine
+    signing_key: bytes
+    # The controller's own admin token (for storing manifests on keep
+    # servers); made at start-up, kept in memory only.
+    system_token: str
+    _keep: KeepClient | None = field(default=None, repr=False)
+    _keep_ids: tuple[str, ...] = ()
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def open(cls, config: ControllerConfig) -> ControllerState:
+        engine = catalog.open_engine(config.db_url)
+        catalog.upgrade(engine)
+        try:
+            catalog.get_user(engine, SYSTEM_USER)
+        except Exception:
+            try:
+                catalog.add_user(engine, SYSTEM_USER, admin=True)
+            except Exception:
+                catalog.get_user(engine, SYSTEM_USER)  # made by a twin at once
+        token = catalog.create_token(
+            engine, SYSTEM_USER, label="controller", ttl=2 * config.signature_ttl
+        )
+        return cls(config, engine, config.signing_key or catalog.signing_key(engine), token)
+
+    def services(self) -> list[Service]:
+        return [Service(s.id, s.url) for s in catalog.list_keep_services(self.engine)]
+
+    def keep(self) -> KeepClient:
+        """A block client over the keep servers registered now (rebuilt when they change)."""
+        services = self.services()
+        ids = tuple(s.id for s in services)
+        with self._lock:
+            if self._keep is None or ids != self._keep_ids:
+                if self._keep is not None:
+                    self._keep.close()
+                self._keep = KeepClient(
+                    services,
+                    self.system_token,
+                    replication=min(self.config.replication, len(services)) or 1,
+                    cluster=self.config.cluster,
+                    signer=self.sign,
+                )
+                self._keep_ids = ids
+            return self._keep
+
+    def sign(self, locator: Locator) -> Locator:
+        """A read signature for the controller's own token."""
+        return sign(locator, self.system_token, self.signing_key, self.config.signature_ttl)
+
+    def close(self) -> None:
+        if self._keep is not None:
+            self._keep.close()
+        self.engine.dispose()

@@ -1,0 +1,129 @@
+"""Users, tokens, keep services, cluster settings and accounting over the API."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel, Field
+
+from warehouse import catalog
+from warehouse.server.controller.auth import Admin, Caller, state_of
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1", tags=["users and cluster"])
+
+
+class UserOut(BaseModel):
+    name: str
+    admin: bool
+
+
+class UserCreate(BaseModel):
+    name: str
+    admin: bool = False
+
+
+class TokenCreate(BaseModel):
+    user: str | None = Field(default=None, description="Whose token (admins only); default: yours.")
+    label: str = ""
+    ttl: float | None = Field(default=None, gt=0, description="Seconds until it expires.")
+
+
+class TokenOut(BaseModel):
+    user: str
+    token: str
+
+
+class KeepServiceIn(BaseModel):
+    url: str = Field(pattern=r"^https?://[^/\s]+$")
+
+
+class KeepServiceOut(BaseModel):
+    id: str
+    url: str
+    last_seen: float
+
+
+class KeepConfig(BaseModel):
+    blob_signing_key: str
+    signature_ttl: int
+    trash_lifetime: float
+
+
+class AccountingOut(BaseModel):
+    user: str
+    writes: int
+    new_blocks: int
+    bytes_written: int
+    bytes_new: int
+
+
+@router.get("/users/current", response_model=UserOut)
+def current_user(user: Caller) -> UserOut:
+    """The caller (keep servers ask this to check a token)."""
+    return UserOut(name=user.name, admin=user.admin)
+
+
+@router.get("/users", response_model=list[UserOut])
+def list_users(user: Admin, request: Request) -> list[UserOut]:
+    return [
+        UserOut(name=u.name, admin=u.admin) for u in catalog.list_users(state_of(request).engine)
+    ]
+
+
+@router.post("/users", response_model=UserOut)
+def add_user(body: UserCreate, user: Admin, request: Request) -> UserOut:
+    made = catalog.add_user(state_of(request).engine, body.name, admin=body.admin)
+    return UserOut(name=made.name, admin=made.admin)
+
+
+@router.post("/tokens", response_model=TokenOut)
+def create_token(body: TokenCreate, user: Caller, request: Request) -> TokenOut:
+    """A new token: for yourself, or (admins) for anyone."""
+    whose = body.user or user.name
+    if whose != user.name and not user.admin:
+        raise HTTPException(403, "user: only admins make tokens for others")
+    token = catalog.create_token(state_of(request).engine, whose, label=body.label, ttl=body.ttl)
+    return TokenOut(user=whose, token=token)
+
+
+@router.get("/keep_services", response_model=list[KeepServiceOut])
+def list_keep_services(user: Caller, request: Request) -> list[KeepServiceOut]:
+    return [
+        KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen)
+        for s in catalog.list_keep_services(state_of(request).engine)
+    ]
+
+
+@router.post("/keep_services", response_model=KeepServiceOut)
+def register_keep_service(body: KeepServiceIn, user: Admin, request: Request) -> KeepServiceOut:
+    s = catalog.register_keep_service(state_of(request).engine, body.url)
+    return KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen)
+
+
+@router.get("/cluster/keep-config", response_model=KeepConfig)
+def keep_config(user: Admin, request: Request) -> KeepConfig:
+    """What a keep server needs to sign and check locators like the controller."""
+    state = state_of(request)
+    return KeepConfig(
+        blob_signing_key=state.signing_key.decode(),
+        signature_ttl=state.config.signature_ttl,
+        trash_lifetime=state.config.trash_lifetime,
+    )
+
+
+@router.get("/accounting", response_model=list[AccountingOut])
+def accounting(user: Caller, request: Request, since: float = 0.0) -> list[AccountingOut]:
+    """Block writes per user (admins see everyone, others themselves)."""
+    rows = catalog.accounting(state_of(request).engine, since)
+    return [
+        AccountingOut(
+            user=r.user,
+            writes=r.writes,
+            new_blocks=r.new_blocks,
+            bytes_written=r.bytes_written,
+            bytes_new=r.bytes_new,
+        )
+        for r in rows
+        if user.admin or r.user == user.name
+    ]

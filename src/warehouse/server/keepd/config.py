@@ -1,0 +1,31 @@
+"""Everything a keep server needs to run, gathered by the CLI or by a test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.metadata import version
+
+from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
+from warehouse.blocks.volume import LocalVolume
+from warehouse.server.keepd.auth import TokenChecker
+
+__all__ = ["KeepConfig"]
+
+
+@dataclass
+class KeepConfig:
+    volumes: list[LocalVolume]
+    signing_key: bytes
+    tokens: TokenChecker
+    signature_ttl: int = DEFAULT_SIGNATURE_TTL
+    # The server's own admin token: sent to other keep servers when pulling.
+    service_token: str | None = None
+    # Bytes to leave free on each volume; a volume with less room takes no writes.
+    reserve_bytes: int = 0
+    # How often trash past its lifetime and stale temporaries are removed.
+    clean_interval: float = 300.0
+    # A temporary file older than this is left over from a crash.
+    stale_temporary_age: float = 6 * 3600.0
+    pull_workers: int = 2
+    pull_timeout: float = 60.0
+    version: str = field(default_factory=lambda: version("warehouse"))

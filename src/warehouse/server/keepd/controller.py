@@ -1,0 +1,64 @@
+"""What a keep server asks its controller at start-up (blocking, before serving).
+
+- ``GET /api/v1/cluster/keep-config`` (admin token) gives the blob signing
+  key, the signature TTL and the trash lifetime;
+- ``POST /api/v1/keep_services`` with ``{"url": …}`` registers the server,
+  once its real port is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from warehouse.errors import WarehouseError
+
+__all__ = ["ClusterKeepConfig", "ControllerError", "fetch_keep_config", "register_keep_service"]
+
+
+class ControllerError(WarehouseError):
+    """The controller could not be reached or gave an answer we cannot use."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterKeepConfig:
+    blob_signing_key: bytes
+    signature_ttl: int
+    trash_lifetime: float
+
+
+def _call(
+    method: str, url: str, token: str, timeout: float, body: dict[str, str] | None = None
+) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        r = httpx.request(method, url, headers=headers, timeout=timeout, json=body)
+    except httpx.HTTPError as e:
+        raise ControllerError(f"cannot reach the controller at {url}: {e}") from e
+    if r.status_code >= 300:
+        raise ControllerError(f"{method} {url} answered {r.status_code}: {r.text.strip()[:200]}")
+    return r
+
+
+def fetch_keep_config(controller: str, token: str, timeout: float = 30.0) -> ClusterKeepConfig:
+    url = f"{controller.rstrip('/')}/api/v1/cluster/keep-config"
+    r = _call("GET", url, token, timeout)
+    try:
+        body = r.json()
+        key = body["blob_signing_key"]
+        ttl = body["signature_ttl"]
+        lifetime = body["trash_lifetime"]
+        if not isinstance(key, str) or not key or type(ttl) is not int or ttl <= 0:
+            raise TypeError
+        # The key's bytes are its hex text as ASCII, not the decoded hex.
+        return ClusterKeepConfig(key.encode(), ttl, float(lifetime))
+    except (ValueError, KeyError, TypeError):
+        raise ControllerError(f"{url} answered something other than a keep config") from None
+
+
+def register_keep_service(
+    controller: str, token: str, service_url: str, timeout: float = 30.0
+) -> None:
+    url = f"{controller.rstrip('/')}/api/v1/keep_services"
+    _call("POST", url, token, timeout, {"url": service_url})

@@ -1,0 +1,124 @@
+"""The keep server's volumes as one store: blocking calls, run off the event loop.
+
+A new block goes to the volume with the most free space; reads look in every
+volume and skip a corrupt copy for a good one (counting and logging the bad
+one). Every method here may block on the disk; the app calls them in threads.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from collections.abc import Sequence
+
+from warehouse.blocks.locator import Locator
+from warehouse.blocks.volume import BlockStat, BlockWriter, LocalVolume
+from warehouse.errors import CorruptDataError, NotFoundError
+from warehouse.server.keepd.metrics import Metrics, VolumeGauge
+from warehouse.server.keepd.rules import Refused, TrashItem, choose_volume
+
+__all__ = ["VolumeSet"]
+
+log = logging.getLogger("warehouse.keepd")
+
+
+class VolumeSet:
+    def __init__(self, volumes: Sequence[LocalVolume], metrics: Metrics, reserve: int = 0) -> None:
+        self.volumes = list(volumes)
+        self.metrics = metrics
+        self.reserve = reserve
+        self._turns = itertools.count()
+
+    def _copies(self, md5: str) -> list[tuple[LocalVolume, BlockStat]]:
+        out = []
+        for v in self.volumes:
+            st = v.stat(md5)
+            if st is not None:
+                out.append((v, st))
+        return out
+
+    def stat(self, loc: Locator) -> BlockStat | None:
+        for _, st in self._copies(loc.md5):
+            if st.size == loc.size:
+                return st
+        return None
+
+    def read(self, loc: Locator) -> bytes:
+        """The block's verified bytes from the first good copy."""
+        corrupt = []
+        for v, _ in self._copies(loc.md5):
+            try:
+                data = v.get(loc.md5)
+            except CorruptDataError:
+                corrupt.append(v)
+                self.metrics.add(corrupt_reads=1)
+                log.error("corrupt copy of block %s on volume %s", loc.md5, v.root)
+                continue
+            except NotFoundError:
+                continue  # trashed since we looked
+            if len(data) == loc.size:
+                return data
+            # A good block of another length: the locator is wrong, not the copy.
+        if corrupt:
+            raise CorruptDataError(f"every stored copy of block {loc.md5} is corrupt")
+        raise NotFoundError(f"block {loc.key} is not here")
+
+    def open_write(self, md5: str, size: int) -> BlockWriter:
+        """A writer on the volume that has this block already, else on the roomiest one."""
+        for v, st in self._copies(md5):
+            if st.size == size:
+                return v.open_write(md5, size)
+        free = [v.space().free_bytes for v in self.volumes]
+        i = choose_volume(free, size, self.reserve, next(self._turns))
+        if i is None:
+            raise Refused(507, "every volume is full")
+        return self.volumes[i].open_write(md5, size)
+
+    def store(self, data: bytes) -> bool:
+        """Store whole verified bytes (a pulled block); True if written anew."""
+        loc = Locator.for_data(data)
+        w = self.open_write(loc.md5, loc.size)
+        try:
+            w.write(data)
+            new = w.commit()
+        finally:
+            w.abort()
+        if new:
+            self.metrics.add(blocks_stored=1)
+        return new
+
+    def index(self, prefix: str) -> str:
+        """``md5+size mtime_ns`` for each copy on each volume, in hash order, then ``\\n``."""
+        merged = heapq.merge(*(v.index(prefix) for v in self.volumes), key=lambda s: s.md5)
+        lines = [f"{s.md5}+{s.size} {s.mtime_ns}\n" for s in merged]
+        return "".join(lines) + "\n"
+
+    def trash(self, item: TrashItem) -> int:
+        """Trash each copy whose mtime is still the one GC saw; return how many."""
+        trashed = 0
+        for v, st in self._copies(item.locator.md5):
+            if st.size == item.locator.size and v.trash(st.md5, if_mtime_ns=item.block_mtime):
+                trashed += 1
+        return trashed
+
+    def untrash(self, md5: str) -> bool:
+        found = False
+        for v in self.volumes:
+            found = v.untrash(md5) or found
+        return found
+
+    def gauges(self) -> list[VolumeGauge]:
+        out = []
+        for v in self.volumes:
+            space = v.space()
+            out.append(VolumeGauge(str(v.root), space.free_bytes, space.total_bytes))
+        return out
+
+    def clean(self, stale_temporary_age: float) -> None:
+        """Empty trash past its lifetime and temporaries a crash left behind."""
+        for v in self.volumes:
+            removed = v.empty_trash()
+            stale = v.remove_stale_temporaries(stale_temporary_age)
+            if removed or stale:
+                log.info("volume %s: removed %d trashed, %d stale", v.root, removed, stale)

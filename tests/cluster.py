@@ -1,0 +1,148 @@
+"""Real installations for tests: keep server processes and controllers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warehouse import catalog
+from warehouse.blocks.volume import LocalVolume
+from warehouse.server.controller import ControllerConfig, ControllerState, create_app
+from warehouse.server.serving import ServerThread
+
+WH_BIN = str(Path(sys.executable).with_name("wh"))
+
+
+@dataclass
+class Keepd:
+    """One `wh keepd` process with one volume."""
+
+    volume: Path
+    proc: subprocess.Popen[str]
+    url: str
+    argv: list[str] = field(default_factory=list)
+
+    def blocks(self) -> set[str]:
+        return {b.md5 for b in LocalVolume(self.volume).index()}
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+def start_keepd(
+    volume: Path, *extra: str, port: int = 0, env: dict[str, str] | None = None
+) -> Keepd:
+    volume.mkdir(parents=True, exist_ok=True)
+    argv = [WH_BIN, "keepd", "--volume", str(volume), "--listen", f"127.0.0.1:{port}", *extra]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("keepd listening on "):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"keepd did not start: {line!r}")
+    return Keepd(volume, proc, line.removeprefix("keepd listening on "), argv)
+
+
+@dataclass
+class KeepPool:
+    """Standalone keep servers sharing one signing key and admin token."""
+
+    root: Path
+    signing_key: bytes
+    admin_token: str
+    servers: list[Keepd] = field(default_factory=list)
+
+    def add(self, i: int, port: int = 0) -> Keepd:
+        key_file = self.root / "signing.key"
+        token_file = self.root / "admin.token"
+        key_file.write_bytes(self.signing_key)
+        token_file.write_text(self.admin_token)
+        server = start_keepd(
+            self.root / f"keep{i}",
+            "--signing-key-file",
+            str(key_file),
+            "--admin-token-file",
+            str(token_file),
+            port=port,
+        )
+        if i < len(self.servers):
+            self.servers[i] = server
+        else:
+            self.servers.append(server)
+        return server
+
+    def restart(self, i: int) -> Keepd:
+        """Start server i again on its old port and volume (after a kill)."""
+        port = int(self.servers[i].url.rsplit(":", 1)[1])
+        self.servers[i].stop()
+        return self.add(i, port)
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+
+@contextmanager
+def keep_pool(root: Path, count: int = 4) -> Iterator[KeepPool]:
+    pool = KeepPool(root, secrets.token_hex(32).encode(), "admin-" + secrets.token_hex(16))
+    try:
+        for i in range(count):
+            pool.add(i)
+        yield pool
+    finally:
+        pool.close()
+
+
+@dataclass
+class Controller:
+    url: str
+    state: ControllerState
+    admin_token: str
+
+    def user(self, name: str, admin: bool = False) -> str:
+        """A new user; returns its token."""
+        catalog.add_user(self.state.engine, name, admin=admin)
+        return catalog.create_token(self.state.engine, name)
+
+
+@contextmanager
+def controller(db: Path, pool: KeepPool, replication: int = 2) -> Iterator[Controller]:
+    """A controller in this process (fresh catalog) over the pool's keep servers."""
+    config = ControllerConfig(
+        db_url=f"sqlite:///{db}", signing_key=pool.signing_key, replication=replication
+    )
+    state = ControllerState.open(config)
+    for s in pool.servers:
+        catalog.register_keep_service(state.engine, s.url)
+    catalog.add_user(state.engine, "root", admin=True)
+    admin = catalog.create_token(state.engine, "root")
+    server = ServerThread(create_app(config, state)).start()
+    try:
+        yield Controller(server.url, state, admin)
+    finally:
+        server.stop()
+        state.close()
