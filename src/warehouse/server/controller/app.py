@@ -59,23 +59,29 @@ class BodyLimit:
             await _error(413, f"request body over {self.limit} bytes")(scope, receive, send)
             return
         seen = 0
+        refused = False
 
         async def counted() -> Message:
-            nonlocal seen
+            # A chunked body has no length up front: count, and once over the
+            # limit answer 413 ourselves and tell the app the client left.
+            nonlocal seen, refused
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _TooLarge
+            if seen > self.limit and not refused:
+                refused = True
+                await _error(413, f"request body over {self.limit} bytes")(scope, receive, send)
+                return {"type": "http.disconnect"}
             return message
 
+        async def guarded(message: Message) -> None:
+            if not refused:
+                await send(message)
+
         try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await _error(413, f"request body over {self.limit} bytes")(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
+            await self.app(scope, counted, guarded)
+        except Exception:
+            if not refused:
+                raise
 
 
 def create_app(config: ControllerConfig, state: ControllerState | None = None) -> FastAPI:

@@ -1,0 +1,153 @@
+"""The controller's JSON API over real HTTP: tokens, admin rights, bad requests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cluster import Controller, KeepPool, controller
+from warehouse import catalog
+from warehouse.remote.warehouse import RemoteWarehouse
+
+OPEN = {"/api/v1/health"}
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
+    with controller(tmp_path / "c.db", keep_servers) as c:
+        yield c
+
+
+def call(ctl: Controller, method: str, path: str, token: str | None = None, **kw: object):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.request(method, ctl.url + path, headers=headers, **kw)  # type: ignore[arg-type]
+
+
+def routes(ctl: Controller) -> list[tuple[str, str]]:
+    spec = httpx.get(ctl.url + "/openapi.json").json()
+    out = []
+    for path, methods in spec["paths"].items():
+        concrete = re.sub(r"\{[^}]+\}", "x", path)
+        out += [(m.upper(), concrete) for m in methods]
+    return out
+
+
+def test_openapi_describes_the_api(ctl: Controller) -> None:
+    spec = httpx.get(ctl.url + "/openapi.json").json()
+    assert spec["openapi"].startswith("3.")
+    for path in ("/api/v1/collections", "/api/v1/names/{name}", "/api/v1/users/current"):
+        assert path in spec["paths"]
+
+
+def test_every_request_needs_a_token(ctl: Controller) -> None:
+    checked = 0
+    for method, path in routes(ctl):
+        if path in OPEN:
+            continue
+        for token in (None, "not-a-token"):
+            resp = call(ctl, method, path, token, json={})
+            assert resp.status_code == 401, (method, path, token, resp.text)
+        checked += 1
+    assert checked >= 12
+
+
+def test_admin_requests_refuse_plain_users(ctl: Controller) -> None:
+    alice = ctl.user("alice")
+    for method, path, body in [
+        ("GET", "/api/v1/users", None),
+        ("POST", "/api/v1/users", {"name": "mallory", "admin": True}),
+        ("POST", "/api/v1/keep_services", {"url": "http://127.0.0.1:1"}),
+        ("GET", "/api/v1/cluster/keep-config", None),
+        ("POST", "/api/v1/tokens", {"user": "root"}),
+    ]:
+        resp = call(ctl, method, path, alice, json=body)
+        assert resp.status_code == 403, (method, path, resp.text)
+    assert call(ctl, "GET", "/api/v1/users", ctl.admin_token).status_code == 200
+    assert call(ctl, "POST", "/api/v1/tokens", alice, json={}).status_code == 200
+
+
+def test_names_belong_to_their_owner(tmp_path: Path, ctl: Controller) -> None:
+    a, b = ctl.user("alice"), ctl.user("bob")
+    src = tmp_path / "s"
+    src.mkdir()
+    (src / "f").write_bytes(b"one")
+    with RemoteWarehouse(ctl.url, a) as wa:
+        p1 = wa.put([src], name="results").pdh
+        (src / "f").write_bytes(b"two")
+        p2 = wa.put([src]).pdh
+    body = {"pdh": p2, "expect": p1}
+    assert call(ctl, "PUT", "/api/v1/names/results", b, json=body).status_code == 403
+    added = call(ctl, "POST", "/api/v1/names/results/writers", a, json={"user": "bob"})
+    assert added.status_code == 204
+    moved = call(ctl, "PUT", "/api/v1/names/results", b, json=body)
+    assert moved.status_code == 200 and moved.json()["version"] == 2
+    stale = call(ctl, "PUT", "/api/v1/names/results", a, json=body)
+    assert stale.status_code == 409 and p2 in stale.json()["error"]
+    assert catalog.get_name(ctl.state.engine, "results").owner == "alice"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b"{not json", "json"),
+        (b'{"pdh": 5}', "pdh"),
+        (b'{"expect": null}', "pdh"),
+        (b'{"pdh": "nope"}', "pdh"),
+        (b'{"pdh": "0123456789abcdef0123456789abcdef+1", "create": "maybe"}', "create"),
+    ],
+)
+def test_malformed_json_names_the_field(ctl: Controller, body: bytes, field: str) -> None:
+    resp = httpx.put(
+        ctl.url + "/api/v1/names/x",
+        content=body,
+        headers={
+            "Authorization": f"Bearer {ctl.user('carol')}",
+            "Content-Type": "application/json",
+        },
+    )
+    assert resp.status_code == 400, resp.text
+    assert field in resp.json()["error"].lower()
+
+
+def test_bad_manifest_names_line_and_token(ctl: Controller) -> None:
+    text = (
+        ". d41d8cd98f00b204e9800998ecf8427e+0 0:0:a\n./x 5d41402abc4b2a76b9719d911017c592+5 0:9:b\n"
+    )
+    resp = call(ctl, "POST", "/api/v1/collections", ctl.user("alice"), json={"manifest_text": text})
+    assert resp.status_code == 400
+    assert "line 2" in resp.json()["error"] and "0:9:b" in resp.json()["error"]
+    assert catalog.list_collections(ctl.state.engine) == []
+
+
+def test_oversized_body_is_refused_unread(tmp_path: Path, keep_servers: KeepPool) -> None:
+    from warehouse.server.controller import ControllerConfig, ControllerState, create_app
+    from warehouse.server.serving import ServerThread
+
+    config = ControllerConfig(db_url=f"sqlite:///{tmp_path / 'c.db'}", max_body=1000)
+    state = ControllerState.open(config)
+    catalog.add_user(state.engine, "alice")
+    token = catalog.create_token(state.engine, "alice")
+    with ServerThread(create_app(config, state)) as server:
+        resp = httpx.post(
+            server.url + "/api/v1/collections",
+            json={"manifest_text": "x" * 5000},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert resp.status_code == 413
+
+        def chunks() -> Iterator[bytes]:
+            yield b'{"manifest_text": "'
+            for _ in range(100):
+                yield b"x" * 100
+
+        chunked = httpx.post(
+            server.url + "/api/v1/collections",
+            content=chunks(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        assert chunked.status_code == 413
+    state.close()
