@@ -220,3 +220,27 @@ def test_signed_locators_are_bound_to_a_token(
     )
     expired = httpx.get(f"{holder}/{old}", headers={"Authorization": f"Bearer {alice}"})
     assert expired.status_code == 403
+
+
+def test_replication_and_min_copies(
+    tmp_path: Path, ctl: Controller, pool: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from warehouse.cli import cli
+
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(os.urandom(1000))
+    three = CliRunner().invoke(cli, ["put", str(src), "--json", "--replication", "3"])
+    assert three.exit_code == 0, three.output
+    assert '"copies": 3' in three.stdout
+    md5 = hashlib.md5((src / "f").read_bytes()).hexdigest()
+    assert len(index(pool)[md5]) == 3
+    (src / "f").write_bytes(os.urandom(1000))
+    five = CliRunner().invoke(cli, ["put", str(src), "--replication", "5"])
+    assert five.exit_code == 1 and "stored 4 of 5 copies" in five.stderr
+    ok = CliRunner().invoke(cli, ["put", str(src), "--replication", "5", "--min-copies", "4"])
+    assert ok.exit_code == 0, ok.stderr

@@ -49,12 +49,19 @@ __all__ = [
 ]
 
 
-def open(home: Path | None = None) -> Warehouse:
+def open(
+    home: Path | None = None, *, replication: int | None = None, min_copies: int | None = None
+) -> Warehouse:
     """The remote warehouse at ``$WH_URL`` (with ``$WH_TOKEN``) if set, else the
-    embedded one in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse)."""
+    embedded one in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse).
+
+    ``replication`` and ``min_copies`` apply to a remote warehouse's block writes.
+    """
     url = os.environ.get("WH_URL")
     if url and home is None:
         from warehouse.remote.warehouse import RemoteWarehouse
 
-        return RemoteWarehouse(url, os.environ.get("WH_TOKEN", ""))
+        return RemoteWarehouse(
+            url, os.environ.get("WH_TOKEN", ""), replication=replication, min_copies=min_copies
+        )
     return EmbeddedWarehouse(home)

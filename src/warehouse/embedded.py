@@ -45,6 +45,7 @@ def default_home() -> Path:
 class PutResult:
     write: WriteResult
     name: catalog.NameRecord | None
+    copies: int = 1  # the fewest copies any block of the collection got
 
     @property
     def pdh(self) -> str:

@@ -37,11 +37,11 @@ class Failure(click.ClickException):
         object.__setattr__(self, "exit_code", error.exit_code)
 
 
-def open_warehouse(ctx: click.Context) -> Warehouse:
+def open_warehouse(ctx: click.Context, **options: int | None) -> Warehouse:
     """The warehouse for this command ($WH_URL, else $WH_HOME), opened once."""
     obj = ctx.ensure_object(dict)
     if "warehouse" not in obj:
-        wh = warehouse.open()
+        wh = warehouse.open(**options)  # type: ignore[arg-type]
         ctx.call_on_close(wh.close)
         obj["warehouse"] = wh
     opened: Warehouse = obj["warehouse"]

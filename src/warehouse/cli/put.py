@@ -28,6 +28,16 @@ __all__ = ["COMMANDS", "put"]
 @click.option("--name", help="Point this name at the new collection.")
 @click.option("--expect", metavar="PDH", help="With --name: the PDH the name must hold now.")
 @click.option("--create", is_flag=True, help="With --name: the name must not exist yet.")
+@click.option(
+    "--replication",
+    type=click.IntRange(1, 8),
+    help="Remote: copies of each block to write (default $WH_REPLICATION or 2).",
+)
+@click.option(
+    "--min-copies",
+    type=click.IntRange(1, 8),
+    help="Remote: fail if any block gets fewer copies (default: the replication).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object instead of the PDH.")
 @click.pass_context
 def put(
@@ -37,6 +47,8 @@ def put(
     name: str | None,
     expect: str | None,
     create: bool,
+    replication: int | None,
+    min_copies: int | None,
     as_json: bool,
 ) -> None:
     """Store PATHS as one collection and print its portable data hash.
@@ -53,7 +65,7 @@ def put(
         raise click.UsageError("give --expect or --create, not both")
     if bool(paths) == bool(manifest_file):
         raise click.UsageError("give PATHS or --manifest FILE")
-    wh = open_warehouse(ctx)
+    wh = open_warehouse(ctx, replication=replication, min_copies=min_copies)
     if manifest_file is not None:
         text = manifest_file.read(MAX_MANIFEST_BYTES + 1)
         if len(text) > MAX_MANIFEST_BYTES:
@@ -77,6 +89,7 @@ def put(
                 "blocks": len(w.blocks),
                 "blocks_new": w.blocks_new,
                 "bytes_new": w.bytes_new,
+                "copies": result.copies,
                 "name": None if result.name is None else result.name.name,
                 "name_version": None if result.name is None else result.name.version,
             }

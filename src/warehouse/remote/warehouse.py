@@ -49,11 +49,13 @@ class RemoteWarehouse:
         self.user: str = me["name"]
         services = [Service(s["id"], s["url"]) for s in self.api.get("/keep_services")]
         if replication is None:
-            replication = int(os.environ.get("WH_REPLICATION", "2"))
+            # The default never asks for more copies than there are servers;
+            # an explicit request does, and fails if it cannot be met.
+            replication = min(int(os.environ.get("WH_REPLICATION", "2")), max(len(services), 1))
         self.store = KeepClient(
             services,
             token,
-            replication=min(replication, max(len(services), 1)),
+            replication=replication,
             min_copies=min_copies,
             cache=BlockCache(cache_bytes),
         )
@@ -131,7 +133,8 @@ class RemoteWarehouse:
         record = (
             None if name is None else self.set_name(name, result.pdh, expect=expect, create=create)
         )
-        return PutResult(result, record)
+        copies = self.store.stats.min_copies_seen
+        return PutResult(result, record, self.store.replication if copies is None else copies)
 
     def put_manifest(
         self,
