@@ -244,3 +244,23 @@ def test_replication_and_min_copies(
     assert five.exit_code == 1 and "stored 4 of 5 copies" in five.stderr
     ok = CliRunner().invoke(cli, ["put", str(src), "--replication", "5", "--min-copies", "4"])
     assert ok.exit_code == 0, ok.stderr
+
+
+def test_a_second_put_sends_no_block(tmp_path: Path, ctl: Controller, pool: KeepPool) -> None:
+    src = write_tree(tmp_path / "src", 5_000_000, seed=9)
+    token = ctl.user("alice")
+    with RemoteWarehouse(ctl.url, token) as wh:
+        first = wh.put([src])
+    with RemoteWarehouse(ctl.url, token) as wh:  # a new process would do the same
+        again = wh.put([src])
+        assert wh.store.stats.puts == 0
+        assert wh.store.stats.skipped == len(first.write.blocks) > 0
+    assert again.pdh == first.pdh and again.write.blocks_new == 0
+    # Blocks gone from the servers are sent again, not trusted from the cache.
+    for server in pool.servers:
+        for block in first.write.blocks:
+            (server.volume / block.locator.md5[:3] / block.locator.md5).unlink(missing_ok=True)
+    with RemoteWarehouse(ctl.url, token) as wh:
+        third = wh.put([src])
+        assert wh.store.stats.puts == len(first.write.blocks)
+    assert third.write.blocks_new == len(first.write.blocks)

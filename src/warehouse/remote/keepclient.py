@@ -27,6 +27,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.remote.probe import Service, k_hint, order_from_hint, probe_order
+from warehouse.remote.signatures import SignatureCache
 
 __all__ = ["KeepClient", "KeepStats", "ReplicationError"]
 
@@ -64,6 +65,7 @@ class KeepClient:
         backoff: float = 0.2,
         cache: BlockCache | None = None,
         signer: Callable[[Locator], Locator] | None = None,
+        known: SignatureCache | None = None,
     ) -> None:
         if not services:
             raise UsageError("no keep servers are registered with the controller")
@@ -83,6 +85,7 @@ class KeepClient:
         # Signed locators this client already holds: a later put of the same
         # block only checks (HEAD) that the copies are there.
         self._signed: dict[str, Locator] = {}
+        self.known = known
         self.http = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=5.0),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
@@ -91,6 +94,8 @@ class KeepClient:
 
     def close(self) -> None:
         self.http.close()
+        if self.known is not None:
+            self.known.close()
 
     def flush(self) -> None:
         """Every put returned after its copies were stored: nothing to wait for."""
@@ -106,6 +111,8 @@ class KeepClient:
         if plain.is_empty:
             return StoredBlock(plain, False)
         known = self._signed.get(plain.key)
+        if known is None and self.known is not None:
+            known = self.known.get(plain.key)
         if known is not None and self._has_copies(known):
             with self._lock:
                 self.stats.skipped += 1
@@ -153,6 +160,8 @@ class KeepClient:
             )
         locator = signed.with_hint(k_hint(stored, self.cluster))
         self._signed[plain.key] = locator
+        if self.known is not None:
+            self.known.add(locator)
         return StoredBlock(locator, new)
 
     def _has_copies(self, locator: Locator) -> bool:

@@ -25,6 +25,7 @@ from warehouse.manifest import Manifest
 from warehouse.remote.api import ApiClient
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
+from warehouse.remote.signatures import SignatureCache, default_cache_dir
 
 __all__ = ["RemoteWarehouse"]
 
@@ -58,6 +59,7 @@ class RemoteWarehouse:
             replication=replication,
             min_copies=min_copies,
             cache=BlockCache(cache_bytes),
+            known=SignatureCache(default_cache_dir(), url, token),
         )
 
     def close(self) -> None:
