@@ -17,8 +17,19 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python scripts/demo.py
 
+# The catalog tests run on SQLite and on a real PostgreSQL server:
+# scripts/postgres.sh starts one (installing it when run as root) unless
+# WH_TEST_PG_URL already names a database to use.
 test: install
-	$(BIN)/pytest
+	@url="$${WH_TEST_PG_URL:-}"; \
+	if [ -z "$$url" ]; then \
+	  url=$$(scripts/postgres.sh) || { \
+	    echo "make test: no PostgreSQL for the catalog tests: scripts/postgres.sh failed" \
+	      "(see above). Run as root, or set WH_TEST_PG_URL=postgresql+psycopg://USER:PASS@HOST:PORT/DB." >&2; \
+	    exit 1; }; \
+	fi; \
+	echo "make test: PostgreSQL tests use $${url#*@}"; \
+	WH_TEST_PG_URL="$$url" $(BIN)/pytest
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts

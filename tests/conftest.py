@@ -11,10 +11,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from installations import installation, keep_servers  # noqa: F401 (fixtures)
+from postgres import catalog_engine, catalog_url, pg_admin, pg_url  # noqa: F401 (fixtures)
 from warehouse.cli import cli
 from warehouse.embedded import EmbeddedWarehouse
 
 WH_BIN = str(Path(sys.executable).with_name("wh"))
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients keep signed locators under $XDG_CACHE_HOME: one per test, not the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
 @pytest.fixture
@@ -48,9 +56,11 @@ def run(home: Path) -> Runner:
     return Runner()
 
 
-def wh_process(*args: str, home: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+def wh_process(
+    *args: str, home: Path | None = None, env: dict[str, str] | None = None, **kw: object
+) -> subprocess.CompletedProcess[str]:
     """`wh` as a real subprocess (for concurrency and crash tests)."""
-    env = {**os.environ, "WH_HOME": str(home)}
+    env = {**os.environ, **(env or {}), **({"WH_HOME": str(home)} if home else {})}
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
         [WH_BIN, *args], env=env, capture_output=True, text=True, check=False, **kw
     )

@@ -1,17 +1,31 @@
-"""The catalog on SQLite: migrations, names with compare-and-swap, accounting."""
+"""The catalog on SQLite and on PostgreSQL: migrations, names with compare-and-swap,
+users, keep services, accounting, and what happens when writers race.
+
+Every test taking ``engine`` (or ``catalog_url``) runs once per backend; see
+``tests/postgres.py``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from pathlib import Path
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from postgres import wait_until_blocked
 from warehouse import catalog
-from warehouse.catalog.db import HEAD_REVISION, current_revision
+from warehouse.catalog import schema
+from warehouse.catalog.db import HEAD_REVISION, current_revision, write
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
 
 P1 = "a" * 32 + "+1"
@@ -20,10 +34,8 @@ P3 = "c" * 32 + "+3"
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> sa.Engine:
-    e = catalog.open_engine(f"sqlite:///{tmp_path / 'c.db'}")
-    catalog.upgrade(e)
-    return e
+def engine(catalog_engine: sa.Engine) -> sa.Engine:
+    return catalog_engine
 
 
 def test_head_revision_matches_the_migration_scripts() -> None:
@@ -36,9 +48,13 @@ def test_upgrade_creates_every_table_and_is_idempotent(engine: sa.Engine) -> Non
     assert current_revision(engine) == HEAD_REVISION
     catalog.upgrade(engine)
     tables = set(sa.inspect(engine).get_table_names())
-    assert {"collections", "names", "name_history", "name_writers", "block_writes"} <= tables
-    with engine.connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    assert {
+        *("collections", "names", "name_history", "name_writers", "block_writes"),
+        *("users", "tokens", "keep_services", "settings"),
+    } <= tables
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
 def test_name_compare_and_swap_and_history(engine: sa.Engine) -> None:
@@ -102,3 +118,243 @@ def test_collections_are_recorded_once(engine: sa.Engine) -> None:
     assert [c.pdh for c in catalog.list_collections(engine)] == [P1]
     with pytest.raises(NotFoundError):
         catalog.get_collection(engine, P2)
+
+
+def test_names_list_in_code_point_order_and_prefixes_match_case(engine: sa.Engine) -> None:
+    for name in ["b", "a", "B", "A-1", "a.2", "Z9"]:
+        catalog.set_name(engine, name, P1, expect=None, user="alice")
+    assert [r.name for r in catalog.list_names(engine)] == ["A-1", "B", "Z9", "a", "a.2", "b"]
+    assert [r.name for r in catalog.list_names(engine, "a")] == ["a", "a.2"]
+    assert [r.name for r in catalog.list_names(engine, "A")] == ["A-1"]
+
+
+def test_users_and_tokens(engine: sa.Engine) -> None:
+    catalog.add_user(engine, "bob")
+    catalog.add_user(engine, "Alice", admin=True)
+    with pytest.raises(ConflictError):
+        catalog.add_user(engine, "bob")
+    assert catalog.list_users(engine) == [catalog.User("Alice", True), catalog.User("bob", False)]
+    token = catalog.create_token(engine, "bob", label="laptop")
+    assert catalog.user_for_token(engine, token) == catalog.User("bob", False)
+    assert catalog.user_for_token(engine, token + "x") is None
+    expired = catalog.create_token(engine, "bob", ttl=-1)
+    assert catalog.user_for_token(engine, expired) is None
+    with pytest.raises(NotFoundError):
+        catalog.create_token(engine, "nobody")
+
+
+def test_keep_services_and_the_signing_key(engine: sa.Engine) -> None:
+    a = catalog.register_keep_service(engine, "http://127.0.0.1:9001/")
+    again = catalog.register_keep_service(engine, "http://127.0.0.1:9001")
+    assert again.id == a.id and again.last_seen >= a.last_seen
+    catalog.register_keep_service(engine, "http://127.0.0.1:9002")
+    services = catalog.list_keep_services(engine)
+    assert len(services) == 2 and [s.id for s in services] == sorted(s.id for s in services)
+    key = catalog.signing_key(engine)
+    assert len(key) == 64 and catalog.signing_key(engine) == key
+
+
+def test_collection_digests_are_filled_in_later(engine: sa.Engine) -> None:
+    catalog.add_collection(engine, P1, "x+1", 1, 1, "alice")
+    filled = catalog.add_collection(engine, P1, "x+1", 1, 1, "bob", file_md5s='{"f": "0"}')
+    assert filled.created_by == "alice"
+    assert catalog.get_collection(engine, P1).file_md5s == '{"f": "0"}'
+
+
+# -- writers racing ------------------------------------------------------------
+
+PDHS = [f"{i:032x}+{i}" for i in range(1, 21)]
+
+
+def _together(n: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(0..n-1)`` in ``n`` threads released at once: results or exceptions."""
+    start = threading.Barrier(n)
+
+    def run(i: int) -> Any:
+        start.wait()
+        try:
+            return work(i)
+        except Exception as e:
+            return e
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(run, range(n)))
+
+
+@pytest.mark.parametrize("expect", [None, P1], ids=["create", "swap"])
+def test_twenty_writers_with_one_expectation_make_one_change(
+    engine: sa.Engine, expect: str | None
+) -> None:
+    if expect is not None:
+        catalog.set_name(engine, "hot", expect, expect=None, user="alice")
+    results = _together(
+        20, lambda i: catalog.set_name(engine, "hot", PDHS[i], expect=expect, user="alice")
+    )
+    won = [r for r in results if isinstance(r, catalog.NameRecord)]
+    lost = [r for r in results if isinstance(r, ConflictError)]
+    assert len(won) == 1 and len(lost) == 19, results
+    assert catalog.get_name(engine, "hot").pdh == won[0].pdh
+    changes = [c for c in catalog.name_log(engine, "hot") if c.old_pdh == expect]
+    assert [(c.old_pdh, c.new_pdh) for c in changes] == [(expect, won[0].pdh)]
+    assert len(catalog.name_log(engine, "hot")) == (1 if expect is None else 2)
+
+
+def test_twenty_writers_record_one_collection(engine: sa.Engine) -> None:
+    results = _together(20, lambda i: catalog.add_collection(engine, P1, "x+1", 1, 1, f"user{i}"))
+    assert all(isinstance(r, catalog.CollectionRecord) for r in results), results
+    assert len({r.created_by for r in results}) == 1
+    assert [c.pdh for c in catalog.list_collections(engine)] == [P1]
+
+
+def test_twenty_writers_take_one_signing_key(engine: sa.Engine) -> None:
+    keys = _together(20, lambda i: catalog.signing_key(engine))
+    assert all(isinstance(k, bytes) for k in keys), keys
+    assert len(set(keys)) == 1
+
+
+def _race(
+    engine: sa.Engine, competitor: Callable[[sa.Connection], object], call: Callable[[], Any]
+) -> Any:
+    """``call()`` while another transaction does ``competitor`` and commits only once
+    ``call`` waits for it: on PostgreSQL, after ``call`` has read and found nothing."""
+    with ThreadPoolExecutor(1) as pool:
+        with write(engine) as conn:
+            competitor(conn)
+            future = pool.submit(call)
+            wait_until_blocked(engine, conn)
+        try:
+            return future.result(timeout=30)
+        except Exception as e:
+            return e
+
+
+def _name_row(pdh: str, version: int) -> dict[str, object]:
+    return {
+        "name": "raced",
+        "pdh": pdh,
+        "version": version,
+        "owner": "bob",
+        "updated_at": time.time(),
+        "updated_by": "bob",
+    }
+
+
+def test_a_creation_that_loses_a_race_is_a_conflict(engine: sa.Engine) -> None:
+    def create(conn: sa.Connection) -> None:
+        conn.execute(schema.names.insert().values(_name_row(P1, 1)))
+
+    result = _race(
+        engine, create, lambda: catalog.set_name(engine, "raced", P2, expect=None, user="alice")
+    )
+    assert isinstance(result, ConflictError), result
+    assert P1 in str(result)
+    assert catalog.get_name(engine, "raced").pdh == P1
+
+
+def test_a_swap_that_loses_a_race_is_a_conflict(engine: sa.Engine) -> None:
+    catalog.set_name(engine, "raced", P1, expect=None, user="bob")
+
+    def swap(conn: sa.Connection) -> None:
+        conn.execute(
+            schema.names.update().where(schema.names.c.name == "raced").values(_name_row(P2, 2))
+        )
+
+    result = _race(
+        engine, swap, lambda: catalog.set_name(engine, "raced", P3, expect=P1, user="bob")
+    )
+    assert isinstance(result, ConflictError), result
+    assert P2 in str(result)
+    assert catalog.get_name(engine, "raced").pdh == P2
+
+
+def test_a_user_added_twice_at_once_is_a_conflict(engine: sa.Engine) -> None:
+    def add(conn: sa.Connection) -> None:
+        conn.execute(schema.users.insert().values(name="bob", admin=False, created_at=0.0))
+
+    result = _race(engine, add, lambda: catalog.add_user(engine, "bob"))
+    assert isinstance(result, ConflictError), result
+
+
+def test_a_collection_recorded_twice_at_once_is_recorded_once(engine: sa.Engine) -> None:
+    first = catalog.CollectionRecord(P1, "x+1", 1, 1, 1.0, "bob", None)
+
+    def add(conn: sa.Connection) -> None:
+        conn.execute(schema.collections.insert().values(**dataclasses.asdict(first)))
+
+    result = _race(
+        engine, add, lambda: catalog.add_collection(engine, P1, "x+1", 1, 1, "alice", "{}")
+    )
+    assert isinstance(result, catalog.CollectionRecord), result
+    assert result.created_by == "bob"
+    assert catalog.get_collection(engine, P1).file_md5s == "{}"
+
+
+def test_a_keep_service_registered_twice_at_once_is_one_service(engine: sa.Engine) -> None:
+    url = "http://127.0.0.1:9001"
+    sid = catalog.cluster.service_id(url)
+
+    def add(conn: sa.Connection) -> None:
+        conn.execute(
+            schema.keep_services.insert().values(id=sid, url=url, registered_at=0, last_seen=0)
+        )
+
+    result = _race(engine, add, lambda: catalog.register_keep_service(engine, url))
+    assert isinstance(result, catalog.KeepService), result
+    [service] = catalog.list_keep_services(engine)
+    assert service.id == sid and service.last_seen > 0
+
+
+def test_the_first_signing_key_wins_a_race(engine: sa.Engine) -> None:
+    def add(conn: sa.Connection) -> None:
+        conn.execute(schema.settings.insert().values(key="blob_signing_key", value="f" * 64))
+
+    result = _race(engine, add, lambda: catalog.signing_key(engine))
+    assert result == b"f" * 64
+
+
+def test_a_writer_granted_twice_at_once_is_granted(engine: sa.Engine) -> None:
+    catalog.set_name(engine, "raced", P1, expect=None, user="alice")
+
+    def grant(conn: sa.Connection) -> None:
+        conn.execute(schema.name_writers.insert().values(name="raced", user="bob"))
+
+    result = _race(engine, grant, lambda: catalog.add_writer(engine, "raced", "bob", user="alice"))
+    assert result is None, result
+    catalog.set_name(engine, "raced", P2, expect=P1, user="bob")
+
+
+UPGRADE = """
+import sys
+from warehouse import catalog
+engine = catalog.open_engine(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+catalog.upgrade(engine)
+"""
+
+
+def test_processes_upgrading_a_fresh_catalog_at_once_all_succeed(catalog_url: str) -> None:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", UPGRADE, catalog_url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    for p in procs:  # every process has imported and connected: release them together
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 2, errors
+    engine = catalog.open_engine(catalog_url)
+    try:
+        assert current_revision(engine) == HEAD_REVISION
+        assert {"names", "users", "settings"} <= set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()

@@ -73,7 +73,8 @@ def test_second_put_writes_no_block(tmp_path: Path, run: Runner) -> None:
             "writes": first["blocks"] + again["blocks"],
             "new_blocks": first["blocks_new"],
             "bytes_written": first["bytes"] * 2,
-            "bytes_new": first["bytes"],
+            # Remote keep servers are shared by the tests: some blocks may be known.
+            "bytes_new": first["bytes_new"],
         }
     ]
 

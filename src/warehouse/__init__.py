@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from warehouse.base import PutResult
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator, LocatorError
 from warehouse.collection.reader import CollectionReader
-from warehouse.embedded import EmbeddedWarehouse, PutResult
+from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Protocol
 
 from warehouse import catalog
+from warehouse.base import PutResult
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.scan import DirNode
-from warehouse.embedded import PutResult
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
 

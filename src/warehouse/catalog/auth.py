@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect, write
+from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.names import check_name
 from warehouse.catalog.schema import tokens, users
 from warehouse.errors import ConflictError, NotFoundError
@@ -29,10 +29,16 @@ def _hash(token: str) -> str:
 
 def add_user(engine: sa.Engine, name: str, *, admin: bool = False) -> User:
     check_name(name)
-    with write(engine) as conn:
-        if conn.execute(sa.select(users.c.name).where(users.c.name == name)).first():
-            raise ConflictError(f"user {name!r} exists")
-        conn.execute(users.insert().values(name=name, admin=admin, created_at=time.time()))
+    try:
+        with write(engine) as conn:
+            if conn.execute(sa.select(users.c.name).where(users.c.name == name)).first():
+                raise ConflictError(f"user {name!r} exists")
+            conn.execute(users.insert().values(name=name, admin=admin, created_at=time.time()))
+    except sa.exc.IntegrityError as e:
+        # Added by someone else between our read and our insert (PostgreSQL).
+        if not duplicate_key(e):
+            raise
+        raise ConflictError(f"user {name!r} exists") from None
     return User(name, admin)
 
 
@@ -46,7 +52,7 @@ def get_user(engine: sa.Engine, name: str) -> User:
 
 def list_users(engine: sa.Engine) -> list[User]:
     with connect(engine) as conn:
-        rows = conn.execute(sa.select(users).order_by(users.c.name)).all()
+        rows = conn.execute(sa.select(users).order_by(by_code_point(engine, users.c.name))).all()
     return [User(r.name, bool(r.admin)) for r in rows]
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect, write
+from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.schema import keep_services, settings
 
 __all__ = [
@@ -36,6 +36,18 @@ def register_keep_service(engine: sa.Engine, url: str) -> KeepService:
     url = url.rstrip("/")
     now = time.time()
     sid = service_id(url)
+    try:
+        _register(engine, sid, url, now)
+    except sa.exc.IntegrityError as e:
+        # Registered by another process between our read and our insert
+        # (PostgreSQL): now it is there, so this only marks it seen.
+        if not duplicate_key(e):
+            raise
+        _register(engine, sid, url, now)
+    return KeepService(sid, url, now)
+
+
+def _register(engine: sa.Engine, sid: str, url: str, now: float) -> None:
     with write(engine) as conn:
         found = conn.execute(sa.select(keep_services).where(keep_services.c.url == url)).first()
         if found is None:
@@ -46,12 +58,13 @@ def register_keep_service(engine: sa.Engine, url: str) -> KeepService:
             conn.execute(
                 keep_services.update().where(keep_services.c.url == url).values(last_seen=now)
             )
-    return KeepService(sid, url, now)
 
 
 def list_keep_services(engine: sa.Engine) -> list[KeepService]:
     with connect(engine) as conn:
-        rows = conn.execute(sa.select(keep_services).order_by(keep_services.c.id)).all()
+        rows = conn.execute(
+            sa.select(keep_services).order_by(by_code_point(engine, keep_services.c.id))
+        ).all()
     return [KeepService(r.id, r.url, r.last_seen) for r in rows]
 
 
@@ -66,12 +79,18 @@ def signing_key(engine: sa.Engine) -> bytes:
     existing = get_setting(engine, "blob_signing_key")
     if existing is not None:
         return existing.encode()
-    with write(engine) as conn:
-        # Another process may have made it while we looked: the first one wins.
-        value = conn.execute(
-            sa.select(settings.c.value).where(settings.c.key == "blob_signing_key")
-        ).scalar()
-        if value is None:
-            value = secrets.token_hex(32)
-            conn.execute(settings.insert().values(key="blob_signing_key", value=value))
+    try:
+        with write(engine) as conn:
+            # Another process may have made it while we looked: the first one wins.
+            value = conn.execute(
+                sa.select(settings.c.value).where(settings.c.key == "blob_signing_key")
+            ).scalar()
+            if value is None:
+                value = secrets.token_hex(32)
+                conn.execute(settings.insert().values(key="blob_signing_key", value=value))
+    except sa.exc.IntegrityError as e:
+        # On PostgreSQL both may have looked before either wrote: read the winner's.
+        if not duplicate_key(e):
+            raise
+        value = get_setting(engine, "blob_signing_key")
     return str(value).encode()

@@ -3,7 +3,14 @@
 SQLite (the embedded default) runs in WAL mode with full fsync on commit and
 a generous busy timeout, so many ``wh`` processes can share one catalog;
 write transactions start with ``BEGIN IMMEDIATE`` so two writers queue up
-instead of failing on a lock upgrade. PostgreSQL URLs work unchanged.
+instead of failing on a lock upgrade.
+
+PostgreSQL (``postgresql+psycopg://user:password@host/db``) runs at READ
+COMMITTED, so two writers can both find a row missing and both insert it: the
+second insert fails on the key. Callers catch that with ``duplicate_key`` and
+turn it into the outcome a serialized run would have given (a conflict, or
+reading what the other writer stored). Migrations take an advisory lock, so
+several processes may upgrade one database at once.
 """
 
 from __future__ import annotations
@@ -14,13 +21,24 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["HEAD_REVISION", "connect", "open_engine", "upgrade", "write"]
+__all__ = [
+    "HEAD_REVISION",
+    "by_code_point",
+    "connect",
+    "duplicate_key",
+    "open_engine",
+    "upgrade",
+    "write",
+]
 
 # The newest migration; checked against the migration scripts by a test, so a
 # new script without this bump fails the suite.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 
 _IMMEDIATE = "warehouse_write"
+
+# pg_advisory_xact_lock key held while migrating ("whcatalg" in ASCII).
+_MIGRATION_LOCK = 0x7768_6361_7461_6C67
 
 
 def open_engine(url: str) -> sa.Engine:
@@ -58,6 +76,25 @@ def write(engine: sa.Engine) -> Iterator[sa.Connection]:
             yield conn
 
 
+def duplicate_key(exc: sa.exc.IntegrityError) -> bool:
+    """Whether ``exc`` is a unique or primary key violation (a lost insert race)."""
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if sqlstate is not None:  # psycopg
+        return bool(sqlstate == "23505")
+    return "UNIQUE constraint failed" in str(exc.orig)  # sqlite3
+
+
+def by_code_point(engine: sa.Engine, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+    """``column`` ordered by code point on every backend (SQLite's default).
+
+    A PostgreSQL database usually sorts text by its locale (``a`` before
+    ``B``); the "C" collation sorts the way SQLite and Python do.
+    """
+    if engine.dialect.name == "postgresql":
+        return column.collate("C")
+    return column
+
+
 @contextmanager
 def connect(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A read transaction."""
@@ -83,5 +120,9 @@ def upgrade(engine: sa.Engine) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", "warehouse.catalog:migrations")
     with write(engine) as conn:
+        if engine.dialect.name == "postgresql":
+            # Concurrent upgrades of a fresh database would both create the
+            # tables; the second waits here, then finds the schema current.
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")

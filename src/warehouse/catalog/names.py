@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect, write
+from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.schema import name_history, name_writers, names
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
 
@@ -65,9 +65,11 @@ def get_name(engine: sa.Engine, name: str) -> NameRecord:
 
 
 def list_names(engine: sa.Engine, prefix: str = "") -> list[NameRecord]:
-    query = sa.select(names).order_by(names.c.name)
+    """Names starting with ``prefix`` (case matters), in code point order."""
+    query = sa.select(names).order_by(by_code_point(engine, names.c.name))
     if prefix:
-        query = query.where(names.c.name.startswith(prefix, autoescape=True))
+        # Not LIKE: SQLite's LIKE ignores case, PostgreSQL's does not.
+        query = query.where(sa.func.substr(names.c.name, 1, len(prefix)) == prefix)
     with connect(engine) as conn:
         return [NameRecord(**r._mapping) for r in conn.execute(query)]
 
@@ -105,15 +107,34 @@ def set_name(
     succeeds without a new version.
     """
     check_name(name)
+    try:
+        return _set_name(engine, name, pdh, expect=expect, user=user, admin=admin)
+    except sa.exc.IntegrityError as e:
+        # PostgreSQL: another writer created the name (or recorded the same
+        # version) between our read and our insert. It won; we lost the swap.
+        if not duplicate_key(e):
+            raise
+        with connect(engine) as conn:
+            current = conn.execute(sa.select(names.c.pdh).where(names.c.name == name)).scalar()
+        raise _conflict(name, current, expect) from None
+
+
+def _conflict(name: str, current: str | None, expect: str | None) -> ConflictError:
+    return ConflictError(
+        f"name {name!r} holds {current or 'nothing'}, not {expect or 'nothing'}"
+        + ("" if current is None else f" (use --expect {current})")
+    )
+
+
+def _set_name(
+    engine: sa.Engine, name: str, pdh: str, *, expect: str | None, user: str, admin: bool
+) -> NameRecord:
     now = time.time()
     with write(engine) as conn:
         row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
         current = None if row is None else row.pdh
         if current != expect:
-            raise ConflictError(
-                f"name {name!r} holds {current or 'nothing'}, not {expect or 'nothing'}"
-                + ("" if current is None else f" (use --expect {current})")
-            )
+            raise _conflict(name, current, expect)
         if row is not None and not _may_write(conn, name, row.owner, user, admin):
             raise ForbiddenError(f"user {user!r} may not change name {name!r}")
         if row is not None and row.pdh == pdh:
@@ -134,7 +155,9 @@ def set_name(
                 .values(pdh=pdh, version=version, updated_at=now, updated_by=user)
             )
             if done.rowcount != 1:
-                raise ConflictError(f"name {name!r} changed while it was being set")
+                # Another writer moved it after our read (PostgreSQL): say to what.
+                moved = conn.execute(sa.select(names.c.pdh).where(names.c.name == name))
+                raise _conflict(name, moved.scalar(), expect)
         conn.execute(
             name_history.insert().values(
                 name=name, version=version, old_pdh=current, new_pdh=pdh, by=user, at=now
@@ -147,16 +170,21 @@ def add_writer(
     engine: sa.Engine, name: str, writer: str, *, user: str, admin: bool = False
 ) -> None:
     """Let ``writer`` change ``name`` (only its owner or an admin may)."""
-    with write(engine) as conn:
-        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
-        if row is None:
-            raise NotFoundError(f"no name {name!r}")
-        if not (admin or row.owner == user):
-            raise ForbiddenError(f"only the owner of {name!r} may add writers")
-        exists = conn.execute(
-            sa.select(name_writers).where(
-                name_writers.c.name == name, name_writers.c.user == writer
-            )
-        ).first()
-        if exists is None:
-            conn.execute(name_writers.insert().values(name=name, user=writer))
+    try:
+        with write(engine) as conn:
+            row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
+            if row is None:
+                raise NotFoundError(f"no name {name!r}")
+            if not (admin or row.owner == user):
+                raise ForbiddenError(f"only the owner of {name!r} may add writers")
+            exists = conn.execute(
+                sa.select(name_writers).where(
+                    name_writers.c.name == name, name_writers.c.user == writer
+                )
+            ).first()
+            if exists is None:
+                conn.execute(name_writers.insert().values(name=name, user=writer))
+    except sa.exc.IntegrityError as e:
+        # The same writer added at the same moment by someone else: done either way.
+        if not duplicate_key(e):
+            raise

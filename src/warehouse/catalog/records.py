@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect, write
+from warehouse.catalog.db import connect, duplicate_key, write
 from warehouse.catalog.schema import block_writes, collections
 from warehouse.errors import NotFoundError
 
@@ -54,14 +54,24 @@ def add_collection(
 ) -> CollectionRecord:
     """Record a collection; recording one that exists only fills in missing digests."""
     record = CollectionRecord(pdh, manifest_blocks, size, file_count, time.time(), user, file_md5s)
+    try:
+        return _add_collection(engine, record)
+    except sa.exc.IntegrityError as e:
+        # Recorded by another writer between our read and our insert
+        # (PostgreSQL): both succeed, and the first record stands.
+        if not duplicate_key(e):
+            raise
+        return _add_collection(engine, record)
+
+
+def _add_collection(engine: sa.Engine, record: CollectionRecord) -> CollectionRecord:
+    pdh, file_md5s = record.pdh, record.file_md5s
     with write(engine) as conn:
         found = conn.execute(sa.select(collections).where(collections.c.pdh == pdh)).first()
         if found is not None:
             if found.file_md5s is None and file_md5s is not None:
                 conn.execute(
-                    collections.update()
-                    .where(collections.c.pdh == pdh)
-                    .values(file_md5s=file_md5s)
+                    collections.update().where(collections.c.pdh == pdh).values(file_md5s=file_md5s)
                 )
             return CollectionRecord(**found._mapping)
         conn.execute(collections.insert().values(**_row(record)))

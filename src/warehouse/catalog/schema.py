@@ -114,3 +114,61 @@ settings = sa.Table(
     sa.Column("key", sa.String(255), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
 )
+
+# -- batch jobs (migration 0003) ---------------------------------------------
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("function", sa.Text, nullable=False),  # the spec as given
+    sa.Column("function_pdh", PDH, nullable=False),  # the resolved version
+    sa.Column("function_path", sa.Text, nullable=False),
+    sa.Column("function_commit", sa.String(64), nullable=True),  # git functions only
+    sa.Column("input_pdh", PDH, nullable=False),
+    sa.Column("params", sa.Text, nullable=False),  # canonical JSON
+    sa.Column("cpus", sa.Integer, nullable=False),
+    sa.Column("memory", sa.BigInteger, nullable=False),  # bytes, 0 = no request
+    sa.Column("max_attempts", sa.Integer, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("executor", sa.String(255), nullable=False),
+    # queued, running, paused, complete, failed, cancelled
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    # cancel, pause or resume, asked for by another process; the manager applies it.
+    sa.Column("control", sa.String(16), nullable=True, index=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("finished_at", sa.Float, nullable=True),
+    sa.Column("output_pdh", PDH, nullable=True),
+    sa.Column("log_pdh", PDH, nullable=True),
+    sa.Column("reuse_key", sa.String(64), nullable=False, index=True),
+    sa.Column("reused_from", sa.Integer, nullable=True),
+    sa.Column("steps_done", sa.Integer, nullable=False),
+    sa.Column("steps_running", sa.Integer, nullable=False),
+    sa.Column("steps_queued", sa.Integer, nullable=False),
+    sa.Column("failed_attempts", sa.Integer, nullable=False),
+    sa.Column("cpu_seconds", sa.Float, nullable=False),  # wall time x cpus of every attempt
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("submitted_by", sa.String(255), nullable=False),
+)
+
+steps = sa.Table(
+    "steps",
+    metadata,
+    sa.Column("job", sa.Integer, sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("level", sa.Integer, nullable=False),
+    sa.Column("input", sa.Text, nullable=False),
+    # queued, running, done, failed, stopped
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),  # attempts started
+    sa.Column("failures", sa.Integer, nullable=False),  # attempts that failed
+    sa.Column("exit_status", sa.Integer, nullable=True),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("finished_at", sa.Float, nullable=True),
+    sa.Column("host", sa.String(255), nullable=True),
+    sa.Column("output", sa.Text, nullable=True),  # manifest fragment for the job output
+    sa.Column("intermediate", sa.Text, nullable=True),  # fragment later steps may read
+    sa.Column("log", sa.Text, nullable=True),  # one-file manifest of the last attempt's log
+    sa.Column("log_tail", sa.Text, nullable=True),
+)

@@ -1,0 +1,148 @@
+"""What the embedded and the remote warehouse do the same way.
+
+Subclasses say where blocks go (``store``), how a collection is recorded
+(``_record``), how a name is read and swapped and how a collection's manifest
+is loaded; storing a tree, naming it and getting files out is the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from warehouse import catalog
+from warehouse.blocks.store import BlockStore
+from warehouse.collection.extract import ExtractedFile, extract
+from warehouse.collection.reader import CollectionReader
+from warehouse.collection.scan import DirNode, scan_paths
+from warehouse.collection.writer import WriteResult, write_tree
+from warehouse.errors import ConflictError, NotFoundError
+from warehouse.keys import Key, parse_key
+from warehouse.manifest import Manifest
+
+__all__ = ["BlockWrites", "PutResult", "WarehouseBase"]
+
+Progress = Callable[[int], None]
+BlockWrites = Sequence[tuple[str, int, bool]]  # (md5, size, new) per block written
+
+
+@dataclass(frozen=True)
+class PutResult:
+    write: WriteResult
+    name: catalog.NameRecord | None
+    copies: int = 1  # the fewest copies any block of the collection got
+
+    @property
+    def pdh(self) -> str:
+        return self.write.pdh
+
+
+class WarehouseBase:
+    store: BlockStore
+
+    # -- what each kind of warehouse provides --------------------------------
+
+    def _record(
+        self, manifest: Manifest, file_md5s: dict[str, str] | None, writes: BlockWrites
+    ) -> catalog.CollectionRecord:
+        raise NotImplementedError
+
+    def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
+        raise NotImplementedError
+
+    def _copies(self) -> int:
+        return 1
+
+    def get_name(self, name: str) -> catalog.NameRecord:
+        raise NotImplementedError
+
+    def set_name(
+        self, name: str, pdh: str, *, expect: str | None, create: bool = False
+    ) -> catalog.NameRecord:
+        raise NotImplementedError
+
+    # -- shared ----------------------------------------------------------------
+
+    def save_manifest(
+        self, manifest: Manifest, file_md5s: dict[str, str] | None = None
+    ) -> catalog.CollectionRecord:
+        """Record a collection whose blocks are stored. ``file_md5s`` (every
+        file's MD5 as read when stored) is kept for the listing of ``get``."""
+        return self._record(manifest, file_md5s, ())
+
+    def resolve(self, key: str | Key) -> str:
+        """The PDH a key or name stands for now."""
+        k = parse_key(key) if isinstance(key, str) else key
+        return k.head if k.is_pdh else self.get_name(catalog.check_name(k.head)).pdh
+
+    def manifest(self, key: str | Key) -> Manifest:
+        return self._collection(self.resolve(key))[0]
+
+    def reader(self, key: str | Key) -> CollectionReader:
+        manifest, digests = self._collection(self.resolve(key))
+        return CollectionReader(self.store, manifest, file_md5s=digests)
+
+    def scan(self, paths: Sequence[Path]) -> DirNode:
+        return scan_paths(paths)
+
+    def put(
+        self,
+        paths: Sequence[Path] | DirNode,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+        progress: Progress | None = None,
+    ) -> PutResult:
+        """Store a tree; optionally point ``name`` at it (``expect``: its current PDH)."""
+        if name is not None:
+            self._precheck_name(name, expect, create)
+        result = write_tree(self.store, paths, progress=progress)
+        writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
+        self._record(result.manifest, result.file_md5s, writes)
+        record = (
+            None if name is None else self.set_name(name, result.pdh, expect=expect, create=create)
+        )
+        return PutResult(result, record, self._copies())
+
+    def put_manifest(
+        self,
+        manifest: Manifest,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+    ) -> catalog.CollectionRecord:
+        """Record a collection from manifest text whose blocks are already stored."""
+        if name is not None:
+            self._precheck_name(name, expect, create)
+        record = self.save_manifest(manifest)
+        if name is not None:
+            self.set_name(name, record.pdh, expect=expect, create=create)
+        return record
+
+    def _precheck_name(self, name: str, expect: str | None, create: bool) -> None:
+        # Fail before reading a terabyte when the name is already known to
+        # conflict; the compare-and-swap after the write is what decides.
+        catalog.check_name(name)
+        try:
+            current: str | None = self.get_name(name).pdh
+        except NotFoundError:
+            current = None
+        if (expect is not None or create) and current != expect:
+            raise ConflictError(f"name {name!r} holds {current or 'nothing'}, not {expect}")
+
+    def get(
+        self,
+        key: str,
+        dest: Path | None,
+        *,
+        force: bool = False,
+        rehash: bool = False,
+        progress: Progress | None = None,
+    ) -> list[ExtractedFile]:
+        k = parse_key(key)
+        return extract(
+            self.reader(k), dest, subpath=k.path, force=force, rehash=rehash, progress=progress
+        )
