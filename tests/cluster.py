@@ -130,11 +130,11 @@ class Controller:
 
 
 @contextmanager
-def controller(db: Path, pool: KeepPool, replication: int = 2) -> Iterator[Controller]:
-    """A controller in this process (fresh catalog) over the pool's keep servers."""
-    config = ControllerConfig(
-        db_url=f"sqlite:///{db}", signing_key=pool.signing_key, replication=replication
-    )
+def controller(db: Path | str, pool: KeepPool, replication: int = 2) -> Iterator[Controller]:
+    """A controller in this process (a fresh catalog: a SQLite file, or a database
+    URL) over the pool's keep servers."""
+    url = db if isinstance(db, str) else f"sqlite:///{db}"
+    config = ControllerConfig(db_url=url, signing_key=pool.signing_key, replication=replication)
     state = ControllerState.open(config)
     for s in pool.servers:
         catalog.register_keep_service(state.engine, s.url)

@@ -151,3 +151,21 @@ def test_oversized_body_is_refused_unread(tmp_path: Path, keep_servers: KeepPool
         )
         assert chunked.status_code == 413
     state.close()
+
+
+def test_a_controller_on_each_catalog_backend(
+    tmp_path: Path, catalog_url: str, keep_servers: KeepPool
+) -> None:
+    """The same installation with its catalog on SQLite and on PostgreSQL."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_bytes(b"alpha\n")
+    with controller(catalog_url, keep_servers) as ctl:
+        token = ctl.user("alice")
+        with RemoteWarehouse(ctl.url, token) as wh:
+            pdh = wh.put([src], name="first").pdh
+            assert wh.reader("first").read_file("a.txt") == b"alpha\n"
+            (src / "a.txt").write_bytes(b"beta\n")
+            new = wh.put([src], name="first", expect=pdh).pdh
+            assert [c.new_pdh for c in wh.name_log("first")] == [pdh, new]
+            assert {r.user for r in wh.accounting()} == {"alice"}
