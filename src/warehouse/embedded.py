@@ -19,7 +19,7 @@ from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.records import load_manifest, store_manifest
-from warehouse.errors import ConflictError, NotFoundError
+from warehouse.errors import NotFoundError
 from warehouse.manifest import Manifest
 
 __all__ = ["DEFAULT_CACHE_BYTES", "EmbeddedWarehouse", "PutResult", "default_home"]
@@ -82,17 +82,9 @@ class EmbeddedWarehouse(WarehouseBase):
     def set_name(
         self, name: str, pdh: str, *, expect: str | None, create: bool = False
     ) -> catalog.NameRecord:
-        """Compare-and-swap. ``expect=None`` creates the name, or (unless ``create``)
-        succeeds without a change if it already holds ``pdh``."""
-        catalog.get_collection(self.engine, pdh)  # a name only points at a known collection
-        try:
-            return catalog.set_name(self.engine, name, pdh, expect=expect, user=self.user)
-        except ConflictError:
-            if expect is None and not create:
-                current = catalog.get_name(self.engine, name)
-                if current.pdh == pdh:
-                    return current
-            raise
+        return catalog.set_name(
+            self.engine, name, pdh, expect=expect, create=create, user=self.user
+        )
 
     def get_name(self, name: str) -> catalog.NameRecord:
         return catalog.get_name(self.engine, name)

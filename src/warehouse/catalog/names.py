@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
+from warehouse.catalog.records import get_collection
 from warehouse.catalog.schema import name_history, name_writers, names
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
 
@@ -100,13 +101,29 @@ def set_name(
     expect: str | None,
     user: str,
     admin: bool = False,
+    create: bool = False,
 ) -> NameRecord:
-    """Point ``name`` at ``pdh`` if it holds ``expect`` now (``None``: must not exist).
+    """Point ``name`` at ``pdh`` (a recorded collection) if it holds ``expect`` now.
 
-    Setting a name to the PDH it already holds, with the right expectation,
-    succeeds without a new version.
+    ``expect=None``: the name must not exist, or (unless ``create``) already
+    hold ``pdh``, which then succeeds without a new version. Anything else is
+    a ``ConflictError`` and changes nothing.
     """
     check_name(name)
+    get_collection(engine, pdh)  # a name only points at a known collection
+    try:
+        return _swap(engine, name, pdh, expect=expect, user=user, admin=admin)
+    except ConflictError:
+        if expect is None and not create:
+            current = get_name(engine, name)
+            if current.pdh == pdh:
+                return current
+        raise
+
+
+def _swap(
+    engine: sa.Engine, name: str, pdh: str, *, expect: str | None, user: str, admin: bool
+) -> NameRecord:
     try:
         return _set_name(engine, name, pdh, expect=expect, user=user, admin=admin)
     except sa.exc.IntegrityError as e:

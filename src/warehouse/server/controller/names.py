@@ -6,7 +6,6 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
-from warehouse.errors import ConflictError
 from warehouse.server.controller.auth import Caller, state_of
 
 __all__ = ["router"]
@@ -70,19 +69,15 @@ def get_name(name: str, user: Caller, request: Request) -> NameOut:
 @router.put("/{name}", response_model=NameOut)
 def set_name(name: str, body: NameSet, user: Caller, request: Request) -> NameOut:
     """Compare-and-swap: 409 if the name holds anything but ``expect``."""
-    engine = state_of(request).engine
-    catalog.check_name(name)
-    catalog.get_collection(engine, body.pdh)  # a name only points at a known collection
-    try:
-        rec = catalog.set_name(
-            engine, name, body.pdh, expect=body.expect, user=user.name, admin=user.admin
-        )
-    except ConflictError:
-        if body.expect is None and not body.create:
-            current = catalog.get_name(engine, name)
-            if current.pdh == body.pdh:
-                return _out(current)
-        raise
+    rec = catalog.set_name(
+        state_of(request).engine,
+        name,
+        body.pdh,
+        expect=body.expect,
+        create=body.create,
+        user=user.name,
+        admin=user.admin,
+    )
     return _out(rec)
 
 
