@@ -215,6 +215,22 @@ def test_bad_manifest_is_refused_and_nothing_stored(
     assert installation.stored_blocks() == before
 
 
+def test_every_malformed_manifest_changes_nothing(tmp_path: Path, home: Path) -> None:
+    """The parser's whole table of bad manifests, through `wh put --manifest`."""
+    from test_manifest_bad import BAD
+
+    from warehouse.blocks.volume import LocalVolume
+
+    runner = Runner()
+    for text, line, token, _ in BAD:
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        result = runner("put", "--manifest", "-", "--name", "bad", input=data, code=2)
+        assert f"line {line}" in result.stderr, (data, result.stderr)
+        assert repr(token)[1:-1][:40] in result.stderr or token == "", (token, result.stderr)
+    assert runner("name", "ls").stdout == ""
+    assert list(LocalVolume(home / "blocks").index()) == []
+
+
 def test_file_and_directory_of_one_name_is_refused_on_get(run: Runner, tmp_path: Path) -> None:
     src = tmp_path / "s"
     src.mkdir()
