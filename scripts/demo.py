@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import filecmp
 import gzip
+import json
 import os
 import random
 import shutil
@@ -105,6 +106,15 @@ def main() -> None:
 
     say("Done")
     print(f"warehouse: {OUT / 'warehouse'}; try: WH_HOME={OUT / 'warehouse'} {WH} ls sample")
+
+    say("A batch job: zhash hashes every file, gzip ones decompressed, one step per stream")
+    print(wh("job", "submit", "builtin:zhash", "--input", "sample", "--wait"), end="")
+    job_id = wh("job", "ls").split("finished:")[-1].split()[0]
+    print(wh("job", "show", job_id), end="")
+    out = json.loads(wh("job", "show", job_id, "--json"))["output_pdh"]
+    print("".join(wh("cat", f"{out}/run 0/lane1/md5sum.txt").splitlines(keepends=True)[:8]), end="")
+    print(wh("job", "submit", "builtin:zhash", "--input", "sample", "--wait"), end="")
+    print("(submitted again: answered from reuse, no step ran)")
 
 
 def _identical(cmp: filecmp.dircmp[str]) -> bool:

@@ -1,0 +1,137 @@
+"""Steps cycled per second: the job manager against a raw loop of the same subprocesses.
+
+A job of N steps (default 2,000) whose function is a shell script exiting 0
+(step 0 queues the N level-1 steps with one ``wh step queue``). The rate is
+N over the time from the first level-1 step's start to the last one's end,
+as recorded in the catalog. The raw figures run the same script N times:
+locally with a loop keeping one process per core running, and on Dask with
+``client.map`` over a LocalCluster of one worker process per core.
+
+    .venv/bin/python benchmarks/steps.py [--steps N] [--skip-dask] [--json]
+
+Targets: at least 500 steps/s locally, and at least 0.8x the raw figure for
+both executors. Exits 0 even when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from warehouse import jobs
+from warehouse.embedded import EmbeddedWarehouse
+
+SCRIPT = """#!/bin/sh
+if [ "$WH_STEP" = 0 ]; then exec wh step queue --level 1 $(seq 1 "$STEPS"); fi
+exit 0
+"""
+
+
+def raw_local(script: Path, n: int, slots: int) -> float:
+    env = {**os.environ, "WH_STEP": "1"}
+    start = time.perf_counter()
+    running: dict[int, subprocess.Popen[bytes]] = {}
+    started = 0
+    while started < n or running:
+        while started < n and len(running) < slots:
+            p = subprocess.Popen([str(script)], env=env, stdin=subprocess.DEVNULL)
+            running[p.pid] = p
+            started += 1
+        pid, _ = os.wait()
+        proc = running.pop(pid)
+        proc.returncode = 0
+    return n / (time.perf_counter() - start)
+
+
+def _run_script(args: tuple[str, int]) -> int:
+    return subprocess.run([args[0]], env={**os.environ, "WH_STEP": "1"}, check=False).returncode
+
+
+def raw_dask(address: str, script: Path, n: int) -> float:
+    from distributed import Client
+
+    with Client(address) as client:
+        client.gather(client.map(_run_script, [(str(script), -1)], pure=False))  # warm up
+        start = time.perf_counter()
+        futures = client.map(_run_script, [(str(script), i) for i in range(n)], pure=False)
+        assert all(code == 0 for code in client.gather(futures))
+        return n / (time.perf_counter() - start)
+
+
+def managed(wh: EmbeddedWarehouse, fn: str, key: str, executor: str) -> float:
+    request = jobs.JobRequest(fn, key, {}, reuse=False, executor=executor)
+    record = jobs.submit(wh, request)
+    assert jobs.run_manager(wh, executor, until_job=record.id)
+    job = jobs.get_job(wh.engine, record.id)
+    assert job.state == "complete", job.error
+    steps = jobs.list_steps(wh.engine, job.id, level=1)
+    span = max(s.finished_at or 0 for s in steps) - min(s.started_at or 0 for s in steps)
+    return len(steps) / span
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    slots = len(os.sched_getaffinity(0))
+    os.environ["STEPS"] = str(args.steps)
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="wh-bench-steps-") as tmp:
+        script = Path(tmp) / "step.sh"
+        script.write_text(SCRIPT)
+        script.chmod(0o755)
+        (Path(tmp) / "in").mkdir()
+        (Path(tmp) / "in" / "x").write_text("x")
+        with EmbeddedWarehouse(Path(tmp) / "home") as wh:
+            fn_dir = Path(tmp) / "fn"
+            fn_dir.mkdir()
+            (fn_dir / "step.sh").write_text(SCRIPT)
+            fn = f"{wh.put([fn_dir]).pdh}/step.sh"
+            key = wh.put([Path(tmp) / "in"]).pdh
+            figures["raw_local"] = raw_local(script, args.steps, slots)
+            figures["local"] = managed(wh, fn, key, "local")
+            if not args.skip_dask:
+                from distributed import LocalCluster
+
+                with LocalCluster(
+                    n_workers=slots,
+                    threads_per_worker=1,
+                    dashboard_address=None,
+                    memory_limit=0,
+                ) as cluster:
+                    addr = cluster.scheduler_address
+                    figures["raw_dask"] = raw_dask(addr, script, args.steps)
+                    figures["dask"] = managed(wh, fn, key, f"dask:{addr}")
+    figures["local_ratio"] = figures["local"] / figures["raw_local"]
+    if "dask" in figures:
+        figures["dask_ratio"] = figures["dask"] / figures["raw_dask"]
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"cpus: {slots}, steps: {args.steps}")
+    print(f"raw local loop     {figures['raw_local']:8.0f} steps/s")
+    ok = "PASS" if figures["local"] >= 500 and figures["local_ratio"] >= 0.8 else "MISS"
+    print(
+        f"local executor     {figures['local']:8.0f} steps/s  "
+        f"ratio {figures['local_ratio']:.2f}  {ok} (>= 500/s and >= 0.8x)"
+    )
+    if "dask" in figures:
+        ok = "PASS" if figures["dask_ratio"] >= 0.8 else "MISS"
+        print(f"raw dask map       {figures['raw_dask']:8.0f} steps/s")
+        print(
+            f"dask executor      {figures['dask']:8.0f} steps/s  "
+            f"ratio {figures['dask_ratio']:.2f}  {ok} (>= 0.8x)"
+        )
+
+
+if __name__ == "__main__":
+    main()

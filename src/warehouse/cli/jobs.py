@@ -1,0 +1,320 @@
+"""``wh job …`` (submit and follow batch jobs) and ``wh step …`` (used inside steps)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, BinaryIO
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from warehouse import jobs
+from warehouse.blocks import Locator
+from warehouse.cli._common import emit_json, open_warehouse, stderr
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError, WarehouseError
+from warehouse.jobs.model import FINISHED
+from warehouse.jobs.protocol import append_record, check_queue
+from warehouse.jobs.records import JobRecord, request_control
+from warehouse.manifest import Manifest
+
+__all__ = ["COMMANDS", "job", "step"]
+
+
+def _embedded(ctx: click.Context) -> EmbeddedWarehouse:
+    wh: object = open_warehouse(ctx)
+    if not isinstance(wh, EmbeddedWarehouse):
+        raise UsageError("jobs run on the embedded warehouse only for now (unset WH_URL)")
+    return wh
+
+
+@click.group()
+def job() -> None:
+    """Submit batch jobs and follow them (see docs/jobs.md)."""
+
+
+def _param(values: tuple[str, ...]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in values:
+        key, eq, text = item.partition("=")
+        if not eq or not key:
+            raise click.UsageError(f"--param {item!r} is not KEY=VALUE")
+        try:
+            params[key] = json.loads(text)
+        except ValueError:
+            params[key] = text
+    return params
+
+
+def _summary(record: JobRecord) -> str:
+    if record.reused_from is not None:
+        return f"job {record.id}: reused from {record.reused_from}: {record.output_pdh}"
+    return f"job {record.id}: {record.state}" + (
+        f": {record.output_pdh}" if record.output_pdh else ""
+    )
+
+
+@job.command()
+@click.argument("function")
+@click.option("--input", "input_key", required=True, metavar="KEY|NAME", help="Input collection.")
+@click.option("--param", "params", multiple=True, metavar="K=V", help="A parameter (JSON value).")
+@click.option("--wait", is_flag=True, help="Run or wait for the job; print its output PDH.")
+@click.option("--no-reuse", is_flag=True, help="Run even if an identical job completed.")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local")
+@click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
+@click.option("--priority", type=int, default=0, help="Higher runs first (default 0).")
+@click.option("--cpus", type=int, default=1, help="CPUs each step needs (default 1).")
+@click.option("--memory", default="0", help="Memory each step needs (512M, 4G).")
+@click.option("--attempts", type=int, default=3, help="Attempts per step (default 3).")
+@click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
+@click.pass_context
+def submit(
+    ctx: click.Context,
+    function: str,
+    input_key: str,
+    params: tuple[str, ...],
+    wait: bool,
+    no_reuse: bool,
+    executor: str,
+    dask_scheduler: str | None,
+    priority: int,
+    cpus: int,
+    memory: str,
+    attempts: int,
+    as_json: bool,
+) -> None:
+    """Submit a job running FUNCTION (builtin:NAME, git:REPO@REV:PATH or PDH/PATH)."""
+    wh = _embedded(ctx)
+    name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
+    request = jobs.JobRequest(
+        function,
+        input_key,
+        _param(params),
+        reuse=not no_reuse,
+        priority=priority,
+        cpus=cpus,
+        memory=jobs.parse_size(memory),
+        max_attempts=attempts,
+        executor=name,
+    )
+    record = jobs.submit(wh, request)
+    if record.state not in FINISHED:
+        if wait:
+            if not jobs.run_manager(wh, name, until_job=record.id):
+                _wait(wh.engine, record.id)
+            if _others_active(wh.engine, name):
+                jobs.ensure_manager(wh.home, name)
+        else:
+            jobs.ensure_manager(wh.home, name)
+        record = jobs.get_job(wh.engine, record.id)
+    if as_json:
+        emit_json(record.as_dict())
+    else:
+        click.echo(_summary(record))
+    if wait and record.state != "complete":
+        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}".rstrip(": "))
+
+
+def _others_active(engine: Any, executor: str) -> bool:
+    return any(j.executor == executor for j in jobs.list_jobs(engine, ("queued", "running")))
+
+
+def _wait(engine: Any, job_id: int) -> JobRecord:
+    while (record := jobs.get_job(engine, job_id)).state not in FINISHED:
+        time.sleep(0.2)
+    return record
+
+
+@job.command()
+@click.option("--executor", default="local", help="local, dask or dask:ADDRESS.")
+@click.option("--cpus", type=int, help="Slots (local: default one per core; dask: workers).")
+@click.pass_context
+def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:
+    """Run the job manager here until no job is left (one per executor at a time)."""
+    wh = _embedded(ctx)
+    if not jobs.run_manager(wh, executor, cpus=cpus):
+        raise UsageError(f"a manager for executor {executor!r} is already running")
+
+
+@job.command(name="ls")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def ls(ctx: click.Context, as_json: bool) -> None:
+    """List jobs: running, queued, then finished."""
+    found = jobs.list_jobs(_embedded(ctx).engine)
+    if as_json:
+        emit_json([r.as_dict() for r in found])
+        return
+    for title, states in (
+        ("running", ("running", "paused")),
+        ("queued", ("queued",)),
+        ("finished", tuple(FINISHED)),
+    ):
+        group = [r for r in found if r.state in states]
+        if group:
+            click.echo(f"{title}:")
+        for r in group:
+            counts = f"{r.steps_done} done, {r.steps_running} running, {r.steps_queued} queued"
+            out = f" {r.output_pdh}" if r.output_pdh else ""
+            click.echo(f"  {r.id:>5} {r.state:<9} {r.function} {counts}{out}")
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
+    """A job's function and version, input, output, state, counts and failed steps."""
+    engine = _embedded(ctx).engine
+    record = jobs.get_job(engine, job_id)
+    failed = [s for s in jobs.list_steps(engine, job_id) if s.failures]
+    if as_json:
+        emit_json({**record.as_dict(), "failed_steps": [s.as_dict() for s in failed]})
+        return
+    commit = f" (commit {record.function_commit})" if record.function_commit else ""
+    lines = [
+        f"job {record.id}: {record.state}",
+        f"function: {record.function} = {record.function_pdh}/{record.function_path}{commit}",
+        f"input:    {record.input_pdh}",
+        f"params:   {record.params}",
+        f"output:   {record.output_pdh or '-'}",
+        f"logs:     {record.log_pdh or '-'}",
+        f"steps:    {record.steps_done} done, {record.steps_running} running, "
+        f"{record.steps_queued} queued, {record.failed_attempts} failed attempts",
+    ]
+    if record.reused_from is not None:
+        lines.append(f"reused from {record.reused_from}")
+    if record.error:
+        lines.append(f"error:    {record.error}")
+    for s in failed:
+        lines.append(
+            f"step {s.number} (level {s.level}, input {s.input!r}): {s.state}, "
+            f"{s.failures} failed attempts, exit status {s.exit_status}; end of its log:"
+        )
+        lines.extend("  | " + line for line in (s.log_tail or "").splitlines()[-20:])
+    click.echo("\n".join(lines))
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.pass_context
+def watch(ctx: click.Context, job_id: int) -> None:
+    """A live bar until the job finishes: done, running, queued, failed attempts."""
+    engine = _embedded(ctx).engine
+    record = jobs.get_job(engine, job_id)
+    columns = (
+        TextColumn("job {task.fields[id]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=stderr, transient=False) as bar:
+        task = bar.add_task("", total=None, id=job_id)
+        while True:
+            total = record.steps_done + record.steps_running + record.steps_queued
+            reused = f", reused from {record.reused_from}" if record.reused_from else ""
+            bar.update(
+                task,
+                total=max(total, 1),
+                completed=record.steps_done,
+                description=f"{record.steps_running} running, {record.steps_queued} queued, "
+                f"{record.failed_attempts} failed attempts, {record.state}{reused}",
+            )
+            if record.state in FINISHED:
+                break
+            time.sleep(0.5)
+            record = jobs.get_job(engine, job_id)
+    click.echo(_summary(record))
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.option("--step", "number", type=int, help="Only this step's log.")
+@click.pass_context
+def logs(ctx: click.Context, job_id: int, number: int | None) -> None:
+    """Print the steps' logs (the last attempt of each), in step order."""
+    wh = _embedded(ctx)
+    steps = jobs.list_steps(wh.engine, job_id, number=number)
+    if number is not None and not steps:
+        raise UsageError(f"job {job_id} has no step {number}")
+    for s in steps:
+        if not s.log:
+            continue
+        if number is None:
+            click.echo(f"== step {s.number} ({s.state}, exit status {s.exit_status})")
+        for entry in Manifest.parse(s.log).files().values():
+            for piece in entry.pieces:
+                data = wh.store.get(Locator.parse(str(piece.locator)))
+                sys.stdout.buffer.write(data[piece.offset : piece.offset + piece.length])
+        sys.stdout.flush()
+
+
+def _control(ctx: click.Context, job_id: int, control: str) -> None:
+    wh = _embedded(ctx)
+    record = request_control(wh.engine, job_id, control)
+    jobs.ensure_manager(wh.home, record.executor)  # one applies it (and runs what is left)
+    click.echo(f"job {job_id}: {control} requested")
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.pass_context
+def cancel(ctx: click.Context, job_id: int) -> None:
+    """Cancel a job: its running steps are killed, nothing more starts."""
+    _control(ctx, job_id, "cancel")
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.pass_context
+def pause(ctx: click.Context, job_id: int) -> None:
+    """Pause a job: running steps finish, no new step starts until resume."""
+    _control(ctx, job_id, "pause")
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.pass_context
+def resume(ctx: click.Context, job_id: int) -> None:
+    """Resume a paused job."""
+    _control(ctx, job_id, "resume")
+
+
+@click.group()
+def step() -> None:
+    """Report from inside a running step (uses $WH_RESULT)."""
+
+
+def _result_file() -> str:
+    path = os.environ.get("WH_RESULT")
+    if not path:
+        raise UsageError("WH_RESULT is not set: this is not running as a step of a job")
+    return path
+
+
+@step.command(name="queue")
+@click.option("--level", type=int, required=True, help="Level of the new steps.")
+@click.argument("inputs", nargs=-1)
+def step_queue(level: int, inputs: tuple[str, ...]) -> None:
+    """Queue one step at LEVEL per INPUT string (one step with no input if none)."""
+    path = _result_file()
+    for text in inputs or ("",):
+        check_queue(level, text)
+    for text in inputs or ("",):
+        append_record(path, {"op": "queue", "level": level, "input": text})
+
+
+@step.command(name="output")
+@click.argument("manifest", type=click.File("rb"), default="-")
+@click.option("--intermediate", is_flag=True, help="Pass to later steps, not the job output.")
+def step_output(manifest: BinaryIO, intermediate: bool) -> None:
+    """Report manifest text (FILE, or '-' for standard input) as this step's output."""
+    text = Manifest.parse(manifest.read()).format()
+    op = "intermediate" if intermediate else "output"
+    append_record(_result_file(), {"op": op, "manifest": text})
+
+
+COMMANDS = [job, step]

@@ -1,0 +1,59 @@
+"""Assembling a job's output and logs: manifest text only, never the data.
+
+The output is every step's fragment in step order, normalized (DESIGN §5.2).
+The log collection holds ``step-NNNNNN.log`` (the last attempt of each step)
+and, under ``intermediate/step-NNNNNN/``, what steps passed to later levels,
+so those blocks stay referenced by a collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from warehouse import catalog
+from warehouse.blocks.store import BlockStore
+from warehouse.errors import NotFoundError
+from warehouse.jobs.records import StepRecord
+from warehouse.manifest import FileEntry, Manifest
+
+__all__ = ["assemble_logs", "assemble_output", "check_fragment"]
+
+
+class _Saver(Protocol):
+    def save_manifest(
+        self, manifest: Manifest, file_md5s: dict[str, str] | None = None
+    ) -> catalog.CollectionRecord: ...
+
+
+def check_fragment(store: BlockStore, text: str) -> str:
+    """A step's fragment, checked: it parses and every block it lists is stored."""
+    manifest = Manifest.parse(text)
+    for locator in manifest.blocks():
+        if not locator.is_empty and not store.exists(locator):
+            raise NotFoundError(f"block {locator.key} of the step's fragment is not stored")
+    return manifest.format()
+
+
+def assemble_output(wh: _Saver, steps: Sequence[StepRecord]) -> str:
+    """Store the job's output collection; return its PDH."""
+    ordered = sorted(steps, key=lambda s: s.number)
+    # Each fragment parsed on its own first, so an error names the step.
+    for step in ordered:
+        if step.output:
+            Manifest.parse(step.output)
+    manifest = Manifest.parse("".join(s.output or "" for s in ordered)).normalized()
+    return wh.save_manifest(manifest).pdh
+
+
+def assemble_logs(wh: _Saver, steps: Sequence[StepRecord]) -> str:
+    """Store the job's log collection; return its PDH."""
+    entries: list[FileEntry] = []
+    for step in sorted(steps, key=lambda s: s.number):
+        if step.log:
+            entries.extend(Manifest.parse(step.log).files().values())
+        if step.intermediate:
+            prefix = f"intermediate/step-{step.number:06d}/"
+            for e in Manifest.parse(step.intermediate).files().values():
+                entries.append(FileEntry(prefix + e.path, e.size, e.pieces))
+    return wh.save_manifest(Manifest.from_files(entries)).pdh

@@ -1,0 +1,123 @@
+"""The Dask executor: each step runs as a subprocess inside a task on a Dask worker.
+
+Connects to a scheduler address, or starts a ``LocalCluster`` of worker
+processes. A worker must see the same ``WH_HOME`` (a shared file system) or,
+later, reach the controller. Workers that advertise the resources ``cpus``
+and ``memory`` (``dask worker --resources "cpus=8 memory=32e9"``; the
+LocalCluster started here does) get each step's request as task resources,
+so Dask places it where it fits. The manager keeps up to ``queue_factor``
+steps per worker thread submitted, so workers never wait on a round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+import uuid
+from typing import Any
+
+import distributed
+
+from warehouse.jobs.executors import Finished, Launch, run_step
+from warehouse.jobs.model import Resources
+
+__all__ = ["DaskExecutor"]
+
+_dask: Any = distributed  # untyped
+
+
+def _task(launch: Launch) -> Finished:
+    return run_step(launch)
+
+
+class DaskExecutor:
+    def __init__(
+        self, address: str | None = None, *, workers: int | None = None, queue_factor: int = 64
+    ) -> None:
+        self._cluster: Any = None
+        if address is None:
+            n = workers or len(os.sched_getaffinity(0))
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            self._cluster = _dask.LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                resources={"cpus": 1, "memory": total // n},
+                memory_limit=0,
+            )
+            address = self._cluster.scheduler_address
+        self.client: Any = _dask.Client(address, set_as_default=False)
+        info = self.client.scheduler_info(n_workers=-1)["workers"].values()
+        self._declared = {k for w in info for k in (w.get("resources") or {})}
+        threads = sum(w["nthreads"] for w in info) or 1
+        cpus = [int((w.get("resources") or {}).get("cpus", w["nthreads"])) for w in info]
+        mems = [
+            int((w.get("resources") or {}).get("memory", w.get("memory_limit") or 0)) for w in info
+        ]
+        self.largest = Resources(max(cpus, default=1), max(mems, default=0) or 2**62)
+        self.capacity = Resources(
+            max(threads * queue_factor, 1), (sum(mems) or 2**62) * queue_factor
+        )
+        self._futures: dict[tuple[int, int], Any] = {}
+        self._done: queue.SimpleQueue[tuple[Launch, Any]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    def _resources(self, request: Resources) -> dict[str, float] | None:
+        wanted = {"cpus": request.cpus, "memory": request.memory}
+        chosen = {k: float(v) for k, v in wanted.items() if k in self._declared and v}
+        return chosen or None
+
+    def start(self, launch: Launch) -> None:
+        key = f"wh-step-{launch.job}-{launch.step}-{launch.attempt}-{uuid.uuid4().hex[:8]}"
+        fut: Any = self.client.submit(
+            _task, launch, key=key, pure=False, resources=self._resources(launch.request)
+        )
+        with self._lock:
+            self._futures[(launch.job, launch.step)] = fut
+        fut.add_done_callback(lambda f: self._done.put((launch, f)))
+
+    def poll(self, timeout: float) -> list[Finished]:
+        out: list[Finished] = []
+        try:
+            item = self._done.get(timeout=timeout) if timeout > 0 else self._done.get_nowait()
+        except queue.Empty:
+            return out
+        while True:
+            out.append(self._finish(*item))
+            try:
+                item = self._done.get_nowait()
+            except queue.Empty:
+                return out
+
+    def _finish(self, launch: Launch, fut: Any) -> Finished:
+        with self._lock:
+            if self._futures.get((launch.job, launch.step)) is fut:
+                del self._futures[(launch.job, launch.step)]
+        if fut.status == "finished":
+            result = fut.result()
+            assert isinstance(result, Finished)
+            return result
+        error = "cancelled" if fut.cancelled() else repr(fut.exception())
+        log = f"wh: the Dask task of this step did not finish: {error}\n".encode()
+        now = time.time()
+        return Finished(launch.job, launch.step, launch.attempt, -9, "dask", now, now, log, "")
+
+    def kill(self, job: int, step: int) -> None:
+        with self._lock:
+            fut: Any = self._futures.get((job, step))
+        if fut is not None:
+            fut.cancel()
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._futures)
+
+    def close(self) -> None:
+        for fut in list(self._futures.values()):
+            fut.cancel()
+        self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()

@@ -1,0 +1,149 @@
+"""Functions: resolve a spec to an immutable version, and unpack it to run.
+
+- ``builtin:<name>``: ``<name>.py`` of the package's built-ins; their source
+  is stored as a collection, so the job records its PDH like any other.
+- ``git:<repository>@<revision>:<path>``: the revision is resolved to a
+  commit now (``git rev-parse``), the commit's tree (``git archive``) is
+  stored as a collection, and the commit is recorded.
+- ``<pdh>/<path>``: an executable inside a stored collection.
+
+A version is run from ``$WH_HOME/jobs/functions/<pdh>/``, unpacked once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from warehouse.collection.reader import CollectionReader
+from warehouse.embedded import PutResult
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.keys import is_pdh
+from warehouse.manifest import Manifest
+
+__all__ = ["FunctionVersion", "builtin_dir", "command_for", "materialize", "resolve"]
+
+
+class _Store(Protocol):
+    def put(self, paths: list[Path]) -> PutResult: ...
+
+    def manifest(self, key: str) -> Manifest: ...
+
+    def reader(self, key: str) -> CollectionReader: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionVersion:
+    spec: str  # as the user gave it
+    pdh: str
+    path: str
+    commit: str | None = None
+
+
+def builtin_dir() -> Path:
+    return Path(__file__).resolve().parent / "builtins"
+
+
+def resolve(wh: _Store, spec: str) -> FunctionVersion:
+    if spec.startswith("builtin:"):
+        return _builtin(wh, spec)
+    if spec.startswith("git:"):
+        return _git(wh, spec)
+    head, _, path = spec.partition("/")
+    if is_pdh(head) and path:
+        _check_entry(wh.manifest(head), head, path)
+        return FunctionVersion(spec, head, path)
+    raise UsageError(
+        f"function {spec!r} is not builtin:NAME, git:REPOSITORY@REVISION:PATH or PDH/PATH"
+    )
+
+
+def _builtin(wh: _Store, spec: str) -> FunctionVersion:
+    name = spec.removeprefix("builtin:")
+    files = sorted(p for p in builtin_dir().glob("*.py") if not p.name.startswith("_"))
+    if f"{name}.py" not in {p.name for p in files}:
+        known = ", ".join(p.stem for p in files)
+        raise NotFoundError(f"no built-in function {name!r} (there are: {known})")
+    pdh = wh.put(files).pdh
+    return FunctionVersion(spec, pdh, f"{name}.py")
+
+
+def _git_run(args: list[str]) -> str:
+    done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args[:3])}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def _git(wh: _Store, spec: str) -> FunctionVersion:
+    body = spec.removeprefix("git:")
+    repo, at, rest = body.rpartition("@")
+    revision, colon, path = rest.partition(":")
+    if not (at and colon and repo and revision and path.strip("/")):
+        raise UsageError(f"function {spec!r} is not git:REPOSITORY@REVISION:PATH")
+    path = path.strip("/")
+    with tempfile.TemporaryDirectory(prefix="wh-git-") as tmp:
+        if Path(repo).is_dir():
+            gitdir = repo
+        else:  # a URL: fetch just that revision
+            gitdir = os.path.join(tmp, "repo.git")
+            _git_run(["init", "--quiet", "--bare", gitdir])
+            _git_run(["-C", gitdir, "fetch", "--quiet", "--depth=1", repo, revision])
+            revision = "FETCH_HEAD"
+        commit = _git_run(["-C", gitdir, "rev-parse", "--verify", f"{revision}^{{commit}}"])
+        commit = commit.strip()
+        tree = Path(tmp) / "tree"
+        tree.mkdir()
+        archive = Path(tmp) / "tree.tar"
+        _git_run(["-C", gitdir, "archive", "--format=tar", f"--output={archive}", commit])
+        with tarfile.open(archive) as tar:
+            tar.extractall(tree, filter="data")
+        pdh = wh.put([tree]).pdh
+    _check_entry(wh.manifest(pdh), pdh, path)
+    return FunctionVersion(spec, pdh, path, commit)
+
+
+def _check_entry(manifest: Manifest, pdh: str, path: str) -> None:
+    if path not in manifest.files():
+        raise NotFoundError(f"no file {path!r} in function collection {pdh}")
+
+
+def materialize(wh: _Store, root: Path, pdh: str, path: str) -> Path:
+    """The directory holding version ``pdh`` unpacked (done once, atomically)."""
+    final = root / pdh
+    if final.is_dir():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{pdh}.", dir=root))
+    try:
+        reader = wh.reader(pdh)
+        for rel in reader.files:
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as f:
+                for chunk in reader.iter_file(rel):
+                    f.write(chunk)
+        (tmp / path).chmod(0o755)
+        try:
+            tmp.rename(final)
+        except OSError:  # another manager unpacked it first
+            if not final.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def command_for(function_dir: Path, path: str) -> list[str]:
+    """How to run the entry point: Python files with this interpreter, others as is."""
+    entry = str(function_dir / path)
+    if path.endswith(".py"):
+        return [sys.executable, "-P", entry]  # -P: its directory does not shadow modules
+    return [entry]

@@ -1,0 +1,311 @@
+"""The manager loop: carries the state machine's decisions to an executor and the catalog.
+
+One turn: collect the steps that exited, feed them to the ``Scheduler``,
+start what it says may start, assemble jobs whose steps are all done. The
+catalog is written in batches, at most every ``flush_interval`` seconds, by
+one writer thread (a SQLite commit with ``synchronous=FULL`` costs an fsync,
+so one per step would cap the step rate); the blocks a batch refers to are
+flushed to disk first. Only a batch's steps can run again after a crash.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import WarehouseError
+from warehouse.jobs import records
+from warehouse.jobs.assemble import assemble_logs, assemble_output, check_fragment
+from warehouse.jobs.executors import Executor, Finished, Launch
+from warehouse.jobs.functions import command_for, materialize
+from warehouse.jobs.model import FINISHED, Scheduler
+from warehouse.jobs.protocol import parse_report, step_environment
+from warehouse.manifest import escape_name
+
+__all__ = ["LOG_TAIL_BYTES", "Manager"]
+
+LOG_TAIL_BYTES = 2000
+
+
+class Manager:
+    def __init__(
+        self,
+        wh: EmbeddedWarehouse,
+        executor: Executor,
+        executor_name: str,
+        *,
+        flush_interval: float = 0.05,
+        refresh_interval: float = 0.2,
+    ) -> None:
+        self.wh = wh
+        self.executor = executor
+        self.executor_name = executor_name
+        self.sched = Scheduler(executor.capacity)
+        self.flush_interval = flush_interval
+        self.refresh_interval = refresh_interval
+        self.scratch = str(wh.home.resolve() / "jobs" / "scratch")
+        self._envs: dict[int, dict[str, str]] = {}
+        self._argv: dict[int, tuple[str, ...]] = {}
+        self._persisted: dict[int, int] = {}  # steps of each job known to the catalog
+        self._results: list[dict[str, Any]] = []
+        self._job_extra: dict[int, dict[str, Any]] = {}
+        self._cpu_seconds: dict[int, float] = {}
+        self._last_id = 0
+        self._unwritten: dict[int, int] = {}  # job -> lowest level with results not yet written
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-writer")
+        self._writes: list[Future[None]] = []
+        self._last_flush = self._last_refresh = 0.0
+
+    # -- the loop -------------------------------------------------------------
+
+    def run(self, stop: Callable[[Manager], bool] | None = None) -> None:
+        """Turn until ``stop`` says so (default: no job left to run)."""
+        self.refresh()
+        try:
+            while True:
+                self.turn()
+                if stop is not None and stop(self):
+                    break
+                if stop is None and self.sched.idle() and not self.executor.running():
+                    self.flush(wait=True)
+                    self.refresh()
+                    if self.sched.idle():
+                        break
+        finally:
+            self.flush(wait=True)
+
+    def turn(self) -> None:
+        now = time.time()
+        timeout = min(self._last_refresh + self.refresh_interval - now, self.refresh_interval)
+        for done in self.executor.poll(max(timeout, 0.0) if self.executor.running() else 0.0):
+            self._exited(done)
+        starts = self.sched.schedule(time.time())
+        if any(self._unwritten.get(s.job, 1 << 30) < self._level(s.job, s.step) for s in starts):
+            # A step of a higher level may read what the lower ones passed on.
+            self.flush(wait=True)
+        for start in starts:
+            self._launch(start.job, start.step, start.attempt)
+        ready = self.sched.to_assemble()
+        finished = [j for j in self.sched.jobs.values() if j.state in FINISHED]
+        if ready or finished:
+            self.flush(wait=True)
+        for job_id in ready:
+            self._assemble(job_id)
+        for job in [j for j in self.sched.jobs.values() if j.state in FINISHED]:
+            self._finish_logs(job.id)
+        if ready or finished:
+            self.flush(wait=True)
+            for job_id in self.sched.forget_finished():
+                self._forget(job_id)
+        if time.time() - self._last_flush >= self.flush_interval:
+            self.flush()
+        if time.time() - self._last_refresh >= self.refresh_interval:
+            self.refresh()
+        if not self.executor.running() and not self.sched.idle():
+            time.sleep(0.01)  # nothing may start now (paused, or waiting on a level)
+
+    def refresh(self) -> None:
+        """Pick up new jobs and control requests from other processes."""
+        self._last_refresh = time.time()
+        for job_id in records.new_job_ids(self.wh.engine, self._last_id, self.executor_name):
+            self._last_id = max(self._last_id, job_id)
+            if job_id not in self.sched.jobs:
+                self._load(job_id)
+        for job_id, control in records.take_controls(self.wh.engine, list(self.sched.jobs)):
+            now = time.time()
+            if control == "cancel":
+                for kill in self.sched.cancel(job_id, now):
+                    self.executor.kill(kill.job, kill.step)
+            elif control == "pause":
+                self.sched.pause(job_id)
+            else:
+                self.sched.resume(job_id)
+
+    # -- carrying out decisions ----------------------------------------------
+
+    def _load(self, job_id: int) -> None:
+        record, job = records.load_job(self.wh.engine, job_id)
+        self._persisted[job_id] = len(job.steps)
+        self._cpu_seconds[job_id] = record.cpu_seconds
+        self.sched.add_job(job, time.time())
+        if not self.executor.largest.fits(job.request) and job.state not in FINISHED:
+            for kill in self.sched.fail(job_id, "no single executor slot is big enough", 0.0):
+                self.executor.kill(kill.job, kill.step)
+        fn_dir = materialize(
+            self.wh,
+            self.wh.home.resolve() / "jobs" / "functions",
+            record.function_pdh,
+            record.function_path,
+        )
+        self._argv[job_id] = tuple(command_for(fn_dir, record.function_path))
+        self._envs[job_id] = step_environment(
+            home=str(self.wh.home.resolve()),
+            job=job_id,
+            step=0,
+            attempt=0,
+            level=0,
+            step_input="",
+            job_input=record.input_pdh,
+            params=record.params,
+            function_dir=str(fn_dir),
+        )
+
+    def _launch(self, job_id: int, number: int, attempt: int) -> None:
+        step = self.sched.jobs[job_id].steps[number]
+        env = dict(self._envs[job_id])
+        env.update(
+            WH_STEP=str(number),
+            WH_ATTEMPT=str(attempt),
+            WH_LEVEL=str(step.level),
+            WH_STEP_INPUT=step.input,
+        )
+        request = self.sched.jobs[job_id].request
+        launch = Launch(job_id, number, attempt, self._argv[job_id], env, self.scratch, request)
+        self.executor.start(launch)
+
+    def _exited(self, done: Finished) -> None:
+        log, ok, queued = done.log, done.exit_status == 0, []
+        outputs = intermediates = ""
+        if ok:
+            try:
+                report = parse_report(done.result)
+                outputs = "".join(check_fragment(self.wh.store, t) for t in report.outputs)
+                intermediates = "".join(
+                    check_fragment(self.wh.store, t) for t in report.intermediates
+                )
+                queued = report.queued
+            except WarehouseError as e:
+                ok = False
+                log += f"\nwh: the step's report was refused: {e}\n".encode()
+        status = done.exit_status if ok or done.exit_status else 1
+        job = self.sched.jobs.get(done.job)
+        if job is not None:
+            spent = (done.finished_at - done.started_at) * job.request.cpus
+            self._cpu_seconds[done.job] = self._cpu_seconds.get(done.job, 0.0) + spent
+        attempt_ok = job is not None and job.steps[done.step].attempts == done.attempt
+        for kill in self.sched.step_exited(
+            done.job, done.step, done.attempt, ok, status, time.time(), queued
+        ):
+            self.executor.kill(kill.job, kill.step)
+        if not attempt_ok:
+            return
+        level = self._level(done.job, done.step)
+        self._unwritten[done.job] = min(self._unwritten.get(done.job, level), level)
+        self._results.append(
+            {
+                "job": done.job,
+                "number": done.step,
+                "host": done.host,
+                "output": outputs or None,
+                "intermediate": intermediates or None,
+                "log": self._store_log(done.step, log),
+                "log_tail": log[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
+            }
+        )
+
+    def _level(self, job_id: int, number: int) -> int:
+        return self.sched.jobs[job_id].steps[number].level
+
+    def _store_log(self, number: int, data: bytes) -> str:
+        locators = [
+            str(self.wh.store.put(data[i : i + MAX_BLOCK_SIZE]).locator.key)
+            for i in range(0, len(data), MAX_BLOCK_SIZE)
+        ] or [str(EMPTY_LOCATOR)]
+        name = escape_name(f"step-{number:06d}.log")
+        return f". {' '.join(locators)} 0:{len(data)}:{name}\n"
+
+    def _assemble(self, job_id: int) -> None:
+        try:
+            pdh = assemble_output(self.wh, records.list_steps(self.wh.engine, job_id))
+        except WarehouseError as e:
+            self.sched.assembled(job_id, f"assembling the output: {e}", time.time())
+        else:
+            self._job_extra.setdefault(job_id, {})["output_pdh"] = pdh
+            self.sched.assembled(job_id, None, time.time())
+
+    def _finish_logs(self, job_id: int) -> None:
+        extra = self._job_extra.setdefault(job_id, {})
+        if "log_pdh" not in extra:
+            self.flush(wait=True)
+            extra["log_pdh"] = assemble_logs(self.wh, records.list_steps(self.wh.engine, job_id))
+
+    def _forget(self, job_id: int) -> None:
+        for table in (self._envs, self._argv, self._persisted, self._cpu_seconds, self._job_extra):
+            table.pop(job_id, None)
+
+    # -- the catalog ----------------------------------------------------------
+
+    def flush(self, *, wait: bool = False) -> None:
+        """Hand this turn's changes to the writer thread (and wait, if asked)."""
+        self._last_flush = time.time()
+        for fut in [f for f in self._writes if f.done()]:
+            self._writes.remove(fut)
+            fut.result()  # a failed write stops the manager
+        batch = self._batch()
+        if batch is not None:
+            self._writes.append(self._writer.submit(self._write, *batch))
+        if wait:
+            for fut in self._writes:
+                fut.result()
+            self._writes.clear()
+            self._unwritten.clear()
+
+    def _batch(self) -> tuple[Any, ...] | None:
+        job_ids, step_keys = self.sched.take_changes()
+        if not (job_ids or step_keys or self._results or self._job_extra):
+            return None
+        new, states = [], []
+        for job_id, number in sorted(step_keys):
+            job = self.sched.jobs.get(job_id)
+            if job is None:
+                continue
+            s = job.steps[number]
+            row = {
+                "job": job_id,
+                "number": number,
+                "state": s.state,
+                "attempts": s.attempts,
+                "failures": s.failures,
+                "exit_status": s.exit_status,
+                "started_at": s.started_at,
+                "finished_at": s.finished_at,
+            }
+            if number >= self._persisted.get(job_id, 0):
+                new.append({**row, "level": s.level, "input": s.input})
+            else:
+                states.append(row)
+        for job_id in job_ids:
+            self._persisted[job_id] = len(self.sched.jobs[job_id].steps)
+        job_rows = {j: self._job_row(j) for j in job_ids | set(self._job_extra)}
+        results, self._results = self._results, []
+        return job_rows, new, states, results
+
+    def _job_row(self, job_id: int) -> dict[str, Any]:
+        job = self.sched.jobs[job_id]
+        counts = job.counts
+        return {
+            "state": job.state,
+            "started_at": job.started_at,
+            "finished_at": job.finished_at,
+            "error": job.error,
+            "steps_done": counts["done"],
+            "steps_running": counts["running"],
+            "steps_queued": counts["queued"],
+            "failed_attempts": job.failed_attempts,
+            "cpu_seconds": self._cpu_seconds.get(job_id, 0.0),
+            **self._job_extra.get(job_id, {}),
+        }
+
+    def _write(self, job_rows: Any, new: Any, states: Any, results: Any) -> None:
+        self.wh.store.flush()  # the blocks of logs and outputs before the rows naming them
+        records.save_turn(self.wh.engine, job_rows, new, states, results)
+
+    def close(self) -> None:
+        try:
+            self.flush(wait=True)
+        finally:
+            self._writer.shutdown()

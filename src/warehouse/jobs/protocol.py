@@ -1,0 +1,134 @@
+"""The step protocol: the environment a step starts with and the result file it writes.
+
+A step learns what to do from environment variables and reports back by
+appending JSON lines to the file named by ``WH_RESULT``::
+
+    {"op": "queue", "level": 1, "input": "./lane1"}
+    {"op": "output", "manifest": "./lane1 <locator> 0:42:md5sum.txt\\n"}
+    {"op": "intermediate", "manifest": "..."}
+
+Appending (``O_APPEND``, one ``write`` per line) lets a shell step call
+``wh step queue`` and ``wh step output`` as often as it likes. The manager
+reads the file after the step exited 0; a step that failed reports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from warehouse.errors import UsageError
+
+__all__ = [
+    "ENV_VARS",
+    "MAX_INPUT_LENGTH",
+    "StepReport",
+    "append_record",
+    "check_queue",
+    "parse_report",
+    "step_environment",
+]
+
+MAX_INPUT_LENGTH = 4096
+
+ENV_VARS = (
+    "WH_HOME",
+    "WH_JOB",
+    "WH_STEP",
+    "WH_ATTEMPT",
+    "WH_LEVEL",
+    "WH_STEP_INPUT",
+    "WH_JOB_INPUT",
+    "WH_PARAMS",
+    "WH_FUNCTION_DIR",
+    "WH_SCRATCH",
+    "WH_RESULT",
+    "TMPDIR",
+)
+
+
+@dataclass
+class StepReport:
+    outputs: list[str] = field(default_factory=list)
+    intermediates: list[str] = field(default_factory=list)
+    queued: list[tuple[int, str]] = field(default_factory=list)
+
+
+def step_environment(
+    *,
+    home: str,
+    job: int,
+    step: int,
+    attempt: int,
+    level: int,
+    step_input: str,
+    job_input: str,
+    params: str,
+    function_dir: str,
+) -> dict[str, str]:
+    """Every protocol variable except the per-run scratch and result paths."""
+    bindir = os.path.dirname(os.path.abspath(sys.executable))
+    path = os.environ.get("PATH", "")
+    return {
+        **os.environ,
+        "PATH": f"{bindir}{os.pathsep}{path}" if path else bindir,
+        "WH_HOME": home,
+        "WH_JOB": str(job),
+        "WH_STEP": str(step),
+        "WH_ATTEMPT": str(attempt),
+        "WH_LEVEL": str(level),
+        "WH_STEP_INPUT": step_input,
+        "WH_JOB_INPUT": job_input,
+        "WH_PARAMS": params,
+        "WH_FUNCTION_DIR": function_dir,
+    }
+
+
+def append_record(path: str | Path, record: dict[str, Any]) -> None:
+    """Append one JSON line to the result file in a single write."""
+    line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def check_queue(level: int, text: str) -> None:
+    if level < 0:
+        raise UsageError(f"a step level is 0 or more, not {level}")
+    if len(text) > MAX_INPUT_LENGTH or "\n" in text or "\0" in text:
+        raise UsageError(
+            f"a step input is one line of at most {MAX_INPUT_LENGTH} characters, no NUL"
+        )
+
+
+def parse_report(text: str) -> StepReport:
+    """The records of a result file; raises UsageError naming the bad line."""
+    report = StepReport()
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            op = record["op"]
+            if op == "queue":
+                level, step_input = record["level"], record.get("input", "")
+                if not isinstance(level, int) or not isinstance(step_input, str):
+                    raise TypeError("level must be a number and input a string")
+                check_queue(level, step_input)
+                report.queued.append((level, step_input))
+            elif op in ("output", "intermediate"):
+                manifest = record["manifest"]
+                if not isinstance(manifest, str):
+                    raise TypeError("manifest must be a string")
+                (report.outputs if op == "output" else report.intermediates).append(manifest)
+            else:
+                raise ValueError(f"unknown op {op!r}")
+        except (ValueError, KeyError, TypeError) as e:
+            raise UsageError(f"result file line {n}: {e}") from None
+    return report

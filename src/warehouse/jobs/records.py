@@ -1,0 +1,275 @@
+"""Jobs and steps in the catalog: every function takes an SQLAlchemy engine.
+
+The manager keeps all of its state here, so a restarted manager (or another
+one, later the controller's) picks up where the last one stopped. Its
+changes of one loop turn are written in one transaction (``save_turn``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import sqlalchemy as sa
+
+from warehouse.catalog.db import connect, write
+from warehouse.catalog.schema import jobs, steps
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.jobs.model import ACTIVE, FINISHED, Job, Resources, Step
+
+__all__ = [
+    "RESULT_COLUMNS",
+    "STATE_COLUMNS",
+    "JobRecord",
+    "StepRecord",
+    "find_reusable",
+    "get_job",
+    "insert_job",
+    "list_jobs",
+    "list_steps",
+    "load_job",
+    "new_job_ids",
+    "request_control",
+    "save_turn",
+    "take_controls",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: int
+    function: str
+    function_pdh: str
+    function_path: str
+    function_commit: str | None
+    input_pdh: str
+    params: str
+    cpus: int
+    memory: int
+    max_attempts: int
+    priority: int
+    executor: str
+    state: str
+    control: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    output_pdh: str | None
+    log_pdh: str | None
+    reuse_key: str
+    reused_from: int | None
+    steps_done: int
+    steps_running: int
+    steps_queued: int
+    failed_attempts: int
+    cpu_seconds: float
+    error: str | None
+    submitted_by: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    job: int
+    number: int
+    level: int
+    input: str
+    state: str
+    attempts: int
+    failures: int
+    exit_status: int | None
+    started_at: float | None
+    finished_at: float | None
+    host: str | None
+    output: str | None
+    intermediate: str | None
+    log: str | None
+    log_tail: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def insert_job(engine: sa.Engine, values: Mapping[str, Any]) -> JobRecord:
+    """A new job row; a queued job gets its step 0 in the same transaction."""
+    row = {
+        "created_at": time.time(),
+        "control": None,
+        "steps_done": 0,
+        "steps_running": 0,
+        "steps_queued": 0,
+        "failed_attempts": 0,
+        "cpu_seconds": 0.0,
+        **values,
+    }
+    with write(engine) as conn:
+        if row["state"] == "queued":
+            row["steps_queued"] = 1
+        job_id = conn.execute(jobs.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        if row["state"] == "queued":
+            conn.execute(steps.insert().values(**_new_step(job_id, Step(0, 0))))
+    return get_job(engine, job_id)
+
+
+def _new_step(job_id: int, step: Step) -> dict[str, Any]:
+    return {
+        "job": job_id,
+        "number": step.number,
+        "level": step.level,
+        "input": step.input,
+        "state": step.state,
+        "attempts": step.attempts,
+        "failures": step.failures,
+    }
+
+
+def get_job(engine: sa.Engine, job_id: int) -> JobRecord:
+    with connect(engine) as conn:
+        row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
+    if row is None:
+        raise NotFoundError(f"no job {job_id}")
+    return JobRecord(**row._mapping)
+
+
+def list_jobs(engine: sa.Engine, states: Iterable[str] | None = None) -> list[JobRecord]:
+    query = sa.select(jobs).order_by(jobs.c.id)
+    if states is not None:
+        query = query.where(jobs.c.state.in_(list(states)))
+    with connect(engine) as conn:
+        return [JobRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def list_steps(
+    engine: sa.Engine, job_id: int, *, level: int | None = None, number: int | None = None
+) -> list[StepRecord]:
+    query = sa.select(steps).where(steps.c.job == job_id).order_by(steps.c.number)
+    if level is not None:
+        query = query.where(steps.c.level == level)
+    if number is not None:
+        query = query.where(steps.c.number == number)
+    with connect(engine) as conn:
+        return [StepRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def find_reusable(engine: sa.Engine, reuse_key: str) -> JobRecord | None:
+    """The newest complete job with this reuse key, if any."""
+    query = (
+        sa.select(jobs)
+        .where(jobs.c.reuse_key == reuse_key, jobs.c.state == "complete")
+        .order_by(jobs.c.id.desc())
+        .limit(1)
+    )
+    with connect(engine) as conn:
+        row = conn.execute(query).first()
+    return None if row is None else JobRecord(**row._mapping)
+
+
+def request_control(engine: sa.Engine, job_id: int, control: str) -> JobRecord:
+    """Ask the manager to cancel, pause or resume a job."""
+    if control not in ("cancel", "pause", "resume"):
+        raise UsageError(f"unknown job control {control!r}")
+    with write(engine) as conn:
+        state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
+        if state is None:
+            raise NotFoundError(f"no job {job_id}")
+        if state in FINISHED:
+            raise UsageError(f"job {job_id} is already {state}")
+        conn.execute(jobs.update().where(jobs.c.id == job_id).values(control=control))
+    return get_job(engine, job_id)
+
+
+def take_controls(engine: sa.Engine, job_ids: Sequence[int]) -> list[tuple[int, str]]:
+    """Pending control requests for these jobs, cleared as they are taken."""
+    if not job_ids:
+        return []
+    with write(engine) as conn:
+        query = sa.select(jobs.c.id, jobs.c.control).where(
+            jobs.c.control.is_not(None), jobs.c.id.in_(list(job_ids))
+        )
+        found = [(r.id, r.control) for r in conn.execute(query)]
+        if found:
+            ids = [job_id for job_id, _ in found]
+            conn.execute(jobs.update().where(jobs.c.id.in_(ids)).values(control=None))
+    return found
+
+
+def new_job_ids(engine: sa.Engine, after: int, executor: str) -> list[int]:
+    """Active jobs for this executor with an id above ``after``."""
+    query = sa.select(jobs.c.id).where(
+        jobs.c.id > after, jobs.c.state.in_(list(ACTIVE)), jobs.c.executor == executor
+    )
+    with connect(engine) as conn:
+        return [r.id for r in conn.execute(query.order_by(jobs.c.id))]
+
+
+def load_job(engine: sa.Engine, job_id: int) -> tuple[JobRecord, Job]:
+    """A job row and its steps as the state machine's values."""
+    record = get_job(engine, job_id)
+    loaded = [
+        Step(
+            r.number,
+            r.level,
+            r.input,
+            r.state,
+            r.attempts,
+            r.failures,
+            r.exit_status,
+            r.started_at,
+            r.finished_at,
+        )
+        for r in list_steps(engine, job_id)
+    ]
+    job = Job(
+        record.id,
+        Resources(record.cpus, record.memory),
+        record.priority,
+        record.max_attempts,
+        record.state,
+        loaded,
+        record.error,
+        record.started_at,
+        record.finished_at,
+        record.failed_attempts,
+    )
+    return record, job
+
+
+def save_turn(
+    engine: sa.Engine,
+    job_rows: Mapping[int, Mapping[str, Any]],
+    new_steps: Sequence[Mapping[str, Any]],
+    step_states: Sequence[Mapping[str, Any]],
+    step_results: Sequence[Mapping[str, Any]],
+) -> None:
+    """Write one loop turn in one transaction.
+
+    ``step_states`` rows carry ``job``, ``number`` and every column of
+    ``STATE_COLUMNS``; ``step_results`` rows ``job``, ``number`` and every
+    column of ``RESULT_COLUMNS``. Each kind is one executemany.
+    """
+    with write(engine) as conn:
+        if new_steps:
+            conn.execute(steps.insert(), list(new_steps))
+        for rows, columns in ((step_states, STATE_COLUMNS), (step_results, RESULT_COLUMNS)):
+            if rows:
+                update = (
+                    steps.update()
+                    .where(steps.c.job == sa.bindparam("b_job"))
+                    .where(steps.c.number == sa.bindparam("b_number"))
+                    .values({c: sa.bindparam(c) for c in columns})
+                )
+                params = [
+                    {"b_job": r["job"], "b_number": r["number"], **{c: r[c] for c in columns}}
+                    for r in rows
+                ]
+                conn.execute(update, params)
+        for job_id, values in job_rows.items():
+            conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
+
+
+STATE_COLUMNS = ("state", "attempts", "failures", "exit_status", "started_at", "finished_at")
+RESULT_COLUMNS = ("host", "output", "intermediate", "log", "log_tail")

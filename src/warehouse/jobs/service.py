@@ -1,0 +1,136 @@
+"""Running the embedded manager: one per executor, guarded by a lock file.
+
+``$WH_HOME/jobs/manager-<executor>.lock`` is held (``flock``) by the process
+running the manager for that executor, so at most one runs; the lock goes
+away with the process, however it dies. ``wh job submit --wait`` runs the
+manager in-process if none runs; otherwise (and without ``--wait``) a
+background ``wh job manager`` is started, which exits when no job is left.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError
+from warehouse.jobs.executors import Executor, LocalExecutor, local_capacity
+from warehouse.jobs.manager import Manager
+from warehouse.jobs.model import FINISHED
+from warehouse.jobs.records import get_job
+
+__all__ = [
+    "ManagerLock",
+    "ensure_manager",
+    "make_executor",
+    "run_manager",
+    "spawn_manager",
+]
+
+
+class ManagerLock:
+    def __init__(self, home: Path, executor: str) -> None:
+        tag = executor if executor.isalnum() else hashlib.md5(executor.encode()).hexdigest()[:12]
+        self.path = home / "jobs" / f"manager-{tag}.lock"
+        self._file: IO[bytes] | None = None
+
+    def acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "ab")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            return False
+        self._file = f
+        return True
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def held_elsewhere(self) -> bool:
+        if self._file is not None:
+            return False
+        if self.acquire():
+            self.release()
+            return False
+        return True
+
+
+def make_executor(name: str, *, cpus: int | None = None, memory: int | None = None) -> Executor:
+    """``local``, ``dask`` (a LocalCluster) or ``dask:ADDRESS`` (a running scheduler)."""
+    if name == "local":
+        return LocalExecutor(local_capacity(cpus, memory))
+    if name == "dask" or name.startswith("dask:"):
+        from warehouse.jobs.daskexec import DaskExecutor
+
+        return DaskExecutor(name.partition(":")[2] or None, workers=cpus)
+    raise UsageError(f"unknown executor {name!r} (local, dask or dask:ADDRESS)")
+
+
+def run_manager(
+    wh: EmbeddedWarehouse,
+    executor_name: str,
+    *,
+    until_job: int | None = None,
+    cpus: int | None = None,
+    stop: Callable[[Manager], bool] | None = None,
+) -> bool:
+    """Run the manager here if no other process does; False if one already does."""
+    lock = ManagerLock(wh.home, executor_name)
+    if not lock.acquire():
+        return False
+    try:
+        executor = make_executor(executor_name, cpus=cpus)
+        manager = Manager(wh, executor, executor_name)
+        if until_job is not None:
+
+            def stop(m: Manager) -> bool:
+                if until_job in m.sched.jobs:
+                    return False
+                return get_job(wh.engine, until_job).state in FINISHED
+
+        try:
+            manager.run(stop)
+        finally:
+            manager.close()
+            executor.close()
+    finally:
+        lock.release()
+    return True
+
+
+def spawn_manager(home: Path, executor_name: str) -> subprocess.Popen[bytes]:
+    """A background ``wh job manager`` (detached; its output goes to a log file)."""
+    log_path = home / "jobs" / "manager.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    wh = Path(sys.executable).with_name("wh")
+    argv = [str(wh)] if wh.exists() else [sys.executable, "-m", "warehouse.cli"]
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [*argv, "job", "manager", "--executor", executor_name],
+            env={**os.environ, "WH_HOME": str(home)},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def ensure_manager(home: Path, executor_name: str) -> bool:
+    """Start a background manager unless one runs; True if one was started."""
+    if ManagerLock(home, executor_name).held_elsewhere():
+        return False
+    proc = spawn_manager(home, executor_name)
+    # Reap it when it ends (it outlives us otherwise, in its own session).
+    threading.Thread(target=proc.wait, daemon=True).start()
+    return True

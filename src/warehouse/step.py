@@ -1,0 +1,175 @@
+"""What a Python step imports: its input, its parameters, and how to report back.
+
+A step is started by the job manager with the protocol's environment
+variables (docs/jobs.md). A typical level-1 step::
+
+    from warehouse import step
+
+    out = step.StreamWriter(step.step_input())
+    for entry in step.stream_files(step.step_input()):
+        out.add_file(entry.path.rsplit("/", 1)[-1], [process(step.reader().read_file(entry.path))])
+    step.output(out.finish())
+
+Everything written goes into the same warehouse as blocks; what is reported
+(the output fragment, the steps to queue) is appended to ``$WH_RESULT`` and
+taken by the manager only if the step exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
+from warehouse.collection.reader import CollectionReader
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError
+from warehouse.jobs.protocol import append_record, check_queue
+from warehouse.manifest import FileEntry, Manifest, Segment, Stream
+
+__all__ = [
+    "StreamWriter",
+    "input_manifest",
+    "intermediate",
+    "intermediates",
+    "job",
+    "job_input",
+    "level",
+    "number",
+    "output",
+    "params",
+    "queue",
+    "reader",
+    "scratch",
+    "step_input",
+    "stream_files",
+    "warehouse",
+]
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if value is None:
+        raise UsageError(f"{name} is not set: this is not running as a step of a job")
+    return value
+
+
+def job() -> int:
+    return int(_env("WH_JOB"))
+
+
+def number() -> int:
+    return int(_env("WH_STEP"))
+
+
+def level() -> int:
+    return int(_env("WH_LEVEL"))
+
+
+def step_input() -> str:
+    return _env("WH_STEP_INPUT")
+
+
+def job_input() -> str:
+    return _env("WH_JOB_INPUT")
+
+
+def params() -> dict[str, Any]:
+    value = json.loads(_env("WH_PARAMS"))
+    assert isinstance(value, dict)
+    return value
+
+
+def scratch() -> Path:
+    return Path(_env("WH_SCRATCH"))
+
+
+@cache
+def warehouse() -> EmbeddedWarehouse:
+    return EmbeddedWarehouse(Path(_env("WH_HOME")))
+
+
+@cache
+def input_manifest() -> Manifest:
+    return warehouse().manifest(job_input())
+
+
+@cache
+def reader() -> CollectionReader:
+    return warehouse().reader(job_input())
+
+
+def stream_files(stream_name: str, manifest: Manifest | None = None) -> list[FileEntry]:
+    """The files of the input stream(s) named ``stream_name``, in manifest order."""
+    manifest = manifest or input_manifest()
+    prefix = "" if stream_name == "." else stream_name[2:] + "/"
+    files = manifest.files()
+    seen: dict[str, FileEntry] = {}
+    for stream in manifest.streams:
+        if stream.name == stream_name:
+            for seg in stream.segments:
+                if not seg.is_directory_marker and prefix + seg.name not in seen:
+                    seen[prefix + seg.name] = files[prefix + seg.name]
+    return list(seen.values())
+
+
+def queue(level: int, *inputs: str) -> None:
+    """Queue one step at ``level`` for each input string (one with "" if none)."""
+    for text in inputs or ("",):
+        check_queue(level, text)
+        append_record(_env("WH_RESULT"), {"op": "queue", "level": level, "input": text})
+
+
+def output(fragment: Manifest | str) -> None:
+    """Add to this step's part of the job output (manifest text over stored blocks)."""
+    text = fragment.format() if isinstance(fragment, Manifest) else fragment
+    append_record(_env("WH_RESULT"), {"op": "output", "manifest": text})
+
+
+def intermediate(fragment: Manifest | str) -> None:
+    """Pass data to later steps of this job without putting it in the output."""
+    text = fragment.format() if isinstance(fragment, Manifest) else fragment
+    append_record(_env("WH_RESULT"), {"op": "intermediate", "manifest": text})
+
+
+def intermediates(at_level: int) -> list[tuple[int, Manifest]]:
+    """(step number, fragment) passed by the finished steps at ``at_level`` of this job."""
+    from warehouse.jobs.records import list_steps
+
+    rows = list_steps(warehouse().engine, job(), level=at_level)
+    return [(r.number, Manifest.parse(r.intermediate)) for r in rows if r.intermediate]
+
+
+class StreamWriter:
+    """Write files into one output stream, cutting 64 MiB blocks; ``finish`` gives its line."""
+
+    def __init__(self, stream_name: str, wh: EmbeddedWarehouse | None = None) -> None:
+        self.name = stream_name
+        self.store = (wh or warehouse()).store
+        self._buf = bytearray()
+        self._locators: list[Locator] = []
+        self._segments: list[Segment] = []
+        self._pos = 0
+
+    def add_file(self, name: str, chunks: Iterable[bytes | memoryview]) -> None:
+        start = self._pos
+        for chunk in chunks:
+            self._buf += chunk
+            self._pos += len(chunk)
+            while len(self._buf) >= MAX_BLOCK_SIZE:
+                self._locators.append(self.store.put(self._buf[:MAX_BLOCK_SIZE]).locator)
+                del self._buf[:MAX_BLOCK_SIZE]
+        self._segments.append(Segment(start, self._pos - start, name))
+
+    def finish(self) -> str:
+        """Store what is buffered, wait until durable, and return the stream's manifest line."""
+        if self._buf:
+            self._locators.append(self.store.put(self._buf).locator)
+            self._buf = bytearray()
+        self.store.flush()
+        stream = Stream(self.name, tuple(self._locators) or (EMPTY_LOCATOR,), tuple(self._segments))
+        return stream.format() if self._segments else ""

@@ -1,0 +1,140 @@
+"""Jobs end to end on the embedded warehouse: retries, failures, reuse, the step protocol."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import Runner
+from jobs_helpers import make_text, put_function, run_job
+from warehouse import jobs
+from warehouse.embedded import EmbeddedWarehouse
+
+FLAKY = """#!/bin/sh
+# Fails its first attempt (until the marker exists), then succeeds.
+marker="$WH_HOME/../flaky-marker-$WH_STEP"
+if [ ! -e "$marker" ]; then touch "$marker"; echo "first attempt fails"; exit 1; fi
+echo "second attempt works"
+"""
+
+ALWAYS_FAILS = """#!/bin/sh
+echo "boom: something is wrong with $WH_STEP_INPUT" >&2
+exit 7
+"""
+
+SHELL_STEPS = """#!/bin/sh
+set -e
+if [ "$WH_STEP" = 0 ]; then
+    wh step queue --level 1 alpha "beta gamma"
+    exit 0
+fi
+printf '%s\\n' "$WH_STEP_INPUT" > "$WH_SCRATCH/$WH_STEP.txt"
+pdh=$(wh put "$WH_SCRATCH/$WH_STEP.txt")
+wh manifest "$pdh" | wh step output -
+"""
+
+
+def test_a_step_failing_its_first_attempt_succeeds_on_a_retry(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    fn = put_function(wh, tmp_path, "flaky.sh", FLAKY)
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh)
+    assert job.state == "complete"
+    assert job.failed_attempts == 1
+    (step,) = jobs.list_steps(wh.engine, job.id)
+    assert (step.attempts, step.failures, step.exit_status) == (2, 1, 0)
+    assert "second attempt works" in (step.log_tail or "")
+
+
+def test_a_step_that_always_fails_fails_the_job_and_show_tells_why(
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+) -> None:
+    fn = put_function(wh, tmp_path, "fails.sh", ALWAYS_FAILS)
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, max_attempts=2)
+    assert job.state == "failed"
+    assert job.output_pdh is None and job.log_pdh is not None
+    shown = run("job", "show", str(job.id)).output
+    assert "step 0 (level 0" in shown
+    assert "exit status 7" in shown
+    assert "boom: something is wrong" in shown
+    data = json.loads(run("job", "show", str(job.id), "--json").output)
+    assert data["failed_steps"][0]["exit_status"] == 7
+    assert "boom" in run("job", "logs", str(job.id), "--step", "0").output
+
+
+def test_reuse_and_what_defeats_it(wh: EmbeddedWarehouse, tmp_path: Path) -> None:
+    key = wh.put([make_text(tmp_path / "in")]).pdh
+    first = run_job(wh, "builtin:wordcount", key, params={"partitions": 2})
+    assert first.state == "complete"
+    again = run_job(wh, "builtin:wordcount", key, params={"partitions": 2})
+    assert (again.state, again.reused_from, again.output_pdh) == (
+        "complete",
+        first.id,
+        first.output_pdh,
+    )
+    assert jobs.list_steps(wh.engine, again.id) == []  # no step ran
+    rerun = run_job(wh, "builtin:wordcount", key, params={"partitions": 2}, reuse=False)
+    assert rerun.reused_from is None and rerun.steps_done > 0
+    assert rerun.output_pdh == first.output_pdh
+    changed = run_job(wh, "builtin:wordcount", key, params={"partitions": 3})
+    assert changed.reused_from is None and changed.output_pdh != first.output_pdh
+
+
+def git(repo: Path, *args: str) -> str:
+    env_args = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    done = subprocess.run(
+        ["git", "-C", str(repo), *env_args, *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_git_function_is_pinned_and_a_new_revision_runs_again(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "steps").mkdir()
+    (repo / "steps" / "run.sh").write_text(SHELL_STEPS)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "one")
+    first_commit = git(repo, "rev-parse", "HEAD")
+    key = wh.put([make_text(tmp_path / "in")]).pdh
+    spec = f"git:{repo}@main:steps/run.sh"
+    one = run_job(wh, spec, key)
+    assert one.state == "complete", one.error
+    assert one.function_commit == first_commit
+    files = wh.manifest(one.output_pdh).files()
+    assert sorted(files) == ["1.txt", "2.txt"]
+    assert wh.reader(one.output_pdh).read_file("2.txt") == b"beta gamma\n"
+    assert run_job(wh, spec, key).reused_from == one.id
+    (repo / "steps" / "README").write_text("a new revision\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "two")
+    two = run_job(wh, spec, key)
+    assert two.reused_from is None and two.function_commit != first_commit
+    assert two.function_pdh != one.function_pdh
+    assert two.output_pdh == one.output_pdh  # same output: reproducible
+    pinned = run_job(wh, f"git:{repo}@{first_commit}:steps/run.sh", key)
+    assert pinned.reused_from == one.id
+
+
+def test_cli_submit_in_the_background_watch_ls_and_logs(
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+) -> None:
+    key = wh.put([make_text(tmp_path / "in")]).pdh
+    out = run("job", "submit", "builtin:zhash", "--input", key, "--param", "algorithm=sha256")
+    job_id = int(out.output.split()[1].rstrip(":"))
+    watched = run("job", "watch", str(job_id)).output
+    assert f"job {job_id}: complete" in watched
+    record = jobs.get_job(wh.engine, job_id)
+    assert record.steps_done == 4 and json.loads(record.params) == {"algorithm": "sha256"}
+    listed = run("job", "ls").output
+    assert "finished:" in listed and record.output_pdh in listed
+    assert "== step 3" in run("job", "logs", str(job_id)).output
+    reused = run(
+        "job", "submit", "builtin:zhash", "--input", key, "--param", "algorithm=sha256", "--wait"
+    ).output
+    assert f"reused from {job_id}" in reused
+    run("job", "cancel", str(job_id), code=2)  # already finished

@@ -1,0 +1,75 @@
+"""Crash safety: SIGKILL the process running the manager mid-job, then start it again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import WH_BIN, wh_process
+from jobs_helpers import put_function, run_job
+from warehouse import jobs
+from warehouse.embedded import EmbeddedWarehouse
+
+SLOW = """import os, time
+from pathlib import Path
+from warehouse import step
+
+if step.number() == 0:
+    step.queue(1, *(f"s{i:02d}" for i in range(12)))
+else:
+    runs = Path(os.environ["WH_HOME"]).parent / "runs"
+    runs.mkdir(exist_ok=True)
+    with open(runs / step.step_input(), "a") as f:
+        f.write("ran\\n")
+    time.sleep(0.4)
+    out = step.StreamWriter("./" + step.step_input())
+    out.add_file("out.txt", [step.step_input().encode() * 1000])
+    step.output(out.finish())
+"""
+
+
+def test_killed_manager_restarts_without_rerunning_finished_steps(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x").write_text("x")
+    key = wh.put([tmp_path / "in"]).pdh
+    fn = put_function(wh, tmp_path, "slow.py", SLOW)
+    env = {**os.environ, "WH_HOME": str(home)}
+    proc = subprocess.Popen(
+        [WH_BIN, "job", "submit", fn, "--input", key, "--wait", "--cpus", "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=False,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = jobs.list_jobs(wh.engine)
+            if found and found[0].steps_done >= 4:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the job did not get going")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        proc.kill()
+        proc.communicate()
+    job_id = found[0].id
+    done_before = {s.input for s in jobs.list_steps(wh.engine, job_id) if s.state == "done"}
+    assert jobs.get_job(wh.engine, job_id).state == "running"
+    restarted = wh_process("job", "manager", home=home, timeout=90)
+    assert restarted.returncode == 0, restarted.stderr
+    job = jobs.get_job(wh.engine, job_id)
+    assert job.state == "complete", job.error
+    runs = tmp_path / "runs"
+    for name in done_before - {""}:
+        assert (runs / name).read_text() == "ran\n", name  # not run again
+    clean = run_job(wh, fn, key, reuse=False)
+    assert clean.output_pdh == job.output_pdh
+    assert len(wh.manifest(job.output_pdh).files()) == 12
