@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install install-browser demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,12 @@ demo: install
 # The catalog tests run on SQLite and on a real PostgreSQL server:
 # scripts/postgres.sh starts one (installing it when run as root) unless
 # WH_TEST_PG_URL already names a database to use.
-test: install
+# The browser tests drive Debian's chromium (no browser download): installed
+# here when missing, as root (CI runs as root on a fresh Debian machine).
+install-browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+test: install install-browser
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \

@@ -34,9 +34,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from warehouse.cli import browse, get, jobs, keepd, names, put, serve, users
+    from warehouse.cli import browse, gc, get, jobs, keepd, names, put, serve, users, web
 
-    for module in (put, get, browse, names, serve, users, keepd, jobs):
+    for module in (put, get, browse, names, serve, users, keepd, jobs, gc, web):
         for command in module.COMMANDS:
             cli.add_command(command)
 

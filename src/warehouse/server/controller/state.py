@@ -31,6 +31,9 @@ class ControllerConfig:
     # Normally kept in the catalog (made on first start); given here when keep
     # servers run standalone with a key file.
     signing_key: bytes | None = None
+    # An admin token of the keep servers, for GC (index, trash, pull); when
+    # None, GC uses $WH_KEEP_ADMIN_TOKEN, else the controller's own token.
+    keep_admin_token: str | None = None
 
 
 @dataclass

@@ -1,0 +1,141 @@
+"""GC, balance and fsck over keep servers: the controller's side.
+
+Each run reads every index first (any failure aborts), then the roots and
+the mark, then decides (``plan``) and sends one trash and one pull list to
+every server (an empty list clears an old one), then waits for the servers
+to work through them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import sqlalchemy as sa
+
+from warehouse.gc.keep import KeepAdmin
+from warehouse.gc.local import require_catalog, require_marked
+from warehouse.gc.mark import MarkResult, ReadBlock, mark
+from warehouse.gc.plan import Copy, holders, plan_balance, plan_sweep
+from warehouse.gc.report import GcReport
+from warehouse.gc.roots import find_roots
+from warehouse.gc.settings import load_settings
+
+__all__ = ["cluster_balance", "cluster_fsck", "cluster_gc"]
+
+WAIT = 600.0  # seconds to wait for the servers to finish their lists
+
+
+def _mark(
+    engine: sa.Engine,
+    read: ReadBlock,
+    ttl: float,
+    now: float,
+    members: bool = False,
+    unreadable: list[str] | None = None,
+) -> MarkResult:
+    s = load_settings(engine)
+    roots = find_roots(engine, now, s.history_retention, s.job_retention, ttl)
+    require_catalog(roots)
+    return mark(engine, read, roots.pdhs, roots.fragments, members=members, unreadable=unreadable)
+
+
+def _finish(admin: KeepAdmin, report: GcReport, wait: bool) -> GcReport:
+    if wait and not admin.wait_idle(WAIT):
+        report.message = f"the keep servers had not finished their lists after {WAIT:.0f} s"
+    return report
+
+
+def cluster_gc(
+    engine: sa.Engine,
+    admin: KeepAdmin,
+    read: ReadBlock,
+    *,
+    ttl: float,
+    dry_run: bool = False,
+    wait: bool = True,
+) -> GcReport:
+    now = time.time()
+    indexes = admin.indexes()
+    result = _mark(engine, read, ttl, now)
+    require_marked(result)
+    plan = plan_sweep(result.marked, indexes, now, ttl)
+    report = GcReport("gc", dry_run=dry_run, servers=len(indexes), roots=result.roots)
+    report.marked, report.copies = len(result.marked), sum(len(v) for v in indexes.values())
+    report.kept, report.young, report.trashed = plan.kept, plan.young, plan.trashed
+    report.actions = [
+        f"trash {c.key} on {admin.by_id[sid].url}" for sid, cs in plan.trash.items() for c in cs
+    ]
+    if dry_run:
+        return report
+    for sid in indexes:
+        admin.send_trash(sid, plan.trash.get(sid, []))
+    return _finish(admin, report, wait)
+
+
+def cluster_balance(
+    engine: sa.Engine,
+    admin: KeepAdmin,
+    read: ReadBlock,
+    *,
+    ttl: float,
+    wanted: int,
+    dry_run: bool = False,
+    wait: bool = True,
+) -> GcReport:
+    now = time.time()
+    indexes = admin.indexes()
+    result = _mark(engine, read, ttl, now)
+    require_marked(result)
+    plan = plan_balance(result.marked, indexes, admin.services, wanted, now, ttl)
+    report = GcReport("balance", dry_run=dry_run, servers=len(indexes), roots=result.roots)
+    report.marked, report.copies = len(result.marked), sum(len(v) for v in indexes.values())
+    report.kept, report.pulled, report.trashed = plan.kept, plan.pulled, plan.trashed
+    report.missing, report.under_replicated = plan.missing, plan.under
+    report.actions = [
+        f"pull {e.key} to {admin.by_id[sid].url} from {' '.join(e.sources)}"
+        for sid, es in plan.pull.items()
+        for e in es
+    ] + [f"trash {c.key} on {admin.by_id[sid].url}" for sid, cs in plan.trash.items() for c in cs]
+    if dry_run:
+        return report
+    for sid in indexes:
+        admin.send_pull(sid, plan.pull.get(sid, []))
+        admin.send_trash(sid, plan.trash.get(sid, []))
+    return _finish(admin, report, wait)
+
+
+def cluster_fsck(
+    engine: sa.Engine, admin: KeepAdmin, read: ReadBlock, *, ttl: float, wanted: int
+) -> GcReport:
+    now = time.time()
+    indexes = admin.indexes()
+    report = GcReport("fsck", servers=len(indexes))
+    result = _mark(engine, read, ttl, now, members=True, unreadable=report.unreadable)
+    report.roots, report.marked = result.roots, len(result.marked)
+    work: Sequence[tuple[str, Copy]] = [(sid, c) for sid, cs in indexes.items() for c in cs]
+    with ThreadPoolExecutor(8) as pool:
+        verdicts = list(pool.map(lambda w: admin.verify(*w), work))
+    good: dict[str, list[Copy]] = {sid: [] for sid in indexes}
+    for (sid, c), ok in zip(work, verdicts, strict=True):
+        report.copies += 1
+        if ok is None:
+            continue
+        report.checked += 1
+        if ok:
+            good[sid].append(c)
+        else:
+            report.corrupt.append(f"{c.md5} on {admin.by_id[sid].url}")
+    have = holders(good)
+    wanted = max(1, min(wanted, len(indexes)))
+    for md5 in sorted(result.marked):
+        n = len(have.get(md5, {}))
+        if n == 0:
+            report.missing.append(md5)
+        elif n < wanted:
+            report.under_replicated.append(md5)
+        else:
+            report.kept += 1
+    report.attach_collections(result.members)
+    return report

@@ -1,0 +1,130 @@
+"""Talking to keep servers as their admin: indexes, trash and pull lists, reads.
+
+Used by the controller's GC. Every failure to read an index is raised as
+``GcAborted`` naming the server: a run never acts on a partial view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from warehouse.gc.mark import GcAborted
+from warehouse.gc.plan import Copy, PullEntry
+from warehouse.remote.probe import Service
+
+__all__ = ["KeepAdmin", "parse_index"]
+
+
+def parse_index(text: str, url: str) -> list[Copy]:
+    """``md5+size mtime_ns`` lines ending with an empty line (else it was cut short)."""
+    if not text.endswith("\n\n") and text != "\n":
+        raise GcAborted(f"the index of keep server {url} is incomplete (no final empty line)")
+    out = []
+    for n, line in enumerate(text[:-2].split("\n") if text != "\n" else [], 1):
+        try:
+            key, mtime = line.split(" ")
+            md5, size = key.split("+")
+            if len(md5) != 32:
+                raise ValueError(md5)
+            out.append(Copy(md5, int(size), int(mtime)))
+        except ValueError:
+            raise GcAborted(
+                f"the index of keep server {url} has a bad line {n}: {line!r}"
+            ) from None
+    return out
+
+
+class KeepAdmin:
+    def __init__(self, services: Sequence[Service], token: str, *, timeout: float = 300.0) -> None:
+        self.services = list(services)
+        self.by_id = {s.id: s for s in self.services}
+        self.http = httpx.Client(
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeout, connect=10.0),
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> KeepAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, url: str, **kw: object) -> httpx.Response:
+        try:
+            return self.http.request(method, url, **kw)  # type: ignore[arg-type]
+        except httpx.HTTPError as e:
+            raise GcAborted(f"keep server {url}: {e}") from e
+
+    def index(self, s: Service) -> list[Copy]:
+        r = self._call("GET", f"{s.url}/index")
+        if r.status_code != 200:
+            raise GcAborted(
+                f"cannot read the index of keep server {s.url}: "
+                f"HTTP {r.status_code} {r.text.strip()[:200]}"
+            )
+        return parse_index(r.text, s.url)
+
+    def indexes(self) -> dict[str, list[Copy]]:
+        """Every server's index, or GcAborted for the first one that fails."""
+        if not self.services:
+            raise GcAborted("no keep servers are registered")
+        with ThreadPoolExecutor(min(8, len(self.services))) as pool:
+            found = list(pool.map(self.index, self.services))
+        return {s.id: copies for s, copies in zip(self.services, found, strict=True)}
+
+    def _send(self, s: Service, what: str, items: list[dict[str, object]]) -> None:
+        r = self._call("PUT", f"{s.url}/{what}", json=items)
+        if r.status_code != 200:
+            raise GcAborted(f"keep server {s.url} refused the {what} list: HTTP {r.status_code}")
+
+    def send_trash(self, sid: str, copies: Sequence[Copy]) -> None:
+        items: list[dict[str, object]] = [
+            {"locator": c.key, "block_mtime": c.mtime_ns} for c in copies
+        ]
+        self._send(self.by_id[sid], "trash", items)
+
+    def send_pull(self, sid: str, entries: Sequence[PullEntry]) -> None:
+        items: list[dict[str, object]] = [
+            {"locator": e.key, "servers": list(e.sources)} for e in entries
+        ]
+        self._send(self.by_id[sid], "pull", items)
+
+    def busy(self) -> int:
+        """Trash and pull items the servers still have queued or in hand."""
+        total = 0
+        for s in self.services:
+            r = self._call("GET", f"{s.url}/status")
+            if r.status_code == 200:
+                queues = r.json().get("queues", {})
+                total += int(queues.get("trash", 0)) + int(queues.get("pull", 0))
+        return total
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every server has worked through its lists; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.busy():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def verify(self, sid: str, copy: Copy) -> bool | None:
+        """Read a copy and check it: True good, False corrupt, None gone meanwhile."""
+        url = self.by_id[sid].url
+        try:
+            r = self.http.get(f"{url}/{copy.key}")
+        except httpx.HTTPError:
+            return False
+        if r.status_code == 404:
+            return None
+        if r.status_code != 200:
+            return False
+        return len(r.content) == copy.size and hashlib.md5(r.content).hexdigest() == copy.md5

@@ -1,0 +1,95 @@
+"""GC roots from the catalog (DESIGN §6): what must be kept.
+
+- every PDH a name points to now, and every PDH a name held within the
+  history retention (both sides of each recent change);
+- collections recorded within the signature TTL (their blocks may be about
+  to be named);
+- the function, input, output and log of every job that is unfinished or
+  finished within the job retention, and the manifest fragments its steps
+  recorded (blocks a running job has written but not yet assembled).
+
+The job tables belong to another part of the system and may be absent
+(an old catalog) or gain columns; ``job_roots`` reads whichever of the
+known columns exist and returns nothing when the tables do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from warehouse.catalog.db import connect
+from warehouse.catalog.schema import collections, name_history, names
+
+__all__ = ["Roots", "find_roots", "job_roots"]
+
+_JOB_PDHS = ("function_pdh", "input_pdh", "output_pdh", "log_pdh")
+_STEP_TEXTS = ("output", "intermediate", "log")
+_FINISHED = ("complete", "failed", "cancelled")
+
+
+@dataclass
+class Roots:
+    pdhs: set[str] = field(default_factory=set)
+    # Manifest text (fragments) naming blocks directly, not through a collection.
+    fragments: list[bytes] = field(default_factory=list)
+    collections: int = 0  # rows in the catalog (0 aborts a run)
+
+
+def find_roots(engine: sa.Engine, now: float, history: float, jobs: float, ttl: float) -> Roots:
+    roots = Roots()
+    with connect(engine) as conn:
+        roots.collections = conn.execute(sa.select(sa.func.count()).select_from(collections)).one()[
+            0
+        ]
+        roots.pdhs.update(conn.execute(sa.select(names.c.pdh)).scalars())
+        recent = conn.execute(
+            sa.select(name_history.c.old_pdh, name_history.c.new_pdh).where(
+                name_history.c.at >= now - history
+            )
+        )
+        for old, new in recent:
+            roots.pdhs.update(p for p in (old, new) if p)
+        roots.pdhs.update(
+            conn.execute(
+                sa.select(collections.c.pdh).where(collections.c.created_at >= now - ttl)
+            ).scalars()
+        )
+    pdhs, fragments = job_roots(engine, now - jobs)
+    roots.pdhs |= pdhs
+    roots.fragments = fragments
+    return roots
+
+
+def job_roots(engine: sa.Engine, since: float) -> tuple[set[str], list[bytes]]:
+    """PDHs and step fragments of jobs unfinished or finished at/after ``since``."""
+    meta = sa.MetaData()
+    with connect(engine) as conn:
+        present = set(sa.inspect(conn).get_table_names())
+        if "jobs" not in present:
+            return set(), []
+        jobs = sa.Table("jobs", meta, autoload_with=conn)
+        cols = [jobs.c[c] for c in _JOB_PDHS if c in jobs.c]
+        if "id" not in jobs.c or not cols:
+            return set(), []
+        keep: sa.ColumnElement[bool] = sa.true()
+        if "state" in jobs.c:
+            keep = jobs.c.state.not_in(_FINISHED)
+            for when in ("finished_at", "created_at"):
+                if when in jobs.c:
+                    keep = sa.or_(keep, jobs.c[when] >= since)
+                    break
+        rows = conn.execute(sa.select(jobs.c.id, *cols).where(keep)).all()
+        pdhs = {p for row in rows for p in row[1:] if p}
+        ids = [row[0] for row in rows]
+        fragments: list[bytes] = []
+        if "steps" in present and ids:
+            steps = sa.Table("steps", meta, autoload_with=conn)
+            texts = [steps.c[c] for c in _STEP_TEXTS if c in steps.c]
+            if texts and "job" in steps.c:
+                for i in range(0, len(ids), 500):
+                    q = sa.select(*texts).where(steps.c.job.in_(ids[i : i + 500]))
+                    for row in conn.execute(q):
+                        fragments.extend(t.encode() for t in row if t)
+    return pdhs, fragments

@@ -1,0 +1,105 @@
+"""Signing in: a token typed once becomes a session cookie (HttpOnly, SameSite=Strict).
+
+The cookie holds a session token of its own, made at sign-in with a limited
+lifetime, so the token the user typed is never stored by the browser. Every
+page checks the cookie against the catalog; without a valid one a page shows
+the sign-in form and nothing else. Forms that change something are POSTs, and
+a POST whose ``Origin`` is another site is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from warehouse import catalog
+from warehouse.errors import ForbiddenError
+from warehouse.web.pages import PREFIX, PageRoute, SignInNeeded, render
+from warehouse.web.site import Site
+
+__all__ = ["COOKIE", "SESSION_TTL", "SignedIn", "read_form", "router", "site_of"]
+
+COOKIE = "wh_session"
+SESSION_TTL = 12 * 3600
+
+router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
+
+
+def site_of(request: Request) -> Site:
+    """The app's ``Site``: set by ``wh web``, or made once from the controller's state."""
+    site = getattr(request.app.state, "web_site", None)
+    if site is None:
+        site = Site.for_controller(request.app.state.controller)
+        request.app.state.web_site = site
+    assert isinstance(site, Site)
+    return site
+
+
+def _signed_in(request: Request) -> catalog.User:
+    token = request.cookies.get(COOKIE, "")
+    user = site_of(request).user(token) if token else None
+    if user is None:
+        raise SignInNeeded()
+    request.state.web_user = user
+    return user
+
+
+SignedIn = Annotated[catalog.User, Depends(_signed_in)]
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """A URL-encoded form (the last value of each field), after checking where it came from."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        raise ForbiddenError("a form from another site is refused")
+    body = (await request.body()).decode("utf-8", errors="replace")
+    return {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
+def _safe_next(target: str) -> str:
+    # Only somewhere on these pages: never another site.
+    if target.startswith(PREFIX + "/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return PREFIX + "/"
+
+
+@router.get("/signin")
+def signin_form(request: Request, next: str = PREFIX + "/") -> Response:
+    return render(request, "signin.html", next=_safe_next(next), error=None)
+
+
+@router.post("/signin")
+async def signin(request: Request) -> Response:
+    form = await read_form(request)
+    site = site_of(request)
+    target = _safe_next(form.get("next", ""))
+    token = form.get("token", "").strip()
+    user = await run_in_threadpool(site.user, token) if token else None
+    if user is None:
+        return render(request, "signin.html", 401, next=target, error="That token is not valid.")
+    session = await run_in_threadpool(
+        catalog.create_token, site.engine, user.name, label="web session", ttl=SESSION_TTL
+    )
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        session,
+        max_age=SESSION_TTL,
+        path=PREFIX,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/signout")
+async def signout(request: Request) -> Response:
+    await read_form(request)
+    response = RedirectResponse(PREFIX + "/signin", status_code=303)
+    response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
+    return response

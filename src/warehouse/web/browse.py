@@ -1,0 +1,77 @@
+"""Collection pages: the names, one collection's file tree, one name's history."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from warehouse import catalog
+from warehouse.errors import NotFoundError
+from warehouse.keys import is_pdh
+from warehouse.web import queries
+from warehouse.web.auth import SignedIn, site_of
+from warehouse.web.pages import PREFIX, Page, PageRoute, paginate, render
+from warehouse.web.tree import parent_paths
+
+__all__ = ["ENTRIES_PER_PAGE", "NAMES_PER_PAGE", "router"]
+
+NAMES_PER_PAGE = 100
+ENTRIES_PER_PAGE = 200
+RECENT = 20
+
+router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
+
+
+@router.get("/")
+def home(user: SignedIn) -> Response:
+    return RedirectResponse(PREFIX + "/collections", status_code=303)
+
+
+@router.get("/collections")
+def collections(request: Request, user: SignedIn, q: str = "", page: int = 1) -> Response:
+    engine = site_of(request).engine
+    total = queries.count_names(engine, q)
+    pages = max(1, -(-total // NAMES_PER_PAGE))
+    number = min(max(page, 1), pages)
+    rows = queries.names_page(engine, q, (number - 1) * NAMES_PER_PAGE, NAMES_PER_PAGE)
+    recent = catalog.list_collections(engine, RECENT) if number == 1 and not q else []
+    return render(
+        request,
+        "collections.html",
+        names=Page(rows, number, NAMES_PER_PAGE, total),
+        recent=recent,
+        q=q,
+    )
+
+
+@router.get("/c/{pdh}")
+def collection(
+    request: Request, pdh: str, user: SignedIn, path: str = "", page: int = 1
+) -> Response:
+    if not is_pdh(pdh):
+        raise NotFoundError(f"{pdh!r} is not a collection's PDH")
+    site = site_of(request)
+    record = catalog.get_collection(site.engine, pdh)
+    loaded = site.load(pdh)
+    path = path.strip("/")
+    entries = paginate(loaded.tree.listing(path), page, ENTRIES_PER_PAGE)
+    return render(
+        request,
+        "collection.html",
+        record=record,
+        pdh=pdh,
+        path=path,
+        crumbs=parent_paths(path),
+        entries=entries,
+        dir_size=loaded.tree.size(path),
+        dir_files=loaded.tree.count(path),
+        names=queries.names_for(site.engine, pdh),
+    )
+
+
+@router.get("/names/{name}")
+def name(request: Request, name: str, user: SignedIn) -> Response:
+    engine = site_of(request).engine
+    record = catalog.get_name(engine, name)
+    history = list(reversed(catalog.name_log(engine, name)))
+    return render(request, "name.html", record=record, history=history)

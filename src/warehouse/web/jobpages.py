@@ -1,0 +1,148 @@
+"""Job pages: the list with progress and filters, one job with its steps, timeline and
+controls, one step with its log, and the small JSON the script polls for progress."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from warehouse import jobs
+from warehouse.blocks import Locator
+from warehouse.errors import ForbiddenError, NotFoundError
+from warehouse.jobs.records import StepRecord, request_control
+from warehouse.manifest import Manifest
+from warehouse.web import queries
+from warehouse.web.auth import SignedIn, read_form, site_of
+from warehouse.web.pages import PREFIX, Page, PageRoute, render
+from warehouse.web.site import Site
+from warehouse.web.timeline import timeline
+
+__all__ = ["JOBS_PER_PAGE", "LOG_LIMIT", "STEPS_PER_PAGE", "router"]
+
+JOBS_PER_PAGE = 50
+STEPS_PER_PAGE = 100
+LOG_LIMIT = 1 << 20  # bytes of a step's log shown on its page
+
+router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
+
+
+@router.get("/jobs")
+def job_list(
+    request: Request, user: SignedIn, state: str = "all", function: str = "", page: int = 1
+) -> Response:
+    engine = site_of(request).engine
+    number = max(page, 1)
+    found, total = queries.jobs_page(
+        engine, state, function, (number - 1) * JOBS_PER_PAGE, JOBS_PER_PAGE
+    )
+    return render(
+        request,
+        "jobs.html",
+        jobs=Page(found, number, JOBS_PER_PAGE, total),
+        state=state if state in queries.JOB_GROUPS else "all",
+        function=function,
+        groups=["all", *queries.JOB_GROUPS],
+    )
+
+
+@router.get("/jobs/progress.json")
+def progress(request: Request, user: SignedIn, ids: str = "") -> Response:
+    """``{id: {state, steps_done, steps_running, steps_queued, failed_attempts}}``."""
+    wanted = [int(i) for i in ids.split(",") if i.strip().isdigit()][:200]
+    found = queries.jobs_by_id(site_of(request).engine, wanted) if wanted else []
+    keys = ("state", "steps_done", "steps_running", "steps_queued", "failed_attempts")
+    body = {str(j.id): {k: getattr(j, k) for k in keys} for j in found}
+    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/jobs/{job_id}")
+def job_page(
+    request: Request, job_id: int, user: SignedIn, state: str = "", page: int = 1
+) -> Response:
+    site = site_of(request)
+    record = jobs.get_job(site.engine, job_id)
+    counts = queries.step_counts(site.engine, job_id)
+    shown = sum(counts.values()) if not state else counts.get(state, 0)
+    number = min(max(page, 1), max(1, -(-shown // STEPS_PER_PAGE)))
+    found = queries.steps_page(
+        site.engine, job_id, state, (number - 1) * STEPS_PER_PAGE, STEPS_PER_PAGE
+    )
+    return render(
+        request,
+        "job.html",
+        job=record,
+        params=json.loads(record.params),
+        counts=counts,
+        state=state,
+        steps=Page(found, number, STEPS_PER_PAGE, shown),
+        timeline=timeline(found),
+        controls=site.embedded is not None,
+    )
+
+
+def _log_text(site: Site, step: StepRecord) -> tuple[str, bool]:
+    """The step's log (its last attempt), at most ``LOG_LIMIT`` bytes; and if it was cut."""
+    if not step.log:
+        return step.log_tail or "", False
+    data = bytearray()
+    for entry in Manifest.parse(step.log).files().values():
+        for piece in entry.pieces:
+            block = site.store.get(Locator.parse(str(piece.locator)))
+            data += block[piece.offset : piece.offset + piece.length]
+            if len(data) > LOG_LIMIT:
+                return data[:LOG_LIMIT].decode("utf-8", errors="replace"), True
+    return data.decode("utf-8", errors="replace"), False
+
+
+@router.get("/jobs/{job_id}/steps/{number}")
+def step_page(request: Request, job_id: int, number: int, user: SignedIn) -> Response:
+    site = site_of(request)
+    record = jobs.get_job(site.engine, job_id)
+    found = jobs.list_steps(site.engine, job_id, number=number)
+    if not found:
+        raise NotFoundError(f"job {job_id} has no step {number}")
+    text, cut = _log_text(site, found[0])
+    return render(request, "step.html", job=record, step=found[0], log=text, cut=cut)
+
+
+def _resubmit(site: Site, job_id: int) -> int:
+    wh = site.need_embedded()
+    old = jobs.get_job(site.engine, job_id)
+    request = jobs.JobRequest(
+        f"{old.function_pdh}/{old.function_path}",  # the very version that ran
+        old.input_pdh,
+        json.loads(old.params),
+        reuse=False,
+        priority=old.priority,
+        cpus=old.cpus,
+        memory=old.memory,
+        max_attempts=old.max_attempts,
+        executor=old.executor,
+    )
+    new = jobs.submit(wh, request)
+    jobs.ensure_manager(wh.home, new.executor)
+    return new.id
+
+
+def _control(site: Site, job_id: int, action: str) -> int:
+    if action == "resubmit":
+        return _resubmit(site, job_id)
+    if action not in ("cancel", "pause", "resume"):
+        raise NotFoundError(f"no job action {action!r}")
+    wh = site.need_embedded()
+    record = request_control(site.engine, job_id, action)
+    jobs.ensure_manager(wh.home, record.executor)  # a manager applies it
+    return job_id
+
+
+@router.post("/jobs/{job_id}/{action}")
+async def job_action(request: Request, job_id: int, action: str, user: SignedIn) -> Response:
+    await read_form(request)
+    site = site_of(request)
+    if site.embedded is not None and user.name != site.embedded.user and not user.admin:
+        raise ForbiddenError("only the warehouse's own user or an admin may control its jobs")
+    target = await run_in_threadpool(_control, site, job_id, action)
+    return RedirectResponse(f"{PREFIX}/jobs/{target}", status_code=303)

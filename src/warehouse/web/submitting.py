@@ -1,0 +1,126 @@
+"""The submit page: choose a function (a built-in or a git repository), a revision,
+an input from the names, and parameters; the job is queued and a manager started."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from warehouse import jobs
+from warehouse.errors import UsageError, WarehouseError
+from warehouse.jobs.functions import builtin_dir
+from warehouse.web import queries
+from warehouse.web.auth import SignedIn, read_form, site_of
+from warehouse.web.pages import PREFIX, PageRoute, render
+from warehouse.web.site import Site
+
+__all__ = ["builtins", "function_spec", "parse_params", "router"]
+
+NAMES_OFFERED = 1000
+
+router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
+
+
+def builtins() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.py") if not p.name.startswith("_"))
+
+
+def function_spec(form: dict[str, str]) -> str:
+    """``builtin:NAME``, ``git:REPOSITORY@REVISION:PATH`` or ``PDH/PATH`` from the form."""
+    choice = form.get("function", "")
+    if choice.startswith("builtin:"):
+        return choice
+    if choice == "git":
+        repo = form.get("repository", "").strip()
+        revision = form.get("revision", "").strip() or "HEAD"
+        path = form.get("path", "").strip()
+        if not repo or not path:
+            raise UsageError("a git function needs a repository and a path in it")
+        return f"git:{repo}@{revision}:{path}"
+    if choice == "spec" and form.get("spec", "").strip():
+        return form["spec"].strip()
+    raise UsageError("choose a function")
+
+
+def parse_params(text: str) -> dict[str, Any]:
+    """One ``KEY=VALUE`` a line; a value is JSON if it parses, else a string."""
+    params: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, eq, value = line.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"parameter line {line!r} is not KEY=VALUE")
+        try:
+            params[key.strip()] = json.loads(value)
+        except ValueError:
+            params[key.strip()] = value
+    return params
+
+
+def _number(form: dict[str, str], field: str, default: int) -> int:
+    text = form.get(field, "").strip()
+    if not text:
+        return default
+    if not text.lstrip("-").isdigit():
+        raise UsageError(f"{field} must be a whole number")
+    return int(text)
+
+
+def _form_page(
+    request: Request, site: Site, values: dict[str, str], error: str | None, status: int = 200
+) -> Response:
+    return render(
+        request,
+        "submit.html",
+        status,
+        builtins=builtins(),
+        repositories=queries.git_repositories(site.engine),
+        names=queries.names_page(site.engine, "", 0, NAMES_OFFERED),
+        values=values,
+        error=error,
+        enabled=site.embedded is not None,
+    )
+
+
+@router.get("/submit")
+def submit_form(request: Request, user: SignedIn, input: str = "") -> Response:
+    values = {"function": "builtin:zhash", "input": input, "revision": "HEAD", "reuse": "on"}
+    return _form_page(request, site_of(request), values, None)
+
+
+def _submit(site: Site, form: dict[str, str]) -> int:
+    wh = site.need_embedded()
+    request = jobs.JobRequest(
+        function_spec(form),
+        form.get("input", "").strip(),
+        parse_params(form.get("params", "")),
+        reuse=form.get("reuse") == "on",
+        priority=_number(form, "priority", 0),
+        cpus=_number(form, "cpus", 1),
+        max_attempts=_number(form, "attempts", 3),
+    )
+    if not request.input:
+        raise UsageError("choose an input: a name or a PDH")
+    record = jobs.submit(wh, request)
+    if record.state == "queued":
+        jobs.ensure_manager(wh.home, record.executor)
+    return record.id
+
+
+@router.post("/submit")
+async def submit_job(request: Request, user: SignedIn) -> Response:
+    form = await read_form(request)
+    site = site_of(request)
+    if site.embedded is not None and user.name != site.embedded.user and not user.admin:
+        return _form_page(request, site, form, "only the warehouse's own user may submit", 403)
+    try:
+        job_id = await run_in_threadpool(_submit, site, form)
+    except WarehouseError as e:
+        page = await run_in_threadpool(_form_page, request, site, form, str(e), 400)
+        return page
+    return RedirectResponse(f"{PREFIX}/jobs/{job_id}", status_code=303)

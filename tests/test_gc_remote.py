@@ -1,0 +1,104 @@
+"""GC, balance and fsck through the controller over real keep server processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Runner
+from gc_helpers import gc_cluster
+from warehouse.blocks.volume import LocalVolume
+
+
+def tree(root: Path, i: int) -> Path:
+    root.mkdir(parents=True)
+    (root / "f").write_bytes(os.urandom(2000 + i))
+    (root / "g").write_bytes(os.urandom(70000))
+    return root
+
+
+def copies(volumes: list[LocalVolume], md5: str) -> int:
+    return sum(v.stat(md5) is not None for v in volumes)
+
+
+@pytest.fixture
+def remote_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def test_lost_volume_fsck_balance_fsck(remote_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with gc_cluster(remote_env / "c", count=3) as (pool, ctl):
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+        run = Runner()
+        pdhs = []
+        for i in range(3):
+            out = run("put", str(tree(remote_env / f"t{i}", i)), "--name", f"c{i}", "--json")
+            pdhs.append(json.loads(out.output)["pdh"])
+        assert "clean" in run("fsck").output
+        lost = pool.servers[0].volume
+        lost_blocks = pool.servers[0].blocks()
+        assert lost_blocks, "the server to lose held some blocks"
+        for shard in lost.iterdir():
+            shutil.rmtree(shard)
+        report = json.loads(run("fsck", "--json", code=5).output)
+        assert sorted(report["under_replicated"]) == sorted(lost_blocks)
+        assert report["missing"] == []
+        for md5 in lost_blocks:
+            assert set(report["collections"][md5]) <= set(pdhs)
+        text = run("fsck", code=5).output
+        some = next(iter(lost_blocks))
+        assert f"under-replicated {some} in " in text
+        dry = run("balance", "--dry-run").output
+        pulls = [line for line in dry.splitlines() if line.startswith("would pull ")]
+        assert len(pulls) == len(lost_blocks)
+        assert f"would pull {len(lost_blocks)}," in dry
+        assert pool.servers[0].blocks() == set()
+        out = json.loads(run("balance", "--json").output)
+        assert out["pulled"] == len(lost_blocks)
+        volumes = [LocalVolume(s.volume) for s in pool.servers]
+        for md5 in set(report["collections"]):
+            assert copies(volumes, md5) >= 2
+        assert "clean" in run("fsck").output
+        assert "pulled 0" in run("balance").output
+
+
+def test_unreadable_index_stops_gc_and_trashes_nothing(
+    remote_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with gc_cluster(remote_env / "c", count=3, ttl=2) as (pool, ctl):
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+        run = Runner()
+        run("put", str(tree(remote_env / "named", 0)), "--name", "kept")
+        run("put", str(tree(remote_env / "junk", 1)))  # never named: garbage after the TTL
+        time.sleep(2.5)
+        before = {i: s.blocks() for i, s in enumerate(pool.servers)}
+        dry = json.loads(run("gc", "--dry-run", "--json").output)
+        assert dry["trashed"] >= 2, "there is garbage to trash"
+        pool.servers[2].kill()
+        result = run("gc", code=1)
+        assert f"keep server {pool.servers[2].url}" in result.stderr
+        after = {i: s.blocks() for i, s in enumerate(pool.servers)}
+        assert after == before
+        assert not list(pool.servers[0].volume.glob("*/*.trash.*"))
+        assert not list(pool.servers[1].volume.glob("*/*.trash.*"))
+
+
+def test_gc_needs_an_admin_token(remote_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with gc_cluster(remote_env / "c", count=1) as (_, ctl):
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.user("bob"))
+        assert "admin" in Runner()("gc", code=6).stderr
+        monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+        run = Runner()
+        assert "history_retention\t2592000s" in run("gc", "settings").output
+        out = run("gc", "settings", "history_retention=1d", "--json").output
+        assert json.loads(out)["history_retention"] == 86400
+        run("gc", "settings", "signature_ttl=1d", code=2)
