@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
@@ -42,6 +43,15 @@ class WarehouseBase:
     store: BlockStore
 
     # -- what each kind of warehouse provides --------------------------------
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _record(
         self, manifest: Manifest, file_md5s: dict[str, str] | None, writes: BlockWrites

@@ -56,12 +56,6 @@ class EmbeddedWarehouse(WarehouseBase):
         self.store.close()
         self.engine.dispose()
 
-    def __enter__(self) -> EmbeddedWarehouse:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- collections ---------------------------------------------------------
 
     def _record(

@@ -61,12 +61,6 @@ class RemoteWarehouse(WarehouseBase):
         self.store.close()
         self.api.close()
 
-    def __enter__(self) -> RemoteWarehouse:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- collections ---------------------------------------------------------
 
     def _record(
