@@ -10,6 +10,8 @@ variables (docs/jobs.md). A typical level-1 step::
         out.add_file(entry.path.rsplit("/", 1)[-1], [process(step.reader().read_file(entry.path))])
     step.output(out.finish())
 
+The warehouse is ``$WH_HOME`` (embedded) or ``$WH_URL`` with ``$WH_TOKEN``
+(a controller: blocks go to its keep servers, signed for the job's token).
 Everything written goes into the same warehouse as blocks; what is reported
 (the output fragment, the steps to queue) is appended to ``$WH_RESULT`` and
 taken by the manager only if the step exits 0.
@@ -22,7 +24,7 @@ import os
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
 from warehouse.collection.reader import CollectionReader
@@ -30,6 +32,9 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.protocol import append_record, check_queue
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
+
+if TYPE_CHECKING:
+    from warehouse.remote.warehouse import RemoteWarehouse
 
 __all__ = [
     "StreamWriter",
@@ -89,7 +94,13 @@ def scratch() -> Path:
 
 
 @cache
-def warehouse() -> EmbeddedWarehouse:
+def warehouse() -> EmbeddedWarehouse | RemoteWarehouse:
+    """The job's warehouse: ``$WH_URL`` (with ``$WH_TOKEN``) if set, else ``$WH_HOME``."""
+    url = os.environ.get("WH_URL")
+    if url:
+        from warehouse.remote.warehouse import RemoteWarehouse  # only then: httpx is slow to load
+
+        return RemoteWarehouse(url, _env("WH_TOKEN"))
     return EmbeddedWarehouse(Path(_env("WH_HOME")))
 
 
@@ -138,16 +149,23 @@ def intermediate(fragment: Manifest | str) -> None:
 
 def intermediates(at_level: int) -> list[tuple[int, Manifest]]:
     """(step number, fragment) passed by the finished steps at ``at_level`` of this job."""
-    from warehouse.jobs.records import list_steps
+    wh = warehouse()
+    if not isinstance(wh, EmbeddedWarehouse):  # signed for this token by the controller
+        found = wh.api.get(f"/jobs/{job()}/steps", level=at_level)
+        pairs = [(int(r["number"]), r["intermediate"]) for r in found]
+    else:
+        from warehouse.jobs.records import list_steps
 
-    rows = list_steps(warehouse().engine, job(), level=at_level)
-    return [(r.number, Manifest.parse(r.intermediate)) for r in rows if r.intermediate]
+        pairs = [(r.number, r.intermediate) for r in list_steps(wh.engine, job(), level=at_level)]
+    return [(n, Manifest.parse(text)) for n, text in pairs if text]
 
 
 class StreamWriter:
     """Write files into one output stream, cutting 64 MiB blocks; ``finish`` gives its line."""
 
-    def __init__(self, stream_name: str, wh: EmbeddedWarehouse | None = None) -> None:
+    def __init__(
+        self, stream_name: str, wh: EmbeddedWarehouse | RemoteWarehouse | None = None
+    ) -> None:
         self.name = stream_name
         self.store = (wh or warehouse()).store
         self._buf = bytearray()

@@ -16,9 +16,10 @@ from warehouse.blocks import Locator
 from warehouse.cli._common import emit_json, open_warehouse, stderr
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
+from warehouse.jobs.client import JobsView, RemoteJobs, jobs_view
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.protocol import append_record, check_queue
-from warehouse.jobs.records import JobRecord, request_control
+from warehouse.jobs.records import JobRecord
 from warehouse.manifest import Manifest
 
 __all__ = ["COMMANDS", "job", "step"]
@@ -27,8 +28,13 @@ __all__ = ["COMMANDS", "job", "step"]
 def _embedded(ctx: click.Context) -> EmbeddedWarehouse:
     wh: object = open_warehouse(ctx)
     if not isinstance(wh, EmbeddedWarehouse):
-        raise UsageError("jobs run on the embedded warehouse only for now (unset WH_URL)")
+        raise UsageError("the job manager runs in the controller when WH_URL is set")
     return wh
+
+
+def _view(ctx: click.Context) -> JobsView:
+    """The jobs of $WH_HOME's catalog, or of the controller at $WH_URL."""
+    return jobs_view(open_warehouse(ctx))
 
 
 @click.group()
@@ -63,7 +69,11 @@ def _summary(record: JobRecord) -> str:
 @click.option("--param", "params", multiple=True, metavar="K=V", help="A parameter (JSON value).")
 @click.option("--wait", is_flag=True, help="Run or wait for the job; print its output PDH.")
 @click.option("--no-reuse", is_flag=True, help="Run even if an identical job completed.")
-@click.option("--executor", type=click.Choice(["local", "dask"]), default="local")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    help="Default local (with WH_URL: the controller's).",
+)
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
 @click.option("--priority", type=int, default=0, help="Higher runs first (default 0).")
 @click.option("--cpus", type=int, default=1, help="CPUs each step needs (default 1).")
@@ -78,7 +88,7 @@ def submit(
     params: tuple[str, ...],
     wait: bool,
     no_reuse: bool,
-    executor: str,
+    executor: str | None,
     dask_scheduler: str | None,
     priority: int,
     cpus: int,
@@ -87,7 +97,7 @@ def submit(
     as_json: bool,
 ) -> None:
     """Submit a job running FUNCTION (builtin:NAME, git:REPO@REV:PATH or PDH/PATH)."""
-    wh = _embedded(ctx)
+    view = _view(ctx)
     name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
     request = jobs.JobRequest(
         function,
@@ -98,18 +108,14 @@ def submit(
         cpus=cpus,
         memory=jobs.parse_size(memory),
         max_attempts=attempts,
-        executor=name,
+        executor=name or "local",
     )
-    record = jobs.submit(wh, request)
-    if record.state not in FINISHED:
-        if wait:
-            if not jobs.run_manager(wh, name, until_job=record.id):
-                _wait(wh.engine, record.id)
-            if _others_active(wh.engine, name):
-                jobs.ensure_manager(wh.home, name)
-        else:
-            jobs.ensure_manager(wh.home, name)
-        record = jobs.get_job(wh.engine, record.id)
+    if isinstance(view, RemoteJobs):
+        record = view.submit(request, executor=name)
+        if wait and record.state not in FINISHED:
+            record = _wait(view, record.id)
+    else:
+        record = _submit_here(view.wh, request, wait)
     if as_json:
         emit_json(record.as_dict())
     else:
@@ -118,12 +124,27 @@ def submit(
         raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}".rstrip(": "))
 
 
+def _submit_here(wh: EmbeddedWarehouse, request: jobs.JobRequest, wait: bool) -> JobRecord:
+    name = request.executor
+    record = jobs.submit(wh, request)
+    if record.state not in FINISHED:
+        if wait:
+            if not jobs.run_manager(wh, name, until_job=record.id):
+                _wait(jobs_view(wh), record.id)
+            if _others_active(wh.engine, name):
+                jobs.ensure_manager(wh.home, name)
+        else:
+            jobs.ensure_manager(wh.home, name)
+        record = jobs.get_job(wh.engine, record.id)
+    return record
+
+
 def _others_active(engine: Any, executor: str) -> bool:
     return any(j.executor == executor for j in jobs.list_jobs(engine, ("queued", "running")))
 
 
-def _wait(engine: Any, job_id: int) -> JobRecord:
-    while (record := jobs.get_job(engine, job_id)).state not in FINISHED:
+def _wait(view: JobsView, job_id: int) -> JobRecord:
+    while (record := view.get(job_id)).state not in FINISHED:
         time.sleep(0.2)
     return record
 
@@ -144,7 +165,7 @@ def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:
 @click.pass_context
 def ls(ctx: click.Context, as_json: bool) -> None:
     """List jobs: running, queued, then finished."""
-    found = jobs.list_jobs(_embedded(ctx).engine)
+    found = _view(ctx).all()
     if as_json:
         emit_json([r.as_dict() for r in found])
         return
@@ -168,9 +189,9 @@ def ls(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
     """A job's function and version, input, output, state, counts and failed steps."""
-    engine = _embedded(ctx).engine
-    record = jobs.get_job(engine, job_id)
-    failed = [s for s in jobs.list_steps(engine, job_id) if s.failures]
+    view = _view(ctx)
+    record = view.get(job_id)
+    failed = view.steps(job_id, failed=True)
     if as_json:
         emit_json({**record.as_dict(), "failed_steps": [s.as_dict() for s in failed]})
         return
@@ -203,8 +224,8 @@ def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
 @click.pass_context
 def watch(ctx: click.Context, job_id: int) -> None:
     """A live bar until the job finishes: done, running, queued, failed attempts."""
-    engine = _embedded(ctx).engine
-    record = jobs.get_job(engine, job_id)
+    view = _view(ctx)
+    record = view.get(job_id)
     columns = (
         TextColumn("job {task.fields[id]}"),
         BarColumn(),
@@ -226,7 +247,7 @@ def watch(ctx: click.Context, job_id: int) -> None:
             if record.state in FINISHED:
                 break
             time.sleep(0.5)
-            record = jobs.get_job(engine, job_id)
+            record = view.get(job_id)
     click.echo(_summary(record))
 
 
@@ -236,8 +257,8 @@ def watch(ctx: click.Context, job_id: int) -> None:
 @click.pass_context
 def logs(ctx: click.Context, job_id: int, number: int | None) -> None:
     """Print the steps' logs (the last attempt of each), in step order."""
-    wh = _embedded(ctx)
-    steps = jobs.list_steps(wh.engine, job_id, number=number)
+    view = _view(ctx)
+    steps = view.steps(job_id, number=number)
     if number is not None and not steps:
         raise UsageError(f"job {job_id} has no step {number}")
     for s in steps:
@@ -247,15 +268,13 @@ def logs(ctx: click.Context, job_id: int, number: int | None) -> None:
             click.echo(f"== step {s.number} ({s.state}, exit status {s.exit_status})")
         for entry in Manifest.parse(s.log).files().values():
             for piece in entry.pieces:
-                data = wh.store.get(Locator.parse(str(piece.locator)))
+                data = view.wh.store.get(Locator.parse(str(piece.locator)))
                 sys.stdout.buffer.write(data[piece.offset : piece.offset + piece.length])
         sys.stdout.flush()
 
 
 def _control(ctx: click.Context, job_id: int, control: str) -> None:
-    wh = _embedded(ctx)
-    record = request_control(wh.engine, job_id, control)
-    jobs.ensure_manager(wh.home, record.executor)  # one applies it (and runs what is left)
+    _view(ctx).control(job_id, control)
     click.echo(f"job {job_id}: {control} requested")
 
 

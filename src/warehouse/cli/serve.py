@@ -42,14 +42,32 @@ def default_db_url() -> str:
     help="Where the --keep servers keep their volumes (default: $WH_HOME/keep).",
 )
 @click.option("--replication", type=int, default=2, show_default=True)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="Where the job manager runs steps.",
+)
+@click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
+@click.option("--job-cpus", type=int, help="Job slots (local: default one per core).")
 def serve(
-    listen: str, db_url: str | None, keep_count: int, keep_dir: Path | None, replication: int
+    listen: str,
+    db_url: str | None,
+    keep_count: int,
+    keep_dir: Path | None,
+    replication: int,
+    executor: str,
+    dask_scheduler: str | None,
+    job_cpus: int | None,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
     Prints `controller listening on URL` once it accepts connections. With
     --keep N it then starts N keep servers on 127.0.0.1 as child processes,
-    which register themselves; they stop with it.
+    which register themselves; they stop with it. The job manager runs in a
+    background thread (steps as subprocesses here, or on a Dask cluster;
+    their scratch space and functions under $WH_HOME/controller-jobs).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -66,10 +84,13 @@ def serve(
         base = keep_dir or default_home() / "keep"
         for i in range(keep_count):
             children.append(_start_keepd(url, base / str(i), state.system_token))
+        name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
+        state.start_jobs(url, default_home() / "controller-jobs", name, job_cpus)
 
     try:
         serve_app(create_app(config, state), host, port, on_ready=ready)
     finally:
+        state.stop_jobs()
         for child in children:
             child.terminate()
         for child in children:

@@ -19,9 +19,10 @@ from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import WarehouseError
 from warehouse.jobs import records
-from warehouse.jobs.assemble import assemble_logs, assemble_output, check_fragment
+from warehouse.jobs.assemble import assemble_logs, assemble_output
 from warehouse.jobs.executors import Executor, Finished, Launch
 from warehouse.jobs.functions import command_for, materialize
+from warehouse.jobs.host import JobHost, as_host
 from warehouse.jobs.model import FINISHED, Scheduler
 from warehouse.jobs.protocol import parse_report, step_environment
 from warehouse.manifest import escape_name
@@ -34,20 +35,20 @@ LOG_TAIL_BYTES = 2000
 class Manager:
     def __init__(
         self,
-        wh: EmbeddedWarehouse,
+        wh: JobHost | EmbeddedWarehouse,
         executor: Executor,
         executor_name: str,
         *,
         flush_interval: float = 0.05,
         refresh_interval: float = 0.2,
     ) -> None:
-        self.wh = wh
+        self.wh = as_host(wh)
         self.executor = executor
         self.executor_name = executor_name
         self.sched = Scheduler(executor.capacity)
         self.flush_interval = flush_interval
         self.refresh_interval = refresh_interval
-        self.scratch = str(wh.home.resolve() / "jobs" / "scratch")
+        self.scratch = str(self.wh.work_dir / "scratch")
         self._envs: dict[int, dict[str, str]] = {}
         self._argv: dict[int, tuple[str, ...]] = {}
         self._persisted: dict[int, int] = {}  # steps of each job known to the catalog
@@ -137,13 +138,13 @@ class Manager:
                 self.executor.kill(kill.job, kill.step)
         fn_dir = materialize(
             self.wh,
-            self.wh.home.resolve() / "jobs" / "functions",
+            self.wh.work_dir / "functions",
             record.function_pdh,
             record.function_path,
         )
         self._argv[job_id] = tuple(command_for(fn_dir, record.function_path))
         self._envs[job_id] = step_environment(
-            home=str(self.wh.home.resolve()),
+            location=self.wh.step_location(record),
             job=job_id,
             step=0,
             attempt=0,
@@ -173,10 +174,9 @@ class Manager:
         if ok:
             try:
                 report = parse_report(done.result)
-                outputs = "".join(check_fragment(self.wh.store, t) for t in report.outputs)
-                intermediates = "".join(
-                    check_fragment(self.wh.store, t) for t in report.intermediates
-                )
+                check = self.wh.check_fragment
+                outputs = "".join(check(done.job, t) for t in report.outputs)
+                intermediates = "".join(check(done.job, t) for t in report.intermediates)
                 queued = report.queued
             except WarehouseError as e:
                 ok = False
@@ -236,6 +236,7 @@ class Manager:
     def _forget(self, job_id: int) -> None:
         for table in (self._envs, self._argv, self._persisted, self._cpu_seconds, self._job_extra):
             table.pop(job_id, None)
+        self.wh.release(job_id)
 
     # -- the catalog ----------------------------------------------------------
 

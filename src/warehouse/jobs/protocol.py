@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from warehouse.errors import UsageError
 
 __all__ = [
     "ENV_VARS",
+    "LOCATION_VARS",
     "MAX_INPUT_LENGTH",
     "StepReport",
     "append_record",
@@ -35,8 +37,14 @@ __all__ = [
 
 MAX_INPUT_LENGTH = 4096
 
+LOCATION_VARS = ("WH_HOME", "WH_URL", "WH_TOKEN")
+# A controller's own secrets are not passed on to steps either.
+_NOT_PASSED = (*LOCATION_VARS, "WH_DB_URL", "WH_KEEP_ADMIN_TOKEN")
+
 ENV_VARS = (
     "WH_HOME",
+    "WH_URL",
+    "WH_TOKEN",
     "WH_JOB",
     "WH_STEP",
     "WH_ATTEMPT",
@@ -60,7 +68,7 @@ class StepReport:
 
 def step_environment(
     *,
-    home: str,
+    location: Mapping[str, str],
     job: int,
     step: int,
     attempt: int,
@@ -70,13 +78,19 @@ def step_environment(
     params: str,
     function_dir: str,
 ) -> dict[str, str]:
-    """Every protocol variable except the per-run scratch and result paths."""
+    """Every protocol variable except the per-run scratch and result paths.
+
+    ``location`` says where the warehouse is: ``WH_HOME``, or ``WH_URL`` and
+    ``WH_TOKEN``; those of this process (and a controller's ``WH_DB_URL`` and
+    ``WH_KEEP_ADMIN_TOKEN``) are not passed on.
+    """
     bindir = os.path.dirname(os.path.abspath(sys.executable))
     path = os.environ.get("PATH", "")
+    inherited = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
     return {
-        **os.environ,
+        **inherited,
         "PATH": f"{bindir}{os.pathsep}{path}" if path else bindir,
-        "WH_HOME": home,
+        **location,
         "WH_JOB": str(job),
         "WH_STEP": str(step),
         "WH_ATTEMPT": str(attempt),

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.functions import resolve
+from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.records import JobRecord
 
 __all__ = ["JobRequest", "canonical_params", "parse_size", "reuse_key", "submit"]
@@ -59,7 +59,7 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * 1024**power  # type: ignore[no-any-return]
 
 
-def _readable(wh: EmbeddedWarehouse, pdh: str | None) -> bool:
+def _readable(wh: SubmitHost, pdh: str | None) -> bool:
     if pdh is None:
         return False
     try:
@@ -68,7 +68,7 @@ def _readable(wh: EmbeddedWarehouse, pdh: str | None) -> bool:
         return False
 
 
-def submit(wh: EmbeddedWarehouse, request: JobRequest) -> JobRecord:
+def submit(wh: SubmitHost, request: JobRequest) -> JobRecord:
     if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
         raise UsageError("cpus and attempts must be at least 1, memory not negative")
     version = resolve(wh, request.function)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
@@ -13,6 +15,9 @@ from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, sign
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
+
+if TYPE_CHECKING:
+    from warehouse.jobs.hosted import ManagerThread
 
 __all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState"]
 
@@ -47,6 +52,8 @@ class ControllerState:
     _keep: KeepClient | None = field(default=None, repr=False)
     _keep_ids: tuple[str, ...] = ()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # The job manager's thread and executor, when this controller runs jobs.
+    job_manager: ManagerThread | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, config: ControllerConfig) -> ControllerState:
@@ -89,7 +96,31 @@ class ControllerState:
         """A read signature for the controller's own token."""
         return sign(locator, self.system_token, self.signing_key, self.config.signature_ttl)
 
+    def start_jobs(
+        self, url: str, work_dir: Path, executor: str = "local", cpus: int | None = None
+    ) -> ManagerThread:
+        """Run the job manager in a thread; its steps reach this controller at ``url``."""
+        from warehouse.jobs.hosted import ControllerHost, ManagerThread
+
+        host = ControllerHost(
+            self.engine,
+            self.keep,
+            user=SYSTEM_USER,
+            url=url,
+            signing_key=self.signing_key,
+            work_dir=work_dir,
+            signature_ttl=self.config.signature_ttl,
+        )
+        self.job_manager = ManagerThread(host, executor, cpus=cpus).start()
+        return self.job_manager
+
+    def stop_jobs(self) -> None:
+        if self.job_manager is not None:
+            self.job_manager.stop()
+            self.job_manager = None
+
     def close(self) -> None:
+        self.stop_jobs()
         if self._keep is not None:
             self._keep.close()
         self.engine.dispose()

@@ -1,0 +1,162 @@
+"""Jobs on a controller: the catalog and the keep servers as a job host, and the
+manager running in a background thread.
+
+``CatalogWarehouse`` is the warehouse operations over a catalog engine and a
+block store (the controller's own ``KeepClient``, which signs its reads).
+``ControllerHost`` adds what steps need: ``WH_URL`` and a token for the job's
+submitter (made when the manager takes the job up, expiring after
+``token_ttl``), and it accepts a step's fragment only if every block is
+signed for that token and stored on the keep servers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from warehouse import catalog
+from warehouse.base import BlockWrites, WarehouseBase
+from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, Check, check_signature
+from warehouse.blocks.store import BlockStore
+from warehouse.collection.records import load_manifest, store_manifest
+from warehouse.errors import ForbiddenError, NotFoundError
+from warehouse.jobs.executors import Executor
+from warehouse.jobs.manager import Manager
+from warehouse.jobs.records import JobRecord
+from warehouse.jobs.service import make_executor
+from warehouse.manifest import Manifest
+
+__all__ = ["JOB_TOKEN_TTL", "CatalogWarehouse", "ControllerHost", "ManagerThread"]
+
+log = logging.getLogger("warehouse.jobs")
+
+JOB_TOKEN_TTL = 7 * 24 * 3600
+
+
+class CatalogWarehouse(WarehouseBase):
+    """Collections and names straight on the catalog, blocks through ``keep()``."""
+
+    def __init__(self, engine: sa.Engine, keep: Callable[[], BlockStore], user: str) -> None:
+        self.engine = engine
+        self._keep = keep
+        self.user = user
+
+    @property
+    def store(self) -> BlockStore:  # type: ignore[override] # the keep servers now
+        return self._keep()
+
+    def _record(
+        self, manifest: Manifest, file_md5s: dict[str, str] | None, writes: BlockWrites
+    ) -> catalog.CollectionRecord:
+        store = self.store
+        for loc in manifest.blocks():
+            if not loc.is_empty and not store.exists(loc.without_hints()):
+                raise NotFoundError(f"block {loc.key} of the manifest is not stored")
+        catalog.record_block_writes(self.engine, self.user, writes)
+        return store_manifest(store, self.engine, manifest, self.user, file_md5s)
+
+    def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
+        return load_manifest(self.store, self.engine, pdh)
+
+    def get_name(self, name: str) -> catalog.NameRecord:
+        return catalog.get_name(self.engine, name)
+
+    def set_name(
+        self, name: str, pdh: str, *, expect: str | None, create: bool = False
+    ) -> catalog.NameRecord:
+        return catalog.set_name(
+            self.engine, name, pdh, expect=expect, create=create, user=self.user
+        )
+
+
+class ControllerHost(CatalogWarehouse):
+    """The job host of a controller: steps reach it at ``url`` with a job token."""
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        keep: Callable[[], BlockStore],
+        *,
+        user: str,
+        url: str,
+        signing_key: bytes,
+        work_dir: Path,
+        signature_ttl: int = DEFAULT_SIGNATURE_TTL,
+        token_ttl: float = JOB_TOKEN_TTL,
+    ) -> None:
+        super().__init__(engine, keep, user)
+        self.url = url
+        self.signing_key = signing_key
+        self.signature_ttl = signature_ttl
+        self.token_ttl = token_ttl
+        self.work_dir = work_dir
+        self._tokens: dict[int, str] = {}
+
+    def step_location(self, record: JobRecord) -> dict[str, str]:
+        token = catalog.create_token(
+            self.engine, record.submitted_by, label=f"job {record.id}", ttl=self.token_ttl
+        )
+        self._tokens[record.id] = token
+        return {"WH_URL": self.url, "WH_TOKEN": token}
+
+    def check_fragment(self, job: int, text: str) -> str:
+        manifest = Manifest.parse(text)
+        token = self._tokens.get(job, "")
+        store = self.store
+        for loc in manifest.blocks():
+            if loc.is_empty:
+                continue
+            verdict = check_signature(loc, token, self.signing_key, self.signature_ttl)
+            if verdict is not Check.OK:
+                raise ForbiddenError(f"block {loc.key} is not signed for the job's token")
+            if not store.exists(loc.without_hints()):
+                raise NotFoundError(f"block {loc.key} of the step's fragment is not stored")
+        return manifest.format()
+
+    def release(self, job: int) -> None:
+        self._tokens.pop(job, None)
+
+
+class ManagerThread:
+    """The job manager in a background thread until ``stop``; restarted if it fails."""
+
+    def __init__(self, host: ControllerHost, executor: str, *, cpus: int | None = None) -> None:
+        self.host = host
+        self.executor_name = executor
+        self.cpus = cpus
+        self.executor: Executor = make_executor(executor, cpus=cpus)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wh-job-manager", daemon=True)
+
+    def start(self) -> ManagerThread:
+        self._thread.start()
+        return self
+
+    def _idle(self, manager: Manager) -> bool:
+        if not self._stop.is_set() and manager.sched.idle() and not manager.executor.running():
+            self._stop.wait(0.1)  # nothing to do: no busy loop
+        return self._stop.is_set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            manager = Manager(self.host, self.executor, self.executor_name)
+            try:
+                manager.run(self._idle)
+            except Exception:
+                log.exception("the job manager failed; starting it again")
+                self.executor.close()
+                self.executor = make_executor(self.executor_name, cpus=self.cpus)
+                self._stop.wait(1.0)
+            finally:
+                manager.close()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the loop; running steps are killed (a restart runs them again)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self.executor.close()

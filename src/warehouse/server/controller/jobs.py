@@ -1,0 +1,122 @@
+"""Jobs over the API: submit, list, show, steps (with logs) and control.
+
+The controller's own manager thread runs them (``ControllerState.start_jobs``);
+a job submitted here is recorded for that manager's executor. Any user may
+read jobs; only the submitter (or an admin) may cancel, pause or resume one.
+Manifest text in step rows (output, intermediate, log) is signed for the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException
+from fastapi import Request as _Request
+from pydantic import BaseModel, Field
+
+from warehouse import jobs
+from warehouse.jobs import records
+from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.manifest import Manifest
+from warehouse.server.controller.auth import Caller, CallerToken, state_of
+from warehouse.server.controller.collections import signed_text
+from warehouse.server.controller.state import ControllerState
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/jobs", tags=["jobs"])
+
+
+class JobCreate(BaseModel):
+    function: str = Field(description="builtin:NAME, git:REPOSITORY@REVISION:PATH or PDH/PATH")
+    input: str = Field(description="The input collection: a PDH or a name.")
+    params: dict[str, Any] = Field(default_factory=dict)
+    reuse: bool = True
+    priority: int = 0
+    cpus: int = Field(default=1, ge=1)
+    memory: int = Field(default=0, ge=0, description="Bytes per step.")
+    max_attempts: int = Field(default=3, ge=1)
+    executor: str | None = Field(
+        default=None, description="Must be the controller's executor if given."
+    )
+
+
+class JobControl(BaseModel):
+    control: Literal["cancel", "pause", "resume"]
+
+
+def _executor(state: ControllerState) -> str:
+    manager = state.job_manager
+    if manager is None:
+        raise HTTPException(400, "this controller runs no job manager")
+    return manager.executor_name
+
+
+@router.post("")
+def submit_job(body: JobCreate, user: Caller, request: _Request) -> dict[str, Any]:
+    """Submit a job (or answer it from reuse at once)."""
+    state = state_of(request)
+    executor = _executor(state)
+    if body.executor is not None and body.executor != executor:
+        raise HTTPException(400, f"executor: this controller runs {executor!r}")
+    wh = CatalogWarehouse(state.engine, state.keep, user.name)
+    job_request = jobs.JobRequest(
+        body.function,
+        body.input,
+        body.params,
+        reuse=body.reuse,
+        priority=body.priority,
+        cpus=body.cpus,
+        memory=body.memory,
+        max_attempts=body.max_attempts,
+        executor=executor,
+    )
+    return jobs.submit(wh, job_request).as_dict()
+
+
+@router.get("")
+def list_jobs(user: Caller, request: _Request, state: str | None = None) -> list[dict[str, Any]]:
+    """Every job (optionally in these comma-separated states), oldest first."""
+    states = state.split(",") if state else None
+    return [r.as_dict() for r in records.list_jobs(state_of(request).engine, states)]
+
+
+@router.get("/{job_id}")
+def get_job(job_id: int, user: Caller, request: _Request) -> dict[str, Any]:
+    return records.get_job(state_of(request).engine, job_id).as_dict()
+
+
+@router.get("/{job_id}/steps")
+def list_steps(
+    job_id: int,
+    user: Caller,
+    token: CallerToken,
+    request: _Request,
+    level: int | None = None,
+    number: int | None = None,
+    failed: bool = False,
+) -> list[dict[str, Any]]:
+    """A job's steps; ``failed``: only those with failed attempts."""
+    state = state_of(request)
+    records.get_job(state.engine, job_id)  # 404 for no such job
+    found = records.list_steps(state.engine, job_id, level=level, number=number)
+    out = []
+    for s in found:
+        if failed and not s.failures:
+            continue
+        row = s.as_dict()
+        for column in ("output", "intermediate", "log"):
+            if row[column]:
+                row[column] = signed_text(Manifest.parse(row[column]), token, state)
+        out.append(row)
+    return out
+
+
+@router.post("/{job_id}/control")
+def control_job(job_id: int, body: JobControl, user: Caller, request: _Request) -> dict[str, Any]:
+    """Ask the manager to cancel, pause or resume the job (applied within 0.2 s)."""
+    engine = state_of(request).engine
+    record = records.get_job(engine, job_id)
+    if not user.admin and record.submitted_by != user.name:
+        raise HTTPException(403, f"job {job_id} was submitted by {record.submitted_by}")
+    return records.request_control(engine, job_id, body.control).as_dict()
