@@ -218,7 +218,6 @@ def test_bad_manifest_is_refused_and_nothing_stored(
 def test_every_malformed_manifest_changes_nothing(tmp_path: Path, home: Path) -> None:
     """The parser's whole table of bad manifests, through `wh put --manifest`."""
     from test_manifest_bad import BAD
-
     from warehouse.blocks.volume import LocalVolume
 
     runner = Runner()

@@ -52,9 +52,7 @@ def load_manifest(
 ) -> tuple[Manifest, dict[str, str] | None]:
     """A collection's manifest (checked against its PDH) and its recorded file digests."""
     record = catalog.get_collection(engine, pdh)
-    text = b"".join(
-        bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split()
-    )
+    text = b"".join(bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split())
     manifest = Manifest.parse(text)
     if manifest.pdh != pdh:
         raise CorruptDataError(f"the stored manifest of {pdh} hashes to {manifest.pdh}")
