@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from warehouse.jobs.model import Resources
+from warehouse.jobs.protocol import process_environment
 
 __all__ = [
     "Executor",
@@ -81,74 +82,81 @@ def local_capacity(cpus: int | None = None, memory: int | None = None) -> Resour
     return Resources(cpus or cores, memory or total)
 
 
-def _new_workdir(root: Path, prefix: str) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    # Unique: an orphan of a killed manager may still use its old one.
-    work = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
-    (work / "tmp").mkdir()
-    return work
+class _Workdir:
+    """A step's working directory: ``tmp/`` (its scratch and cwd), its result
+    file, and its log, kept open so a reused directory costs no file opens.
 
+    Plain strings and ``os`` calls: this runs once per step, thousands of
+    times a second.
+    """
 
-def _step_env(launch: Launch, work: Path) -> dict[str, str]:
-    scratch = work / "tmp"
-    return {
-        **launch.env,
-        "WH_SCRATCH": str(scratch),
-        "TMPDIR": str(scratch),
-        "WH_RESULT": str(work / "result"),
-    }
+    def __init__(self, root: Path, prefix: str) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        # Unique: an orphan of a killed manager may still use its old one.
+        self.path = tempfile.mkdtemp(prefix=prefix, dir=root)
+        self.tmp = self.path + "/tmp"
+        self.result = self.path + "/result"
+        os.mkdir(self.tmp)
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        self.log_fd = os.open(self.path + "/log", flags, 0o600)
 
+    def env(self, launch: Launch) -> dict[str, str]:
+        return {
+            **process_environment(launch.env),
+            "WH_SCRATCH": self.tmp,
+            "TMPDIR": self.tmp,
+            "WH_RESULT": self.result,
+        }
 
-def _reset(work: Path) -> None:
-    """Make a used work directory as good as new (cheap when the step left nothing)."""
-    for name in ("log", "result"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(work / name)
-    with os.scandir(work / "tmp") as it:
-        dirty = next(it, None) is not None
-    if dirty:
-        shutil.rmtree(work / "tmp", ignore_errors=True)
-        (work / "tmp").mkdir()
-
-
-def _spawn(launch: Launch, work: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    with open(work / "log", "wb") as log:
+    def spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             launch.argv,
-            env=env,
-            cwd=work / "tmp",
+            env=self.env(launch),
+            cwd=self.tmp,
             stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=self.log_fd,  # shares our offset: the log is what it wrote
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed as a whole
         )
 
+    def collect(self, launch: Launch, status: int, host: str, started: float) -> Finished:
+        size = os.lseek(self.log_fd, 0, os.SEEK_END)
+        log = os.pread(self.log_fd, size, 0) if size else b""
+        result = ""
+        if status == 0:
+            with contextlib.suppress(FileNotFoundError), open(self.result, "rb") as f:
+                result = f.read().decode("utf-8", "replace")
+        return Finished(
+            launch.job, launch.step, launch.attempt, status, host, started, time.time(), log, result
+        )
 
-def _collect(launch: Launch, work: Path, status: int, host: str, started: float) -> Finished:
-    log = _read(work / "log")
-    result = _read(work / "result").decode("utf-8", "replace") if status == 0 else ""
-    return Finished(
-        launch.job, launch.step, launch.attempt, status, host, started, time.time(), log, result
-    )
+    def reset(self) -> None:
+        """As good as new for the next step (cheap when the step left nothing)."""
+        if os.lseek(self.log_fd, 0, os.SEEK_END):
+            os.ftruncate(self.log_fd, 0)
+            os.lseek(self.log_fd, 0, os.SEEK_SET)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.result)
+        with os.scandir(self.tmp) as it:
+            dirty = next(it, None) is not None
+        if dirty:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            os.mkdir(self.tmp)
 
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
+    def remove(self) -> None:
+        os.close(self.log_fd)
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def run_step(launch: Launch) -> Finished:
     """Run one step to its end, here and now."""
-    work = _new_workdir(Path(launch.scratch_root), f"{launch.job}-{launch.step}-")
+    work = _Workdir(Path(launch.scratch_root), f"{launch.job}-{launch.step}-")
     try:
         started = time.time()
-        proc = _spawn(launch, work, _step_env(launch, work))
-        status = proc.wait()
-        return _collect(launch, work, status, socket.gethostname(), started)
+        status = work.spawn(launch).wait()
+        return work.collect(launch, status, socket.gethostname(), started)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        work.remove()
 
 
 class LocalExecutor:
@@ -158,20 +166,22 @@ class LocalExecutor:
         self.capacity = capacity or local_capacity()
         self.largest = self.capacity
         self._selector = selectors.DefaultSelector()
-        self._procs: dict[tuple[int, int], tuple[Launch, subprocess.Popen[bytes], Path, float]] = {}
+        self._procs: dict[
+            tuple[int, int], tuple[Launch, subprocess.Popen[bytes], _Workdir, float]
+        ] = {}
         self._host = socket.gethostname()
         # Work directories are reused, one per slot, so a step costs no mkdir/rmdir.
-        self._free: list[Path] = []
-        self._roots: set[Path] = set()
+        self._free: list[_Workdir] = []
+        self._all: list[_Workdir] = []
 
     def start(self, launch: Launch) -> None:
         if self._free:
             work = self._free.pop()
         else:
-            work = _new_workdir(Path(launch.scratch_root), f"local-{os.getpid()}-")
-            self._roots.add(work)
+            work = _Workdir(Path(launch.scratch_root), f"local-{os.getpid()}-")
+            self._all.append(work)
         started = time.time()
-        proc = _spawn(launch, work, _step_env(launch, work))
+        proc = work.spawn(launch)
         fd = os.pidfd_open(proc.pid)
         self._selector.register(fd, selectors.EVENT_READ, (launch.job, launch.step))
         self._procs[(launch.job, launch.step)] = (launch, proc, work, started)
@@ -187,8 +197,8 @@ class LocalExecutor:
             os.close(fd)
             launch, proc, work, started = self._procs.pop(key.data)
             status = proc.wait()
-            done.append(_collect(launch, work, status, self._host, started))
-            _reset(work)
+            done.append(work.collect(launch, status, self._host, started))
+            work.reset()
             self._free.append(work)
         return done
 
@@ -207,5 +217,5 @@ class LocalExecutor:
         while self._procs:
             self.poll(1.0)
         self._selector.close()
-        for work in self._roots:
-            shutil.rmtree(work, ignore_errors=True)
+        for work in self._all:
+            work.remove()

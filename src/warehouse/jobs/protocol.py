@@ -14,6 +14,7 @@ reads the file after the step exited 0; a step that failed reports nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -32,6 +33,7 @@ __all__ = [
     "append_record",
     "check_queue",
     "parse_report",
+    "process_environment",
     "step_environment",
 ]
 
@@ -84,12 +86,7 @@ def step_environment(
     ``WH_TOKEN``; those of this process (and a controller's ``WH_DB_URL`` and
     ``WH_KEEP_ADMIN_TOKEN``) are not passed on.
     """
-    bindir = os.path.dirname(os.path.abspath(sys.executable))
-    path = os.environ.get("PATH", "")
-    inherited = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
     return {
-        **inherited,
-        "PATH": f"{bindir}{os.pathsep}{path}" if path else bindir,
         **location,
         "WH_JOB": str(job),
         "WH_STEP": str(step),
@@ -100,6 +97,24 @@ def step_environment(
         "WH_PARAMS": params,
         "WH_FUNCTION_DIR": function_dir,
     }
+
+
+@functools.cache
+def _inherited() -> tuple[tuple[str, str], ...]:
+    bindir = os.path.dirname(os.path.abspath(sys.executable))
+    path = os.environ.get("PATH", "")
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
+    env["PATH"] = f"{bindir}{os.pathsep}{path}" if path else bindir
+    return tuple(env.items())
+
+
+def process_environment(step_env: Mapping[str, str]) -> dict[str, str]:
+    """A step's whole environment where it runs: this process's own (less the
+    warehouse's location and secrets, with our ``wh`` first on PATH), then the
+    step's protocol variables. Computed here, not by the manager, so a Dask
+    worker on another machine gives its own PATH and HOME, and a launch
+    carries only the few variables that differ."""
+    return {**dict(_inherited()), **step_env}
 
 
 def append_record(path: str | Path, record: dict[str, Any]) -> None:
