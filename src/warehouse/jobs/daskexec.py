@@ -62,6 +62,7 @@ class DaskExecutor:
             max(threads * queue_factor, 1), (sum(mems) or 2**62) * queue_factor
         )
         self._futures: dict[tuple[int, int], Any] = {}
+        self._pending: list[Launch] = []
         self._done: queue.SimpleQueue[tuple[Launch, Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
 
@@ -71,15 +72,31 @@ class DaskExecutor:
         return chosen or None
 
     def start(self, launch: Launch) -> None:
-        key = f"wh-step-{launch.job}-{launch.step}-{launch.attempt}-{uuid.uuid4().hex[:8]}"
-        fut: Any = self.client.submit(
-            _task, launch, key=key, pure=False, resources=self._resources(launch.request)
-        )
-        with self._lock:
-            self._futures[(launch.job, launch.step)] = fut
-        fut.add_done_callback(lambda f: self._done.put((launch, f)))
+        # Gathered and sent in one client.map per turn: a submit per step
+        # costs the manager more than the step costs the worker.
+        self._pending.append(launch)
+
+    def _send(self) -> None:
+        pending, self._pending = self._pending, []
+        groups: dict[tuple[tuple[str, float], ...], list[Launch]] = {}
+        for launch in pending:
+            request = self._resources(launch.request) or {}
+            groups.setdefault(tuple(sorted(request.items())), []).append(launch)
+        for wanted, launches in groups.items():
+            keys = [
+                f"wh-step-{x.job}-{x.step}-{x.attempt}-{uuid.uuid4().hex[:8]}" for x in launches
+            ]
+            futures = self.client.map(
+                _task, launches, key=keys, pure=False, resources=dict(wanted) or None
+            )
+            for launch, fut in zip(launches, futures, strict=True):
+                with self._lock:
+                    self._futures[(launch.job, launch.step)] = fut
+                fut.add_done_callback(lambda f, launch=launch: self._done.put((launch, f)))
 
     def poll(self, timeout: float) -> list[Finished]:
+        if self._pending:
+            self._send()
         out: list[Finished] = []
         try:
             item = self._done.get(timeout=timeout) if timeout > 0 else self._done.get_nowait()
@@ -93,6 +110,8 @@ class DaskExecutor:
                 return out
 
     def _finish(self, launch: Launch, fut: Any) -> Finished:
+        if isinstance(fut, Finished):  # stopped before it was sent
+            return fut
         with self._lock:
             if self._futures.get((launch.job, launch.step)) is fut:
                 del self._futures[(launch.job, launch.step)]
@@ -106,6 +125,12 @@ class DaskExecutor:
         return Finished(launch.job, launch.step, launch.attempt, -9, "dask", now, now, log, "")
 
     def kill(self, job: int, step: int) -> None:
+        for launch in [x for x in self._pending if (x.job, x.step) == (job, step)]:
+            self._pending.remove(launch)
+            now = time.time()
+            log = b"wh: the step was stopped before it was sent to Dask\n"
+            stopped = Finished(job, step, launch.attempt, -9, "dask", now, now, log, "")
+            self._done.put_nowait((launch, stopped))
         with self._lock:
             fut: Any = self._futures.get((job, step))
         if fut is not None:
@@ -113,7 +138,7 @@ class DaskExecutor:
 
     def running(self) -> int:
         with self._lock:
-            return len(self._futures)
+            return len(self._futures) + len(self._pending)
 
     def close(self) -> None:
         for fut in list(self._futures.values()):

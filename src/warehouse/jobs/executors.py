@@ -10,6 +10,7 @@ waking on process exits through pidfds.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import selectors
@@ -18,6 +19,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,15 +150,37 @@ class _Workdir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+# Work directories of this process kept for the next step (a Dask worker runs
+# thousands of steps), removed when the process exits.
+_spare: dict[str, list[_Workdir]] = {}
+_spare_lock = threading.Lock()
+
+
+@atexit.register
+def _remove_spares() -> None:
+    for works in _spare.values():
+        for work in works:
+            work.remove()
+
+
 def run_step(launch: Launch) -> Finished:
     """Run one step to its end, here and now."""
-    work = _Workdir(Path(launch.scratch_root), f"{launch.job}-{launch.step}-")
+    with _spare_lock:
+        free = _spare.setdefault(launch.scratch_root, [])
+        work = free.pop() if free else None
+    if work is None:
+        work = _Workdir(Path(launch.scratch_root), f"worker-{os.getpid()}-")
     try:
         started = time.time()
         status = work.spawn(launch).wait()
-        return work.collect(launch, status, socket.gethostname(), started)
-    finally:
+        done = work.collect(launch, status, socket.gethostname(), started)
+        work.reset()
+    except BaseException:
         work.remove()
+        raise
+    with _spare_lock:
+        _spare[launch.scratch_root].append(work)
+    return done
 
 
 class LocalExecutor:
