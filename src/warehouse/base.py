@@ -64,6 +64,11 @@ class WarehouseBase:
     def _copies(self) -> int:
         return 1
 
+    # Blocks hashed and stored at once by put, and fetched ahead by readers;
+    # None: the defaults (one writer per core, three blocks ahead).
+    writers: int | None = None
+    readahead: int | None = None
+
     def get_name(self, name: str) -> catalog.NameRecord:
         raise NotImplementedError
 
@@ -91,7 +96,8 @@ class WarehouseBase:
 
     def reader(self, key: str | Key) -> CollectionReader:
         manifest, digests = self._collection(self.resolve(key))
-        return CollectionReader(self.store, manifest, file_md5s=digests)
+        extra = {} if self.readahead is None else {"readahead": self.readahead}
+        return CollectionReader(self.store, manifest, file_md5s=digests, **extra)
 
     def scan(self, paths: Sequence[Path]) -> DirNode:
         return scan_paths(paths)
@@ -108,7 +114,7 @@ class WarehouseBase:
         """Store a tree; optionally point ``name`` at it (``expect``: its current PDH)."""
         if name is not None:
             self._precheck_name(name, expect, create)
-        result = write_tree(self.store, paths, progress=progress)
+        result = write_tree(self.store, paths, progress=progress, workers=self.writers)
         writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
         self._record(result.manifest, result.file_md5s, writes)
         record = (

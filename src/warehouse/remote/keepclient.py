@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import httpx
-
 from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import Buffer, StoredBlock
@@ -26,6 +24,7 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
+from warehouse.remote.blockhttp import BlockHttp, Reply, TransportError
 from warehouse.remote.probe import Service, k_hint, order_from_hint, probe_order
 from warehouse.remote.signatures import SignatureCache
 
@@ -86,11 +85,7 @@ class KeepClient:
         # block only checks (HEAD) that the copies are there.
         self._signed: dict[str, Locator] = {}
         self.known = known
-        self.http = httpx.Client(
-            timeout=httpx.Timeout(timeout, connect=5.0),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        self.http = BlockHttp(token, timeout)
 
     def close(self) -> None:
         self.http.close()
@@ -117,7 +112,7 @@ class KeepClient:
             with self._lock:
                 self.stats.skipped += 1
             return StoredBlock(known, False)
-        body = bytes(data)
+        body = data
         order = probe_order(md5, self.services)
         stored: list[int] = []
         signed: Locator | None = None
@@ -132,18 +127,18 @@ class KeepClient:
                 if i in stored:
                     continue
                 try:
-                    resp = self.http.put(f"{order[i].url}/{md5}", content=body)
-                except httpx.TransportError as e:
+                    resp = self.http.request("PUT", f"{order[i].url}/{md5}", body)
+                except TransportError as e:
                     log.info("PUT %s to %s failed: %s", md5, order[i].url, e)
                     failed.append(i)
                     continue
-                if resp.status_code >= 500:
-                    log.info("PUT %s to %s: %s", md5, order[i].url, resp.status_code)
+                if resp.status >= 500:
+                    log.info("PUT %s to %s: %s", md5, order[i].url, resp.status)
                     failed.append(i)
                     continue
                 _raise_for_client_error(resp, f"storing block {md5} on {order[i].url}")
                 signed = Locator.parse(resp.text.strip())
-                new = new or resp.headers.get("X-Keep-New", "1") == "1"
+                new = new or resp.headers.get("x-keep-new", "1") == "1"
                 stored.append(i)
             if len(stored) >= self.replication or not failed:
                 break
@@ -168,10 +163,10 @@ class KeepClient:
         order = probe_order(locator.md5, self.services)[: self.replication]
         for s in order:
             try:
-                resp = self.http.head(f"{s.url}/{locator}")
-            except httpx.TransportError:
+                resp = self.http.request("HEAD", f"{s.url}/{locator}")
+            except TransportError:
                 return False
-            if resp.status_code != 200:
+            if resp.status != 200:
                 return False
         return True
 
@@ -193,23 +188,23 @@ class KeepClient:
             retry = False
             for s in order:
                 try:
-                    resp = self.http.get(f"{s.url}/{locator}")
-                except httpx.TransportError as e:
+                    resp = self.http.request("GET", f"{s.url}/{locator}")
+                except TransportError as e:
                     errors.append(f"{s.url}: {e}")
                     retry = True
                     continue
-                if resp.status_code == 404:
+                if resp.status == 404:
                     continue
-                if resp.status_code == 502:
+                if resp.status == 502:
                     self._bad_copy(locator, s, "the server found its copy corrupt")
                     corrupt.append(s.url)
                     continue
-                if resp.status_code >= 500:
-                    errors.append(f"{s.url}: HTTP {resp.status_code}")
+                if resp.status >= 500:
+                    errors.append(f"{s.url}: HTTP {resp.status}")
                     retry = True
                     continue
                 _raise_for_client_error(resp, f"reading block {locator.key} from {s.url}")
-                data = resp.content
+                data = resp.body
                 if len(data) != locator.size or hashlib.md5(data).hexdigest() != locator.md5:
                     self._bad_copy(locator, s, "the bytes received do not match")
                     corrupt.append(s.url)
@@ -243,19 +238,19 @@ class KeepClient:
             locator = self.signer(locator)
         for s in probe_order(locator.md5, self.services):
             try:
-                if self.http.head(f"{s.url}/{locator}").status_code == 200:
+                if self.http.request("HEAD", f"{s.url}/{locator}").status == 200:
                     return True
-            except httpx.TransportError:
+            except TransportError:
                 continue
         return False
 
 
-def _raise_for_client_error(resp: httpx.Response, doing: str) -> None:
-    if resp.status_code < 400:
+def _raise_for_client_error(resp: Reply, doing: str) -> None:
+    if resp.status < 400:
         return
     detail = resp.text.strip()[:300]
-    if resp.status_code in (401, 403):
-        raise ForbiddenError(f"{doing}: HTTP {resp.status_code} {detail}")
-    if resp.status_code == 404:
+    if resp.status in (401, 403):
+        raise ForbiddenError(f"{doing}: HTTP {resp.status} {detail}")
+    if resp.status == 404:
         raise NotFoundError(f"{doing}: not found")
-    raise UsageError(f"{doing}: HTTP {resp.status_code} {detail}")
+    raise UsageError(f"{doing}: HTTP {resp.status} {detail}")

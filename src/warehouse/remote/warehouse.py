@@ -28,6 +28,11 @@ Progress = Callable[[int], None]
 
 
 class RemoteWarehouse(WarehouseBase):
+    # Each block waits on the network and two servers' disks: more blocks in
+    # flight than cores keeps the cores busy (measured in benchmarks/remote.py).
+    writers = 4
+    readahead = 4
+
     def __init__(
         self,
         url: str,

@@ -1,0 +1,94 @@
+"""HTTP for block bodies: the standard library's http.client, kept-alive per server.
+
+Blocks are up to 64 MiB. Measured on loopback, httpx spends 0.25–0.5 s
+sending one such body (it goes through h11 in Python-sized pieces) where
+http.client's sendall takes 0.02 s, and reading is alike; the JSON API keeps
+using httpx, block transfers use this.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = ["BlockHttp", "Reply", "TransportError"]
+
+
+class TransportError(Exception):
+    """The server could not be reached, or the connection broke."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+class BlockHttp:
+    """Thread-safe: each request takes an idle connection to its server, or opens one."""
+
+    def __init__(self, token: str, timeout: float) -> None:
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.timeout = timeout
+        self._idle: dict[tuple[str, int], list[http.client.HTTPConnection]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def request(
+        self, method: str, url: str, body: bytes | bytearray | memoryview | None = None
+    ) -> Reply:
+        parts = urlsplit(url)
+        where = (parts.hostname or "", parts.port or 80)
+        path = parts.path or "/"
+        headers = dict(self.headers)
+        if body is not None:
+            headers["Content-Length"] = str(len(body))
+        # A kept-alive connection the server closed meanwhile fails at once:
+        # one fresh retry tells that apart from a server that is down.
+        for fresh in (False, True):
+            conn = self._take(where, fresh)
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                if fresh:
+                    raise TransportError(f"{method} {url}: {e}") from None
+                continue
+            if resp.will_close:
+                conn.close()
+            else:
+                self._give(where, conn)
+            return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+        raise AssertionError("unreachable")
+
+    def _take(self, where: tuple[str, int], fresh: bool) -> http.client.HTTPConnection:
+        if not fresh:
+            with self._lock:
+                idle = self._idle.get(where)
+                if idle:
+                    return idle.pop()
+        return http.client.HTTPConnection(where[0], where[1], timeout=self.timeout)
+
+    def _give(self, where: tuple[str, int], conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.setdefault(where, []).append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
