@@ -21,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from cluster import WH_BIN, KeepPool, controller
+from warehouse import jobs
 from warehouse.catalog.db import write
 from warehouse.catalog.schema import steps
 from warehouse.cli.web import sign_in_token
@@ -290,8 +291,21 @@ def _controller_pages(tmp_path: Path, pool: KeepPool, closing: list[httpx.Client
         for server in pool.servers:
             assert server.url in page
         assert "free" in page and "error" not in page.split("<h2>Accounting")[0]
-        assert "embedded warehouse only" in client.get("/web/submit").text
+        assert "runs no job manager" in client.get("/web/submit").text
         assert client.get("/api/v1/health").json() == {"status": "ok"}
+        # With its job manager running, the controller takes jobs from the form.
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local")
+        form = {"function": "builtin:zhash", "input": "remote-one", "reuse": "on"}
+        answer = client.post("/web/submit", data=form, headers={"Origin": ctl.url})
+        assert answer.status_code == 303, answer.text
+        job_page = answer.headers["location"]
+        job_id = int(job_page.rstrip("/").rsplit("/", 1)[1])
+        deadline = time.monotonic() + 60
+        while (job := jobs.get_job(ctl.state.engine, job_id)).state != "complete":
+            assert time.monotonic() < deadline and job.state != "failed", job.error
+            time.sleep(0.2)
+        assert job.submitted_by == "bob" and job.output_pdh
+        assert "state-complete" in client.get(job_page).text
 
 
 def test_wh_web_prints_its_address_and_a_token(tmp_path: Path) -> None:

@@ -44,10 +44,11 @@ def default_db_url() -> str:
 @click.option("--replication", type=int, default=2, show_default=True)
 @click.option(
     "--executor",
-    type=click.Choice(["local", "dask"]),
+    type=click.Choice(["local", "dask", "none"]),
     default="local",
     show_default=True,
-    help="Where the job manager runs steps.",
+    help="Where the job manager runs steps; none: run no job manager (one controller "
+    "of several sharing a catalog, or storage only).",
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
 @click.option("--job-cpus", type=int, help="Job slots (local: default one per core).")
@@ -84,8 +85,9 @@ def serve(
         base = keep_dir or default_home() / "keep"
         for i in range(keep_count):
             children.append(_start_keepd(url, base / str(i), state.system_token))
-        name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
-        state.start_jobs(url, default_home() / "controller-jobs", name, job_cpus)
+        if executor != "none":
+            name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
+            state.start_jobs(url, default_home() / "controller-jobs", name, job_cpus)
 
     try:
         serve_app(create_app(config, state), host, port, on_ready=ready)

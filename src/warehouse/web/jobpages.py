@@ -9,10 +9,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from warehouse import jobs
+from warehouse import catalog, jobs
 from warehouse.blocks import Locator
-from warehouse.errors import ForbiddenError, NotFoundError
-from warehouse.jobs.records import StepRecord, request_control
+from warehouse.errors import NotFoundError
+from warehouse.jobs.records import StepRecord
 from warehouse.manifest import Manifest
 from warehouse.web import queries
 from warehouse.web.auth import SignedIn, read_form, site_of
@@ -108,8 +108,7 @@ def step_page(request: Request, job_id: int, number: int, user: SignedIn) -> Res
     return render(request, "step.html", job=record, step=found[0], log=text, cut=cut)
 
 
-def _resubmit(site: Site, job_id: int) -> int:
-    wh = site.need_embedded()
+def _resubmit(site: Site, job_id: int, user: catalog.User) -> int:
     old = jobs.get_job(site.engine, job_id)
     request = jobs.JobRequest(
         f"{old.function_pdh}/{old.function_path}",  # the very version that ran
@@ -122,19 +121,15 @@ def _resubmit(site: Site, job_id: int) -> int:
         max_attempts=old.max_attempts,
         executor=old.executor,
     )
-    new = jobs.submit(wh, request)
-    jobs.ensure_manager(wh.home, new.executor)
-    return new.id
+    return site.submit(request, user).id
 
 
-def _control(site: Site, job_id: int, action: str) -> int:
+def _control(site: Site, job_id: int, action: str, user: catalog.User) -> int:
     if action == "resubmit":
-        return _resubmit(site, job_id)
+        return _resubmit(site, job_id, user)
     if action not in ("cancel", "pause", "resume"):
         raise NotFoundError(f"no job action {action!r}")
-    wh = site.need_embedded()
-    record = request_control(site.engine, job_id, action)
-    jobs.ensure_manager(wh.home, record.executor)  # a manager applies it
+    site.control(job_id, action, user)
     return job_id
 
 
@@ -142,7 +137,5 @@ def _control(site: Site, job_id: int, action: str) -> int:
 async def job_action(request: Request, job_id: int, action: str, user: SignedIn) -> Response:
     await read_form(request)
     site = site_of(request)
-    if site.embedded is not None and user.name != site.embedded.user and not user.admin:
-        raise ForbiddenError("only the warehouse's own user or an admin may control its jobs")
-    target = await run_in_threadpool(_control, site, job_id, action)
+    target = await run_in_threadpool(_control, site, job_id, action, user)
     return RedirectResponse(f"{PREFIX}/jobs/{target}", status_code=303)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -21,7 +21,12 @@ from warehouse.blocks.store import BlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.records import load_manifest
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.errors import UsageError
+from warehouse.errors import ForbiddenError, UsageError
+from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.records import JobRecord, get_job, request_control
+from warehouse.jobs.service import ensure_manager
+from warehouse.jobs.submit import JobRequest
+from warehouse.jobs.submit import submit as submit_job
 from warehouse.manifest import Manifest
 from warehouse.server.controller.state import ControllerState
 from warehouse.web.tree import Tree
@@ -46,6 +51,7 @@ class Site:
     _store: Callable[[], BlockStore]
     kind: str  # "controller" or "embedded"
     embedded: EmbeddedWarehouse | None = None
+    controller: ControllerState | None = None
     # An admin token the keep servers accept (to read their /status).
     keep_token: str | None = None
     _loaded: OrderedDict[str, Loaded] = field(default_factory=OrderedDict, repr=False)
@@ -55,7 +61,9 @@ class Site:
 
     @classmethod
     def for_controller(cls, state: ControllerState) -> Site:
-        return cls(state.engine, state.keep, "controller", keep_token=state.system_token)
+        return cls(
+            state.engine, state.keep, "controller", keep_token=state.system_token, controller=state
+        )
 
     @classmethod
     def for_embedded(cls, wh: EmbeddedWarehouse) -> Site:
@@ -88,11 +96,37 @@ class Site:
         loaded = self.load(pdh)
         return CollectionReader(self.store, loaded.manifest, file_md5s=loaded.digests)
 
-    def need_embedded(self) -> EmbeddedWarehouse:
-        """The embedded warehouse, for what only it can do yet (running jobs)."""
-        if self.embedded is None:
-            raise UsageError("jobs run on the embedded warehouse only for now: use `wh web` there")
-        return self.embedded
+    @property
+    def runs_jobs(self) -> bool:
+        if self.embedded is not None:
+            return True
+        return self.controller is not None and self.controller.job_manager is not None
+
+    def submit(self, request: JobRequest, user: catalog.User) -> JobRecord:
+        """Submit a job where this site's jobs run: the embedded warehouse's
+        manager, or the controller's (DESIGN §5.4)."""
+        if self.embedded is not None:
+            if user.name != self.embedded.user and not user.admin:
+                raise ForbiddenError("only the warehouse's own user or an admin may submit")
+            record = submit_job(self.embedded, request)
+            if record.state == "queued":
+                ensure_manager(self.embedded.home, record.executor)
+            return record
+        state = self.controller
+        if state is None or state.job_manager is None:
+            raise UsageError("this controller runs no job manager")
+        host = CatalogWarehouse(state.engine, state.keep, user.name)
+        return submit_job(host, replace(request, executor=state.job_manager.executor_name))
+
+    def control(self, job_id: int, action: str, user: catalog.User) -> JobRecord:
+        """Ask the job's manager to cancel, pause or resume it."""
+        record = get_job(self.engine, job_id)
+        if not user.admin and user.name != record.submitted_by:
+            raise ForbiddenError(f"job {job_id} was submitted by {record.submitted_by}")
+        record = request_control(self.engine, job_id, action)
+        if self.embedded is not None:
+            ensure_manager(self.embedded.home, record.executor)  # a manager applies it
+        return record
 
     def user(self, token: str) -> catalog.User | None:
         return catalog.user_for_token(self.engine, token)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from warehouse import jobs
+from warehouse import catalog, jobs
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.functions import builtin_dir
 from warehouse.web import queries
@@ -83,7 +83,7 @@ def _form_page(
         names=queries.names_page(site.engine, "", 0, NAMES_OFFERED),
         values=values,
         error=error,
-        enabled=site.embedded is not None,
+        enabled=site.runs_jobs,
     )
 
 
@@ -93,8 +93,7 @@ def submit_form(request: Request, user: SignedIn, input: str = "") -> Response:
     return _form_page(request, site_of(request), values, None)
 
 
-def _submit(site: Site, form: dict[str, str]) -> int:
-    wh = site.need_embedded()
+def _submit(site: Site, form: dict[str, str], user: catalog.User) -> int:
     request = jobs.JobRequest(
         function_spec(form),
         form.get("input", "").strip(),
@@ -106,20 +105,15 @@ def _submit(site: Site, form: dict[str, str]) -> int:
     )
     if not request.input:
         raise UsageError("choose an input: a name or a PDH")
-    record = jobs.submit(wh, request)
-    if record.state == "queued":
-        jobs.ensure_manager(wh.home, record.executor)
-    return record.id
+    return site.submit(request, user).id
 
 
 @router.post("/submit")
 async def submit_job(request: Request, user: SignedIn) -> Response:
     form = await read_form(request)
     site = site_of(request)
-    if site.embedded is not None and user.name != site.embedded.user and not user.admin:
-        return _form_page(request, site, form, "only the warehouse's own user may submit", 403)
     try:
-        job_id = await run_in_threadpool(_submit, site, form)
+        job_id = await run_in_threadpool(_submit, site, form, user)
     except WarehouseError as e:
         page = await run_in_threadpool(_form_page, request, site, form, str(e), 400)
         return page
