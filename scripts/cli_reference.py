@@ -15,8 +15,11 @@ TARGET = Path(__file__).resolve().parent.parent / "docs" / "cli-reference.md"
 def _walk(cmd: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
     out = [(path, cmd)]
     if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            out += _walk(cmd.commands[name], [*path, name])
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None
+            out += _walk(sub, [*path, name])
     return out
 
 

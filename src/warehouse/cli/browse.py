@@ -10,7 +10,7 @@ from warehouse.cli._common import emit_json, open_warehouse
 from warehouse.collection.extract import select
 from warehouse.keys import parse_key
 
-__all__ = ["COMMANDS", "cat", "ls", "manifest"]
+__all__ = ["cat", "ls", "manifest"]
 
 
 @click.command()
@@ -61,6 +61,3 @@ def manifest(ctx: click.Context, key: str) -> None:
     """Print the manifest of KEY (a PDH or a name)."""
     k = parse_key(key)
     click.echo(open_warehouse(ctx).manifest(k).format(), nl=False)
-
-
-COMMANDS = [ls, cat, manifest]

@@ -19,7 +19,7 @@ from warehouse.gc import GcReport, load_settings, parse_duration, save_settings
 from warehouse.gc.local import local_balance, local_fsck, local_gc
 from warehouse.remote.api import ApiClient
 
-__all__ = ["COMMANDS", "balance", "fsck", "gc"]
+__all__ = ["balance", "fsck", "gc"]
 
 TIMEOUT = 24 * 3600.0  # a remote run answers when it is done
 CORRUPT_EXIT = 5
@@ -186,6 +186,3 @@ def fsck(ctx: click.Context, as_json: bool) -> None:
     _show(report, as_json)
     if not report.clean:
         ctx.exit(CORRUPT_EXIT)
-
-
-COMMANDS = [gc, balance, fsck]

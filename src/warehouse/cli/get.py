@@ -11,7 +11,7 @@ from warehouse.collection.extract import extract, select
 from warehouse.keys import parse_key
 from warehouse.manifest import md5sum_line
 
-__all__ = ["COMMANDS", "get"]
+__all__ = ["get"]
 
 
 @click.command()
@@ -62,6 +62,3 @@ def get(
         emit_json([{"path": f.path, "md5": f.md5, "size": f.size} for f in files])
     else:
         click.echo("".join(md5sum_line(f.md5, f.path) + "\n" for f in files), nl=False)
-
-
-COMMANDS = [get]

@@ -22,7 +22,7 @@ from warehouse.jobs.protocol import append_record, check_queue
 from warehouse.jobs.records import JobRecord
 from warehouse.manifest import Manifest
 
-__all__ = ["COMMANDS", "job", "step"]
+__all__ = ["job", "step"]
 
 
 def _embedded(ctx: click.Context) -> EmbeddedWarehouse:
@@ -334,6 +334,3 @@ def step_output(manifest: BinaryIO, intermediate: bool) -> None:
     text = Manifest.parse(manifest.read()).format()
     op = "intermediate" if intermediate else "output"
     append_record(_result_file(), {"op": op, "manifest": text})
-
-
-COMMANDS = [job, step]

@@ -14,7 +14,7 @@ from warehouse.errors import UsageError
 from warehouse.server.keepd import KeepdOptions, run_keepd
 from warehouse.server.serving import parse_listen
 
-__all__ = ["COMMANDS", "keepd"]
+__all__ = ["keepd"]
 
 
 def _read_lines(path: Path | None) -> list[str]:
@@ -99,6 +99,3 @@ def keepd(
         trash_lifetime=trash_lifetime,
     )
     run_keepd(options, _announce)
-
-
-COMMANDS = [keepd]

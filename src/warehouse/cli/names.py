@@ -10,7 +10,7 @@ from rich.table import Table
 
 from warehouse.cli._common import emit_json, open_warehouse
 
-__all__ = ["COMMANDS", "accounting", "name"]
+__all__ = ["accounting", "name"]
 
 
 def _when(t: float) -> str:
@@ -100,6 +100,3 @@ def accounting(ctx: click.Context, as_json: bool) -> None:
             r.user, str(r.writes), str(r.new_blocks), str(r.bytes_written), str(r.bytes_new)
         )
     Console().print(table)
-
-
-COMMANDS = [name, accounting]

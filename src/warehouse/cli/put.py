@@ -13,7 +13,7 @@ from warehouse.manifest import Manifest
 # A manifest text is read into memory; 1 GiB lists tens of millions of files.
 MAX_MANIFEST_BYTES = 1 << 30
 
-__all__ = ["COMMANDS", "put"]
+__all__ = ["put"]
 
 
 @click.command()
@@ -96,6 +96,3 @@ def put(
         )
     else:
         click.echo(result.pdh)
-
-
-COMMANDS = [put]

@@ -15,7 +15,7 @@ from warehouse.server.controller import ControllerConfig, ControllerState, creat
 from warehouse.server.serving import parse_listen
 from warehouse.server.serving import serve as serve_app
 
-__all__ = ["COMMANDS", "default_db_url", "serve"]
+__all__ = ["default_db_url", "serve"]
 
 
 def default_db_url() -> str:
@@ -114,6 +114,3 @@ def _start_keepd(controller: str, volume: Path, token: str) -> subprocess.Popen[
     click.echo(line or f"keep server for {volume} did not start")
     sys.stdout.flush()
     return proc
-
-
-COMMANDS = [serve]

@@ -11,7 +11,7 @@ from warehouse.cli._common import emit_json
 from warehouse.cli.serve import default_db_url
 from warehouse.remote.api import ApiClient
 
-__all__ = ["COMMANDS", "token", "user"]
+__all__ = ["token", "user"]
 
 _DB_HELP = (
     "Work on this catalog directly (default with no $WH_URL: the controller's "
@@ -73,6 +73,3 @@ def token_create(name: str, ttl: float | None, label: str, db_url: str | None) -
         secret = catalog.create_token(engine, name, label=label, ttl=ttl)
         engine.dispose()
     click.echo(secret)
-
-
-COMMANDS = [user, token]

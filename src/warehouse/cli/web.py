@@ -14,7 +14,7 @@ from warehouse.errors import NotFoundError, UsageError
 from warehouse.server.serving import parse_listen
 from warehouse.server.serving import serve as serve_app
 
-__all__ = ["COMMANDS", "TOKEN_TTL", "sign_in_token", "web"]
+__all__ = ["TOKEN_TTL", "sign_in_token", "web"]
 
 TOKEN_TTL = 7 * 24 * 3600
 
@@ -55,6 +55,3 @@ def web(listen: str) -> None:
             sys.stdout.flush()
 
         serve_app(create_web_app(wh), host, port, on_ready=ready)
-
-
-COMMANDS = [web]
