@@ -42,6 +42,9 @@ lint: install
 
 bench: install
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/remote.py
+	$(BIN)/python benchmarks/steps.py
+	$(BIN)/python benchmarks/gc.py
 
 clean:
 	rm -rf $(VENV) demo-out test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis
