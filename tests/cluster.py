@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from warehouse import catalog
 from warehouse.blocks.volume import LocalVolume
@@ -75,6 +76,8 @@ class KeepPool:
     signing_key: bytes
     admin_token: str
     servers: list[Keepd] = field(default_factory=list)
+    # Extra keepd options, e.g. a short --signature-ttl and --trash-lifetime for GC.
+    options: tuple[str, ...] = ()
 
     def add(self, i: int, port: int = 0) -> Keepd:
         key_file = self.root / "signing.key"
@@ -87,6 +90,7 @@ class KeepPool:
             str(key_file),
             "--admin-token-file",
             str(token_file),
+            *self.options,
             port=port,
         )
         if i < len(self.servers):
@@ -101,14 +105,21 @@ class KeepPool:
         self.servers[i].stop()
         return self.add(i, port)
 
+    def restart_all(self) -> None:
+        """Stop and start every server (keepd empties expired trash at start-up)."""
+        for i in range(len(self.servers)):
+            self.restart(i)
+
     def close(self) -> None:
         for s in self.servers:
             s.stop()
 
 
 @contextmanager
-def keep_pool(root: Path, count: int = 4) -> Iterator[KeepPool]:
-    pool = KeepPool(root, secrets.token_hex(32).encode(), "admin-" + secrets.token_hex(16))
+def keep_pool(root: Path, count: int = 4, *options: str) -> Iterator[KeepPool]:
+    root.mkdir(parents=True, exist_ok=True)
+    key, admin = secrets.token_hex(32).encode(), "admin-" + secrets.token_hex(16)
+    pool = KeepPool(root, key, admin, options=options)
     try:
         for i in range(count):
             pool.add(i)
@@ -130,11 +141,15 @@ class Controller:
 
 
 @contextmanager
-def controller(db: Path | str, pool: KeepPool, replication: int = 2) -> Iterator[Controller]:
+def controller(
+    db: Path | str, pool: KeepPool, replication: int = 2, **settings: Any
+) -> Iterator[Controller]:
     """A controller in this process (a fresh catalog: a SQLite file, or a database
-    URL) over the pool's keep servers."""
+    URL) over the pool's keep servers; ``settings``: more ControllerConfig fields."""
     url = db if isinstance(db, str) else f"sqlite:///{db}"
-    config = ControllerConfig(db_url=url, signing_key=pool.signing_key, replication=replication)
+    config = ControllerConfig(
+        db_url=url, signing_key=pool.signing_key, replication=replication, **settings
+    )
     state = ControllerState.open(config)
     for s in pool.servers:
         catalog.register_keep_service(state.engine, s.url)
