@@ -41,6 +41,19 @@ def _mark(
     return mark(engine, read, roots.pdhs, roots.fragments, members=members, unreadable=unreadable)
 
 
+def _begin(
+    kind: str, engine: sa.Engine, admin: KeepAdmin, read: ReadBlock, ttl: float, dry_run: bool
+) -> tuple[float, dict[str, list[Copy]], MarkResult, GcReport]:
+    """Indexes first, then the mark: a block named meanwhile is marked or not listed."""
+    now = time.time()
+    indexes = admin.indexes()
+    result = _mark(engine, read, ttl, now)
+    require_marked(result)
+    report = GcReport(kind, dry_run=dry_run, servers=len(indexes), roots=result.roots)
+    report.marked, report.copies = len(result.marked), sum(len(v) for v in indexes.values())
+    return now, indexes, result, report
+
+
 def _finish(admin: KeepAdmin, report: GcReport, wait: bool) -> GcReport:
     if wait and not admin.wait_idle(WAIT):
         report.message = f"the keep servers had not finished their lists after {WAIT:.0f} s"
@@ -56,13 +69,8 @@ def cluster_gc(
     dry_run: bool = False,
     wait: bool = True,
 ) -> GcReport:
-    now = time.time()
-    indexes = admin.indexes()
-    result = _mark(engine, read, ttl, now)
-    require_marked(result)
+    now, indexes, result, report = _begin("gc", engine, admin, read, ttl, dry_run)
     plan = plan_sweep(result.marked, indexes, now, ttl)
-    report = GcReport("gc", dry_run=dry_run, servers=len(indexes), roots=result.roots)
-    report.marked, report.copies = len(result.marked), sum(len(v) for v in indexes.values())
     report.kept, report.young, report.trashed = plan.kept, plan.young, plan.trashed
     report.actions = [
         f"trash {c.key} on {admin.by_id[sid].url}" for sid, cs in plan.trash.items() for c in cs
@@ -84,13 +92,8 @@ def cluster_balance(
     dry_run: bool = False,
     wait: bool = True,
 ) -> GcReport:
-    now = time.time()
-    indexes = admin.indexes()
-    result = _mark(engine, read, ttl, now)
-    require_marked(result)
+    now, indexes, result, report = _begin("balance", engine, admin, read, ttl, dry_run)
     plan = plan_balance(result.marked, indexes, admin.services, wanted, now, ttl)
-    report = GcReport("balance", dry_run=dry_run, servers=len(indexes), roots=result.roots)
-    report.marked, report.copies = len(result.marked), sum(len(v) for v in indexes.values())
     report.kept, report.pulled, report.trashed = plan.kept, plan.pulled, plan.trashed
     report.missing, report.under_replicated = plan.missing, plan.under
     report.actions = [
