@@ -7,7 +7,7 @@ as recorded in the catalog. The raw figures run the same script N times:
 locally with a loop keeping one process per core running, and on Dask with
 ``client.map`` over a LocalCluster of one worker process per core.
 
-    .venv/bin/python benchmarks/steps.py [--steps N] [--skip-dask] [--json]
+    .venv/bin/python benchmarks/steps.py [--steps N] [--repeat N] [--skip-dask] [--json]
 
 Targets: at least 500 steps/s locally, and at least 0.8x the raw figure for
 both executors. Exits 0 even when a target is missed.
@@ -79,6 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each, best kept")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     slots = len(os.sched_getaffinity(0))
@@ -97,8 +98,13 @@ def main() -> None:
             (fn_dir / "step.sh").write_text(SCRIPT)
             fn = f"{wh.put([fn_dir]).pdh}/step.sh"
             key = wh.put([Path(tmp) / "in"]).pdh
-            figures["raw_local"] = raw_local(script, args.steps, slots)
-            figures["local"] = managed(wh, fn, key, "local")
+            # Alternate the two, best of --repeat each: the machine's noise
+            # otherwise moves the ratio more than the code does.
+            raw, ours = [], []
+            for _ in range(args.repeat):
+                raw.append(raw_local(script, args.steps, slots))
+                ours.append(managed(wh, fn, key, "local"))
+            figures["raw_local"], figures["local"] = max(raw), max(ours)
             if not args.skip_dask:
                 from distributed import LocalCluster
 
@@ -109,8 +115,11 @@ def main() -> None:
                     memory_limit=0,
                 ) as cluster:
                     addr = cluster.scheduler_address
-                    figures["raw_dask"] = raw_dask(addr, script, args.steps)
-                    figures["dask"] = managed(wh, fn, key, f"dask:{addr}")
+                    raw, ours = [], []
+                    for _ in range(args.repeat):
+                        raw.append(raw_dask(addr, script, args.steps))
+                        ours.append(managed(wh, fn, key, f"dask:{addr}"))
+                    figures["raw_dask"], figures["dask"] = max(raw), max(ours)
     figures["local_ratio"] = figures["local"] / figures["raw_local"]
     if "dask" in figures:
         figures["dask_ratio"] = figures["dask"] / figures["raw_dask"]
