@@ -25,11 +25,13 @@ from warehouse.jobs.model import Resources
 
 __all__ = ["DaskExecutor"]
 
+MAX_CHUNK = 32  # steps run by one Dask task at most
+
 _dask: Any = distributed  # untyped
 
 
-def _task(launch: Launch) -> Finished:
-    return run_step(launch)
+def _tasks(launches: list[Launch]) -> list[Finished]:
+    return [run_step(launch) for launch in launches]
 
 
 class DaskExecutor:
@@ -53,6 +55,7 @@ class DaskExecutor:
         info = self.client.scheduler_info(n_workers=-1)["workers"].values()
         self._declared = {k for w in info for k in (w.get("resources") or {})}
         threads = sum(w["nthreads"] for w in info) or 1
+        self._threads = threads
         cpus = [int((w.get("resources") or {}).get("cpus", w["nthreads"])) for w in info]
         mems = [
             int((w.get("resources") or {}).get("memory", w.get("memory_limit") or 0)) for w in info
@@ -78,21 +81,31 @@ class DaskExecutor:
 
     def _send(self) -> None:
         pending, self._pending = self._pending, []
-        groups: dict[tuple[tuple[str, float], ...], list[Launch]] = {}
+        # One group per job and resource request; a big group is cut into
+        # chunks run by one task each, so tiny steps do not each pay a task's
+        # round trip. Cancelling a chunk only touches steps of its own job.
+        groups: dict[tuple[int, tuple[tuple[str, float], ...]], list[Launch]] = {}
         for launch in pending:
             request = self._resources(launch.request) or {}
-            groups.setdefault(tuple(sorted(request.items())), []).append(launch)
-        for wanted, launches in groups.items():
+            groups.setdefault((launch.job, tuple(sorted(request.items()))), []).append(launch)
+        for (_, wanted), launches in groups.items():
+            size = max(1, min(MAX_CHUNK, len(launches) // self._threads))
+            chunks = [launches[i : i + size] for i in range(0, len(launches), size)]
             keys = [
-                f"wh-step-{x.job}-{x.step}-{x.attempt}-{uuid.uuid4().hex[:8]}" for x in launches
+                f"wh-steps-{c[0].job}-{c[0].step}-{len(c)}-{uuid.uuid4().hex[:8]}" for c in chunks
             ]
             futures = self.client.map(
-                _task, launches, key=keys, pure=False, resources=dict(wanted) or None
+                _tasks, chunks, key=keys, pure=False, resources=dict(wanted) or None
             )
-            for launch, fut in zip(launches, futures, strict=True):
+            for chunk, fut in zip(chunks, futures, strict=True):
                 with self._lock:
-                    self._futures[(launch.job, launch.step)] = fut
-                fut.add_done_callback(lambda f, launch=launch: self._done.put((launch, f)))
+                    for launch in chunk:
+                        self._futures[(launch.job, launch.step)] = fut
+                fut.add_done_callback(lambda f, chunk=chunk: self._chunk_done(chunk, f))
+
+    def _chunk_done(self, chunk: list[Launch], fut: Any) -> None:
+        for index, launch in enumerate(chunk):
+            self._done.put((launch, (fut, index)))
 
     def poll(self, timeout: float) -> list[Finished]:
         if self._pending:
@@ -109,14 +122,15 @@ class DaskExecutor:
             except queue.Empty:
                 return out
 
-    def _finish(self, launch: Launch, fut: Any) -> Finished:
-        if isinstance(fut, Finished):  # stopped before it was sent
-            return fut
+    def _finish(self, launch: Launch, done: Any) -> Finished:
+        if isinstance(done, Finished):  # stopped before it was sent
+            return done
+        fut, index = done
         with self._lock:
             if self._futures.get((launch.job, launch.step)) is fut:
                 del self._futures[(launch.job, launch.step)]
         if fut.status == "finished":
-            result = fut.result()
+            result = fut.result()[index]
             assert isinstance(result, Finished)
             return result
         error = "cancelled" if fut.cancelled() else repr(fut.exception())
