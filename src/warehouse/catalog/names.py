@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
-from warehouse.catalog.records import get_collection
+from warehouse.catalog.records import require_collection
 from warehouse.catalog.schema import name_history, name_writers, names
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
 
@@ -110,7 +110,7 @@ def set_name(
     a ``ConflictError`` and changes nothing.
     """
     check_name(name)
-    get_collection(engine, pdh)  # a name only points at a known collection
+    require_collection(engine, pdh)  # a name only points at a known collection
     try:
         return _swap(engine, name, pdh, expect=expect, user=user, admin=admin)
     except ConflictError:

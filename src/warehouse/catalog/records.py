@@ -20,6 +20,7 @@ __all__ = [
     "get_collection",
     "list_collections",
     "record_block_writes",
+    "require_collection",
 ]
 
 
@@ -90,8 +91,21 @@ def get_collection(engine: sa.Engine, pdh: str) -> CollectionRecord:
     return CollectionRecord(**row._mapping)
 
 
+# Every column but the file digests, which can be megabytes a row.
+_SUMMARY = [c for c in collections.c if c.name != "file_md5s"]
+
+
+def require_collection(engine: sa.Engine, pdh: str) -> None:
+    """Raise NotFoundError unless the collection is recorded (reads no digests)."""
+    with connect(engine) as conn:
+        found = conn.execute(sa.select(collections.c.pdh).where(collections.c.pdh == pdh))
+        if found.first() is None:
+            raise NotFoundError(f"no collection {pdh}")
+
+
 def list_collections(engine: sa.Engine, limit: int = 1000) -> list[CollectionRecord]:
-    query = sa.select(collections).order_by(collections.c.created_at.desc()).limit(limit)
+    """The newest collections, without their file digests (``file_md5s`` is None)."""
+    query = sa.select(*_SUMMARY).order_by(collections.c.created_at.desc()).limit(limit)
     with connect(engine) as conn:
         return [CollectionRecord(**r._mapping) for r in conn.execute(query)]
 
