@@ -29,8 +29,9 @@ from starlette.routing import Route
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.signing import Check, check_signature
 from warehouse.blocks.volume import LocalVolume
+from warehouse.remote import blockhttp
 from warehouse.server.keepd import ControllerTokenChecker, KeepConfig, create_app
-from warehouse.server.serving import ServerThread
+from warehouse.server.serving import KEEPALIVE_SECONDS, ServerThread
 
 WH_BIN = str(Path(sys.executable).with_name("wh"))
 ADMIN = "keep-admin"
@@ -223,3 +224,23 @@ def test_controller_token_checks_are_cached_and_an_absent_controller_is_503(
             assert httpx.get(f"{k.url}/status", headers=bob).status_code == 403  # cached
             r = httpx.get(f"{k.url}/status", headers={"Authorization": "Bearer new-token"})
             assert r.status_code == 503 and ctl_url in r.text
+
+
+def test_idle_connections_are_dropped_before_the_server_drops_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Otherwise a request sent as the server closes an idle connection meets a reset.
+    assert blockhttp.IDLE_SECONDS < KEEPALIVE_SECONDS
+    clock = [1000.0]
+    monkeypatch.setattr(blockhttp.time, "monotonic", lambda: clock[0])
+    with keepd(tmp_path, tmp_path / "vol") as k:
+        client = blockhttp.BlockHttp("u", timeout=10)
+        sockets = []
+        for advance in (0.0, 1.0, blockhttp.IDLE_SECONDS + 1):
+            clock[0] += advance
+            assert client.request("GET", f"{k.url}/metrics").status == 200
+            [[(_, conn)]] = client._idle.values()
+            sockets.append(conn.sock)
+        client.close()
+    assert sockets[0] is sockets[1], "a connection idle for 1 s is reused"
+    assert sockets[2] is not sockets[1], "one idle past IDLE_SECONDS is not"

@@ -33,6 +33,11 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeepPool]:
 def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
     with controller(tmp_path / "c.db", pool) as c:
         yield c
+    # A test that failed with a server down leaves it down: start it again so
+    # the next test sees four servers, not this test's failure once more.
+    for i, server in enumerate(pool.servers):
+        if server.proc.poll() is not None:
+            pool.restart(i)
 
 
 def index(pool: KeepPool) -> dict[str, list[int]]:

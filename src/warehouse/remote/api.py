@@ -14,6 +14,7 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
+from warehouse.remote.blockhttp import IDLE_SECONDS
 
 __all__ = ["ApiClient", "AuthError"]
 
@@ -40,16 +41,25 @@ class ApiClient:
             base_url=self.url + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeout, connect=10.0),
+            limits=httpx.Limits(keepalive_expiry=IDLE_SECONDS),
         )
 
     def close(self) -> None:
         self.http.close()
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            resp = self.http.request(method, path, **kw)
-        except httpx.TransportError as e:
-            raise WarehouseError(f"cannot reach the controller at {self.url}: {e}") from None
+        # A GET changes nothing, so a broken connection earns it one more try;
+        # other methods may have taken effect and are not repeated.
+        tries = 2 if method == "GET" else 1
+        for attempt in range(tries):
+            try:
+                resp = self.http.request(method, path, **kw)
+                break
+            except httpx.TransportError as e:
+                if attempt + 1 == tries:
+                    raise WarehouseError(
+                        f"cannot reach the controller at {self.url}: {e}"
+                    ) from None
         if resp.status_code >= 400:
             try:
                 message = resp.json().get("error", resp.text)

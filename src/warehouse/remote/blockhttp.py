@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["BlockHttp", "Reply", "TransportError"]
+__all__ = ["IDLE_SECONDS", "BlockHttp", "Reply", "TransportError"]
+
+# How long a client keeps an idle connection: well below the servers'
+# keep-alive (server.serving.KEEPALIVE_SECONDS), so we never reuse one the
+# server is closing at that moment.
+IDLE_SECONDS = 10.0
 
 
 class TransportError(Exception):
@@ -37,7 +43,8 @@ class BlockHttp:
     def __init__(self, token: str, timeout: float) -> None:
         self.headers = {"Authorization": f"Bearer {token}"}
         self.timeout = timeout
-        self._idle: dict[tuple[str, int], list[http.client.HTTPConnection]] = {}
+        # Idle connections per server, each with when it became idle.
+        self._idle: dict[tuple[str, int], list[tuple[float, http.client.HTTPConnection]]] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -71,11 +78,22 @@ class BlockHttp:
         raise AssertionError("unreachable")
 
     def _take(self, where: tuple[str, int], fresh: bool) -> http.client.HTTPConnection:
+        stale: list[http.client.HTTPConnection] = []
+        found = None
         if not fresh:
             with self._lock:
-                idle = self._idle.get(where)
-                if idle:
-                    return idle.pop()
+                idle = self._idle.get(where, [])
+                now = time.monotonic()
+                while idle and found is None:
+                    since, conn = idle.pop()
+                    if now - since < IDLE_SECONDS:
+                        found = conn
+                    else:
+                        stale.append(conn)
+        for conn in stale:
+            conn.close()
+        if found is not None:
+            return found
         return http.client.HTTPConnection(where[0], where[1], timeout=self.timeout)
 
     def _give(self, where: tuple[str, int], conn: http.client.HTTPConnection) -> None:
@@ -83,12 +101,12 @@ class BlockHttp:
             if self._closed:
                 conn.close()
             else:
-                self._idle.setdefault(where, []).append(conn)
+                self._idle.setdefault(where, []).append((time.monotonic(), conn))
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, {}
         for conns in idle.values():
-            for conn in conns:
+            for _, conn in conns:
                 conn.close()

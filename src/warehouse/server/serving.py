@@ -26,6 +26,10 @@ from warehouse.errors import UsageError
 __all__ = ["ServerThread", "bind_socket", "parse_listen", "serve"]
 
 GRACEFUL_TIMEOUT = 10
+# Longer than our clients keep an idle connection (remote.blockhttp.IDLE_SECONDS):
+# when both sides time out alike, a request sent just as the server closes the
+# connection meets a reset.
+KEEPALIVE_SECONDS = 30
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -82,6 +86,7 @@ def _make_server(app: ASGIApp) -> _Server:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_TIMEOUT,
+        timeout_keep_alive=KEEPALIVE_SECONDS,
     )
     return _Server(config)
 
