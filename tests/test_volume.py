@@ -46,15 +46,24 @@ def test_corrupt_block_is_never_returned(tmp_path: Path) -> None:
     vol = LocalVolume(tmp_path)
     h = md5(b"good data")
     vol.put(h, b"good data")
+    assert vol.get_mapped(h) == b"good data"
     vol.path_for(h).write_bytes(b"evil data")
     with pytest.raises(CorruptDataError, match=h):
         vol.get(h)
+    with pytest.raises(CorruptDataError, match=h):
+        vol.get_mapped(h)
+    # An empty file under a non-empty block's name cannot be mapped: still corrupt.
+    vol.path_for(h).write_bytes(b"")
+    with pytest.raises(CorruptDataError, match=h):
+        vol.get_mapped(h)
 
 
 def test_missing_and_bad_hashes(tmp_path: Path) -> None:
     vol = LocalVolume(tmp_path)
     with pytest.raises(NotFoundError):
         vol.get("0" * 32)
+    with pytest.raises(NotFoundError):
+        vol.get_mapped("0" * 32)
     for bad in ("../etc/passwd", "ABC" + "0" * 29, "0" * 31):
         with pytest.raises(UsageError):
             vol.path_for(bad)

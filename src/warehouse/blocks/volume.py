@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import mmap
 import os
 import re
 import tempfile
@@ -245,14 +246,37 @@ class LocalVolume:
 
     def get(self, md5: str) -> bytes:
         """Read a block and verify it against its name."""
-        path = self.path_for(md5)
         try:
-            data = path.read_bytes()
+            data = self.path_for(md5).read_bytes()
         except FileNotFoundError:
             raise NotFoundError(f"block {md5} is not on {self.root}") from None
+        self._verify(md5, data)
+        return data
+
+    def get_mapped(self, md5: str) -> memoryview:
+        """Like ``get``, but the bytes are the file's pages mapped, not copied.
+
+        For a server that hashes a block and sends it on: reading 64 MiB into
+        a fresh allocation cost more CPU (page faults, a copy) than the MD5.
+        Blocks are never changed in place (a write renames a new file in,
+        trash renames the file away), so the view stays valid while held; the
+        mapping goes when the last view of it does.
+        """
+        try:
+            fd = os.open(self.path_for(md5), os.O_RDONLY)
+        except FileNotFoundError:
+            raise NotFoundError(f"block {md5} is not on {self.root}") from None
+        try:
+            size = os.fstat(fd).st_size
+            data = memoryview(mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else b"")
+        finally:
+            os.close(fd)
+        self._verify(md5, data)
+        return data
+
+    def _verify(self, md5: str, data: bytes | memoryview) -> None:
         if hashlib.md5(data).hexdigest() != md5:
             raise CorruptDataError(f"block {md5} on {self.root} is corrupt (its MD5 differs)")
-        return data
 
     def touch(self, md5: str) -> bool:
         try:

@@ -44,12 +44,12 @@ class VolumeSet:
                 return st
         return None
 
-    def read(self, loc: Locator) -> bytes:
-        """The block's verified bytes from the first good copy."""
+    def read(self, loc: Locator) -> memoryview:
+        """The block's verified bytes from the first good copy (mapped, not copied)."""
         corrupt = []
         for v, _ in self._copies(loc.md5):
             try:
-                data = v.get(loc.md5)
+                data = v.get_mapped(loc.md5)
             except CorruptDataError:
                 corrupt.append(v)
                 self.metrics.add(corrupt_reads=1)
