@@ -139,3 +139,27 @@ def test_pending_write_is_invisible_until_finished(tmp_path: Path) -> None:
     pending.finish()
     assert vol.get(h) == b"later"
     assert vol.put_pending(h, b"later") is None, "already stored: nothing to write"
+
+
+def test_block_writer_takes_pieces(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    # More pieces than one writev takes, empty ones, and every buffer kind.
+    pieces: list[bytes | bytearray | memoryview] = [os.urandom(i % 7) for i in range(2500)]
+    pieces += [bytearray(b"tail"), memoryview(b"end")]
+    data = b"".join(pieces)
+    writer = vol.open_write(md5(data), len(data))
+    writer.write_pieces(pieces[:1500])
+    writer.write(b"")
+    writer.write_pieces(pieces[1500:])
+    assert writer.size == len(data)
+    assert writer.commit() is True
+    assert vol.get(md5(data)) == data
+    again = vol.open_write(md5(data), len(data))
+    assert again.exists
+    again.write_pieces(pieces)
+    assert again.commit() is False
+    wrong = vol.open_write(md5(b"x"), len(data))
+    wrong.write_pieces(pieces)
+    with pytest.raises(UsageError, match="MD5"):
+        wrong.commit()
+    assert vol.stat(md5(b"x")) is None

@@ -162,19 +162,22 @@ class KeepServer:
         except OSError as e:
             raise self._write_failure(md5, e) from None
         received = 0
-        batch = bytearray()
+        # The pieces as they came, written together (no copy to join them).
+        batch: list[bytes] = []
+        batched = 0
         try:
             async for chunk in request.stream():
                 received += len(chunk)
                 if received > length:
                     raise Refused(413, f"the body is longer than its Content-Length {length}")
-                batch += chunk
-                if len(batch) >= BATCH:
-                    await run_in_threadpool(writer.write, batch)
-                    batch = bytearray()
+                batch.append(chunk)
+                batched += len(chunk)
+                if batched >= BATCH:
+                    await run_in_threadpool(writer.write_pieces, batch)
+                    batch, batched = [], 0
             if received != length:
                 raise Refused(400, f"the body has {received} bytes, Content-Length said {length}")
-            await run_in_threadpool(writer.write, batch)
+            await run_in_threadpool(writer.write_pieces, batch)
             new = await run_in_threadpool(writer.commit)
         except UsageError as e:  # the MD5 did not match
             raise Refused(400, str(e)) from None
