@@ -380,3 +380,13 @@ def test_a_name_points_only_at_a_recorded_collection(engine: sa.Engine) -> None:
     with pytest.raises(ConflictError):
         catalog.set_name(engine, "n", P1, expect=None, create=True, user="alice")
     assert len(catalog.name_log(engine, "n")) == 1
+
+
+def test_every_public_name_of_the_catalog_loads() -> None:
+    from warehouse import catalog
+
+    assert sorted(catalog.__all__) == sorted(catalog._WHERE)
+    for name in catalog.__all__:
+        assert getattr(catalog, name) is not None
+    with pytest.raises(AttributeError):
+        _ = catalog.no_such_thing

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -267,3 +268,33 @@ def test_recorded_and_recomputed_digests_agree(tmp_path: Path, run: Runner) -> N
     assert other != pdh
     listing = run("get", "--no-write", other).stdout
     assert listing == recorded.replace("hello.txt", "renamed.txt")
+
+
+def test_remote_commands_never_load_the_database_library(
+    tmp_path: Path, installation: Installation
+) -> None:
+    """SQLAlchemy costs a fifth of a second at start-up; a remote client needs none of it."""
+    if installation.kind != "remote":
+        pytest.skip("the embedded warehouse is a database")
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('loaded:', 'sqlalchemy' in sys.modules, file=sys.stderr))\n"
+        "from warehouse.cli import main\n"
+        "sys.argv[0] = 'wh'\n"
+        "main()\n"
+    )
+    src = make_tree(tmp_path / "src")
+
+    def wh(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert "loaded: False" in done.stderr, (args, done.stderr)
+        return done.stdout
+
+    pdh = wh("put", str(src), "--name", "light").strip()
+    wh("get", "light", str(tmp_path / "out"))
+    wh("ls", "-l", pdh)
+    wh("name", "log", "light")
+    wh("cat", f"{pdh}/hello.txt")

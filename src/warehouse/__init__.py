@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from warehouse.base import PutResult
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator, LocatorError
 from warehouse.collection.reader import CollectionReader
-from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
@@ -28,6 +28,9 @@ from warehouse.errors import (
 )
 from warehouse.interface import Warehouse
 from warehouse.manifest import Manifest, ManifestError
+
+if TYPE_CHECKING:
+    from warehouse.embedded import EmbeddedWarehouse
 
 __all__ = [
     "EMPTY_LOCATOR",
@@ -65,4 +68,16 @@ def open(
         return RemoteWarehouse(
             url, os.environ.get("WH_TOKEN", ""), replication=replication, min_copies=min_copies
         )
+    from warehouse.embedded import EmbeddedWarehouse
+
     return EmbeddedWarehouse(home)
+
+
+def __getattr__(name: str) -> Any:
+    # The embedded warehouse brings SQLAlchemy, which a remote client never
+    # needs: it loads when first asked for.
+    if name == "EmbeddedWarehouse":
+        from warehouse.embedded import EmbeddedWarehouse
+
+        return EmbeddedWarehouse
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

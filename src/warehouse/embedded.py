@@ -15,16 +15,15 @@ import sqlalchemy as sa
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, PutResult, WarehouseBase
-from warehouse.blocks.cache import BlockCache
+from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import NotFoundError
 from warehouse.manifest import Manifest
 
-__all__ = ["DEFAULT_CACHE_BYTES", "EmbeddedWarehouse", "PutResult", "default_home"]
+__all__ = ["EmbeddedWarehouse", "PutResult", "default_home"]
 
-DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 Progress = Callable[[int], None]
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-__all__ = ["BlockCache"]
+__all__ = ["DEFAULT_CACHE_BYTES", "BlockCache"]
+
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 
 
 class BlockCache:

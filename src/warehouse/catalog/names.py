@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.records import require_collection
 from warehouse.catalog.schema import name_history, name_writers, names
-from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
+from warehouse.catalog.values import NameChange, NameRecord, check_name
+from warehouse.errors import ConflictError, ForbiddenError, NotFoundError
 
 __all__ = [
     "NameChange",
@@ -23,38 +22,6 @@ __all__ = [
     "name_log",
     "set_name",
 ]
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,254}")
-_LOOKS_LIKE_PDH = re.compile(r"[0-9a-f]{32}\+\d+")
-
-
-@dataclass(frozen=True, slots=True)
-class NameRecord:
-    name: str
-    pdh: str
-    version: int
-    owner: str
-    updated_at: float
-    updated_by: str
-
-
-@dataclass(frozen=True, slots=True)
-class NameChange:
-    name: str
-    version: int
-    old_pdh: str | None
-    new_pdh: str | None
-    by: str
-    at: float
-
-
-def check_name(name: str) -> str:
-    if not _NAME.fullmatch(name) or _LOOKS_LIKE_PDH.fullmatch(name):
-        raise UsageError(
-            f"bad name {name!r}: use letters, digits and . _ @ + = - (starting with a letter "
-            "or digit, at most 255 characters, and not shaped like a PDH)"
-        )
-    return name
 
 
 def get_name(engine: sa.Engine, name: str) -> NameRecord:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 
 from warehouse.catalog.db import connect, duplicate_key, write
 from warehouse.catalog.schema import block_writes, collections
+from warehouse.catalog.values import AccountingRow, CollectionRecord
 from warehouse.errors import NotFoundError
 
 __all__ = [
@@ -22,26 +22,6 @@ __all__ = [
     "record_block_writes",
     "require_collection",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class CollectionRecord:
-    pdh: str
-    manifest_blocks: str
-    size: int
-    file_count: int
-    created_at: float
-    created_by: str
-    file_md5s: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AccountingRow:
-    user: str
-    writes: int
-    new_blocks: int
-    bytes_written: int
-    bytes_new: int
 
 
 def add_collection(

@@ -13,8 +13,7 @@ from collections.abc import Callable
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
-from warehouse.blocks.cache import BlockCache
-from warehouse.embedded import DEFAULT_CACHE_BYTES
+from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.errors import UsageError
 from warehouse.manifest import Manifest
 from warehouse.remote.api import ApiClient

@@ -1,0 +1,67 @@
+"""The catalog's records as plain values, and the rule for names.
+
+No database library here: a client of a remote warehouse gets these records
+from the controller's JSON and never needs SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from warehouse.errors import UsageError
+
+__all__ = ["AccountingRow", "CollectionRecord", "NameChange", "NameRecord", "check_name"]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionRecord:
+    pdh: str
+    manifest_blocks: str
+    size: int
+    file_count: int
+    created_at: float
+    created_by: str
+    file_md5s: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingRow:
+    user: str
+    writes: int
+    new_blocks: int
+    bytes_written: int
+    bytes_new: int
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,254}")
+_LOOKS_LIKE_PDH = re.compile(r"[0-9a-f]{32}\+\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class NameRecord:
+    name: str
+    pdh: str
+    version: int
+    owner: str
+    updated_at: float
+    updated_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class NameChange:
+    name: str
+    version: int
+    old_pdh: str | None
+    new_pdh: str | None
+    by: str
+    at: float
+
+
+def check_name(name: str) -> str:
+    if not _NAME.fullmatch(name) or _LOOKS_LIKE_PDH.fullmatch(name):
+        raise UsageError(
+            f"bad name {name!r}: use letters, digits and . _ @ + = - (starting with a letter "
+            "or digit, at most 255 characters, and not shaped like a PDH)"
+        )
+    return name
