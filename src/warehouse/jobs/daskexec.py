@@ -66,7 +66,8 @@ class DaskExecutor:
         )
         self._futures: dict[tuple[int, int], Any] = {}
         self._pending: list[Launch] = []
-        self._done: queue.SimpleQueue[tuple[Launch, Any]] = queue.SimpleQueue()
+        # A chunk and its future once done, or a step stopped before it was sent.
+        self._done: queue.SimpleQueue[tuple[list[Launch], Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
 
     def _resources(self, request: Resources) -> dict[str, float] | None:
@@ -104,35 +105,42 @@ class DaskExecutor:
                 fut.add_done_callback(lambda f, chunk=chunk: self._chunk_done(chunk, f))
 
     def _chunk_done(self, chunk: list[Launch], fut: Any) -> None:
-        for index, launch in enumerate(chunk):
-            self._done.put((launch, (fut, index)))
+        self._done.put((chunk, fut))
 
     def poll(self, timeout: float) -> list[Finished]:
         if self._pending:
             self._send()
-        out: list[Finished] = []
         try:
-            item = self._done.get(timeout=timeout) if timeout > 0 else self._done.get_nowait()
+            items = [self._done.get(timeout=timeout) if timeout > 0 else self._done.get_nowait()]
         except queue.Empty:
-            return out
+            return []
         while True:
-            out.append(self._finish(*item))
             try:
-                item = self._done.get_nowait()
+                items.append(self._done.get_nowait())
             except queue.Empty:
-                return out
+                break
+        # One gather for every chunk that finished: a result fetched per step
+        # is a round trip to the worker each (and a chunk's whole list again).
+        finished = [fut for _, fut in items if not isinstance(fut, Finished)]
+        finished = [fut for fut in finished if fut.status == "finished"]
+        results = dict(zip(finished, self.client.gather(finished), strict=True))
+        out: list[Finished] = []
+        for chunk, done in items:
+            if isinstance(done, Finished):  # stopped before it was sent
+                out.append(done)
+                continue
+            with self._lock:
+                for launch in chunk:
+                    if self._futures.get((launch.job, launch.step)) is done:
+                        del self._futures[(launch.job, launch.step)]
+            if done in results:
+                out.extend(results[done])
+            else:
+                out.extend(self._lost(launch, done) for launch in chunk)
+        return out
 
-    def _finish(self, launch: Launch, done: Any) -> Finished:
-        if isinstance(done, Finished):  # stopped before it was sent
-            return done
-        fut, index = done
-        with self._lock:
-            if self._futures.get((launch.job, launch.step)) is fut:
-                del self._futures[(launch.job, launch.step)]
-        if fut.status == "finished":
-            result = fut.result()[index]
-            assert isinstance(result, Finished)
-            return result
+    @staticmethod
+    def _lost(launch: Launch, fut: Any) -> Finished:
         error = "cancelled" if fut.cancelled() else repr(fut.exception())
         log = f"wh: the Dask task of this step did not finish: {error}\n".encode()
         now = time.time()
@@ -144,7 +152,7 @@ class DaskExecutor:
             now = time.time()
             log = b"wh: the step was stopped before it was sent to Dask\n"
             stopped = Finished(job, step, launch.attempt, -9, "dask", now, now, log, "")
-            self._done.put_nowait((launch, stopped))
+            self._done.put_nowait(([launch], stopped))
         with self._lock:
             fut: Any = self._futures.get((job, step))
         if fut is not None:
