@@ -6,12 +6,34 @@ import bz2
 import gzip
 import lzma
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.records import JobRecord
+
+
+@pytest.fixture(scope="session")
+def dask_cluster() -> Iterator[str]:
+    """A real Dask cluster of 2 worker processes; its scheduler's address."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
+    ) as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(params=["local", "dask"])
+def executor(request: pytest.FixtureRequest) -> str:
+    """Each executor in turn, as a job names it."""
+    if request.param == "local":
+        return "local"
+    return f"dask:{request.getfixturevalue('dask_cluster')}"
 
 
 def make_compressed(root: Path) -> Path:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from conftest import Runner
 from jobs_helpers import make_text, put_function, run_job
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.jobs.records import request_control
 
 FLAKY = """#!/bin/sh
 # Fails its first attempt (until the marker exists), then succeeds.
@@ -36,10 +40,10 @@ wh manifest "$pdh" | wh step output -
 
 
 def test_a_step_failing_its_first_attempt_succeeds_on_a_retry(
-    wh: EmbeddedWarehouse, tmp_path: Path
+    wh: EmbeddedWarehouse, tmp_path: Path, executor: str
 ) -> None:
     fn = put_function(wh, tmp_path, "flaky.sh", FLAKY)
-    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh)
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, executor=executor)
     assert job.state == "complete"
     assert job.failed_attempts == 1
     (step,) = jobs.list_steps(wh.engine, job.id)
@@ -48,10 +52,11 @@ def test_a_step_failing_its_first_attempt_succeeds_on_a_retry(
 
 
 def test_a_step_that_always_fails_fails_the_job_and_show_tells_why(
-    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner, executor: str
 ) -> None:
     fn = put_function(wh, tmp_path, "fails.sh", ALWAYS_FAILS)
-    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, max_attempts=2)
+    key = wh.put([make_text(tmp_path / "in")]).pdh
+    job = run_job(wh, fn, key, max_attempts=2, executor=executor)
     assert job.state == "failed"
     assert job.output_pdh is None and job.log_pdh is not None
     shown = run("job", "show", str(job.id)).output
@@ -138,3 +143,56 @@ def test_cli_submit_in_the_background_watch_ls_and_logs(
     ).output
     assert f"reused from {job_id}" in reused
     run("job", "cancel", str(job_id), code=2)  # already finished
+
+
+SLEEPERS = """#!/bin/sh
+if [ "$WH_STEP" = 0 ]; then exec wh step queue --level 1 $(seq 1 6); fi
+echo $$ > "$WH_HOME/../pids/$WH_STEP"
+exec sleep 120
+"""
+
+
+def test_cancel_kills_the_running_steps(
+    wh: EmbeddedWarehouse, tmp_path: Path, executor: str
+) -> None:
+    """On Dask too: a task cannot be interrupted, so the worker kills the step's process."""
+    pids = wh.home.parent / "pids"
+    pids.mkdir()
+    fn = put_function(wh, tmp_path, "sleepers.sh", SLEEPERS)
+    record = jobs.submit(
+        wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}, executor=executor)
+    )
+    manager = threading.Thread(
+        target=jobs.run_manager, args=(wh, executor), kwargs={"until_job": record.id}
+    )
+    manager.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(pids.iterdir())) < 2:  # both slots run a sleeper
+            assert time.monotonic() < deadline, "no step started"
+            time.sleep(0.1)
+        started = time.monotonic()
+        request_control(wh.engine, record.id, "cancel")
+        manager.join(60)
+        assert not manager.is_alive(), "the manager did not finish the cancelled job"
+        assert time.monotonic() - started < 30, "cancel waited for the steps instead"
+    finally:
+        if manager.is_alive():
+            request_control(wh.engine, record.id, "cancel")
+            manager.join(150)
+    assert jobs.get_job(wh.engine, record.id).state == "cancelled"
+    for marker in pids.iterdir():
+        deadline = time.monotonic() + 10
+        while _alive(int(marker.read_text())):
+            assert time.monotonic() < deadline, f"step {marker.name} still runs"
+            time.sleep(0.1)
+    steps = jobs.list_steps(wh.engine, record.id, level=1)
+    assert not any(s.state == "complete" for s in steps)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from distributed import LocalCluster
 
 from jobs_helpers import make_compressed, make_text, run_job
 from warehouse.embedded import EmbeddedWarehouse
@@ -42,17 +40,9 @@ def listings(wh: EmbeddedWarehouse, pdh: str) -> dict[str, str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
-    ) as c:
-        yield c.scheduler_address
-
-
 @pytest.mark.timeout(150)
 def test_every_builtin_matches_its_oracle_and_dask_matches_local(
-    wh: EmbeddedWarehouse, tmp_path: Path, cluster: str
+    wh: EmbeddedWarehouse, tmp_path: Path, dask_cluster: str
 ) -> None:
     comp = make_compressed(tmp_path / "comp")
     text = make_text(tmp_path / "text")
@@ -100,7 +90,7 @@ def test_every_builtin_matches_its_oracle_and_dask_matches_local(
     assert counted == oracle
     local["wordcount"] = wc.output_pdh
 
-    executor = f"dask:{cluster}"
+    executor = f"dask:{dask_cluster}"
     specs = {"zhash-sha1": ("builtin:zhash", comp_pdh, {"algorithm": "sha1"})}
     specs |= {
         "copy": ("builtin:copy", comp_pdh, {}),

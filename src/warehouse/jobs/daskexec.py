@@ -20,7 +20,7 @@ from typing import Any
 
 import distributed
 
-from warehouse.jobs.executors import Finished, Launch, run_step
+from warehouse.jobs.executors import Finished, Launch, run_step, stop_steps
 from warehouse.jobs.model import Resources
 
 __all__ = ["DaskExecutor"]
@@ -32,6 +32,11 @@ _dask: Any = distributed  # untyped
 
 def _tasks(launches: list[Launch]) -> list[Finished]:
     return [run_step(launch) for launch in launches]
+
+
+async def _stop_here(keys: list[tuple[int, int]]) -> int:
+    # A coroutine: client.run may then send it without waiting for the answer.
+    return stop_steps(keys)
 
 
 class DaskExecutor:
@@ -69,6 +74,9 @@ class DaskExecutor:
         # A chunk and its future once done, or a step stopped before it was sent.
         self._done: queue.SimpleQueue[tuple[list[Launch], Any]] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._chunks: dict[str, list[Launch]] = {}  # by task key
+        self._stopped: dict[str, set[tuple[int, int]]] = {}  # steps of a chunk told to stop
+        self._stops: list[tuple[int, int]] = []  # to tell the workers at the next turn
 
     def _resources(self, request: Resources) -> dict[str, float] | None:
         wanted = {"cpus": request.cpus, "memory": request.memory}
@@ -100,6 +108,7 @@ class DaskExecutor:
             )
             for chunk, fut in zip(chunks, futures, strict=True):
                 with self._lock:
+                    self._chunks[fut.key] = chunk
                     for launch in chunk:
                         self._futures[(launch.job, launch.step)] = fut
                 fut.add_done_callback(lambda f, chunk=chunk: self._chunk_done(chunk, f))
@@ -108,6 +117,7 @@ class DaskExecutor:
         self._done.put((chunk, fut))
 
     def poll(self, timeout: float) -> list[Finished]:
+        self._send_stops()
         if self._pending:
             self._send()
         try:
@@ -133,6 +143,8 @@ class DaskExecutor:
                 for launch in chunk:
                     if self._futures.get((launch.job, launch.step)) is done:
                         del self._futures[(launch.job, launch.step)]
+                self._chunks.pop(done.key, None)
+                self._stopped.pop(done.key, None)
             if done in results:
                 out.extend(results[done])
             else:
@@ -155,14 +167,33 @@ class DaskExecutor:
             self._done.put_nowait(([launch], stopped))
         with self._lock:
             fut: Any = self._futures.get((job, step))
-        if fut is not None:
+            if fut is None:
+                return
+            self._stops.append((job, step))
+            told = self._stopped.setdefault(fut.key, set())
+            told.add((job, step))
+            whole = len(told) == len(self._chunks[fut.key])
+        # A task cannot be interrupted: the worker kills the step's process
+        # (stop_steps, sent at the next turn) and the task goes on to the rest
+        # of its chunk. Only a chunk all of whose steps stop is cancelled.
+        if whole:
             fut.cancel()
+
+    def _send_stops(self) -> None:
+        with self._lock:
+            stops, self._stops = self._stops, []
+        if stops:
+            self.client.run(_stop_here, stops, wait=False)
 
     def running(self) -> int:
         with self._lock:
             return len(self._futures) + len(self._pending)
 
     def close(self) -> None:
+        # As the local executor does: no step of ours goes on running.
+        with self._lock:
+            self._stops.extend(self._futures)
+        self._send_stops()
         for fut in list(self._futures.values()):
             fut.cancel()
         self.client.close()

@@ -35,6 +35,7 @@ __all__ = [
     "LocalExecutor",
     "local_capacity",
     "run_step",
+    "stop_steps",
 ]
 
 
@@ -163,8 +164,35 @@ def _remove_spares() -> None:
             work.remove()
 
 
+# Steps this process runs through run_step, and steps told to stop, so that
+# stop_steps (called here by an executor's control message, e.g. Dask's
+# client.run) can kill one that runs and skip one not yet begun.
+_running: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
+_stopping: dict[tuple[int, int], float] = {}  # -> when asked, forgotten after an hour
+_STOP_MEMORY = 3600.0
+
+
+def stop_steps(keys: list[tuple[int, int]]) -> int:
+    """Kill these (job, step) runs if they run in this process, and skip them
+    if they start later; the number killed."""
+    now = time.time()
+    killed = 0
+    with _spare_lock:
+        for key in [k for k, at in _stopping.items() if now - at > _STOP_MEMORY]:
+            del _stopping[key]
+        for key in keys:
+            _stopping[(key[0], key[1])] = now
+            proc = _running.get((key[0], key[1]))
+            if proc is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                killed += 1
+    return killed
+
+
 def run_step(launch: Launch) -> Finished:
-    """Run one step to its end, here and now."""
+    """Run one step to its end, here and now (unless it was told to stop)."""
+    key = (launch.job, launch.step)
     with _spare_lock:
         free = _spare.setdefault(launch.scratch_root, [])
         work = free.pop() if free else None
@@ -172,9 +200,23 @@ def run_step(launch: Launch) -> Finished:
         work = _Workdir(Path(launch.scratch_root), f"worker-{os.getpid()}-")
     try:
         started = time.time()
-        status = work.spawn(launch).wait()
-        done = work.collect(launch, status, socket.gethostname(), started)
-        work.reset()
+        # Checked and registered at once: a stop comes before or finds it.
+        with _spare_lock:
+            proc = None if _stopping.pop(key, None) else work.spawn(launch)
+            if proc is not None:
+                _running[key] = proc
+        if proc is None:
+            log = b"wh: the step was stopped before it started\n"
+            done = Finished(*key, launch.attempt, -signal.SIGKILL, "", started, started, log, "")
+        else:
+            try:
+                status = proc.wait()
+            finally:
+                with _spare_lock:
+                    del _running[key]
+                    _stopping.pop(key, None)
+            done = work.collect(launch, status, socket.gethostname(), started)
+            work.reset()
     except BaseException:
         work.remove()
         raise
