@@ -107,24 +107,25 @@ def scenario(
     time.sleep(ttl + 0.5)  # everything written is now older than the TTL
     started = time.time()
     gc_once()
+    ended = time.time()
+    # The run keeps history from (its clock) - retention, its clock being
+    # somewhere between started and ended: a change after ended - retention
+    # is surely kept, one before started - retention surely dropped.
     with open_wh() as w:
-        live: set[str] = {w.get_name(n).pdh for n in NAMES if _named(w, n)}
-        for n in NAMES:
-            if _named(w, n):
-                live |= {
-                    p
-                    for c in w.name_log(n)
-                    if c.at >= started - retention + 0.5
-                    for p in (c.old_pdh, c.new_pdh)
-                    if p
-                }
+        current = {w.get_name(n).pdh for n in NAMES if _named(w, n)}
+        log = [c for n in NAMES if _named(w, n) for c in w.name_log(n)]
+
+        def pointed_to_since(cutoff: float) -> set[str]:
+            return current | {p for c in log if c.at >= cutoff for p in (c.old_pdh, c.new_pdh) if p}
+
+        live = pointed_to_since(ended - retention)
         for pdh in live:
             r = w.reader(pdh)
             for name, data in contents[pdh].items():
                 assert r.read_file(name) == data
-    garbage = set(contents) - live
+    garbage = set(contents) - pointed_to_since(started - retention)
     assert garbage, "some collections became garbage"
-    referenced = set().union(*(blocks[p] for p in live))
+    referenced = set().union(*(blocks[p] for p in set(contents) - garbage))
     dead = set().union(*(blocks[p] for p in garbage)) - referenced
     for md5 in dead:
         assert not any(v.stat(md5) for v in volumes), f"garbage block {md5} is still stored"
