@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
@@ -86,8 +87,12 @@ class KeepClient:
         self._signed: dict[str, Locator] = {}
         self.known = known
         self.http = BlockHttp(token, timeout)
+        # Sends the second and later copies of a block while the caller's
+        # thread sends the first (threads start only when used).
+        self._copiers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="wh-copy")
 
     def close(self) -> None:
+        self._copiers.shutdown(wait=True)
         self.http.close()
         if self.known is not None:
             self.known.close()
@@ -112,37 +117,8 @@ class KeepClient:
             with self._lock:
                 self.stats.skipped += 1
             return StoredBlock(known, False)
-        body = data
         order = probe_order(md5, self.services)
-        stored: list[int] = []
-        signed: Locator | None = None
-        new = False
-        failed: list[int] = []
-        for attempt in range(self.retries + 1):
-            candidates = list(range(len(order))) if attempt == 0 else failed
-            failed = []
-            for i in candidates:
-                if len(stored) >= self.replication:
-                    break
-                if i in stored:
-                    continue
-                try:
-                    resp = self.http.request("PUT", f"{order[i].url}/{md5}", body)
-                except TransportError as e:
-                    log.info("PUT %s to %s failed: %s", md5, order[i].url, e)
-                    failed.append(i)
-                    continue
-                if resp.status >= 500:
-                    log.info("PUT %s to %s: %s", md5, order[i].url, resp.status)
-                    failed.append(i)
-                    continue
-                _raise_for_client_error(resp, f"storing block {md5} on {order[i].url}")
-                signed = Locator.parse(resp.text.strip())
-                new = new or resp.headers.get("x-keep-new", "1") == "1"
-                stored.append(i)
-            if len(stored) >= self.replication or not failed:
-                break
-            time.sleep(self.backoff * 2**attempt)
+        stored, signed, new = self._store_copies(md5, data, order)
         with self._lock:
             self.stats.puts += 1
             self.stats.copies += len(stored)
@@ -158,6 +134,54 @@ class KeepClient:
         if self.known is not None:
             self.known.add(locator)
         return StoredBlock(locator, new)
+
+    def _store_copies(
+        self, md5: str, body: Buffer, order: list[Service]
+    ) -> tuple[list[int], Locator | None, bool]:
+        """PUT to the first servers in probe order that accept, the copies at
+        once: which took it, a signed locator, and whether any copy was new."""
+        stored: list[int] = []
+        signed: Locator | None = None
+        new = False
+        failed: list[int] = []
+        for attempt in range(self.retries + 1):
+            candidates = list(range(len(order))) if attempt == 0 else failed
+            failed = []
+            while candidates and len(stored) < self.replication:
+                need = self.replication - len(stored)
+                batch, candidates = candidates[:need], candidates[need:]
+                for i, outcome in zip(batch, self._put_each(md5, body, order, batch), strict=True):
+                    if isinstance(outcome, str):
+                        log.info("PUT %s to %s failed: %s", md5, order[i].url, outcome)
+                        failed.append(i)
+                        continue
+                    _raise_for_client_error(outcome, f"storing block {md5} on {order[i].url}")
+                    signed = Locator.parse(outcome.text.strip())
+                    new = new or outcome.headers.get("x-keep-new", "1") == "1"
+                    stored.append(i)
+            if len(stored) >= self.replication or not failed:
+                break
+            time.sleep(self.backoff * 2**attempt)
+        return stored, signed, new
+
+    def _put_each(
+        self, md5: str, body: Buffer, order: list[Service], batch: list[int]
+    ) -> list[Reply | str]:
+        """One PUT per server in ``batch``, all at once; a reply, or why it failed (5xx too)."""
+
+        def one(i: int) -> Reply | str:
+            try:
+                resp = self.http.request("PUT", f"{order[i].url}/{md5}", body)
+            except TransportError as e:
+                return str(e)
+            return f"HTTP {resp.status}" if resp.status >= 500 else resp
+
+        if len(batch) == 1:
+            return [one(batch[0])]
+        # This thread sends one copy; helpers send the others.
+        others = [self._copiers.submit(one, i) for i in batch[1:]]
+        first = one(batch[0])
+        return [first, *(f.result() for f in others)]
 
     def _has_copies(self, locator: Locator) -> bool:
         order = probe_order(locator.md5, self.services)[: self.replication]
