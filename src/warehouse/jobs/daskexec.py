@@ -20,7 +20,7 @@ from typing import Any
 
 import distributed
 
-from warehouse.jobs.executors import Finished, Launch, run_step, stop_steps
+from warehouse.jobs.executors import Finished, Launch, RunKey, run_step, stop_steps
 from warehouse.jobs.model import Resources
 
 __all__ = ["DaskExecutor"]
@@ -34,7 +34,7 @@ def _tasks(launches: list[Launch]) -> list[Finished]:
     return [run_step(launch) for launch in launches]
 
 
-async def _stop_here(keys: list[tuple[int, int]]) -> int:
+async def _stop_here(keys: list[RunKey]) -> int:
     # A coroutine: client.run may then send it without waiting for the answer.
     return stop_steps(keys)
 
@@ -76,7 +76,7 @@ class DaskExecutor:
         self._lock = threading.Lock()
         self._chunks: dict[str, list[Launch]] = {}  # by task key
         self._stopped: dict[str, set[tuple[int, int]]] = {}  # steps of a chunk told to stop
-        self._stops: list[tuple[int, int]] = []  # to tell the workers at the next turn
+        self._stops: list[RunKey] = []  # to tell the workers at the next turn
 
     def _resources(self, request: Resources) -> dict[str, float] | None:
         wanted = {"cpus": request.cpus, "memory": request.memory}
@@ -169,10 +169,12 @@ class DaskExecutor:
             fut: Any = self._futures.get((job, step))
             if fut is None:
                 return
-            self._stops.append((job, step))
+            chunk = self._chunks[fut.key]
+            attempt = next(x.attempt for x in chunk if (x.job, x.step) == (job, step))
+            self._stops.append((job, step, attempt))
             told = self._stopped.setdefault(fut.key, set())
             told.add((job, step))
-            whole = len(told) == len(self._chunks[fut.key])
+            whole = len(told) == len(chunk)
         # A task cannot be interrupted: the worker kills the step's process
         # (stop_steps, sent at the next turn) and the task goes on to the rest
         # of its chunk. Only a chunk all of whose steps stop is cancelled.
@@ -192,7 +194,7 @@ class DaskExecutor:
     def close(self) -> None:
         # As the local executor does: no step of ours goes on running.
         with self._lock:
-            self._stops.extend(self._futures)
+            self._stops.extend((x.job, x.step, x.attempt) for c in self._chunks.values() for x in c)
         self._send_stops()
         for fut in list(self._futures.values()):
             fut.cancel()

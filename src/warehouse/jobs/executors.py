@@ -33,6 +33,7 @@ __all__ = [
     "Finished",
     "Launch",
     "LocalExecutor",
+    "RunKey",
     "local_capacity",
     "run_step",
     "stop_steps",
@@ -164,25 +165,28 @@ def _remove_spares() -> None:
             work.remove()
 
 
-# Steps this process runs through run_step, and steps told to stop, so that
-# stop_steps (called here by an executor's control message, e.g. Dask's
-# client.run) can kill one that runs and skip one not yet begun.
-_running: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
-_stopping: dict[tuple[int, int], float] = {}  # -> when asked, forgotten after an hour
+# Step runs (job, step, attempt) this process runs through run_step, and
+# those told to stop, so that stop_steps (called here by an executor's control
+# message, e.g. Dask's client.run) can kill one that runs and skip one not
+# yet begun. The attempt is part of the key: a later attempt is not stopped.
+RunKey = tuple[int, int, int]
+_running: dict[RunKey, subprocess.Popen[bytes]] = {}
+_stopping: dict[RunKey, float] = {}  # -> when asked, forgotten after an hour
 _STOP_MEMORY = 3600.0
 
 
-def stop_steps(keys: list[tuple[int, int]]) -> int:
-    """Kill these (job, step) runs if they run in this process, and skip them
-    if they start later; the number killed."""
+def stop_steps(keys: list[RunKey]) -> int:
+    """Kill these runs if they run in this process, and skip them if they
+    start later; the number killed."""
     now = time.time()
     killed = 0
     with _spare_lock:
         for key in [k for k, at in _stopping.items() if now - at > _STOP_MEMORY]:
             del _stopping[key]
-        for key in keys:
-            _stopping[(key[0], key[1])] = now
-            proc = _running.get((key[0], key[1]))
+        for job, step, attempt in keys:  # lists, when they came over the wire
+            key = (job, step, attempt)
+            _stopping[key] = now
+            proc = _running.get(key)
             if proc is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -192,7 +196,7 @@ def stop_steps(keys: list[tuple[int, int]]) -> int:
 
 def run_step(launch: Launch) -> Finished:
     """Run one step to its end, here and now (unless it was told to stop)."""
-    key = (launch.job, launch.step)
+    key = (launch.job, launch.step, launch.attempt)
     with _spare_lock:
         free = _spare.setdefault(launch.scratch_root, [])
         work = free.pop() if free else None
@@ -207,7 +211,8 @@ def run_step(launch: Launch) -> Finished:
                 _running[key] = proc
         if proc is None:
             log = b"wh: the step was stopped before it started\n"
-            done = Finished(*key, launch.attempt, -signal.SIGKILL, "", started, started, log, "")
+            host = socket.gethostname()
+            done = Finished(*key, -signal.SIGKILL, host, started, started, log, "")
         else:
             try:
                 status = proc.wait()
