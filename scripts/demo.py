@@ -109,9 +109,12 @@ def main() -> None:
 
     say("A batch job: zhash hashes every file, gzip ones decompressed, one step per stream")
     print(wh("job", "submit", "builtin:zhash", "--input", "sample", "--wait"), end="")
-    job_id = wh("job", "ls").split("finished:")[-1].split()[0]
+    listing = wh("job", "ls")
+    print(listing, end="")
+    job_id = listing.split("finished:")[-1].split()[0]
     print(wh("job", "show", job_id), end="")
     out = json.loads(wh("job", "show", job_id, "--json"))["output_pdh"]
+    print(f"(the --json form, for scripts, gives the output: {out})")
     print("".join(wh("cat", f"{out}/run 0/lane1/md5sum.txt").splitlines(keepends=True)[:8]), end="")
     print(wh("job", "submit", "builtin:zhash", "--input", "sample", "--wait"), end="")
     print("(submitted again: answered from reuse, no step ran)")
