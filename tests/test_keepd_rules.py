@@ -10,6 +10,7 @@ from warehouse.blocks.locator import MAX_BLOCK_SIZE
 from warehouse.blocks.signing import Check
 from warehouse.errors import UsageError
 from warehouse.server.keepd.auth import Principal, TtlCache, bearer_token
+from warehouse.server.keepd.buffers import BufferPool
 from warehouse.server.keepd.metrics import Metrics, VolumeGauge, render_prometheus
 from warehouse.server.keepd.rules import (
     Refused,
@@ -133,3 +134,20 @@ def test_parse_listen() -> None:
     for bad in ("127.0.0.1", ":80", "h:x", "h:70000"):
         with pytest.raises(UsageError):
             parse_listen(bad)
+
+
+def test_a_read_buffer_is_reused_only_once_no_view_of_it_is_left() -> None:
+    pool = BufferPool(1000, keep=2)
+    first = pool.take()
+    assert len(first) == 1000
+    sending = memoryview(first)[:10]  # as a transport holds a body it still sends
+    pool.give(first)
+    second = pool.take()
+    assert second is not first, "a buffer still being sent was handed out again"
+    assert len(first) == 1000, "checking it changed nothing"
+    sending.release()
+    assert pool.take() is first
+    pool.give(second)
+    pool.give(first)
+    pool.give(bytearray(1000))  # over `keep`: dropped
+    assert pool.idle() == 2

@@ -46,16 +46,20 @@ def test_corrupt_block_is_never_returned(tmp_path: Path) -> None:
     vol = LocalVolume(tmp_path)
     h = md5(b"good data")
     vol.put(h, b"good data")
-    assert vol.get_mapped(h) == b"good data"
+    buf = bytearray(20)
+    assert vol.get_into(h, buf) == b"good data"
     vol.path_for(h).write_bytes(b"evil data")
     with pytest.raises(CorruptDataError, match=h):
         vol.get(h)
     with pytest.raises(CorruptDataError, match=h):
-        vol.get_mapped(h)
-    # An empty file under a non-empty block's name cannot be mapped: still corrupt.
+        vol.get_into(h, buf)
     vol.path_for(h).write_bytes(b"")
     with pytest.raises(CorruptDataError, match=h):
-        vol.get_mapped(h)
+        vol.get_into(h, buf)
+    # Longer than the buffer, which holds any block: not a block at all.
+    vol.path_for(h).write_bytes(b"good data" * 3)
+    with pytest.raises(CorruptDataError, match="longer than any block"):
+        vol.get_into(h, buf)
 
 
 def test_missing_and_bad_hashes(tmp_path: Path) -> None:
@@ -63,7 +67,7 @@ def test_missing_and_bad_hashes(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         vol.get("0" * 32)
     with pytest.raises(NotFoundError):
-        vol.get_mapped("0" * 32)
+        vol.get_into("0" * 32, bytearray(1))
     for bad in ("../etc/passwd", "ABC" + "0" * 29, "0" * 31):
         with pytest.raises(UsageError):
             vol.path_for(bad)

@@ -11,6 +11,8 @@ steps per worker thread submitted, so workers never wait on a round trip.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import queue
 import threading
@@ -25,13 +27,15 @@ from warehouse.jobs.model import Resources
 
 __all__ = ["DaskExecutor"]
 
+log = logging.getLogger("warehouse.jobs")
+
 MAX_CHUNK = 32  # steps run by one Dask task at most
 
 _dask: Any = distributed  # untyped
 
 
-def _tasks(launches: list[Launch]) -> list[Finished]:
-    return [run_step(launch) for launch in launches]
+def _tasks(launches: list[Launch], sender: str) -> list[Finished]:
+    return [run_step(launch, sender) for launch in launches]
 
 
 async def _stop_here(keys: list[RunKey]) -> int:
@@ -77,6 +81,7 @@ class DaskExecutor:
         self._chunks: dict[str, list[Launch]] = {}  # by task key
         self._stopped: dict[str, set[tuple[int, int]]] = {}  # steps of a chunk told to stop
         self._stops: list[RunKey] = []  # to tell the workers at the next turn
+        self._id = uuid.uuid4().hex  # names our stop requests among other managers
 
     def _resources(self, request: Resources) -> dict[str, float] | None:
         wanted = {"cpus": request.cpus, "memory": request.memory}
@@ -104,7 +109,12 @@ class DaskExecutor:
                 f"wh-steps-{c[0].job}-{c[0].step}-{len(c)}-{uuid.uuid4().hex[:8]}" for c in chunks
             ]
             futures = self.client.map(
-                _tasks, chunks, key=keys, pure=False, resources=dict(wanted) or None
+                _tasks,
+                chunks,
+                [self._id] * len(chunks),
+                key=keys,
+                pure=False,
+                resources=dict(wanted) or None,
             )
             for chunk, fut in zip(chunks, futures, strict=True):
                 with self._lock:
@@ -133,7 +143,13 @@ class DaskExecutor:
         # is a round trip to the worker each (and a chunk's whole list again).
         finished = [fut for _, fut in items if not isinstance(fut, Finished)]
         finished = [fut for fut in finished if fut.status == "finished"]
-        results = dict(zip(finished, self.client.gather(finished), strict=True))
+        try:
+            results = dict(zip(finished, self.client.gather(finished), strict=True))
+        except Exception:  # e.g. a result lost with its worker: one by one
+            results = {}
+            for fut in finished:
+                with contextlib.suppress(Exception):
+                    results[fut] = fut.result()
         out: list[Finished] = []
         for chunk, done in items:
             if isinstance(done, Finished):  # stopped before it was sent
@@ -153,7 +169,10 @@ class DaskExecutor:
 
     @staticmethod
     def _lost(launch: Launch, fut: Any) -> Finished:
-        error = "cancelled" if fut.cancelled() else repr(fut.exception())
+        try:
+            error = "cancelled" if fut.cancelled() else repr(fut.exception())
+        except Exception as e:  # the task's outcome itself is gone
+            error = repr(e)
         log = f"wh: the Dask task of this step did not finish: {error}\n".encode()
         now = time.time()
         return Finished(launch.job, launch.step, launch.attempt, -9, "dask", now, now, log, "")
@@ -171,7 +190,7 @@ class DaskExecutor:
                 return
             chunk = self._chunks[fut.key]
             attempt = next(x.attempt for x in chunk if (x.job, x.step) == (job, step))
-            self._stops.append((job, step, attempt))
+            self._stops.append((self._id, job, step, attempt))
             told = self._stopped.setdefault(fut.key, set())
             told.add((job, step))
             whole = len(told) == len(chunk)
@@ -184,8 +203,13 @@ class DaskExecutor:
     def _send_stops(self) -> None:
         with self._lock:
             stops, self._stops = self._stops, []
-        if stops:
-            self.client.run(_stop_here, stops, wait=False)
+        if not stops:
+            return
+        try:
+            # A worker that is gone has no step of ours left to stop.
+            self.client.run(_stop_here, stops, wait=False, on_error="ignore")
+        except Exception:  # the scheduler itself: the steps finish and are ignored
+            log.warning("could not tell the Dask workers to stop %d steps", len(stops))
 
     def running(self) -> int:
         with self._lock:
@@ -194,7 +218,9 @@ class DaskExecutor:
     def close(self) -> None:
         # As the local executor does: no step of ours goes on running.
         with self._lock:
-            self._stops.extend((x.job, x.step, x.attempt) for c in self._chunks.values() for x in c)
+            self._stops.extend(
+                (self._id, x.job, x.step, x.attempt) for c in self._chunks.values() for x in c
+            )
         self._send_stops()
         for fut in list(self._futures.values()):
             fut.cancel()

@@ -165,11 +165,12 @@ def _remove_spares() -> None:
             work.remove()
 
 
-# Step runs (job, step, attempt) this process runs through run_step, and
-# those told to stop, so that stop_steps (called here by an executor's control
-# message, e.g. Dask's client.run) can kill one that runs and skip one not
-# yet begun. The attempt is part of the key: a later attempt is not stopped.
-RunKey = tuple[int, int, int]
+# Step runs this process runs through run_step, and those told to stop, so
+# that stop_steps (called here by an executor's control message, e.g. Dask's
+# client.run) can kill one that runs and skip one not yet begun. A run is
+# (the sending executor's id, job, step, attempt): job numbers are only
+# unique within one catalog, and a later attempt must not be stopped.
+RunKey = tuple[str, int, int, int]
 _running: dict[RunKey, subprocess.Popen[bytes]] = {}
 _stopping: dict[RunKey, float] = {}  # -> when asked, forgotten after an hour
 _STOP_MEMORY = 3600.0
@@ -183,8 +184,8 @@ def stop_steps(keys: list[RunKey]) -> int:
     with _spare_lock:
         for key in [k for k, at in _stopping.items() if now - at > _STOP_MEMORY]:
             del _stopping[key]
-        for job, step, attempt in keys:  # lists, when they came over the wire
-            key = (job, step, attempt)
+        for sender, job, step, attempt in keys:  # lists, when they came over the wire
+            key = (sender, job, step, attempt)
             _stopping[key] = now
             proc = _running.get(key)
             if proc is not None:
@@ -194,9 +195,10 @@ def stop_steps(keys: list[RunKey]) -> int:
     return killed
 
 
-def run_step(launch: Launch) -> Finished:
-    """Run one step to its end, here and now (unless it was told to stop)."""
-    key = (launch.job, launch.step, launch.attempt)
+def run_step(launch: Launch, sender: str = "") -> Finished:
+    """Run one step to its end, here and now, unless ``sender`` (the executor
+    that sent it) told this process to stop it."""
+    key = (sender, launch.job, launch.step, launch.attempt)
     with _spare_lock:
         free = _spare.setdefault(launch.scratch_root, [])
         work = free.pop() if free else None
@@ -212,13 +214,13 @@ def run_step(launch: Launch) -> Finished:
         if proc is None:
             log = b"wh: the step was stopped before it started\n"
             host = socket.gethostname()
-            done = Finished(*key, -signal.SIGKILL, host, started, started, log, "")
+            done = Finished(*key[1:], -signal.SIGKILL, host, started, started, log, "")
         else:
             try:
                 status = proc.wait()
             finally:
                 with _spare_lock:
-                    del _running[key]
+                    _running.pop(key, None)
                     _stopping.pop(key, None)
             done = work.collect(launch, status, socket.gethostname(), started)
             work.reset()

@@ -34,6 +34,9 @@ _ERRORS: dict[int, type[WarehouseError]] = {
 }
 
 
+_BROKEN = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+
+
 class ApiClient:
     def __init__(self, url: str, token: str, *, timeout: float = 300.0) -> None:
         self.url = url.rstrip("/")
@@ -48,18 +51,21 @@ class ApiClient:
         self.http.close()
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
-        # A GET changes nothing, so a broken connection earns it one more try;
-        # other methods may have taken effect and are not repeated.
+        # A GET changes nothing, so a connection that broke under it (a kept-
+        # alive one the server closed) earns it one more try; not a timeout or
+        # a refused connection, and not other methods, which may have taken effect.
         tries = 2 if method == "GET" else 1
         for attempt in range(tries):
             try:
                 resp = self.http.request(method, path, **kw)
                 break
-            except httpx.TransportError as e:
+            except _BROKEN as e:
                 if attempt + 1 == tries:
                     raise WarehouseError(
                         f"cannot reach the controller at {self.url}: {e}"
                     ) from None
+            except httpx.TransportError as e:
+                raise WarehouseError(f"cannot reach the controller at {self.url}: {e}") from None
         if resp.status_code >= 400:
             try:
                 message = resp.json().get("error", resp.text)

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
@@ -178,9 +178,14 @@ class KeepClient:
 
         if len(batch) == 1:
             return [one(batch[0])]
-        # This thread sends one copy; helpers send the others.
+        # This thread sends one copy; helpers send the others. All are over
+        # before this returns, even on an error: the body may be a view of a
+        # buffer the caller reuses.
         others = [self._copiers.submit(one, i) for i in batch[1:]]
-        first = one(batch[0])
+        try:
+            first = one(batch[0])
+        finally:
+            wait(others)
         return [first, *(f.result() for f in others)]
 
     def _has_copies(self, locator: Locator) -> bool:

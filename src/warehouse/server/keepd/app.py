@@ -24,10 +24,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from warehouse.blocks.locator import EMPTY_MD5, Locator, LocatorError
+from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator, LocatorError
 from warehouse.blocks.signing import Check, check_signature, sign
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.server.keepd.auth import ControllerUnavailable, Principal, bearer_token
+from warehouse.server.keepd.buffers import BufferPool
 from warehouse.server.keepd.config import KeepConfig
 from warehouse.server.keepd.metrics import CountingMiddleware, Metrics, render_prometheus
 from warehouse.server.keepd.rules import (
@@ -48,15 +49,17 @@ __all__ = ["KeepServer", "create_app"]
 
 log = logging.getLogger("warehouse.keepd")
 BATCH = 1 << 20  # bytes handed to a writer thread at a time
+POOLED_READ = 4 << 20  # blocks this large are read into a reused buffer
 Handler = Callable[[Request], Awaitable[Response]]
 
 
 class _BlockResponse(Response):
-    """A verified block, sent in one piece straight from its mapped pages.
+    """A verified block, sent in one piece from the buffer it was read into.
 
     Not ``Response(bytes(data))``: that copies 64 MiB per read. uvicorn's
-    transports take any bytes-like body and keep a reference (or a copy of
-    what the socket did not take at once) until it is sent.
+    transports take any bytes-like body and keep a view (uvloop) or a copy
+    (asyncio) of what the socket did not take at once; the buffer pool
+    reuses a buffer only once no view of it is left.
     """
 
     media_type = "application/octet-stream"
@@ -70,6 +73,8 @@ class _BlockResponse(Response):
             {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
         )
         await send({"type": "http.response.body", "body": self.data})
+        with contextlib.suppress(BufferError):  # a view still sending keeps it
+            self.data.release()
 
 
 def _answering(handler: Handler) -> Handler:
@@ -97,6 +102,7 @@ class KeepServer:
         self.config = config
         self.metrics = Metrics()
         self.volumes = VolumeSet(config.volumes, self.metrics, config.reserve_bytes)
+        self.buffers = BufferPool(MAX_BLOCK_SIZE)
         self.trash_queue: WorkQueue[TrashItem] = WorkQueue()
         self.pull_queue: WorkQueue[PullItem] = WorkQueue()
 
@@ -130,12 +136,19 @@ class KeepServer:
             if st is None:
                 raise Refused(404, f"block {loc.key} is not here")
             return Response(b"", headers={"Content-Length": str(st.size)})
+        # Small blocks get their own buffer: a pooled one is 64 MiB.
+        buf = self.buffers.take() if loc.size >= POOLED_READ else None
         try:
-            data = await run_in_threadpool(self.volumes.read, loc)
+            data = await run_in_threadpool(self.volumes.read, loc, buf)
         except NotFoundError as e:
             raise Refused(404, str(e)) from None
         except CorruptDataError as e:
             raise Refused(502, str(e)) from None
+        except OSError as e:
+            raise Refused(503, f"cannot read block {loc.key}: {e.strerror or e}") from None
+        finally:
+            if buf is not None:
+                self.buffers.give(buf)  # taken again only once the bytes are sent
         return _BlockResponse(data)
 
     async def _check_read(self, request: Request, loc: Locator) -> None:

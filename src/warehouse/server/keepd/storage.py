@@ -44,12 +44,17 @@ class VolumeSet:
                 return st
         return None
 
-    def read(self, loc: Locator) -> memoryview:
-        """The block's verified bytes from the first good copy (mapped, not copied)."""
+    def read(self, loc: Locator, buf: bytearray | None = None) -> memoryview:
+        """The block's verified bytes from the first good copy, in ``buf`` if
+        given (it must hold any block).
+
+        OSError if no copy is corrupt but some could not be read.
+        """
         corrupt = []
+        unreadable: OSError | None = None
         for v, _ in self._copies(loc.md5):
             try:
-                data = v.get_mapped(loc.md5)
+                data = memoryview(v.get(loc.md5)) if buf is None else v.get_into(loc.md5, buf)
             except CorruptDataError:
                 corrupt.append(v)
                 self.metrics.add(corrupt_reads=1)
@@ -57,11 +62,17 @@ class VolumeSet:
                 continue
             except NotFoundError:
                 continue  # trashed since we looked
+            except OSError as e:  # e.g. a bad sector: another copy may do
+                log.error("cannot read block %s on volume %s: %s", loc.md5, v.root, e)
+                unreadable = e
+                continue
             if len(data) == loc.size:
                 return data
             # A good block of another length: the locator is wrong, not the copy.
         if corrupt:
             raise CorruptDataError(f"every stored copy of block {loc.md5} is corrupt")
+        if unreadable is not None:
+            raise unreadable
         raise NotFoundError(f"block {loc.key} is not here")
 
     def open_write(self, md5: str, size: int) -> BlockWriter:
