@@ -313,6 +313,31 @@ def test_a_good_copy_is_served_past_a_corrupt_one(tmp_path: Path) -> None:
         assert k.server.metrics.corrupt_reads == 1
 
 
+@pytest.mark.parametrize("mapping", [True, False], ids=["mapped", "pooled-buffer"])
+def test_large_blocks_read_back_verified_either_way(
+    tmp_path: Path, mapping: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large blocks are mapped where the system can fault a mapping in ahead,
+    else read into reused buffers: the same bytes, checked, either way."""
+    monkeypatch.setattr(LocalVolume, "can_map", mapping and LocalVolume.can_map)
+    blobs = [os.urandom(5 * 1024 * 1024 + i) for i in range(3)]
+    with running(tmp_path, volumes=2) as k:
+        locs = [k.put(b) for b in blobs]
+        with k.client() as c:
+            for _ in range(2):  # the second round reuses what the first used
+                for loc, blob in zip(locs, blobs, strict=True):
+                    assert c.get(f"/{loc}").content == blob
+            bad = locs[0]
+            path = next(r / bad.md5[:3] / bad.md5 for r in k.roots if (r / bad.md5[:3]).is_dir())
+            path.write_bytes(b"!" + blobs[0][1:])
+            assert c.get(f"/{bad}").status_code == 502
+            # A copy that cannot be read at all (here: a directory in its place).
+            path.unlink()
+            path.mkdir()
+            assert c.get(f"/{bad}").status_code == 503
+            assert c.get(f"/{locs[1]}").content == blobs[1]
+
+
 # --- admin requests -----------------------------------------------------------
 
 

@@ -48,11 +48,16 @@ def test_corrupt_block_is_never_returned(tmp_path: Path) -> None:
     vol.put(h, b"good data")
     buf = bytearray(20)
     assert vol.get_into(h, buf) == b"good data"
+    if LocalVolume.can_map:
+        assert vol.get_mapped(h) == b"good data"
     vol.path_for(h).write_bytes(b"evil data")
     with pytest.raises(CorruptDataError, match=h):
         vol.get(h)
     with pytest.raises(CorruptDataError, match=h):
         vol.get_into(h, buf)
+    if LocalVolume.can_map:
+        with pytest.raises(CorruptDataError, match=h):
+            vol.get_mapped(h)
     vol.path_for(h).write_bytes(b"")
     with pytest.raises(CorruptDataError, match=h):
         vol.get_into(h, buf)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator, LocatorError
 from warehouse.blocks.signing import Check, check_signature, sign
+from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.server.keepd.auth import ControllerUnavailable, Principal, bearer_token
 from warehouse.server.keepd.buffers import BufferPool
@@ -136,10 +138,14 @@ class KeepServer:
             if st is None:
                 raise Refused(404, f"block {loc.key} is not here")
             return Response(b"", headers={"Content-Length": str(st.size)})
-        # Small blocks get their own buffer: a pooled one is 64 MiB.
-        buf = self.buffers.take() if loc.size >= POOLED_READ else None
+        # Large blocks are mapped, or read into a pooled 64 MiB buffer where
+        # mapping cannot be made safe; small ones get their own buffer.
+        large = loc.size >= POOLED_READ
+        buf = self.buffers.take() if large and not LocalVolume.can_map else None
         try:
-            data = await run_in_threadpool(self.volumes.read, loc, buf)
+            data = await run_in_threadpool(
+                functools.partial(self.volumes.read, loc, mapped=large, buf=buf)
+            )
         except NotFoundError as e:
             raise Refused(404, str(e)) from None
         except CorruptDataError as e:

@@ -44,9 +44,12 @@ class VolumeSet:
                 return st
         return None
 
-    def read(self, loc: Locator, buf: bytearray | None = None) -> memoryview:
-        """The block's verified bytes from the first good copy, in ``buf`` if
-        given (it must hold any block).
+    def read(
+        self, loc: Locator, *, mapped: bool = False, buf: bytearray | None = None
+    ) -> memoryview:
+        """The block's verified bytes from the first good copy: ``mapped`` if
+        the system can map safely, else in ``buf`` if given (it must hold any
+        block), else in a new buffer.
 
         OSError if no copy is corrupt but some could not be read.
         """
@@ -54,7 +57,7 @@ class VolumeSet:
         unreadable: OSError | None = None
         for v, _ in self._copies(loc.md5):
             try:
-                data = memoryview(v.get(loc.md5)) if buf is None else v.get_into(loc.md5, buf)
+                data = self._read_copy(v, loc.md5, mapped, buf)
             except CorruptDataError:
                 corrupt.append(v)
                 self.metrics.add(corrupt_reads=1)
@@ -74,6 +77,12 @@ class VolumeSet:
         if unreadable is not None:
             raise unreadable
         raise NotFoundError(f"block {loc.key} is not here")
+
+    @staticmethod
+    def _read_copy(v: LocalVolume, md5: str, mapped: bool, buf: bytearray | None) -> memoryview:
+        if mapped and (pages := v.get_mapped(md5)) is not None:
+            return pages
+        return memoryview(v.get(md5)) if buf is None else v.get_into(md5, buf)
 
     def open_write(self, md5: str, size: int) -> BlockWriter:
         """A writer on the volume that has this block already, else on the roomiest one."""
