@@ -96,7 +96,8 @@ def test_several_paths_are_stored_by_base_name(tmp_path: Path, store: LocalBlock
 
 
 def test_memory_is_bounded_by_workers(tmp_path: Path, store: LocalBlockStore) -> None:
-    """However many blocks a tree has, only workers + 1 buffers are ever allocated."""
+    """However many blocks a tree has, only workers + 2 buffers are ever allocated
+    (one being filled, one per worker, one the file hasher may still read)."""
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "f").write_bytes(os.urandom(200_000))
     allocated: list[int] = []
@@ -115,6 +116,6 @@ def test_memory_is_bounded_by_workers(tmp_path: Path, store: LocalBlockStore) ->
     finally:
         del writer.bytearray  # type: ignore[attr-defined]
     assert len(result.blocks) == 200
-    assert len(allocated) <= 3
+    assert len(allocated) <= 4
     got = CollectionReader(store, result.manifest).read_file("f")
     assert hashlib.md5(got).digest() == hashlib.md5((tmp_path / "d" / "f").read_bytes()).digest()

@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, StoredBlock
@@ -53,6 +55,27 @@ class WriteResult:
         return sum(b.locator.size for b in self.blocks if b.new)
 
 
+class _Lease:
+    """A block buffer and how many jobs still read it; free again at zero."""
+
+    def __init__(self, buf: bytearray, free: queue.SimpleQueue[bytearray]) -> None:
+        self.buf = buf
+        self._free = free
+        self._users = 1  # the reading thread, until it hands the buffer on
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        with self._lock:
+            self._users += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            done = self._users == 0
+        if done:
+            self._free.put(self.buf)
+
+
 class _Packer:
     """Fills block buffers from files and hands full ones to the pool."""
 
@@ -60,46 +83,76 @@ class _Packer:
         self.store = store
         self.block_size = block_size
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="wh-put")
-        # workers + 1 buffers: every worker busy while the reader fills one more.
+        # A file longer than what is left of a block is hashed here, in
+        # order, so the reading thread does not stop to hash it.
+        self.hasher = ThreadPoolExecutor(1, thread_name_prefix="wh-file-md5")
+        # workers + 2 buffers: every worker busy while the reader fills one
+        # more and the file hasher may still read another.
         self.free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
-        self.unallocated = workers + 1
+        self.unallocated = workers + 2
         self.error: BaseException | None = None
         self.digests: dict[str, str] = {}  # path -> MD5 of the file's bytes
 
-    def buffer(self) -> bytearray:
+    def lease(self) -> _Lease:
         if self.unallocated and self.free.empty():
             self.unallocated -= 1
-            return bytearray(self.block_size)
-        return self.free.get()
+            return _Lease(bytearray(self.block_size), self.free)
+        return _Lease(self.free.get(), self.free)
 
     def submit(
-        self, buf: bytearray, length: int, whole_files: list[tuple[str, int, int]]
+        self, lease: _Lease, length: int, whole_files: list[tuple[str, int, int]]
     ) -> Future[StoredBlock]:
+        """Store the buffer's first ``length`` bytes; the reading thread's hold passes on."""
         # A failed store (disk full, server down) stops the reading now, not
         # after the whole tree was read.
         if self.error is not None:
+            lease.release()
             raise self.error
-        fut = self.pool.submit(self._store, buf, length, whole_files)
+        fut = self.pool.submit(self._store, lease, length, whole_files)
         fut.add_done_callback(self._note_error)
         return fut
 
-    def _note_error(self, fut: Future[StoredBlock]) -> None:
+    def hash_part(self, md5: Any, lease: _Lease, lo: int, hi: int) -> None:
+        """Add buf[lo:hi] to a file's MD5, after the parts submitted before."""
+        lease.hold()
+
+        def update() -> None:
+            try:
+                md5.update(memoryview(lease.buf)[lo:hi])
+            finally:
+                lease.release()
+
+        self.hasher.submit(update).add_done_callback(self._note_error)
+
+    def file_done(self, key: str, md5: Any) -> None:
+        def record() -> None:
+            self.digests[key] = md5.hexdigest()
+
+        self.hasher.submit(record).add_done_callback(self._note_error)
+
+    def _note_error(self, fut: Future[Any]) -> None:
         if self.error is None and not fut.cancelled():
             self.error = fut.exception()
 
     def _store(
-        self, buf: bytearray, length: int, whole_files: list[tuple[str, int, int]]
+        self, lease: _Lease, length: int, whole_files: list[tuple[str, int, int]]
     ) -> StoredBlock:
         try:
-            view = memoryview(buf)
+            view = memoryview(lease.buf)
             for path, lo, hi in whole_files:
                 self.digests[path] = hashlib.md5(view[lo:hi]).hexdigest()
             return self.store.put(view[:length])
         finally:
-            self.free.put(buf)
+            lease.release()
+
+    def finish(self) -> None:
+        """Wait for every file hash queued so far."""
+        self.hasher.shutdown(wait=True)
 
     def close(self) -> None:
+        """Stop: what has not started is dropped (an error ended the put)."""
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.hasher.shutdown(wait=True, cancel_futures=True)
 
 
 def _pack_dir(
@@ -109,11 +162,12 @@ def _pack_dir(
 
     The MD5s are recorded for the md5sum listing of `wh get`. A file inside one
     block is hashed by the worker that stores the block (in parallel); a file
-    spanning blocks is hashed here, in order.
+    spanning blocks by the packer's file hasher, in order.
     """
     blocks: list[Future[StoredBlock]] = []
     segments: list[Segment] = []
-    buf = packer.buffer()
+    lease = packer.lease()
+    buf = lease.buf
     fill = 0
     whole: list[tuple[str, int, int]] = []  # files wholly inside the current buffer
     stream_pos = 0
@@ -130,9 +184,10 @@ def _pack_dir(
             while True:
                 if fill == len(buf):
                     md5 = md5 or hashlib.md5()
-                    md5.update(memoryview(buf)[file_start:fill])
-                    blocks.append(packer.submit(buf, fill, whole))
-                    buf, fill, file_start, whole = packer.buffer(), 0, 0, []
+                    packer.hash_part(md5, lease, file_start, fill)
+                    blocks.append(packer.submit(lease, fill, whole))
+                    lease = packer.lease()
+                    buf, fill, file_start, whole = lease.buf, 0, 0, []
                 n = f.readinto(memoryview(buf)[fill:])
                 if not n:
                     break
@@ -143,13 +198,13 @@ def _pack_dir(
         if md5 is None:
             whole.append((key, file_start, fill))
         else:
-            md5.update(memoryview(buf)[file_start:fill])
-            packer.digests[key] = md5.hexdigest()
+            packer.hash_part(md5, lease, file_start, fill)
+            packer.file_done(key, md5)
         segments.append(Segment(start, stream_pos - start, name))
     if fill or whole:
-        blocks.append(packer.submit(buf, fill, whole))
+        blocks.append(packer.submit(lease, fill, whole))
     else:
-        packer.free.put(buf)
+        lease.release()
     return blocks, segments, stream_pos
 
 
@@ -176,6 +231,7 @@ def write_tree(
             elif node.is_empty and node.rel:
                 planned.append((name, [], [Segment(0, 0, ".")]))
         stored = [[f.result() for f in blocks] for _, blocks, _ in planned]
+        packer.finish()
     finally:
         packer.close()
     store.flush()
