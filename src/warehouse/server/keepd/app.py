@@ -51,17 +51,19 @@ __all__ = ["KeepServer", "create_app"]
 
 log = logging.getLogger("warehouse.keepd")
 BATCH = 1 << 20  # bytes handed to a writer thread at a time
-POOLED_READ = 4 << 20  # blocks this large are read into a reused buffer
+POOLED_READ = 4 << 20  # blocks this large are mapped, or read into a reused buffer
 Handler = Callable[[Request], Awaitable[Response]]
 
 
 class _BlockResponse(Response):
-    """A verified block, sent in one piece from the buffer it was read into.
+    """A verified block, sent in one piece from its mapped pages or the
+    buffer it was read into.
 
     Not ``Response(bytes(data))``: that copies 64 MiB per read. uvicorn's
     transports take any bytes-like body and keep a view (uvloop) or a copy
-    (asyncio) of what the socket did not take at once; the buffer pool
-    reuses a buffer only once no view of it is left.
+    (asyncio) of what the socket did not take at once; a mapping lasts while
+    a view of it does, and the buffer pool reuses a buffer only once no view
+    of it is left.
     """
 
     media_type = "application/octet-stream"
