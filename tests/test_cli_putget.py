@@ -231,6 +231,21 @@ def test_every_malformed_manifest_changes_nothing(tmp_path: Path, home: Path) ->
     assert list(LocalVolume(home / "blocks").index()) == []
 
 
+def test_an_unreadable_catalog_is_a_clear_error(tmp_path: Path, home: Path) -> None:
+    """A damaged warehouse.db stops every command with its path and the cause,
+    exit code 1, and leaves the file as it was."""
+    home.mkdir()
+    (home / "warehouse.db").write_bytes(b"not a database\n" * 100)
+    src = make_tree(tmp_path / "src")
+    runner = Runner()
+    for args in (("put", str(src)), ("name", "ls"), ("ls", "0" * 32 + "+0")):
+        result = runner(*args, code=1)
+        assert f"cannot open the catalog {home / 'warehouse.db'}" in result.stderr, result.stderr
+        assert "file is not a database" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert (home / "warehouse.db").read_bytes() == b"not a database\n" * 100
+
+
 def test_file_and_directory_of_one_name_is_refused_on_get(run: Runner, tmp_path: Path) -> None:
     src = tmp_path / "s"
     src.mkdir()

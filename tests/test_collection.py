@@ -14,7 +14,7 @@ from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.writer import write_tree
-from warehouse.errors import CorruptDataError, NotFoundError
+from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
 
 
@@ -119,3 +119,25 @@ def test_memory_is_bounded_by_workers(tmp_path: Path, store: LocalBlockStore) ->
     assert len(allocated) <= 4
     got = CollectionReader(store, result.manifest).read_file("f")
     assert hashlib.md5(got).digest() == hashlib.md5((tmp_path / "d" / "f").read_bytes()).digest()
+
+
+def test_a_failing_check_stops_the_put_at_the_next_block(
+    tmp_path: Path, store: LocalBlockStore
+) -> None:
+    """The caller's check runs before each block is stored; once it raises,
+    nothing more is read or stored and the error reaches the caller."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(os.urandom(100_000))
+    calls = 0
+
+    def check() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 3:
+            raise WarehouseError("the catalog is gone")
+
+    with pytest.raises(WarehouseError, match="the catalog is gone"):
+        write_tree(store, [tmp_path / "d"], block_size=1000, workers=2, check=check)
+    assert calls == 4
+    store.flush()  # blocks already handed to the store (some may have been dropped)
+    assert len(list(store.volume.index())) <= 3

@@ -64,6 +64,9 @@ class WarehouseBase:
     def _copies(self) -> int:
         return 1
 
+    def _check(self) -> None:
+        """Raise if what a put stores could not be recorded (checked per block)."""
+
     # Blocks hashed and stored at once by put, and fetched ahead by readers;
     # None: the defaults (one writer per core, three blocks ahead).
     writers: int | None = None
@@ -114,7 +117,9 @@ class WarehouseBase:
         """Store a tree; optionally point ``name`` at it (``expect``: its current PDH)."""
         if name is not None:
             self._precheck_name(name, expect, create)
-        result = write_tree(self.store, paths, progress=progress, workers=self.writers)
+        result = write_tree(
+            self.store, paths, progress=progress, workers=self.writers, check=self._check
+        )
         writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
         self._record(result.manifest, result.file_md5s, writes)
         record = (

@@ -9,9 +9,9 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, PutResult, WarehouseBase
@@ -19,8 +19,11 @@ from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.records import load_manifest, store_manifest
-from warehouse.errors import NotFoundError
+from warehouse.errors import NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = ["EmbeddedWarehouse", "PutResult", "default_home"]
 
@@ -48,12 +51,42 @@ class EmbeddedWarehouse(WarehouseBase):
         self.user = user or os.environ.get("WH_USER") or getpass.getuser()
         self.volume = LocalVolume(self.home / "blocks")
         self.store: LocalBlockStore = LocalBlockStore(self.volume, BlockCache(cache_bytes))
-        self.engine: sa.Engine = catalog.open_engine(f"sqlite:///{self.home / 'warehouse.db'}")
-        catalog.upgrade(self.engine)
+        # Loading SQLAlchemy and migrating the catalog takes a few tenths of a
+        # second; it runs while a put is already reading and hashing files.
+        opener = ThreadPoolExecutor(1, thread_name_prefix="wh-catalog")
+        self._engine: Future[sa.Engine] = opener.submit(self._open_catalog)
+        opener.shutdown(wait=False)
+
+    def _open_catalog(self) -> sa.Engine:
+        import sqlalchemy as sa
+
+        path = self.home / "warehouse.db"
+        engine = catalog.open_engine(f"sqlite:///{path}")
+        try:
+            catalog.upgrade(engine)
+        except sa.exc.DBAPIError as e:
+            engine.dispose()
+            raise WarehouseError(f"cannot open the catalog {path}: {e.orig}") from e
+        except BaseException:
+            engine.dispose()
+            raise
+        return engine
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The catalog, once it is open (an error opening it is raised here)."""
+        return self._engine.result()
+
+    def _check(self) -> None:
+        # A put stops at its next block once the catalog is known to be
+        # unusable, rather than store the whole tree for nothing.
+        if self._engine.done():
+            self._engine.result()
 
     def close(self) -> None:
         self.store.close()
-        self.engine.dispose()
+        if self._engine.exception() is None:
+            self._engine.result().dispose()
 
     # -- collections ---------------------------------------------------------
 

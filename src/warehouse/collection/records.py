@@ -6,7 +6,7 @@ the block store they hand in.
 
 from __future__ import annotations
 
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
@@ -14,6 +14,9 @@ from warehouse.blocks.store import BlockStore
 from warehouse.collection.reader import decode_digests, encode_digests
 from warehouse.errors import CorruptDataError
 from warehouse.manifest import Manifest
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = ["load_manifest", "store_manifest"]
 

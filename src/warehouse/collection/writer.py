@@ -79,8 +79,11 @@ class _Lease:
 class _Packer:
     """Fills block buffers from files and hands full ones to the pool."""
 
-    def __init__(self, store: BlockStore, workers: int, block_size: int) -> None:
+    def __init__(
+        self, store: BlockStore, workers: int, block_size: int, check: Callable[[], None]
+    ) -> None:
         self.store = store
+        self.check = check
         self.block_size = block_size
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="wh-put")
         # A file longer than what is left of a block is hashed here, in
@@ -105,10 +108,22 @@ class _Packer:
         """Store the buffer's first ``length`` bytes; the reading thread's hold passes on."""
         # A failed store (disk full, server down) stops the reading now, not
         # after the whole tree was read.
+        try:
+            self.check()
+        except BaseException:
+            lease.release()
+            raise
         if self.error is not None:
             lease.release()
             raise self.error
-        fut = self.pool.submit(self._store, lease, length, whole_files)
+        if whole_files:
+            # A task of its own, so that the block's MD5 and its files' MD5s
+            # run on two cores at once (the last blocks of a put too).
+            lease.hold()
+            self.pool.submit(self._hash_files, lease, whole_files).add_done_callback(
+                self._note_error
+            )
+        fut = self.pool.submit(self._store, lease, length)
         fut.add_done_callback(self._note_error)
         return fut
 
@@ -134,19 +149,23 @@ class _Packer:
         if self.error is None and not fut.cancelled():
             self.error = fut.exception()
 
-    def _store(
-        self, lease: _Lease, length: int, whole_files: list[tuple[str, int, int]]
-    ) -> StoredBlock:
+    def _hash_files(self, lease: _Lease, whole_files: list[tuple[str, int, int]]) -> None:
         try:
             view = memoryview(lease.buf)
             for path, lo, hi in whole_files:
                 self.digests[path] = hashlib.md5(view[lo:hi]).hexdigest()
-            return self.store.put(view[:length])
+        finally:
+            lease.release()
+
+    def _store(self, lease: _Lease, length: int) -> StoredBlock:
+        try:
+            return self.store.put(memoryview(lease.buf)[:length])
         finally:
             lease.release()
 
     def finish(self) -> None:
         """Wait for every file hash queued so far."""
+        self.pool.shutdown(wait=True)
         self.hasher.shutdown(wait=True)
 
     def close(self) -> None:
@@ -215,10 +234,14 @@ def write_tree(
     workers: int | None = None,
     progress: Progress | None = None,
     block_size: int = MAX_BLOCK_SIZE,
+    check: Callable[[], None] = lambda: None,
 ) -> WriteResult:
-    """Store the files under ``paths`` and return the normalized manifest."""
+    """Store the files under ``paths`` and return the normalized manifest.
+
+    ``check`` is called before each block is stored; what it raises stops the put.
+    """
     root = paths if isinstance(paths, DirNode) else scan_paths(paths)
-    packer = _Packer(store, workers or default_workers(), block_size)
+    packer = _Packer(store, workers or default_workers(), block_size, check)
     planned: list[tuple[str, list[Future[StoredBlock]], list[Segment]]] = []
     total = 0
     try:
