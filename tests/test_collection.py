@@ -10,7 +10,7 @@ import pytest
 
 from conftest import make_tree
 from warehouse.blocks.cache import BlockCache
-from warehouse.blocks.store import LocalBlockStore
+from warehouse.blocks.store import LocalBlockStore, StoredBlock
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.writer import write_tree
@@ -141,3 +141,81 @@ def test_a_failing_check_stops_the_put_at_the_next_block(
     assert calls == 4
     store.flush()  # blocks already handed to the store (some may have been dropped)
     assert len(list(store.volume.index())) <= 3
+
+
+def _md5s(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("block_size", [64, 100, 1000, 4096])
+def test_recorded_digests_are_the_files_md5s(
+    tmp_path: Path, store: LocalBlockStore, block_size: int
+) -> None:
+    """Every way a file's MD5 is taken: alone, sharing a block with others,
+    first in its block (hashed along with the block), spanning blocks from a
+    block's start (continuing from the block's MD5) or from inside one."""
+    root = tmp_path / "d"
+    (root / "s").mkdir(parents=True)
+    sizes = [0, 0, 1, 99, 100, 101, 999, 1000, 1001, 2500, 0, 4096, 4097, 3, 12_000]
+    for i, size in enumerate(sizes):
+        (root / f"f{i:02}").write_bytes(os.urandom(size))
+        (root / "s" / f"g{i:02}").write_bytes(os.urandom(size // 3))
+    result = write_tree(store, [root], block_size=block_size, workers=3)
+    assert result.file_md5s == _md5s(root)
+    reader = CollectionReader(store, result.manifest)
+    for path in result.file_md5s:
+        assert reader.read_file(path) == (root / path).read_bytes()
+
+
+def test_a_file_of_a_block_or_more_has_blocks_of_its_own(
+    tmp_path: Path, store: LocalBlockStore
+) -> None:
+    """It starts a block and the block with its end is cut there, so the same
+    big file is the same blocks whatever stands before or after it."""
+    big = os.urandom(2500)
+    one, two = tmp_path / "one", tmp_path / "two"
+    for root, before, after in ((one, b"a" * 300, b"z" * 100), (two, b"b" * 42, b"")):
+        root.mkdir()
+        (root / "a").write_bytes(before)
+        (root / "big").write_bytes(big)
+        if after:
+            (root / "c").write_bytes(after)
+    first = write_tree(store, [one], block_size=1000)
+    assert [b.locator.size for b in first.blocks] == [300, 1000, 1000, 500, 100]
+    second = write_tree(store, [two], block_size=1000)
+    assert [b.locator.size for b in second.blocks] == [42, 1000, 1000, 500]
+    assert [b.new for b in second.blocks] == [True, False, False, False]
+    assert CollectionReader(store, second.manifest).read_file("big") == big
+
+
+class FailingStore(LocalBlockStore):
+    """A real local store whose disk fills up after ``ok`` blocks."""
+
+    def __init__(self, volume: LocalVolume, ok: int) -> None:
+        super().__init__(volume)
+        self.ok = ok
+
+    def put(self, data: bytes | bytearray | memoryview, *, md5: str | None = None) -> StoredBlock:
+        with self._lock:
+            self.ok -= 1
+            full = self.ok < 0
+        if full:
+            raise OSError(28, "No space left on device")
+        return super().put(data, md5=md5)
+
+
+@pytest.mark.parametrize("ok", [0, 1, 2, 5])
+def test_a_failed_block_write_ends_the_put_with_its_error(tmp_path: Path, ok: int) -> None:
+    """Whichever block fails, also one a spanning file's MD5 waits for, the put
+    stops with that error instead of hanging or storing a collection."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a").write_bytes(os.urandom(5000))
+    (tmp_path / "d" / "b").write_bytes(os.urandom(300))
+    (tmp_path / "d" / "c").write_bytes(os.urandom(2500))
+    store = FailingStore(LocalVolume(tmp_path / "vol"), ok)
+    with pytest.raises(OSError, match="No space left"):
+        write_tree(store, [tmp_path / "d"], block_size=1000, workers=2)

@@ -14,7 +14,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,25 @@ class _Lease:
             self._free.put(self.buf)
 
 
+class _FileHash:
+    """The MD5 of a file spanning blocks, fed its parts in order.
+
+    When the file starts a block, the worker hashing that block hands over
+    its state after the block (``seed``): the file's first part is the whole
+    block, so those bytes are hashed once, not twice.
+    """
+
+    def __init__(self, seed: Future[Any] | None = None) -> None:
+        self.seed = seed
+        self._md5: Any = None if seed is not None else hashlib.md5()
+
+    def state(self) -> Any:
+        if self._md5 is None:
+            assert self.seed is not None
+            self._md5 = self.seed.result()
+        return self._md5
+
+
 class _Packer:
     """Fills block buffers from files and hands full ones to the pool."""
 
@@ -95,6 +114,7 @@ class _Packer:
         self.unallocated = workers + 2
         self.error: BaseException | None = None
         self.digests: dict[str, str] = {}  # path -> MD5 of the file's bytes
+        self.seeds: list[Future[Any]] = []
 
     def lease(self) -> _Lease:
         if self.unallocated and self.free.empty():
@@ -103,45 +123,56 @@ class _Packer:
         return _Lease(self.free.get(), self.free)
 
     def submit(
-        self, lease: _Lease, length: int, whole_files: list[tuple[str, int, int]]
+        self,
+        lease: _Lease,
+        length: int,
+        whole_files: list[tuple[str, int, int]],
+        seed: Future[Any] | None = None,
     ) -> Future[StoredBlock]:
-        """Store the buffer's first ``length`` bytes; the reading thread's hold passes on."""
-        # A failed store (disk full, server down) stops the reading now, not
-        # after the whole tree was read.
+        """Store the buffer's first ``length`` bytes; the reading thread's hold passes on.
+
+        ``whole_files`` lie inside the block; ``seed`` receives the block's MD5
+        state for a file that fills it from its start and goes on.
+        """
         try:
+            # A failed store (disk full, server down) or a failed check stops
+            # the reading now, not after the whole tree was read.
             self.check()
+            if self.error is not None:
+                raise self.error
         except BaseException:
             lease.release()
             raise
-        if self.error is not None:
-            lease.release()
-            raise self.error
-        if whole_files:
-            # A task of its own, so that the block's MD5 and its files' MD5s
-            # run on two cores at once (the last blocks of a put too).
+        # A file that starts the block is hashed along with it; the others in
+        # a task of their own, so the block's MD5 and theirs run on two cores.
+        first = whole_files[0] if whole_files and whole_files[0][1] == 0 else None
+        others = whole_files[1:] if first is not None else whole_files
+        if others:
             lease.hold()
-            self.pool.submit(self._hash_files, lease, whole_files).add_done_callback(
+            self.pool.submit(self._hash_files, lease, others).add_done_callback(
                 self._note_error
             )
-        fut = self.pool.submit(self._store, lease, length)
+        if seed is not None:
+            self.seeds.append(seed)
+        fut = self.pool.submit(self._store, lease, length, first, seed)
         fut.add_done_callback(self._note_error)
         return fut
 
-    def hash_part(self, md5: Any, lease: _Lease, lo: int, hi: int) -> None:
+    def hash_part(self, fh: _FileHash, lease: _Lease, lo: int, hi: int) -> None:
         """Add buf[lo:hi] to a file's MD5, after the parts submitted before."""
         lease.hold()
 
         def update() -> None:
             try:
-                md5.update(memoryview(lease.buf)[lo:hi])
+                fh.state().update(memoryview(lease.buf)[lo:hi])
             finally:
                 lease.release()
 
         self.hasher.submit(update).add_done_callback(self._note_error)
 
-    def file_done(self, key: str, md5: Any) -> None:
+    def file_done(self, key: str, fh: _FileHash) -> None:
         def record() -> None:
-            self.digests[key] = md5.hexdigest()
+            self.digests[key] = fh.state().hexdigest()
 
         self.hasher.submit(record).add_done_callback(self._note_error)
 
@@ -157,9 +188,30 @@ class _Packer:
         finally:
             lease.release()
 
-    def _store(self, lease: _Lease, length: int) -> StoredBlock:
+    def _store(
+        self,
+        lease: _Lease,
+        length: int,
+        first: tuple[str, int, int] | None,
+        seed: Future[Any] | None,
+    ) -> StoredBlock:
         try:
-            return self.store.put(memoryview(lease.buf)[:length])
+            view = memoryview(lease.buf)
+            md5 = hashlib.md5()
+            if first is not None:
+                key, _, hi = first
+                md5.update(view[:hi])
+                self.digests[key] = md5.copy().hexdigest()
+                md5.update(view[hi:length])
+            else:
+                md5.update(view[:length])
+            if seed is not None:
+                seed.set_result(md5.copy())
+            return self.store.put(view[:length], md5=md5.hexdigest())
+        except BaseException as e:
+            if seed is not None and not seed.done():
+                seed.set_exception(e)
+            raise
         finally:
             lease.release()
 
@@ -171,6 +223,9 @@ class _Packer:
     def close(self) -> None:
         """Stop: what has not started is dropped (an error ended the put)."""
         self.pool.shutdown(wait=True, cancel_futures=True)
+        for seed in self.seeds:  # of blocks dropped before they were hashed
+            if not seed.done():
+                seed.set_exception(CancelledError())
         self.hasher.shutdown(wait=True, cancel_futures=True)
 
 
@@ -180,8 +235,10 @@ def _pack_dir(
     """Pack one directory's files into blocks; also take every file's MD5.
 
     The MD5s are recorded for the md5sum listing of `wh get`. A file inside one
-    block is hashed by the worker that stores the block (in parallel); a file
-    spanning blocks by the packer's file hasher, in order.
+    block is hashed by a worker (in parallel); a file spanning blocks by the
+    packer's file hasher, in order. A file at least one block long gets blocks
+    of its own: it starts a block and the block holding its end is cut there,
+    so the same file is stored as the same blocks in any collection.
     """
     blocks: list[Future[StoredBlock]] = []
     segments: list[Segment] = []
@@ -190,11 +247,21 @@ def _pack_dir(
     fill = 0
     whole: list[tuple[str, int, int]] = []  # files wholly inside the current buffer
     stream_pos = 0
-    for name, path, _ in node.files:
+
+    def cut() -> None:
+        nonlocal lease, buf, fill, whole
+        blocks.append(packer.submit(lease, fill, whole))
+        lease = packer.lease()
+        buf, fill, whole = lease.buf, 0, []
+
+    for name, path, size in node.files:
         key = f"{node.rel}/{name}" if node.rel else name
+        big = size >= len(buf)
+        if big and fill:
+            cut()
         start = stream_pos
         file_start = fill
-        md5 = None
+        fh: _FileHash | None = None
         try:
             f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
         except OSError as e:
@@ -202,9 +269,14 @@ def _pack_dir(
         with f:
             while True:
                 if fill == len(buf):
-                    md5 = md5 or hashlib.md5()
-                    packer.hash_part(md5, lease, file_start, fill)
-                    blocks.append(packer.submit(lease, fill, whole))
+                    if fh is None and file_start == 0:
+                        seed: Future[Any] = Future()
+                        fh = _FileHash(seed)
+                        blocks.append(packer.submit(lease, fill, whole, seed))
+                    else:
+                        fh = fh or _FileHash()
+                        packer.hash_part(fh, lease, file_start, fill)
+                        blocks.append(packer.submit(lease, fill, whole))
                     lease = packer.lease()
                     buf, fill, file_start, whole = lease.buf, 0, 0, []
                 n = f.readinto(memoryview(buf)[fill:])
@@ -214,12 +286,14 @@ def _pack_dir(
                 stream_pos += n
                 if progress is not None:
                     progress(n)
-        if md5 is None:
+        if fh is None:
             whole.append((key, file_start, fill))
         else:
-            packer.hash_part(md5, lease, file_start, fill)
-            packer.file_done(key, md5)
+            packer.hash_part(fh, lease, file_start, fill)
+            packer.file_done(key, fh)
         segments.append(Segment(start, stream_pos - start, name))
+        if big and fill:
+            cut()
     if fill or whole:
         blocks.append(packer.submit(lease, fill, whole))
     else:

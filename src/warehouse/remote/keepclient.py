@@ -102,11 +102,11 @@ class KeepClient:
 
     # -- writing -------------------------------------------------------------
 
-    def put(self, data: Buffer) -> StoredBlock:
+    def put(self, data: Buffer, *, md5: str | None = None) -> StoredBlock:
         size = len(data)
         if size > MAX_BLOCK_SIZE:
             raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
-        md5 = hashlib.md5(data).hexdigest()
+        md5 = md5 or hashlib.md5(data).hexdigest()
         plain = Locator(md5, size)
         if plain.is_empty:
             return StoredBlock(plain, False)
