@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import mmap
 import os
 import signal
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 
@@ -172,3 +175,35 @@ def test_block_writer_takes_pieces(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="MD5"):
         wrong.commit()
     assert vol.stat(md5(b"x")) is None
+
+
+def _cached_pages(path: Path) -> int:
+    """How many of the file's pages are in the page cache (mincore(2))."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    with path.open("rb") as f:
+        m = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+        # Taking the mapping's address does not touch (and so cache) a page.
+        anchor = ctypes.c_char.from_buffer(m)
+        try:
+            if libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(size), vec):
+                raise OSError(ctypes.get_errno(), "mincore failed")
+        finally:
+            del anchor
+            m.close()
+    return sum(v & 1 for v in vec)
+
+
+def test_blocks_stored_for_a_put_leave_the_page_cache(tmp_path: Path) -> None:
+    """Once durable, a block the block store wrote is dropped from the page
+    cache; a block written by the volume alone (keepd's path) stays."""
+    volume = LocalVolume(tmp_path / "vol")
+    kept, dropped = os.urandom(4 << 20), os.urandom(4 << 20)
+    volume.put(hashlib.md5(kept).hexdigest(), kept)
+    store = LocalBlockStore(volume)
+    store.put(dropped)
+    store.close()
+    assert _cached_pages(volume.path_for(hashlib.md5(kept).hexdigest())) > 512
+    assert _cached_pages(volume.path_for(hashlib.md5(dropped).hexdigest())) < 64

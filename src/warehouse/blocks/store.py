@@ -43,7 +43,13 @@ class BlockStore(Protocol):
 
 
 class LocalBlockStore:
-    """A block store on one local volume, verified on every read."""
+    """A block store on one local volume, verified on every read.
+
+    A block written is dropped from the page cache once it is durable (as
+    borg does): storing a terabyte then does not push out of memory what the
+    machine was using, and the next writes reuse the same pages rather than
+    take fresh ones, which cost a third of the system time of a large put.
+    """
 
     def __init__(
         self, volume: LocalVolume, cache: BlockCache | None = None, *, syncers: int = 4
@@ -66,7 +72,7 @@ class LocalBlockStore:
         pending = self.volume.put_pending(locator.md5, data)
         if pending is None:
             return StoredBlock(locator, False)
-        fut = self._syncer.submit(pending.finish)
+        fut = self._syncer.submit(pending.finish, uncache=True)
         with self._lock:
             self._pending.add(fut)
         return StoredBlock(locator, True)

@@ -57,10 +57,15 @@ class PendingWrite:
         self.tmp = tmp
         self.path = path
 
-    def finish(self) -> None:
-        """fsync, rename into place, fsync the directory: now it is stored."""
+    def finish(self, *, uncache: bool = False) -> None:
+        """fsync, rename into place, fsync the directory: now it is stored.
+
+        ``uncache``: drop the block's pages from the page cache once durable.
+        """
         try:
             os.fsync(self.fd)
+            if uncache:
+                _drop_cached(self.fd)
             os.replace(self.tmp, self.path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -147,6 +152,13 @@ class BlockWriter:
             if self._tmp is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._tmp)
+
+
+def _drop_cached(fd: int) -> None:
+    # Only advice: where the call is missing or refused the pages just stay.
+    if hasattr(os, "posix_fadvise"):
+        with contextlib.suppress(OSError):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def _fsync_dir(path: Path) -> None:
