@@ -2,30 +2,40 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 import warehouse
 from warehouse.errors import WarehouseError
 from warehouse.interface import Warehouse
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    stderr: Console
+
 __all__ = ["Failure", "byte_progress", "emit_json", "open_warehouse", "stderr"]
 
-stderr = Console(stderr=True)
+
+@functools.cache
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def __getattr__(name: str) -> Any:
+    # rich loads only for the commands that draw on a terminal: a scripted
+    # `wh put --json` starts a few hundredths of a second sooner.
+    if name == "stderr":
+        return _stderr()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Failure(click.ClickException):
@@ -51,9 +61,18 @@ def open_warehouse(ctx: click.Context, **options: int | None) -> Warehouse:
 @contextmanager
 def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
     """A bar with bytes, rate and ETA on a terminal; nothing otherwise."""
-    if not stderr.is_terminal:
+    if not sys.stderr.isatty() or not (stderr := _stderr()).is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
