@@ -74,14 +74,23 @@ class EmbeddedWarehouse(WarehouseBase):
 
     @property
     def engine(self) -> sa.Engine:
-        """The catalog, once it is open (an error opening it is raised here)."""
-        return self._engine.result()
+        """The catalog, once it is open (an error opening it is raised here).
+
+        Do not fork before the catalog is open: the child would wait for a
+        thread it does not have.
+        """
+        try:
+            return self._engine.result()
+        except WarehouseError as e:
+            # A fresh error each time: re-raising the stored one would grow
+            # its traceback with every call in a long-running process.
+            raise WarehouseError(str(e)) from e.__cause__
 
     def _check(self) -> None:
         # A put stops at its next block once the catalog is known to be
         # unusable, rather than store the whole tree for nothing.
         if self._engine.done():
-            self._engine.result()
+            self.engine  # noqa: B018 - raises the error opening it
 
     def close(self) -> None:
         self.store.close()

@@ -61,7 +61,9 @@ def open_warehouse(ctx: click.Context, **options: int | None) -> Warehouse:
 @contextmanager
 def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
     """A bar with bytes, rate and ETA on a terminal; nothing otherwise."""
-    if not sys.stderr.isatty() or not (stderr := _stderr()).is_terminal:
+    # sys.stderr is None when the process started with its stderr closed.
+    isatty = getattr(sys.stderr, "isatty", None)
+    if not (isatty and isatty()) or not (stderr := _stderr()).is_terminal:
         yield None
         return
     from rich.progress import (

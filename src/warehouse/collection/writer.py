@@ -153,6 +153,8 @@ class _Packer:
                 self._note_error
             )
         if seed is not None:
+            # Kept until hashed, for close() to fail the waits of any dropped.
+            self.seeds = [s for s in self.seeds if not s.done()]
             self.seeds.append(seed)
         fut = self.pool.submit(self._store, lease, length, first, seed)
         fut.add_done_callback(self._note_error)
