@@ -14,7 +14,7 @@ import pytest
 
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import JobRecord
+from warehouse.jobs.values import JobRecord
 
 
 @pytest.fixture(scope="session")

@@ -382,11 +382,13 @@ def test_a_name_points_only_at_a_recorded_collection(engine: sa.Engine) -> None:
     assert len(catalog.name_log(engine, "n")) == 1
 
 
-def test_every_public_name_of_the_catalog_loads() -> None:
-    from warehouse import catalog
+@pytest.mark.parametrize("package", ["catalog", "jobs"])
+def test_every_public_name_of_a_lazy_package_loads(package: str) -> None:
+    import importlib
 
-    assert sorted(catalog.__all__) == sorted(catalog._WHERE)
-    for name in catalog.__all__:
-        assert getattr(catalog, name) is not None
+    module = importlib.import_module(f"warehouse.{package}")
+    assert sorted(module.__all__) == sorted(module._WHERE)
+    for name in module.__all__:
+        assert getattr(module, name) is not None
     with pytest.raises(AttributeError):
-        _ = catalog.no_such_thing
+        _ = module.no_such_thing

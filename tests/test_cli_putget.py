@@ -288,7 +288,8 @@ def test_recorded_and_recomputed_digests_agree(tmp_path: Path, run: Runner) -> N
 def test_remote_commands_never_load_the_database_library(
     tmp_path: Path, installation: Installation
 ) -> None:
-    """SQLAlchemy costs a fifth of a second at start-up; a remote client needs none of it."""
+    """SQLAlchemy costs a fifth of a second at start-up; a remote client, and a
+    step reporting back, need none of it."""
     if installation.kind != "remote":
         pytest.skip("the embedded warehouse is a database")
     probe = (
@@ -300,9 +301,13 @@ def test_remote_commands_never_load_the_database_library(
     )
     src = make_tree(tmp_path / "src")
 
-    def wh(*args: str) -> str:
+    def wh(*args: str, **env: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False
+            [sys.executable, "-c", probe, *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, **env},
         )
         assert done.returncode == 0, done.stderr
         assert "loaded: False" in done.stderr, (args, done.stderr)
@@ -313,3 +318,8 @@ def test_remote_commands_never_load_the_database_library(
     wh("ls", "-l", pdh)
     wh("name", "log", "light")
     wh("cat", f"{pdh}/hello.txt")
+    wh("job", "ls", "--json")
+    # What a step reports goes to its result file, through no catalog.
+    result = tmp_path / "result"
+    wh("step", "queue", "--level", "1", "a", WH_RESULT=str(result))
+    assert json.loads(result.read_text()) == {"op": "queue", "level": 1, "input": "a"}

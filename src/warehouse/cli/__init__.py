@@ -29,7 +29,7 @@ _COMMANDS = {
     "token": "warehouse.cli.users:token",
     "keepd": "warehouse.cli.keepd:keepd",
     "job": "warehouse.cli.jobs:job",
-    "step": "warehouse.cli.jobs:step",
+    "step": "warehouse.cli.steps:step",
     "gc": "warehouse.cli.gc:gc",
     "balance": "warehouse.cli.gc:balance",
     "fsck": "warehouse.cli.gc:fsck",

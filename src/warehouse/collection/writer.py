@@ -149,9 +149,7 @@ class _Packer:
         others = whole_files[1:] if first is not None else whole_files
         if others:
             lease.hold()
-            self.pool.submit(self._hash_files, lease, others).add_done_callback(
-                self._note_error
-            )
+            self.pool.submit(self._hash_files, lease, others).add_done_callback(self._note_error)
         if seed is not None:
             # Kept until hashed, for close() to fail the waits of any dropped.
             self.seeds = [s for s in self.seeds if not s.done()]

@@ -2,14 +2,41 @@
 
 ``model`` decides (pure), ``manager`` carries decisions out, ``executors`` and
 ``daskexec`` run steps, ``records`` keeps everything in the catalog,
-``functions`` pins versions, ``submit`` queues or reuses, ``service`` runs
+``functions`` pins versions, ``submission`` queues or reuses, ``service`` runs
 the embedded manager, ``protocol`` is what a step sees and writes.
+
+Names load on first use: a step reporting with `wh step`, or a client
+showing jobs from a controller, needs no database library (a fifth of a
+second at every start).
 """
 
-from warehouse.jobs.model import Resources, Scheduler
-from warehouse.jobs.records import JobRecord, StepRecord, get_job, list_jobs, list_steps
-from warehouse.jobs.service import ensure_manager, run_manager
-from warehouse.jobs.submit import JobRequest, parse_size, submit
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from warehouse.jobs.model import Resources, Scheduler
+    from warehouse.jobs.records import get_job, list_jobs, list_steps
+    from warehouse.jobs.service import ensure_manager, run_manager
+    from warehouse.jobs.submission import JobRequest, parse_size, submit
+    from warehouse.jobs.values import JobRecord, StepRecord
+
+# Where each public name lives (kept equal to __all__; a test checks).
+_WHERE = {
+    "Resources": "model",
+    "Scheduler": "model",
+    "get_job": "records",
+    "list_jobs": "records",
+    "list_steps": "records",
+    "ensure_manager": "service",
+    "run_manager": "service",
+    "JobRequest": "submission",
+    "parse_size": "submission",
+    "submit": "submission",
+    "JobRecord": "values",
+    "StepRecord": "values",
+}
 
 __all__ = [
     "JobRecord",
@@ -25,3 +52,12 @@ __all__ = [
     "run_manager",
     "submit",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -14,7 +14,7 @@ from typing import Protocol
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import NotFoundError
-from warehouse.jobs.records import StepRecord
+from warehouse.jobs.values import StepRecord
 from warehouse.manifest import FileEntry, Manifest
 
 __all__ = ["assemble_logs", "assemble_output", "check_fragment"]

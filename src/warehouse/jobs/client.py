@@ -7,37 +7,44 @@ when a control request needs one); ``RemoteJobs`` calls the controller's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
-from warehouse.jobs import records
-from warehouse.jobs.records import JobRecord, StepRecord
-from warehouse.jobs.service import ensure_manager
-from warehouse.jobs.submit import JobRequest
+from warehouse.jobs.values import JobRecord, StepRecord
 from warehouse.remote.warehouse import RemoteWarehouse
+
+if TYPE_CHECKING:
+    from warehouse.jobs.submission import JobRequest
 
 __all__ = ["JobsView", "LocalJobs", "RemoteJobs", "jobs_view"]
 
 
 class LocalJobs:
+    # The queries load here, not with this module: a client of a controller
+    # never needs them (nor SQLAlchemy).
     def __init__(self, wh: EmbeddedWarehouse) -> None:
+        from warehouse.jobs import records
+
         self.wh = wh
+        self.records = records
 
     def get(self, job_id: int) -> JobRecord:
-        return records.get_job(self.wh.engine, job_id)
+        return self.records.get_job(self.wh.engine, job_id)
 
     def all(self) -> list[JobRecord]:
-        return records.list_jobs(self.wh.engine)
+        return self.records.list_jobs(self.wh.engine)
 
     def steps(
         self, job_id: int, *, number: int | None = None, failed: bool = False
     ) -> list[StepRecord]:
-        found = records.list_steps(self.wh.engine, job_id, number=number)
+        found = self.records.list_steps(self.wh.engine, job_id, number=number)
         return [s for s in found if s.failures] if failed else found
 
     def control(self, job_id: int, control: str) -> JobRecord:
-        record = records.request_control(self.wh.engine, job_id, control)
+        from warehouse.jobs.service import ensure_manager
+
+        record = self.records.request_control(self.wh.engine, job_id, control)
         ensure_manager(self.wh.home, record.executor)  # one applies it (and runs what is left)
         return record
 

@@ -26,8 +26,8 @@ from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.jobs.executors import Executor
 from warehouse.jobs.manager import Manager
-from warehouse.jobs.records import JobRecord
 from warehouse.jobs.service import make_executor
+from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 
 __all__ = ["JOB_TOKEN_TTL", "CatalogWarehouse", "ControllerHost", "ManagerThread"]

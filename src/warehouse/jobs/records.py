@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,6 +17,7 @@ from warehouse.catalog.db import connect, write
 from warehouse.catalog.schema import jobs, steps
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.jobs.model import ACTIVE, FINISHED, Job, Resources, Step
+from warehouse.jobs.values import JobRecord, StepRecord
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -35,63 +35,6 @@ __all__ = [
     "save_turn",
     "take_controls",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    id: int
-    function: str
-    function_pdh: str
-    function_path: str
-    function_commit: str | None
-    input_pdh: str
-    params: str
-    cpus: int
-    memory: int
-    max_attempts: int
-    priority: int
-    executor: str
-    state: str
-    control: str | None
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    output_pdh: str | None
-    log_pdh: str | None
-    reuse_key: str
-    reused_from: int | None
-    steps_done: int
-    steps_running: int
-    steps_queued: int
-    failed_attempts: int
-    cpu_seconds: float
-    error: str | None
-    submitted_by: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-@dataclass(frozen=True, slots=True)
-class StepRecord:
-    job: int
-    number: int
-    level: int
-    input: str
-    state: str
-    attempts: int
-    failures: int
-    exit_status: int | None
-    started_at: float | None
-    finished_at: float | None
-    host: str | None
-    output: str | None
-    intermediate: str | None
-    log: str | None
-    log_tail: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def insert_job(engine: sa.Engine, values: Mapping[str, Any]) -> JobRecord:

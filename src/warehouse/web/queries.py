@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect
 from warehouse.catalog.schema import collections, jobs, names, steps
-from warehouse.jobs.records import JobRecord, StepRecord
+from warehouse.jobs.values import JobRecord, StepRecord
 
 __all__ = [
     "JOB_GROUPS",

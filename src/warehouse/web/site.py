@@ -23,10 +23,11 @@ from warehouse.collection.records import load_manifest
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import ForbiddenError, UsageError
 from warehouse.jobs.hosted import CatalogWarehouse
-from warehouse.jobs.records import JobRecord, get_job, request_control
+from warehouse.jobs.records import get_job, request_control
 from warehouse.jobs.service import ensure_manager
-from warehouse.jobs.submit import JobRequest
-from warehouse.jobs.submit import submit as submit_job
+from warehouse.jobs.submission import JobRequest
+from warehouse.jobs.submission import submit as submit_job
+from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 from warehouse.server.controller.state import ControllerState
 from warehouse.web.tree import Tree

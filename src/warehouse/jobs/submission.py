@@ -20,7 +20,7 @@ from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.functions import resolve
 from warehouse.jobs.host import SubmitHost
-from warehouse.jobs.records import JobRecord
+from warehouse.jobs.values import JobRecord
 
 __all__ = ["JobRequest", "canonical_params", "parse_size", "reuse_key", "submit"]
 

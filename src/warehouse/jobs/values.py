@@ -1,0 +1,69 @@
+"""What the catalog says of a job and of a step, as plain records.
+
+Apart from ``records`` (the queries) so that a client showing jobs from a
+controller needs no database library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = ["JobRecord", "StepRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: int
+    function: str
+    function_pdh: str
+    function_path: str
+    function_commit: str | None
+    input_pdh: str
+    params: str
+    cpus: int
+    memory: int
+    max_attempts: int
+    priority: int
+    executor: str
+    state: str
+    control: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    output_pdh: str | None
+    log_pdh: str | None
+    reuse_key: str
+    reused_from: int | None
+    steps_done: int
+    steps_running: int
+    steps_queued: int
+    failed_attempts: int
+    cpu_seconds: float
+    error: str | None
+    submitted_by: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    job: int
+    number: int
+    level: int
+    input: str
+    state: str
+    attempts: int
+    failures: int
+    exit_status: int | None
+    started_at: float | None
+    finished_at: float | None
+    host: str | None
+    output: str | None
+    intermediate: str | None
+    log: str | None
+    log_tail: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
