@@ -53,3 +53,30 @@ def test_public_surface() -> None:
     }
     for name in warehouse.__all__:
         assert hasattr(warehouse, name)
+
+
+def test_the_command_list_is_each_commands_own_help() -> None:
+    """`wh --help` lists the commands from help kept beside their import paths,
+    so it loads none of them; the kept line must be the command's own."""
+    import click
+
+    from warehouse.cli import _COMMANDS, cli
+
+    ctx = click.Context(cli)
+    for name, (_, kept) in _COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        assert command.get_short_help_str(limit=10_000) == kept, name
+    probe = (
+        "import sys\n"
+        "from warehouse.cli import main\n"
+        "sys.argv[:] = ['wh', '--help']\n"
+        "try:\n    main()\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('fastapi', 'distributed', 'sqlalchemy') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout
+    for name in _COMMANDS:
+        assert f"  {name} " in done.stdout

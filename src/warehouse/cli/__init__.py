@@ -15,25 +15,64 @@ __all__ = ["cli", "main"]
 
 # Each command's module is imported only when that command runs: the server,
 # web and job modules pull in FastAPI, uvicorn and Dask, which would add most
-# of a second to every `wh put`.
+# of a second to every `wh put`. The one-line help is kept here too, so that
+# `wh --help` lists the commands without importing them (a test keeps it
+# equal to each command's own).
 _COMMANDS = {
-    "put": "warehouse.cli.put:put",
-    "get": "warehouse.cli.get:get",
-    "ls": "warehouse.cli.browse:ls",
-    "cat": "warehouse.cli.browse:cat",
-    "manifest": "warehouse.cli.browse:manifest",
-    "name": "warehouse.cli.names:name",
-    "accounting": "warehouse.cli.names:accounting",
-    "serve": "warehouse.cli.serve:serve",
-    "user": "warehouse.cli.users:user",
-    "token": "warehouse.cli.users:token",
-    "keepd": "warehouse.cli.keepd:keepd",
-    "job": "warehouse.cli.jobs:job",
-    "step": "warehouse.cli.steps:step",
-    "gc": "warehouse.cli.gc:gc",
-    "balance": "warehouse.cli.gc:balance",
-    "fsck": "warehouse.cli.gc:fsck",
-    "web": "warehouse.cli.web:web",
+    "put": (
+        "warehouse.cli.put:put",
+        "Store PATHS as one collection and print its portable data hash.",
+    ),
+    "get": (
+        "warehouse.cli.get:get",
+        "Write the files of KEY (a PDH or a name, optionally /sub/path) into DEST.",
+    ),
+    "ls": (
+        "warehouse.cli.browse:ls",
+        "List the files of KEY (a PDH or name, optionally /sub/path).",
+    ),
+    "cat": (
+        "warehouse.cli.browse:cat",
+        "Write one file of a collection (KEY/path) to standard output, verified.",
+    ),
+    "manifest": ("warehouse.cli.browse:manifest", "Print the manifest of KEY (a PDH or a name)."),
+    "name": (
+        "warehouse.cli.names:name",
+        "Names: compare-and-swap pointers to collections, with history.",
+    ),
+    "accounting": (
+        "warehouse.cli.names:accounting",
+        "Block writes per user: how many, how many new, bytes sent and newly stored.",
+    ),
+    "serve": (
+        "warehouse.cli.serve:serve",
+        "Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.",
+    ),
+    "user": ("warehouse.cli.users:user", "Users of a shared installation."),
+    "token": ("warehouse.cli.users:token", "API tokens."),
+    "keepd": (
+        "warehouse.cli.keepd:keepd",
+        "Serve blocks over HTTP from local volumes (the keep server).",
+    ),
+    "job": ("warehouse.cli.jobs:job", "Submit batch jobs and follow them (see docs/jobs.md)."),
+    "step": ("warehouse.cli.steps:step", "Report from inside a running step (uses $WH_RESULT)."),
+    "gc": (
+        "warehouse.cli.gc:gc",
+        "Trash blocks no root references and older than the signature TTL.",
+    ),
+    "balance": (
+        "warehouse.cli.gc:balance",
+        "Give every referenced block the wanted number of copies (remote).",
+    ),
+    "fsck": (
+        "warehouse.cli.gc:fsck",
+        "Read and verify every stored block; report missing, corrupt and under-replicated "
+        "blocks and the collections they belong to.",
+    ),
+    "web": (
+        "warehouse.cli.web:web",
+        "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",
+    ),
 }
 
 
@@ -42,13 +81,24 @@ class _Group(click.Group):
         return sorted(_COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = _COMMANDS.get(cmd_name)
-        if target is None:
+        entry = _COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module, _, attr = target.partition(":")
+        module, _, attr = entry[0].partition(":")
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # As click lays the list out, from the help kept above.
+        width = max(len(name) for name in _COMMANDS)
+        limit = formatter.width - 6 - width
+        rows = [
+            (n, click.Command(n, help=_COMMANDS[n][1]).get_short_help_str(limit))
+            for n in sorted(_COMMANDS)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
