@@ -12,10 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-# Byte-compiled once here, as pip does for a wheel: an editable install is not,
-# and with PYTHONDONTWRITEBYTECODE set every `wh` would compile its modules again.
 install: $(STAMP)
-	$(BIN)/python -m compileall -q src
 
 demo: install
 	$(BIN)/python scripts/demo.py

@@ -108,6 +108,10 @@ def main() -> None:
             (fn_dir / "step.sh").write_text(SCRIPT)
             fn = f"{wh.put([fn_dir]).pdh}/step.sh"
             key = wh.put([Path(tmp) / "in"]).pdh
+            # One managed run first, untimed: a raw loop run before any spawns
+            # about 25% faster (2,400 against 1,900/s here) than every raw
+            # loop after one, and than the manager can in this process.
+            managed(wh, fn, key, "local")
             # Alternate the two, best of --repeat each: the machine's noise
             # otherwise moves the ratio more than the code does.
             raw, ours = [], []

@@ -55,6 +55,7 @@ class EmbeddedWarehouse(WarehouseBase):
         # second; it runs while a put is already reading and hashing files.
         opener = ThreadPoolExecutor(1, thread_name_prefix="wh-catalog")
         self._engine: Future[sa.Engine] = opener.submit(self._open_catalog)
+        self._opened: sa.Engine | None = None
         opener.shutdown(wait=False)
 
     def _open_catalog(self) -> sa.Engine:
@@ -79,8 +80,11 @@ class EmbeddedWarehouse(WarehouseBase):
         Do not fork before the catalog is open: the child would wait for a
         thread it does not have.
         """
+        if self._opened is not None:  # the manager asks for it at every step
+            return self._opened
         try:
-            return self._engine.result()
+            self._opened = self._engine.result()
+            return self._opened
         except WarehouseError as e:
             # A fresh error each time: re-raising the stored one would grow
             # its traceback with every call in a long-running process.
