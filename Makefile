@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-browser demo test lint bench clean
+.PHONY: install install-browser install-sandbox demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,12 @@ demo: install
 install-browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
-test: install install-browser
+# Controller steps run in a bubblewrap sandbox (docs/security.md): installed
+# here when missing, as root, like chromium.
+install-sandbox:
+	command -v bwrap >/dev/null || (apt-get update && apt-get install -y bubblewrap)
+
+test: install install-browser install-sandbox
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \

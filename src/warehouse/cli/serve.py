@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from warehouse.embedded import default_home
+from warehouse.errors import UsageError
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
 from warehouse.server.serving import parse_listen
 from warehouse.server.serving import serve as serve_app
@@ -52,6 +53,19 @@ def default_db_url() -> str:
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
 @click.option("--job-cpus", type=int, help="Job slots (local: default one per core).")
+@click.option(
+    "--unsafe-steps",
+    is_flag=True,
+    help="Run local steps unsandboxed when bubblewrap (bwrap) is missing: any user "
+    "who can submit a job can then read the catalog and become admin (docs/security.md).",
+)
+@click.option(
+    "--steps-user",
+    default="wh-steps",
+    show_default=True,
+    help="When run as root: the unprivileged system user local steps run as "
+    "(made with useradd --system when missing).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -61,6 +75,8 @@ def serve(
     executor: str,
     dask_scheduler: str | None,
     job_cpus: int | None,
+    unsafe_steps: bool,
+    steps_user: str,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -68,12 +84,25 @@ def serve(
     --keep N it then starts N keep servers on 127.0.0.1 as child processes,
     which register themselves; they stop with it. The job manager runs in a
     background thread (steps as subprocesses here, or on a Dask cluster;
-    their scratch space and functions under $WH_HOME/controller-jobs).
+    their scratch space and functions under $WH_HOME/controller-jobs). Local
+    steps run in a bubblewrap sandbox that sees only their function, their
+    scratch and the network; without bwrap the controller refuses to start
+    unless given --unsafe-steps.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
+    if executor == "local":
+        # Refused before anything starts rather than once listening.
+        from warehouse.jobs.sandbox import find_sandbox
+
+        if find_sandbox(steps_user) is None and not unsafe_steps:
+            raise UsageError(
+                "bubblewrap (bwrap) is not installed: local job steps cannot be sandboxed; "
+                "install it (Debian: apt-get install bubblewrap), or start with "
+                "--unsafe-steps (see docs/security.md)"
+            )
     config = ControllerConfig(db_url=db_url or default_db_url(), replication=replication)
     state = ControllerState.open(config)
     children: list[subprocess.Popen[bytes]] = []
@@ -87,7 +116,14 @@ def serve(
             children.append(_start_keepd(url, base / str(i), state.system_token))
         if executor != "none":
             name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
-            state.start_jobs(url, default_home() / "controller-jobs", name, job_cpus)
+            state.start_jobs(
+                url,
+                default_home() / "controller-jobs",
+                name,
+                job_cpus,
+                unsafe_steps=unsafe_steps,
+                steps_user=steps_user,
+            )
 
     try:
         serve_app(create_app(config, state), host, port, on_ready=ready)

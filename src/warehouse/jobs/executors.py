@@ -27,6 +27,7 @@ from typing import Protocol
 
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
+from warehouse.jobs.sandbox import Sandbox
 
 __all__ = [
     "Executor",
@@ -94,8 +95,9 @@ class _Workdir:
     times a second.
     """
 
-    def __init__(self, root: Path, prefix: str) -> None:
-        root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, root: Path, prefix: str, sandbox: Sandbox | None = None) -> None:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.sandbox = sandbox
         # Unique: an orphan of a killed manager may still use its old one.
         self.path = tempfile.mkdtemp(prefix=prefix, dir=root)
         self.tmp = self.path + "/tmp"
@@ -113,8 +115,15 @@ class _Workdir:
         }
 
     def spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
+        argv: tuple[str, ...] | list[str] = launch.argv
+        if self.sandbox is not None:
+            self.sandbox.prepare_scratch(self.tmp, self.result)
+            function_dir = launch.env.get("WH_FUNCTION_DIR", self.tmp)
+            argv = self.sandbox.wrap(
+                argv, function_dir=function_dir, scratch=self.tmp, result=self.result
+            )
         return subprocess.Popen(
-            launch.argv,
+            argv,
             env=self.env(launch),
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,
@@ -128,8 +137,7 @@ class _Workdir:
         log = os.pread(self.log_fd, size, 0) if size else b""
         result = ""
         if status == 0:
-            with contextlib.suppress(FileNotFoundError), open(self.result, "rb") as f:
-                result = f.read().decode("utf-8", "replace")
+            result = _read_result(self.result)
         return Finished(
             launch.job, launch.step, launch.attempt, status, host, started, time.time(), log, result
         )
@@ -150,6 +158,16 @@ class _Workdir:
     def remove(self) -> None:
         os.close(self.log_fd)
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _read_result(path: str) -> str:
+    # Never through a link: a step could point its result at a file of ours.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # none written, or a link
+        return ""
+    with open(fd, "rb") as f:
+        return f.read().decode("utf-8", "replace")
 
 
 # Work directories of this process kept for the next step (a Dask worker runs
@@ -233,10 +251,15 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
 
 
 class LocalExecutor:
-    """Subprocesses on this machine; ``capacity`` defaults to one slot per core."""
+    """Subprocesses on this machine; ``capacity`` defaults to one slot per core.
 
-    def __init__(self, capacity: Resources | None = None) -> None:
+    With a ``sandbox`` (a controller's steps) each step runs inside it.
+    """
+
+    def __init__(self, capacity: Resources | None = None, sandbox: Sandbox | None = None) -> None:
         self.capacity = capacity or local_capacity()
+        self.sandbox = sandbox
+        self._prepared: set[str] = set()
         self.largest = self.capacity
         self._selector = selectors.DefaultSelector()
         self._procs: dict[
@@ -251,8 +274,12 @@ class LocalExecutor:
         if self._free:
             work = self._free.pop()
         else:
-            work = _Workdir(Path(launch.scratch_root), f"local-{os.getpid()}-")
+            work = _Workdir(Path(launch.scratch_root), f"local-{os.getpid()}-", self.sandbox)
             self._all.append(work)
+        function_dir = launch.env.get("WH_FUNCTION_DIR")
+        if self.sandbox is not None and function_dir and function_dir not in self._prepared:
+            self.sandbox.prepare_function(Path(function_dir))
+            self._prepared.add(function_dir)
         started = time.time()
         proc = work.spawn(launch)
         fd = os.pidfd_open(proc.pid)

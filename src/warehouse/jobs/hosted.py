@@ -26,6 +26,7 @@ from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.jobs.executors import Executor
 from warehouse.jobs.manager import Manager
+from warehouse.jobs.sandbox import Sandbox
 from warehouse.jobs.service import make_executor
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
@@ -124,11 +125,19 @@ class ControllerHost(CatalogWarehouse):
 class ManagerThread:
     """The job manager in a background thread until ``stop``; restarted if it fails."""
 
-    def __init__(self, host: ControllerHost, executor: str, *, cpus: int | None = None) -> None:
+    def __init__(
+        self,
+        host: ControllerHost,
+        executor: str,
+        *,
+        cpus: int | None = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
         self.host = host
         self.executor_name = executor
         self.cpus = cpus
-        self.executor: Executor = make_executor(executor, cpus=cpus)
+        self.sandbox = sandbox
+        self.executor: Executor = make_executor(executor, cpus=cpus, sandbox=sandbox)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wh-job-manager", daemon=True)
 
@@ -149,7 +158,9 @@ class ManagerThread:
             except Exception:
                 log.exception("the job manager failed; starting it again")
                 self.executor.close()
-                self.executor = make_executor(self.executor_name, cpus=self.cpus)
+                self.executor = make_executor(
+                    self.executor_name, cpus=self.cpus, sandbox=self.sandbox
+                )
                 self._stop.wait(1.0)
             finally:
                 manager.close()

@@ -25,6 +25,7 @@ from warehouse.jobs.executors import Executor, LocalExecutor, local_capacity
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.records import get_job
+from warehouse.jobs.sandbox import Sandbox
 
 __all__ = [
     "ManagerLock",
@@ -66,10 +67,17 @@ class ManagerLock:
         return True
 
 
-def make_executor(name: str, *, cpus: int | None = None, memory: int | None = None) -> Executor:
-    """``local``, ``dask`` (a LocalCluster) or ``dask:ADDRESS`` (a running scheduler)."""
+def make_executor(
+    name: str,
+    *,
+    cpus: int | None = None,
+    memory: int | None = None,
+    sandbox: Sandbox | None = None,
+) -> Executor:
+    """``local``, ``dask`` (a LocalCluster) or ``dask:ADDRESS`` (a running scheduler);
+    ``sandbox``: where local steps run (docs/security.md)."""
     if name == "local":
-        return LocalExecutor(local_capacity(cpus, memory))
+        return LocalExecutor(local_capacity(cpus, memory), sandbox)
     if name == "dask" or name.startswith("dask:"):
         from warehouse.jobs.daskexec import DaskExecutor
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from warehouse import catalog
 from warehouse.blocks import Locator
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, sign
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
+from warehouse.errors import UsageError
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState"]
 
 SYSTEM_USER = "system"
+
+log = logging.getLogger("warehouse.controller")
 
 
 @dataclass(frozen=True)
@@ -97,10 +101,43 @@ class ControllerState:
         return sign(locator, self.system_token, self.signing_key, self.config.signature_ttl)
 
     def start_jobs(
-        self, url: str, work_dir: Path, executor: str = "local", cpus: int | None = None
+        self,
+        url: str,
+        work_dir: Path,
+        executor: str = "local",
+        cpus: int | None = None,
+        *,
+        unsafe_steps: bool = False,
+        steps_user: str | None = None,
     ) -> ManagerThread:
-        """Run the job manager in a thread; its steps reach this controller at ``url``."""
+        """Run the job manager in a thread; its steps reach this controller at ``url``.
+
+        Local steps run in the bubblewrap sandbox (``warehouse.jobs.sandbox``);
+        without bubblewrap this refuses (UsageError) unless ``unsafe_steps``.
+        """
         from warehouse.jobs.hosted import ControllerHost, ManagerThread
+        from warehouse.jobs.sandbox import DEFAULT_STEPS_USER, find_sandbox
+
+        sandbox = None
+        if executor == "local":
+            sandbox = find_sandbox(steps_user or DEFAULT_STEPS_USER)
+            if sandbox is None and not unsafe_steps:
+                raise UsageError(
+                    "bubblewrap (bwrap) is not installed: local job steps cannot be "
+                    "sandboxed; install it, or start with --unsafe-steps (steps can then "
+                    "read the catalog and its signing key: see docs/security.md)"
+                )
+            if sandbox is None:
+                log.warning(
+                    "UNSAFE: --unsafe-steps: job steps run unsandboxed as this "
+                    "controller's own user and can read its catalog, signing key and "
+                    "volumes; any user who can submit a job can become admin"
+                )
+            elif sandbox.user is not None:
+                log.info("job steps run sandboxed (bwrap) as user %s", sandbox.user.name)
+            else:
+                log.info("job steps run sandboxed (bwrap)")
+        work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
         host = ControllerHost(
             self.engine,
@@ -111,7 +148,7 @@ class ControllerState:
             work_dir=work_dir,
             signature_ttl=self.config.signature_ttl,
         )
-        self.job_manager = ManagerThread(host, executor, cpus=cpus).start()
+        self.job_manager = ManagerThread(host, executor, cpus=cpus, sandbox=sandbox).start()
         return self.job_manager
 
     def stop_jobs(self) -> None:

@@ -1,0 +1,197 @@
+"""Where a controller's local steps run: a bubblewrap sandbox (docs/security.md).
+
+A step of a shared installation is someone else's program, run on the
+controller's machine. In the sandbox it sees a read-only system (``/usr``,
+a few files of ``/etc``, the Python installation running ``wh``), its
+function's directory read-only, its own scratch directory and result file
+read-write, a private ``/tmp``, ``/proc`` and ``/dev`` of its own, and the
+network (to reach ``WH_URL``). Nothing else of the file system exists for it:
+not the catalog, the signing key, keep volumes, nor any other job's scratch or
+function. It runs in its own PID and IPC namespaces, and is killed with its
+parent.
+
+When the controller runs as root, the step also runs as an unprivileged
+system user (``wh-steps`` by default, made with ``useradd --system`` when
+missing): bubblewrap, run as root, mounts what the step may see, and
+``setpriv`` drops to that user before the step's program starts.
+
+``wrap`` is a pure function of its arguments: the command line is decided
+here, the process is started by the executor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import warehouse
+from warehouse.errors import UsageError
+
+__all__ = ["DEFAULT_STEPS_USER", "Sandbox", "StepsUser", "find_sandbox", "steps_user"]
+
+log = logging.getLogger("warehouse.jobs")
+
+DEFAULT_STEPS_USER = "wh-steps"
+
+# The system a program needs: bound read-only when present. Merged-/usr
+# systems have /bin, /lib... as symbolic links into /usr; they are kept so.
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
+# Of /etc only what name lookups, TLS, time and the dynamic linker read.
+_ETC = (
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/group",
+    "/etc/gai.conf",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/mime.types",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/pki",
+    "/etc/resolv.conf",
+    "/etc/services",
+    "/etc/ssl",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StepsUser:
+    name: str
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How to wrap a step's command; ``user`` is set when we run as root."""
+
+    bwrap: str
+    setpriv: str | None
+    user: StepsUser | None
+    readonly: tuple[str, ...]  # the Python installation(s) running wh, besides _SYSTEM
+
+    def wrap(
+        self, argv: tuple[str, ...] | list[str], *, function_dir: str, scratch: str, result: str
+    ) -> list[str]:
+        """The bubblewrap command line running ``argv`` with only these paths of ours."""
+        cmd = [self.bwrap]
+        for path in _SYSTEM:
+            if os.path.islink(path):
+                cmd += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                cmd += ["--ro-bind", path, path]
+        for path in _ETC:
+            if os.path.lexists(path):
+                cmd += ["--ro-bind-try", path, path]
+        # /tmp first: scratch directories may live under it, and a tmpfs
+        # mounted later would hide them.
+        cmd += ["--perms", "1777", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+        binds = [(p, "--ro-bind") for p in self.readonly]
+        binds += [(function_dir, "--ro-bind"), (scratch, "--bind"), (result, "--bind")]
+        made = {"/", "/tmp"}  # directories of the sandbox's own
+        bound = {"/proc", "/dev", *_SYSTEM}  # mounted from the host
+        for path, how in sorted(binds, key=lambda b: b[0].count("/")):
+            # Parents are made world-searchable (bubblewrap would copy the
+            # host's mode), so the step's user can walk down to what it may see.
+            for parent in reversed(Path(path).parents):
+                text = str(parent)
+                if text not in made and text not in bound and not _under(text, bound):
+                    cmd += ["--perms", "0755", "--dir", text]
+                    made.add(text)
+            cmd += [how, path, path]
+            bound.add(path)
+        cmd += ["--chdir", scratch, "--setenv", "HOME", scratch]
+        cmd += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
+        if self.user is not None and self.setpriv is not None:
+            u = self.user
+            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            cmd += ["--cap-add", "CAP_SETPCAP", "--", self.setpriv]
+            cmd += [f"--reuid={u.uid}", f"--regid={u.gid}", "--clear-groups"]
+            cmd += ["--inh-caps=-all", "--bounding-set=-all"]
+        cmd += ["--", *argv]
+        return cmd
+
+    def prepare_scratch(self, scratch: str, result: str) -> None:
+        """Give the step user its scratch directory and (empty) result file."""
+        fd = os.open(result, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            if self.user is not None:
+                os.fchown(fd, self.user.uid, self.user.gid)
+        finally:
+            os.close(fd)
+        if self.user is not None:
+            os.chown(scratch, self.user.uid, self.user.gid, follow_symlinks=False)
+
+    def prepare_function(self, function_dir: Path) -> None:
+        """Make an unpacked function readable by the step user (its parents stay 0700)."""
+        if self.user is None:
+            return
+        for root, dirs, files in os.walk(function_dir):
+            os.chmod(root, 0o755)
+            for name in files:
+                path = os.path.join(root, name)
+                if not os.path.islink(path):
+                    os.chmod(path, os.stat(path).st_mode | 0o444)
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+
+
+def _under(path: str, roots: set[str]) -> bool:
+    return any(path.startswith(r.rstrip("/") + "/") for r in roots if r != "/")
+
+
+def _python_paths() -> tuple[str, ...]:
+    """The Python installation and the warehouse package, however installed."""
+    paths = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    paths.add(str(Path(warehouse.__file__).resolve().parent.parent))
+    real = {os.path.realpath(p) for p in paths} | paths
+    kept: list[str] = []
+    for p in sorted(real, key=len):
+        if os.path.isdir(p) and not _under(p, set(_SYSTEM) | set(kept)) and p not in _SYSTEM:
+            kept.append(p)
+    return tuple(kept)
+
+
+def steps_user(name: str = DEFAULT_STEPS_USER, *, create: bool = True) -> StepsUser:
+    """The unprivileged system user steps run as (made when missing and ``create``)."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        useradd = shutil.which("useradd")
+        if not create or useradd is None:
+            raise UsageError(f"no system user {name!r} to run steps as") from None
+        subprocess.run(
+            [useradd, "--system", "--user-group", "--no-create-home",
+             "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+            check=True,
+            capture_output=True,
+        )
+        log.warning("made system user %s to run job steps as", name)
+        entry = pwd.getpwnam(name)
+    if entry.pw_uid == 0:
+        raise UsageError(f"steps may not run as {name!r}: it is root")
+    return StepsUser(name, entry.pw_uid, entry.pw_gid)
+
+
+def find_sandbox(user_name: str = DEFAULT_STEPS_USER) -> Sandbox | None:
+    """The sandbox of this machine, or None when bubblewrap is not installed."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    user = setpriv = None
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise UsageError("setpriv (util-linux) is needed to run steps as another user")
+        user = steps_user(user_name)
+    return Sandbox(bwrap, setpriv, user, _python_paths())

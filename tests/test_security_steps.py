@@ -1,0 +1,190 @@
+"""A job step of an ordinary user attacks its controller (docs/security.md).
+
+The controller runs in this process with the local executor, over real keep
+server processes; the step is a real program in the real sandbox. It tries to
+read and write the catalog file (which holds the signing key), to read keep
+volume files, another job's scratch and another user's function, and to find
+the catalog by walking up from its working directory. Every try must fail,
+while the step still reaches the API with its job token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster import WH_BIN, Controller, KeepPool, controller
+from conftest import Runner
+from jobs_helpers import make_text
+from warehouse.cli import cli
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+ATTACK = r'''
+import json, os, sys, urllib.request
+
+targets = json.loads(os.environ["WH_PARAMS"])["targets"]
+for label, path in sorted(targets.items()):
+    try:
+        if os.path.isdir(path):
+            found = os.listdir(path)
+            print(f"READ {label} {found}" if found else f"EMPTY {label}")
+        else:
+            with open(path, "rb") as f:
+                f.read(64)
+            print(f"READ {label}")
+    except OSError as e:
+        print(f"DENIED {label} {e.__class__.__name__}")
+    try:
+        with open(path, "ab") as f:
+            f.write(b"x")
+        print(f"WROTE {label}")
+    except OSError as e:
+        print(f"UNWRITTEN {label} {e.__class__.__name__}")
+
+# Walk up from the working directory, looking for the catalog.
+here = os.path.abspath(".")
+while True:
+    try:
+        names = os.listdir(here)
+    except OSError:
+        names = []
+    if "controller.db" in names:
+        print(f"FOUND controller.db in {here}")
+    if here == "/":
+        break
+    here = os.path.dirname(here)
+
+request = urllib.request.Request(
+    os.environ["WH_URL"] + "/api/v1/users/current",
+    headers={"Authorization": "Bearer " + os.environ["WH_TOKEN"]},
+)
+with urllib.request.urlopen(request) as r:
+    print("API", json.load(r)["name"])
+with open(os.path.join(os.environ["WH_SCRATCH"], "mine"), "w") as f:
+    f.write("scratch is writable")
+print("SCRATCH ok")
+'''
+
+
+@pytest.fixture
+def ctl(
+    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Controller]:
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
+        monkeypatch.setenv("WH_URL", c.url)
+        monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+        yield c
+
+
+def _submit(run: Runner, function: str, key: str, *params: str) -> dict[str, object]:
+    args = ["job", "submit", function, "--input", key, *params, "--wait", "--json"]
+    result = run.runner.invoke(cli, args, catch_exceptions=False)
+    out = result.output
+    job = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    assert isinstance(job, dict)
+    assert result.exit_code == 0, run("job", "logs", str(job["id"])).output
+    return job
+
+
+def test_a_step_cannot_reach_the_controllers_files_but_reaches_the_api(
+    ctl: Controller,
+    run: Runner,
+    tmp_path: Path,
+    keep_servers: KeepPool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs_dir = tmp_path / "controller-jobs"
+    # Bob's job runs first: his function is unpacked beside the attacker's.
+    monkeypatch.setenv("WH_TOKEN", ctl.user("bob"))
+    bob_fn = tmp_path / "bob-fn"
+    bob_fn.mkdir()
+    (bob_fn / "secret.sh").write_text("#!/bin/sh\necho bob secret method\n")
+    bob_pdh = run("put", str(bob_fn)).output.split()[-1]
+    key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
+    assert _submit(run, f"{bob_pdh}/secret.sh", key)["state"] == "complete"
+    # Another job's scratch, as it is while that job runs.
+    other = jobs_dir / "scratch" / "local-1-other" / "tmp"
+    other.mkdir(parents=True)
+    (other / "secret").write_text("another job's data")
+
+    blocks = [p for p in keep_servers.servers[0].volume.rglob("*") if p.is_file()]
+    assert blocks
+    targets = {
+        "catalog": str(tmp_path / "controller.db"),
+        "catalog-wal": str(tmp_path / "controller.db-wal"),
+        "keep-volume": str(keep_servers.servers[0].volume),
+        "keep-block": str(blocks[0]),
+        "signing-key-file": str(keep_servers.root / "signing.key"),
+        "other-scratch": str(other / "secret"),
+        "scratch-root": str(jobs_dir / "scratch"),
+        "functions": str(jobs_dir / "functions"),
+        "bob-function": str(jobs_dir / "functions" / bob_pdh / "secret.sh"),
+    }
+    monkeypatch.setenv("WH_TOKEN", ctl.user("mallory"))
+    fn = tmp_path / "attack"
+    fn.mkdir()
+    (fn / "attack.py").write_text(ATTACK)
+    fn_pdh = run("put", str(fn)).output.split()[-1]
+    job = _submit(run, f"{fn_pdh}/attack.py", key, "--param", f"targets={json.dumps(targets)}")
+    assert job["state"] == "complete", job
+    log = run("job", "logs", str(job["id"]), "--step", "0").output
+
+    assert "API mallory" in log and "SCRATCH ok" in log, log
+    assert "FOUND" not in log, log
+    for label in targets:
+        if label in ("scratch-root", "functions"):
+            continue  # it sees its own scratch and function there, and only those
+        assert f"DENIED {label}" in log or f"EMPTY {label}" in log, (label, log)
+        assert f"UNWRITTEN {label}" in log, (label, log)
+    assert "local-1-other" not in log and bob_pdh not in log, log
+    assert (other / "secret").read_text() == "another job's data"
+    if os.geteuid() == 0:
+        # As root the controller runs steps as an unprivileged user of their own.
+        assert ctl.state.job_manager is not None
+        sandbox = ctl.state.job_manager.sandbox
+        assert sandbox is not None and sandbox.user is not None
+        assert sandbox.user.uid != 0
+
+
+def test_serve_refuses_local_steps_without_bubblewrap_unless_unsafe(tmp_path: Path) -> None:
+    # A PATH with our `wh` but without bwrap.
+    env = {**os.environ, "PATH": str(Path(WH_BIN).parent), "WH_HOME": str(tmp_path / "home")}
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    refused = subprocess.run(
+        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0
+    assert refused.stderr.startswith("Error: bubblewrap (bwrap) is not installed"), refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    proc = subprocess.Popen(
+        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--unsafe-steps"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith("controller listening on ")
+        warning = ""
+        for line in proc.stderr:
+            if "UNSAFE" in line:
+                warning = line
+                break
+        assert "any user who can submit a job can become admin" in warning
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
