@@ -26,7 +26,7 @@ from warehouse.cli import cli
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
-ATTACK = r'''
+ATTACK = r"""
 import json, os, sys, urllib.request
 
 targets = json.loads(os.environ["WH_PARAMS"])["targets"]
@@ -70,7 +70,7 @@ with urllib.request.urlopen(request) as r:
 with open(os.path.join(os.environ["WH_SCRATCH"], "mine"), "w") as f:
     f.write("scratch is writable")
 print("SCRATCH ok")
-'''
+"""
 
 
 @pytest.fixture

@@ -1,8 +1,14 @@
-"""Users and API tokens. Tokens are shown once; the catalog keeps their SHA-256."""
+"""Users and API tokens. Tokens are shown once; the catalog keeps their SHA-256.
+
+A token is known by its *id*: the first 16 hex digits of that hash, which
+names it in listings and revocations without revealing it. Revoking deletes
+the row, so the token stops working at the next request.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -12,9 +18,25 @@ import sqlalchemy as sa
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.names import check_name
 from warehouse.catalog.schema import tokens, users
-from warehouse.errors import ConflictError, NotFoundError
+from warehouse.errors import ConflictError, NotFoundError, UsageError
 
-__all__ = ["User", "add_user", "create_token", "get_user", "list_users", "user_for_token"]
+__all__ = [
+    "TokenInfo",
+    "User",
+    "add_user",
+    "create_token",
+    "get_user",
+    "list_tokens",
+    "list_users",
+    "revoke_label",
+    "revoke_secret",
+    "revoke_token",
+    "token_id",
+    "user_for_token",
+]
+
+ID_LENGTH = 16
+_ID = re.compile(f"[0-9a-f]{{{ID_LENGTH}}}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +45,22 @@ class User:
     admin: bool
 
 
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    id: str
+    user: str
+    label: str
+    created_at: float
+    expires_at: float | None
+
+
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_id(token: str) -> str:
+    """The public id of a secret token."""
+    return _hash(token)[:ID_LENGTH]
 
 
 def add_user(engine: sa.Engine, name: str, *, admin: bool = False) -> User:
@@ -86,3 +122,55 @@ def user_for_token(engine: sa.Engine, token: str) -> User | None:
     if row is None or (row.expires_at is not None and row.expires_at < time.time()):
         return None
     return User(row.name, bool(row.admin))
+
+
+def list_tokens(engine: sa.Engine, user: str | None = None) -> list[TokenInfo]:
+    """Unexpired tokens (of ``user``, or everyone's), oldest first."""
+    now = time.time()
+    alive = sa.or_(tokens.c.expires_at.is_(None), tokens.c.expires_at >= now)
+    query = sa.select(tokens).where(alive)
+    if user is not None:
+        query = query.where(tokens.c.user == user)
+    with connect(engine) as conn:
+        rows = conn.execute(query.order_by(tokens.c.created_at, tokens.c.token_hash)).all()
+    return [
+        TokenInfo(r.token_hash[:ID_LENGTH], r.user, r.label, r.created_at, r.expires_at)
+        for r in rows
+    ]
+
+
+def revoke_token(engine: sa.Engine, ident: str, *, user: str | None = None) -> TokenInfo:
+    """Revoke the token with id ``ident`` (only if it is ``user``'s, when given).
+
+    Another user's token is reported as not found: its existence is not told.
+    """
+    if not _ID.fullmatch(ident):
+        raise UsageError(f"a token id is {ID_LENGTH} hex digits, not {ident!r}")
+    where = sa.func.substr(tokens.c.token_hash, 1, ID_LENGTH) == ident
+    if user is not None:
+        where = sa.and_(where, tokens.c.user == user)
+    with write(engine) as conn:
+        rows = conn.execute(sa.select(tokens).where(where)).all()
+        if not rows:
+            raise NotFoundError(f"no token {ident}")
+        if len(rows) > 1:  # two hashes sharing 64 bits: never seen, refused anyway
+            raise ConflictError(f"token id {ident} is ambiguous")
+        conn.execute(tokens.delete().where(tokens.c.token_hash == rows[0].token_hash))
+    r = rows[0]
+    return TokenInfo(ident, r.user, r.label, r.created_at, r.expires_at)
+
+
+def revoke_secret(engine: sa.Engine, token: str) -> bool:
+    """Revoke a token known by its secret (signing out, a job ending); True if it was valid."""
+    with write(engine) as conn:
+        done = conn.execute(tokens.delete().where(tokens.c.token_hash == _hash(token)))
+    return bool(done.rowcount)
+
+
+def revoke_label(engine: sa.Engine, user: str, label: str) -> int:
+    """Revoke every token of ``user`` labelled ``label``; how many there were."""
+    with write(engine) as conn:
+        done = conn.execute(
+            tokens.delete().where(sa.and_(tokens.c.user == user, tokens.c.label == label))
+        )
+    return int(done.rowcount)

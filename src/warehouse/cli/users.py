@@ -1,14 +1,20 @@
-"""``wh user add`` and ``wh token create``: through the API, or on the catalog itself."""
+"""``wh user add|ls`` and ``wh token create|ls|revoke``: through the API, or on the
+catalog itself."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+from dataclasses import asdict
+from typing import Any
 
 import click
 
 from warehouse import catalog
+from warehouse.catalog import auth
 from warehouse.cli._common import emit_json
 from warehouse.cli.serve import default_db_url
+from warehouse.errors import UsageError
 from warehouse.remote.api import ApiClient
 
 __all__ = ["token", "user"]
@@ -22,6 +28,18 @@ _DB_HELP = (
 def _api() -> ApiClient | None:
     url = os.environ.get("WH_URL")
     return ApiClient(url, os.environ.get("WH_TOKEN", "")) if url else None
+
+
+def _engine(db_url: str | None) -> Any:
+    engine = catalog.open_engine(db_url or default_db_url())
+    catalog.upgrade(engine)
+    return engine
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "never"
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @click.group()
@@ -52,24 +70,93 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
         click.echo(secret)
 
 
+@user.command("ls")
+@click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
+@click.option("--json", "as_json", is_flag=True)
+def user_ls(db_url: str | None, as_json: bool) -> None:
+    """List the users (admins only, through the API)."""
+    api = None if db_url else _api()
+    if api is not None:
+        rows = [dict(r) for r in api.get("/users")]
+    else:
+        engine = _engine(db_url)
+        rows = [{"name": u.name, "admin": u.admin} for u in catalog.list_users(engine)]
+        engine.dispose()
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['name']}{'  admin' if r['admin'] else ''}")
+
+
 @click.group()
 def token() -> None:
-    """API tokens."""
+    """API tokens: create, list (ids, never secrets) and revoke."""
 
 
 @token.command("create")
-@click.argument("name")
+@click.argument("name", required=False)
 @click.option("--ttl", type=float, help="Seconds until the token expires (default: never).")
 @click.option("--label", default="", help="A note to tell tokens apart.")
 @click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
-def token_create(name: str, ttl: float | None, label: str, db_url: str | None) -> None:
-    """Print a new token for user NAME (shown once; only its hash is kept)."""
+def token_create(name: str | None, ttl: float | None, label: str, db_url: str | None) -> None:
+    """Print a new token for user NAME (default: yourself; others: admins only).
+
+    The secret is shown once; only its hash is kept. `wh token ls` shows its id.
+    """
+    if ttl is not None and ttl <= 0:
+        raise UsageError(f"--ttl must be more than 0 seconds, not {ttl:g}")
     api = None if db_url else _api()
     if api is not None:
         secret = api.post("/tokens", {"user": name, "label": label, "ttl": ttl})["token"]
     else:
-        engine = catalog.open_engine(db_url or default_db_url())
-        catalog.upgrade(engine)
+        if name is None:
+            raise UsageError("NAME is needed when working on the catalog directly")
+        engine = _engine(db_url)
         secret = catalog.create_token(engine, name, label=label, ttl=ttl)
         engine.dispose()
     click.echo(secret)
+
+
+@token.command("ls")
+@click.option("--user", "whose", help="Only this user's tokens (admins; default: your own).")
+@click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
+@click.option("--json", "as_json", is_flag=True)
+def token_ls(whose: str | None, db_url: str | None, as_json: bool) -> None:
+    """List unexpired tokens by id (a prefix of their hash), never their secrets.
+
+    Your own; an admin sees everyone's, or --user's.
+    """
+    api = None if db_url else _api()
+    if api is not None:
+        rows = list(api.get("/tokens", **({"whose": whose} if whose else {})))
+    else:
+        engine = _engine(db_url)
+        rows = [asdict(t) for t in auth.list_tokens(engine, whose)]
+        engine.dispose()
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        label = f"  {r['label']}" if r["label"] else ""
+        created, expires = _when(r["created_at"]), _when(r["expires_at"])
+        click.echo(f"{r['id']}  {r['user']}  created {created}  expires {expires}{label}")
+
+
+@token.command("revoke")
+@click.argument("token_id", metavar="ID")
+@click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
+def token_revoke(token_id: str, db_url: str | None) -> None:
+    """Revoke token ID (as `wh token ls` shows it): yours; admins: anyone's.
+
+    It stops working at once.
+    """
+    api = None if db_url else _api()
+    if api is not None:
+        done = api.call("DELETE", f"/tokens/{token_id}")
+        whose = done["user"]
+    else:
+        engine = _engine(db_url)
+        whose = auth.revoke_token(engine, token_id).user
+        engine.dispose()
+    click.echo(f"revoked token {token_id} of {whose}")

@@ -4,9 +4,10 @@ manager running in a background thread.
 ``CatalogWarehouse`` is the warehouse operations over a catalog engine and a
 block store (the controller's own ``KeepClient``, which signs its reads).
 ``ControllerHost`` adds what steps need: ``WH_URL`` and a token for the job's
-submitter (made when the manager takes the job up, expiring after
-``token_ttl``), and it accepts a step's fragment only if every block is
-signed for that token and stored on the keep servers.
+submitter (made when the manager takes the job up, revoked when the job
+ends, expiring after ``token_ttl`` at the latest), and it accepts a step's
+fragment only if every block is signed for that token and stored on the keep
+servers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, Check, check_signature
 from warehouse.blocks.store import BlockStore
+from warehouse.catalog.auth import revoke_label, revoke_secret
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.jobs.executors import Executor
@@ -98,8 +100,11 @@ class ControllerHost(CatalogWarehouse):
         self._tokens: dict[int, str] = {}
 
     def step_location(self, record: JobRecord) -> dict[str, str]:
+        label = f"job {record.id}"
+        # One token per job: one a stopped controller made is revoked now.
+        revoke_label(self.engine, record.submitted_by, label)
         token = catalog.create_token(
-            self.engine, record.submitted_by, label=f"job {record.id}", ttl=self.token_ttl
+            self.engine, record.submitted_by, label=label, ttl=self.token_ttl
         )
         self._tokens[record.id] = token
         return {"WH_URL": self.url, "WH_TOKEN": token}
@@ -119,7 +124,10 @@ class ControllerHost(CatalogWarehouse):
         return manifest.format()
 
     def release(self, job: int) -> None:
-        self._tokens.pop(job, None)
+        """The job ended (complete, failed or cancelled): its token stops working."""
+        token = self._tokens.pop(job, None)
+        if token is not None:
+            revoke_secret(self.engine, token)
 
 
 class ManagerThread:

@@ -61,8 +61,12 @@ _ETC = (
     "/etc/pki",
     "/etc/resolv.conf",
     "/etc/services",
-    "/etc/ssl",
+    "/etc/ssl/certs",  # not /etc/ssl/private
+    "/etc/ssl/openssl.cnf",
 )
+
+
+_XDG = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +95,17 @@ class Sandbox:
                 cmd += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 cmd += ["--ro-bind", path, path]
-        for path in _ETC:
-            if os.path.lexists(path):
-                cmd += ["--ro-bind-try", path, path]
         # /tmp first: scratch directories may live under it, and a tmpfs
         # mounted later would hide them.
         cmd += ["--perms", "1777", "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
-        binds = [(p, "--ro-bind") for p in self.readonly]
+        binds = [(p, "--ro-bind-try") for p in _ETC if os.path.lexists(p)]
+        binds += [(p, "--ro-bind") for p in self.readonly]
         binds += [(function_dir, "--ro-bind"), (scratch, "--bind"), (result, "--bind")]
         made = {"/", "/tmp"}  # directories of the sandbox's own
         bound = {"/proc", "/dev", *_SYSTEM}  # mounted from the host
         for path, how in sorted(binds, key=lambda b: b[0].count("/")):
-            # Parents are made world-searchable (bubblewrap would copy the
-            # host's mode), so the step's user can walk down to what it may see.
+            # Parents are made world-searchable (bubblewrap would make them
+            # 0700), so the step's user can walk down to what it may see.
             for parent in reversed(Path(path).parents):
                 text = str(parent)
                 if text not in made and text not in bound and not _under(text, bound):
@@ -111,7 +113,10 @@ class Sandbox:
                     made.add(text)
             cmd += [how, path, path]
             bound.add(path)
+        # Home and caches in the scratch: the controller's own are not there.
         cmd += ["--chdir", scratch, "--setenv", "HOME", scratch]
+        for name in _XDG:
+            cmd += ["--unsetenv", name]
         cmd += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
         if self.user is not None and self.setpriv is not None:
             u = self.user
@@ -171,8 +176,17 @@ def steps_user(name: str = DEFAULT_STEPS_USER, *, create: bool = True) -> StepsU
         if not create or useradd is None:
             raise UsageError(f"no system user {name!r} to run steps as") from None
         subprocess.run(
-            [useradd, "--system", "--user-group", "--no-create-home",
-             "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+            [
+                useradd,
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ],
             check=True,
             capture_output=True,
         )

@@ -3,8 +3,9 @@
 The cookie holds a session token of its own, made at sign-in with a limited
 lifetime, so the token the user typed is never stored by the browser. Every
 page checks the cookie against the catalog; without a valid one a page shows
-the sign-in form and nothing else. Forms that change something are POSTs, and
-a POST whose ``Origin`` is another site is refused.
+the sign-in form and nothing else. Signing out revokes the session token.
+Forms that change something are POSTs, and a POST whose ``Origin`` is another
+site is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
+from warehouse.catalog.auth import revoke_secret
 from warehouse.errors import ForbiddenError
 from warehouse.web.pages import PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
@@ -100,6 +102,10 @@ async def signin(request: Request) -> Response:
 @router.post("/signout")
 async def signout(request: Request) -> Response:
     await read_form(request)
+    # The session token dies here, not when the cookie would have expired.
+    token = request.cookies.get(COOKIE, "")
+    if token:
+        await run_in_threadpool(revoke_secret, site_of(request).engine, token)
     response = RedirectResponse(PREFIX + "/signin", status_code=303)
     response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
     return response

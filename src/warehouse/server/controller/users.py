@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
+from warehouse.catalog import auth as tokens
 from warehouse.server.controller.auth import Admin, Caller, state_of
 
 __all__ = ["router"]
@@ -31,7 +32,22 @@ class TokenCreate(BaseModel):
 
 class TokenOut(BaseModel):
     user: str
-    token: str
+    token: str = Field(description="The secret, shown this once.")
+    id: str = Field(description="Its public id, for listings and revoking.")
+
+
+class TokenInfoOut(BaseModel):
+    id: str = Field(description="The first 16 hex digits of the token's SHA-256.")
+    user: str
+    label: str
+    created_at: float
+    expires_at: float | None
+
+
+def _info(t: tokens.TokenInfo) -> TokenInfoOut:
+    return TokenInfoOut(
+        id=t.id, user=t.user, label=t.label, created_at=t.created_at, expires_at=t.expires_at
+    )
 
 
 class KeepServiceIn(BaseModel):
@@ -84,7 +100,24 @@ def create_token(body: TokenCreate, user: Caller, request: Request) -> TokenOut:
     if whose != user.name and not user.admin:
         raise HTTPException(403, "user: only admins make tokens for others")
     token = catalog.create_token(state_of(request).engine, whose, label=body.label, ttl=body.ttl)
-    return TokenOut(user=whose, token=token)
+    return TokenOut(user=whose, token=token, id=tokens.token_id(token))
+
+
+@router.get("/tokens", response_model=list[TokenInfoOut])
+def list_tokens(user: Caller, request: Request, whose: str | None = None) -> list[TokenInfoOut]:
+    """Unexpired tokens, never their secrets: yours; admins: anyone's (``whose``, or all)."""
+    if whose not in (None, user.name) and not user.admin:
+        raise HTTPException(403, "whose: only admins list others' tokens")
+    if whose is None and not user.admin:
+        whose = user.name
+    return [_info(t) for t in tokens.list_tokens(state_of(request).engine, whose)]
+
+
+@router.delete("/tokens/{token_id}", response_model=TokenInfoOut)
+def revoke_token(token_id: str, user: Caller, request: Request) -> TokenInfoOut:
+    """Revoke a token by its id (yours; admins: anyone's); it stops working at once."""
+    owner = None if user.admin else user.name
+    return _info(tokens.revoke_token(state_of(request).engine, token_id, user=owner))
 
 
 @router.get("/keep_services", response_model=list[KeepServiceOut])
