@@ -21,6 +21,7 @@ from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
+from warehouse.private import private_dir
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -47,7 +48,7 @@ class EmbeddedWarehouse(WarehouseBase):
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.home = Path(home) if home is not None else default_home()
-        self.home.mkdir(parents=True, exist_ok=True)
+        private_dir(self.home)
         self.user = user or os.environ.get("WH_USER") or getpass.getuser()
         self.volume = LocalVolume(self.home / "blocks")
         self.store: LocalBlockStore = LocalBlockStore(self.volume, BlockCache(cache_bytes))

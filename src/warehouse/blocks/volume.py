@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
+from warehouse.private import private_dir
 
 __all__ = [
     "DEFAULT_TRASH_LIFETIME",
@@ -180,7 +181,7 @@ class LocalVolume:
     def __init__(self, root: Path, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME) -> None:
         self.root = Path(root)
         self.trash_lifetime = trash_lifetime
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
 
     def __repr__(self) -> str:
         return f"LocalVolume({str(self.root)!r})"
@@ -223,7 +224,7 @@ class LocalVolume:
             os.utime(path)
             return None
         shard = path.parent
-        shard.mkdir(exist_ok=True)
+        shard.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=shard)
         try:
             with os.fdopen(fd, "wb", closefd=False) as f:
@@ -244,7 +245,7 @@ class LocalVolume:
             st = None
         if st is not None and st.st_size == size:
             return BlockWriter(md5, path, None, None)
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=path.parent)
         return BlockWriter(md5, path, fd, Path(tmp))
 

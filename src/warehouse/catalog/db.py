@@ -23,6 +23,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from warehouse.private import private_sqlite
+
 __all__ = [
     "HEAD_REVISION",
     "by_code_point",
@@ -45,6 +47,7 @@ _MIGRATION_LOCK = 0x7768_6361_7461_6C67
 
 def open_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
+        private_sqlite(url)  # 0600: it holds token hashes and the signing key
         engine = sa.create_engine(url, connect_args={"timeout": 60})
         sa.event.listen(engine, "connect", _sqlite_connect)
         sa.event.listen(engine, "begin", _sqlite_begin)

@@ -12,6 +12,7 @@ import click
 
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
+from warehouse.private import private_dir
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
 from warehouse.server.serving import parse_listen
 from warehouse.server.serving import serve as serve_app
@@ -20,8 +21,7 @@ __all__ = ["default_db_url", "serve"]
 
 
 def default_db_url() -> str:
-    home = default_home()
-    home.mkdir(parents=True, exist_ok=True)
+    home = private_dir(default_home())
     return f"sqlite:///{home / 'controller.db'}"
 
 
@@ -140,7 +140,7 @@ def serve(
 
 
 def _start_keepd(controller: str, volume: Path, token: str) -> subprocess.Popen[bytes]:
-    volume.mkdir(parents=True, exist_ok=True)
+    private_dir(volume)
     wh = str(Path(sys.executable).with_name("wh"))
     cmd = [wh, "keepd", "--volume", str(volume), "--listen", "127.0.0.1:0"]
     cmd += ["--controller", controller]
