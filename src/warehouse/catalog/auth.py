@@ -24,6 +24,7 @@ __all__ = [
     "TokenInfo",
     "User",
     "add_user",
+    "check_token_id",
     "create_token",
     "get_user",
     "list_tokens",
@@ -56,6 +57,11 @@ class TokenInfo:
 
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def check_token_id(ident: str) -> None:
+    if not _ID.fullmatch(ident):
+        raise UsageError(f"a token id is {ID_LENGTH} hex digits, not {ident!r}")
 
 
 def token_id(token: str) -> str:
@@ -144,8 +150,7 @@ def revoke_token(engine: sa.Engine, ident: str, *, user: str | None = None) -> T
 
     Another user's token is reported as not found: its existence is not told.
     """
-    if not _ID.fullmatch(ident):
-        raise UsageError(f"a token id is {ID_LENGTH} hex digits, not {ident!r}")
+    check_token_id(ident)
     where = sa.func.substr(tokens.c.token_hash, 1, ID_LENGTH) == ident
     if user is not None:
         where = sa.and_(where, tokens.c.user == user)

@@ -27,7 +27,11 @@ _DB_HELP = (
 
 def _api() -> ApiClient | None:
     url = os.environ.get("WH_URL")
-    return ApiClient(url, os.environ.get("WH_TOKEN", "")) if url else None
+    if not url:
+        return None
+    api = ApiClient(url, os.environ.get("WH_TOKEN", ""))
+    click.get_current_context().call_on_close(api.close)
+    return api
 
 
 def _engine(db_url: str | None) -> Any:
@@ -151,6 +155,7 @@ def token_revoke(token_id: str, db_url: str | None) -> None:
 
     It stops working at once.
     """
+    auth.check_token_id(token_id)  # before it becomes part of a URL
     api = None if db_url else _api()
     if api is not None:
         done = api.call("DELETE", f"/tokens/{token_id}")
