@@ -49,7 +49,10 @@ _COMMANDS = {
         "Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.",
     ),
     "user": ("warehouse.cli.users:user", "Users of a shared installation."),
-    "token": ("warehouse.cli.users:token", "API tokens."),
+    "token": (
+        "warehouse.cli.users:token",
+        "API tokens: create, list (ids, never secrets) and revoke.",
+    ),
     "keepd": (
         "warehouse.cli.keepd:keepd",
         "Serve blocks over HTTP from local volumes (the keep server).",

@@ -99,9 +99,9 @@ def serve(
 
         if find_sandbox(steps_user) is None and not unsafe_steps:
             raise UsageError(
-                "bubblewrap (bwrap) is not installed: local job steps cannot be sandboxed; "
-                "install it (Debian: apt-get install bubblewrap), or start with "
-                "--unsafe-steps (see docs/security.md)"
+                "bubblewrap (bwrap) is not installed or cannot run here: local job steps "
+                "cannot be sandboxed; install it (Debian: apt-get install bubblewrap), "
+                "or start with --unsafe-steps (see docs/security.md)"
             )
     config = ControllerConfig(db_url=db_url or default_db_url(), replication=replication)
     state = ControllerState.open(config)

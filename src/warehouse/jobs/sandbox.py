@@ -197,10 +197,19 @@ def steps_user(name: str = DEFAULT_STEPS_USER, *, create: bool = True) -> StepsU
     return StepsUser(name, entry.pw_uid, entry.pw_gid)
 
 
+def _usable(bwrap: str) -> bool:
+    # Installed is not enough: without user namespaces (not root) it cannot run.
+    probe = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"]
+    tried = subprocess.run(probe, capture_output=True, text=True, check=False)
+    if tried.returncode != 0:
+        log.warning("bubblewrap cannot make a sandbox here: %s", tried.stderr.strip())
+    return tried.returncode == 0
+
+
 def find_sandbox(user_name: str = DEFAULT_STEPS_USER) -> Sandbox | None:
-    """The sandbox of this machine, or None when bubblewrap is not installed."""
+    """The sandbox of this machine, or None when bubblewrap is missing or cannot run."""
     bwrap = shutil.which("bwrap")
-    if bwrap is None:
+    if bwrap is None or not _usable(bwrap):
         return None
     user = setpriv = None
     if os.geteuid() == 0:

@@ -123,9 +123,10 @@ class ControllerState:
             sandbox = find_sandbox(steps_user or DEFAULT_STEPS_USER)
             if sandbox is None and not unsafe_steps:
                 raise UsageError(
-                    "bubblewrap (bwrap) is not installed: local job steps cannot be "
-                    "sandboxed; install it, or start with --unsafe-steps (steps can then "
-                    "read the catalog and its signing key: see docs/security.md)"
+                    "bubblewrap (bwrap) is not installed or cannot run here: local job "
+                    "steps cannot be sandboxed; install it, or start with --unsafe-steps "
+                    "(steps can then read the catalog and its signing key: see "
+                    "docs/security.md)"
                 )
             if sandbox is None:
                 log.warning(
