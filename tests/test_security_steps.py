@@ -190,3 +190,28 @@ def test_serve_refuses_local_steps_without_bubblewrap_unless_unsafe(tmp_path: Pa
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_the_sandbox_command_line_hides_nothing_it_mounts() -> None:
+    from warehouse.jobs.sandbox import Sandbox, StepsUser
+
+    box = Sandbox("/usr/bin/bwrap", "/usr/bin/setpriv", StepsUser("wh-steps", 999, 999), ())
+    cmd = box.wrap(
+        ["/x/run.sh", "--flag"],
+        function_dir="/tmp/a/functions/f",
+        scratch="/tmp/a/scratch/w/tmp",
+        result="/tmp/a/scratch/w/result",
+    )
+    tmpfs = cmd.index("--tmpfs")
+    scratch = cmd.index("/tmp/a/scratch/w/tmp")
+    assert tmpfs < scratch  # a later tmpfs on /tmp would hide the scratch
+    assert cmd[scratch - 1] == "--bind" and cmd[cmd.index("/tmp/a/functions/f") - 1] == "--ro-bind"
+    made = cmd.index("/tmp/a")
+    assert cmd[made - 3 : made] == ["--perms", "0755", "--dir"]  # searchable by the step's user
+    assert cmd[-4:] == ["--bounding-set=-all", "--", "/x/run.sh", "--flag"]
+    assert "--reuid=999" in cmd and "--unshare-pid" in cmd and "--die-with-parent" in cmd
+    assert not any(p == "/etc/shadow" or p.startswith("/etc/ssl/private") for p in cmd)
+    plain = Sandbox("/usr/bin/bwrap", None, None, ()).wrap(
+        ["/x/run.sh"], function_dir="/f", scratch="/s/tmp", result="/s/result"
+    )
+    assert "--cap-add" not in plain and plain[-2:] == ["--", "/x/run.sh"]
