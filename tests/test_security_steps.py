@@ -170,6 +170,16 @@ def test_serve_refuses_local_steps_without_bubblewrap_unless_unsafe(tmp_path: Pa
         refused.stderr
     )
     assert "Traceback" not in refused.stderr
+    # Nor Dask workers started here, which would run steps unsandboxed.
+    dask = subprocess.run(
+        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--executor", "dask"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert dask.returncode != 0
+    assert dask.stderr.startswith("Error: --executor dask without --dask-scheduler"), dask.stderr
 
     proc = subprocess.Popen(
         [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--unsafe-steps"],

@@ -56,7 +56,8 @@ def default_db_url() -> str:
 @click.option(
     "--unsafe-steps",
     is_flag=True,
-    help="Run local steps unsandboxed when bubblewrap (bwrap) is missing: any user "
+    help="Run local steps unsandboxed when bubblewrap (bwrap) is missing, or allow "
+    "--executor dask without --dask-scheduler (workers here, unsandboxed): any user "
     "who can submit a job can then read the catalog and become admin (docs/security.md).",
 )
 @click.option(
@@ -93,6 +94,11 @@ def serve(
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
+    if executor == "dask" and not dask_scheduler and not unsafe_steps:
+        raise UsageError(
+            "--executor dask without --dask-scheduler runs steps on this machine, "
+            "unsandboxed: give --dask-scheduler (workers elsewhere), or --unsafe-steps"
+        )
     if executor == "local":
         # Refused before anything starts rather than once listening.
         from warehouse.jobs.sandbox import find_sandbox

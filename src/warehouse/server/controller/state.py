@@ -119,6 +119,11 @@ class ControllerState:
         from warehouse.jobs.sandbox import DEFAULT_STEPS_USER, find_sandbox
 
         sandbox = None
+        if executor == "dask" and not unsafe_steps:
+            raise UsageError(
+                "--executor dask without a scheduler runs steps on this machine, "
+                "unsandboxed: give --dask-scheduler (workers elsewhere), or --unsafe-steps"
+            )
         if executor == "local":
             sandbox = find_sandbox(steps_user or DEFAULT_STEPS_USER)
             if sandbox is None and not unsafe_steps:
