@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +22,6 @@ from cluster import WH_BIN, Controller, KeepPool, controller
 from conftest import Runner
 from jobs_helpers import make_text
 from warehouse.cli import cli
-
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 ATTACK = r"""
 import json, os, sys, urllib.request
