@@ -11,8 +11,10 @@ from pathlib import Path
 import click
 
 from warehouse.embedded import default_home
+from warehouse.server.accesslog import configure_access_log
+from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
-from warehouse.server.serving import parse_listen
+from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 
 __all__ = ["default_db_url", "serve"]
@@ -52,6 +54,39 @@ def default_db_url() -> str:
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
 @click.option("--job-cpus", type=int, help="Job slots (local: default one per core).")
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Serve HTTPS with this certificate (PEM, with its chain); needs --tls-key. "
+    "The --keep servers use it too.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The certificate's private key (PEM).",
+)
+@click.option(
+    "--access-log",
+    envvar="WH_ACCESS_LOG",
+    default="-",
+    show_default=True,
+    help="Where one line per request goes: - (standard error), a file, or off "
+    "(env WH_ACCESS_LOG); the --keep servers log to the same place.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_BODY_TIMEOUT,
+    show_default=True,
+    help="Seconds a request body may send nothing before it is cut off (408).",
+)
+@click.option(
+    "--max-manifest",
+    type=click.IntRange(min=1),
+    default=ControllerConfig.max_manifest,
+    show_default=True,
+    help="Bytes: a bigger manifest is refused (413) before it is parsed.",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -61,6 +96,11 @@ def serve(
     executor: str,
     dask_scheduler: str | None,
     job_cpus: int | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    access_log: str,
+    body_timeout: float,
+    max_manifest: int,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -69,28 +109,41 @@ def serve(
     which register themselves; they stop with it. The job manager runs in a
     background thread (steps as subprocesses here, or on a Dask cluster;
     their scratch space and functions under $WH_HOME/controller-jobs).
+    Each request is logged in one line, without tokens or signatures; with
+    --tls-cert/--tls-key it speaks HTTPS only (docs/security-wire.md).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
-    config = ControllerConfig(db_url=db_url or default_db_url(), replication=replication)
+    tls = Tls.from_options(tls_cert, tls_key)
+    configure_access_log(access_log)
+    config = ControllerConfig(
+        db_url=db_url or default_db_url(),
+        replication=replication,
+        body_timeout=body_timeout,
+        max_manifest=max_manifest,
+        # The JSON around a manifest (its listing, above all) may be a few times its size.
+        max_body=max(ControllerConfig.max_body, 4 * max_manifest),
+    )
     state = ControllerState.open(config)
     children: list[subprocess.Popen[bytes]] = []
 
     def ready(real_port: int) -> None:
-        url = f"http://{host}:{real_port}"
+        url = f"{'http' if tls is None else 'https'}://{host}:{real_port}"
         click.echo(f"controller listening on {url}")
         sys.stdout.flush()
         base = keep_dir or default_home() / "keep"
+        extra = [] if tls is None else tls.options()
+        extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
         for i in range(keep_count):
-            children.append(_start_keepd(url, base / str(i), state.system_token))
+            children.append(_start_keepd(url, base / str(i), state.system_token, extra))
         if executor != "none":
             name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
             state.start_jobs(url, default_home() / "controller-jobs", name, job_cpus)
 
     try:
-        serve_app(create_app(config, state), host, port, on_ready=ready)
+        serve_app(create_app(config, state), host, port, on_ready=ready, tls=tls)
     finally:
         state.stop_jobs()
         for child in children:
@@ -103,11 +156,13 @@ def serve(
         state.close()
 
 
-def _start_keepd(controller: str, volume: Path, token: str) -> subprocess.Popen[bytes]:
+def _start_keepd(
+    controller: str, volume: Path, token: str, extra: list[str]
+) -> subprocess.Popen[bytes]:
     volume.mkdir(parents=True, exist_ok=True)
     wh = str(Path(sys.executable).with_name("wh"))
     cmd = [wh, "keepd", "--volume", str(volume), "--listen", "127.0.0.1:0"]
-    cmd += ["--controller", controller]
+    cmd += ["--controller", controller, *extra]
     proc = subprocess.Popen(cmd, env={**os.environ, "WH_TOKEN": token}, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode().strip()  # "keepd listening on URL", once registered

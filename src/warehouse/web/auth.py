@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
 from warehouse.errors import ForbiddenError
+from warehouse.server.accesslog import note_user
 from warehouse.web.pages import PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
 
@@ -45,6 +46,7 @@ def _signed_in(request: Request) -> catalog.User:
     if user is None:
         raise SignInNeeded()
     request.state.web_user = user
+    note_user(request.scope, user.name)
     return user
 
 
