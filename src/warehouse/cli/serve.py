@@ -142,17 +142,29 @@ def serve(
             name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
             state.start_jobs(url, default_home() / "controller-jobs", name, job_cpus)
 
-    try:
-        serve_app(create_app(config, state), host, port, on_ready=ready, tls=tls)
-    finally:
-        state.stop_jobs()
+    def stop_children() -> None:
         for child in children:
-            child.terminate()
+            if child.poll() is None:
+                child.terminate()
         for child in children:
             try:
                 child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
+                child.wait()
+
+    try:
+        serve_app(
+            create_app(config, state),
+            host,
+            port,
+            on_ready=ready,
+            tls=tls,
+            before_shutdown=stop_children,
+        )
+    finally:
+        state.stop_jobs()
+        stop_children()
         state.close()
 
 

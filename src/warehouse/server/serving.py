@@ -88,6 +88,24 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
+    # Run once the server stops accepting, before it waits for connections to
+    # close: e.g. stop child servers whose idle connections (TLS ones above
+    # all, which wait for the peer's close_notify) would hold the shutdown.
+    before_shutdown: Callable[[], None] | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.before_shutdown is not None:
+            await asyncio.to_thread(self.before_shutdown)
+        if self.config.is_ssl:
+            # Closing a TLS connection waits for the client's close_notify,
+            # which an idle kept-alive client never sends: drop idle ones.
+            for conn in list(self.server_state.connections):
+                cycle = getattr(conn, "cycle", None)
+                transport = getattr(conn, "transport", None)
+                if transport is not None and (cycle is None or cycle.response_complete):
+                    transport.abort()
+        await super().shutdown(sockets)
+
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         # uvicorn re-raises the signal after shutting down, which would make a
@@ -157,11 +175,15 @@ def serve(
     port: int,
     on_ready: Callable[[int], None] | None = None,
     tls: Tls | None = None,
+    before_shutdown: Callable[[], None] | None = None,
 ) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT; ``on_ready(real_port)`` runs once it accepts."""
+    """Serve ``app`` until SIGTERM/SIGINT; ``on_ready(real_port)`` runs once it
+    accepts, ``before_shutdown()`` once it is told to stop."""
     sock = bind_socket(host, port)
+    server = _make_server(app, tls)
+    server.before_shutdown = before_shutdown
     try:
-        _run_loop(_run(_make_server(app, tls), sock, on_ready))
+        _run_loop(_run(server, sock, on_ready))
     finally:
         sock.close()
 
