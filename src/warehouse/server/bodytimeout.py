@@ -54,7 +54,9 @@ class BodyTimeout:
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
             try:
-                message = await asyncio.wait_for(receive(), max(wait, 0.0))
+                # asyncio.timeout, not wait_for: no task per piece of body.
+                async with asyncio.timeout(max(wait, 0.0)):
+                    message = await receive()
             except TimeoutError:
                 cut = True
                 if not started:
