@@ -325,3 +325,16 @@ def test_serve_over_tls_with_an_access_log(tmp_path: Path) -> None:
     assert token not in text and remote["WH_TOKEN"] not in text
     assert "Bearer" not in text
     assert not re.search(r"\+A[0-9a-f]{8,}", text), "a signature in the access log"
+
+
+def test_the_access_log_path_keeps_no_secret_and_no_line_break() -> None:
+    from warehouse.server.accesslog import redact
+
+    sig = "A" + "0f" * 32 + "@6b169449"
+    assert redact(f"/{'a' * 32}+3+{sig}+K03@local") == f"/{'a' * 32}+3+A…+K03@local"
+    shown = redact(
+        "/x\nforged 200",
+        f"token=s3cret&api_token=t&pdh=abc+3&loc=b+{sig}&enc=b%2B{sig.replace('@', '%40')}&flag",
+    )
+    assert "\n" not in shown and "s3cret" not in shown and "0f0f" not in shown
+    assert shown == "/x%0Aforged%20200?token=…&api_token=…&pdh=abc+3&loc=b+A…&enc=b+A…&flag"

@@ -17,7 +17,7 @@ import logging
 import re
 import sys
 import time
-from urllib.parse import parse_qsl, quote
+from urllib.parse import quote, unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,18 +26,29 @@ __all__ = ["ACCESS_LOGGER", "AccessLog", "configure_access_log", "note_user", "r
 ACCESS_LOGGER = "warehouse.access"
 _SCOPE_KEY = "warehouse.access"
 _SIGNATURE = re.compile(r"\+A[0-9A-Za-z]*(@[0-9A-Za-z]*)?")
+_PATH_SAFE = "/+@:=,;!$'()*-._~"
+_QUERY_SAFE = _PATH_SAFE + "&?%"
+# A signature in a query value may come percent-encoded: %2BA...%40...
+_ENCODED_SIGNATURE = re.compile(r"(\+|%2[Bb])A[0-9A-Za-z]*((@|%40)[0-9A-Za-z]*)?")
 _SECRET_PARAM = re.compile(r"token|key|sig|secret|password|auth", re.IGNORECASE)
 
 
 def redact(path: str, query: str = "") -> str:
-    """``path?query`` with signatures and secret-looking parameter values removed."""
-    out = _SIGNATURE.sub("+A…", path)
+    """``path?query`` with signatures and secret-looking parameter values removed.
+
+    The path is percent-encoded again (it arrives decoded), so a ``%0A`` in
+    a request cannot start a forged line of the log.
+    """
+    out = _SIGNATURE.sub("+A…", quote(path, safe=_PATH_SAFE))
     if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        shown = [
-            f"{quote(k)}={'…' if _SECRET_PARAM.search(k) else _SIGNATURE.sub('+A…', quote(v))}"
-            for k, v in pairs
-        ]
+        # The raw query (still percent-encoded as sent), parameter by parameter.
+        shown = []
+        for pair in quote(query, safe=_QUERY_SAFE).split("&"):
+            key, eq, value = pair.partition("=")
+            secret = _SECRET_PARAM.search(unquote(key))
+            shown.append(
+                f"{key}{eq}{'…' if secret and eq else _ENCODED_SIGNATURE.sub('+A…', value)}"
+            )
         out += "?" + "&".join(shown)
     return out
 
