@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore
-from warehouse.catalog.records import get_listing, record_listing
 from warehouse.collection.listings import listing_text, parse_listing
 from warehouse.errors import CorruptDataError
 from warehouse.manifest import Manifest
@@ -51,6 +50,8 @@ def store_manifest(
     )
     listing = listing_text(manifest, file_md5s)
     if listing is not None:
+        from warehouse.catalog.records import record_listing  # SQLAlchemy: loaded when used
+
         record_listing(engine, manifest.pdh, user, listing)
     return record
 
@@ -65,4 +66,8 @@ def load_manifest(
     manifest = Manifest.parse(text)
     if manifest.pdh != pdh:
         raise CorruptDataError(f"the stored manifest of {pdh} hashes to {manifest.pdh}")
-    return manifest, None if user is None else parse_listing(get_listing(engine, pdh, user))
+    if user is None:
+        return manifest, None
+    from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
+
+    return manifest, parse_listing(get_listing(engine, pdh, user))
