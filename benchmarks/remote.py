@@ -1,12 +1,16 @@
 """Put and get throughput through a controller and 2 keep servers (replication 2),
 side by side with the embedded warehouse on the same tree.
 
-    .venv/bin/python benchmarks/remote.py [--size-mb 600] [--repeat 3]
+    .venv/bin/python benchmarks/remote.py [--size-mb 600] [--repeat 3] [--tls]
 
 Everything runs on this machine: `wh serve` with 2 keep servers started as
 child processes (`--keep 2`), and the same `wh put` / `wh get` commands with
 WH_URL set. Targets: remote put at least 0.5x and remote get at least 0.8x
-the embedded throughput. Exit 0 unless something failed (it is a measurement).
+the embedded throughput. With --tls, a third installation serves HTTPS
+(a self-signed certificate made with the openssl command, trusted through
+WH_CA_BUNDLE) and its ratios are printed too. Every server keeps its default
+access log (to its standard error, discarded here). Exit 0 unless something
+failed (it is a measurement).
 """
 
 from __future__ import annotations
@@ -61,12 +65,39 @@ def put_get(env: dict[str, str], tree: Path, out: Path) -> tuple[float, float]:
     return t_put, t_get
 
 
-def start_cluster(work: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
+def self_signed(work: Path) -> list[str]:
+    """``--tls-cert/--tls-key`` options for a new certificate for 127.0.0.1."""
+    work.mkdir(parents=True, exist_ok=True)
+    cert, key = work / "cert.pem", work / "key.pem"
+    subprocess.run(
+        [
+            *(
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+            ),
+            *("-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=x"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return ["--tls-cert", str(cert), "--tls-key", str(key)]
+
+
+def start_cluster(work: Path, tls: bool = False) -> tuple[subprocess.Popen[str], dict[str, str]]:
     home = work / "server-home"
     env = {**os.environ, "WH_HOME": str(home)}
     env.pop("WH_URL", None)
+    options = self_signed(work / "tls") if tls else []
+    if tls:
+        env["WH_CA_BUNDLE"] = options[1]
     server = subprocess.Popen(
-        [WH, "serve", "--listen", "127.0.0.1:0", "--keep", "2"],
+        [WH, "serve", "--listen", "127.0.0.1:0", "--keep", "2", *options],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -80,6 +111,8 @@ def start_cluster(work: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
         [WH, "user", "add", "bench"], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
     client = {**os.environ, "WH_URL": url, "WH_TOKEN": token, "WH_REPLICATION": "2"}
+    if tls:
+        client["WH_CA_BUNDLE"] = options[1]
     return server, client
 
 
@@ -88,36 +121,38 @@ def main() -> None:
     ap.add_argument("--size-mb", type=int, default=600)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--tls", action="store_true", help="also time an installation over HTTPS")
     args = ap.parse_args()
+    kinds = ["embedded", "remote", *(["remote-tls"] if args.tls else [])]
     work = Path(tempfile.mkdtemp(prefix="wh-remote-bench-"))
     try:
         tree = work / "tree"
         make_tree(tree, args.size_mb * 1_000_000, args.seed)
         total = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
-        best: dict[str, list[float]] = {"embedded": [1e9, 1e9], "remote": [1e9, 1e9]}
+        best: dict[str, list[float]] = {k: [1e9, 1e9] for k in kinds}
         for r in range(args.repeat):
-            for kind in ("embedded", "remote"):
+            for kind in kinds:
                 run_dir = work / f"{kind}-{r}"
                 if kind == "embedded":
                     env = {**os.environ, "WH_HOME": str(run_dir / "home")}
                     env.pop("WH_URL", None)
                     server = None
                 else:
-                    server, env = start_cluster(run_dir)
+                    server, env = start_cluster(run_dir, tls=kind == "remote-tls")
                 try:
                     t_put, t_get = put_get(env, tree, run_dir / "out")
                 finally:
                     if server is not None:
                         server.terminate()
                         server.wait(30)
-                print(f"  {kind:8} run {r + 1}: put {t_put:.2f} s, get {t_get:.2f} s", flush=True)
+                print(f"  {kind:10} run {r + 1}: put {t_put:.2f} s, get {t_get:.2f} s", flush=True)
                 best[kind] = [min(best[kind][0], t_put), min(best[kind][1], t_get)]
                 shutil.rmtree(run_dir, ignore_errors=True)
         mb = total / 1e6
         print(f"\ntree: {mb:,.0f} MB; best of {args.repeat}; {os.cpu_count()} CPUs")
-        print(f"  {'':9}{'put MB/s':>10}{'get MB/s':>10}")
+        print(f"  {'':11}{'put MB/s':>10}{'get MB/s':>10}")
         for kind, (p, g) in best.items():
-            print(f"  {kind:9}{mb / p:>10.0f}{mb / g:>10.0f}")
+            print(f"  {kind:11}{mb / p:>10.0f}{mb / g:>10.0f}")
         put_ratio = best["embedded"][0] / best["remote"][0]
         get_ratio = best["embedded"][1] / best["remote"][1]
         print(
@@ -128,6 +163,11 @@ def main() -> None:
             f"  remote get / embedded get  {get_ratio:.2f}  target >= 0.80 "
             f"{'PASS' if get_ratio >= 0.8 else 'MISS'}"
         )
+        if args.tls:
+            tls_put = best["embedded"][0] / best["remote-tls"][0]
+            tls_get = best["embedded"][1] / best["remote-tls"][1]
+            print(f"  remote-tls put / embedded put  {tls_put:.2f}  (no target)")
+            print(f"  remote-tls get / embedded get  {tls_get:.2f}  (no target)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

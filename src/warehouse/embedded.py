@@ -115,7 +115,7 @@ class EmbeddedWarehouse(WarehouseBase):
         return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
-        return load_manifest(self.store, self.engine, pdh)
+        return load_manifest(self.store, self.engine, pdh, self.user)
 
     # -- names ---------------------------------------------------------------
 

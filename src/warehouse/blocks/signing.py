@@ -1,9 +1,16 @@
 """Permission signatures on locators (DESIGN §3.4).
 
-``+A<sig>@<expiry>`` with ``sig = hex(HMAC-SHA256(key, md5 "@" token "@"
-expiryhex8 "@" ttlhex))``: a read capability for one block, bound to one
-token, until ``expiry`` (Unix seconds, 8 hex digits). The TTL is part of the
-signed text so that a server configured with another TTL refuses it.
+``+A<sig>@<expiry>`` with ``sig = hex(HMAC-SHA256(key, md5 "+" size "@"
+token "@" expiryhex8 "@" ttlhex))``: a read capability for one block of one
+size, bound to one token, until ``expiry`` (Unix seconds, 8 hex digits). The
+TTL is part of the signed text so that a server configured with another TTL
+refuses it; the size is, so that a signature for ``md5+16`` cannot vouch for
+``md5+67108864`` (docs/formats.md).
+
+Signatures made before the size was signed (``md5 "@" token ...``) are still
+recognised until they expire, as ``Check.LEGACY``: good for reading a block
+(a keep server checks the stored length anyway), but a size they carry must
+be checked against the stored block before anyone records it.
 """
 
 from __future__ import annotations
@@ -15,7 +22,14 @@ import time
 
 from warehouse.blocks.locator import Locator
 
-__all__ = ["DEFAULT_SIGNATURE_TTL", "Check", "check_signature", "sign", "signature"]
+__all__ = [
+    "DEFAULT_SIGNATURE_TTL",
+    "Check",
+    "check_signature",
+    "legacy_signature",
+    "sign",
+    "signature",
+]
 
 DEFAULT_SIGNATURE_TTL = 14 * 24 * 3600
 
@@ -25,9 +39,18 @@ class Check(enum.Enum):
     MISSING = "missing"  # no +A hint: the caller must sign in (401)
     EXPIRED = "expired"  # a true signature whose time is up (403)
     BAD = "bad"  # made with another key or for another token (403)
+    # True but of the old format, which did not sign the size: readable; a
+    # recorder must check the size against what is stored.
+    LEGACY = "legacy"
 
 
-def signature(md5: str, token: str, expiry: int, key: bytes, ttl: int) -> str:
+def signature(md5: str, size: int, token: str, expiry: int, key: bytes, ttl: int) -> str:
+    text = f"{md5}+{size}@{token}@{expiry:08x}@{ttl:x}"
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def legacy_signature(md5: str, token: str, expiry: int, key: bytes, ttl: int) -> str:
+    """The old format, without the size: only checked, never made."""
     text = f"{md5}@{token}@{expiry:08x}@{ttl:x}"
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
@@ -41,7 +64,7 @@ def sign(
 ) -> Locator:
     """The locator with a fresh signature for ``token`` (any old one replaced)."""
     expiry = int(time.time() if now is None else now) + ttl
-    sig = signature(locator.md5, token, expiry, key, ttl)
+    sig = signature(locator.md5, locator.size, token, expiry, key, ttl)
     return locator.with_hint(f"A{sig}@{expiry:08x}")
 
 
@@ -56,9 +79,12 @@ def check_signature(
     if hint is None:
         return Check.MISSING
     sig, _, expiry_hex = hint.partition("@")
-    expected = signature(locator.md5, token, int(expiry_hex, 16), key, ttl)
-    if not hmac.compare_digest(sig, expected):
-        return Check.BAD
-    if int(expiry_hex, 16) < (time.time() if now is None else now):
+    expiry = int(expiry_hex, 16)
+    verdict = Check.OK
+    if not hmac.compare_digest(sig, signature(locator.md5, locator.size, token, expiry, key, ttl)):
+        if not hmac.compare_digest(sig, legacy_signature(locator.md5, token, expiry, key, ttl)):
+            return Check.BAD
+        verdict = Check.LEGACY
+    if expiry < (time.time() if now is None else now):
         return Check.EXPIRED
-    return Check.OK
+    return verdict

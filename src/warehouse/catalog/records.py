@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 
 from warehouse.catalog.db import connect, duplicate_key, write
-from warehouse.catalog.schema import block_writes, collections
+from warehouse.catalog.schema import block_writes, collection_listings, collections
 from warehouse.catalog.values import AccountingRow, CollectionRecord
 from warehouse.errors import NotFoundError
 
@@ -18,8 +18,10 @@ __all__ = [
     "accounting",
     "add_collection",
     "get_collection",
+    "get_listing",
     "list_collections",
     "record_block_writes",
+    "record_listing",
     "require_collection",
 ]
 
@@ -88,6 +90,32 @@ def list_collections(engine: sa.Engine, limit: int = 1000) -> list[CollectionRec
     query = sa.select(*_SUMMARY).order_by(collections.c.created_at.desc()).limit(limit)
     with connect(engine) as conn:
         return [CollectionRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def record_listing(engine: sa.Engine, pdh: str, user: str, file_md5s: str) -> None:
+    """Keep ``user``'s md5sum listing of ``pdh`` (replacing that user's earlier one)."""
+    row = {"pdh": pdh, "user": user, "file_md5s": file_md5s, "recorded_at": time.time()}
+    where = (collection_listings.c.pdh == pdh) & (collection_listings.c.user == user)
+    for attempt in range(2):
+        try:
+            with write(engine) as conn:
+                conn.execute(collection_listings.delete().where(where))
+                conn.execute(collection_listings.insert().values(**row))
+            return
+        except sa.exc.IntegrityError as e:
+            # The same user recording the same PDH twice at once (PostgreSQL).
+            if not duplicate_key(e) or attempt:
+                raise
+
+
+def get_listing(engine: sa.Engine, pdh: str, user: str) -> str | None:
+    """``user``'s own listing of ``pdh``; nobody else's is ever returned."""
+    c = collection_listings.c
+    with connect(engine) as conn:
+        found = conn.execute(
+            sa.select(c.file_md5s).where((c.pdh == pdh) & (c.user == user))
+        ).scalar()
+    return None if found is None else str(found)
 
 
 def record_block_writes(

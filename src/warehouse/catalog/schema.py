@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 __all__ = [
     "block_writes",
+    "collection_listings",
     "collections",
     "keep_services",
     "metadata",
@@ -35,8 +36,20 @@ collections = sa.Table(
     sa.Column("file_count", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("created_by", sa.String(255), nullable=False),
-    # JSON {path: md5} of the files as `wh put` read them (null when unknown).
+    # No longer written: listings are kept per user in collection_listings.
     sa.Column("file_md5s", sa.Text, nullable=True),
+)
+
+# md5sum listings as each user's own `wh put` read them: a listing is shown
+# only to the user who sent it, so nobody can make another's get print false
+# digests (docs/security-wire.md).
+collection_listings = sa.Table(
+    "collection_listings",
+    metadata,
+    sa.Column("pdh", PDH, primary_key=True),
+    sa.Column("user", sa.String(255), primary_key=True),
+    sa.Column("file_md5s", sa.Text, nullable=False),  # JSON {path: md5}
+    sa.Column("recorded_at", sa.Float, nullable=False),
 )
 
 names = sa.Table(

@@ -11,8 +11,10 @@ import click
 
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
 from warehouse.errors import UsageError
+from warehouse.server.accesslog import configure_access_log
+from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.keepd import KeepdOptions, run_keepd
-from warehouse.server.serving import parse_listen
+from warehouse.server.serving import Tls, parse_listen
 
 __all__ = ["keepd"]
 
@@ -61,6 +63,30 @@ def _announce(url: str) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="Standalone: seconds a trashed block is kept before removal [default: 14 days].",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Serve HTTPS with this certificate (PEM, with its chain); needs --tls-key.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The certificate's private key (PEM).",
+)
+@click.option(
+    "--access-log",
+    envvar="WH_ACCESS_LOG",
+    default="-",
+    show_default=True,
+    help="Where one line per request goes: - (standard error), a file, or off (env WH_ACCESS_LOG).",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_BODY_TIMEOUT,
+    show_default=True,
+    help="Seconds a request body may send nothing before it is cut off (408).",
+)
 def keepd(
     volumes: tuple[Path, ...],
     listen: str,
@@ -69,17 +95,24 @@ def keepd(
     signing_key_file: Path | None,
     signature_ttl: int,
     trash_lifetime: float | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    access_log: str,
+    body_timeout: float,
 ) -> None:
     """Serve blocks over HTTP from local volumes (the keep server).
 
-    Prints `keepd listening on http://HOST:PORT` once it accepts requests,
-    then serves until SIGTERM or SIGINT. See docs/keepd.md.
+    Prints `keepd listening on http://HOST:PORT` (https with --tls-cert) once
+    it accepts requests, then serves until SIGTERM or SIGINT, logging one
+    line per request. See docs/keepd.md and docs/security-wire.md.
     """
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
+    tls = Tls.from_options(tls_cert, tls_key)
+    configure_access_log(access_log)
     admin_tokens = _read_lines(admin_token_file)
     env_admin = os.environ.get("WH_KEEP_ADMIN_TOKEN", "").strip()
     if env_admin:
@@ -97,5 +130,7 @@ def keepd(
         signing_key=key,
         signature_ttl=signature_ttl,
         trash_lifetime=trash_lifetime,
+        tls=tls,
+        body_timeout=body_timeout,
     )
     run_keepd(options, _announce)

@@ -13,8 +13,10 @@ import click
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.private import private_dir
+from warehouse.server.accesslog import configure_access_log
+from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
-from warehouse.server.serving import parse_listen
+from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 
 __all__ = ["default_db_url", "serve"]
@@ -67,6 +69,39 @@ def default_db_url() -> str:
     help="When run as root: the unprivileged system user local steps run as "
     "(made with useradd --system when missing).",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Serve HTTPS with this certificate (PEM, with its chain); needs --tls-key. "
+    "The --keep servers use it too.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The certificate's private key (PEM).",
+)
+@click.option(
+    "--access-log",
+    envvar="WH_ACCESS_LOG",
+    default="-",
+    show_default=True,
+    help="Where one line per request goes: - (standard error), a file, or off "
+    "(env WH_ACCESS_LOG); the --keep servers log to the same place.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_BODY_TIMEOUT,
+    show_default=True,
+    help="Seconds a request body may send nothing before it is cut off (408).",
+)
+@click.option(
+    "--max-manifest",
+    type=click.IntRange(min=1),
+    default=ControllerConfig.max_manifest,
+    show_default=True,
+    help="Bytes: a bigger manifest is refused (413) before it is parsed.",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -78,6 +113,11 @@ def serve(
     job_cpus: int | None,
     unsafe_steps: bool,
     steps_user: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    access_log: str,
+    body_timeout: float,
+    max_manifest: int,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -89,6 +129,8 @@ def serve(
     steps run in a bubblewrap sandbox that sees only their function, their
     scratch and the network; without bwrap the controller refuses to start
     unless given --unsafe-steps.
+    Each request is logged in one line, without tokens or signatures; with
+    --tls-cert/--tls-key it speaks HTTPS only (docs/security-wire.md).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -109,17 +151,28 @@ def serve(
                 "cannot be sandboxed; install it (Debian: apt-get install bubblewrap), "
                 "or start with --unsafe-steps (see docs/security.md)"
             )
-    config = ControllerConfig(db_url=db_url or default_db_url(), replication=replication)
+    tls = Tls.from_options(tls_cert, tls_key)
+    configure_access_log(access_log)
+    config = ControllerConfig(
+        db_url=db_url or default_db_url(),
+        replication=replication,
+        body_timeout=body_timeout,
+        max_manifest=max_manifest,
+        # The JSON around a manifest (its listing, above all) may be a few times its size.
+        max_body=max(ControllerConfig.max_body, 4 * max_manifest),
+    )
     state = ControllerState.open(config)
     children: list[subprocess.Popen[bytes]] = []
 
     def ready(real_port: int) -> None:
-        url = f"http://{host}:{real_port}"
+        url = f"{'http' if tls is None else 'https'}://{host}:{real_port}"
         click.echo(f"controller listening on {url}")
         sys.stdout.flush()
         base = keep_dir or default_home() / "keep"
+        extra = [] if tls is None else tls.options()
+        extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
         for i in range(keep_count):
-            children.append(_start_keepd(url, base / str(i), state.system_token))
+            children.append(_start_keepd(url, base / str(i), state.system_token, extra))
         if executor != "none":
             name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
             state.start_jobs(
@@ -131,25 +184,39 @@ def serve(
                 steps_user=steps_user,
             )
 
-    try:
-        serve_app(create_app(config, state), host, port, on_ready=ready)
-    finally:
-        state.stop_jobs()
+    def stop_children() -> None:
         for child in children:
-            child.terminate()
+            if child.poll() is None:
+                child.terminate()
         for child in children:
             try:
                 child.wait(10)
             except subprocess.TimeoutExpired:
                 child.kill()
+                child.wait()
+
+    try:
+        serve_app(
+            create_app(config, state),
+            host,
+            port,
+            on_ready=ready,
+            tls=tls,
+            before_shutdown=stop_children,
+        )
+    finally:
+        state.stop_jobs()
+        stop_children()
         state.close()
 
 
-def _start_keepd(controller: str, volume: Path, token: str) -> subprocess.Popen[bytes]:
+def _start_keepd(
+    controller: str, volume: Path, token: str, extra: list[str]
+) -> subprocess.Popen[bytes]:
     private_dir(volume)
     wh = str(Path(sys.executable).with_name("wh"))
     cmd = [wh, "keepd", "--volume", str(volume), "--listen", "127.0.0.1:0"]
-    cmd += ["--controller", controller]
+    cmd += ["--controller", controller, *extra]
     proc = subprocess.Popen(cmd, env={**os.environ, "WH_TOKEN": token}, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode().strip()  # "keepd listening on URL", once registered

@@ -8,7 +8,6 @@ naming the block and the files that hold data in it.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -19,24 +18,9 @@ from warehouse.blocks.store import BlockStore
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, Manifest
 
-__all__ = ["CollectionReader", "decode_digests", "encode_digests"]
+__all__ = ["CollectionReader"]
 
 DEFAULT_READAHEAD = 3
-
-
-def encode_digests(manifest: Manifest, file_md5s: dict[str, str] | None) -> str | None:
-    """File digests as stored in the catalog, if they cover exactly the manifest's files."""
-    if file_md5s is None or set(file_md5s) != set(manifest.files()):
-        return None
-    return json.dumps(file_md5s, ensure_ascii=False, separators=(",", ":"))
-
-
-def decode_digests(text: str | None) -> dict[str, str] | None:
-    if text is None:
-        return None
-    value = json.loads(text)
-    assert isinstance(value, dict)
-    return value
 
 
 class CollectionReader:

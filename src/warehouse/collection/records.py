@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore
-from warehouse.collection.reader import decode_digests, encode_digests
+from warehouse.collection.listings import listing_text, parse_listing
 from warehouse.errors import CorruptDataError
 from warehouse.manifest import Manifest
 
@@ -30,7 +30,8 @@ def store_manifest(
 ) -> catalog.CollectionRecord:
     """Store the portable text of ``manifest`` (normalized) and record the collection.
 
-    The caller has checked that every block it lists is stored.
+    The caller has checked that every block it lists is stored. ``file_md5s``,
+    if well formed, is kept as ``user``'s own listing (shown to nobody else).
     """
     manifest = manifest.normalized()
     text = manifest.portable_text().encode()
@@ -39,24 +40,34 @@ def store_manifest(
         for i in range(0, max(len(text), 1), MAX_BLOCK_SIZE)
     ]
     store.flush()  # nothing is recorded before its blocks are durable
-    return catalog.add_collection(
+    record = catalog.add_collection(
         engine,
         manifest.pdh,
         " ".join(str(loc.without_hints()) for loc in locators),
         manifest.size,
         len(manifest.files()),
         user,
-        encode_digests(manifest, file_md5s),
     )
+    listing = listing_text(manifest, file_md5s)
+    if listing is not None:
+        from warehouse.catalog.records import record_listing  # SQLAlchemy: loaded when used
+
+        record_listing(engine, manifest.pdh, user, listing)
+    return record
 
 
 def load_manifest(
-    store: BlockStore, engine: sa.Engine, pdh: str
+    store: BlockStore, engine: sa.Engine, pdh: str, user: str | None
 ) -> tuple[Manifest, dict[str, str] | None]:
-    """A collection's manifest (checked against its PDH) and its recorded file digests."""
+    """A collection's manifest (checked against its PDH) and ``user``'s own
+    listing of its file digests, if that user recorded one (None: nobody's)."""
     record = catalog.get_collection(engine, pdh)
     text = b"".join(bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split())
     manifest = Manifest.parse(text)
     if manifest.pdh != pdh:
         raise CorruptDataError(f"the stored manifest of {pdh} hashes to {manifest.pdh}")
-    return manifest, decode_digests(record.file_md5s)
+    if user is None:
+        return manifest, None
+    from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
+
+    return manifest, parse_listing(get_listing(engine, pdh, user))

@@ -16,6 +16,7 @@ import httpx
 from warehouse.gc.mark import GcAborted
 from warehouse.gc.plan import Copy, PullEntry
 from warehouse.remote.probe import Service
+from warehouse.remote.tls import verify_for
 
 __all__ = ["KeepAdmin", "parse_index"]
 
@@ -46,6 +47,7 @@ class KeepAdmin:
         self.http = httpx.Client(
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeout, connect=10.0),
+            verify=verify_for(*(s.url for s in self.services)),
         )
 
     def close(self) -> None:

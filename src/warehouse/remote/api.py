@@ -15,6 +15,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.remote.blockhttp import IDLE_SECONDS
+from warehouse.remote.tls import verify_for
 
 __all__ = ["ApiClient", "AuthError"]
 
@@ -45,6 +46,7 @@ class ApiClient:
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeout, connect=10.0),
             limits=httpx.Limits(keepalive_expiry=IDLE_SECONDS),
+            verify=verify_for(self.url),
         )
 
     def close(self) -> None:

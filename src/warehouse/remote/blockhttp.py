@@ -1,18 +1,22 @@
-"""HTTP for block bodies: the standard library's http.client, kept-alive per server.
+"""HTTP(S) for block bodies: the standard library's http.client, kept-alive per server.
 
 Blocks are up to 64 MiB. Measured on loopback, httpx spends 0.25–0.5 s
 sending one such body (it goes through h11 in Python-sized pieces) where
 http.client's sendall takes 0.02 s, and reading is alike; the JSON API keeps
-using httpx, block transfers use this.
+using httpx, block transfers use this. ``https://`` servers are reached over
+TLS with their certificate and host name verified (``remote.tls``).
 """
 
 from __future__ import annotations
 
 import http.client
+import ssl
 import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from warehouse.remote.tls import client_context
 
 __all__ = ["IDLE_SECONDS", "BlockHttp", "Reply", "TransportError"]
 
@@ -20,6 +24,9 @@ __all__ = ["IDLE_SECONDS", "BlockHttp", "Reply", "TransportError"]
 # keep-alive (server.serving.KEEPALIVE_SECONDS), so we never reuse one the
 # server is closing at that moment.
 IDLE_SECONDS = 10.0
+
+
+_Where = tuple[str, str, int]  # scheme, host, port
 
 
 class TransportError(Exception):
@@ -44,7 +51,8 @@ class BlockHttp:
         self.headers = {"Authorization": f"Bearer {token}"}
         self.timeout = timeout
         # Idle connections per server, each with when it became idle.
-        self._idle: dict[tuple[str, int], list[tuple[float, http.client.HTTPConnection]]] = {}
+        self._idle: dict[_Where, list[tuple[float, http.client.HTTPConnection]]] = {}
+        self._tls: ssl.SSLContext | None = None  # made at the first https request
         self._lock = threading.Lock()
         self._closed = False
 
@@ -52,7 +60,8 @@ class BlockHttp:
         self, method: str, url: str, body: bytes | bytearray | memoryview | None = None
     ) -> Reply:
         parts = urlsplit(url)
-        where = (parts.hostname or "", parts.port or 80)
+        https = parts.scheme == "https"
+        where = (parts.scheme, parts.hostname or "", parts.port or (443 if https else 80))
         path = parts.path or "/"
         headers = dict(self.headers)
         if body is not None:
@@ -77,7 +86,7 @@ class BlockHttp:
             return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
         raise AssertionError("unreachable")
 
-    def _take(self, where: tuple[str, int], fresh: bool) -> http.client.HTTPConnection:
+    def _take(self, where: _Where, fresh: bool) -> http.client.HTTPConnection:
         stale: list[http.client.HTTPConnection] = []
         found = None
         if not fresh:
@@ -94,9 +103,16 @@ class BlockHttp:
             conn.close()
         if found is not None:
             return found
-        return http.client.HTTPConnection(where[0], where[1], timeout=self.timeout)
+        scheme, host, port = where
+        if scheme == "https":
+            with self._lock:
+                if self._tls is None:
+                    self._tls = client_context()
+                tls = self._tls
+            return http.client.HTTPSConnection(host, port, timeout=self.timeout, context=tls)
+        return http.client.HTTPConnection(host, port, timeout=self.timeout)
 
-    def _give(self, where: tuple[str, int], conn: http.client.HTTPConnection) -> None:
+    def _give(self, where: _Where, conn: http.client.HTTPConnection) -> None:
         with self._lock:
             if self._closed:
                 conn.close()

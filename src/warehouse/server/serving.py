@@ -4,7 +4,8 @@ Binding the socket ourselves tells us the real port before the first request,
 which a server needs to announce or register itself. ``serve`` runs in the
 foreground until SIGTERM or SIGINT and then shuts down gracefully (exit
 status 0, not death by the signal); ``ServerThread`` runs an app in a thread
-for tests and embedding.
+for tests and embedding. Given a certificate and key (``Tls``), both speak
+HTTPS only.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import asyncio
 import contextlib
 import signal
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType, TracebackType
 
 import uvicorn
@@ -24,13 +28,38 @@ from starlette.types import ASGIApp
 
 from warehouse.errors import UsageError
 
-__all__ = ["ServerThread", "bind_socket", "parse_listen", "serve"]
+__all__ = ["ServerThread", "Tls", "bind_socket", "parse_listen", "serve"]
 
 GRACEFUL_TIMEOUT = 10
 # Longer than our clients keep an idle connection (remote.blockhttp.IDLE_SECONDS):
 # when both sides time out alike, a request sent just as the server closes the
 # connection meets a reset.
 KEEPALIVE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Tls:
+    """A server certificate (PEM, with its chain) and its private key (PEM)."""
+
+    cert: Path
+    key: Path
+
+    @classmethod
+    def from_options(cls, cert: Path | None, key: Path | None) -> Tls | None:
+        """From ``--tls-cert``/``--tls-key``: both or neither; checked by loading them."""
+        if cert is None and key is None:
+            return None
+        if cert is None or key is None:
+            raise UsageError("--tls-cert and --tls-key go together")
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError) as e:
+            raise UsageError(f"cannot use the certificate {cert} with the key {key}: {e}") from None
+        return cls(cert, key)
+
+    def options(self) -> list[str]:
+        """The same as command-line options (for child servers)."""
+        return ["--tls-cert", str(self.cert), "--tls-key", str(self.key)]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -59,6 +88,24 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
+    # Run once the server stops accepting, before it waits for connections to
+    # close: e.g. stop child servers whose idle connections (TLS ones above
+    # all, which wait for the peer's close_notify) would hold the shutdown.
+    before_shutdown: Callable[[], None] | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.before_shutdown is not None:
+            await asyncio.to_thread(self.before_shutdown)
+        if self.config.is_ssl:
+            # Closing a TLS connection waits for the client's close_notify,
+            # which an idle kept-alive client never sends: drop idle ones.
+            for conn in list(self.server_state.connections):
+                cycle = getattr(conn, "cycle", None)
+                transport = getattr(conn, "transport", None)
+                if transport is not None and (cycle is None or cycle.response_complete):
+                    transport.abort()
+        await super().shutdown(sockets)
+
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         # uvicorn re-raises the signal after shutting down, which would make a
@@ -80,9 +127,11 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-def _make_server(app: ASGIApp) -> _Server:
+def _make_server(app: ASGIApp, tls: Tls | None = None) -> _Server:
     config = uvicorn.Config(
         app,
+        ssl_certfile=None if tls is None else str(tls.cert),
+        ssl_keyfile=None if tls is None else str(tls.key),
         log_config=None,  # the caller configures logging; stdout stays ours
         access_log=False,
         lifespan="on",
@@ -121,12 +170,20 @@ def _run_loop(main: Coroutine[None, None, None]) -> None:
 
 
 def serve(
-    app: ASGIApp, host: str, port: int, on_ready: Callable[[int], None] | None = None
+    app: ASGIApp,
+    host: str,
+    port: int,
+    on_ready: Callable[[int], None] | None = None,
+    tls: Tls | None = None,
+    before_shutdown: Callable[[], None] | None = None,
 ) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT; ``on_ready(real_port)`` runs once it accepts."""
+    """Serve ``app`` until SIGTERM/SIGINT; ``on_ready(real_port)`` runs once it
+    accepts, ``before_shutdown()`` once it is told to stop."""
     sock = bind_socket(host, port)
+    server = _make_server(app, tls)
+    server.before_shutdown = before_shutdown
     try:
-        _run_loop(_run(_make_server(app), sock, on_ready))
+        _run_loop(_run(server, sock, on_ready))
     finally:
         sock.close()
 
@@ -134,18 +191,21 @@ def serve(
 class ServerThread:
     """``app`` served on 127.0.0.1 (or ``host``) in a thread; a context manager."""
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, tls: Tls | None = None
+    ) -> None:
         self.host = host
+        self.tls = tls
         self._sock = bind_socket(host, port)
         self.port: int = self._sock.getsockname()[1]
-        self._server = _make_server(app)
+        self._server = _make_server(app, tls)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"server-{self.port}", daemon=True)
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'http' if self.tls is None else 'https'}://{host}:{self.port}"
 
     def _main(self) -> None:
         try:

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from warehouse import catalog
 from warehouse.catalog.auth import revoke_secret
 from warehouse.errors import ForbiddenError
+from warehouse.server.accesslog import note_user
 from warehouse.web.pages import PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
 
@@ -47,6 +48,7 @@ def _signed_in(request: Request) -> catalog.User:
     if user is None:
         raise SignInNeeded()
     request.state.web_user = user
+    note_user(request.scope, user.name)
     return user
 
 

@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
+from warehouse.remote.tls import verify_for
 from warehouse.web.auth import SignedIn, site_of
 from warehouse.web.pages import PREFIX, PageRoute, render
 from warehouse.web.site import Site
@@ -126,7 +127,9 @@ async def cluster(request: Request, user: SignedIn) -> Response:
     services = await run_in_threadpool(catalog.list_keep_services, site.engine)
     views = [ServerView(s.id, s.url, s.last_seen) for s in services]
     if views:
-        async with httpx.AsyncClient(timeout=STATUS_TIMEOUT) as client:
+        async with httpx.AsyncClient(
+            timeout=STATUS_TIMEOUT, verify=verify_for(*(v.url for v in views))
+        ) as client:
             await asyncio.gather(*(_status(client, site, v) for v in views))
     views += await run_in_threadpool(_local_volumes, site)
     rows = await run_in_threadpool(catalog.accounting, site.engine, 0.0)

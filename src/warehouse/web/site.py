@@ -85,7 +85,8 @@ class Site:
             if found is not None:
                 self._loaded.move_to_end(pdh)
                 return found
-        manifest, digests = load_manifest(self.store, self.engine, pdh)
+        # Kept for every visitor alike: so no user's own listing.
+        manifest, digests = load_manifest(self.store, self.engine, pdh, None)
         loaded = Loaded(manifest, digests, Tree(manifest))
         with self._lock:
             self._loaded[pdh] = loaded

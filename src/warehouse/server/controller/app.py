@@ -19,6 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import warehouse.errors as errors
+from warehouse.server.accesslog import AccessLog
+from warehouse.server.bodytimeout import BodyTimeout
 from warehouse.server.controller import collections, gc, jobs, names, users
 from warehouse.server.controller.state import ControllerConfig, ControllerState
 
@@ -131,4 +133,6 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
         return {"status": "ok"}
 
     app.add_middleware(BodyLimit, limit=config.max_body)
+    app.add_middleware(BodyTimeout, idle=config.body_timeout)
+    app.add_middleware(AccessLog)  # outermost: it sees every answer, 408 and 413 too
     return app

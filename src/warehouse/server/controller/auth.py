@@ -8,6 +8,7 @@ from fastapi import Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
+from warehouse.server.accesslog import note_user
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["Admin", "Caller", "CallerToken", "bearer_token", "state_of"]
@@ -32,6 +33,7 @@ async def caller(request: Request) -> catalog.User:
     user = await run_in_threadpool(catalog.user_for_token, state_of(request).engine, token)
     if user is None:
         raise HTTPException(401, "unknown or expired token")
+    note_user(request.scope, user.name)
     return user
 
 

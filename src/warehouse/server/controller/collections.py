@@ -9,9 +9,12 @@ from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
+from warehouse.blocks import Locator
 from warehouse.blocks.signing import Check, check_signature, sign
-from warehouse.collection.reader import decode_digests
+from warehouse.catalog.records import get_listing
+from warehouse.collection.listings import check_listing, parse_listing
 from warehouse.collection.records import load_manifest, store_manifest
+from warehouse.errors import UsageError
 from warehouse.manifest import Manifest
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.state import ControllerState
@@ -30,7 +33,10 @@ class BlockWrite(BaseModel):
 class CollectionCreate(BaseModel):
     manifest_text: str = Field(description="The manifest, every locator signed for the caller.")
     file_md5s: dict[str, str] | None = Field(
-        default=None, description="Each file's MD5 as read when it was stored."
+        default=None,
+        description="Each file's MD5 as read when it was stored: exactly the manifest's "
+        "files, 32 lowercase hex digits each. Kept as the caller's own listing, "
+        "shown to nobody else.",
     )
     block_writes: list[BlockWrite] = Field(
         default_factory=list, description="The block writes that made it, for accounting."
@@ -42,7 +48,9 @@ class CollectionOut(BaseModel):
     manifest_text: str = Field(description="Locators signed for the caller's token.")
     size: int
     file_count: int
-    file_md5s: dict[str, str] | None = None
+    file_md5s: dict[str, str] | None = Field(
+        default=None, description="The caller's own listing of the files' MD5s, if recorded."
+    )
 
 
 class CollectionSummary(BaseModel):
@@ -81,35 +89,71 @@ def _out(
     )
 
 
+def _check_size(text: str, limit: int) -> None:
+    # Parsing costs ~25 bytes of memory per byte of manifest: refuse before that.
+    if len(text) > limit or (len(text) * 4 > limit and len(text.encode()) > limit):
+        raise HTTPException(
+            413, f"manifest_text: over {limit} bytes (the controller's max manifest size)"
+        )
+
+
+def _check_blocks(manifest: Manifest, token: str, state: ControllerState) -> None:
+    """Every block signed for ``token``, its size included (DESIGN §3.4)."""
+    legacy: list[Locator] = []
+    for loc in manifest.blocks():
+        verdict = check_signature(loc, token, state.signing_key, state.config.signature_ttl)
+        if verdict is Check.LEGACY:
+            legacy.append(loc)
+        elif verdict is not Check.OK:
+            why = {
+                Check.MISSING: "is not signed",
+                Check.EXPIRED: "has an expired signature",
+                Check.BAD: "is not signed for this token and size",
+            }[verdict]
+            raise HTTPException(403, f"manifest_text: block {loc.key} {why}")
+    # An old-format signature does not cover the size: ask the keep servers
+    # for a block of exactly that size (their HEAD matches md5 and size).
+    keep = state.keep() if legacy else None
+    for loc in legacy:
+        assert keep is not None
+        if not keep.exists(loc.without_hints()):
+            raise HTTPException(
+                400, f"manifest_text: block {loc.key}: no block of that size is stored"
+            )
+
+
 @router.post("", response_model=CollectionOut)
 def create_collection(
     body: CollectionCreate, user: Caller, token: CallerToken, request: _Request
 ) -> CollectionOut:
     """Record a collection. Every block must carry a valid signature for the caller."""
     state = state_of(request)
+    _check_size(body.manifest_text, state.config.max_manifest)
     manifest = Manifest.parse(body.manifest_text)
     if not user.admin:
-        for loc in manifest.blocks():
-            verdict = check_signature(loc, token, state.signing_key, state.config.signature_ttl)
-            if verdict is not Check.OK:
-                why = {
-                    Check.MISSING: "is not signed",
-                    Check.EXPIRED: "has an expired signature",
-                    Check.BAD: "is not signed for this token",
-                }[verdict]
-                raise HTTPException(403, f"manifest_text: block {loc.key} {why}")
-    record = store_manifest(state.keep(), state.engine, manifest, user.name, body.file_md5s)
+        _check_blocks(manifest, token, state)
+    if body.file_md5s is not None:
+        try:
+            check_listing(manifest, body.file_md5s)
+        except UsageError as e:
+            raise HTTPException(400, str(e)) from None
+    store_manifest(state.keep(), state.engine, manifest, user.name, body.file_md5s)
     catalog.record_block_writes(
         state.engine, user.name, ((w.md5, w.size, w.new) for w in body.block_writes)
     )
-    return _out(manifest.normalized(), decode_digests(record.file_md5s), token, state)
+    normal = manifest.normalized()
+    # The listing just recorded is the caller's own; without one, an earlier one of theirs.
+    digests = body.file_md5s
+    if digests is None:
+        digests = parse_listing(get_listing(state.engine, normal.pdh, user.name))
+    return _out(normal, digests, token, state)
 
 
 @router.get("/{pdh}", response_model=CollectionOut)
 def get_collection(pdh: str, user: Caller, token: CallerToken, request: _Request) -> CollectionOut:
-    """The collection's manifest, signed for the caller."""
+    """The collection's manifest, signed for the caller, with the caller's own listing."""
     state = state_of(request)
-    manifest, digests = load_manifest(state.keep(), state.engine, pdh)
+    manifest, digests = load_manifest(state.keep(), state.engine, pdh, user.name)
     return _out(manifest, digests, token, state)
 
 

@@ -17,6 +17,7 @@ from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
 from warehouse.errors import UsageError
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
+from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 
 if TYPE_CHECKING:
     from warehouse.jobs.hosted import ManagerThread
@@ -36,7 +37,12 @@ class ControllerConfig:
     replication: int = 2
     cluster: str = "local"
     # A request body over this is refused before it is read (manifests, JSON).
-    max_body: int = 256 * 1024 * 1024
+    max_body: int = 64 * 1024 * 1024
+    # A manifest over this many bytes is refused (413) before it is parsed:
+    # parsing takes ~25 bytes of memory per byte (docs/security-wire.md).
+    max_manifest: int = 16 * 1024 * 1024
+    # A request body that sends nothing for this many seconds is cut off (408).
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     # Normally kept in the catalog (made on first start); given here when keep
     # servers run standalone with a key file.
     signing_key: bytes | None = None

@@ -29,6 +29,9 @@ from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator, Locator
 from warehouse.blocks.signing import Check, check_signature, sign
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
+from warehouse.remote.tls import client_context
+from warehouse.server.accesslog import AccessLog, note_user
+from warehouse.server.bodytimeout import BodyTimeout
 from warehouse.server.keepd.auth import ControllerUnavailable, Principal, bearer_token
 from warehouse.server.keepd.buffers import BufferPool
 from warehouse.server.keepd.config import KeepConfig
@@ -117,6 +120,7 @@ class KeepServer:
         principal = await self.config.tokens.check(token)
         if principal is None:
             raise Refused(401, "unknown token")
+        note_user(request.scope, principal.user)
         return token, principal
 
     async def _admin(self, request: Request) -> None:
@@ -167,7 +171,10 @@ class KeepServer:
         check = check_signature(loc, token, c.signing_key, c.signature_ttl)
         # A good signature proves the controller gave this token the block:
         # no need to ask who the token is.
-        principal = None if check is Check.OK else await c.tokens.check(token)
+        readable = check in (Check.OK, Check.LEGACY)
+        principal = None if readable else await c.tokens.check(token)
+        if principal is not None:
+            note_user(request.scope, principal.user)
         refusal = read_refusal(check, principal)
         if refusal is not None:
             raise refusal
@@ -287,7 +294,7 @@ class KeepServer:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         c = self.config
-        client = httpx.AsyncClient(timeout=c.pull_timeout)
+        client = httpx.AsyncClient(timeout=c.pull_timeout, verify=client_context())
         tasks = [
             asyncio.create_task(trash_worker(self.trash_queue, self.volumes)),
             asyncio.create_task(
@@ -325,7 +332,11 @@ def create_app(config: KeepConfig) -> Starlette:
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(CountingMiddleware, metrics=keep.metrics)],
+        middleware=[
+            Middleware(AccessLog),
+            Middleware(BodyTimeout, idle=config.body_timeout),
+            Middleware(CountingMiddleware, metrics=keep.metrics),
+        ],
         lifespan=keep.lifespan,
     )
     app.state.keep = keep

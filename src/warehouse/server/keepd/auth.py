@@ -17,6 +17,7 @@ from typing import Generic, Protocol, TypeVar
 import httpx
 
 from warehouse.errors import WarehouseError
+from warehouse.remote.tls import verify_for
 
 __all__ = [
     "ControllerTokenChecker",
@@ -136,7 +137,9 @@ class ControllerTokenChecker:
 
     async def _ask(self, token: str) -> Principal | None:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout)
+            self._client = httpx.AsyncClient(
+                timeout=self.timeout, verify=verify_for(self.controller)
+            )
         url = f"{self.controller}/api/v1/users/current"
         try:
             r = await self._client.get(url, headers={"Authorization": f"Bearer {token}"})

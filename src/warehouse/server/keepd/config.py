@@ -7,6 +7,7 @@ from importlib.metadata import version
 
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
 from warehouse.blocks.volume import LocalVolume
+from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.keepd.auth import TokenChecker
 
 __all__ = ["KeepConfig"]
@@ -28,4 +29,6 @@ class KeepConfig:
     stale_temporary_age: float = 6 * 3600.0
     pull_workers: int = 2
     pull_timeout: float = 60.0
+    # A PUT body that sends nothing for this long is cut off (408).
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
     version: str = field(default_factory=lambda: version("warehouse"))

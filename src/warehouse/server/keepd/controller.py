@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from warehouse.errors import WarehouseError
+from warehouse.remote.tls import verify_for
 
 __all__ = ["ClusterKeepConfig", "ControllerError", "fetch_keep_config", "register_keep_service"]
 
@@ -33,7 +34,9 @@ def _call(
 ) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
     try:
-        r = httpx.request(method, url, headers=headers, timeout=timeout, json=body)
+        r = httpx.request(
+            method, url, headers=headers, timeout=timeout, json=body, verify=verify_for(url)
+        )
     except httpx.HTTPError as e:
         raise ControllerError(f"cannot reach the controller at {url}: {e}") from e
     if r.status_code >= 300:

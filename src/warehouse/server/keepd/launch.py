@@ -17,11 +17,12 @@ from pathlib import Path
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, LocalVolume
 from warehouse.errors import UsageError
+from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.keepd.app import create_app
 from warehouse.server.keepd.auth import ControllerTokenChecker, StaticTokenChecker, TokenChecker
 from warehouse.server.keepd.config import KeepConfig
 from warehouse.server.keepd.controller import fetch_keep_config, register_keep_service
-from warehouse.server.serving import serve
+from warehouse.server.serving import Tls, serve
 
 __all__ = ["KeepdOptions", "build_config", "run_keepd", "service_url"]
 
@@ -41,13 +42,16 @@ class KeepdOptions:
     signing_key: bytes | None = None
     signature_ttl: int | None = None
     trash_lifetime: float | None = None
+    tls: Tls | None = None
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
 
 
-def service_url(host: str, port: int) -> str:
+def service_url(host: str, port: int, https: bool = False) -> str:
     """The URL others reach this server at; a wildcard address means this host."""
     if host in ("", "0.0.0.0", "::"):
         host = socket.gethostname()
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if https else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def build_config(options: KeepdOptions) -> KeepConfig:
@@ -79,6 +83,7 @@ def build_config(options: KeepdOptions) -> KeepConfig:
         tokens=tokens,
         signature_ttl=ttl,
         service_token=service_token,
+        body_timeout=options.body_timeout,
     )
 
 
@@ -87,10 +92,10 @@ def run_keepd(options: KeepdOptions, announce: Callable[[str], None]) -> None:
     app = create_app(build_config(options))
 
     def ready(port: int) -> None:
-        url = service_url(options.host, port)
+        url = service_url(options.host, port, https=options.tls is not None)
         if options.controller and options.controller_token:
             register_keep_service(options.controller, options.controller_token, url)
             log.info("registered %s with %s", url, options.controller)
         announce(url)
 
-    serve(app, options.host, options.port, ready)
+    serve(app, options.host, options.port, ready, tls=options.tls)
