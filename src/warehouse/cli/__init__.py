@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from warehouse.cli._common import Failure
-from warehouse.errors import WarehouseError
+from warehouse.errors import WarehouseError, os_error
 
 __all__ = ["cli", "main"]
 
@@ -105,6 +105,10 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except WarehouseError as e:
             raise Failure(e) from e
+        except OSError as e:
+            # What the library did not name itself: a full disk, a read error…
+            where = e.filename if e.filename is not None else "the operating system refused"
+            raise Failure(os_error(e, str(where))) from e
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

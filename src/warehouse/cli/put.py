@@ -17,7 +17,7 @@ __all__ = ["put"]
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False))
 @click.option(
     "--manifest",
     "manifest_file",
