@@ -12,7 +12,7 @@ from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.reader import decode_digests, encode_digests
-from warehouse.errors import CorruptDataError
+from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -55,7 +55,11 @@ def load_manifest(
 ) -> tuple[Manifest, dict[str, str] | None]:
     """A collection's manifest (checked against its PDH) and its recorded file digests."""
     record = catalog.get_collection(engine, pdh)
-    text = b"".join(bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split())
+    try:
+        text = b"".join(bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split())
+    except NotFoundError as e:
+        # The collection is recorded, so a block of it missing is damage (5), not "no such" (4).
+        raise CorruptDataError(f"a block of the manifest of {pdh} is missing: {e}") from None
     manifest = Manifest.parse(text)
     if manifest.pdh != pdh:
         raise CorruptDataError(f"the stored manifest of {pdh} hashes to {manifest.pdh}")
