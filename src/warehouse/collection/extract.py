@@ -91,10 +91,10 @@ def _limit(path: Path, name: str, default: int) -> int:
 def _check_room(dest: Path, rels: list[str]) -> None:
     """Refuse, before writing anything, what this file system cannot hold or we may not write."""
     base = _existing_ancestor(dest)
-    if base == dest and not dest.is_dir():
-        if dest.is_symlink():
-            raise UsageError(f"refusing to write through symbolic link {dest}")
-        raise WarehouseError(f"{dest} exists and is not a directory")
+    if not base.is_dir():
+        if base.is_symlink():
+            raise UsageError(f"refusing to write through symbolic link {base}")
+        raise WarehouseError(f"{base} exists and is not a directory")
     if not os.access(base, os.W_OK | os.X_OK):
         raise ForbiddenError(f"cannot write into {base}: permission denied")
     name_max = _limit(base, "PC_NAME_MAX", 255)
