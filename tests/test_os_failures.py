@@ -165,6 +165,25 @@ def test_put_on_a_full_disk_names_nothing_and_leaves_no_partial_block(tmp_path: 
         assert not [p for p in (home / "blocks").rglob("*") if p.is_file() and ".tmp" in p.name]
 
 
+def test_put_with_the_catalog_on_a_full_disk(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f").write_bytes(b"stored before the disk filled up\n")
+    with small_disk(tmp_path / "disk") as limit:
+        if limit is not None:
+            pytest.skip("no small file system could be mounted (a file size limit fills no disk)")
+        home = tmp_path / "disk" / "home"
+        assert wh(home, "put", str(data)).returncode == 0
+        filler = tmp_path / "disk" / "filler"
+        with filler.open("wb") as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+        # Every block is stored already: only the catalog has to write.
+        fails(wh(home, "put", str(data), "--name", "n"), 1, "catalog")
+        filler.unlink()
+        assert named(home) == []
+
+
 def test_get_on_a_full_disk_leaves_no_partial_file_and_no_stray_directory(
     tmp_path: Path, home: Path
 ) -> None:

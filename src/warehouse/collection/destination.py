@@ -175,7 +175,8 @@ class Destination:
             raise os_error(e, f"cannot write {shown}") from None
 
     def discard(self, parts: Parts, tmp: str) -> None:
-        with contextlib.suppress(OSError):
+        # Best effort, on the way out of a failure that must stay the one reported.
+        with contextlib.suppress(OSError, WarehouseError):
             os.unlink(tmp, dir_fd=self.directory(parts, create=False))
 
     # -- the end ---------------------------------------------------------------
@@ -185,7 +186,7 @@ class Destination:
         try:
             if failed:
                 for parts in reversed(self._made):
-                    with contextlib.suppress(OSError):
+                    with contextlib.suppress(OSError, WarehouseError):
                         parent = self.directory(parts[:-1], create=False)
                         os.rmdir(parts[-1], dir_fd=parent)
         finally:
