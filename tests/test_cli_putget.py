@@ -246,9 +246,7 @@ def test_an_unreadable_catalog_is_a_clear_error(tmp_path: Path, home: Path) -> N
     assert (home / "warehouse.db").read_bytes() == b"not a database\n" * 100
 
 
-def test_file_and_directory_of_one_name_is_refused_when_stored(
-    run: Runner, tmp_path: Path
-) -> None:
+def test_file_and_directory_of_one_name_is_refused_when_stored(run: Runner, tmp_path: Path) -> None:
     src = tmp_path / "s"
     src.mkdir()
     (src / "hello").write_bytes(b"hello")
