@@ -246,16 +246,16 @@ def test_an_unreadable_catalog_is_a_clear_error(tmp_path: Path, home: Path) -> N
     assert (home / "warehouse.db").read_bytes() == b"not a database\n" * 100
 
 
-def test_file_and_directory_of_one_name_is_refused_on_get(run: Runner, tmp_path: Path) -> None:
+def test_file_and_directory_of_one_name_is_refused_when_stored(run: Runner, tmp_path: Path) -> None:
     src = tmp_path / "s"
     src.mkdir()
     (src / "hello").write_bytes(b"hello")
     stored = run("manifest", run("put", str(src)).stdout.strip()).stdout
     locator = stored.split()[1]  # signed for us when the warehouse is remote
-    text = f". {locator} 0:5:a 0:5:a/b\n".encode()
-    pdh = run("put", "--manifest", "-", input=text).stdout.strip()
-    run("get", pdh, str(tmp_path / "out"), code=2)
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    for text in (f". {locator} 0:5:a 0:5:a/b\n", f". {locator} 0:5:a 0:0:a/\\056\n"):
+        refused = run("put", "--manifest", "-", "--name", "n", input=text.encode(), code=2)
+        assert "'0:5:a'" in refused.stderr and "is a file and also a directory" in refused.stderr
+    run("name", "get", "n", code=4)
 
 
 def test_manifest_with_missing_blocks_is_refused(run: Runner, installation: Installation) -> None:

@@ -39,7 +39,7 @@ def test_scan_finds_locators_and_never_file_names() -> None:
     a, b, c = md5(1), md5(2), md5(3)
     text = (
         f". {a}+10+K03@x {b}+5 0:15:{c}+5\n"  # a file named like a locator
-        f"./{c}+5 {b}+5 0:5:x\n"  # a directory named like one
+        f"./{c}+7 {b}+5 0:5:x\n"  # a directory named like one (not the file's name)
         f"./d d41d8cd98f00b204e9800998ecf8427e+0 0:0:\\056\n"
     ).encode()
     assert block_md5s([text]) == {a, b}

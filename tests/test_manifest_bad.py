@@ -63,6 +63,11 @@ BAD: list[tuple[str | bytes, int, str, str]] = [
     (f"/a {L} 0:3:a\n", 1, "/a", "must be '.'"),
     (f"./a\\000 {L} 0:3:a\n", 1, "./a\\000", "NUL"),
     (f"./a\\9 {L} 0:3:a\n", 1, "./a\\9", "bad escape"),
+    # a path that is a file and a directory: the file's line and token, and the directory's
+    (f". {L} 0:3:a 0:0:a/\\056\n", 1, "0:3:a", "(line 1: '0:0:a/\\\\056')"),
+    (f". {L} 0:3:a\n./a {E} 0:0:\\056\n", 1, "0:3:a", "(line 2: './a')"),
+    (f"{OK}./x/y {E} 0:0:z\n./x {L} 0:3:y\n", 3, "0:3:y", "'x/y' is a file and also a directory"),
+    (f"./d {L} 0:3:b/c 0:0:b\n", 1, "0:0:b", "(line 1: '0:3:b/c')"),
     # structure
     (f"{OK}. {L} 0:3:b", 2, "0:3:b", "missing newline"),
     (f". {L} 0:3:b\n.", 2, ".", "missing newline"),

@@ -6,6 +6,8 @@ prints and never exits.
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "ConflictError",
     "CorruptDataError",
@@ -13,6 +15,7 @@ __all__ = [
     "NotFoundError",
     "UsageError",
     "WarehouseError",
+    "os_error",
 ]
 
 
@@ -53,3 +56,22 @@ class ForbiddenError(WarehouseError):
     """The caller may not do this (not the owner of a name, not an admin)."""
 
     exit_code = 6
+
+
+def os_error(error: OSError, what: str) -> WarehouseError:
+    """The library error for an operating-system failure while doing ``what``.
+
+    A permission refused is 6 like any other, a missing path 4, a symbolic
+    link loop bad input (2); a full disk, a name too long and the rest are
+    plain errors (1). The message is one line: ``what: reason``.
+    """
+    reason = error.strerror or str(error)
+    message = f"{what}: {reason}"
+    code = error.errno
+    if code in (errno.EACCES, errno.EPERM):
+        return ForbiddenError(message)
+    if code == errno.ENOENT:
+        return NotFoundError(message)
+    if code == errno.ELOOP:
+        return UsageError(message)
+    return WarehouseError(message)

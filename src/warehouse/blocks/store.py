@@ -16,7 +16,7 @@ from typing import Protocol
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.volume import LocalVolume
-from warehouse.errors import CorruptDataError, UsageError
+from warehouse.errors import CorruptDataError, UsageError, os_error
 
 __all__ = ["BlockStore", "LocalBlockStore", "StoredBlock"]
 
@@ -69,7 +69,10 @@ class LocalBlockStore:
         locator = Locator(md5 or hashlib.md5(data).hexdigest(), len(data))
         if locator.is_empty:
             return StoredBlock(locator, False)
-        pending = self.volume.put_pending(locator.md5, data)
+        try:
+            pending = self.volume.put_pending(locator.md5, data)
+        except OSError as e:
+            raise os_error(e, f"cannot store block {locator.md5} in {self.volume.root}") from None
         if pending is None:
             return StoredBlock(locator, False)
         fut = self._syncer.submit(pending.finish, uncache=True)
@@ -82,7 +85,10 @@ class LocalBlockStore:
             pending, self._pending = self._pending, set()
         wait(pending)
         for fut in pending:
-            fut.result()  # the first failure is raised
+            try:
+                fut.result()  # the first failure is raised
+            except OSError as e:
+                raise os_error(e, f"cannot store a block in {self.volume.root}") from None
 
     def close(self) -> None:
         self.flush()

@@ -10,7 +10,8 @@ from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.records import require_collection
 from warehouse.catalog.schema import name_history, name_writers, names
 from warehouse.catalog.values import NameChange, NameRecord, check_name
-from warehouse.errors import ConflictError, ForbiddenError, NotFoundError
+from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
+from warehouse.keys import is_pdh
 
 __all__ = [
     "NameChange",
@@ -77,6 +78,8 @@ def set_name(
     a ``ConflictError`` and changes nothing.
     """
     check_name(name)
+    if expect is not None and not is_pdh(expect):
+        raise UsageError(f"expect: {expect!r} is not a portable data hash")
     require_collection(engine, pdh)  # a name only points at a known collection
     try:
         return _swap(engine, name, pdh, expect=expect, user=user, admin=admin)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 import click
 
 from warehouse.cli._common import Failure
-from warehouse.errors import WarehouseError
+from warehouse.errors import WarehouseError, os_error
 
 __all__ = ["cli", "main"]
 
@@ -108,6 +109,24 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except WarehouseError as e:
             raise Failure(e) from e
+        except OSError as e:
+            # What the library did not name itself: a full disk, a read error…
+            where = e.filename if e.filename is not None else "the operating system refused"
+            raise Failure(os_error(e, str(where))) from e
+        except Exception as e:
+            if (failure := _catalog_failure(e)) is not None:
+                raise failure from e
+            raise
+
+
+def _catalog_failure(error: Exception) -> Failure | None:
+    """The catalog's database refusing a statement (a full disk, a lost server) as one line."""
+    # Looked up, not imported: most commands never load SQLAlchemy.
+    exc = sys.modules.get("sqlalchemy.exc")
+    if exc is None or not isinstance(error, exc.OperationalError):
+        return None
+    reason = str(getattr(error, "orig", None) or error).splitlines()[0]
+    return Failure(WarehouseError(f"the catalog failed: {reason}"))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     stderr: Console
 
-__all__ = ["Failure", "byte_progress", "emit_json", "open_warehouse", "stderr"]
+__all__ = ["Failure", "byte_progress", "check_pdh", "emit_json", "open_warehouse", "stderr"]
 
 
 @functools.cache
@@ -45,6 +45,16 @@ class Failure(click.ClickException):
         super().__init__(str(error))
         # click declares exit_code on the class; each failure carries its own.
         object.__setattr__(self, "exit_code", error.exit_code)
+
+
+def check_pdh(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An option's value must be a portable data hash (``--expect``): else exit 2."""
+    from warehouse.errors import UsageError
+    from warehouse.keys import is_pdh
+
+    if value is not None and not is_pdh(value):
+        raise UsageError(f"--{param.name}: {value!r} is not a portable data hash")
+    return value
 
 
 def open_warehouse(ctx: click.Context, **options: int | None) -> Warehouse:

@@ -118,8 +118,8 @@ def submit(
         emit_json(record.as_dict())
     else:
         click.echo(_summary(record))
-    if wait and record.state != "complete":
-        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}".rstrip(": "))
+    if wait:
+        _fail_unless_complete(record)
 
 
 def _submit_here(wh: EmbeddedWarehouse, request: jobs.JobRequest, wait: bool) -> JobRecord:
@@ -234,6 +234,9 @@ def watch(ctx: click.Context, job_id: int) -> None:
         task = bar.add_task("", total=None, id=job_id)
         while True:
             total = record.steps_done + record.steps_running + record.steps_queued
+            if record.state in FINISHED and record.state != "complete":
+                # Failed and stopped steps are in no count: the bar must not read "n/n".
+                total = max(total, len(view.steps(job_id)))
             reused = f", reused from {record.reused_from}" if record.reused_from else ""
             bar.update(
                 task,
@@ -247,6 +250,13 @@ def watch(ctx: click.Context, job_id: int) -> None:
             time.sleep(0.5)
             record = view.get(job_id)
     click.echo(_summary(record))
+    _fail_unless_complete(record)
+
+
+def _fail_unless_complete(record: JobRecord) -> None:
+    """Exit 1 for a job that failed or was cancelled (as ``submit --wait`` and ``watch`` do)."""
+    if record.state != "complete":
+        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}".rstrip(": "))
 
 
 @job.command()

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli._common import check_pdh, emit_json, open_warehouse
 
 __all__ = ["accounting", "name"]
 
@@ -25,7 +25,7 @@ def name() -> None:
 @name.command("set")
 @click.argument("name_")
 @click.argument("pdh")
-@click.option("--expect", metavar="PDH", help="The PDH the name must hold now.")
+@click.option("--expect", metavar="PDH", callback=check_pdh, help="The PDH the name must hold now.")
 @click.option("--create", is_flag=True, help="The name must not exist yet, even holding PDH.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context

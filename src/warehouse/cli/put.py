@@ -7,7 +7,7 @@ from typing import BinaryIO
 
 import click
 
-from warehouse.cli._common import byte_progress, emit_json, open_warehouse
+from warehouse.cli._common import byte_progress, check_pdh, emit_json, open_warehouse
 from warehouse.manifest import Manifest
 
 # A manifest text is read into memory; 1 GiB lists tens of millions of files.
@@ -17,7 +17,7 @@ __all__ = ["put"]
 
 
 @click.command()
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, readable=False))
 @click.option(
     "--manifest",
     "manifest_file",
@@ -26,7 +26,12 @@ __all__ = ["put"]
     "files; every block it lists must already be stored.",
 )
 @click.option("--name", help="Point this name at the new collection.")
-@click.option("--expect", metavar="PDH", help="With --name: the PDH the name must hold now.")
+@click.option(
+    "--expect",
+    metavar="PDH",
+    callback=check_pdh,
+    help="With --name: the PDH the name must hold now.",
+)
 @click.option("--create", is_flag=True, help="With --name: the name must not exist yet.")
 @click.option(
     "--replication",

@@ -3,8 +3,10 @@
 Every target path is checked before anything is written: no component may be
 empty, ``.`` or ``..``; no directory on the way may be a symbolic link (which
 could lead out of the destination); an existing file is only replaced with
-``force``. Each file is written to a temporary name and renamed into place
-once all its blocks verified, so a failed get never leaves a partial file.
+``force``; every name and path must fit the file system. Each file is written
+to a temporary name and renamed into place once all its blocks verified, so
+a failed get never leaves a partial file; the writes never follow a symbolic
+link (``destination.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from warehouse.collection.destination import Destination, Parts
 from warehouse.collection.reader import CollectionReader
-from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.manifest import FileEntry
 
 __all__ = ["ExtractedFile", "extract", "select"]
@@ -56,7 +60,11 @@ def _check_rel(rel: str) -> None:
 
 
 def _check_dirs(dest: Path, rel: str) -> None:
-    """No directory between ``dest`` and the file may be a symlink or a non-directory."""
+    """No directory between ``dest`` and the file may be a symlink or a non-directory.
+
+    Only an early, clear report: the writes themselves never follow a link
+    (see ``destination.py``), whatever appears after this check.
+    """
     cur = dest
     for part in rel.split("/")[:-1]:
         cur = cur / part
@@ -66,9 +74,49 @@ def _check_dirs(dest: Path, rel: str) -> None:
             raise WarehouseError(f"{cur} exists and is not a directory")
 
 
+def _existing_ancestor(path: Path) -> Path:
+    for candidate in (path, *path.absolute().parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path("/")
+
+
+def _limit(path: Path, name: str, default: int) -> int:
+    try:
+        return os.pathconf(path, name)
+    except (OSError, ValueError):
+        return default
+
+
+def _check_room(dest: Path, rels: list[str]) -> None:
+    """Refuse, before writing anything, what this file system cannot hold or we may not write."""
+    base = _existing_ancestor(dest)
+    if not base.is_dir():
+        if base.is_symlink():
+            raise UsageError(f"refusing to write through symbolic link {base}")
+        raise WarehouseError(f"{base} exists and is not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ForbiddenError(f"cannot write into {base}: permission denied")
+    name_max = _limit(base, "PC_NAME_MAX", 255)
+    path_max = _limit(base, "PC_PATH_MAX", 4096)
+    for rel in rels:
+        data = rel.encode("utf-8", "surrogateescape")
+        # The listing names each file relative to DEST, for `md5sum -c` run there.
+        if len(data) >= path_max:
+            raise WarehouseError(
+                f"cannot write {rel[:60]!r}…: its path of {len(data)} bytes is longer "
+                f"than the system allows ({path_max - 1})"
+            )
+        for part in data.split(b"/"):
+            if len(part) > name_max:
+                shown = part.decode("utf-8", "replace")
+                raise WarehouseError(
+                    f"cannot write {shown[:60]!r}…: a name of {len(part)} bytes is longer "
+                    f"than the file system of {base} allows ({name_max})"
+                )
+
+
 def _plan(dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], force: bool) -> None:
-    if dest.is_symlink() and not dest.is_dir():
-        raise UsageError(f"refusing to write through symbolic link {dest}")
     files = {rel for rel, _ in chosen}
     existing: list[str] = []
     for rel, _ in chosen:
@@ -77,6 +125,12 @@ def _plan(dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], forc
             if (clash := "/".join(parents[:i])) in files:
                 raise UsageError(f"the collection holds a file and a directory named {clash!r}")
         _check_rel(rel)
+    for rel in dirs:
+        _check_rel(rel)
+        if rel in files:
+            raise UsageError(f"the collection holds a file and a directory named {rel!r}")
+    _check_room(dest, [rel for rel, _ in chosen] + dirs)
+    for rel, _ in chosen:
         _check_dirs(dest, rel)
         target = dest / rel
         if os.path.lexists(target):
@@ -84,7 +138,6 @@ def _plan(dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], forc
                 raise WarehouseError(f"{target} exists and is a directory")
             existing.append(rel)
     for rel in dirs:
-        _check_rel(rel)
         _check_dirs(dest, rel + "/x")
     if existing and not force:
         shown = ", ".join(existing[:5]) + (" …" if len(existing) > 5 else "")
@@ -92,6 +145,11 @@ def _plan(dest: Path, chosen: list[tuple[str, FileEntry]], dirs: list[str], forc
             f"{len(existing)} file(s) already exist in {dest} ({shown}); "
             "use --force to overwrite them"
         )
+
+
+def _split(rel: str) -> tuple[Parts, str]:
+    *parents, name = rel.split("/")
+    return tuple(parents), name
 
 
 def extract(
@@ -108,10 +166,12 @@ def extract(
     Every block is verified whatever happens. The listed MD5 of a file is the
     one recorded when it was stored, if the warehouse has it (the verified
     blocks hold exactly those bytes), else, or with ``rehash``, computed from
-    the bytes read.
+    the bytes read. Nothing is written before every path is checked; after a
+    failure no partial file and no directory made empty here is left.
     """
     chosen, dirs = select(reader, subpath)
     known = None if rehash else reader.file_md5s
+    target: Destination | None = None
     if dest is not None:
         sub = subpath.strip("/")
         if sub and sub in reader.files and not dest.is_dir():
@@ -119,20 +179,23 @@ def extract(
             chosen = [(dest.name, chosen[0][1])]
             dest = dest.parent if str(dest.parent) else Path(".")
         _plan(dest, chosen, dirs, force)
-        for rel in dirs:
-            (dest / rel).mkdir(parents=True, exist_ok=True)
+        target = Destination(dest)
     out: list[ExtractedFile] = []
     sink: _Sink | None = None
     pending = iter(chosen)
     hasher = ThreadPoolExecutor(1, thread_name_prefix="wh-md5")
+    failed = True
     try:
+        if target is not None:
+            for rel in dirs:
+                target.directory(tuple(rel.split("/")))
         for entry, chunk in reader.iter_chunks(e for _, e in chosen):
             # Empty files yield no chunk: they are opened and closed on the way.
             while sink is None or sink.entry is not entry:
                 if sink is not None:
                     out.append(sink.close())
                 rel, nxt = next(pending)
-                sink = _Sink(rel, nxt, dest, hasher, known)
+                sink = _Sink(rel, nxt, target, hasher, known, force)
             sink.write(chunk)
             if progress is not None:
                 progress(len(chunk))
@@ -140,13 +203,16 @@ def extract(
             out.append(sink.close())
             sink = None
         for rel, entry in pending:
-            out.append(_Sink(rel, entry, dest, hasher, known).close())
+            out.append(_Sink(rel, entry, target, hasher, known, force).close())
+        failed = False
     except BaseException:
         if sink is not None:
             sink.abort()
         raise
     finally:
         hasher.shutdown(wait=True)
+        if target is not None:
+            target.close(failed=failed)
     return out
 
 
@@ -162,9 +228,10 @@ class _Sink:
         self,
         rel: str,
         entry: FileEntry,
-        dest: Path | None,
+        target: Destination | None,
         hasher: ThreadPoolExecutor,
         known: dict[str, str] | None,
+        force: bool = False,
     ) -> None:
         self.hasher = hasher
         self.known = None if known is None else known.get(entry.path)
@@ -173,14 +240,26 @@ class _Sink:
         self.entry = entry
         self.md5 = hashlib.md5()
         self.size = 0
-        self.target = self.tmp = None if dest is None else dest / rel
-        self.file = None
-        if self.target is not None:
-            self.target.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = self.target.with_name(f".{self.target.name}.wh-part-{os.getpid()}")
-            self.file = open(self.tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
+        self.target = target
+        self.force = force
+        self.parts, self.name = _split(rel)
+        self.file: BinaryIO | None = None
+        self.tmp = ""
+        if target is not None:
+            fd, self.tmp = target.create(self.parts)
+            self.file = open(fd, "wb")  # noqa: SIM115 - closed in close()/abort()
+
+    def _failed(self, e: OSError) -> WarehouseError:
+        assert self.target is not None
+        return os_error(e, f"cannot write {self.target.root / self.rel}")
 
     def write(self, chunk: memoryview) -> None:
+        try:
+            self._write(chunk)
+        except OSError as e:
+            raise self._failed(e) from None
+
+    def _write(self, chunk: memoryview) -> None:
         self.size += len(chunk)
         if self.known is not None:
             if self.file is not None:
@@ -205,16 +284,26 @@ class _Sink:
     def close(self) -> ExtractedFile:
         self._wait()
         if self.file is not None:
-            self.file.close()
-            assert self.tmp is not None and self.target is not None
-            os.replace(self.tmp, self.target)
+            assert self.target is not None
+            file, self.file = self.file, None
+            try:
+                file.close()
+            except OSError as e:
+                self.target.discard(self.parts, self.tmp)
+                raise self._failed(e) from None
+            try:
+                self.target.commit(self.parts, self.tmp, self.name, replace=self.force)
+            except BaseException:
+                self.target.discard(self.parts, self.tmp)
+                raise
         return ExtractedFile(self.rel, self.known or self.md5.hexdigest(), self.size)
 
     def abort(self) -> None:
         if self.pending is not None:
             self.pending.cancel()
         if self.file is not None:
-            self.file.close()
-            assert self.tmp is not None
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp)
+            assert self.target is not None
+            with contextlib.suppress(OSError):
+                self.file.close()
+            self.file = None
+            self.target.discard(self.parts, self.tmp)

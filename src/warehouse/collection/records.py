@@ -12,7 +12,7 @@ from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.listings import listing_text, parse_listing
-from warehouse.errors import CorruptDataError
+from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -62,7 +62,11 @@ def load_manifest(
     """A collection's manifest (checked against its PDH) and ``user``'s own
     listing of its file digests, if that user recorded one (None: nobody's)."""
     record = catalog.get_collection(engine, pdh)
-    text = b"".join(bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split())
+    try:
+        text = b"".join(bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split())
+    except NotFoundError as e:
+        # The collection is recorded, so a block of it missing is damage (5), not "no such" (4).
+        raise CorruptDataError(f"a block of the manifest of {pdh} is missing: {e}") from None
     manifest = Manifest.parse(text)
     if manifest.pdh != pdh:
         raise CorruptDataError(f"the stored manifest of {pdh} hashes to {manifest.pdh}")

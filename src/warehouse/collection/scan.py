@@ -8,13 +8,14 @@ loop, a special file or a name that is not valid UTF-8 is refused.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warehouse.errors import NotFoundError, UsageError
+from warehouse.errors import NotFoundError, UsageError, os_error
 
 __all__ = ["DirNode", "scan_paths"]
 
@@ -61,6 +62,11 @@ def _stat(path: Path) -> os.stat_result:
         if path.is_symlink():
             raise UsageError(f"dangling symbolic link: {path}") from None
         raise NotFoundError(f"no such file or directory: {path}") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UsageError(f"symbolic link loop at {path}") from None
+        # A directory on the way one may not enter, a path too long, …
+        raise os_error(e, f"cannot read {path}") from None
 
 
 def _add(node: DirNode, name: str, path: Path, ancestors: frozenset[tuple[int, int]]) -> None:
@@ -82,8 +88,8 @@ def _add(node: DirNode, name: str, path: Path, ancestors: frozenset[tuple[int, i
 def _fill(node: DirNode, path: Path, ancestors: frozenset[tuple[int, int]]) -> None:
     try:
         entries = os.listdir(path)
-    except PermissionError as e:
-        raise UsageError(f"cannot read directory {path}: {e.strerror}") from None
+    except OSError as e:
+        raise os_error(e, f"cannot read directory {path}") from None
     for entry in sorted(_name(e, path) for e in entries):
         _add(node, entry, path / entry, ancestors)
     node.files.sort(key=lambda f: f[0])

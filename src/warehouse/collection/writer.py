@@ -22,7 +22,7 @@ from typing import Any
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.scan import DirNode, scan_paths
-from warehouse.errors import UsageError
+from warehouse.errors import os_error
 from warehouse.manifest import Manifest, Segment, Stream
 
 __all__ = ["WriteResult", "default_workers", "write_tree"]
@@ -265,7 +265,7 @@ def _pack_dir(
         try:
             f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
         except OSError as e:
-            raise UsageError(f"cannot read {path}: {e.strerror}") from None
+            raise os_error(e, f"cannot read {path}") from None
         with f:
             while True:
                 if fill == len(buf):

@@ -70,7 +70,18 @@ def _new_step(job_id: int, step: Step) -> dict[str, Any]:
     }
 
 
+# Ids and step numbers are INTEGER columns (32-bit in PostgreSQL): a larger
+# one names nothing, and would make the query itself fail.
+_MAX_ID = 2**31 - 1
+
+
+def _fits(*numbers: int | None) -> bool:
+    return all(n is None or -_MAX_ID <= n <= _MAX_ID for n in numbers)
+
+
 def get_job(engine: sa.Engine, job_id: int) -> JobRecord:
+    if not _fits(job_id):
+        raise NotFoundError(f"no job {job_id}")
     with connect(engine) as conn:
         row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id)).first()
     if row is None:
@@ -89,6 +100,8 @@ def list_jobs(engine: sa.Engine, states: Iterable[str] | None = None) -> list[Jo
 def list_steps(
     engine: sa.Engine, job_id: int, *, level: int | None = None, number: int | None = None
 ) -> list[StepRecord]:
+    if not _fits(job_id, level, number):
+        return []
     query = sa.select(steps).where(steps.c.job == job_id).order_by(steps.c.number)
     if level is not None:
         query = query.where(steps.c.level == level)
@@ -115,6 +128,8 @@ def request_control(engine: sa.Engine, job_id: int, control: str) -> JobRecord:
     """Ask the manager to cancel, pause or resume a job."""
     if control not in ("cancel", "pause", "resume"):
         raise UsageError(f"unknown job control {control!r}")
+    if not _fits(job_id):
+        raise NotFoundError(f"no job {job_id}")
     with write(engine) as conn:
         state = conn.execute(sa.select(jobs.c.state).where(jobs.c.id == job_id)).scalar()
         if state is None:

@@ -47,6 +47,7 @@ def reuse_key(function_pdh: str, function_path: str, input_pdh: str, params: str
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_MAX_INT, _MAX_BIG = 2**31 - 1, 2**63 - 1
 _SIZE = re.compile(r"(\d+)\s*([kmgt]?)(i?b?)", re.IGNORECASE)
 
 
@@ -71,6 +72,12 @@ def _readable(wh: SubmitHost, pdh: str | None) -> bool:
 def submit(wh: SubmitHost, request: JobRequest) -> JobRecord:
     if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
         raise UsageError("cpus and attempts must be at least 1, memory not negative")
+    # The catalog keeps these in 32-bit columns (memory: 64-bit).
+    small = (request.cpus, request.max_attempts, abs(request.priority))
+    if max(small) > _MAX_INT or request.memory > _MAX_BIG:
+        raise UsageError(
+            f"cpus, attempts and priority must be within ±{_MAX_INT}, memory under 2**63 bytes"
+        )
     version = resolve(wh, request.function)
     input_pdh = wh.resolve(request.input)
     wh.manifest(input_pdh)  # the input must be a known, readable collection

@@ -92,8 +92,9 @@ def normalized_streams(
 ) -> tuple[Stream, ...]:
     """The normalized streams holding ``files`` plus markers for ``empty_dirs``.
 
-    Raises UsageError for bad paths, a path given twice, or pieces that do
-    not fit their blocks or do not add up to the file's size.
+    Raises UsageError for bad paths, a path given twice or as both a file and
+    a directory, or pieces that do not fit their blocks or do not add up to
+    the file's size.
     """
     by_dir: dict[str, list[FileEntry]] = {}
     children: dict[str, set[str]] = {"": set()}
@@ -124,6 +125,8 @@ def normalized_streams(
         if directory:
             _check_path(directory)
             add_dir(directory)
+    if both := seen & children.keys():
+        raise UsageError(f"{min(both)!r} is both a file and a directory")
 
     streams: list[Stream] = []
     # Depth first, subdirectories in name order: "a", "a/b", then "a b".

@@ -217,4 +217,83 @@ def parse_streams(text: str | bytes) -> tuple[Stream, ...]:
         raise ManifestError(len(lines), last, "missing newline at end of manifest")
     lines.pop()
     cache: dict[str, Locator] = {}
-    return tuple(_parse_line(number, line, cache) for number, line in enumerate(lines, 1))
+    streams = tuple(_parse_line(number, line, cache) for number, line in enumerate(lines, 1))
+    _check_kinds(streams, lines)
+    return streams
+
+
+def _add_dirs(dirs: dict[str, int], path: str, line_index: int) -> None:
+    """Record ``path`` and its parents as directories first seen on that line."""
+    while path and path not in dirs:
+        dirs[path] = line_index
+        path = path.rpartition("/")[0]
+
+
+def _check_kinds(streams: tuple[Stream, ...], lines: list[str]) -> None:
+    """Refuse a path that is both a file and a directory (``a`` and ``a/b`` or ``a/.``).
+
+    No file system can hold both; a get would fail halfway. The error names
+    the file's line and token and where the directory comes from.
+    """
+    dirs: dict[str, int] = {}  # every directory -> index of the line that first makes it
+    prefixes: list[str] = []
+    for index, stream in enumerate(streams):
+        prefix = "" if stream.name == "." else stream.name[2:] + "/"
+        prefixes.append(prefix)
+        if prefix:
+            _add_dirs(dirs, prefix[:-1], index)
+        for segment in stream.segments:
+            name = segment.name
+            if "/" in name:
+                path = prefix + name
+                end = -2 if segment.is_directory_marker else path.rfind("/")
+                _add_dirs(dirs, path[:end], index)
+            elif name == ".":
+                pass  # the stream's own directory, added above
+    # A file clashes only with a directory of the same parent: most streams
+    # have no subdirectory at all, and their segments need no look-up.
+    children: dict[str, set[str]] = {}
+    for path in dirs:
+        parent, _, base = path.rpartition("/")
+        children.setdefault(parent + "/" if parent else "", set()).add(base)
+    clash: tuple[int, str] | None = None
+    for index, stream in enumerate(streams):
+        prefix = prefixes[index]
+        kids = children.get(prefix)
+        for segment in stream.segments:
+            name = segment.name
+            if "/" in name:
+                if segment.is_directory_marker or prefix + name not in dirs:
+                    continue
+            elif kids is None or name not in kids:
+                continue
+            clash = (index, prefix + name)
+            break
+        if clash is not None:
+            break
+    if clash is None:
+        return
+    file_line, path = clash
+    dir_line = dirs[path]
+    where = _token_naming(streams[dir_line], lines[dir_line], path, directory=True)
+    raise ManifestError(
+        file_line + 1,
+        _token_naming(streams[file_line], lines[file_line], path, directory=False),
+        f"{path!r} is a file and also a directory (line {dir_line + 1}: {where!r})",
+    )
+
+
+def _token_naming(stream: Stream, line: str, path: str, *, directory: bool) -> str:
+    """The token of ``line`` that makes ``path`` a file (or a directory), as written."""
+    prefix = "" if stream.name == "." else stream.name[2:] + "/"
+    tokens = line.split(" ")
+    if directory and (prefix == path + "/" or prefix.startswith(path + "/")):
+        return tokens[0]  # the stream's own name
+    segment_tokens = tokens[len(tokens) - len(stream.segments) :]
+    for token, segment in zip(segment_tokens, stream.segments, strict=True):
+        full = prefix + segment.name
+        if directory and full.startswith(path + "/"):
+            return token
+        if not directory and full == path:
+            return token
+    return tokens[0]

@@ -1,0 +1,202 @@
+"""A destination directory written without ever following a symbolic link.
+
+DEST may be writable by other users (a shared scratch directory), who could
+plant a symbolic link where ``wh get`` is about to create a file or a
+directory and so steer the write elsewhere. So, below DEST, no path is ever
+resolved by name: each directory is opened relative to its parent's
+descriptor with ``O_NOFOLLOW``, each file is created under a fresh,
+unguessable, short name with ``O_CREAT|O_EXCL|O_NOFOLLOW`` and then renamed
+(or, without ``--force``, hard-linked) to its name in the same directory. A
+link that appears after the checks is refused, or, when it sits where a
+file goes and ``--force`` was given, replaced itself, never followed.
+
+DEST itself is what the user named: it may be a link to a directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from warehouse.errors import UsageError, WarehouseError, os_error
+
+__all__ = ["Destination", "Parts"]
+
+Parts = tuple[str, ...]  # a directory below DEST, as its components
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Hard links are not offered by every file system; there a rename is used.
+_NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
+
+
+def _shown(root: Path, parts: Parts) -> Path:
+    return root.joinpath(*parts)
+
+
+class Destination:
+    """DEST, opened once; directories below it reached by descriptor only.
+
+    One file is written at a time: ``directory`` keeps the descriptor of the
+    last directory asked for and closes it when another one is asked for.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._made_above: list[Path] = []  # DEST and missing parents, made here
+        missing = [p for p in (root, *root.parents) if not os.path.lexists(p)]
+        for path in reversed(missing):
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as e:
+                self._remove_made_above()
+                raise os_error(e, f"cannot create {path}") from None
+            self._made_above.append(path)
+        try:
+            self._root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            self._remove_made_above()
+            if e.errno == errno.ENOTDIR:
+                raise WarehouseError(f"{root} exists and is not a directory") from None
+            raise os_error(e, f"cannot open {root}") from None
+        self._made: list[Parts] = []  # directories below DEST made here, in order
+        self._parts: Parts = ()
+        self._fd = self._root_fd
+        self._prefix = f".wh-{secrets.token_hex(4)}-"
+        self._count = itertools.count()
+
+    # -- directories -----------------------------------------------------------
+
+    def directory(self, parts: Parts, *, create: bool = True) -> int:
+        """The descriptor of DEST/parts (made if missing), valid until the next call."""
+        if parts == self._parts:
+            return self._fd
+        common = 0
+        if parts[: len(self._parts)] == self._parts:
+            common = len(self._parts)  # going deeper: start from where we are
+        else:
+            self._close_current()
+        fd = self._fd if common else self._root_fd
+        try:
+            for depth in range(common, len(parts)):
+                child = self._open_child(fd, parts[: depth + 1], create)
+                if fd != self._root_fd:
+                    os.close(fd)
+                fd = child
+        except BaseException:
+            if fd != self._root_fd:
+                os.close(fd)
+            self._parts, self._fd = (), self._root_fd
+            raise
+        self._parts, self._fd = parts, fd
+        return fd
+
+    def _open_child(self, parent: int, parts: Parts, create: bool) -> int:
+        name = parts[-1]
+        for _ in range(3):  # a name that comes and goes between mkdir and open
+            try:
+                return os.open(name, _DIR, dir_fd=parent)
+            except FileNotFoundError:
+                if not create:
+                    raise
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise self._not_a_directory(parent, parts) from None
+                raise os_error(e, f"cannot open {_shown(self.root, parts)}") from None
+            try:
+                os.mkdir(name, 0o777, dir_fd=parent)
+                self._made.append(parts)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise os_error(e, f"cannot create {_shown(self.root, parts)}") from None
+        raise WarehouseError(f"{_shown(self.root, parts)} keeps changing")
+
+    def _not_a_directory(self, parent: int, parts: Parts) -> WarehouseError:
+        shown = _shown(self.root, parts)
+        try:
+            mode = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
+        except OSError:
+            mode = 0
+        if stat.S_ISLNK(mode):
+            return UsageError(f"refusing to write through symbolic link {shown}")
+        return WarehouseError(f"{shown} exists and is not a directory")
+
+    def _close_current(self) -> None:
+        if self._fd != self._root_fd:
+            os.close(self._fd)
+        self._parts, self._fd = (), self._root_fd
+
+    # -- files -----------------------------------------------------------------
+
+    def create(self, parts: Parts) -> tuple[int, str]:
+        """A new empty file in DEST/parts under a temporary name: (its descriptor, name)."""
+        fd = self.directory(parts)
+        for _ in range(100):
+            tmp = f"{self._prefix}{next(self._count)}"
+            try:
+                return os.open(tmp, _NEW_FILE, 0o666, dir_fd=fd), tmp
+            except FileExistsError:
+                continue  # someone took the name: never reuse what is there
+            except OSError as e:
+                raise os_error(e, f"cannot create a file in {_shown(self.root, parts)}") from None
+        raise WarehouseError(f"cannot create a temporary file in {_shown(self.root, parts)}")
+
+    def commit(self, parts: Parts, tmp: str, name: str, *, replace: bool) -> None:
+        """Give the temporary file its name; ``replace``: whatever holds it goes."""
+        fd = self.directory(parts, create=False)
+        shown = _shown(self.root, (*parts, name))
+        try:
+            if not replace:
+                try:
+                    # Fails if anything appeared under the name since the checks.
+                    os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+                except FileExistsError:
+                    raise WarehouseError(
+                        f"{shown} appeared while the get ran; use --force to overwrite it"
+                    ) from None
+                except OSError as e:
+                    if e.errno not in _NO_LINKS:
+                        raise
+                else:
+                    os.unlink(tmp, dir_fd=fd)
+                    return
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except IsADirectoryError:
+            raise WarehouseError(f"{shown} exists and is a directory") from None
+        except OSError as e:
+            raise os_error(e, f"cannot write {shown}") from None
+
+    def discard(self, parts: Parts, tmp: str) -> None:
+        # Best effort, on the way out of a failure that must stay the one reported.
+        with contextlib.suppress(OSError, WarehouseError):
+            os.unlink(tmp, dir_fd=self.directory(parts, create=False))
+
+    # -- the end ---------------------------------------------------------------
+
+    def close(self, *, failed: bool) -> None:
+        """Close; after a failure, remove the directories made here that are still empty."""
+        try:
+            if failed:
+                for parts in reversed(self._made):
+                    with contextlib.suppress(OSError, WarehouseError):
+                        parent = self.directory(parts[:-1], create=False)
+                        os.rmdir(parts[-1], dir_fd=parent)
+        finally:
+            self._close_current()
+            os.close(self._root_fd)
+        if failed:
+            self._remove_made_above()
+
+    def _remove_made_above(self) -> None:
+        for path in reversed(self._made_above):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        self._made_above = []
