@@ -52,6 +52,14 @@ def default_db_url() -> str:
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
 @click.option("--job-cpus", type=int, help="Job slots (local: default one per core).")
+@click.option(
+    "--regol-interval",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    envvar="WH_REGOL_INTERVAL",
+    help="Every so many seconds, run Regol's watches at their new commits if no job is "
+    "queued or running (default 0: off; env WH_REGOL_INTERVAL).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -61,6 +69,7 @@ def serve(
     executor: str,
     dask_scheduler: str | None,
     job_cpus: int | None,
+    regol_interval: float,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -74,7 +83,9 @@ def serve(
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
-    config = ControllerConfig(db_url=db_url or default_db_url(), replication=replication)
+    config = ControllerConfig(
+        db_url=db_url or default_db_url(), replication=replication, regol_interval=regol_interval
+    )
     state = ControllerState.open(config)
     children: list[subprocess.Popen[bytes]] = []
 
