@@ -97,7 +97,7 @@ def run(
     """Run each watch (default: all) at every commit of its branch not run yet,
     oldest first, at the lowest priority."""
     view = _view(ctx)
-    made = view.run(watch_ids, commits)
+    made = view.run(watch_ids, commits, start=not wait)
     if wait and made:
         made = view.wait(made)
     if as_json:

@@ -35,7 +35,12 @@ class Regol(Protocol):
 
     def unwatch(self, watch: int) -> WatchRecord: ...
 
-    def run(self, watches: Sequence[int], commits: str | None) -> list[RunRecord]: ...
+    def run(
+        self, watches: Sequence[int], commits: str | None, *, start: bool = True
+    ) -> list[RunRecord]:
+        """Submit the runs; ``start``: see that a job manager will run them
+        (not needed before ``wait``, which runs one)."""
+        ...
 
     def history(self, watch: int) -> list[RunRecord]: ...
 
@@ -69,20 +74,20 @@ class LocalRegol:
             raise ForbiddenError(f"watch {watch} belongs to {found.owner}")
         return self.records.set_active(self.wh.engine, watch, False)
 
-    def run(self, watches: Sequence[int], commits: str | None) -> list[RunRecord]:
+    def run(
+        self, watches: Sequence[int], commits: str | None, *, start: bool = True
+    ) -> list[RunRecord]:
         chosen = self.service.runnable_watches(self.watches(), watches)
         made = [r for w in chosen for r in self.service.run_watch(self.wh, w, commits)]
-        self._start_managers(made)
+        if start:
+            self._start_managers(made)
         return made
 
     def history(self, watch: int) -> list[RunRecord]:
         return self.records.history(self.wh.engine, watch)
 
     def bisect_step(self, watch: int, good: str, bad: str) -> BisectRecord:
-        step = self.service.bisect_step(self.wh, self.get(watch), good, bad)
-        if step.run is not None:
-            self._start_managers([step.run])
-        return step
+        return self.service.bisect_step(self.wh, self.get(watch), good, bad)
 
     def _jobs(self, runs: Sequence[RunRecord]) -> list[JobRecord]:
         from warehouse.jobs.records import get_job
@@ -109,7 +114,16 @@ class LocalRegol:
             )
         while not self._finished(ids):
             time.sleep(POLL_SECONDS)
+        self._start_managers_for_others()
         return self._ended(runs)
+
+    def _start_managers_for_others(self) -> None:
+        # Jobs queued meanwhile by others get a manager once ours has left.
+        from warehouse.jobs.records import list_jobs
+        from warehouse.jobs.service import ensure_manager
+
+        for executor in {j.executor for j in list_jobs(self.wh.engine, ("queued", "running"))}:
+            ensure_manager(self.wh.home, executor)
 
     def _finished(self, job_ids: set[int]) -> bool:
         return self.records.unfinished_jobs(self.wh.engine, job_ids) == 0
@@ -139,7 +153,9 @@ class RemoteRegol:
     def unwatch(self, watch: int) -> WatchRecord:
         return WatchRecord(**self.api.call("DELETE", f"/regol/watches/{watch}"))
 
-    def run(self, watches: Sequence[int], commits: str | None) -> list[RunRecord]:
+    def run(
+        self, watches: Sequence[int], commits: str | None, *, start: bool = True
+    ) -> list[RunRecord]:
         body = {"watches": list(watches), "commits": commits}
         return [RunRecord(**r) for r in self.api.post("/regol/runs", body)]
 
