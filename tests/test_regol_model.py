@@ -85,3 +85,27 @@ def test_bisect_counts_a_failure_as_a_difference_and_refuses_a_failed_good_run()
     assert bisect_step("g", ["x"], {"g": Outcome("running")}).run == "g"
     with pytest.raises(ValueError, match="did not succeed"):
         bisect_step("g", ["x"], {"g": FAILED})
+
+
+def test_chart_marks_fill_success_hollow_failure_and_recolour_on_change() -> None:
+    from warehouse.regol.chart import PALETTE, chart
+    from warehouse.regol.values import RunRecord, WatchRecord
+
+    w = WatchRecord(1, 1, "git:r@main:f", "r", "f", "main", "f on main", "alice", 0.0, True)
+    states = [("complete", "a+1", None), ("complete", "b+1", False), ("failed", None, None)]
+    states.append(("running", None, None))
+    runs = [
+        RunRecord(i, 1, f"c{i}", 1000.0 + 86400 * i, f"s{i}", i, i, st, out, 2.0, 2.0, eq, False, 0)
+        for i, (st, out, eq) in enumerate(states)
+    ]
+    c = chart([(w, runs)])
+    assert [(m.fill, m.stroke, m.css) for m in c.marks] == [
+        (PALETTE[0], PALETTE[0], "ok"),
+        (PALETTE[1], PALETTE[1], "ok changed"),
+        ("none", PALETTE[1], "failed"),
+        ("none", "#999999", "pending"),
+    ]
+    assert [line.title for line in c.commits] == [f"c{i} s{i}" for i in range(4)]
+    assert c.marks[0].x < c.marks[1].x < c.marks[2].x < c.marks[3].x
+    assert len(c.runtime[0].points) == 4 and c.ticks
+    assert chart([(w, [])]).empty

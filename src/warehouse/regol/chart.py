@@ -94,6 +94,19 @@ def _tick_format(span: float) -> str:
     return "%Y-%m-%d" if span > 3 * 86400 else "%m-%d %H:%M"
 
 
+# Tick spacings to choose from: round minutes, hours, days, weeks, months.
+_STEPS = (60, 300, 900, 3600, 3 * 3600, 6 * 3600, 86400, 2 * 86400, 7 * 86400, 30 * 86400)
+
+
+def _times(t0: float, t1: float, most: int = 8) -> list[float]:
+    """Round times (UTC) between t0 and t1 to label, at most ``most`` of them."""
+    if t1 <= t0:
+        return [t0]
+    step = next((s for s in _STEPS if (t1 - t0) / s <= most), 365 * 86400)
+    first = -(-t0 // step) * step
+    return [first + k * step for k in range(int((t1 - first) // step) + 1)] or [t0]
+
+
 def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
@@ -149,15 +162,7 @@ def chart(history: Sequence[tuple[WatchRecord, Sequence[RunRecord]]]) -> Chart:
                 css += " changed"
             marks.append(Mark(r.id, r.commit, x, y, fill, stroke, css, _title(r)))
             lines.setdefault(r.commit, CommitLine(r.commit, x, f"{r.commit[:10]} {r.subject}"))
-    fmt = _tick_format(span)
-    ticks = (
-        [
-            (x_of(t0 + k * span / 4), time.strftime(fmt, time.gmtime(t0 + k * span / 4)))
-            for k in range(5)
-        ]
-        if t1 > t0
-        else [(x_of(t0), time.strftime(fmt, time.gmtime(t0)))]
-    )
+    ticks = [(x_of(t), time.strftime(_tick_format(span), time.gmtime(t))) for t in _times(t0, t1)]
     timed = [r.run_time for r in every if r.run_time is not None]
     top = max(timed, default=1.0) or 1.0
     plot = RUNTIME_HEIGHT - TOP - AXIS
