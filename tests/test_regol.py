@@ -12,24 +12,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from cluster import KeepPool, controller
 from conftest import Runner
+from postgres import fresh_schema
 from regol_helpers import make_repo
 from warehouse.regol.model import REGOL_PRIORITY
 
 
-@pytest.fixture(params=["embedded", "remote"])
+@pytest.fixture(params=["embedded", "remote-postgresql"])
 def where(
     request: pytest.FixtureRequest, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:
-    """The `wh` commands of the test talk to this installation."""
+    """The `wh` commands of the test talk to this installation: the embedded
+    warehouse (SQLite), or a controller whose catalog is on PostgreSQL."""
     if request.param == "embedded":
         monkeypatch.delenv("WH_URL", raising=False)
         yield "embedded"
         return
     pool: KeepPool = request.getfixturevalue("keep_servers")
-    with controller(tmp_path / "controller.db", pool) as ctl:
+    admin: sa.Engine = request.getfixturevalue("pg_admin")
+    with fresh_schema(admin) as url, controller(url, pool) as ctl:
         ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=2)
         monkeypatch.setenv("WH_URL", ctl.url)
         monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
