@@ -7,9 +7,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
+import pytest
+
 from cluster import KeepPool, controller
 from jobs_helpers import put_function
 from regol_helpers import make_repo
+from warehouse.errors import ForbiddenError
 from warehouse.jobs import JobRequest
 from warehouse.jobs.client import RemoteJobs
 from warehouse.regol.client import RemoteRegol
@@ -61,3 +65,11 @@ def test_a_controller_starts_no_regol_run_while_a_user_job_is_queued(
             assert [r.commit for r in runs] == commits
             assert {jobs.get(r.job).priority for r in runs} == {REGOL_PRIORITY}
             assert {jobs.get(r.job).submitted_by for r in runs} == {"alice"}
+
+            # The API is described, and only the owner (or an admin) may unwatch.
+            spec = httpx.get(ctl.url + "/openapi.json").json()
+            assert "/api/v1/regol/watches/{watch_id}/bisect" in spec["paths"]
+            bob = RemoteWarehouse(ctl.url, ctl.user("bob"))
+            with bob, pytest.raises(ForbiddenError):
+                RemoteRegol(bob).unwatch(watch.id)
+            assert regol.unwatch(watch.id).active is False

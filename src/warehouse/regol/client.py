@@ -78,7 +78,7 @@ class LocalRegol:
         self, watches: Sequence[int], commits: str | None, *, start: bool = True
     ) -> list[RunRecord]:
         chosen = self.service.runnable_watches(self.watches(), watches)
-        made = [r for w in chosen for r in self.service.run_watch(self.wh, w, commits)]
+        made = self.service.run_watches(self.wh, chosen, commits)
         if start:
             self._start_managers(made)
         return made

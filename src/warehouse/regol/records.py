@@ -136,41 +136,55 @@ def add_run(engine: sa.Engine, watch: int, commit: Commit, job: JobRecord) -> Ru
         return _run(conn.execute(sa.select(regol_runs).where(key)).one())
 
 
+def _updates(conn: sa.Connection, watch: int) -> dict[int, dict[str, object]]:
+    """What the runs of ``watch`` lack: states of finished jobs, and which
+    outputs equal the previous commit's (run id -> new values)."""
+    query = (
+        sa.select(regol_runs)
+        .where(regol_runs.c.watch == watch)
+        .order_by(regol_runs.c.generation, regol_runs.c.id)
+    )
+    rows = [_run(r) for r in conn.execute(query)]
+    updates: dict[int, dict[str, object]] = {}
+    current = {r.id: (r.state, r.output_pdh) for r in rows}
+    # A run whose state is not final, or final without its timing yet.
+    pending = [r for r in rows if r.state not in FINISHED or r.run_time is None]
+    if pending:
+        found = conn.execute(sa.select(jobs).where(jobs.c.id.in_([r.job for r in pending])))
+        by_id = {j.id: JobRecord(**j._mapping) for j in found}
+        for r in pending:
+            job = by_id.get(r.job)
+            if job is None:
+                continue
+            run_time, cpu = _timing(conn, job) if job.state in FINISHED else (None, None)
+            values: dict[str, object] = {
+                "state": job.state,
+                "output_pdh": job.output_pdh,
+                "run_time": run_time,
+                "cpu_seconds": cpu,
+                "reused": job.reused_from is not None,
+            }
+            if any(getattr(r, k) != v for k, v in values.items()):
+                updates[r.id] = values
+                current[r.id] = (job.state, job.output_pdh)
+    outcomes = [Outcome(*current[r.id]) for r in rows]
+    for r, equal in zip(rows, changes(outcomes), strict=True):
+        if r.equals_previous != equal:
+            updates.setdefault(r.id, {})["equals_previous"] = equal
+    return updates
+
+
 def refresh(engine: sa.Engine, watch: int) -> None:
-    """Copy the states of unfinished runs from their jobs, then recompute which
-    outputs equal the previous commit's (one transaction)."""
+    """Copy the states of unfinished runs from their jobs and recompute which
+    outputs equal the previous commit's. Reading only, unless something
+    changed (a page view takes no write lock); then the same again in one
+    write transaction, so two refreshes at once agree."""
+    with connect(engine) as conn:
+        if not _updates(conn, watch):
+            return
     with write(engine) as conn:
-        query = sa.select(regol_runs).where(regol_runs.c.watch == watch)
-        rows = [_run(r) for r in conn.execute(query)]
-        pending = [r for r in rows if r.state not in FINISHED or r.run_time is None]
-        if pending:
-            found = conn.execute(sa.select(jobs).where(jobs.c.id.in_([r.job for r in pending])))
-            by_id = {j.id: JobRecord(**j._mapping) for j in found}
-            for r in pending:
-                job = by_id.get(r.job)
-                if job is None:
-                    continue
-                run_time, cpu = _timing(conn, job) if job.state in FINISHED else (None, None)
-                conn.execute(
-                    regol_runs.update()
-                    .where(regol_runs.c.id == r.id)
-                    .values(
-                        state=job.state,
-                        output_pdh=job.output_pdh,
-                        run_time=run_time,
-                        cpu_seconds=cpu,
-                        reused=job.reused_from is not None,
-                    )
-                )
-        ordered = [
-            (r.id, r.equals_previous, Outcome(r.state, r.output_pdh))
-            for r in conn.execute(query.order_by(regol_runs.c.generation, regol_runs.c.id))
-        ]
-        for (run_id, old, _), new in zip(ordered, changes([o for *_, o in ordered]), strict=True):
-            if old != new:
-                conn.execute(
-                    regol_runs.update().where(regol_runs.c.id == run_id).values(equals_previous=new)
-                )
+        for run_id, values in _updates(conn, watch).items():
+            conn.execute(regol_runs.update().where(regol_runs.c.id == run_id).values(**values))
 
 
 def history(engine: sa.Engine, watch: int) -> list[RunRecord]:

@@ -27,6 +27,7 @@ __all__ = [
     "bisect_step",
     "parse_range",
     "run_watch",
+    "run_watches",
     "runnable_watches",
     "watch",
 ]
@@ -104,11 +105,15 @@ def _known(host: SubmitHost, watch_id: int) -> dict[str, RunRecord]:
 
 
 def run_watch(
-    host: SubmitHost, w: WatchRecord, commits: str | None, executor: str | None = None
+    host: SubmitHost,
+    w: WatchRecord,
+    commits: str | None,
+    executor: str | None = None,
+    limit: int = MAX_COMMITS,
 ) -> list[RunRecord]:
     """Submit a run for every commit of the branch not run yet, or for each
     commit of ``commits`` (``A..B``) without a good or pending run; oldest
-    first, at most ``MAX_COMMITS`` at once."""
+    first, at most ``limit`` of them."""
     job = get_job(host.engine, w.job)
     with open_repository(w.repository, w.branch) as repo:
         if commits is None:
@@ -116,7 +121,7 @@ def run_watch(
         else:
             found = repo.commits(*parse_range(commits))
         known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()}
-        todo = model.to_run(found, known, retry_failed=commits is not None)[:MAX_COMMITS]
+        todo = model.to_run(found, known, retry_failed=commits is not None)[: max(limit, 0)]
         return [_submit(host, w, job, c, executor or job.executor) for c in todo]
 
 
@@ -151,6 +156,20 @@ def bisect_step(
         commit = next((c for c in candidates if c.sha == step.run), None)
         made = _submit(host, w, job, commit or _describe(repo, step.run), executor or job.executor)
         return BisectRecord(False, None, made, True, len(candidates), left)
+
+
+def run_watches(
+    host: SubmitHost,
+    chosen: Sequence[WatchRecord],
+    commits: str | None,
+    executor: str | None = None,
+) -> list[RunRecord]:
+    """``run_watch`` for each watch in turn, at most ``MAX_COMMITS`` runs in all
+    (a later call goes on where this one stopped)."""
+    made: list[RunRecord] = []
+    for w in chosen:
+        made += run_watch(host, w, commits, executor, MAX_COMMITS - len(made))
+    return made
 
 
 def runnable_watches(watches: Sequence[WatchRecord], wanted: Sequence[int]) -> list[WatchRecord]:
