@@ -18,7 +18,8 @@ from warehouse.regol.model import Commit
 __all__ = ["GitSpec", "Repository", "open_repository", "parse_spec"]
 
 SUBJECT_LIMIT = 200  # characters of a commit's subject kept
-MAX_COMMITS = 1000  # one request runs or bisects at most this many commits
+MAX_COMMITS = 1000  # one request runs at most this many commits
+MAX_BISECT = 100_000  # commits a bisect may search (about 17 runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +84,15 @@ class Repository:
         )
         return done.returncode == 0
 
-    def commits(self, start: str | None, end: str) -> list[Commit]:
-        """The first-parent chain to ``end`` (after ``start``), oldest first."""
+    def describe(self, revision: str) -> Commit:
+        sha = self.commit(revision)
+        generation = int(_git(self.gitdir, "rev-list", "--count", "--first-parent", sha))
+        when, _, subject = _git(self.gitdir, "log", "-1", "--format=%ct%x00%s", sha).partition("\0")
+        return Commit(sha, float(when), subject.strip()[:SUBJECT_LIMIT], generation)
+
+    def commits(self, start: str | None, end: str, limit: int = MAX_COMMITS) -> list[Commit]:
+        """The first-parent chain to ``end`` (after ``start``, at most ``limit``
+        commits then), oldest first."""
         tip = self.commit(end)
         total = int(_git(self.gitdir, "rev-list", "--count", "--first-parent", tip))
         span = tip if start is None else f"{self.commit(start)}..{tip}"
@@ -92,8 +100,8 @@ class Repository:
             self.gitdir, "log", "--first-parent", "--reverse", "--format=%H%x00%ct%x00%s", span
         )
         lines = text.splitlines()
-        if len(lines) > MAX_COMMITS and start is not None:
-            raise UsageError(f"{len(lines)} commits in the range; at most {MAX_COMMITS} at once")
+        if len(lines) > limit and start is not None:
+            raise UsageError(f"{len(lines)} commits in the range; at most {limit} at once")
         out = []
         for i, line in enumerate(lines):
             sha, when, subject = line.split("\0", 2)

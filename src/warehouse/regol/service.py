@@ -19,7 +19,7 @@ from warehouse.jobs.records import get_job
 from warehouse.jobs.submission import JobRequest, submit
 from warehouse.jobs.values import JobRecord
 from warehouse.regol import model, records
-from warehouse.regol.git import MAX_COMMITS, Repository, open_repository, parse_spec
+from warehouse.regol.git import MAX_BISECT, MAX_COMMITS, open_repository, parse_spec
 from warehouse.regol.values import BisectRecord, RunRecord, WatchRecord
 
 __all__ = [
@@ -125,10 +125,6 @@ def run_watch(
         return [_submit(host, w, job, c, executor or job.executor) for c in todo]
 
 
-def _describe(repo: Repository, sha: str) -> model.Commit:
-    return repo.commits(None, sha)[-1]
-
-
 def bisect_step(
     host: SubmitHost, w: WatchRecord, good: str, bad: str, executor: str | None = None
 ) -> BisectRecord:
@@ -139,7 +135,7 @@ def bisect_step(
         g, b = repo.commit(good), repo.commit(bad)
         if g == b or not repo.is_ancestor(g, b):
             raise UsageError(f"--good {good} must be an ancestor of --bad {bad}")
-        candidates = repo.commits(g, b)
+        candidates = repo.commits(g, b, MAX_BISECT)
         runs = _known(host, w.id)
         known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in runs.items()}
         try:
@@ -154,7 +150,7 @@ def bisect_step(
         if step.run in runs:  # under way: wait for it
             return BisectRecord(False, None, runs[step.run], False, len(candidates), left)
         commit = next((c for c in candidates if c.sha == step.run), None)
-        made = _submit(host, w, job, commit or _describe(repo, step.run), executor or job.executor)
+        made = _submit(host, w, job, commit or repo.describe(step.run), executor or job.executor)
         return BisectRecord(False, None, made, True, len(candidates), left)
 
 
