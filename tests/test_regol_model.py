@@ -109,3 +109,20 @@ def test_chart_marks_fill_success_hollow_failure_and_recolour_on_change() -> Non
     assert c.marks[0].x < c.marks[1].x < c.marks[2].x < c.marks[3].x
     assert len(c.runtime[0].points) == 4 and c.ticks
     assert chart([(w, [])]).empty
+
+
+def test_public_surface() -> None:
+    import warehouse.regol as regol
+
+    assert set(regol.__all__) == {
+        "REGOL_PRIORITY",
+        "Bisect",
+        "BisectRecord",
+        "Commit",
+        "Outcome",
+        "RunRecord",
+        "WatchRecord",
+        "bisect_step",
+        "changes",
+    }
+    assert all(hasattr(regol, name) for name in regol.__all__)
