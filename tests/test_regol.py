@@ -140,16 +140,19 @@ def test_bisect_names_the_changing_commit_then_the_breaking_one(
     )
 
 
-def test_regol_jobs_run_at_the_lowest_priority(run: Runner, tmp_path: Path) -> None:
+def test_runs_start_at_the_watched_commit_at_the_lowest_priority(
+    run: Runner, tmp_path: Path
+) -> None:
     from warehouse import jobs
     from warehouse.embedded import EmbeddedWarehouse
 
-    commits, job = watched_job(run, tmp_path)
-    watch = as_json(run, "regol", "watch", str(job))
-    made = as_json(
-        run, "regol", "run", str(watch["id"]), "--commits", f"{commits[0]}..{commits[1]}", "--wait"
-    )
+    commits, _ = watched_job(run, tmp_path)
+    spec = f"git:{tmp_path / 'repo'}@{commits[5]}:fn.py"
+    job = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")
+    watch = as_json(run, "regol", "watch", str(job["id"]))
+    made = as_json(run, "regol", "run", str(watch["id"]), "--wait")
+    assert [r["commit"] for r in made] == commits[5:]  # the history before c6 is not new
     with EmbeddedWarehouse() as wh:
-        (record,) = [jobs.get_job(wh.engine, r["job"]) for r in made]
-    assert record.priority == REGOL_PRIORITY
-    assert record.function_commit == commits[1]
+        records = [jobs.get_job(wh.engine, r["job"]) for r in made]
+    assert {r.priority for r in records} == {REGOL_PRIORITY}
+    assert [r.function_commit for r in records] == commits[5:]

@@ -111,13 +111,17 @@ def run_watch(
     executor: str | None = None,
     limit: int = MAX_COMMITS,
 ) -> list[RunRecord]:
-    """Submit a run for every commit of the branch not run yet, or for each
+    """Submit a run for every commit of the branch not run yet (from the
+    watched job's own commit on, when the branch holds it), or for each
     commit of ``commits`` (``A..B``) without a good or pending run; oldest
     first, at most ``limit`` of them."""
     job = get_job(host.engine, w.job)
     with open_repository(w.repository, w.branch) as repo:
         if commits is None:
             found = repo.commits(None, w.branch)
+            shas = [c.sha for c in found]
+            if job.function_commit in shas:  # the history before it is not "new"
+                found = found[shas.index(job.function_commit) :]
         else:
             found = repo.commits(*parse_range(commits))
         known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()}
