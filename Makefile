@@ -50,6 +50,7 @@ bench: install
 	$(BIN)/python benchmarks/remote.py
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/gc.py
+	$(BIN)/python benchmarks/regol.py
 
 clean:
 	rm -rf $(VENV) demo-out test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis

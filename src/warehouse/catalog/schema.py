@@ -17,6 +17,8 @@ __all__ = [
     "name_history",
     "name_writers",
     "names",
+    "regol_runs",
+    "regol_watches",
     "settings",
     "tokens",
     "users",
@@ -184,4 +186,42 @@ steps = sa.Table(
     sa.Column("intermediate", sa.Text, nullable=True),  # fragment later steps may read
     sa.Column("log", sa.Text, nullable=True),  # one-file manifest of the last attempt's log
     sa.Column("log_tail", sa.Text, nullable=True),
+)
+
+# -- Regol (migration 0004_regol) --------------------------------------------
+
+regol_watches = sa.Table(
+    "regol_watches",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("job", sa.Integer, sa.ForeignKey("jobs.id"), nullable=False),  # the job followed
+    sa.Column("function", sa.Text, nullable=False),  # its git: spec
+    sa.Column("repository", sa.Text, nullable=False),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("branch", sa.String(255), nullable=False),
+    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("owner", sa.String(255), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("active", sa.Boolean, nullable=False),
+)
+
+regol_runs = sa.Table(
+    "regol_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("watch", sa.Integer, sa.ForeignKey("regol_watches.id"), nullable=False),
+    sa.Column("commit", sa.String(64), nullable=False),
+    sa.Column("commit_time", sa.Float, nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),  # along the first-parent chain
+    sa.Column("job", sa.Integer, sa.ForeignKey("jobs.id"), nullable=False),
+    # The job's state, copied once it has finished (until then: as last seen).
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("output_pdh", PDH, nullable=True),
+    sa.Column("run_time", sa.Float, nullable=True),
+    sa.Column("cpu_seconds", sa.Float, nullable=True),
+    sa.Column("equals_previous", sa.Boolean, nullable=True),
+    sa.Column("reused", sa.Boolean, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("watch", "commit"),
 )

@@ -73,6 +73,10 @@ _COMMANDS = {
         "Read and verify every stored block; report missing, corrupt and under-replicated "
         "blocks and the collections they belong to.",
     ),
+    "regol": (
+        "warehouse.cli.regol:regol",
+        "Re-run jobs at each commit of their function's branch (see docs/regol.md).",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",

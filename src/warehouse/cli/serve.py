@@ -102,6 +102,14 @@ def default_db_url() -> str:
     show_default=True,
     help="Bytes: a bigger manifest is refused (413) before it is parsed.",
 )
+@click.option(
+    "--regol-interval",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    envvar="WH_REGOL_INTERVAL",
+    help="Every so many seconds, run Regol's watches at their new commits if no job is "
+    "queued or running (default 0: off; env WH_REGOL_INTERVAL).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -118,6 +126,7 @@ def serve(
     access_log: str,
     body_timeout: float,
     max_manifest: int,
+    regol_interval: float,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -160,6 +169,7 @@ def serve(
         max_manifest=max_manifest,
         # The JSON around a manifest (its listing, above all) may be a few times its size.
         max_body=max(ControllerConfig.max_body, 4 * max_manifest),
+        regol_interval=regol_interval,
     )
     state = ControllerState.open(config)
     children: list[subprocess.Popen[bytes]] = []

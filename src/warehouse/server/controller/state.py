@@ -21,6 +21,7 @@ from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 
 if TYPE_CHECKING:
     from warehouse.jobs.hosted import ManagerThread
+    from warehouse.regol.auto import RegolRunner
 
 __all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState"]
 
@@ -49,6 +50,8 @@ class ControllerConfig:
     # An admin token of the keep servers, for GC (index, trash, pull); when
     # None, GC uses $WH_KEEP_ADMIN_TOKEN, else the controller's own token.
     keep_admin_token: str | None = None
+    # Seconds between the idle Regol runner's looks (docs/regol.md); 0: off.
+    regol_interval: float = 0.0
 
 
 @dataclass
@@ -64,6 +67,8 @@ class ControllerState:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # The job manager's thread and executor, when this controller runs jobs.
     job_manager: ManagerThread | None = field(default=None, repr=False)
+    # Regol runs by itself while the cluster is idle, when configured.
+    regol_runner: RegolRunner | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, config: ControllerConfig) -> ControllerState:
@@ -161,9 +166,18 @@ class ControllerState:
             signature_ttl=self.config.signature_ttl,
         )
         self.job_manager = ManagerThread(host, executor, cpus=cpus, sandbox=sandbox).start()
+        if self.config.regol_interval > 0:
+            from warehouse.regol.auto import RegolRunner
+
+            self.regol_runner = RegolRunner(
+                self.engine, self.keep, executor, self.config.regol_interval
+            ).start()
         return self.job_manager
 
     def stop_jobs(self) -> None:
+        if self.regol_runner is not None:
+            self.regol_runner.stop()
+            self.regol_runner = None
         if self.job_manager is not None:
             self.job_manager.stop()
             self.job_manager = None

@@ -1,0 +1,125 @@
+"""What Regol asks git: a function spec's parts, a branch's commits, a range,
+one revision. Local repositories are read in place; a URL is fetched into a
+temporary bare repository first (the branch only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.regol.model import Commit
+
+__all__ = ["GitSpec", "Repository", "open_repository", "parse_spec"]
+
+SUBJECT_LIMIT = 200  # characters of a commit's subject kept
+MAX_COMMITS = 1000  # one request runs at most this many commits
+MAX_BISECT = 100_000  # commits a bisect may search (about 17 runs)
+
+
+@dataclass(frozen=True, slots=True)
+class GitSpec:
+    repository: str
+    revision: str
+    path: str
+
+    def at(self, commit: str) -> str:
+        """The function spec pinned to one commit."""
+        return f"git:{self.repository}@{commit}:{self.path}"
+
+
+def parse_spec(spec: str) -> GitSpec:
+    if not spec.startswith("git:"):
+        raise UsageError(f"function {spec!r} is not git:REPOSITORY@REVISION:PATH")
+    repo, at, rest = spec.removeprefix("git:").rpartition("@")
+    revision, colon, path = rest.partition(":")
+    if not (at and colon and repo and revision and path.strip("/")):
+        raise UsageError(f"function {spec!r} is not git:REPOSITORY@REVISION:PATH")
+    return GitSpec(repo, revision, path.strip("/"))
+
+
+def _git(gitdir: str, *args: str) -> str:
+    done = subprocess.run(["git", "-C", gitdir, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args[:2])}: {done.stderr.strip() or 'failed'}")
+    return done.stdout
+
+
+class Repository:
+    def __init__(self, gitdir: str) -> None:
+        self.gitdir = gitdir
+
+    def commit(self, revision: str) -> str:
+        if revision.startswith("-"):
+            raise UsageError(f"bad revision {revision!r}")
+        verify = ["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"]
+        done = subprocess.run(
+            ["git", "-C", self.gitdir, *verify],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise NotFoundError(f"no commit {revision!r} in the repository")
+        return done.stdout.strip()
+
+    def is_branch(self, name: str) -> bool:
+        done = subprocess.run(
+            ["git", "-C", self.gitdir, "show-ref", "--verify", "--quiet", f"refs/heads/{name}"],
+            check=False,
+        )
+        return done.returncode == 0
+
+    def default_branch(self) -> str:
+        return _git(self.gitdir, "symbolic-ref", "--short", "HEAD").strip()
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        done = subprocess.run(
+            ["git", "-C", self.gitdir, "merge-base", "--is-ancestor", older, newer], check=False
+        )
+        return done.returncode == 0
+
+    def describe(self, revision: str) -> Commit:
+        sha = self.commit(revision)
+        generation = int(_git(self.gitdir, "rev-list", "--count", "--first-parent", sha))
+        when, _, subject = _git(self.gitdir, "log", "-1", "--format=%ct%x00%s", sha).partition("\0")
+        return Commit(sha, float(when), subject.strip()[:SUBJECT_LIMIT], generation)
+
+    def commits(self, start: str | None, end: str, limit: int = MAX_COMMITS) -> list[Commit]:
+        """The first-parent chain to ``end`` (after ``start``, at most ``limit``
+        commits then), oldest first."""
+        tip = self.commit(end)
+        total = int(_git(self.gitdir, "rev-list", "--count", "--first-parent", tip))
+        span = tip if start is None else f"{self.commit(start)}..{tip}"
+        text = _git(
+            self.gitdir, "log", "--first-parent", "--reverse", "--format=%H%x00%ct%x00%s", span
+        )
+        lines = text.splitlines()
+        if len(lines) > limit and start is not None:
+            raise UsageError(f"{len(lines)} commits in the range; at most {limit} at once")
+        out = []
+        for i, line in enumerate(lines):
+            sha, when, subject = line.split("\0", 2)
+            # The chain ends at tip, so the i-th of n sits n-1-i generations below it.
+            generation = total - (len(lines) - 1 - i)
+            out.append(Commit(sha, float(when), subject[:SUBJECT_LIMIT], generation))
+        return out
+
+
+@contextmanager
+def open_repository(location: str, branch: str | None = None) -> Iterator[Repository]:
+    """A repository to read: the directory itself, or a fetch of ``branch``."""
+    if Path(location).is_dir():
+        yield Repository(location)
+        return
+    with tempfile.TemporaryDirectory(prefix="wh-regol-") as tmp:
+        gitdir = os.path.join(tmp, "repo.git")
+        _git(tmp, "init", "--quiet", "--bare", gitdir)
+        ref = branch or "HEAD"
+        _git(gitdir, "fetch", "--quiet", location, f"+{ref}:refs/heads/{branch or 'fetched'}")
+        yield Repository(gitdir)

@@ -1,0 +1,158 @@
+"""Regol end to end, on the embedded warehouse and through a controller: watch a
+job whose function is git:, run it at every commit of the branch, read the
+history, bisect to the commit that changed the output and to the one that
+broke it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from cluster import KeepPool, controller
+from conftest import Runner
+from postgres import fresh_schema
+from regol_helpers import make_repo
+from warehouse.regol.model import REGOL_PRIORITY
+
+
+@pytest.fixture(params=["embedded", "remote-postgresql"])
+def where(
+    request: pytest.FixtureRequest, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The `wh` commands of the test talk to this installation: the embedded
+    warehouse (SQLite), or a controller whose catalog is on PostgreSQL."""
+    if request.param == "embedded":
+        monkeypatch.delenv("WH_URL", raising=False)
+        yield "embedded"
+        return
+    pool: KeepPool = request.getfixturevalue("keep_servers")
+    admin: sa.Engine = request.getfixturevalue("pg_admin")
+    with fresh_schema(admin) as url, controller(url, pool) as ctl:
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=2)
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
+        yield "remote"
+
+
+def as_json(run: Runner, *args: str, code: int = 0) -> Any:
+    out = run(*args, "--json", code=code).output
+    start = min(i for i in (out.find("{"), out.find("[")) if i >= 0)
+    return json.loads(out[start:])
+
+
+def watched_job(run: Runner, tmp_path: Path) -> tuple[list[str], int]:
+    """The repository's commits and a completed job of its function at c1."""
+    commits = make_repo(tmp_path / "repo")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x.txt").write_text("input\n")
+    run("put", str(tmp_path / "in"), "--name", "input")
+    spec = f"git:{tmp_path / 'repo'}@{commits[0]}:fn.py"
+    job = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")
+    assert job["state"] == "complete"
+    return commits, int(job["id"])
+
+
+def test_run_at_every_commit_marks_the_change_and_the_failures(
+    where: str, run: Runner, tmp_path: Path
+) -> None:
+    commits, job = watched_job(run, tmp_path)
+    other = as_json(run, "job", "submit", "builtin:copy", "--input", "input", "--wait")
+    refused = run("regol", "watch", str(other["id"]), code=2)
+    assert "git:" in refused.output and "Traceback" not in refused.output
+    assert "no branch" in run("regol", "watch", str(job), "--branch", "nope", code=2).output
+    assert as_json(run, "regol", "ls") == []  # nothing was recorded by the refusals
+
+    watch = as_json(run, "regol", "watch", str(job), "--label", "value of fn")
+    assert (watch["branch"], watch["label"], watch["active"]) == ("main", "value of fn", True)
+    made = as_json(run, "regol", "run", "--wait")
+    assert [r["commit"] for r in made] == commits  # oldest first, one run each
+    assert all(r["state"] in ("complete", "failed") for r in made)
+
+    shown = as_json(run, "regol", "show", str(watch["id"]))
+    runs = shown["runs"]
+    assert [r["commit"] for r in runs] == commits
+    assert [r["state"] for r in runs] == ["complete"] * 6 + ["failed"] * 2
+    assert [c for c, r in zip(commits, runs, strict=True) if r["equals_previous"] is False] == [
+        commits[4]
+    ]
+    assert [r["equals_previous"] for r in runs] == [None, True, True, True, False, True, None, None]
+    outputs = [r["output_pdh"] for r in runs]
+    assert len(set(outputs[:4])) == 1 and outputs[4] == outputs[5] != outputs[0]
+    assert all(r["run_time"] is not None and r["run_time"] >= 0 for r in runs)
+    assert runs[0]["reused"]  # commit 1 is the watched job's own version
+    table = run("regol", "show", str(watch["id"])).output
+    assert table.count("CHANGED") == 1 and commits[4][:10] in table
+    assert "run time" in table and "CPU" in table
+
+    assert "nothing to run" in run("regol", "run").output
+    # A range runs its commits again where the last run failed.
+    again = as_json(run, "regol", "run", "--commits", f"{commits[5]}..{commits[7]}")
+    assert [r["commit"] for r in again] == commits[6:]
+    assert run("regol", "run", "--commits", "nonsense", code=2).output.startswith("Error:")
+
+    run("regol", "unwatch", str(watch["id"]))
+    assert "unwatched" in run("regol", "ls").output
+    assert "no longer active" in run("regol", "run", str(watch["id"]), code=2).output
+    assert run("regol", "show", "999", code=4).output.startswith("Error:")
+
+
+def test_bisect_names_the_changing_commit_then_the_breaking_one(
+    where: str, run: Runner, tmp_path: Path
+) -> None:
+    commits, job = watched_job(run, tmp_path)
+
+    def bisect(good: int, bad: int) -> tuple[str | None, list[dict[str, Any]]]:
+        watch = as_json(run, "regol", "watch", str(job))  # fresh: no runs
+        assert as_json(run, "regol", "show", str(watch["id"]))["runs"] == []
+        found = as_json(
+            run, "regol", "bisect", str(watch["id"]),
+            "--good", commits[good - 1], "--bad", commits[bad - 1],
+        )  # fmt: skip
+        history = as_json(run, "regol", "show", str(watch["id"]))["runs"]
+        assert sorted(r["id"] for r in history) == sorted(r["id"] for r in found["runs_made"])
+        n = bad - good + 1
+        assert len(found["runs_made"]) <= math.ceil(math.log2(n)) + 1
+        return found["found"], found["runs_made"]
+
+    found, made = bisect(1, 8)
+    assert found == commits[4]
+    assert made[0]["commit"] == commits[0]  # the good commit's output first
+    found, made = bisect(5, 8)
+    assert found == commits[6]
+    assert any(r["state"] == "failed" for r in made)
+
+    # Watch 2 ran c5..c8 above: bisecting it again needs no new run.
+    text = run("regol", "bisect", "2", "--good", "main~3", "--bad", "main").output
+    assert "ran watch" not in text
+    assert f"first commit that differs: {commits[6]}" in text
+    assert (
+        "ancestor"
+        in run("regol", "bisect", "1", "--good", "main", "--bad", commits[0], code=2).output
+    )
+    assert run("regol", "bisect", "1", "--good", "nope", "--bad", "main", code=4).output.startswith(
+        "Error:"
+    )
+
+
+def test_runs_start_at_the_watched_commit_at_the_lowest_priority(
+    run: Runner, tmp_path: Path
+) -> None:
+    from warehouse import jobs
+    from warehouse.embedded import EmbeddedWarehouse
+
+    commits, _ = watched_job(run, tmp_path)
+    spec = f"git:{tmp_path / 'repo'}@{commits[5]}:fn.py"
+    job = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")
+    watch = as_json(run, "regol", "watch", str(job["id"]))
+    made = as_json(run, "regol", "run", str(watch["id"]), "--wait")
+    assert [r["commit"] for r in made] == commits[5:]  # the history before c6 is not new
+    with EmbeddedWarehouse() as wh:
+        records = [jobs.get_job(wh.engine, r["job"]) for r in made]
+    assert {r.priority for r in records} == {REGOL_PRIORITY}
+    assert [r.function_commit for r in records] == commits[5:]
