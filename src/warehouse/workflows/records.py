@@ -33,6 +33,7 @@ __all__ = [
     "get_run_with_nodes",
     "heartbeat",
     "insert_run",
+    "job_states",
     "list_nodes",
     "list_runs",
     "parts_of",
@@ -261,3 +262,27 @@ def combined_of(engine: sa.Engine, part_pdh: str) -> list[CollectionPart]:
     query = sa.select(collection_parts).where(collection_parts.c.part_pdh == part_pdh)
     with connect(engine) as conn:
         return [CollectionPart(**r._mapping) for r in conn.execute(query)]
+
+
+def job_states(engine: sa.Engine, job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """What a run follows of its jobs, for many jobs in one query."""
+    from warehouse.catalog.schema import jobs
+
+    cols = (
+        jobs.c.id,
+        jobs.c.state,
+        jobs.c.output_pdh,
+        jobs.c.reused_from,
+        jobs.c.started_at,
+        jobs.c.finished_at,
+        jobs.c.error,
+        jobs.c.steps_done,
+    )
+    found: dict[int, dict[str, Any]] = {}
+    ids = list(job_ids)
+    with connect(engine) as conn:
+        for i in range(0, len(ids), 500):
+            query = sa.select(*cols).where(jobs.c.id.in_(ids[i : i + 500]))
+            for row in conn.execute(query):
+                found[row.id] = dict(row._mapping)
+    return found
