@@ -69,6 +69,10 @@ _COMMANDS = {
         "Read and verify every stored block; report missing, corrupt and under-replicated "
         "blocks and the collections they belong to.",
     ),
+    "workflow": (
+        "warehouse.cli.workflows:workflow",
+        "Run DAGs of jobs written as YAML files (see docs/workflows.md).",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",

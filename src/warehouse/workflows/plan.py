@@ -68,7 +68,7 @@ def decide(wf: Workflow, nodes: Mapping[str, NodeState]) -> Decision:
         run_state = "complete"
     elif values & ACTIVE_NODE:
         run_state = "running"
-    elif "failed" in values or "skipped" in values and "cancelled" not in values:
+    elif "failed" in values or ("skipped" in values and "cancelled" not in values):
         run_state = "failed"
     else:
         run_state = "cancelled"

@@ -39,6 +39,7 @@ __all__ = [
     "parts_of",
     "record_parts",
     "request_cancel",
+    "run_view",
     "runs_of_job",
     "update_nodes",
     "update_run",
@@ -286,3 +287,15 @@ def job_states(engine: sa.Engine, job_ids: Sequence[int]) -> dict[int, dict[str,
             for row in conn.execute(query):
                 found[row.id] = dict(row._mapping)
     return found
+
+
+def run_view(engine: sa.Engine, run_id: int) -> dict[str, Any]:
+    """A run with its nodes as plain values, each node with its job's ``steps_done``."""
+    got = get_run_with_nodes(engine, run_id)
+    ids = [n.job_id for n in got.nodes if n.job_id is not None]
+    states = job_states(engine, ids)
+    view = got.as_dict()
+    for node in view["nodes"]:
+        row = states.get(node["job_id"]) if node["job_id"] is not None else None
+        node["steps_done"] = row["steps_done"] if row else 0
+    return view

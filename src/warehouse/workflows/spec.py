@@ -30,7 +30,6 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -48,8 +47,9 @@ __all__ = [
     "WorkflowError",
     "bind_inputs",
     "collection_inputs",
-    "parse_workflow",
+    "output_name",
     "parse_input_option",
+    "parse_workflow",
 ]
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -130,7 +130,10 @@ class _Reader:
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k_node, v_node in node.value:
-                if not isinstance(k_node, yaml.ScalarNode) or k_node.tag == "tag:yaml.org,2002:merge":
+                if (
+                    not isinstance(k_node, yaml.ScalarNode)
+                    or k_node.tag == "tag:yaml.org,2002:merge"
+                ):
                     raise self.fail(key, "keys must be plain strings", k_node.start_mark.line + 1)
                 name = str(self._constructor.construct_object(k_node))
                 sub = f"{key}.{name}" if key else name
@@ -151,7 +154,9 @@ def _load(text: str, source: str) -> tuple[Any, dict[str, int]]:
     if len(text.encode()) > MAX_FILE_BYTES:
         raise WorkflowError(f"{source}:1: (top): the file is over {MAX_FILE_BYTES} bytes")
     try:
-        node = yaml.compose(text, Loader=yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+        node = yaml.compose(
+            text, Loader=yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+        )
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark is not None else 1
@@ -209,7 +214,8 @@ def _size(text: Any) -> int | None:
     m = _SIZE.fullmatch(text.strip())
     if m is None:
         return None
-    return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " ")
+    power = " kmgt".index(m.group(2).lower() or " ")
+    return int(m.group(1)) << (10 * power)
 
 
 def known_builtins() -> frozenset[str]:
@@ -245,31 +251,24 @@ def _check_key(text: str) -> bool:
 
 def _check_dir(d: str) -> bool:
     parts = d.split("/")
-    return bool(d) and len(d) <= 1024 and all(p not in ("", ".", "..") for p in parts) and (
-        "\n" not in d and "\\" not in d
+    return (
+        bool(d)
+        and len(d) <= 1024
+        and all(p not in ("", ".", "..") for p in parts)
+        and ("\n" not in d and "\\" not in d)
     )
-
-
-def _absolute_git(spec: str, base: Path | None) -> str:
-    """A git function whose repository is a relative local path, made absolute."""
-    if base is None or not spec.startswith("git:"):
-        return spec
-    repo, at, rest = spec.removeprefix("git:").rpartition("@")
-    if repo.startswith(("./", "../")) and (base / repo).is_dir():
-        return f"git:{(base / repo).resolve()}{at}{rest}"
-    return spec
 
 
 def parse_workflow(
     text: str | Mapping[str, Any],
     source: str = "workflow",
     *,
-    base_dir: Path | None = None,
     builtins: frozenset[str] | None = None,
 ) -> Workflow:
     """Read and check a workflow (YAML text, or the same shape as a mapping).
 
-    ``base_dir``: where relative git repositories (``git:./lab.git@…``) are.
+    Functions are kept as written: a run pins them (relative git
+    repositories against the file's directory).
     """
     if isinstance(text, str):
         data, lines = _load(text, source)
@@ -338,7 +337,9 @@ def parse_workflow(
             for d, part in job_input.items():
                 if not _check_dir(d):
                     raise fail(f"{key}.input.{d}", "a part's directory is a relative path")
-                if not isinstance(part, str | Ref) or (isinstance(part, str) and not _check_key(part)):
+                if not isinstance(part, str | Ref) or (
+                    isinstance(part, str) and not _check_key(part)
+                ):
                     raise fail(f"{key}.input.{d}", "must be $name, a collection name or a PDH")
         elif not isinstance(job_input, str | Ref) or (
             isinstance(job_input, str) and not _check_key(job_input)
@@ -361,7 +362,9 @@ def parse_workflow(
                     raise fail(rkey, "a size like 512M or 4G")
                 values[k] = size
             elif not isinstance(v, int) or isinstance(v, bool) or (k != "priority" and v < 1):
-                raise fail(rkey, "must be a whole number" + (" of at least 1" if k != "priority" else ""))
+                raise fail(
+                    rkey, "must be a whole number" + (" of at least 1" if k != "priority" else "")
+                )
             else:
                 values[k] = v
         deps: list[str] = []
@@ -377,7 +380,7 @@ def parse_workflow(
         jobs[jname] = JobSpec(
             jname,
             lines.get(key, 1),
-            _absolute_git(body["function"], base_dir),
+            body["function"],
             job_input,
             params,
             cpus=values.get("cpus", 1),
@@ -491,3 +494,8 @@ def collection_inputs(wf: Workflow) -> set[str]:
         parts = job.input.values() if isinstance(job.input, dict) else [job.input]
         used.update(p.name for p in parts if isinstance(p, Ref) and p.name in wf.inputs)
     return used
+
+
+def output_name(prefix: str, output: str) -> str:
+    """The name an output gets with ``--name-outputs`` (names hold no ``/``)."""
+    return f"{prefix}.{output}"
