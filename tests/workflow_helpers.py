@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-# Each run of a step appends a line to $WH_HOME/../ran/<tag> (to count real runs);
+# Each run of a step appends a line to $WH_TEST_RAN/<tag>, else $WH_HOME/../ran/<tag>
+# (to count real runs);
 # the output is one file <tag>.txt listing the md5 of every input file, then the tag.
 TAG = '''"""Test function: name what was read, and the tag."""
 import hashlib
@@ -19,7 +20,12 @@ from warehouse import step
 
 params = step.params()
 tag = params["tag"]
-ran = Path(os.environ.get("WH_HOME", os.environ["WH_SCRATCH"])).parent / "ran"
+if os.environ.get("WH_TEST_RAN"):
+    ran = Path(os.environ["WH_TEST_RAN"])
+elif os.environ.get("WH_HOME"):
+    ran = Path(os.environ["WH_HOME"]).parent / "ran"
+else:
+    ran = Path(os.environ["WH_SCRATCH"]) / "ran"
 ran.mkdir(exist_ok=True)
 with open(ran / tag, "a") as f:
     f.write("ran\\n")
