@@ -86,3 +86,30 @@ def test_every_public_name_of_the_workflows_package_loads() -> None:
     assert sorted(module.__all__) == sorted(module._WHERE)
     for name in module.__all__:
         assert getattr(module, name) is not None
+
+
+def test_gc_keeps_what_runs_within_the_job_retention_refer_to(catalog_engine: sa.Engine) -> None:
+    from warehouse.gc.roots import workflow_roots
+
+    p = ["%032x+%d" % (i, i) for i in range(1, 9)]
+    live = _run(catalog_engine, "l" * 64)
+    records.update_run(
+        catalog_engine, live, {"file_pdh": p[0], "inputs": f'{{"r": "{p[1]}", "k": 31}}'}
+    )
+    records.update_nodes(catalog_engine, live, {"c": {"input_pdh": p[2], "output_pdh": p[3]}})
+    records.record_parts(catalog_engine, p[2], [("x", p[4])])
+    old = _run(catalog_engine, "o" * 64)
+    records.update_run(
+        catalog_engine,
+        old,
+        {
+            "file_pdh": p[5],
+            "state": "complete",
+            "finished_at": 100.0,
+            "outputs": f'{{"o": "{p[6]}"}}',
+        },
+    )
+    roots = workflow_roots(catalog_engine, since=1000.0)
+    assert {p[0], p[1], p[2], p[3], p[4]} <= roots
+    assert not {p[5], p[6]} & roots, "a run finished before the retention is no root"
+    assert p[6] in workflow_roots(catalog_engine, since=50.0)
