@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,14 @@ from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
 
-__all__ = ["JobRequest", "canonical_params", "parse_size", "reuse_key", "submit"]
+__all__ = [
+    "JobRequest",
+    "canonical_params",
+    "parse_size",
+    "reuse_key",
+    "submit",
+    "submit_many",
+]
 
 
 @dataclass(frozen=True)
@@ -110,3 +117,60 @@ def submit(
         )
         values["finished_at"] = time.time()
     return records.insert_job(wh.engine, values)
+
+
+def submit_many(
+    wh: SubmitHost,
+    requests: Sequence[tuple[JobRequest, FunctionVersion | None]],
+) -> list[JobRecord]:
+    """Submit many jobs in one transaction (a workflow's ready jobs): the same
+    checks and reuse as ``submit``, with each input and earlier output looked at once."""
+    checked: set[str] = set()
+    readable: dict[str, bool] = {}
+    rows: list[dict[str, Any]] = []
+    for request, version in requests:
+        if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
+            raise UsageError("cpus and attempts must be at least 1, memory not negative")
+        version = version or resolve(wh, request.function)
+        input_pdh = wh.resolve(request.input)
+        if input_pdh not in checked:
+            wh.manifest(input_pdh)
+            checked.add(input_pdh)
+        params = canonical_params(request.params)
+        rows.append(
+            {
+                "function": version.spec,
+                "function_pdh": version.pdh,
+                "function_path": version.path,
+                "function_commit": version.commit,
+                "input_pdh": input_pdh,
+                "params": params,
+                "cpus": request.cpus,
+                "memory": request.memory,
+                "max_attempts": request.max_attempts,
+                "priority": request.priority,
+                "executor": request.executor,
+                "reuse_key": reuse_key(version.pdh, version.path, input_pdh, params),
+                "submitted_by": wh.user,
+                "state": "queued",
+            }
+        )
+    keys = [r["reuse_key"] for r, (q, _) in zip(rows, requests, strict=True) if q.reuse]
+    earlier = records.find_reusable_many(wh.engine, keys) if keys else {}
+    now = time.time()
+    for row, (request, _) in zip(rows, requests, strict=True):
+        found = earlier.get(row["reuse_key"]) if request.reuse else None
+        if found is None or found.output_pdh is None:
+            continue
+        if found.output_pdh not in readable:
+            readable[found.output_pdh] = _readable(wh, found.output_pdh)
+        if readable[found.output_pdh]:
+            row.update(
+                state="complete",
+                output_pdh=found.output_pdh,
+                log_pdh=found.log_pdh,
+                reused_from=found.reused_from or found.id,
+                steps_done=found.steps_done,
+                finished_at=now,
+            )
+    return records.insert_jobs(wh.engine, rows)
