@@ -49,7 +49,8 @@ from warehouse.jobs.executors import local_capacity
 STEP = """#!/bin/sh
 n=${WH_PARAMS#*\\"n\\":\\"}
 n=${n%%\\"*}
-printf '{"op":"output","manifest":". d41d8cd98f00b204e9800998ecf8427e+0 0:0:%s.done\\\\n"}\\n' "$n" >> "$WH_RESULT"
+empty=d41d8cd98f00b204e9800998ecf8427e+0
+printf '{"op":"output","manifest":". %s 0:0:%s.done\\\\n"}\\n' "$empty" "$n" >> "$WH_RESULT"
 """
 
 SNAKEFILE = """\
@@ -137,14 +138,26 @@ def snakemake(root: Path, exe: str, blocks: int, width: int, cores: int) -> dict
     (root / "input.txt").write_text("input\n")
     env = {**os.environ, "PATH": f"{Path(exe).parent}{os.pathsep}{os.environ['PATH']}"}
     start = time.perf_counter()
-    subprocess.run([exe, "--cores", str(cores), "-q"], cwd=root, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [exe, "--cores", str(cores), "-q"],
+        cwd=root,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wall = time.perf_counter() - start
     done = len(list((root / "out").glob("*.done")))
     assert done == blocks * (width + 1), done
     start = time.perf_counter()
-    dry = subprocess.run([exe, "-n", "--cores", str(cores)], cwd=root, env=env,
-                         capture_output=True, text=True, check=True)
+    dry = subprocess.run(
+        [exe, "-n", "--cores", str(cores)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rerun = time.perf_counter() - start
     assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-500:]
     return {"wall": wall, "rerun": rerun}
@@ -172,7 +185,8 @@ def main() -> None:
         ):
             root = workdir / f"{name}-{i}"
             shutil.rmtree(root, ignore_errors=True)
-            root.mkdir(parents=True) if name == "wh" else None
+            if name == "wh":
+                root.mkdir(parents=True)
             got = fn(root)
             for k, v in got.items():
                 best.setdefault(name, {})[k] = min(best.get(name, {}).get(k, v), v)
@@ -192,14 +206,19 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"{n} one-step jobs, {cores} slots, best of {args.repeat}")
-    print(f"wh:        {result['wh_wall']:.2f} s ({result['wh_jobs_per_s']:.0f} jobs/s), "
-          f"re-run {result['wh_rerun']:.2f} s")
-    print(f"snakemake: {result['snakemake_wall']:.2f} s ({result['snakemake_jobs_per_s']:.0f} "
-          f"jobs/s), dry run {result['snakemake_dry_run']:.2f} s")
+    print(
+        f"wh:        {result['wh_wall']:.2f} s ({result['wh_jobs_per_s']:.0f} jobs/s), "
+        f"re-run {result['wh_rerun']:.2f} s"
+    )
+    print(
+        f"snakemake: {result['snakemake_wall']:.2f} s ({result['snakemake_jobs_per_s']:.0f} "
+        f"jobs/s), dry run {result['snakemake_dry_run']:.2f} s"
+    )
     print(f"wall ratio wh/snakemake: {result['wall_ratio']:.2f} (target <= 0.5)")
     print(f"jobs/s: {result['wh_jobs_per_s']:.0f} (target >= 100)")
-    print(f"re-run: {result['wh_rerun']:.2f} s (target < 2 and <= "
-          f"{result['snakemake_dry_run']:.2f})")
+    print(
+        f"re-run: {result['wh_rerun']:.2f} s (target < 2 and <= {result['snakemake_dry_run']:.2f})"
+    )
 
 
 if __name__ == "__main__":

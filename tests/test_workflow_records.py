@@ -91,7 +91,7 @@ def test_every_public_name_of_the_workflows_package_loads() -> None:
 def test_gc_keeps_what_runs_within_the_job_retention_refer_to(catalog_engine: sa.Engine) -> None:
     from warehouse.gc.roots import workflow_roots
 
-    p = ["%032x+%d" % (i, i) for i in range(1, 9)]
+    p = [f"{i:032x}+{i}" for i in range(1, 9)]
     live = _run(catalog_engine, "l" * 64)
     records.update_run(
         catalog_engine, live, {"file_pdh": p[0], "inputs": f'{{"r": "{p[1]}", "k": 31}}'}
