@@ -231,7 +231,8 @@ class Manager:
     def _finish_logs(self, job_id: int) -> None:
         extra = self._job_extra.setdefault(job_id, {})
         if "log_pdh" not in extra:
-            self.flush(wait=True)
+            if self._results or self._writes:  # its steps' logs must be in the catalog
+                self.flush(wait=True)
             extra["log_pdh"] = self._save(logs_manifest(records.list_steps(self.wh.engine, job_id)))
 
     def _save(self, manifest: Manifest) -> str:

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,10 +122,15 @@ def submit(
 def submit_many(
     wh: SubmitHost,
     requests: Sequence[tuple[JobRequest, FunctionVersion | None]],
+    *,
+    known: Iterable[str] = (),
 ) -> list[JobRecord]:
     """Submit many jobs in one transaction (a workflow's ready jobs): the same
-    checks and reuse as ``submit``, with each input and earlier output looked at once."""
-    checked: set[str] = set()
+    checks and reuse as ``submit``, with each input and earlier output looked at once.
+
+    ``known``: input PDHs the caller has just read or recorded (not read again).
+    """
+    checked: set[str] = set(known)
     readable: dict[str, bool] = {}
     rows: list[dict[str, Any]] = []
     for request, version in requests:

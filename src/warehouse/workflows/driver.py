@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import sqlalchemy as sa
 
 from warehouse import catalog
 from warehouse.base import PutResult
+from warehouse.blocks import EMPTY_LOCATOR, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.catalog.values import check_name
 from warehouse.collection.reader import CollectionReader
@@ -38,7 +38,7 @@ from warehouse.jobs import records as job_records
 from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.submission import JobRequest, submit, submit_many
 from warehouse.jobs.values import JobRecord
-from warehouse.manifest import Manifest
+from warehouse.manifest import Manifest, escape_name
 from warehouse.workflows import records
 from warehouse.workflows.combine import combine
 from warehouse.workflows.plan import (
@@ -139,10 +139,20 @@ class StartResult:
 
 
 def _store_file(host: RunHost, text: str, filename: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="wh-workflow-") as tmp:
-        path = Path(tmp) / filename
-        path.write_text(text, encoding="utf-8")
-        return host.put([path]).pdh
+    """The workflow file as a one-file collection (nothing written if it is stored)."""
+    data = text.encode("utf-8")
+    locator = Locator(hashlib.md5(data).hexdigest(), len(data)) if data else EMPTY_LOCATOR
+    manifest = Manifest.parse(f". {locator} 0:{len(data)}:{escape_name(filename)}\n")
+    try:
+        catalog.get_collection(host.engine, manifest.pdh)
+        if not data or host.store.exists(locator):
+            return manifest.pdh
+    except NotFoundError:
+        pass
+    if data:
+        host.store.put(data)
+        host.store.flush()
+    return host.save_manifest(manifest).pdh
 
 
 def _pin(host: RunHost, spec: str) -> FunctionVersion:
@@ -390,7 +400,9 @@ class Driver:
         host = _AsOwner(self.host, self.owner)
         submitted: list[JobRecord | None]
         try:
-            submitted = list(submit_many(host, [(r, v) for _, r, v in batch]))
+            # Combined inputs were just made and outputs just recorded: not read again.
+            known = set(self._manifests) | set(outputs.values())
+            submitted = list(submit_many(host, [(r, v) for _, r, v in batch], known=known))
         except WarehouseError:
             submitted = []  # one of them is bad: submit each alone to find which
         if len(submitted) != len(batch):
