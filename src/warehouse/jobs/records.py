@@ -86,10 +86,10 @@ def insert_jobs(engine: sa.Engine, rows: Sequence[Mapping[str, Any]]) -> list[Jo
             row["steps_queued"] = 1
         full.append(row)
     with write(engine) as conn:
-        ids: list[int] = []
-        # One insert per row: each new id is needed (for its step 0 and the answer).
-        for row in full:
-            ids.append(conn.execute(jobs.insert().values(**row)).inserted_primary_key[0])  # type: ignore[index]
+        # One executemany returning the new ids in the rows' order (every row has
+        # the same columns: the defaults above fill them all).
+        insert = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
+        ids: list[int] = list(conn.execute(insert, full).scalars())
         queued = [
             _new_step(i, Step(0, 0))
             for i, r in zip(ids, full, strict=True)

@@ -21,6 +21,7 @@ from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
+from warehouse.manifest import Manifest
 
 __all__ = [
     "JobRequest",
@@ -66,11 +67,18 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * 1024**power  # type: ignore[no-any-return]
 
 
-def _readable(wh: SubmitHost, pdh: str | None) -> bool:
+def _readable(
+    wh: SubmitHost, pdh: str | None, manifests: dict[str, Manifest] | None = None
+) -> bool:
     if pdh is None:
         return False
     try:
-        return all(loc.is_empty or wh.store.exists(loc) for loc in wh.manifest(pdh).blocks())
+        manifest = manifests.get(pdh) if manifests is not None else None
+        if manifest is None:
+            manifest = wh.manifest(pdh)
+            if manifests is not None:
+                manifests[pdh] = manifest
+        return all(loc.is_empty or wh.store.exists(loc) for loc in manifest.blocks())
     except WarehouseError:
         return False
 
@@ -124,11 +132,13 @@ def submit_many(
     requests: Sequence[tuple[JobRequest, FunctionVersion | None]],
     *,
     known: Iterable[str] = (),
+    manifests: dict[str, Manifest] | None = None,
 ) -> list[JobRecord]:
     """Submit many jobs in one transaction (a workflow's ready jobs): the same
     checks and reuse as ``submit``, with each input and earlier output looked at once.
 
     ``known``: input PDHs the caller has just read or recorded (not read again).
+    ``manifests``: a cache by PDH of the manifests read (filled in here).
     """
     checked: set[str] = set(known)
     readable: dict[str, bool] = {}
@@ -168,7 +178,7 @@ def submit_many(
         if found is None or found.output_pdh is None:
             continue
         if found.output_pdh not in readable:
-            readable[found.output_pdh] = _readable(wh, found.output_pdh)
+            readable[found.output_pdh] = _readable(wh, found.output_pdh, manifests)
         if readable[found.output_pdh]:
             row.update(
                 state="complete",

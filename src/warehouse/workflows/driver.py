@@ -402,7 +402,11 @@ class Driver:
         try:
             # Combined inputs were just made and outputs just recorded: not read again.
             known = set(self._manifests) | set(outputs.values())
-            submitted = list(submit_many(host, [(r, v) for _, r, v in batch], known=known))
+            submitted = list(
+                submit_many(
+                    host, [(r, v) for _, r, v in batch], known=known, manifests=self._manifests
+                )
+            )
         except WarehouseError:
             submitted = []  # one of them is bad: submit each alone to find which
         if len(submitted) != len(batch):
