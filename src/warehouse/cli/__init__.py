@@ -77,6 +77,10 @@ _COMMANDS = {
         "warehouse.cli.regol:regol",
         "Re-run jobs at each commit of their function's branch (see docs/regol.md).",
     ),
+    "workflow": (
+        "warehouse.cli.workflows:workflow",
+        "Run DAGs of jobs written as YAML files (see docs/workflows.md).",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",

@@ -22,6 +22,7 @@ from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 if TYPE_CHECKING:
     from warehouse.jobs.hosted import ManagerThread
     from warehouse.regol.auto import RegolRunner
+    from warehouse.workflows.hosted import WorkflowThread
 
 __all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState"]
 
@@ -69,6 +70,8 @@ class ControllerState:
     job_manager: ManagerThread | None = field(default=None, repr=False)
     # Regol runs by itself while the cluster is idle, when configured.
     regol_runner: RegolRunner | None = field(default=None, repr=False)
+    # The thread driving workflow runs (started with the job manager).
+    workflows: WorkflowThread | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, config: ControllerConfig) -> ControllerState:
@@ -172,12 +175,18 @@ class ControllerState:
             self.regol_runner = RegolRunner(
                 self.engine, self.keep, executor, self.config.regol_interval
             ).start()
+        from warehouse.workflows.hosted import WorkflowThread
+
+        self.workflows = WorkflowThread(self.engine, self.keep, executor).start()
         return self.job_manager
 
     def stop_jobs(self) -> None:
         if self.regol_runner is not None:
             self.regol_runner.stop()
             self.regol_runner = None
+        if self.workflows is not None:
+            self.workflows.stop()
+            self.workflows = None
         if self.job_manager is not None:
             self.job_manager.stop()
             self.job_manager = None
