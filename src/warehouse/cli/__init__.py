@@ -69,6 +69,11 @@ _COMMANDS = {
         "Read and verify every stored block; report missing, corrupt and under-replicated "
         "blocks and the collections they belong to.",
     ),
+    "lineage": (
+        "warehouse.cli.lineage:lineage_command",
+        "What made KEY (a name or PDH): jobs, functions, combined collections, back to the "
+        "puts; with --down, every job that read KEY and what it made.",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",
