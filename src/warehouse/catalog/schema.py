@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 __all__ = [
     "block_writes",
+    "collection_parts",
     "collections",
     "keep_services",
     "metadata",
@@ -19,6 +20,8 @@ __all__ = [
     "settings",
     "tokens",
     "users",
+    "workflow_nodes",
+    "workflow_runs",
 ]
 
 metadata = sa.MetaData()
@@ -171,4 +174,61 @@ steps = sa.Table(
     sa.Column("intermediate", sa.Text, nullable=True),  # fragment later steps may read
     sa.Column("log", sa.Text, nullable=True),  # one-file manifest of the last attempt's log
     sa.Column("log_tail", sa.Text, nullable=True),
+)
+
+# -- workflows (migration 0004_workflows) -------------------------------------
+
+workflow_runs = sa.Table(
+    "workflow_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("workflow", sa.String(255), nullable=False),  # the file's `workflow:` name
+    sa.Column("file_pdh", PDH, nullable=False),  # the workflow file, stored as a collection
+    sa.Column("inputs", sa.Text, nullable=False),  # JSON {name: value} after -i and defaults
+    # queued, running, complete, failed, cancelled
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    # cancel, asked for by another process; the run's driver applies it.
+    sa.Column("control", sa.String(16), nullable=True),
+    sa.Column("owner", sa.String(255), nullable=False, index=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("finished_at", sa.Float, nullable=True),
+    sa.Column("name_outputs", sa.String(255), nullable=True),  # prefix for outputs' names
+    sa.Column("outputs", sa.Text, nullable=True),  # JSON {output name: PDH} once complete
+    sa.Column("error", sa.Text, nullable=True),
+    # SHA-256 of file PDH, inputs and prefix: the same command again finds its run.
+    sa.Column("run_key", sa.String(64), nullable=False, index=True),
+    # Who drives the run ("host:pid" or "controller:..."), and its last sign of life.
+    sa.Column("driver", sa.String(255), nullable=True),
+    sa.Column("heartbeat_at", sa.Float, nullable=True),
+)
+
+workflow_nodes = sa.Table(
+    "workflow_nodes",
+    metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("workflow_runs.id"), primary_key=True),
+    sa.Column("node", sa.String(255), primary_key=True),  # the job's name in the file
+    sa.Column("position", sa.Integer, nullable=False),  # in the file's order of jobs
+    sa.Column("function", sa.Text, nullable=False),  # the spec as written
+    sa.Column("job_id", sa.Integer, nullable=True, index=True),
+    # waiting, queued, running, complete, failed, cancelled, skipped
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("reused", sa.Boolean, nullable=False),
+    sa.Column("input_pdh", PDH, nullable=True),
+    sa.Column("output_pdh", PDH, nullable=True),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("finished_at", sa.Float, nullable=True),
+    sa.Column("depends_on", sa.Text, nullable=False),  # JSON list of node names
+    sa.Column("error", sa.Text, nullable=True),
+)
+
+# A combined collection (DESIGN §5.5) and its parts, in order: part ``part_pdh``
+# appears under ``./dir`` of collection ``pdh``.
+collection_parts = sa.Table(
+    "collection_parts",
+    metadata,
+    sa.Column("pdh", PDH, primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("dir", sa.String(1024), nullable=False),
+    sa.Column("part_pdh", PDH, nullable=False, index=True),
 )

@@ -1,0 +1,58 @@
+"""Workflows: DAGs of jobs written as YAML files (DESIGN §5.5).
+
+``spec`` parses and checks a file (pure), ``plan`` decides what to submit
+next from the nodes' states (pure), ``combine`` makes combined collections
+from manifest text, ``driver`` carries a run out against the job system,
+``records`` keeps runs, nodes and combined collections in the catalog.
+
+Names load on first use, as in ``warehouse.jobs``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from warehouse.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from warehouse.workflows.records import (
+        combined_of,
+        get_run,
+        get_run_with_nodes,
+        list_nodes,
+        list_runs,
+        parts_of,
+        runs_of_job,
+    )
+    from warehouse.workflows.values import CollectionPart, NodeRecord, RunRecord, RunWithNodes
+
+# Where each public name lives (kept equal to __all__).
+_WHERE = {
+    "combined_of": "records",
+    "get_run": "records",
+    "get_run_with_nodes": "records",
+    "list_nodes": "records",
+    "list_runs": "records",
+    "parts_of": "records",
+    "runs_of_job": "records",
+    "CollectionPart": "values",
+    "NodeRecord": "values",
+    "RunRecord": "values",
+    "RunWithNodes": "values",
+}
+
+__all__ = [
+    "CollectionPart",
+    "NodeRecord",
+    "RunRecord",
+    "RunWithNodes",
+    "combined_of",
+    "get_run",
+    "get_run_with_nodes",
+    "list_nodes",
+    "list_runs",
+    "parts_of",
+    "runs_of_job",
+]
+
+__getattr__ = lazy_names(__name__, _WHERE)

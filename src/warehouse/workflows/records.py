@@ -1,0 +1,263 @@
+"""Workflow runs, nodes and combined collections in the catalog.
+
+Every function takes an SQLAlchemy engine. A run's driver keeps all of its
+state here, so another driver (the same command again, or a restarted
+controller) can take the run over where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from warehouse.catalog.db import connect, duplicate_key, write
+from warehouse.catalog.schema import collection_parts, workflow_nodes, workflow_runs
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.workflows.values import (
+    RUN_FINISHED,
+    CollectionPart,
+    NodeRecord,
+    RunRecord,
+    RunWithNodes,
+)
+
+__all__ = [
+    "claim_run",
+    "combined_of",
+    "find_resumable",
+    "get_run",
+    "get_run_with_nodes",
+    "heartbeat",
+    "insert_run",
+    "list_nodes",
+    "list_runs",
+    "parts_of",
+    "record_parts",
+    "request_cancel",
+    "runs_of_job",
+    "update_nodes",
+    "update_run",
+]
+
+
+def insert_run(
+    engine: sa.Engine,
+    values: Mapping[str, Any],
+    nodes: Sequence[Mapping[str, Any]],
+) -> RunRecord:
+    """A new run and all of its nodes, in one transaction.
+
+    ``nodes`` rows carry ``node``, ``function`` and ``depends_on`` (a list);
+    the rest defaults to a waiting node.
+    """
+    row = {"created_at": time.time(), "control": None, **values}
+    with write(engine) as conn:
+        run_id = conn.execute(workflow_runs.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        if nodes:
+            conn.execute(
+                workflow_nodes.insert(), [_node_row(run_id, i, n) for i, n in enumerate(nodes)]
+            )
+    return get_run(engine, run_id)
+
+
+def _node_row(run_id: int, position: int, node: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "position": position,
+        "job_id": None,
+        "state": "waiting",
+        "reused": False,
+        "input_pdh": None,
+        "output_pdh": None,
+        "started_at": None,
+        "finished_at": None,
+        "error": None,
+        **node,
+        "depends_on": json.dumps(list(node["depends_on"])),
+    }
+
+
+def get_run(engine: sa.Engine, run_id: int) -> RunRecord:
+    with connect(engine) as conn:
+        row = conn.execute(sa.select(workflow_runs).where(workflow_runs.c.id == run_id)).first()
+    if row is None:
+        raise NotFoundError(f"no workflow run {run_id}")
+    return RunRecord(**row._mapping)
+
+
+def list_runs(
+    engine: sa.Engine,
+    *,
+    states: Iterable[str] | None = None,
+    owner: str | None = None,
+    limit: int | None = None,
+) -> list[RunRecord]:
+    """Runs, newest first."""
+    query = sa.select(workflow_runs).order_by(workflow_runs.c.id.desc())
+    if states is not None:
+        query = query.where(workflow_runs.c.state.in_(list(states)))
+    if owner is not None:
+        query = query.where(workflow_runs.c.owner == owner)
+    if limit is not None:
+        query = query.limit(limit)
+    with connect(engine) as conn:
+        return [RunRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def list_nodes(engine: sa.Engine, run_id: int) -> list[NodeRecord]:
+    """A run's nodes in the order the file lists its jobs."""
+    query = (
+        sa.select(workflow_nodes)
+        .where(workflow_nodes.c.run_id == run_id)
+        .order_by(workflow_nodes.c.position)
+    )
+    with connect(engine) as conn:
+        return [NodeRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def get_run_with_nodes(engine: sa.Engine, run_id: int) -> RunWithNodes:
+    """A run with every node (for ``wh workflow show`` and the run page)."""
+    return RunWithNodes(get_run(engine, run_id), list_nodes(engine, run_id))
+
+
+def update_run(engine: sa.Engine, run_id: int, values: Mapping[str, Any]) -> None:
+    with write(engine) as conn:
+        conn.execute(workflow_runs.update().where(workflow_runs.c.id == run_id).values(**values))
+
+
+def update_nodes(
+    engine: sa.Engine,
+    run_id: int,
+    nodes: Mapping[str, Mapping[str, Any]],
+    run_values: Mapping[str, Any] | None = None,
+) -> None:
+    """Several nodes' changes (and the run's) in one transaction."""
+    if not nodes and not run_values:
+        return
+    with write(engine) as conn:
+        for name, values in nodes.items():
+            conn.execute(
+                workflow_nodes.update()
+                .where(workflow_nodes.c.run_id == run_id, workflow_nodes.c.node == name)
+                .values(**values)
+            )
+        if run_values:
+            conn.execute(
+                workflow_runs.update().where(workflow_runs.c.id == run_id).values(**run_values)
+            )
+
+
+def find_resumable(engine: sa.Engine, run_key: str, owner: str) -> RunRecord | None:
+    """The newest unfinished run of this key and owner, if any."""
+    query = (
+        sa.select(workflow_runs)
+        .where(
+            workflow_runs.c.run_key == run_key,
+            workflow_runs.c.owner == owner,
+            workflow_runs.c.state.not_in(list(RUN_FINISHED)),
+        )
+        .order_by(workflow_runs.c.id.desc())
+        .limit(1)
+    )
+    with connect(engine) as conn:
+        row = conn.execute(query).first()
+    return None if row is None else RunRecord(**row._mapping)
+
+
+def claim_run(
+    engine: sa.Engine, run_id: int, driver: str, *, stale_after: float, now: float | None = None
+) -> bool:
+    """Become the run's driver if it has none or its driver fell silent (compare-and-swap)."""
+    now = time.time() if now is None else now
+    with write(engine) as conn:
+        result = conn.execute(
+            workflow_runs.update()
+            .where(
+                workflow_runs.c.id == run_id,
+                workflow_runs.c.state.not_in(list(RUN_FINISHED)),
+                sa.or_(
+                    workflow_runs.c.driver.is_(None),
+                    workflow_runs.c.driver == driver,
+                    workflow_runs.c.heartbeat_at.is_(None),
+                    workflow_runs.c.heartbeat_at < now - stale_after,
+                ),
+            )
+            .values(driver=driver, heartbeat_at=now)
+        )
+    return bool(result.rowcount == 1)
+
+
+def heartbeat(engine: sa.Engine, run_id: int, driver: str) -> bool:
+    """Renew the driver's claim; False if another driver took the run over."""
+    with write(engine) as conn:
+        result = conn.execute(
+            workflow_runs.update()
+            .where(workflow_runs.c.id == run_id, workflow_runs.c.driver == driver)
+            .values(heartbeat_at=time.time())
+        )
+    return bool(result.rowcount == 1)
+
+
+def request_cancel(engine: sa.Engine, run_id: int) -> RunRecord:
+    """Ask the run's driver to cancel it (its running jobs are cancelled too)."""
+    with write(engine) as conn:
+        state = conn.execute(
+            sa.select(workflow_runs.c.state).where(workflow_runs.c.id == run_id)
+        ).scalar()
+        if state is None:
+            raise NotFoundError(f"no workflow run {run_id}")
+        if state in RUN_FINISHED:
+            raise UsageError(f"workflow run {run_id} is already {state}")
+        conn.execute(
+            workflow_runs.update().where(workflow_runs.c.id == run_id).values(control="cancel")
+        )
+    return get_run(engine, run_id)
+
+
+def runs_of_job(engine: sa.Engine, job_id: int) -> list[NodeRecord]:
+    """The workflow nodes that a job ran or was reused for."""
+    query = sa.select(workflow_nodes).where(workflow_nodes.c.job_id == job_id)
+    with connect(engine) as conn:
+        return [NodeRecord(**r._mapping) for r in conn.execute(query)]
+
+
+def record_parts(engine: sa.Engine, pdh: str, parts: Sequence[tuple[str, str]]) -> None:
+    """Record combined collection ``pdh`` as ``parts`` ((dir, part PDH), in order).
+
+    Recording the same combination twice is harmless (same PDH, same parts).
+    """
+    rows = [
+        {"pdh": pdh, "position": i, "dir": d, "part_pdh": part} for i, (d, part) in enumerate(parts)
+    ]
+    try:
+        with write(engine) as conn:
+            known = conn.execute(
+                sa.select(sa.func.count()).where(collection_parts.c.pdh == pdh)
+            ).scalar()
+            if not known and rows:
+                conn.execute(collection_parts.insert(), rows)
+    except sa.exc.IntegrityError as e:
+        if not duplicate_key(e):
+            raise
+
+
+def parts_of(engine: sa.Engine, pdh: str) -> list[CollectionPart]:
+    """The parts of a combined collection (empty if it is not one)."""
+    query = (
+        sa.select(collection_parts)
+        .where(collection_parts.c.pdh == pdh)
+        .order_by(collection_parts.c.position)
+    )
+    with connect(engine) as conn:
+        return [CollectionPart(**r._mapping) for r in conn.execute(query)]
+
+
+def combined_of(engine: sa.Engine, part_pdh: str) -> list[CollectionPart]:
+    """Every combined collection that has ``part_pdh`` as a part."""
+    query = sa.select(collection_parts).where(collection_parts.c.part_pdh == part_pdh)
+    with connect(engine) as conn:
+        return [CollectionPart(**r._mapping) for r in conn.execute(query)]

@@ -1,0 +1,105 @@
+"""What the catalog says of a workflow run and its nodes, as plain records.
+
+Apart from ``records`` (the queries) so that a client showing runs from a
+controller needs no database library.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = [
+    "NODE_STATES",
+    "RUN_ACTIVE",
+    "RUN_FINISHED",
+    "RUN_STATES",
+    "CollectionPart",
+    "NodeRecord",
+    "RunRecord",
+    "RunWithNodes",
+]
+
+RUN_STATES = ("queued", "running", "complete", "failed", "cancelled")
+RUN_ACTIVE = frozenset({"queued", "running"})
+RUN_FINISHED = frozenset({"complete", "failed", "cancelled"})
+# waiting: its inputs are not ready yet; skipped: a job it reads failed or was cancelled.
+NODE_STATES = ("waiting", "queued", "running", "complete", "failed", "cancelled", "skipped")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    id: int
+    workflow: str
+    file_pdh: str
+    inputs: str  # JSON
+    state: str
+    control: str | None
+    owner: str
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    name_outputs: str | None
+    outputs: str | None  # JSON
+    error: str | None
+    run_key: str
+    driver: str | None
+    heartbeat_at: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def input_values(self) -> dict[str, Any]:
+        return dict(json.loads(self.inputs))
+
+    @property
+    def output_pdhs(self) -> dict[str, str]:
+        return dict(json.loads(self.outputs)) if self.outputs else {}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    run_id: int
+    node: str
+    position: int  # in the file's order of jobs
+    function: str
+    job_id: int | None
+    state: str
+    reused: bool
+    input_pdh: str | None
+    output_pdh: str | None
+    started_at: float | None
+    finished_at: float | None
+    depends_on: str  # JSON list of node names
+    error: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def dependencies(self) -> list[str]:
+        return list(json.loads(self.depends_on))
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionPart:
+    pdh: str  # the combined collection
+    position: int
+    dir: str
+    part_pdh: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class RunWithNodes:
+    """A run and its nodes in file order (what the run page draws)."""
+
+    run: RunRecord
+    nodes: list[NodeRecord]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.run.as_dict(), "nodes": [n.as_dict() for n in self.nodes]}
