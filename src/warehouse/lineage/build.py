@@ -70,10 +70,14 @@ class Facts(Protocol):
 
     def describe(self, pdhs: Collection[str]) -> Mapping[str, Described]: ...
 
-    def workflow_places(self, job_ids: Collection[int]) -> Mapping[int, Sequence[WorkflowPlace]]: ...
+    def workflow_places(
+        self, job_ids: Collection[int]
+    ) -> Mapping[int, Sequence[WorkflowPlace]]: ...
 
 
-def _first_of_each_job(found: Iterable[JobRecord], chosen: set[tuple[str, str | None]]) -> list[JobRecord]:
+def _first_of_each_job(
+    found: Iterable[JobRecord], chosen: set[tuple[str, str | None]]
+) -> list[JobRecord]:
     """The jobs not yet ``chosen``, one per reuse key and output.
 
     Of jobs with one reuse key, the oldest complete one for each output they

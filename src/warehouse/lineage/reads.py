@@ -121,13 +121,13 @@ class CatalogFacts:
         return out
 
     def describe(self, pdhs: Collection[str]) -> Mapping[str, Described]:
-        rows: dict[str, Any] = {}
+        rows: dict[str, tuple[int, int, float, str]] = {}
         named: dict[str, list[str]] = {}
         with connect(self.engine) as conn:
             kinds = _kinds(conn, pdhs)
             for chunk in _chunks(pdhs):
                 for r in conn.execute(sa.select(*_SUMMARY).where(collections.c.pdh.in_(chunk))):
-                    rows[r.pdh] = r
+                    rows[r.pdh] = (r.size, r.file_count, r.created_at, r.created_by)
                 query = (
                     sa.select(names.c.pdh, names.c.name)
                     .where(names.c.pdh.in_(chunk))
@@ -137,15 +137,8 @@ class CatalogFacts:
                     named.setdefault(pdh, []).append(name)
         out: dict[str, Described] = {}
         for p in pdhs:
-            r = rows.get(p)
-            out[p] = Described(
-                kinds[p],
-                None if r is None else r.size,
-                None if r is None else r.file_count,
-                None if r is None else r.created_at,
-                None if r is None else r.created_by,
-                tuple(named.get(p, ())),
-            )
+            size, files, at, by = rows.get(p, (None, None, None, None))
+            out[p] = Described(kinds[p], size, files, at, by, tuple(named.get(p, ())))
         return out
 
     def workflow_places(self, job_ids: Collection[int]) -> Mapping[int, Sequence[WorkflowPlace]]:

@@ -100,7 +100,9 @@ def to_dot(g: Lineage) -> str:
         lines = [f"job {j.id} ({j.state})", j.function]
         if j.function_commit:
             lines.append(f"commit {j.function_commit[:12]}")
-        out.append(f"  {_quote(f'job:{j.id}')} [shape=ellipse, label={_quote(chr(10).join(lines))}];")
+        out.append(
+            f"  {_quote(f'job:{j.id}')} [shape=ellipse, label={_quote(chr(10).join(lines))}];"
+        )
     for e in g.edges:
         attrs = f" [label={_quote('./' + e.dir)}]" if e.dir is not None else ""
         out.append(f"  {_quote(e.source)} -> {_quote(e.target)}{attrs};")

@@ -1,0 +1,165 @@
+"""Lineage over real jobs: a diamond A → B, A → C, {B, C} → D of git-function jobs,
+traced up from D and down from A's input, embedded and through a controller."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import Runner
+from jobs_helpers import run_job
+from lineage_helpers import Diamond, combined, make_diamond
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.workflows.records import record_parts
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Diamond]]:
+    """One diamond for the module's tests (five real jobs take a while)."""
+    tmp = tmp_path_factory.mktemp("diamond")
+    home = tmp / "home"
+    with EmbeddedWarehouse(home, user="alice") as wh:
+
+        def submit(function: str, key: str, params: dict[str, str]) -> tuple[int, str]:
+            job = run_job(wh, function, key, params=params)
+            assert job.state == "complete", job.error
+            assert job.output_pdh is not None
+            return job.id, job.output_pdh
+
+        def combine(parts: dict[str, str]) -> str:
+            pdh = wh.save_manifest(combined({d: wh.manifest(p) for d, p in parts.items()})).pdh
+            record_parts(wh.engine, pdh, list(parts.items()))
+            return pdh
+
+        d = make_diamond(tmp, lambda p: wh.put([p]).pdh, submit, wh.manifest, combine)
+        wh.set_name("d-result", d.outputs["D"], expect=None, create=True)
+        wh.set_name("raw", d.a_input, expect=None, create=True)
+        yield home, d
+
+
+@pytest.fixture
+def diamond(built: tuple[Path, Diamond], monkeypatch: pytest.MonkeyPatch) -> Diamond:
+    """The module's diamond, with ``wh`` working on its warehouse."""
+    monkeypatch.setenv("WH_HOME", str(built[0]))
+    monkeypatch.setenv("WH_USER", "alice")
+    monkeypatch.delenv("WH_URL", raising=False)
+    return built[1]
+
+
+@pytest.fixture
+def run() -> Runner:
+    return Runner()
+
+
+def lineage_json(run: Runner, *args: str) -> dict:
+    return json.loads(run("lineage", *args, "--json").output)
+
+
+def test_up_from_d_lists_exactly_the_jobs_functions_and_inputs_back_to_the_puts(
+    diamond: Diamond, run: Runner, built: tuple[Path, Diamond]
+) -> None:
+    d = diamond
+    g = lineage_json(run, "d-result")
+    assert (g["key"], g["pdh"], g["direction"], g["format"]) == (
+        "d-result",
+        d.outputs["D"],
+        "up",
+        1,
+    )
+    jobs = {j["id"]: j for j in g["jobs"]}
+    assert sorted(jobs) == sorted(d.jobs[x] for x in "ABCD")
+    first, second = d.commits
+    a, c = jobs[d.jobs["A"]], jobs[d.jobs["C"]]
+    assert a["function"]["commit"] == first and c["function"]["commit"] == second
+    assert a["function"]["path"] == "tag.py" and a["params"] == {"tag": "A"}
+    assert (a["input"], a["output"], a["state"]) == (d.a_input, d.outputs["A"], "complete")
+    assert a["executor"] == "local" and a["submitted_by"] == "alice"
+    assert a["started_at"] <= a["finished_at"]
+    functions = {f["commit"]: sorted(f["jobs"]) for f in g["functions"]}
+    assert functions == {
+        first: sorted([d.jobs["A"], d.jobs["B"]]),
+        second: sorted([d.jobs["C"], d.jobs["D"]]),
+    }
+    assert [p["pdh"] for p in g["puts"]] == [d.a_input]
+    assert g["puts"][0]["by"] == "alice" and g["puts"][0]["names"] == ["raw"]
+    colls = {c["pdh"]: c for c in g["collections"]}
+    assert set(colls) == {d.a_input, d.bc, *(d.outputs[x] for x in "ABCD")}
+    assert g["collections"][0]["pdh"] == d.outputs["D"]
+    assert colls[d.bc]["kinds"] == ["combined"]
+    assert colls[d.bc]["parts"] == [
+        {"dir": "b", "pdh": d.outputs["B"]},
+        {"dir": "c", "pdh": d.outputs["C"]},
+    ]
+    assert colls[d.outputs["D"]]["made_by"] == [d.jobs["D"]]
+    assert colls[d.outputs["D"]]["names"] == ["d-result"]
+    edges = {(e["from"], e["to"], e["role"], e.get("dir")) for e in g["edges"]}
+    assert (f"collection:{d.outputs['B']}", f"collection:{d.bc}", "part", "b") in edges
+    assert (f"collection:{d.bc}", f"job:{d.jobs['D']}", "input", None) in edges
+    assert (f"job:{d.jobs['D']}", f"collection:{d.outputs['D']}", "output", None) in edges
+    assert len(edges) == 2 * 4 + 2  # each job's input and output, and two parts
+
+    # Asked for by PDH the graph is the same; a job answered from reuse is
+    # the same job, not a second maker.
+    with EmbeddedWarehouse(built[0]) as wh:
+        again = run_job(wh, jobs[d.jobs["D"]]["function"]["spec"], d.bc, params={"tag": "D"})
+    assert again.reused_from == d.jobs["D"]
+    by_pdh = lineage_json(run, d.outputs["D"])
+    assert by_pdh["jobs"] == g["jobs"] and by_pdh["edges"] == g["edges"]
+
+    # --depth 1: D's job and the combined collection it read, which is marked
+    # as made by something not followed.
+    one = lineage_json(run, "d-result", "--depth", "1")
+    assert [j["id"] for j in one["jobs"]] == [d.jobs["D"]]
+    shallow = {c["pdh"]: c for c in one["collections"]}
+    assert set(shallow) == {d.outputs["D"], d.bc} and shallow[d.bc]["more"] is True
+    assert one["puts"] == []
+
+
+def test_down_from_a_input_lists_exactly_a_b_c_d_and_their_outputs(
+    diamond: Diamond, run: Runner
+) -> None:
+    d = diamond
+    g = lineage_json(run, d.a_input, "--down")
+    assert sorted(j["id"] for j in g["jobs"]) == sorted(d.jobs[x] for x in "ABCD")
+    made = {j["id"]: j["output"] for j in g["jobs"]}
+    assert made == {d.jobs[x]: d.outputs[x] for x in "ABCD"}
+    assert {c["pdh"] for c in g["collections"]} == {
+        d.a_input,
+        d.bc,
+        *(d.outputs[x] for x in "ABCD"),
+    }
+    # From B's output: D (through the combined input) and nothing else.
+    below_b = lineage_json(run, d.outputs["B"], "--down")
+    assert [j["id"] for j in below_b["jobs"]] == [d.jobs["D"]]
+    assert lineage_json(run, d.other_input, "--down")["jobs"][0]["id"] == d.jobs["E"]
+
+
+def test_text_and_dot(diamond: Diamond, run: Runner) -> None:
+    d = diamond
+    text = run("lineage", d.outputs["D"]).output
+    assert text.splitlines()[0] == f"lineage of {d.outputs['D']} ({d.outputs['D']}), up"
+    assert f"made by job {d.jobs['D']} (complete)" in text
+    assert f"commit {d.commits[0]}" in text and "part ./b" in text
+    assert "(see above)" in text  # A's output, reached through both B and C
+    down = run("lineage", d.a_input, "--down").output
+    assert f"read by job {d.jobs['A']}" in down
+    dot = run("lineage", d.outputs["D"], "--dot").output
+    assert dot.splitlines()[1] == "digraph lineage {" and dot.endswith("}\n")
+    assert f'"job:{d.jobs["D"]}" -> "collection:{d.outputs["D"]}";' in dot
+    assert f'"collection:{d.outputs["B"]}" -> "collection:{d.bc}" [label="./b"];' in dot
+
+
+def test_bad_keys_and_options(wh: EmbeddedWarehouse, tmp_path: Path) -> None:
+    run = Runner()
+    (tmp_path / "f").write_text("x")
+    pdh = wh.put([tmp_path / "f"]).pdh
+    assert run("lineage", "no-such-name", code=4).output.startswith("Error: ")
+    assert "no collection" in run("lineage", "0" * 32 + "+1", code=4).output
+    assert "whole collections" in run("lineage", f"{pdh}/f", code=2).output
+    assert "choose one" in run("lineage", pdh, "--json", "--dot", code=2).output
+    run("lineage", pdh, "--depth", "-1", code=2)
+    g = lineage_json(run, pdh)
+    assert g["jobs"] == [] and [c["pdh"] for c in g["puts"]] == [pdh]
