@@ -4,15 +4,21 @@ traced up from D and down from A's input, embedded and through a controller."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cluster import KeepPool, controller
 from conftest import Runner
 from jobs_helpers import run_job
 from lineage_helpers import Diamond, combined, make_diamond
+from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.jobs.client import RemoteJobs
+from warehouse.lineage import lineage, trace
+from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.workflows.records import record_parts
 
 
@@ -163,3 +169,63 @@ def test_bad_keys_and_options(wh: EmbeddedWarehouse, tmp_path: Path) -> None:
     run("lineage", pdh, "--depth", "-1", code=2)
     g = lineage_json(run, pdh)
     assert g["jobs"] == [] and [c["pdh"] for c in g["puts"]] == [pdh]
+
+
+def test_through_a_controller_the_api_and_the_cli_give_the_same_graph(
+    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with controller(tmp_path / "controller.db", keep_servers) as ctl:
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=2)
+        token = ctl.user("alice")
+        for k, v in {
+            "WH_URL": ctl.url,
+            "WH_TOKEN": token,
+            "WH_HOME": str(tmp_path / "unused"),
+        }.items():
+            monkeypatch.setenv(k, v)
+        with RemoteWarehouse(ctl.url, token) as wh:
+            view = RemoteJobs(wh)
+
+            def submit(function: str, key: str, params: dict[str, str]) -> tuple[int, str]:
+                job = view.submit(jobs.JobRequest(function, key, params), executor=None)
+                deadline = time.monotonic() + 60
+                while job.state not in ("complete", "failed", "cancelled"):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+                    job = view.get(job.id)
+                assert job.state == "complete", job.error
+                assert job.output_pdh is not None
+                return job.id, job.output_pdh
+
+            def combine(parts: dict[str, str]) -> str:
+                manifest = combined({d: wh.manifest(p) for d, p in parts.items()})
+                pdh = wh.put_manifest(manifest).pdh
+                record_parts(ctl.state.engine, pdh, list(parts.items()))
+                return pdh
+
+            d = make_diamond(tmp_path, lambda p: wh.put([p]).pdh, submit, wh.manifest, combine)
+            up = lineage(wh, d.outputs["D"])
+            assert up == trace(ctl.state.engine, d.outputs["D"])
+            assert sorted(j.id for j in up.jobs) == sorted(d.jobs[x] for x in "ABCD")
+            assert [c.pdh for c in up.puts] == [d.a_input]
+            assert {f.commit for f in up.functions} == set(d.commits)
+            down = lineage(wh, d.a_input, down=True, depth=1)
+            assert [j.id for j in down.jobs] == [d.jobs["A"]]
+            assert down.collection(d.outputs["A"]).more
+        run = Runner()
+        g = lineage_json(run, d.outputs["D"])
+        assert g == up.as_dict()
+        assert "no collection" in run("lineage", "0" * 32 + "+1", code=4).output
+        assert "no name" in run("lineage", "nothing-here", code=4).output.lower()
+        run("lineage", d.a_input, "--depth", "100001", code=2)
+
+
+def test_the_lineage_package_loads_each_public_name_from_its_module() -> None:
+    import warehouse.lineage as package
+
+    assert sorted(package.__all__) == sorted(package._WHERE)
+    for name in package.__all__:
+        value = getattr(package, name)
+        assert callable(value), name  # a function or class, never a submodule of that name
+    with pytest.raises(AttributeError):
+        _ = package.no_such_thing

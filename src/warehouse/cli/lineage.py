@@ -6,7 +6,7 @@ import click
 
 from warehouse.cli._common import emit_json, open_warehouse
 from warehouse.lineage.render import to_dot, to_text
-from warehouse.lineage.trace import MAX_DEPTH, lineage
+from warehouse.lineage.tracing import MAX_DEPTH, lineage
 
 __all__ = ["lineage_command"]
 

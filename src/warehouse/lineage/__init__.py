@@ -18,7 +18,7 @@ from warehouse.lazy import lazy_names
 if TYPE_CHECKING:
     from warehouse.lineage.reads import collection_kinds
     from warehouse.lineage.render import to_dot, to_text
-    from warehouse.lineage.trace import lineage, trace
+    from warehouse.lineage.tracing import lineage, trace
     from warehouse.lineage.values import Edge, Lineage, LineageCollection, LineageJob, Part
 
 # Where each public name lives (kept equal to __all__; a test checks).
@@ -26,8 +26,8 @@ _WHERE = {
     "collection_kinds": "reads",
     "to_dot": "render",
     "to_text": "render",
-    "lineage": "trace",
-    "trace": "trace",
+    "lineage": "tracing",
+    "trace": "tracing",
     "Edge": "values",
     "Lineage": "values",
     "LineageCollection": "values",

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi import Request as _Request
 
-from warehouse.lineage.trace import MAX_DEPTH, trace
+from warehouse.lineage.tracing import MAX_DEPTH, trace
 from warehouse.server.controller.auth import Caller, state_of
 
 __all__ = ["router"]
