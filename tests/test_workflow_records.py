@@ -22,6 +22,7 @@ def _run(engine: sa.Engine, key: str = "k" * 64) -> int:
             "workflow": "diamond",
             "file_pdh": P1,
             "inputs": '{"reads": "' + P2 + '"}',
+            "pins": "{}",
             "state": "running",
             "owner": "alice",
             "run_key": key,

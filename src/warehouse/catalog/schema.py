@@ -185,6 +185,8 @@ workflow_runs = sa.Table(
     sa.Column("workflow", sa.String(255), nullable=False),  # the file's `workflow:` name
     sa.Column("file_pdh", PDH, nullable=False),  # the workflow file, stored as a collection
     sa.Column("inputs", sa.Text, nullable=False),  # JSON {name: value} after -i and defaults
+    # JSON {spec as written: [PDH, path, commit]}: each function pinned once for the run.
+    sa.Column("pins", sa.Text, nullable=False),
     # queued, running, complete, failed, cancelled
     sa.Column("state", sa.String(16), nullable=False, index=True),
     # cancel, asked for by another process; the run's driver applies it.

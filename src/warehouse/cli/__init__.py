@@ -74,6 +74,10 @@ _COMMANDS = {
         "What made KEY (a name or PDH): jobs, functions, combined collections, back to the "
         "puts; with --down, every job that read KEY and what it made.",
     ),
+    "workflow": (
+        "warehouse.cli.workflows:workflow",
+        "Run DAGs of jobs written as YAML files (see docs/workflows.md).",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",

@@ -18,7 +18,7 @@ from typing import Any
 
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs import records
-from warehouse.jobs.functions import resolve
+from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
 
@@ -68,10 +68,17 @@ def _readable(wh: SubmitHost, pdh: str | None) -> bool:
         return False
 
 
-def submit(wh: SubmitHost, request: JobRequest) -> JobRecord:
+def submit(
+    wh: SubmitHost, request: JobRequest, *, version: FunctionVersion | None = None
+) -> JobRecord:
+    """Queue the job, or record it complete at once from reuse.
+
+    ``version``: the function already pinned (a workflow pins each once per run).
+    """
     if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
         raise UsageError("cpus and attempts must be at least 1, memory not negative")
-    version = resolve(wh, request.function)
+    if version is None:
+        version = resolve(wh, request.function)
     input_pdh = wh.resolve(request.input)
     wh.manifest(input_pdh)  # the input must be a known, readable collection
     params = canonical_params(request.params)

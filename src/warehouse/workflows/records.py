@@ -33,11 +33,13 @@ __all__ = [
     "get_run_with_nodes",
     "heartbeat",
     "insert_run",
+    "job_states",
     "list_nodes",
     "list_runs",
     "parts_of",
     "record_parts",
     "request_cancel",
+    "run_view",
     "runs_of_job",
     "update_nodes",
     "update_run",
@@ -261,3 +263,39 @@ def combined_of(engine: sa.Engine, part_pdh: str) -> list[CollectionPart]:
     query = sa.select(collection_parts).where(collection_parts.c.part_pdh == part_pdh)
     with connect(engine) as conn:
         return [CollectionPart(**r._mapping) for r in conn.execute(query)]
+
+
+def job_states(engine: sa.Engine, job_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """What a run follows of its jobs, for many jobs in one query."""
+    from warehouse.catalog.schema import jobs
+
+    cols = (
+        jobs.c.id,
+        jobs.c.state,
+        jobs.c.output_pdh,
+        jobs.c.reused_from,
+        jobs.c.started_at,
+        jobs.c.finished_at,
+        jobs.c.error,
+        jobs.c.steps_done,
+    )
+    found: dict[int, dict[str, Any]] = {}
+    ids = list(job_ids)
+    with connect(engine) as conn:
+        for i in range(0, len(ids), 500):
+            query = sa.select(*cols).where(jobs.c.id.in_(ids[i : i + 500]))
+            for row in conn.execute(query):
+                found[row.id] = dict(row._mapping)
+    return found
+
+
+def run_view(engine: sa.Engine, run_id: int) -> dict[str, Any]:
+    """A run with its nodes as plain values, each node with its job's ``steps_done``."""
+    got = get_run_with_nodes(engine, run_id)
+    ids = [n.job_id for n in got.nodes if n.job_id is not None]
+    states = job_states(engine, ids)
+    view = got.as_dict()
+    for node in view["nodes"]:
+        row = states.get(node["job_id"]) if node["job_id"] is not None else None
+        node["steps_done"] = row["steps_done"] if row else 0
+    return view

@@ -34,6 +34,7 @@ class RunRecord:
     workflow: str
     file_pdh: str
     inputs: str  # JSON
+    pins: str  # JSON {function spec: [PDH, path, commit or null]}
     state: str
     control: str | None
     owner: str

@@ -24,6 +24,7 @@ def upgrade() -> None:
         sa.Column("workflow", sa.String(255), nullable=False),
         sa.Column("file_pdh", PDH, nullable=False),
         sa.Column("inputs", sa.Text, nullable=False),
+        sa.Column("pins", sa.Text, nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("control", sa.String(16), nullable=True),
         sa.Column("owner", sa.String(255), nullable=False),

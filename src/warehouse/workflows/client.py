@@ -1,0 +1,162 @@
+"""Running and reading workflows the same way on both kinds of warehouse.
+
+``LocalWorkflows`` works on the embedded catalog (a run is driven by the
+process that waits for it, or by a detached ``wh workflow drive``);
+``RemoteWorkflows`` calls the controller's ``/api/v1/workflows``, whose
+driver thread runs them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError
+from warehouse.remote.warehouse import RemoteWarehouse
+from warehouse.workflows.values import RUN_FINISHED
+
+__all__ = ["LocalWorkflows", "RemoteWorkflows", "WorkflowsView", "workflows_view"]
+
+# A run as plain values: RunRecord's fields plus "nodes" (each with steps_done),
+# and "resumed" when it was just started.
+RunView = dict[str, Any]
+Follow = Callable[[RunView], None]
+
+
+class LocalWorkflows:
+    def __init__(self, wh: EmbeddedWarehouse, executor: str = "local") -> None:
+        from warehouse.workflows import records
+
+        self.wh = wh
+        self.records = records
+        self.executor = executor
+
+    def start(
+        self,
+        text: str,
+        filename: str,
+        inputs: Mapping[str, Any],
+        *,
+        name_outputs: str | None = None,
+        base_dir: Path | None = None,
+    ) -> RunView:
+        from warehouse.workflows.driver import start_run
+
+        started = start_run(
+            self.wh, text, filename, inputs, name_outputs=name_outputs, base_dir=base_dir
+        )
+        return {**self.get(started.run.id), "resumed": started.resumed}
+
+    def run(self, run_id: int, *, wait: bool, follow: Follow | None = None) -> RunView:
+        """Drive the run here (``wait``) or in a detached process; a live driver is left be."""
+        from warehouse.workflows.driver import Driver, driver_dead
+        from warehouse.workflows.service import drive_here, spawn_driver
+
+        run = self.records.get_run(self.wh.engine, run_id)
+        if run.state in RUN_FINISHED:
+            return self.get(run_id)
+        fresh = run.heartbeat_at is not None and time.time() - run.heartbeat_at < 10.0
+        driven = run.driver is not None and not driver_dead(run.driver) and fresh
+        if not wait:
+            if not driven:
+                spawn_driver(self.wh.home, run_id, self.executor)
+            return self.get(run_id)
+        if driven:
+            return self.wait(run_id, follow)
+
+        def progress(driver: Driver) -> None:
+            if follow is not None and driver.last_changes:
+                follow(self.get(run_id))
+
+        drive_here(self.wh, run_id, executor=self.executor, progress=progress)
+        view = self.get(run_id)
+        if follow is not None:
+            follow(view)
+        return view
+
+    def get(self, run_id: int) -> RunView:
+        return self.records.run_view(self.wh.engine, run_id)
+
+    def wait(self, run_id: int, follow: Follow | None = None) -> RunView:
+        while True:
+            view = self.get(run_id)
+            if follow is not None:
+                follow(view)
+            if view["state"] in RUN_FINISHED:
+                return view
+            time.sleep(0.2)
+
+    def all(self) -> list[dict[str, Any]]:
+        return [r.as_dict() for r in self.records.list_runs(self.wh.engine)]
+
+    def cancel(self, run_id: int) -> RunView:
+        from warehouse.workflows.driver import driver_dead
+        from warehouse.workflows.service import spawn_driver
+
+        run = self.records.request_cancel(self.wh.engine, run_id)
+        if driver_dead(run.driver):  # nobody would apply it: a driver does, then exits
+            spawn_driver(self.wh.home, run_id, self.executor)
+        return self.get(run_id)
+
+
+class RemoteWorkflows:
+    def __init__(self, wh: RemoteWarehouse) -> None:
+        self.wh = wh
+        self.api = wh.api
+
+    def start(
+        self,
+        text: str,
+        filename: str,
+        inputs: Mapping[str, Any],
+        *,
+        name_outputs: str | None = None,
+        base_dir: Path | None = None,
+    ) -> RunView:
+        body = {
+            "file": text,
+            "filename": filename,
+            "inputs": dict(inputs),
+            "name_outputs": name_outputs,
+            "base_dir": str(base_dir) if base_dir is not None else None,
+        }
+        view: RunView = self.api.post("/workflows", body)
+        return view
+
+    def run(self, run_id: int, *, wait: bool, follow: Follow | None = None) -> RunView:
+        return self.wait(run_id, follow) if wait else self.get(run_id)
+
+    def get(self, run_id: int) -> RunView:
+        view: RunView = self.api.get(f"/workflows/{run_id}")
+        return view
+
+    def wait(self, run_id: int, follow: Follow | None = None) -> RunView:
+        while True:
+            view = self.get(run_id)
+            if follow is not None:
+                follow(view)
+            if view["state"] in RUN_FINISHED:
+                return view
+            time.sleep(0.2)
+
+    def all(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.api.get("/workflows")
+        return found
+
+    def cancel(self, run_id: int) -> RunView:
+        view: RunView = self.api.post(f"/workflows/{run_id}/cancel", {})
+        return view
+
+
+WorkflowsView = LocalWorkflows | RemoteWorkflows
+
+
+def workflows_view(wh: object, executor: str = "local") -> WorkflowsView:
+    if isinstance(wh, EmbeddedWarehouse):
+        return LocalWorkflows(wh, executor)
+    if isinstance(wh, RemoteWarehouse):
+        return RemoteWorkflows(wh)
+    raise UsageError("workflows need an embedded warehouse or a controller")

@@ -1,0 +1,487 @@
+"""Carrying a workflow run out: start (or find) a run, then drive it turn by turn.
+
+``start_run`` checks the file, stores it as a collection, pins every
+function once, and records the run with all of its nodes; the same file
+with the same inputs and prefix finds the unfinished run it made before
+(the resume). ``Driver.turn`` reads its jobs' states in one query, asks
+``plan.decide`` what to do, submits what is ready through normal reuse,
+and writes every node change (and its heartbeat) in one transaction.
+
+One driver at a time holds a run (``driver`` and ``heartbeat_at`` with
+compare-and-swap); another takes it over once the heartbeat is older than
+``STALE_AFTER`` (the process that drove it was killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from warehouse import catalog
+from warehouse.base import PutResult
+from warehouse.blocks.store import BlockStore
+from warehouse.catalog.values import check_name
+from warehouse.collection.reader import CollectionReader
+from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
+from warehouse.jobs import records as job_records
+from warehouse.jobs.functions import FunctionVersion, resolve
+from warehouse.jobs.submission import JobRequest, submit
+from warehouse.manifest import Manifest
+from warehouse.workflows import records
+from warehouse.workflows.combine import combine
+from warehouse.workflows.plan import (
+    ACTIVE_NODE,
+    NodeState,
+    decide,
+    job_input,
+    job_params,
+    node_state_of_job,
+)
+from warehouse.workflows.spec import (
+    Workflow,
+    bind_inputs,
+    collection_inputs,
+    output_name,
+    parse_workflow,
+)
+from warehouse.workflows.values import RUN_FINISHED, RunRecord
+
+__all__ = [
+    "STALE_AFTER",
+    "Driver",
+    "RunHost",
+    "StartResult",
+    "driver_dead",
+    "driver_id",
+    "load_workflow",
+    "start_run",
+]
+
+STALE_AFTER = 10.0  # seconds without a heartbeat before another driver may take a run over
+_HEARTBEAT = 2.0
+
+
+class RunHost(Protocol):
+    """What driving a run needs of a warehouse (embedded, or a controller's catalog)."""
+
+    @property
+    def engine(self) -> sa.Engine: ...
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def store(self) -> BlockStore: ...
+
+    def put(self, paths: Sequence[Path]) -> PutResult: ...
+
+    def manifest(self, key: str) -> Manifest: ...
+
+    def reader(self, key: str) -> CollectionReader: ...
+
+    def resolve(self, key: str) -> str: ...
+
+    def save_manifest(
+        self, manifest: Manifest, file_md5s: dict[str, str] | None = None
+    ) -> catalog.CollectionRecord: ...
+
+    def set_name(
+        self, name: str, pdh: str, *, expect: str | None, create: bool = False
+    ) -> catalog.NameRecord: ...
+
+    def get_name(self, name: str) -> catalog.NameRecord: ...
+
+
+def driver_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def driver_dead(driver: str | None) -> bool:
+    """Whether ``driver`` is a process of this host that no longer runs."""
+    if not driver:
+        return True
+    host, _, pid = driver.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # only its heartbeat can tell
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return int(pid) != os.getpid() and _zombie(int(pid))
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class StartResult:
+    run: RunRecord
+    resumed: bool  # an unfinished run of the same file, inputs and prefix was found
+
+
+def _store_file(host: RunHost, text: str, filename: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="wh-workflow-") as tmp:
+        path = Path(tmp) / filename
+        path.write_text(text, encoding="utf-8")
+        return host.put([path]).pdh
+
+
+def _pin(host: RunHost, spec: str) -> FunctionVersion:
+    return resolve(host, spec)
+
+
+def _check_prefix(prefix: str | None, wf: Workflow) -> None:
+    if prefix is None:
+        return
+    try:
+        check_name(prefix)
+        for output in wf.outputs:
+            check_name(output_name(prefix, output))
+    except UsageError as e:
+        raise UsageError(f"--name-outputs: {e}") from None
+
+
+def start_run(
+    host: RunHost,
+    text: str,
+    filename: str,
+    given: Mapping[str, Any],
+    *,
+    name_outputs: str | None = None,
+    base_dir: Path | None = None,
+) -> StartResult:
+    """Check the file, then find the unfinished run it made before or record a new one."""
+    filename = Path(filename).name or "workflow.yml"
+    wf = parse_workflow(text, filename)
+    _check_prefix(name_outputs, wf)
+    values = bind_inputs(wf, given)
+    for name in sorted(collection_inputs(wf)):
+        try:
+            values[name] = host.resolve(str(values[name]))
+        except WarehouseError as e:
+            raise wf.error(f"inputs.{name}", f"{values[name]!r}: {e}") from None
+    file_pdh = _store_file(host, text, filename)
+    key_text = json.dumps([file_pdh, values, name_outputs], sort_keys=True, default=str)
+    run_key = hashlib.sha256(key_text.encode()).hexdigest()
+    earlier = records.find_resumable(host.engine, run_key, host.user)
+    if earlier is not None:
+        return StartResult(earlier, True)
+    pins: dict[str, list[str | None]] = {}
+    for job in wf.jobs.values():
+        if job.function not in pins:
+            try:
+                version = _pin(host, _resolvable(job.function, base_dir))
+            except WarehouseError as e:
+                raise wf.error(f"jobs.{job.name}.function", str(e)) from None
+            pins[job.function] = [version.pdh, version.path, version.commit, version.spec]
+    run = records.insert_run(
+        host.engine,
+        {
+            "workflow": wf.name,
+            "file_pdh": file_pdh,
+            "inputs": json.dumps(values, sort_keys=True),
+            "pins": json.dumps(pins, sort_keys=True),
+            "state": "queued",
+            "owner": host.user,
+            "name_outputs": name_outputs,
+            "run_key": run_key,
+        },
+        [
+            {"node": j.name, "function": j.function, "depends_on": list(j.depends_on)}
+            for j in wf.jobs.values()
+        ],
+    )
+    return StartResult(run, False)
+
+
+def _resolvable(spec: str, base_dir: Path | None) -> str:
+    """A git function with a relative repository path, made absolute against ``base_dir``."""
+    if base_dir is None or not spec.startswith("git:"):
+        return spec
+    repo, at, rest = spec.removeprefix("git:").rpartition("@")
+    if repo.startswith(("./", "../")):
+        return f"git:{(base_dir / repo).resolve()}{at}{rest}"
+    return spec
+
+
+def load_workflow(host: RunHost, run: RunRecord) -> Workflow:
+    """The run's workflow, read back from its stored file."""
+    reader = host.reader(run.file_pdh)
+    (filename,) = reader.files
+    return parse_workflow(reader.read_file(filename).decode("utf-8"), filename)
+
+
+class Driver:
+    """Drives one run: call ``turn`` until it returns True (the run finished)."""
+
+    def __init__(
+        self,
+        host: RunHost,
+        run_id: int,
+        *,
+        executor: str = "local",
+        driver: str | None = None,
+        stale_after: float = STALE_AFTER,
+    ) -> None:
+        self.host = host
+        self.engine = host.engine
+        self.run_id = run_id
+        self.executor = executor
+        self.driver = driver or driver_id()
+        self.stale_after = stale_after
+        run = records.get_run(self.engine, run_id)
+        self.run = run
+        self.wf = load_workflow(host, run)
+        self.inputs = run.input_values
+        self.pins = {
+            spec: FunctionVersion(p[3] if len(p) > 3 else spec, p[0], p[1], p[2])
+            for spec, p in json.loads(run.pins).items()
+        }
+        self.nodes = {n.node: n for n in records.list_nodes(self.engine, run_id)}
+        self.owner = run.owner
+        self._last_beat = 0.0
+        self.submitted = 0  # jobs this driver submitted (reused or not)
+        self.steps_done: dict[str, int] = {}  # by node, as last seen
+        self.last_changes: dict[str, dict[str, Any]] = {}  # what the last turn changed
+        self.finished = run.state in RUN_FINISHED
+
+    def claim(self) -> bool:
+        """Become the run's driver: it has none, or its driver died or fell silent."""
+        if self.finished:
+            return True
+        run = records.get_run(self.engine, self.run_id)
+        stale_after = -1.0 if driver_dead(run.driver) else self.stale_after
+        return records.claim_run(self.engine, self.run_id, self.driver, stale_after=stale_after)
+
+    # -- one turn -------------------------------------------------------------
+
+    def turn(self) -> bool:
+        """Follow the jobs, submit what is ready, write it down; True once finished."""
+        if self.finished:
+            return True
+        now = time.time()
+        run = records.get_run(self.engine, self.run_id)
+        if run.driver != self.driver:
+            raise ConflictError(f"workflow run {self.run_id} is now driven by {run.driver}")
+        changes: dict[str, dict[str, Any]] = {}
+        run_values: dict[str, Any] = {}
+        if run.state == "queued":
+            run_values.update(state="running", started_at=run.started_at or now)
+        if run.control == "cancel":
+            return self._cancel(now)
+        self._follow_jobs(changes)
+        submitted_any = True
+        while submitted_any:  # reused jobs complete at once: their readers may go now
+            decision = decide(self.wf, self._states(changes))
+            for name in decision.skip:
+                changes.setdefault(name, {}).update(state="skipped", finished_at=now)
+            submitted_any = False
+            for name in decision.submit:
+                changes.setdefault(name, {}).update(self._submit(name, changes))
+                submitted_any = True
+        if decision.run_state != "running":
+            run_values.update(self._finish(decision.run_state, changes, now))
+        if run_values or changes or now - self._last_beat >= _HEARTBEAT:
+            run_values["heartbeat_at"] = now
+            self._last_beat = now
+            records.update_nodes(self.engine, self.run_id, changes, run_values)
+            self._apply(changes)
+        self.last_changes = changes
+        self.finished = decision.run_state != "running"
+        return self.finished
+
+    def _states(self, changes: Mapping[str, Mapping[str, Any]]) -> dict[str, NodeState]:
+        out = {}
+        for name, node in self.nodes.items():
+            c = changes.get(name, {})
+            out[name] = NodeState(c.get("state", node.state), c.get("output_pdh", node.output_pdh))
+        return out
+
+    def _apply(self, changes: Mapping[str, Mapping[str, Any]]) -> None:
+        from dataclasses import replace
+
+        for name, values in changes.items():
+            self.nodes[name] = replace(self.nodes[name], **values)
+
+    def _follow_jobs(self, changes: dict[str, dict[str, Any]]) -> None:
+        following = {
+            n.job_id: n.node
+            for n in self.nodes.values()
+            if n.job_id is not None and n.state in ("queued", "running")
+        }
+        if not following:
+            return
+        for job_id, row in records.job_states(self.engine, list(following)).items():
+            name = following[job_id]
+            node = self.nodes[name]
+            self.steps_done[name] = row["steps_done"]
+            state = node_state_of_job(row["state"])
+            if state == node.state:
+                continue
+            values: dict[str, Any] = {"state": state, "started_at": row["started_at"]}
+            if state in ("complete", "failed", "cancelled"):
+                values.update(
+                    output_pdh=row["output_pdh"],
+                    finished_at=row["finished_at"] or time.time(),
+                    error=row["error"],
+                )
+            changes[name] = values
+
+    def _outputs(self, changes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+        out = {}
+        for name, node in self.nodes.items():
+            pdh = changes.get(name, {}).get("output_pdh", node.output_pdh)
+            if pdh:
+                out[name] = pdh
+        return out
+
+    def _submit(self, name: str, changes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        job = self.wf.jobs[name]
+        outputs = self._outputs(changes)
+        now = time.time()
+        try:
+            key = job_input(job, self.inputs, outputs)
+            if isinstance(key, list):
+                key = self._combined(key)
+            version = self.pins[job.function]
+            request = JobRequest(
+                version.spec,
+                key,
+                job_params(job, self.inputs, outputs),
+                priority=job.priority,
+                cpus=job.cpus,
+                memory=job.memory,
+                max_attempts=job.max_attempts,
+                executor=self.executor,
+            )
+            record = submit(_AsOwner(self.host, self.owner), request, version=version)
+        except WarehouseError as e:
+            return {"state": "failed", "error": f"not submitted: {e}", "finished_at": now}
+        self.submitted += 1
+        self.steps_done[name] = record.steps_done
+        state = node_state_of_job(record.state)
+        values: dict[str, Any] = {
+            "job_id": record.id,
+            "state": state,
+            "reused": record.reused_from is not None,
+            "input_pdh": record.input_pdh,
+            "started_at": record.started_at or now,
+        }
+        if state in ("complete", "failed", "cancelled"):
+            values.update(output_pdh=record.output_pdh, finished_at=record.finished_at or now)
+        return values
+
+    def _combined(self, parts: list[tuple[str, str]]) -> str:
+        pdhs = [(d, self.host.resolve(k)) for d, k in parts]
+        manifest = combine([(d, self.host.manifest(p)) for d, p in pdhs])
+        record = self.host.save_manifest(manifest)
+        records.record_parts(self.engine, record.pdh, pdhs)
+        return record.pdh
+
+    def _finish(
+        self, state: str, changes: Mapping[str, Mapping[str, Any]], now: float
+    ) -> dict[str, Any]:
+        values: dict[str, Any] = {"state": state, "finished_at": now, "control": None}
+        outputs = self._outputs(changes)
+        if state == "complete":
+            named = {o: outputs[ref.name] for o, ref in self.wf.outputs.items()}
+            values["outputs"] = json.dumps(named, sort_keys=True)
+            prefix = self.run.name_outputs
+            if prefix:
+                try:
+                    for o, pdh in named.items():
+                        self._set_name(output_name(prefix, o), pdh)
+                except WarehouseError as e:
+                    values.update(state="failed", error=f"naming the outputs: {e}")
+        else:
+            failed = [
+                n
+                for n, node in self.nodes.items()
+                if changes.get(n, {}).get("state", node.state) == "failed"
+            ]
+            if failed:
+                values["error"] = "failed: " + ", ".join(failed)
+        return values
+
+    def _set_name(self, name: str, pdh: str) -> None:
+        for _ in range(5):  # compare-and-swap, read again if another writer won
+            try:
+                current: str | None = self.host.get_name(name).pdh
+            except NotFoundError:
+                current = None
+            if current == pdh:
+                return
+            try:
+                self.host.set_name(name, pdh, expect=current)
+                return
+            except ConflictError:
+                continue
+        raise ConflictError(f"name {name!r} kept changing")
+
+    def _cancel(self, now: float) -> bool:
+        changes: dict[str, dict[str, Any]] = {}
+        for name, node in self.nodes.items():
+            if node.state not in ACTIVE_NODE:
+                continue
+            if node.job_id is not None:
+                with contextlib.suppress(WarehouseError):  # finished meanwhile
+                    job_records.request_control(self.engine, node.job_id, "cancel")
+            changes[name] = {"state": "cancelled", "finished_at": now}
+        records.update_nodes(
+            self.engine,
+            self.run_id,
+            changes,
+            {"state": "cancelled", "finished_at": now, "control": None, "heartbeat_at": now},
+        )
+        self._apply(changes)
+        self.last_changes = changes
+        self.finished = True
+        return True
+
+    # -- summaries ------------------------------------------------------------
+
+    def active_jobs(self) -> bool:
+        return any(n.state in ("queued", "running") for n in self.nodes.values())
+
+
+class _AsOwner:
+    """The host submitting as the run's owner (a controller's driver acts for them)."""
+
+    def __init__(self, host: RunHost, owner: str) -> None:
+        self._host = host
+        self.user = owner
+        self.engine = host.engine
+
+    @property
+    def store(self) -> BlockStore:
+        return self._host.store
+
+    def put(self, paths: Sequence[Path]) -> PutResult:
+        return self._host.put(paths)
+
+    def manifest(self, key: str) -> Manifest:
+        return self._host.manifest(key)
+
+    def reader(self, key: str) -> CollectionReader:
+        return self._host.reader(key)
+
+    def resolve(self, key: str) -> str:
+        return self._host.resolve(key)

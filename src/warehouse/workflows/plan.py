@@ -1,0 +1,113 @@
+"""What a run does next, from its nodes' states (pure, like ``jobs.model``).
+
+A node is ``waiting`` until every job it reads is complete, then it is
+submitted (``queued``/``running`` follow its job), and ends ``complete``,
+``failed``, ``cancelled``, or ``skipped`` when a job it reads did not
+complete. The run is complete when every node is; it fails (or is
+cancelled) once nothing can move any more and some node did not complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from warehouse.workflows.spec import JobSpec, Ref, Workflow
+
+__all__ = [
+    "ACTIVE_NODE",
+    "DONE_NODE",
+    "Decision",
+    "NodeState",
+    "decide",
+    "job_input",
+    "job_params",
+    "node_state_of_job",
+]
+
+ACTIVE_NODE = frozenset({"waiting", "queued", "running"})
+DONE_NODE = frozenset({"complete", "failed", "cancelled", "skipped"})
+_NOT_COMPLETE = frozenset({"failed", "cancelled", "skipped"})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    state: str
+    output_pdh: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    submit: list[str]  # waiting nodes whose inputs are all complete, in file order
+    skip: list[str]  # waiting nodes reading a job that did not complete
+    run_state: str  # running, complete, failed or cancelled
+
+
+def decide(wf: Workflow, nodes: Mapping[str, NodeState]) -> Decision:
+    submit: list[str] = []
+    skip: list[str] = []
+    states = {name: nodes[name].state for name in wf.jobs}
+    # In file order a job may read one listed after it: repeat until nothing
+    # new is skipped, so one call settles every skip (cheap: rarely > 1 pass).
+    changed = True
+    while changed:
+        changed = False
+        for name, job in wf.jobs.items():
+            if states[name] != "waiting":
+                continue
+            if any(states[d] in _NOT_COMPLETE for d in job.depends_on):
+                states[name] = "skipped"
+                skip.append(name)
+                changed = True
+    for name, job in wf.jobs.items():
+        if states[name] == "waiting" and all(states[d] == "complete" for d in job.depends_on):
+            submit.append(name)
+    values = set(states.values())
+    if values == {"complete"}:
+        run_state = "complete"
+    elif values & ACTIVE_NODE:
+        run_state = "running"
+    elif "failed" in values or ("skipped" in values and "cancelled" not in values):
+        run_state = "failed"
+    else:
+        run_state = "cancelled"
+    return Decision(submit, skip, run_state)
+
+
+def _value(ref: Ref, inputs: Mapping[str, Any], outputs: Mapping[str, str]) -> Any:
+    return outputs[ref.name] if ref.name in outputs else inputs[ref.name]
+
+
+def job_input(
+    job: JobSpec, inputs: Mapping[str, Any], outputs: Mapping[str, str]
+) -> str | list[tuple[str, str]]:
+    """The key a job reads, or the (dir, key) parts of its combined input."""
+    if isinstance(job.input, dict):
+        return [
+            (d, str(_value(k, inputs, outputs)) if isinstance(k, Ref) else k)
+            for d, k in job.input.items()
+        ]
+    if isinstance(job.input, Ref):
+        return str(_value(job.input, inputs, outputs))
+    return job.input
+
+
+def job_params(job: JobSpec, inputs: Mapping[str, Any], outputs: Mapping[str, str]) -> Any:
+    """The job's parameters with every reference replaced by its value."""
+
+    def sub(value: Any) -> Any:
+        if isinstance(value, Ref):
+            return _value(value, inputs, outputs)
+        if isinstance(value, dict):
+            return {k: sub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [sub(v) for v in value]
+        return value
+
+    return sub(job.params)
+
+
+def node_state_of_job(job_state: str) -> str:
+    """A node's state while it follows its job (a paused job counts as running)."""
+    return "running" if job_state == "paused" else job_state

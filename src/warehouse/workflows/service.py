@@ -1,0 +1,100 @@
+"""Driving runs on the embedded warehouse.
+
+``drive_here`` drives a run in this process. If no job manager runs for the
+executor, it runs one here too and drives the run from the manager's loop
+(one thread, no polling between them: a job's readers are submitted in the
+turn after it completes); otherwise it follows the catalog and keeps a
+background manager alive. ``spawn_driver`` starts a detached ``wh workflow
+drive RUN`` (``wh workflow run`` without ``--wait``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import ConflictError
+from warehouse.jobs.manager import Manager
+from warehouse.jobs.records import list_jobs
+from warehouse.jobs.service import ensure_manager, run_manager
+from warehouse.workflows import records
+from warehouse.workflows.driver import Driver
+from warehouse.workflows.values import RunRecord
+
+__all__ = ["Progress", "drive_here", "spawn_driver"]
+
+Progress = Callable[[Driver], None]
+
+_TURN = 0.01  # seconds between two driver turns inside the manager loop
+
+
+def drive_here(
+    wh: EmbeddedWarehouse,
+    run_id: int,
+    *,
+    executor: str = "local",
+    progress: Progress | None = None,
+    poll: float = 0.05,
+) -> RunRecord:
+    """Drive the run until it finishes; ConflictError if a live driver holds it."""
+    driver = Driver(wh, run_id, executor=executor)
+    if not driver.claim():
+        run = records.get_run(wh.engine, run_id)
+        raise ConflictError(f"workflow run {run_id} is driven by {run.driver}")
+    last = 0.0
+    seen = -1
+
+    def stop(m: Manager) -> bool:
+        nonlocal last, seen
+        now = time.monotonic()
+        if now - last < _TURN:
+            if m.sched.idle() and not m.executor.running():
+                time.sleep(_TURN)
+            return False
+        last = now
+        done = driver.turn()
+        if progress is not None:
+            progress(driver)
+        if driver.submitted != seen:
+            seen = driver.submitted
+            m.refresh()  # take up what was just submitted now, not at the next refresh
+        return done
+
+    if not run_manager(wh, executor, stop=stop):
+        # Another process runs the manager; it exits when idle, so keep one alive.
+        while not driver.turn():
+            if progress is not None:
+                progress(driver)
+            if driver.active_jobs():
+                ensure_manager(wh.home, executor)
+            time.sleep(poll)
+        if progress is not None:
+            progress(driver)
+    if any(j.executor == executor for j in list_jobs(wh.engine, ("queued", "running"))):
+        ensure_manager(wh.home, executor)  # other work is left for a manager
+    return records.get_run(wh.engine, run_id)
+
+
+def spawn_driver(home: Path, run_id: int, executor: str = "local") -> subprocess.Popen[bytes]:
+    """A detached ``wh workflow drive RUN``; its output goes to a log file."""
+    log_path = home / "jobs" / "workflows.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    wh = Path(sys.executable).with_name("wh")
+    argv = [str(wh)] if wh.exists() else [sys.executable, "-m", "warehouse.cli"]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [*argv, "workflow", "drive", str(run_id), "--executor", executor],
+            env={**os.environ, "WH_HOME": str(home)},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    threading.Thread(target=proc.wait, daemon=True).start()  # reap it if we outlive it
+    return proc
