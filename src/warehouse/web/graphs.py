@@ -30,9 +30,9 @@ def run_drawing(nodes: list[NodeRecord]) -> Drawing:
     drawn = []
     for n in nodes:
         detail = n.state + (" · reused" if n.reused else "")
-        if n.job_id is not None:
-            detail += f" · job {n.job_id}"
         title = [f"{n.node}: {n.state}", n.function]
+        if n.job_id is not None:
+            title.append(f"job {n.job_id}")
         if n.reused:
             title.append("answered from reuse")
         if n.started_at is not None:
