@@ -8,14 +8,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cluster import KeepPool, controller
 from conftest import Runner
 from jobs_helpers import run_job
 from lineage_helpers import Diamond, combined, make_diamond
+from test_web import sign_in
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import NotFoundError, UsageError
 from warehouse.jobs.client import RemoteJobs
 from warehouse.lineage import lineage, trace
 from warehouse.remote.warehouse import RemoteWarehouse
@@ -171,6 +174,7 @@ def test_bad_keys_and_options(wh: EmbeddedWarehouse, tmp_path: Path) -> None:
     assert g["jobs"] == [] and [c["pdh"] for c in g["puts"]] == [pdh]
 
 
+@pytest.mark.slow
 def test_through_a_controller_the_api_and_the_cli_give_the_same_graph(
     tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,6 +213,24 @@ def test_through_a_controller_the_api_and_the_cli_give_the_same_graph(
             assert sorted(j.id for j in up.jobs) == sorted(d.jobs[x] for x in "ABCD")
             assert [c.pdh for c in up.puts] == [d.a_input]
             assert {f.commit for f in up.functions} == set(d.commits)
+            with pytest.raises(NotFoundError):
+                wh.api.get("/lineage/nothing-here")
+            with pytest.raises(UsageError):
+                wh.api.get(f"/lineage/{d.a_input}", depth=-1)
+            described = httpx.get(f"{ctl.url}/openapi.json").json()
+            assert "/api/v1/lineage/{key}" in described["paths"]
+            # The controller's pages draw the same graph and link D's output to its job.
+            web = sign_in(ctl.url, token)
+            try:
+                page = web.get(f"/web/lineage/{d.outputs['D']}").text
+                for x in "ABCD":
+                    assert f'href="/web/jobs/{d.jobs[x]}"' in page
+                assert f'href="/web/jobs/{d.jobs["E"]}"' not in page
+                made = web.get(f"/web/c/{d.outputs['D']}").text
+                assert f'made-by"><a href="/web/jobs/{d.jobs["D"]}"' in made
+                assert web.get("/web/workflows").status_code == 200
+            finally:
+                web.close()
             down = lineage(wh, d.a_input, down=True, depth=1)
             assert [j.id for j in down.jobs] == [d.jobs["A"]]
             assert down.collection(d.outputs["A"]).more
