@@ -20,7 +20,7 @@ from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.jobs.client import RemoteJobs
-from warehouse.lineage import lineage, trace
+from warehouse.lineage import lineage, to_dot, to_text, trace
 from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.workflows.records import record_parts
 
@@ -251,3 +251,21 @@ def test_the_lineage_package_loads_each_public_name_from_its_module() -> None:
         assert callable(value), name  # a function or class, never a submodule of that name
     with pytest.raises(AttributeError):
         _ = package.no_such_thing
+
+
+def test_a_copy_whose_output_is_its_input_is_a_cycle_the_walk_survives(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "f.txt").write_text("hello\n")
+    raw = wh.put([tmp_path / "in"]).pdh
+    job = run_job(wh, "builtin:copy", raw)
+    assert job.output_pdh == raw  # the same collection, made again
+    up = trace(wh.engine, raw)
+    assert [j.id for j in up.jobs] == [job.id]
+    assert up.collection(raw).kinds == ("put", "job output")  # stored before the job ran
+    assert [c.pdh for c in up.puts] == [raw]
+    down = trace(wh.engine, raw, down=True)
+    assert [j.id for j in down.jobs] == [job.id] and [c.pdh for c in down.collections] == [raw]
+    assert "(see above)" in to_text(up)
+    assert f'"job:{job.id}" -> "collection:{raw}";' in to_dot(up)

@@ -69,8 +69,27 @@ def _kinds(conn: sa.Connection, pdhs: Collection[str]) -> dict[str, tuple[str, .
             query = sa.select(column).where(column.in_(chunk), *where).distinct()
             for (pdh,) in conn.execute(query):
                 found[pdh].add(kind)
+        _put_before(conn, chunk, found)
     order = ("put", "job output", "job log", "function", "combined", "workflow file")
     return {p: tuple(k for k in order if k in ks) if ks else ("put",) for p, ks in found.items()}
+
+
+def _put_before(conn: sa.Connection, chunk: list[str], found: dict[str, set[str]]) -> None:
+    """A job output the catalog recorded before any job making it started was stored
+    first by someone else (``builtin:copy`` of a put makes the put again): a put too."""
+    outputs = [p for p in chunk if "job output" in found[p]]
+    if not outputs:
+        return
+    first = (
+        sa.select(jobs.c.output_pdh, sa.func.min(jobs.c.started_at).label("started"))
+        .where(jobs.c.output_pdh.in_(outputs), jobs.c.state == "complete")
+        .where(jobs.c.started_at.is_not(None))
+        .group_by(jobs.c.output_pdh)
+        .subquery()
+    )
+    query = sa.select(collections.c.pdh).join(first, first.c.output_pdh == collections.c.pdh)
+    for (pdh,) in conn.execute(query.where(collections.c.created_at < first.c.started)):
+        found[pdh].add("put")
 
 
 class CatalogFacts:
