@@ -50,6 +50,7 @@ def test_public_surface() -> None:
         "Warehouse",
         "WarehouseError",
         "open",
+        "workflow",
     }
     for name in warehouse.__all__:
         assert hasattr(warehouse, name)

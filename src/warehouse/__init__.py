@@ -50,6 +50,7 @@ __all__ = [
     "Warehouse",
     "WarehouseError",
     "open",
+    "workflow",
 ]
 
 
@@ -71,6 +72,13 @@ def open(
     from warehouse.embedded import EmbeddedWarehouse
 
     return EmbeddedWarehouse(home)
+
+
+def workflow(definition: Any, **options: Any) -> dict[str, Any]:
+    """Build and run a workflow from a program (docs/workflows.md, "From Python")."""
+    from warehouse.workflows.api import workflow as run_workflow
+
+    return run_workflow(definition, **options)
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,7 @@ from warehouse.remote.probe import Service
 
 if TYPE_CHECKING:
     from warehouse.jobs.hosted import ManagerThread
+    from warehouse.workflows.hosted import WorkflowThread
 
 __all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState"]
 
@@ -54,6 +55,8 @@ class ControllerState:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # The job manager's thread and executor, when this controller runs jobs.
     job_manager: ManagerThread | None = field(default=None, repr=False)
+    # The thread driving workflow runs (started with the job manager).
+    workflows: WorkflowThread | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, config: ControllerConfig) -> ControllerState:
@@ -112,9 +115,15 @@ class ControllerState:
             signature_ttl=self.config.signature_ttl,
         )
         self.job_manager = ManagerThread(host, executor, cpus=cpus).start()
+        from warehouse.workflows.hosted import WorkflowThread
+
+        self.workflows = WorkflowThread(self.engine, self.keep, executor).start()
         return self.job_manager
 
     def stop_jobs(self) -> None:
+        if self.workflows is not None:
+            self.workflows.stop()
+            self.workflows = None
         if self.job_manager is not None:
             self.job_manager.stop()
             self.job_manager = None

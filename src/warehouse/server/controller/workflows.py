@@ -1,0 +1,89 @@
+"""Workflow runs over the API: start (or resume), list, show and cancel.
+
+The controller's workflow thread drives them (``ControllerState.start_jobs``
+starts it with the job manager). Any user may read runs; only the owner (or
+an admin) may cancel one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi import Request as _Request
+from pydantic import BaseModel, Field
+
+from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.server.controller.auth import Caller, state_of
+from warehouse.workflows import records
+from warehouse.workflows.driver import start_run
+from warehouse.workflows.spec import MAX_FILE_BYTES
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/workflows", tags=["workflows"])
+
+
+class WorkflowCreate(BaseModel):
+    file: str = Field(max_length=MAX_FILE_BYTES, description="The workflow file (YAML).")
+    filename: str = Field(
+        default="workflow.yml", min_length=1, max_length=255, description="Its file name."
+    )
+    inputs: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, max_length=1000, description="Inputs, as -i NAME=VALUE gives."
+    )
+    name_outputs: str | None = Field(
+        default=None, max_length=200, description="Name each output PREFIX.<output>."
+    )
+    base_dir: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="Where relative git repositories of the file are (on the controller).",
+    )
+
+
+@router.post("")
+def start_workflow(body: WorkflowCreate, user: Caller, request: _Request) -> dict[str, Any]:
+    """Start a run, or find the unfinished run of the same file, inputs and prefix."""
+    state = state_of(request)
+    if state.workflows is None:
+        raise HTTPException(400, "this controller runs no job manager")
+    wh = CatalogWarehouse(state.engine, state.keep, user.name)
+    started = start_run(
+        wh,
+        body.file,
+        Path(body.filename).name,
+        body.inputs,
+        name_outputs=body.name_outputs,
+        base_dir=Path(body.base_dir) if body.base_dir else None,
+    )
+    state.workflows.wake()
+    return {**records.run_view(state.engine, started.run.id), "resumed": started.resumed}
+
+
+@router.get("")
+def list_workflows(
+    user: Caller, request: _Request, state: str | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Runs (optionally in these comma-separated states), newest first."""
+    states = state.split(",") if state else None
+    found = records.list_runs(state_of(request).engine, states=states, limit=min(limit, 10000))
+    return [r.as_dict() for r in found]
+
+
+@router.get("/{run_id}")
+def get_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, Any]:
+    """A run with its nodes (each with its job's steps done)."""
+    return records.run_view(state_of(request).engine, run_id)
+
+
+@router.post("/{run_id}/cancel")
+def cancel_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, Any]:
+    """Ask the run's driver to cancel it (its running jobs are cancelled too)."""
+    engine = state_of(request).engine
+    run = records.get_run(engine, run_id)
+    if not user.admin and run.owner != user.name:
+        raise HTTPException(403, f"workflow run {run_id} belongs to {run.owner}")
+    records.request_cancel(engine, run_id)
+    return records.run_view(engine, run_id)

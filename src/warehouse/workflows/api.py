@@ -1,0 +1,58 @@
+"""``warehouse.workflow(...)``: build and run a workflow from a program."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from warehouse.errors import UsageError
+
+__all__ = ["workflow"]
+
+
+def workflow(
+    definition: str | Path | Mapping[str, Any],
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    name_outputs: str | None = None,
+    wait: bool = True,
+    base_dir: Path | None = None,
+    wh: object | None = None,
+) -> dict[str, Any]:
+    """Run a workflow as ``wh workflow run`` does; the run as ``show --json`` gives it.
+
+    ``definition``: a workflow file's path, its YAML text, or the same shape
+    as a mapping (stored as YAML). ``wh``: an open warehouse (default:
+    ``warehouse.open()``, closed afterwards). The same call again resumes
+    the run, or reuses every complete job once it has ended.
+    """
+    import warehouse
+    from warehouse.workflows.client import workflows_view
+
+    if isinstance(definition, Path):
+        text = definition.read_text(encoding="utf-8")
+        filename = definition.name
+        base_dir = base_dir or definition.resolve().parent
+    elif isinstance(definition, Mapping):
+        text = yaml.safe_dump(dict(definition), sort_keys=False, allow_unicode=True)
+        name = definition.get("workflow")
+        filename = f"{name if isinstance(name, str) else 'workflow'}.wf.yml"
+    elif isinstance(definition, str):
+        text, filename = definition, "workflow.wf.yml"
+    else:
+        raise UsageError("a workflow is a path, YAML text or a mapping")
+    own = wh is None
+    opened: Any = warehouse.open() if own else wh
+    try:
+        view = workflows_view(opened)
+        started = view.start(
+            text, filename, dict(inputs or {}), name_outputs=name_outputs, base_dir=base_dir
+        )
+        final = view.run(started["id"], wait=wait)
+        return {**final, "resumed": started["resumed"]}
+    finally:
+        if own:
+            opened.close()

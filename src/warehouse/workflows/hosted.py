@@ -1,0 +1,91 @@
+"""Workflows on a controller: one background thread drives every run.
+
+Each pass it takes up runs that have no live driver (new ones, and those of
+a controller that was killed: their heartbeat goes stale, or their process
+is gone), and turns each run it holds. Runs act for their owner: jobs are
+submitted, and outputs named, as the user who started the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from warehouse.blocks.store import BlockStore
+from warehouse.errors import WarehouseError
+from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.workflows import records
+from warehouse.workflows.driver import Driver, driver_id
+from warehouse.workflows.values import RUN_ACTIVE
+
+__all__ = ["WorkflowThread"]
+
+log = logging.getLogger("warehouse.workflows")
+
+
+class WorkflowThread:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        keep: Callable[[], BlockStore],
+        executor: str,
+        *,
+        interval: float = 0.05,
+    ) -> None:
+        self.engine = engine
+        self.keep = keep
+        self.executor = executor
+        self.interval = interval
+        self.driver = driver_id()
+        self._drivers: dict[int, Driver] = {}
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wh-workflows", daemon=True)
+
+    def start(self) -> WorkflowThread:
+        self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        """A run was started: look now rather than at the next pass."""
+        self._wake.set()
+
+    def _take_up(self) -> None:
+        for run in records.list_runs(self.engine, states=RUN_ACTIVE):
+            if run.id in self._drivers:
+                continue
+            try:
+                host = CatalogWarehouse(self.engine, self.keep, run.owner)
+                driver = Driver(host, run.id, executor=self.executor, driver=self.driver)
+                if driver.claim():
+                    self._drivers[run.id] = driver
+            except WarehouseError as e:
+                log.warning("workflow run %s cannot be driven: %s", run.id, e)
+
+    def _pass(self) -> None:
+        self._take_up()
+        for run_id, driver in list(self._drivers.items()):
+            try:
+                if driver.turn():
+                    del self._drivers[run_id]
+            except WarehouseError as e:
+                log.warning("workflow run %s: %s", run_id, e)
+                del self._drivers[run_id]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._pass()
+            except Exception:
+                log.exception("the workflow driver failed; going on")
+            self._wake.wait(self.interval if self._drivers else 0.5)
+            self._wake.clear()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)

@@ -1,0 +1,186 @@
+"""Workflows on the embedded warehouse, through `wh workflow` as a user runs it:
+a diamond of real git functions and real step processes, reuse, a change, failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import Runner
+from warehouse import jobs
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.workflows import records
+from workflow_helpers import json_out, make_lab, new_commit, ran, write_diamond
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Path:
+    return make_lab(tmp_path)
+
+
+@pytest.fixture
+def reads(tmp_path: Path, wh: EmbeddedWarehouse) -> str:
+    d = tmp_path / "reads"
+    (d / "lane1").mkdir(parents=True)
+    (d / "lane1" / "r1.fq").write_text("@r1\nACGT\n+\nIIII\n")
+    (d / "r2.fq").write_text("@r2\nGGCC\n+\nIIII\n")
+    return wh.put([d], name="reads").pdh
+
+
+def by_hand(wh: EmbeddedWarehouse, function: str, key: str, tag: str) -> jobs.JobRecord:
+    record = jobs.submit(wh, jobs.JobRequest(function, key, {"tag": tag, "sleep": 0}, reuse=False))
+    assert jobs.run_manager(wh, "local", until_job=record.id)
+    done = jobs.get_job(wh.engine, record.id)
+    assert done.state == "complete", done.error
+    return done
+
+
+@pytest.mark.slow
+def test_a_diamond_equals_its_jobs_by_hand_reruns_nothing_and_a_change_reruns_c_and_d(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, lab: Path, reads: str
+) -> None:
+    wf = write_diamond(tmp_path)
+    first = json_out(run("workflow", "run", str(wf), "--wait", "--json").output)
+    assert first["state"] == "complete" and not first["resumed"]
+    nodes = {n["node"]: n for n in first["nodes"]}
+    assert {n["state"] for n in nodes.values()} == {"complete"}
+    assert ran(tmp_path) == {"a": 1, "b": 1, "c": 1, "d": 1}
+    final = json_out(first["outputs"])["final"]
+    assert final == nodes["d"]["output_pdh"]
+
+    # The same jobs submitted by hand (no reuse), D's input put together from files.
+    fn = f"git:{lab}@v1:tag.py"
+    a = by_hand(wh, fn, reads, "a")
+    b = by_hand(wh, fn, a.output_pdh or "", "b")
+    c = by_hand(wh, f"git:{lab}@main:tag.py", a.output_pdh or "", "c")
+    both = tmp_path / "both"
+    wh.get(b.output_pdh or "", both / "b")
+    wh.get(c.output_pdh or "", both / "c")
+    combined = wh.put([both / "b", both / "c"]).pdh
+    assert combined == nodes["d"]["input_pdh"]
+    assert [(p.dir, p.part_pdh) for p in records.parts_of(wh.engine, combined)] == [
+        ("b", b.output_pdh),
+        ("c", c.output_pdh),
+    ]
+    d = by_hand(wh, fn, combined, "d")
+    assert d.output_pdh == final
+
+    # Again: everything is reused, no step runs, and it says so.
+    before = ran(tmp_path)
+    again = run("workflow", "run", str(wf), "--wait")
+    assert "nothing to run, all 4 jobs reused (0 steps run)" in again.output
+    assert f"final: {final}" in again.output
+    assert ran(tmp_path) == before
+
+    # A new commit on the branch C's function follows: exactly C and D run again.
+    new_commit(lab)
+    third = json_out(run("workflow", "run", str(wf), "--wait", "--json").output)
+    assert third["state"] == "complete"
+    reused = {n["node"]: n["reused"] for n in third["nodes"]}
+    assert reused == {"a": True, "b": True, "c": False, "d": False}
+    after = ran(tmp_path)
+    assert {k: after[k] - before[k] for k in after} == {"a": 0, "b": 0, "c": 1, "d": 1}
+    assert json_out(third["outputs"])["final"] != final
+
+    listed = run("workflow", "ls").output
+    assert listed.count("diamond") == 3
+    shown = run("workflow", "show", str(third["id"])).output
+    assert "complete" in shown and "reused" in shown
+
+
+@pytest.mark.slow
+def test_a_failed_job_fails_the_run_while_independent_jobs_finish(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, lab: Path, reads: str
+) -> None:
+    text = (
+        "workflow: half\n"
+        "jobs:\n"
+        "  a: {function: 'git:./lab@v1:tag.py', input: reads, params: {tag: a}}\n"
+        "  bad: {function: 'git:./lab@v1:tag.py', input: $a, params: {tag: bad, fail: true}}\n"
+        "  c: {function: 'git:./lab@v1:tag.py', input: $a, params: {tag: c}}\n"
+        "  d: {function: 'git:./lab@v1:tag.py', input: $bad, params: {tag: d}}\n"
+    )
+    wf = tmp_path / "half.yml"
+    wf.write_text(text)
+    out = run("workflow", "run", str(wf), "--wait", code=1).output
+    assert "failed: bad" in out
+    (view,) = records.list_runs(wh.engine)
+    nodes = {n.node: n.state for n in records.list_nodes(wh.engine, view.id)}
+    assert nodes == {"a": "complete", "bad": "failed", "c": "complete", "d": "skipped"}
+    assert view.state == "failed"
+    assert "d" not in ran(tmp_path)
+
+
+BAD = [
+    ("workflow: x\njobs:\n  a: {function: builtin:copy, input: [\n", 4, "(top): bad YAML"),
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: $nope\n",
+        5,
+        "jobs.a.input: unknown reference $nope",
+    ),
+    (
+        "workflow: x\njobs:\n  a: {function: builtin:copy, input: $b}\n"
+        "  b: {function: builtin:copy, input: $a}\n",
+        3,
+        "cycle: a -> b -> a",
+    ),
+    (
+        "workflow: x\ninputs:\n  reads:\njobs:\n  a: {function: builtin:copy, input: $reads}\n",
+        3,
+        "inputs.reads: missing input",
+    ),
+    (
+        "workflow: x\njobs:\n  a:\n    input: reads\n    function: builtin:nosuch\n",
+        5,
+        "jobs.a.function: unknown function 'builtin:nosuch'",
+    ),
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: reads\n    parms: {}\n",
+        6,
+        "jobs.a.parms: unknown key",
+    ),
+    (
+        "workflow: x\njobs:\n  a: {function: builtin:copy, input: {x: $b}}\n"
+        "  b: {function: builtin:copy, input: reads}\noutputs:\n  o: $zz\n",
+        6,
+        "outputs.o: unknown reference $zz",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD)
+def test_a_bad_file_is_refused_with_its_line_and_key_before_anything_runs(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, text: str, line: int, message: str
+) -> None:
+    wh.put([_reads(tmp_path)], name="reads")
+    wf = tmp_path / "bad.yml"
+    wf.write_text(text)
+    result = run("workflow", "run", str(wf), "--wait", code=2)
+    err = result.stderr
+    assert err.startswith(f"Error: bad.yml:{line}: "), err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert records.list_runs(wh.engine) == [] and jobs.list_jobs(wh.engine) == []
+
+
+def _reads(tmp_path: Path) -> Path:
+    d = tmp_path / "some-reads"
+    d.mkdir(exist_ok=True)
+    (d / "x").write_text("x")
+    return d
+
+
+def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    wh.put([_reads(tmp_path)], name="reads")
+    wf = tmp_path / "ok.yml"
+    wf.write_text("workflow: ok\njobs:\n  a: {function: builtin:copy, input: reads}\n")
+    assert "no such input" in run("workflow", "run", str(wf), "-i", "x=1", code=2).stderr
+    assert (
+        "--name-outputs" in run("workflow", "run", str(wf), "--name-outputs", "a/b", code=2).stderr
+    )
+    assert "not NAME=VALUE" in run("workflow", "run", str(wf), "-i", "novalue", code=2).stderr
+    assert run("workflow", "run", str(tmp_path / "missing.yml"), code=2).stderr.startswith("Error:")
+    assert records.list_runs(wh.engine) == []

@@ -1,0 +1,77 @@
+"""Crash safety: SIGKILL the process driving a workflow (embedded) mid-run, then
+run the same command again: no finished job runs again, and the outputs are
+those of an undisturbed run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import WH_BIN, wh_process
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.workflows import records
+from workflow_helpers import json_out, make_lab, ran, write_diamond
+
+
+def _wait_for(check: object, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_a_killed_workflow_process_resumes_without_rerunning_finished_jobs(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    make_lab(tmp_path)
+    d = tmp_path / "reads"
+    d.mkdir()
+    (d / "r.fq").write_text("@r\nACGT\n+\nIIII\n")
+    wh.put([d], name="reads")
+    wf = write_diamond(tmp_path)
+    argv = [WH_BIN, "workflow", "run", str(wf), "-i", "sleep=2", "--wait"]
+    proc = subprocess.Popen(
+        argv,
+        env={**os.environ, "WH_HOME": str(home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+
+        def b_or_c_running() -> bool:
+            runs = records.list_runs(wh.engine)
+            if not runs:
+                return False
+            nodes = {n.node: n.state for n in records.list_nodes(wh.engine, runs[0].id)}
+            return nodes["a"] == "complete" and "running" in (nodes["b"], nodes["c"])
+
+        _wait_for(b_or_c_running, "a complete, b or c running")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        proc.kill()
+        proc.communicate()
+    (killed,) = records.list_runs(wh.engine)
+    assert killed.state == "running"
+    again = wh_process(*argv[1:], "--json", home=home, timeout=120)
+    assert again.returncode == 0, again.stderr
+    view = json_out(again.stdout)
+    assert view["resumed"] and view["id"] == killed.id and view["state"] == "complete"
+    assert ran(tmp_path)["a"] == 1, "a finished before the kill: not run again"
+    assert ran(tmp_path)["d"] == 1
+    # An undisturbed run of the same jobs (another parameter: they all run) makes the same.
+    clean = wh_process(*argv[1:4], "-i", "sleep=0", "--wait", "--json", home=home, timeout=120)
+    assert clean.returncode == 0, clean.stderr
+    clean_nodes = {n["node"]: n for n in json_out(clean.stdout)["nodes"]}
+    for n in view["nodes"]:
+        assert n["output_pdh"] == clean_nodes[n["node"]]["output_pdh"], n["node"]
+        if n["node"] != "d":
+            assert not clean_nodes[n["node"]]["reused"]
