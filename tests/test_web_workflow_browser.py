@@ -8,6 +8,7 @@ shows A to D answered from reuse. Screenshots go to test-artifacts/web/.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -50,8 +51,8 @@ outputs:
 
 
 @pytest.fixture
-def web(tmp_path: Path) -> Iterator[str]:
-    """`wh web` over a warehouse with two runs of the diamond; its URL and token."""
+def web(tmp_path: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """`wh web` over a warehouse with two runs of the diamond; its URL, token and env."""
     env = {**os.environ, "WH_HOME": str(tmp_path / "home"), "WH_USER": "alice"}
     env.pop("WH_URL", None)
     repo, _, _ = function_repo(tmp_path)
@@ -73,7 +74,7 @@ def web(tmp_path: Path) -> Iterator[str]:
         assert proc.stdout is not None
         url = proc.stdout.readline().split()[-1]
         token = proc.stdout.readline().split()[-1]
-        yield url + " " + token
+        yield url, token, env
     finally:
         proc.terminate()
         proc.wait(15)
@@ -91,8 +92,10 @@ def node_states(page: object) -> dict[str, tuple[str, str]]:
     return out
 
 
-def test_a_run_page_draws_the_dag_and_leads_to_jobs_and_lineage(web: str) -> None:
-    url, token = web.split()
+def test_a_run_page_draws_the_dag_and_leads_to_jobs_and_lineage(
+    web: tuple[str, str, dict[str, str]],
+) -> None:
+    url, token, env = web
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -143,6 +146,16 @@ def test_a_run_page_draws_the_dag_and_leads_to_jobs_and_lineage(web: str) -> Non
             assert page.locator("svg.dag g.node.combined").count() == 1
             assert page.locator("table.lineage-jobs tbody tr").count() == 4
             page.screenshot(path=str(ARTIFACTS / "w5-lineage.png"), full_page=True)
+            d_output = page.url.rsplit("/", 1)[-1]
+            traced = subprocess.run(
+                [WH_BIN, "lineage", d_output, "--json"], env=env, capture_output=True, check=True
+            )
+            places = [
+                (w["run"], w["node"])
+                for j in json.loads(traced.stdout)["jobs"]
+                for w in j["workflows"]
+            ]
+            assert sorted(places) == [(1, "A"), (1, "B"), (1, "C"), (1, "D")]
             raw = page.locator("svg.dag g.node.put")
             assert raw.count() == 1 and raw.locator("text.label").text_content() == "raw"
             raw.click()  # the put: its collection page
