@@ -143,6 +143,10 @@ def test_down_from_a_input_lists_exactly_a_b_c_d_and_their_outputs(
     # From B's output: D (through the combined input) and nothing else.
     below_b = lineage_json(run, d.outputs["B"], "--down")
     assert [j["id"] for j in below_b["jobs"]] == [d.jobs["D"]]
+    bc = next(c for c in below_b["collections"] if c["pdh"] == d.bc)
+    assert [p["dir"] for p in bc["parts"]] == ["b", "c"]  # all its parts, not only ./b
+    assert {e["role"] for e in below_b["edges"]} == {"part", "input", "output"}
+    assert len(below_b["edges"]) == 3
     assert lineage_json(run, d.other_input, "--down")["jobs"][0]["id"] == d.jobs["E"]
 
 

@@ -186,15 +186,12 @@ def _assemble(walk: _Walk, key: str, pdh: str, down: bool, depth: int | None) ->
     described = facts.describe(list(walk.pdhs))
     places = facts.workflow_places(list(walk.jobs))
     made_by: dict[str, list[int]] = {}
-    parts: dict[str, list[Part]] = {}
     for e in walk.edges:
         if e.role == "output":
             made_by.setdefault(e.target.partition(":")[2], []).append(int(e.source.split(":")[1]))
-        elif e.role == "part":
-            assert e.dir is not None
-            parts.setdefault(e.target.partition(":")[2], []).append(
-                Part(e.dir, e.source.partition(":")[2])
-            )
+    # Every part of a combined collection, also those a walk down did not come through.
+    combined = [p for p in walk.pdhs if p in described and "combined" in described[p].kinds]
+    parts = facts.parts_of(combined) if combined else {}
     collections = []
     for p in walk.pdhs:
         d = described.get(p) or Described(("put",), None, None, None, None, ())
