@@ -17,11 +17,14 @@ from jobs_helpers import run_job
 from lineage_helpers import Diamond, combined, make_diamond
 from test_web import sign_in
 from warehouse import jobs
+from warehouse.cli.web import sign_in_token
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.jobs.client import RemoteJobs
 from warehouse.lineage import lineage, to_dot, to_text, trace
 from warehouse.remote.warehouse import RemoteWarehouse
+from warehouse.server.serving import ServerThread
+from warehouse.web import create_web_app
 from warehouse.workflows.records import record_parts
 
 
@@ -273,3 +276,34 @@ def test_a_copy_whose_output_is_its_input_is_a_cycle_the_walk_survives(
     assert [j.id for j in down.jobs] == [job.id] and [c.pdh for c in down.collections] == [raw]
     assert "(see above)" in to_text(up)
     assert f'"job:{job.id}" -> "collection:{raw}";' in to_dot(up)
+
+
+def test_the_lineage_page_and_the_collection_pages_over_http(
+    diamond: Diamond, built: tuple[Path, Diamond]
+) -> None:
+    d = diamond
+    with EmbeddedWarehouse(built[0]) as wh, ServerThread(create_web_app(wh)) as server:
+        web = sign_in(server.url, sign_in_token(wh))
+        try:
+            page = web.get(f"/web/lineage/{d.outputs['D']}", params={"depth": ""})
+            assert page.status_code == 200
+            assert page.text.count('<g class="node job') == 4
+            one = web.get(f"/web/lineage/{d.outputs['D']}", params={"depth": "1"}).text
+            assert one.count('<g class="node job') == 1 and "(more beyond this depth)" in one
+            down = web.get(f"/web/lineage/{d.a_input}", params={"direction": "down"}).text
+            assert down.count('<g class="node job') == 4
+            for bad in ({"depth": "x"}, {"depth": "²"}, {"depth": "99999"}, {"direction": "left"}):
+                answer = web.get(f"/web/lineage/{d.a_input}", params=bad)
+                assert answer.status_code == 400, bad
+            assert web.get("/web/lineage/not-a-pdh").status_code == 404
+            assert web.get(f"/web/lineage/{'0' * 32}+1").status_code == 404
+            listed = web.get("/web/collections").text
+            row = next(r for r in listed.split("<tr>") if "d-result" in r)
+            assert '<span class="kind">job output</span>' in row
+            raw_row = next(r for r in listed.split("<tr>") if ">raw<" in r)
+            assert '<span class="kind">put</span>' in raw_row
+            combined = web.get(f"/web/c/{d.bc}").text
+            assert '<span class="kind">combined</span>' in combined
+            assert f'href="/web/c/{d.outputs["B"]}"' in combined  # its parts
+        finally:
+            web.close()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from warehouse.errors import NotFoundError
+from warehouse.errors import NotFoundError, UsageError
 from warehouse.keys import is_pdh
 from warehouse.lineage.tracing import MAX_DEPTH, trace
 from warehouse.web.auth import SignedIn, site_of
@@ -24,12 +22,20 @@ def lineage_page(
     request: Request,
     pdh: str,
     user: SignedIn,
-    direction: Literal["up", "down"] = "up",
-    depth: int | None = Query(default=None, ge=0, le=MAX_DEPTH),
+    direction: str = "up",
+    depth: str = "",
 ) -> Response:
     if not is_pdh(pdh):
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
-    graph = trace(site_of(request).engine, pdh, down=direction == "down", depth=depth)
+    if direction not in ("up", "down"):
+        raise UsageError(f"direction is up or down, not {direction!r}")
+    # The form sends an empty depth for "all": not a number, so read it here.
+    levels = None
+    if depth.strip():
+        if not (depth.strip().isascii() and depth.strip().isdigit()):
+            raise UsageError(f"depth must be a number from 0 to {MAX_DEPTH}")
+        levels = int(depth)
+    graph = trace(site_of(request).engine, pdh, down=direction == "down", depth=levels)
     size = len(graph.collections) + len(graph.jobs)
     return render(
         request,
@@ -38,5 +44,5 @@ def lineage_page(
         drawing=lineage_drawing(graph) if size <= MAX_DRAWN else None,
         short=short_pdh,
         direction=direction,
-        depth=depth,
+        depth=levels,
     )
