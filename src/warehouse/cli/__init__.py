@@ -77,6 +77,11 @@ _COMMANDS = {
         "warehouse.cli.regol:regol",
         "Re-run jobs at each commit of their function's branch (see docs/regol.md).",
     ),
+    "lineage": (
+        "warehouse.cli.lineage:lineage_command",
+        "What made KEY (a name or PDH): jobs, functions, combined collections, back to the "
+        "puts; with --down, every job that read KEY and what it made.",
+    ),
     "workflow": (
         "warehouse.cli.workflows:workflow",
         "Run DAGs of jobs written as YAML files (see docs/workflows.md).",

@@ -10,7 +10,17 @@ from fastapi.responses import RedirectResponse, Response
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError
-from warehouse.web import auth, browse, cluster, download, jobpages, regolpages, submitting
+from warehouse.web import (
+    auth,
+    browse,
+    cluster,
+    download,
+    jobpages,
+    lineagepages,
+    regolpages,
+    runpages,
+    submitting,
+)
 from warehouse.web.pages import PREFIX, PageRoute
 from warehouse.web.site import Site
 
@@ -37,7 +47,17 @@ def _static_router() -> APIRouter:
 def web_router() -> APIRouter:
     """Every page under ``/web``; the site comes from ``app.state`` (see ``auth.site_of``)."""
     router = APIRouter()
-    for module in (auth, browse, download, jobpages, regolpages, submitting, cluster):
+    for module in (
+        auth,
+        browse,
+        download,
+        jobpages,
+        regolpages,
+        submitting,
+        cluster,
+        runpages,
+        lineagepages,
+    ):
         router.include_router(module.router)
     router.include_router(_static_router())
     return router

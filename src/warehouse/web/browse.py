@@ -8,10 +8,12 @@ from fastapi.responses import RedirectResponse, Response
 from warehouse import catalog
 from warehouse.errors import NotFoundError
 from warehouse.keys import is_pdh
+from warehouse.lineage.reads import collection_kinds
 from warehouse.web import queries
 from warehouse.web.auth import SignedIn, site_of
 from warehouse.web.pages import PREFIX, Page, PageRoute, paginate, render
 from warehouse.web.tree import parent_paths
+from warehouse.workflows import records as workflow_records
 
 __all__ = ["ENTRIES_PER_PAGE", "NAMES_PER_PAGE", "router"]
 
@@ -35,11 +37,13 @@ def collections(request: Request, user: SignedIn, q: str = "", page: int = 1) ->
     number = min(max(page, 1), pages)
     rows = queries.names_page(engine, q, (number - 1) * NAMES_PER_PAGE, NAMES_PER_PAGE)
     recent = catalog.list_collections(engine, RECENT) if number == 1 and not q else []
+    kinds = collection_kinds(engine, {r.pdh for r in rows} | {c.pdh for c in recent})
     return render(
         request,
         "collections.html",
         names=Page(rows, number, NAMES_PER_PAGE, total),
         recent=recent,
+        kinds=kinds,
         q=q,
     )
 
@@ -66,6 +70,9 @@ def collection(
         dir_size=loaded.tree.size(path),
         dir_files=loaded.tree.count(path),
         names=queries.names_for(site.engine, pdh),
+        kinds=collection_kinds(site.engine, [pdh])[pdh],
+        made_by=queries.jobs_making(site.engine, pdh),
+        parts=workflow_records.parts_of(site.engine, pdh),
     )
 
 

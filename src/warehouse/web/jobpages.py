@@ -19,6 +19,7 @@ from warehouse.web.auth import SignedIn, read_form, site_of
 from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.web.site import Site
 from warehouse.web.timeline import timeline
+from warehouse.workflows import records as workflow_records
 
 __all__ = ["JOBS_PER_PAGE", "LOG_LIMIT", "STEPS_PER_PAGE", "router"]
 
@@ -82,6 +83,10 @@ def job_page(
         steps=Page(found, number, STEPS_PER_PAGE, shown),
         timeline=timeline(found),
         controls=site.embedded is not None,
+        workflow_nodes=[
+            (node, workflow_records.get_run(site.engine, node.run_id))
+            for node in workflow_records.runs_of_job(site.engine, job_id)
+        ],
     )
 
 

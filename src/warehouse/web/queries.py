@@ -14,18 +14,30 @@ from typing import Any
 import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect
-from warehouse.catalog.schema import collections, jobs, names, steps
+from warehouse.catalog.schema import (
+    collections,
+    jobs,
+    names,
+    steps,
+    workflow_nodes,
+    workflow_runs,
+)
 from warehouse.jobs.values import JobRecord, StepRecord
+from warehouse.workflows.values import RunRecord
 
 __all__ = [
     "JOB_GROUPS",
+    "RUN_GROUPS",
     "NameRow",
     "count_names",
     "git_repositories",
     "jobs_by_id",
+    "jobs_making",
     "jobs_page",
     "names_for",
     "names_page",
+    "node_counts",
+    "runs_page",
     "step_counts",
     "steps_page",
 ]
@@ -152,3 +164,58 @@ def git_repositories(engine: sa.Engine, limit: int = 50) -> list[str]:
             if repo:
                 seen.setdefault(repo, None)
     return list(seen)[:limit]
+
+
+def jobs_making(engine: sa.Engine, pdh: str, limit: int = 20) -> list[JobRecord]:
+    """Complete jobs that ran (not answered from reuse) and output ``pdh``, oldest first."""
+    query = (
+        sa.select(jobs)
+        .where(jobs.c.output_pdh == pdh, jobs.c.state == "complete", jobs.c.reused_from.is_(None))
+        .order_by(jobs.c.id)
+        .limit(limit)
+    )
+    with connect(engine) as conn:
+        return [JobRecord(**r._mapping) for r in conn.execute(query)]
+
+
+RUN_GROUPS: dict[str, tuple[str, ...]] = {
+    "active": ("queued", "running"),
+    "finished": ("complete", "failed", "cancelled"),
+}
+
+
+def runs_page(
+    engine: sa.Engine, group: str, offset: int, limit: int
+) -> tuple[list[RunRecord], int]:
+    """Workflow runs in ``group`` (all if unknown), newest first, and how many there are."""
+    where = [workflow_runs.c.state.in_(RUN_GROUPS[group])] if group in RUN_GROUPS else []
+    query = (
+        sa.select(workflow_runs)
+        .where(*where)
+        .order_by(workflow_runs.c.id.desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    count = sa.select(sa.func.count()).select_from(workflow_runs).where(*where)
+    with connect(engine) as conn:
+        total = conn.execute(count).scalar()
+        return [RunRecord(**r._mapping) for r in conn.execute(query)], int(total or 0)
+
+
+def node_counts(engine: sa.Engine, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """Per run: its nodes by state, and ``total`` and ``reused``."""
+    wn = workflow_nodes.c
+    query = (
+        sa.select(wn.run_id, wn.state, wn.reused, sa.func.count())
+        .where(wn.run_id.in_(list(run_ids)))
+        .group_by(wn.run_id, wn.state, wn.reused)
+    )
+    out: dict[int, dict[str, int]] = {r: {"total": 0, "reused": 0} for r in run_ids}
+    with connect(engine) as conn:
+        for run_id, state, reused, n in conn.execute(query):
+            counts = out[run_id]
+            counts[state] = counts.get(state, 0) + int(n)
+            counts["total"] += int(n)
+            if reused:
+                counts["reused"] += int(n)
+    return out

@@ -21,7 +21,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import warehouse.errors as errors
 from warehouse.server.accesslog import AccessLog
 from warehouse.server.bodytimeout import BodyTimeout
-from warehouse.server.controller import collections, gc, jobs, names, regol, users, workflows
+from warehouse.server.controller import (
+    collections,
+    gc,
+    jobs,
+    lineage,
+    names,
+    regol,
+    users,
+    workflows,
+)
 from warehouse.server.controller.state import ControllerConfig, ControllerState
 
 __all__ = ["create_app"]
@@ -105,7 +114,7 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     )
     if state is not None:
         app.state.controller = state
-    for module in (collections, names, users, gc, jobs, regol, workflows):
+    for module in (collections, names, users, gc, jobs, regol, workflows, lineage):
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us
 
