@@ -124,6 +124,12 @@ def local_fsck(
     report.missing = sorted(result.marked - present - corrupt)
     report.kept = len(present & result.marked)
     report.attach_collections(result.members)
+    # A corrupt copy has been moved aside by the read that found it: the block
+    # is missing now, and one volume has no other copy to pull.
+    report.repairs = [
+        f"{md5}: no good copy is left; put the same data again to restore it"
+        for md5 in sorted(report.problems())
+    ]
     return report
 
 

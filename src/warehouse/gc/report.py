@@ -29,6 +29,8 @@ class GcReport:
     unreadable: list[str] = field(default_factory=list)  # root manifests fsck could not read
     collections: dict[str, list[str]] = field(default_factory=dict)  # block md5 -> PDHs
     actions: list[str] = field(default_factory=list)  # one line per trash/pull
+    # fsck: what a balance run would do about each problem block, one line each.
+    repairs: list[str] = field(default_factory=list)
     message: str = ""
 
     @property

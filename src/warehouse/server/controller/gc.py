@@ -50,6 +50,9 @@ class ReportOut(BaseModel):
     unreadable: list[str]
     collections: dict[str, list[str]]
     actions: list[str]
+    repairs: list[str] = Field(
+        default_factory=list, description="fsck: what balance will do about each problem block."
+    )
     message: str
 
 
