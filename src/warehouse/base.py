@@ -169,9 +169,7 @@ class WarehouseBase:
         data. Its files' paths and sizes are known before reading: if they
         differ from the tree's, the PDH will too, so fail now."""
         held = {p: f.size for p, f in self.manifest(current).files().items()}
-        mine = {
-            f"{d.rel}/{n}" if d.rel else n: size for d in tree.walk() for n, _, size in d.files
-        }
+        mine = {f"{d.rel}/{n}" if d.rel else n: size for d in tree.walk() for n, _, size in d.files}
         if held != mine:
             raise ConflictError(
                 f"name {name!r} holds {current}, other data than these files: "

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 __all__ = [
     "block_writes",
+    "collected",
     "collections",
     "keep_services",
     "metadata",
@@ -37,6 +38,14 @@ collections = sa.Table(
     sa.Column("created_by", sa.String(255), nullable=False),
     # JSON {path: md5} of the files as `wh put` read them (null when unknown).
     sa.Column("file_md5s", sa.Text, nullable=True),
+)
+
+# Collections GC has collected (DESIGN §6): never roots again, unless stored again.
+collected = sa.Table(
+    "collected",
+    metadata,
+    sa.Column("pdh", PDH, primary_key=True),
+    sa.Column("collected_at", sa.Float, nullable=False),
 )
 
 names = sa.Table(

@@ -95,6 +95,8 @@ def _show(report: GcReport, as_json: bool) -> None:
         ]
         if report.emptied:
             parts.append(f"{report.emptied} removed from the trash")
+        if report.collected:
+            parts.append(f"{report.collected} collections collected")
     click.echo(f"{report.action}: " + ", ".join(parts) + f" ({report.servers} servers)")
 
 

@@ -31,6 +31,7 @@ __all__ = ["FileChangedError", "WriteResult", "default_workers", "write_tree"]
 class FileChangedError(WarehouseError):
     """A file's size or mtime changed while a put read it: what was read is torn."""
 
+
 Progress = Callable[[int], None]
 
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import sqlalchemy as sa
 
+from warehouse.gc.collected import record_collected
 from warehouse.gc.keep import KeepAdmin
 from warehouse.gc.local import require_catalog, require_marked
 from warehouse.gc.mark import MarkResult, ReadBlock, mark
@@ -38,7 +39,9 @@ def _mark(
     s = load_settings(engine)
     roots = find_roots(engine, now, s.history_retention, s.job_retention, ttl)
     require_catalog(roots)
-    return mark(engine, read, roots.pdhs, roots.fragments, members=members, unreadable=unreadable)
+    result = mark(engine, read, roots.pdhs, roots.fragments, members=members, unreadable=unreadable)
+    result.root_pdhs = roots.pdhs
+    return result
 
 
 def _begin(
@@ -79,6 +82,7 @@ def cluster_gc(
         return report
     for sid in indexes:
         admin.send_trash(sid, plan.trash.get(sid, []))
+    report.collected = record_collected(engine, result.root_pdhs, now - ttl, now)
     return _finish(admin, report, wait)
 
 

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError
+from warehouse.gc.collected import record_collected
 from warehouse.gc.mark import GcAborted, MarkResult, mark
 from warehouse.gc.plan import Copy, plan_sweep
 from warehouse.gc.report import GcReport
@@ -83,6 +84,7 @@ def local_gc(
         else:
             report.kept += 1  # written again since the index was read
     report.emptied = target.empty_trash(now)
+    report.collected = record_collected(engine, roots.pdhs, now - s.signature_ttl, now)
     return report
 
 

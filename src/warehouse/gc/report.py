@@ -23,6 +23,7 @@ class GcReport:
     young: int = 0  # copies of unreferenced blocks kept: younger than the TTL
     emptied: int = 0  # trashed copies removed after their lifetime (embedded)
     checked: int = 0  # fsck: copies read and verified
+    collected: int = 0  # gc: collections newly recorded as collected
     missing: list[str] = field(default_factory=list)  # referenced, no copy anywhere
     under_replicated: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)  # "md5 on where"

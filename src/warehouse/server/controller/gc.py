@@ -44,6 +44,7 @@ class ReportOut(BaseModel):
     young: int
     emptied: int
     checked: int
+    collected: int = Field(default=0, description="gc: collections newly recorded as collected.")
     missing: list[str]
     under_replicated: list[str]
     corrupt: list[str]
