@@ -50,6 +50,7 @@ _COMMANDS = {
     ),
     "user": ("warehouse.cli.users:user", "Users of a shared installation."),
     "token": ("warehouse.cli.users:token", "API tokens."),
+    "keep": ("warehouse.cli.keep:keep", "The keep servers registered with the controller."),
     "keepd": (
         "warehouse.cli.keepd:keepd",
         "Serve blocks over HTTP from local volumes (the keep server).",

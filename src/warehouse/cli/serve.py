@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -14,6 +13,7 @@ from warehouse.embedded import default_home
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
 from warehouse.server.serving import parse_listen
 from warehouse.server.serving import serve as serve_app
+from warehouse.server.supervise import KeepChild
 
 __all__ = ["default_db_url", "serve"]
 
@@ -66,7 +66,9 @@ def serve(
 
     Prints `controller listening on URL` once it accepts connections. With
     --keep N it then starts N keep servers on 127.0.0.1 as child processes,
-    which register themselves; they stop with it. The job manager runs in a
+    which register themselves; each keeps its id and port across restarts,
+    is restarted (with backoff, each exit logged) when it dies, and stops
+    with the controller, even one killed with SIGKILL. The job manager runs in a
     background thread (steps as subprocesses here, or on a Dask cluster;
     their scratch space and functions under $WH_HOME/controller-jobs).
     """
@@ -76,15 +78,19 @@ def serve(
     host, port = parse_listen(listen)
     config = ControllerConfig(db_url=db_url or default_db_url(), replication=replication)
     state = ControllerState.open(config)
-    children: list[subprocess.Popen[bytes]] = []
+    children: list[KeepChild] = []
 
     def ready(real_port: int) -> None:
         url = f"http://{host}:{real_port}"
         click.echo(f"controller listening on {url}")
         sys.stdout.flush()
         base = keep_dir or default_home() / "keep"
-        for i in range(keep_count):
-            children.append(_start_keepd(url, base / str(i), state.system_token))
+        for i in range(keep_count):  # started together, announced as each is up
+            child = KeepChild(i, base / str(i), url, state.system_token, _echo)
+            children.append(child)
+            child.start()
+        for child in children:
+            child.started.wait(120)
         if executor != "none":
             name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
             state.start_jobs(url, default_home() / "controller-jobs", name, job_cpus)
@@ -94,23 +100,14 @@ def serve(
     finally:
         state.stop_jobs()
         for child in children:
-            child.terminate()
-        for child in children:
-            try:
-                child.wait(10)
-            except subprocess.TimeoutExpired:
-                child.kill()
+            child.stop()
         state.close()
 
 
-def _start_keepd(controller: str, volume: Path, token: str) -> subprocess.Popen[bytes]:
-    volume.mkdir(parents=True, exist_ok=True)
-    wh = str(Path(sys.executable).with_name("wh"))
-    cmd = [wh, "keepd", "--volume", str(volume), "--listen", "127.0.0.1:0"]
-    cmd += ["--controller", controller]
-    proc = subprocess.Popen(cmd, env={**os.environ, "WH_TOKEN": token}, stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().decode().strip()  # "keepd listening on URL", once registered
-    click.echo(line or f"keep server for {volume} did not start")
-    sys.stdout.flush()
-    return proc
+_echo_lock = threading.Lock()
+
+
+def _echo(line: str) -> None:
+    with _echo_lock:  # keep servers announce themselves from their own threads
+        click.echo(line)
+        sys.stdout.flush()
