@@ -110,7 +110,14 @@ class KeepChild:
         port = _saved_port(self.volume)
         while not self._stopping.is_set():
             began = time.monotonic()
-            proc, line = self._spawn(port)
+            try:
+                proc, line = self._spawn(port)
+            except OSError as e:  # e.g. no process slots, the volume unwritable
+                log.error("keep server %d (%s) cannot start: %s", self.number, self.volume, e)
+                self.started.set()
+                failures += 1
+                self._stopping.wait(self.backoff.delay(failures))
+                continue
             if line.startswith("keepd listening on "):
                 url = line.removeprefix("keepd listening on ")
                 port = _save_port(self.volume, url)
