@@ -159,6 +159,27 @@ def test_keep_services_and_the_signing_key(engine: sa.Engine) -> None:
     assert len(key) == 64 and catalog.signing_key(engine) == key
 
 
+def test_a_keep_server_with_its_own_id_moves_and_is_retired(engine: sa.Engine) -> None:
+    old = catalog.register_keep_service(engine, "http://127.0.0.1:9001")  # no id: from the URL
+    sid = "keep-0123456789abcde"
+    catalog.register_keep_service(engine, "http://127.0.0.1:9002", sid)
+    # Restarted on another port: its own row follows it; none is added.
+    catalog.register_keep_service(engine, "http://127.0.0.1:9003", sid)
+    assert {(s.id, s.url) for s in catalog.list_keep_services(engine)} == {
+        (old.id, "http://127.0.0.1:9001"),
+        (sid, "http://127.0.0.1:9003"),
+    }
+    # Started where an older server was: that row is replaced.
+    catalog.register_keep_service(engine, "http://127.0.0.1:9001", sid)
+    assert [(s.id, s.url) for s in catalog.list_keep_services(engine)] == [
+        (sid, "http://127.0.0.1:9001")
+    ]
+    assert catalog.retire_keep_service(engine, "http://127.0.0.1:9001/").id == sid
+    assert catalog.list_keep_services(engine) == []
+    with pytest.raises(NotFoundError):
+        catalog.retire_keep_service(engine, sid)
+
+
 def test_collection_digests_are_filled_in_later(engine: sa.Engine) -> None:
     catalog.add_collection(engine, P1, "x+1", 1, 1, "alice")
     filled = catalog.add_collection(engine, P1, "x+1", 1, 1, "bob", file_md5s='{"f": "0"}')

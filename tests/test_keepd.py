@@ -159,6 +159,26 @@ def test_existing_block_is_not_rewritten_only_touched(keep: Keep) -> None:
     assert keep.server.metrics.blocks_stored == 1
 
 
+def test_put_of_the_right_bytes_replaces_a_corrupt_copy(keep: Keep) -> None:
+    data = os.urandom(100_000)
+    loc = keep.put(data)
+    path = keep.roots[0] / loc.md5[:3] / loc.md5
+    time.sleep(0.02)
+    with open(path, "r+b") as f:  # one byte flipped in place
+        f.seek(500)
+        f.write(bytes([data[500] ^ 1]))
+    with keep.client() as c:
+        # HEAD reads a copy changed since it was last known good: not here.
+        assert c.head(f"/{loc}").status_code == 404
+        r = c.put(f"/{loc.md5}", content=data)
+        assert r.status_code == 200 and r.headers["X-Keep-New"] == "1"
+        assert c.head(f"/{loc}").status_code == 200
+        assert c.get(f"/{loc}").content == data
+    assert path.read_bytes() == data
+    # The bad copy is kept aside (removed with the trash), never served.
+    assert [p.name.split(".")[1] for p in path.parent.iterdir() if p.name != loc.md5] == ["corrupt"]
+
+
 def test_hash_or_length_mismatch_stores_nothing(keep: Keep) -> None:
     data = os.urandom(2 * 1024 * 1024)
     with keep.client() as c:
@@ -331,8 +351,10 @@ def test_large_blocks_read_back_verified_either_way(
             path = next(r / bad.md5[:3] / bad.md5 for r in k.roots if (r / bad.md5[:3]).is_dir())
             path.write_bytes(b"!" + blobs[0][1:])
             assert c.get(f"/{bad}").status_code == 502
+            # The corrupt copy was moved aside: it is missing now.
+            assert not path.exists()
+            assert c.get(f"/{bad}").status_code == 404
             # A copy that cannot be read at all (here: a directory in its place).
-            path.unlink()
             path.mkdir()
             assert c.get(f"/{bad}").status_code == 503
             assert c.get(f"/{locs[1]}").content == blobs[1]

@@ -53,14 +53,18 @@ def test_corrupt_block_is_never_returned(tmp_path: Path) -> None:
     assert vol.get_into(h, buf) == b"good data"
     if LocalVolume.can_map:
         assert vol.get_mapped(h) == b"good data"
-    vol.path_for(h).write_bytes(b"evil data")
-    with pytest.raises(CorruptDataError, match=h):
-        vol.get(h)
-    with pytest.raises(CorruptDataError, match=h):
-        vol.get_into(h, buf)
+    # Every read verifies, and a corrupt copy is moved aside at once: it is
+    # then missing (so a write stores it anew) and kept for inspection.
+    readers = [lambda: vol.get(h), lambda: vol.get_into(h, buf)]
     if LocalVolume.can_map:
+        readers.append(lambda: vol.get_mapped(h))
+    for read in readers:
+        vol.path_for(h).write_bytes(b"evil data")
         with pytest.raises(CorruptDataError, match=h):
-            vol.get_mapped(h)
+            read()
+        assert not vol.path_for(h).exists()
+        with pytest.raises(NotFoundError):
+            read()
     vol.path_for(h).write_bytes(b"")
     with pytest.raises(CorruptDataError, match=h):
         vol.get_into(h, buf)
@@ -68,6 +72,11 @@ def test_corrupt_block_is_never_returned(tmp_path: Path) -> None:
     vol.path_for(h).write_bytes(b"good data" * 3)
     with pytest.raises(CorruptDataError, match="longer than any block"):
         vol.get_into(h, buf)
+    aside = [p.name for p in vol.path_for(h).parent.iterdir() if ".corrupt." in p.name]
+    assert len(aside) >= 1
+    assert vol.index() is not None and all(b.md5 != h for b in vol.index())
+    # Removed with the trash once past its lifetime.
+    assert vol.empty_trash(now=time.time() + vol.trash_lifetime + 1) >= 1
 
 
 def test_missing_and_bad_hashes(tmp_path: Path) -> None:
@@ -214,3 +223,58 @@ def test_blocks_stored_for_a_put_leave_the_page_cache(tmp_path: Path) -> None:
     store.close()
     assert _cached_pages(volume.path_for(hashlib.md5(kept).hexdigest())) > 512
     assert _cached_pages(volume.path_for(hashlib.md5(dropped).hexdigest())) < 64
+
+
+def _flip_byte(path: Path, offset: int = 0) -> None:
+    """Corrupt a stored copy the way a stray writer would: one byte, in place."""
+    time.sleep(0.02)  # a later write than the block's own, as in life
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_write_replaces_a_corrupt_copy(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    data = b"block data " * 1000
+    h = md5(data)
+    assert vol.put(h, data) is True
+    assert vol.check(h, len(data))  # marked when written: no read needed
+    assert vol.put(h, data) is False  # a good copy: only its mtime is refreshed
+    _flip_byte(vol.path_for(h), 5)
+    assert not vol.check(h, len(data))  # changed behind our back: read, found bad
+    assert not vol.path_for(h).exists()
+    assert vol.put(h, data) is True  # written anew
+    assert vol.get(h) == data
+    # The streaming writer (keepd PUT) does the same.
+    _flip_byte(vol.path_for(h), 7)
+    w = vol.open_write(h, len(data))
+    assert not w.exists
+    w.write(data)
+    assert w.commit() is True
+    assert vol.get(h) == data
+    # And the embedded block store.
+    _flip_byte(vol.path_for(h), 9)
+    store = LocalBlockStore(vol)
+    try:
+        assert store.put(data).new is True
+        store.flush()
+    finally:
+        store.close()
+    assert vol.get(h) == data
+
+
+def test_a_good_copy_touched_stays_trusted(tmp_path: Path) -> None:
+    vol = LocalVolume(tmp_path)
+    h = md5(b"x" * 100)
+    vol.put(h, b"x" * 100)
+    before = vol.stat(h)
+    assert before is not None
+    time.sleep(0.02)
+    assert vol.touch(h)
+    assert vol.check(h, 100)
+    assert (
+        os.getxattr(vol.path_for(h), "user.wh.verified")
+        == str(vol.path_for(h).stat().st_mtime_ns).encode()
+    )

@@ -18,14 +18,24 @@ from warehouse.collection.extract import ExtractedFile, extract
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.scan import DirNode, scan_paths
 from warehouse.collection.writer import WriteResult, write_tree
-from warehouse.errors import ConflictError, NotFoundError
+from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, parse_key
 from warehouse.manifest import Manifest
 
-__all__ = ["BlockWrites", "PutResult", "WarehouseBase"]
+__all__ = ["BlockWrites", "NameConflictAfterPut", "PutResult", "WarehouseBase"]
 
 Progress = Callable[[int], None]
 BlockWrites = Sequence[tuple[str, int, bool]]  # (md5, size, new) per block written
+
+
+class NameConflictAfterPut(ConflictError):
+    """The data is stored and recorded, but the name moved meanwhile: ``pdh``
+    is what was stored, so the caller can name it."""
+
+    def __init__(self, message: str, pdh: str, result: WriteResult) -> None:
+        super().__init__(message)
+        self.pdh = pdh
+        self.result = result
 
 
 @dataclass(frozen=True)
@@ -112,20 +122,62 @@ class WarehouseBase:
         name: str | None = None,
         expect: str | None = None,
         create: bool = False,
+        replace: bool = False,
+        allow_changing: bool = False,
         progress: Progress | None = None,
     ) -> PutResult:
-        """Store a tree; optionally point ``name`` at it (``expect``: its current PDH)."""
+        """Store a tree; optionally point ``name`` at it (``expect``: its current PDH).
+
+        The name is checked before anything is read. ``replace``: move the
+        name from whatever it held when the put started (compare-and-swap
+        against that). A conflict found only after the data is stored raises
+        ``NameConflictAfterPut`` carrying the stored PDH.
+        ``allow_changing``: store a file that changed while it was read as
+        read, instead of failing (see ``write_tree``).
+        """
+        if replace and (expect is not None or create):
+            raise UsageError("replace cannot be combined with expect or create")
+        tree = paths if isinstance(paths, DirNode) else self.scan(paths)
         if name is not None:
-            self._precheck_name(name, expect, create)
+            current = self._precheck_name(name, expect, create)
+            if replace:
+                expect, create = current, current is None
+            elif expect is None and not create and current is not None:
+                self._same_shape_or_conflict(name, current, tree)
         result = write_tree(
-            self.store, paths, progress=progress, workers=self.writers, check=self._check
+            self.store,
+            tree,
+            progress=progress,
+            workers=self.writers,
+            check=self._check,
+            allow_changing=allow_changing,
         )
         writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
         self._record(result.manifest, result.file_md5s, writes)
-        record = (
-            None if name is None else self.set_name(name, result.pdh, expect=expect, create=create)
-        )
+        record = None
+        if name is not None:
+            try:
+                record = self.set_name(name, result.pdh, expect=expect, create=create)
+            except ConflictError as e:
+                raise NameConflictAfterPut(
+                    f"{e}; the data is stored as {result.pdh}", result.pdh, result
+                ) from None
         return PutResult(result, record, self._copies())
+
+    def _same_shape_or_conflict(self, name: str, current: str, tree: DirNode) -> None:
+        """Without --expect, a name that exists may only already hold this very
+        data. Its files' paths and sizes are known before reading: if they
+        differ from the tree's, the PDH will too, so fail now."""
+        try:
+            held = {p: f.size for p, f in self.manifest(current).files().items()}
+        except WarehouseError:
+            return  # cannot tell now: the compare-and-swap after the write decides
+        mine = {f"{d.rel}/{n}" if d.rel else n: size for d in tree.walk() for n, _, size in d.files}
+        if held != mine:
+            raise ConflictError(
+                f"name {name!r} holds {current}, other data than these files: "
+                f"give --expect {current} or --replace to move it"
+            )
 
     def put_manifest(
         self,
@@ -143,16 +195,22 @@ class WarehouseBase:
             self.set_name(name, record.pdh, expect=expect, create=create)
         return record
 
-    def _precheck_name(self, name: str, expect: str | None, create: bool) -> None:
-        # Fail before reading a terabyte when the name is already known to
-        # conflict; the compare-and-swap after the write is what decides.
+    def _precheck_name(self, name: str, expect: str | None, create: bool) -> str | None:
+        """What the name holds now; ConflictError if that already fails the swap.
+
+        Fails before reading a terabyte when the name is known to conflict;
+        the compare-and-swap after the write is what decides.
+        """
         catalog.check_name(name)
         try:
             current: str | None = self.get_name(name).pdh
         except NotFoundError:
             current = None
         if (expect is not None or create) and current != expect:
-            raise ConflictError(f"name {name!r} holds {current or 'nothing'}, not {expect}")
+            raise ConflictError(
+                f"name {name!r} holds {current or 'nothing'}, not {expect or 'nothing'}"
+            )
+        return current
 
     def get(
         self,

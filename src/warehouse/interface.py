@@ -41,6 +41,8 @@ class Warehouse(Protocol):
         name: str | None = None,
         expect: str | None = None,
         create: bool = False,
+        replace: bool = False,
+        allow_changing: bool = False,
         progress: Progress | None = None,
     ) -> PutResult: ...
 

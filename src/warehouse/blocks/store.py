@@ -113,5 +113,4 @@ class LocalBlockStore:
     def exists(self, locator: Locator) -> bool:
         if locator.is_empty:
             return True
-        st = self.volume.stat(locator.md5)
-        return st is not None and st.size == locator.size
+        return self.volume.check(locator.md5, locator.size)

@@ -5,6 +5,15 @@ same directory, fsync, rename, directory fsync), so a crash never leaves a
 partial block under a block's name. Deleting is two-phase: trash renames the
 block to ``<md5>.trash.<deadline>``; emptying the trash removes what is past
 its deadline.
+
+A copy found corrupt by any read is moved aside at once
+(``<md5>.corrupt.<deadline>``, removed with the trash): from then on it is
+missing, so the next write of the block stores it anew and balance pulls a
+good copy. A writer asks ``check`` whether a good copy is stored: a copy
+carries a *verified mark* (extended attribute ``user.wh.verified`` holding
+the mtime it had when its bytes were last known good); a copy whose mtime
+differs from its mark was changed by someone else and is read and verified
+before it counts (see docs/storage.md).
 """
 
 from __future__ import annotations
@@ -35,7 +44,8 @@ __all__ = [
 
 DEFAULT_TRASH_LIFETIME = 14 * 24 * 3600.0
 _MD5 = re.compile(r"[0-9a-f]{32}")
-_TRASH = re.compile(r"([0-9a-f]{32})\.trash\.(\d+)")
+_TRASH = re.compile(r"([0-9a-f]{32})\.(?:trash|corrupt)\.(\d+)")
+VERIFIED_ATTR = "user.wh.verified"
 # Fault a whole mapping in at once (Linux 5.14+); a read error then comes
 # back as an error of that call instead of a SIGBUS when a page is touched.
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
@@ -67,6 +77,7 @@ class PendingWrite:
             os.fsync(self.fd)
             if uncache:
                 _drop_cached(self.fd)
+            _set_mark(self.fd)  # written and hashed by us: known good
             os.replace(self.tmp, self.path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -138,7 +149,7 @@ class BlockWriter:
         if self._fd is None or self._tmp is None:
             # Raises FileNotFoundError if the block was trashed meanwhile: the
             # caller must not be told it is stored.
-            os.utime(self.path)
+            _touch_verified(self.path)
             return False
         PendingWrite(self._fd, self._tmp, self.path).finish()
         self._fd = None
@@ -160,6 +171,28 @@ def _drop_cached(fd: int) -> None:
     if hasattr(os, "posix_fadvise"):
         with contextlib.suppress(OSError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def _get_mark(target: int | Path) -> int | None:
+    try:
+        return int(os.getxattr(target, VERIFIED_ATTR))
+    except (OSError, ValueError):
+        return None  # no mark, or a file system without user attributes
+
+
+def _set_mark(target: int | Path, mtime_ns: int | None = None) -> None:
+    """Record that the copy's bytes are good as of its current mtime."""
+    if mtime_ns is None:
+        mtime_ns = os.stat(target).st_mtime_ns
+    # Without user attributes every copy is simply verified when asked.
+    with contextlib.suppress(OSError):
+        os.setxattr(target, VERIFIED_ATTR, str(mtime_ns).encode())
+
+
+def _touch_verified(path: Path) -> None:
+    """Refresh a known-good copy's mtime ("wanted now") and keep its mark valid."""
+    os.utime(path)
+    _set_mark(path)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -197,6 +230,48 @@ class LocalVolume:
             return None
         return BlockStat(md5, st.st_size, st.st_mtime_ns)
 
+    def check(self, md5: str, size: int) -> bool:
+        """Whether a good copy of ``size`` bytes is stored: what a writer may skip.
+
+        A copy whose verified mark matches its mtime is trusted without a
+        read; any other copy is read and verified first (and moved aside if
+        corrupt), so a copy changed behind the volume's back never counts.
+        """
+        path = self.path_for(md5)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return False
+        if st.st_size != size:
+            return False
+        if _get_mark(path) == st.st_mtime_ns:
+            return True
+        try:
+            self.get(md5)  # moves a corrupt copy aside
+        except (CorruptDataError, NotFoundError):
+            return False
+        _set_mark(path, st.st_mtime_ns)
+        return True
+
+    def quarantine(self, md5: str, *, ino: int | None = None, now: float | None = None) -> bool:
+        """Move a corrupt copy aside so it counts as missing; kept for the
+        trash lifetime for inspection. ``ino``: only if the copy is still that
+        file (a good copy may have been written over it meanwhile)."""
+        path = self.path_for(md5)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return False
+        if ino is not None and st.st_ino != ino:
+            return False
+        deadline = int((time.time() if now is None else now) + self.trash_lifetime)
+        try:
+            os.replace(path, path.with_name(f"{md5}.corrupt.{deadline}"))
+        except FileNotFoundError:
+            return False
+        _fsync_dir(path.parent)
+        return True
+
     def put(self, md5: str, data: bytes | bytearray | memoryview) -> bool:
         """Store ``data`` under ``md5``, durably; return True if the block was new.
 
@@ -216,13 +291,10 @@ class LocalVolume:
         caller overlap the fsync of one block with the hashing of the next.
         """
         path = self.path_for(md5)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            st = None
-        if st is not None and st.st_size == len(data):
-            os.utime(path)
-            return None
+        if self.check(md5, len(data)):
+            with contextlib.suppress(FileNotFoundError):  # trashed meanwhile: write it
+                _touch_verified(path)
+                return None
         shard = path.parent
         shard.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=shard)
@@ -239,11 +311,7 @@ class LocalVolume:
     def open_write(self, md5: str, size: int) -> BlockWriter:
         """Start writing a block of ``size`` bytes that arrives in pieces."""
         path = self.path_for(md5)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            st = None
-        if st is not None and st.st_size == size:
+        if self.check(md5, size):
             return BlockWriter(md5, path, None, None)
         path.parent.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=path.parent)
@@ -271,12 +339,14 @@ class LocalVolume:
         return removed
 
     def get(self, md5: str) -> bytes:
-        """Read a block and verify it against its name."""
+        """Read a block and verify it against its name (a corrupt copy is moved aside)."""
         try:
-            data = self.path_for(md5).read_bytes()
+            f = open(self.path_for(md5), "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             raise NotFoundError(f"block {md5} is not on {self.root}") from None
-        self._verify(md5, data)
+        with f:
+            data = f.read()
+            self._verify(md5, data, os.fstat(f.fileno()).st_ino)
         return data
 
     # Whether this system can fault a mapping in ahead (see get_mapped).
@@ -313,9 +383,10 @@ class LocalVolume:
                     LocalVolume.can_map = False  # an older kernel
                     return None
                 data = memoryview(pages)
+            ino = os.fstat(fd).st_ino
         finally:
             os.close(fd)
-        self._verify(md5, data)
+        self._verify(md5, data, ino)
         return data
 
     def get_into(self, md5: str, buf: bytearray) -> memoryview:
@@ -330,24 +401,35 @@ class LocalVolume:
         except FileNotFoundError:
             raise NotFoundError(f"block {md5} is not on {self.root}") from None
         with f:
+            ino = os.fstat(f.fileno()).st_ino
             n = 0
             while n < len(view) and (got := f.readinto(view[n:])):
                 n += got
             if n == len(view) and f.read(1):
+                self.quarantine(md5, ino=ino)
                 raise CorruptDataError(f"block {md5} on {self.root} is longer than any block")
         data = view[:n]
-        self._verify(md5, data)
+        self._verify(md5, data, ino)
         return data
 
-    def _verify(self, md5: str, data: bytes | memoryview) -> None:
+    def _verify(self, md5: str, data: bytes | memoryview, ino: int) -> None:
         if hashlib.md5(data).hexdigest() != md5:
-            raise CorruptDataError(f"block {md5} on {self.root} is corrupt (its MD5 differs)")
+            moved = self.quarantine(md5, ino=ino)
+            aside = " and was moved aside" if moved else ""
+            raise CorruptDataError(
+                f"block {md5} on {self.root} is corrupt (its MD5 differs){aside}"
+            )
 
     def touch(self, md5: str) -> bool:
+        """Refresh a copy's mtime; a valid verified mark stays valid."""
+        path = self.path_for(md5)
         try:
-            os.utime(self.path_for(md5))
+            marked = _get_mark(path) == path.stat().st_mtime_ns
+            os.utime(path)
         except FileNotFoundError:
             return False
+        if marked:
+            _set_mark(path)
         return True
 
     def index(self, prefix: str = "") -> Iterator[BlockStat]:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         KeepService,
         list_keep_services,
         register_keep_service,
+        retire_keep_service,
         signing_key,
     )
     from warehouse.catalog.db import HEAD_REVISION, open_engine, upgrade
@@ -54,6 +55,7 @@ _WHERE = {
     "KeepService": "cluster",
     "list_keep_services": "cluster",
     "register_keep_service": "cluster",
+    "retire_keep_service": "cluster",
     "signing_key": "cluster",
     "HEAD_REVISION": "db",
     "open_engine": "db",
@@ -100,6 +102,7 @@ __all__ = [
     "open_engine",
     "record_block_writes",
     "register_keep_service",
+    "retire_keep_service",
     "set_name",
     "signing_key",
     "upgrade",

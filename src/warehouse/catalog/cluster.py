@@ -11,19 +11,23 @@ import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.schema import keep_services, settings
+from warehouse.errors import NotFoundError
 
 __all__ = [
     "KeepService",
     "get_setting",
     "list_keep_services",
     "register_keep_service",
+    "retire_keep_service",
     "signing_key",
 ]
 
 
 @dataclass(frozen=True, slots=True)
 class KeepService:
-    id: str  # stable: derived from the URL, used in rendezvous hashing
+    # Stable: the server's own id (kept on its volume), or one derived from
+    # the URL for a server that sends none; used in rendezvous hashing.
+    id: str
     url: str
     last_seen: float
 
@@ -32,10 +36,13 @@ def service_id(url: str) -> str:
     return "keep-" + hashlib.md5(url.encode()).hexdigest()[:15]
 
 
-def register_keep_service(engine: sa.Engine, url: str) -> KeepService:
+def register_keep_service(engine: sa.Engine, url: str, sid: str | None = None) -> KeepService:
+    """Record a keep server at ``url``. With its own id ``sid``, the row of
+    that id follows it to a new address (a restart on another port), and a
+    row of another id at this address (an earlier server there) is replaced."""
     url = url.rstrip("/")
     now = time.time()
-    sid = service_id(url)
+    sid = sid or service_id(url)
     try:
         _register(engine, sid, url, now)
     except sa.exc.IntegrityError as e:
@@ -49,15 +56,36 @@ def register_keep_service(engine: sa.Engine, url: str) -> KeepService:
 
 def _register(engine: sa.Engine, sid: str, url: str, now: float) -> None:
     with write(engine) as conn:
-        found = conn.execute(sa.select(keep_services).where(keep_services.c.url == url)).first()
+        conn.execute(
+            keep_services.delete().where(keep_services.c.url == url, keep_services.c.id != sid)
+        )
+        found = conn.execute(sa.select(keep_services).where(keep_services.c.id == sid)).first()
         if found is None:
             conn.execute(
                 keep_services.insert().values(id=sid, url=url, registered_at=now, last_seen=now)
             )
         else:
             conn.execute(
-                keep_services.update().where(keep_services.c.url == url).values(last_seen=now)
+                keep_services.update()
+                .where(keep_services.c.id == sid)
+                .values(url=url, last_seen=now)
             )
+
+
+def retire_keep_service(engine: sa.Engine, key: str) -> KeepService:
+    """Forget the keep server with id or URL ``key`` (GC, balance and
+    clients stop using it); NotFoundError if there is none."""
+    key = key.rstrip("/")
+    with write(engine) as conn:
+        found = conn.execute(
+            sa.select(keep_services).where(
+                sa.or_(keep_services.c.id == key, keep_services.c.url == key)
+            )
+        ).first()
+        if found is None:
+            raise NotFoundError(f"no keep service {key}")
+        conn.execute(keep_services.delete().where(keep_services.c.id == found.id))
+    return KeepService(found.id, found.url, found.last_seen)
 
 
 def list_keep_services(engine: sa.Engine) -> list[KeepService]:

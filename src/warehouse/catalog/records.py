@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 
 from warehouse.catalog.db import connect, duplicate_key, write
-from warehouse.catalog.schema import block_writes, collection_listings, collections
+from warehouse.catalog.schema import block_writes, collected, collection_listings, collections
 from warehouse.catalog.values import AccountingRow, CollectionRecord
 from warehouse.errors import NotFoundError
 
@@ -35,7 +35,11 @@ def add_collection(
     user: str,
     file_md5s: str | None = None,
 ) -> CollectionRecord:
-    """Record a collection; recording one that exists only fills in missing digests."""
+    """Record a collection; recording one that exists only fills in missing digests.
+
+    Recording one GC has collected is storing it again: it is no longer
+    marked collected and counts as recorded now (a root for the TTL).
+    """
     record = CollectionRecord(pdh, manifest_blocks, size, file_count, time.time(), user, file_md5s)
     try:
         return _add_collection(engine, record)
@@ -52,11 +56,14 @@ def _add_collection(engine: sa.Engine, record: CollectionRecord) -> CollectionRe
     with write(engine) as conn:
         found = conn.execute(sa.select(collections).where(collections.c.pdh == pdh)).first()
         if found is not None:
+            values: dict[str, object] = {}
             if found.file_md5s is None and file_md5s is not None:
-                conn.execute(
-                    collections.update().where(collections.c.pdh == pdh).values(file_md5s=file_md5s)
-                )
-            return CollectionRecord(**found._mapping)
+                values["file_md5s"] = file_md5s
+            if conn.execute(collected.delete().where(collected.c.pdh == pdh)).rowcount:
+                values["created_at"] = record.created_at
+            if values:
+                conn.execute(collections.update().where(collections.c.pdh == pdh).values(**values))
+            return CollectionRecord(**{**found._mapping, **values})
         conn.execute(collections.insert().values(**_row(record)))
     return record
 
@@ -83,6 +90,12 @@ def require_collection(engine: sa.Engine, pdh: str) -> None:
         found = conn.execute(sa.select(collections.c.pdh).where(collections.c.pdh == pdh))
         if found.first() is None:
             raise NotFoundError(f"no collection {pdh}")
+        gone = conn.execute(sa.select(collected.c.pdh).where(collected.c.pdh == pdh)).first()
+        if gone is not None:
+            raise NotFoundError(
+                f"collection {pdh} was collected by GC (its blocks may be gone): "
+                "store its data again to use it"
+            )
 
 
 def list_collections(engine: sa.Engine, limit: int = 1000) -> list[CollectionRecord]:

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 __all__ = [
     "block_writes",
+    "collected",
     "collection_listings",
     "collection_parts",
     "collections",
@@ -55,6 +56,14 @@ collection_listings = sa.Table(
     sa.Column("user", sa.String(255), primary_key=True),
     sa.Column("file_md5s", sa.Text, nullable=False),  # JSON {path: md5}
     sa.Column("recorded_at", sa.Float, nullable=False),
+)
+
+# Collections GC has collected (DESIGN §6): never roots again, unless stored again.
+collected = sa.Table(
+    "collected",
+    metadata,
+    sa.Column("pdh", PDH, primary_key=True),
+    sa.Column("collected_at", sa.Float, nullable=False),
 )
 
 names = sa.Table(

@@ -54,6 +54,7 @@ _COMMANDS = {
         "warehouse.cli.users:token",
         "API tokens: create, list (ids, never secrets) and revoke.",
     ),
+    "keep": ("warehouse.cli.keep:keep", "The keep servers registered with the controller."),
     "keepd": (
         "warehouse.cli.keepd:keepd",
         "Serve blocks over HTTP from local volumes (the keep server).",

@@ -79,6 +79,8 @@ def _show(report: GcReport, as_json: bool) -> None:
         click.echo(f"corrupt {entry}{_where(report, entry.split()[0])}")
     for pdh in report.unreadable:
         click.echo(f"unreadable manifest of {pdh}")
+    for line in report.repairs:
+        click.echo(line)
     if report.action == "balance" and report.servers <= 1:
         return
     parts = [f"{report.roots} root collections", f"{report.marked} blocks marked"]
@@ -93,6 +95,8 @@ def _show(report: GcReport, as_json: bool) -> None:
         ]
         if report.emptied:
             parts.append(f"{report.emptied} removed from the trash")
+        if report.collected:
+            parts.append(f"{report.collected} collections collected")
     click.echo(f"{report.action}: " + ", ".join(parts) + f" ({report.servers} servers)")
 
 

@@ -7,7 +7,9 @@ from typing import BinaryIO
 
 import click
 
-from warehouse.cli._common import byte_progress, check_pdh, emit_json, open_warehouse
+from warehouse.base import NameConflictAfterPut, PutResult
+from warehouse.cli._common import Failure, byte_progress, check_pdh, emit_json, open_warehouse
+from warehouse.collection.writer import WriteResult
 from warehouse.manifest import Manifest
 
 # A manifest text is read into memory; 1 GiB lists tens of millions of files.
@@ -34,6 +36,16 @@ __all__ = ["put"]
 )
 @click.option("--create", is_flag=True, help="With --name: the name must not exist yet.")
 @click.option(
+    "--replace",
+    is_flag=True,
+    help="With --name: move the name from whatever it held when the put started.",
+)
+@click.option(
+    "--allow-changing",
+    is_flag=True,
+    help="Store a file that changes while it is read as it was read (default: fail).",
+)
+@click.option(
     "--replication",
     type=click.IntRange(1, 8),
     help="Remote: copies of each block to write (default $WH_REPLICATION or 2).",
@@ -52,6 +64,8 @@ def put(
     name: str | None,
     expect: str | None,
     create: bool,
+    replace: bool,
+    allow_changing: bool,
     replication: int | None,
     min_copies: int | None,
     as_json: bool,
@@ -61,17 +75,25 @@ def put(
     One directory stores its contents; several paths (or one file) are stored
     under their base names. Blocks already stored are not written again.
 
-    With --name, the name is created (or, with --expect PDH, moved from PDH)
-    by compare-and-swap; a name already holding other data is a conflict.
+    With --name, the name is created (or, with --expect PDH, moved from PDH;
+    with --replace, from whatever it holds now) by compare-and-swap; a name
+    already holding other data is a conflict, found before the files are
+    read where it can be. A conflict found after the data is stored still
+    prints the stored PDH, so it can be named.
+
+    A file whose size or mtime changes while it is read fails the put
+    (exit 1, nothing named) unless --allow-changing is given.
     """
-    if (expect or create) and not name:
-        raise click.UsageError("--expect and --create need --name")
-    if expect and create:
-        raise click.UsageError("give --expect or --create, not both")
+    if (expect or create or replace) and not name:
+        raise click.UsageError("--expect, --create and --replace need --name")
+    if sum(map(bool, (expect, create, replace))) > 1:
+        raise click.UsageError("give one of --expect, --create or --replace")
     if bool(paths) == bool(manifest_file):
         raise click.UsageError("give PATHS or --manifest FILE")
     wh = open_warehouse(ctx, replication=replication, min_copies=min_copies)
     if manifest_file is not None:
+        if replace or allow_changing:
+            raise click.UsageError("--replace and --allow-changing go with PATHS")
         text = manifest_file.read(MAX_MANIFEST_BYTES + 1)
         if len(text) > MAX_MANIFEST_BYTES:
             raise click.UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
@@ -83,21 +105,44 @@ def put(
         return
     tree = wh.scan(list(paths))
     with byte_progress("put", tree.total_size) as progress:
-        result = wh.put(tree, name=name, expect=expect, create=create, progress=progress)
-    w = result.write
-    if as_json:
-        emit_json(
-            {
-                "pdh": result.pdh,
-                "files": w.file_count,
-                "bytes": w.bytes_read,
-                "blocks": len(w.blocks),
-                "blocks_new": w.blocks_new,
-                "bytes_new": w.bytes_new,
-                "copies": result.copies,
-                "name": None if result.name is None else result.name.name,
-                "name_version": None if result.name is None else result.name.version,
-            }
-        )
-    else:
-        click.echo(result.pdh)
+        try:
+            result = wh.put(
+                tree,
+                name=name,
+                expect=expect,
+                create=create,
+                replace=replace,
+                allow_changing=allow_changing,
+                progress=progress,
+            )
+        except NameConflictAfterPut as e:
+            # Stored and recorded, only not named: say what it is stored as.
+            _show(e.result, None, as_json, conflict=str(e))
+            raise Failure(e) from None
+    for path in result.write.changed:
+        click.echo(f"Warning: {path} changed while it was read; stored as read", err=True)
+    _show(result.write, result, as_json)
+
+
+def _show(
+    w: WriteResult, result: PutResult | None, as_json: bool, conflict: str | None = None
+) -> None:
+    if not as_json:
+        click.echo(w.pdh)
+        return
+    named = None if result is None else result.name
+    emit_json(
+        {
+            "pdh": w.pdh,
+            "files": w.file_count,
+            "bytes": w.bytes_read,
+            "blocks": len(w.blocks),
+            "blocks_new": w.blocks_new,
+            "bytes_new": w.bytes_new,
+            "copies": None if result is None else result.copies,
+            "name": None if named is None else named.name,
+            "name_version": None if named is None else named.version,
+            "changed": list(w.changed),
+            "conflict": conflict,
+        }
+    )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -18,6 +17,7 @@ from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
 from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
+from warehouse.server.supervise import KeepChild
 
 __all__ = ["default_db_url", "serve"]
 
@@ -132,7 +132,9 @@ def serve(
 
     Prints `controller listening on URL` once it accepts connections. With
     --keep N it then starts N keep servers on 127.0.0.1 as child processes,
-    which register themselves; they stop with it. The job manager runs in a
+    which register themselves; each keeps its id and port across restarts,
+    is restarted (with backoff, each exit logged) when it dies, and stops
+    with the controller, even one killed with SIGKILL. The job manager runs in a
     background thread (steps as subprocesses here, or on a Dask cluster;
     their scratch space and functions under $WH_HOME/controller-jobs). Local
     steps run in a bubblewrap sandbox that sees only their function, their
@@ -172,7 +174,7 @@ def serve(
         regol_interval=regol_interval,
     )
     state = ControllerState.open(config)
-    children: list[subprocess.Popen[bytes]] = []
+    children: list[KeepChild] = []
 
     def ready(real_port: int) -> None:
         url = f"{'http' if tls is None else 'https'}://{host}:{real_port}"
@@ -181,8 +183,12 @@ def serve(
         base = keep_dir or default_home() / "keep"
         extra = [] if tls is None else tls.options()
         extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
-        for i in range(keep_count):
-            children.append(_start_keepd(url, base / str(i), state.system_token, extra))
+        for i in range(keep_count):  # started together, announced as each is up
+            child = KeepChild(i, base / str(i), url, state.system_token, _echo, extra)
+            children.append(child)
+            child.start()
+        for child in children:
+            child.started.wait(120)
         if executor != "none":
             name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
             state.start_jobs(
@@ -196,14 +202,7 @@ def serve(
 
     def stop_children() -> None:
         for child in children:
-            if child.poll() is None:
-                child.terminate()
-        for child in children:
-            try:
-                child.wait(10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+            child.stop()
 
     try:
         serve_app(
@@ -220,16 +219,10 @@ def serve(
         state.close()
 
 
-def _start_keepd(
-    controller: str, volume: Path, token: str, extra: list[str]
-) -> subprocess.Popen[bytes]:
-    private_dir(volume)
-    wh = str(Path(sys.executable).with_name("wh"))
-    cmd = [wh, "keepd", "--volume", str(volume), "--listen", "127.0.0.1:0"]
-    cmd += ["--controller", controller, *extra]
-    proc = subprocess.Popen(cmd, env={**os.environ, "WH_TOKEN": token}, stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().decode().strip()  # "keepd listening on URL", once registered
-    click.echo(line or f"keep server for {volume} did not start")
-    sys.stdout.flush()
-    return proc
+_echo_lock = threading.Lock()
+
+
+def _echo(line: str) -> None:
+    with _echo_lock:  # keep servers announce themselves from their own threads
+        click.echo(line)
+        sys.stdout.flush()

@@ -22,10 +22,15 @@ from typing import Any
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.scan import DirNode, scan_paths
-from warehouse.errors import os_error
+from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
 
-__all__ = ["WriteResult", "default_workers", "write_tree"]
+__all__ = ["FileChangedError", "WriteResult", "default_workers", "write_tree"]
+
+
+class FileChangedError(WarehouseError):
+    """A file's size or mtime changed while a put read it: what was read is torn."""
+
 
 Progress = Callable[[int], None]
 
@@ -41,6 +46,8 @@ class WriteResult:
     file_count: int
     bytes_read: int
     file_md5s: dict[str, str]  # path -> MD5 of the bytes read, for the md5sum listing
+    # Files that changed while read, stored as read (only with allow_changing).
+    changed: tuple[str, ...] = ()
 
     @property
     def pdh(self) -> str:
@@ -229,8 +236,23 @@ class _Packer:
         self.hasher.shutdown(wait=True, cancel_futures=True)
 
 
+def _changed(scanned: int, before: os.stat_result, after: os.stat_result, read: int) -> str:
+    """Why a file read between two stats is not one version of it ("" if it is)."""
+    if before.st_size != scanned:
+        return f"its size went from {scanned} to {before.st_size} bytes before it was read"
+    if after.st_size != before.st_size or read != before.st_size:
+        return f"its size went from {before.st_size} to {after.st_size} bytes while it was read"
+    if after.st_mtime_ns != before.st_mtime_ns:
+        return "it was modified while it was read"
+    return ""
+
+
 def _pack_dir(
-    node: DirNode, packer: _Packer, progress: Progress | None
+    node: DirNode,
+    packer: _Packer,
+    progress: Progress | None,
+    allow_changing: bool = False,
+    changed: list[str] | None = None,
 ) -> tuple[list[Future[StoredBlock]], list[Segment], int]:
     """Pack one directory's files into blocks; also take every file's MD5.
 
@@ -267,6 +289,11 @@ def _pack_dir(
         except OSError as e:
             raise os_error(e, f"cannot read {path}") from None
         with f:
+            # Stat before and after: a file written meanwhile would be stored
+            # torn. Reading stops at the size it had when opened, so a file
+            # that keeps growing does not keep the put going.
+            before = os.fstat(f.fileno())
+            left = before.st_size
             while True:
                 if fill == len(buf):
                     if fh is None and file_start == 0:
@@ -279,13 +306,23 @@ def _pack_dir(
                         blocks.append(packer.submit(lease, fill, whole))
                     lease = packer.lease()
                     buf, fill, file_start, whole = lease.buf, 0, 0, []
-                n = f.readinto(memoryview(buf)[fill:])
+                want = min(len(buf) - fill, left)
+                n = f.readinto(memoryview(buf)[fill : fill + want]) if want else 0
                 if not n:
                     break
+                left -= n
                 fill += n
                 stream_pos += n
                 if progress is not None:
                     progress(n)
+            why = _changed(size, before, os.fstat(f.fileno()), before.st_size - left)
+        if why and not allow_changing:
+            raise FileChangedError(
+                f"{path} changed while it was read ({why}): nothing was stored under a name; "
+                "put it again once it is stable, or give --allow-changing to store what was read"
+            )
+        if why and changed is not None:
+            changed.append(key)
         if fh is None:
             whole.append((key, file_start, fill))
         else:
@@ -309,20 +346,25 @@ def write_tree(
     progress: Progress | None = None,
     block_size: int = MAX_BLOCK_SIZE,
     check: Callable[[], None] = lambda: None,
+    allow_changing: bool = False,
 ) -> WriteResult:
     """Store the files under ``paths`` and return the normalized manifest.
 
     ``check`` is called before each block is stored; what it raises stops the put.
+    A file whose size or mtime changes while it is read raises
+    ``FileChangedError``, unless ``allow_changing``: then what was read is
+    stored and the file is listed in ``changed``.
     """
     root = paths if isinstance(paths, DirNode) else scan_paths(paths)
     packer = _Packer(store, workers or default_workers(), block_size, check)
     planned: list[tuple[str, list[Future[StoredBlock]], list[Segment]]] = []
+    changed: list[str] = []
     total = 0
     try:
         for node in root.walk():
             name = f"./{node.rel}" if node.rel else "."
             if node.files:
-                blocks, segments, size = _pack_dir(node, packer, progress)
+                blocks, segments, size = _pack_dir(node, packer, progress, allow_changing, changed)
                 planned.append((name, blocks, segments))
                 total += size
             elif node.is_empty and node.rel:
@@ -345,4 +387,5 @@ def write_tree(
         file_count=root.file_count,
         file_md5s=packer.digests,
         bytes_read=total,
+        changed=tuple(changed),
     )

@@ -14,10 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import sqlalchemy as sa
 
+from warehouse.gc.collected import record_collected
 from warehouse.gc.keep import KeepAdmin
 from warehouse.gc.local import require_catalog, require_marked
 from warehouse.gc.mark import MarkResult, ReadBlock, mark
-from warehouse.gc.plan import Copy, holders, plan_balance, plan_sweep
+from warehouse.gc.plan import BalancePlan, Copy, holders, plan_balance, plan_sweep
 from warehouse.gc.report import GcReport
 from warehouse.gc.roots import find_roots
 from warehouse.gc.settings import load_settings
@@ -38,7 +39,9 @@ def _mark(
     s = load_settings(engine)
     roots = find_roots(engine, now, s.history_retention, s.job_retention, ttl)
     require_catalog(roots)
-    return mark(engine, read, roots.pdhs, roots.fragments, members=members, unreadable=unreadable)
+    result = mark(engine, read, roots.pdhs, roots.fragments, members=members, unreadable=unreadable)
+    result.root_pdhs = roots.pdhs
+    return result
 
 
 def _begin(
@@ -79,6 +82,7 @@ def cluster_gc(
         return report
     for sid in indexes:
         admin.send_trash(sid, plan.trash.get(sid, []))
+    report.collected = record_collected(engine, result.root_pdhs, now - ttl, now)
     return _finish(admin, report, wait)
 
 
@@ -141,4 +145,23 @@ def cluster_fsck(
         else:
             report.kept += 1
     report.attach_collections(result.members)
+    # Corrupt copies were moved aside by the servers as they were read, so the
+    # good copies are what balance will see: the same plan says what it will do.
+    plan = plan_balance(result.marked, good, admin.services, wanted, now, ttl)
+    report.repairs = repair_lines(report, plan, {s.id: s.url for s in admin.services})
     return report
+
+
+def repair_lines(report: GcReport, plan: BalancePlan, urls: dict[str, str]) -> list[str]:
+    """For each problem block, what ``wh balance`` will do (or that it cannot)."""
+    pulls = {e.key.split("+")[0]: (urls[sid], e) for sid, es in plan.pull.items() for e in es}
+    lines = []
+    for md5 in sorted(report.problems()):
+        if md5 in pulls:
+            to, e = pulls[md5]
+            lines.append(f"balance will pull {e.key} to {to} from {' '.join(e.sources)}")
+        elif md5 in report.missing:
+            lines.append(f"{md5}: no good copy is left; put the same data again to restore it")
+        else:
+            lines.append(f"{md5}: enough good copies remain; balance has nothing to do")
+    return lines

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError
+from warehouse.gc.collected import record_collected
 from warehouse.gc.mark import GcAborted, MarkResult, mark
 from warehouse.gc.plan import Copy, plan_sweep
 from warehouse.gc.report import GcReport
@@ -83,6 +84,7 @@ def local_gc(
         else:
             report.kept += 1  # written again since the index was read
     report.emptied = target.empty_trash(now)
+    report.collected = record_collected(engine, roots.pdhs, now - s.signature_ttl, now)
     return report
 
 
@@ -124,6 +126,12 @@ def local_fsck(
     report.missing = sorted(result.marked - present - corrupt)
     report.kept = len(present & result.marked)
     report.attach_collections(result.members)
+    # A corrupt copy has been moved aside by the read that found it: the block
+    # is missing now, and one volume has no other copy to pull.
+    report.repairs = [
+        f"{md5}: no good copy is left; put the same data again to restore it"
+        for md5 in sorted(report.problems())
+    ]
     return report
 
 

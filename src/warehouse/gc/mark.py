@@ -35,6 +35,7 @@ class MarkResult:
     roots: int = 0
     # pdh -> the hashes its manifest lists (kept only when asked: fsck).
     members: dict[str, set[str]] = field(default_factory=dict)
+    root_pdhs: set[str] = field(default_factory=set)  # the roots (set by the caller)
 
 
 def _rows(engine: sa.Engine, pdhs: list[str]) -> dict[str, str]:

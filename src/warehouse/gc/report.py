@@ -23,12 +23,15 @@ class GcReport:
     young: int = 0  # copies of unreferenced blocks kept: younger than the TTL
     emptied: int = 0  # trashed copies removed after their lifetime (embedded)
     checked: int = 0  # fsck: copies read and verified
+    collected: int = 0  # gc: collections newly recorded as collected
     missing: list[str] = field(default_factory=list)  # referenced, no copy anywhere
     under_replicated: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)  # "md5 on where"
     unreadable: list[str] = field(default_factory=list)  # root manifests fsck could not read
     collections: dict[str, list[str]] = field(default_factory=dict)  # block md5 -> PDHs
     actions: list[str] = field(default_factory=list)  # one line per trash/pull
+    # fsck: what a balance run would do about each problem block, one line each.
+    repairs: list[str] = field(default_factory=list)
     message: str = ""
 
     @property

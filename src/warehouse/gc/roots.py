@@ -8,7 +8,9 @@
   finished within the job retention, and the manifest fragments its steps
   recorded (blocks a running job has written but not yet assembled);
 - the file, inputs, combined collections (and their parts) and outputs of
-  every workflow run unfinished or finished within the job retention.
+  every workflow run unfinished or finished within the job retention;
+- but never a collection GC has collected (``collected``) unless a name
+  points at it now.
 
 The job tables belong to another part of the system and may be absent
 (an old catalog) or gain columns; ``job_roots`` reads whichever of the
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from warehouse.catalog.db import connect
-from warehouse.catalog.schema import collections, name_history, names
+from warehouse.catalog.schema import collected, collections, name_history, names
 
 __all__ = ["Roots", "find_roots", "job_roots", "workflow_roots"]
 
@@ -41,11 +43,13 @@ class Roots:
 
 def find_roots(engine: sa.Engine, now: float, history: float, jobs: float, ttl: float) -> Roots:
     roots = Roots()
+    named: set[str] = set()
     with connect(engine) as conn:
         roots.collections = conn.execute(sa.select(sa.func.count()).select_from(collections)).one()[
             0
         ]
-        roots.pdhs.update(conn.execute(sa.select(names.c.pdh)).scalars())
+        named.update(conn.execute(sa.select(names.c.pdh)).scalars())
+        roots.pdhs |= named
         recent = conn.execute(
             sa.select(name_history.c.old_pdh, name_history.c.new_pdh).where(
                 name_history.c.at >= now - history
@@ -58,9 +62,11 @@ def find_roots(engine: sa.Engine, now: float, history: float, jobs: float, ttl: 
                 sa.select(collections.c.pdh).where(collections.c.created_at >= now - ttl)
             ).scalars()
         )
+        gone = set(conn.execute(sa.select(collected.c.pdh)).scalars())
     pdhs, fragments = job_roots(engine, now - jobs)
     roots.pdhs |= pdhs
     roots.pdhs |= workflow_roots(engine, now - jobs)
+    roots.pdhs -= gone - named
     roots.fragments = fragments
     return roots
 

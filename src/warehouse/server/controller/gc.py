@@ -44,12 +44,16 @@ class ReportOut(BaseModel):
     young: int
     emptied: int
     checked: int
+    collected: int = Field(default=0, description="gc: collections newly recorded as collected.")
     missing: list[str]
     under_replicated: list[str]
     corrupt: list[str]
     unreadable: list[str]
     collections: dict[str, list[str]]
     actions: list[str]
+    repairs: list[str] = Field(
+        default_factory=list, description="fsck: what balance will do about each problem block."
+    )
     message: str
 
 

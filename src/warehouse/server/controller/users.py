@@ -52,6 +52,12 @@ def _info(t: tokens.TokenInfo) -> TokenInfoOut:
 
 class KeepServiceIn(BaseModel):
     url: str = Field(pattern=r"^https?://[^/\s]+$")
+    id: str | None = Field(
+        default=None,
+        pattern=r"^keep-[0-9a-f]{15}$",
+        description="The server's own id, kept on its volume: a restarted server "
+        "at a new address replaces its old row instead of adding one.",
+    )
 
 
 class KeepServiceOut(BaseModel):
@@ -130,7 +136,15 @@ def list_keep_services(user: Caller, request: Request) -> list[KeepServiceOut]:
 
 @router.post("/keep_services", response_model=KeepServiceOut)
 def register_keep_service(body: KeepServiceIn, user: Admin, request: Request) -> KeepServiceOut:
-    s = catalog.register_keep_service(state_of(request).engine, body.url)
+    s = catalog.register_keep_service(state_of(request).engine, body.url, body.id)
+    return KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen)
+
+
+@router.delete("/keep_services/{key:path}", response_model=KeepServiceOut)
+def retire_keep_service(key: str, user: Admin, request: Request) -> KeepServiceOut:
+    """Forget a keep server (by id or URL): GC, balance, fsck and clients stop
+    using it. Its blocks are not moved; run balance afterwards."""
+    s = catalog.retire_keep_service(state_of(request).engine, key)
     return KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen)
 
 

@@ -2,8 +2,9 @@
 
 - ``GET /api/v1/cluster/keep-config`` (admin token) gives the blob signing
   key, the signature TTL and the trash lifetime;
-- ``POST /api/v1/keep_services`` with ``{"url": …}`` registers the server,
-  once its real port is known.
+- ``POST /api/v1/keep_services`` with ``{"url": …, "id": …}`` registers the
+  server once its real port is known; the id (kept on its first volume) makes
+  a restarted server replace its old row rather than add one.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def fetch_keep_config(controller: str, token: str, timeout: float = 30.0) -> Clu
 
 
 def register_keep_service(
-    controller: str, token: str, service_url: str, timeout: float = 30.0
+    controller: str, token: str, service_url: str, sid: str | None = None, timeout: float = 30.0
 ) -> None:
+    """Register (or, with the server's own ``sid``, re-register) its address."""
     url = f"{controller.rstrip('/')}/api/v1/keep_services"
-    _call("POST", url, token, timeout, {"url": service_url})
+    body = {"url": service_url} if sid is None else {"url": service_url, "id": sid}
+    _call("POST", url, token, timeout, body)

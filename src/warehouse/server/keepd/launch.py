@@ -8,6 +8,7 @@ are checked by it, and the server registers its URL once it listens.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import socket
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from warehouse.server.keepd.app import create_app
 from warehouse.server.keepd.auth import ControllerTokenChecker, StaticTokenChecker, TokenChecker
 from warehouse.server.keepd.config import KeepConfig
 from warehouse.server.keepd.controller import fetch_keep_config, register_keep_service
+from warehouse.server.lifeline import PARENT_ENV, die_with_parent, server_id
 from warehouse.server.serving import Tls, serve
 
 __all__ = ["KeepdOptions", "build_config", "run_keepd", "service_url"]
@@ -89,12 +91,16 @@ def build_config(options: KeepdOptions) -> KeepConfig:
 
 def run_keepd(options: KeepdOptions, announce: Callable[[str], None]) -> None:
     """Serve until SIGTERM/SIGINT; ``announce(url)`` once listening (and registered)."""
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit():
+        die_with_parent(int(parent))
     app = create_app(build_config(options))
 
     def ready(port: int) -> None:
         url = service_url(options.host, port, https=options.tls is not None)
         if options.controller and options.controller_token:
-            register_keep_service(options.controller, options.controller_token, url)
+            sid = server_id(options.volumes[0])
+            register_keep_service(options.controller, options.controller_token, url, sid)
             log.info("registered %s with %s", url, options.controller)
         announce(url)
 

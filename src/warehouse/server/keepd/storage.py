@@ -39,8 +39,10 @@ class VolumeSet:
         return out
 
     def stat(self, loc: Locator) -> BlockStat | None:
-        for _, st in self._copies(loc.md5):
-            if st.size == loc.size:
+        """A good copy's stat (what HEAD answers): a copy changed since it was
+        last known good is read and verified first, and moved aside if corrupt."""
+        for v, st in self._copies(loc.md5):
+            if st.size == loc.size and v.check(loc.md5, loc.size):
                 return st
         return None
 
