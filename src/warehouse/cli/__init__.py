@@ -69,6 +69,10 @@ _COMMANDS = {
         "Read and verify every stored block; report missing, corrupt and under-replicated "
         "blocks and the collections they belong to.",
     ),
+    "sql": (
+        "warehouse.cli.sql:sql",
+        "Run one SELECT over the catalog, read-only (admins; tables in docs/sql.md).",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",

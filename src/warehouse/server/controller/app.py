@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import warehouse.errors as errors
-from warehouse.server.controller import collections, gc, jobs, names, users
+from warehouse.server.controller import collections, gc, jobs, names, sql, users
 from warehouse.server.controller.state import ControllerConfig, ControllerState
 
 __all__ = ["create_app"]
@@ -103,7 +103,7 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     )
     if state is not None:
         app.state.controller = state
-    for module in (collections, names, users, gc, jobs):
+    for module in (collections, names, users, gc, jobs, sql):
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us
 
