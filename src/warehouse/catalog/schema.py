@@ -171,4 +171,6 @@ steps = sa.Table(
     sa.Column("intermediate", sa.Text, nullable=True),  # fragment later steps may read
     sa.Column("log", sa.Text, nullable=True),  # one-file manifest of the last attempt's log
     sa.Column("log_tail", sa.Text, nullable=True),
+    # JSON {name: integer} the step reported (migration 0004), e.g. records_in.
+    sa.Column("counters", sa.Text, nullable=True),
 )

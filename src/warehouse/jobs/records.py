@@ -215,4 +215,4 @@ def save_turn(
 
 
 STATE_COLUMNS = ("state", "attempts", "failures", "exit_status", "started_at", "finished_at")
-RESULT_COLUMNS = ("host", "output", "intermediate", "log", "log_tail")
+RESULT_COLUMNS = ("host", "output", "intermediate", "log", "log_tail", "counters")
