@@ -18,7 +18,7 @@ from typing import Any
 
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs import records
-from warehouse.jobs.functions import resolve
+from warehouse.jobs.functions import pin_code, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
 
@@ -68,13 +68,23 @@ def _readable(wh: SubmitHost, pdh: str | None) -> bool:
         return False
 
 
+def _pinned(wh: SubmitHost, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ``code`` parameter (the collection a function's code is in, e.g. the mapper
+    of builtin:mapreduce) is pinned like the function: to a PDH, and a commit."""
+    code = params.get("code")
+    if not isinstance(code, str):
+        return params
+    pdh, commit = pin_code(wh, code)
+    return {**params, "code": pdh, **({"code_commit": commit} if commit else {})}
+
+
 def submit(wh: SubmitHost, request: JobRequest) -> JobRecord:
     if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
         raise UsageError("cpus and attempts must be at least 1, memory not negative")
     version = resolve(wh, request.function)
     input_pdh = wh.resolve(request.input)
     wh.manifest(input_pdh)  # the input must be a known, readable collection
-    params = canonical_params(request.params)
+    params = canonical_params(_pinned(wh, request.params))
     key = reuse_key(version.pdh, version.path, input_pdh, params)
     values: dict[str, Any] = {
         "function": version.spec,
