@@ -3,7 +3,8 @@
 A split is ``(stream, start, end)``: a byte range of the stream's files laid
 end to end in manifest order. Small files share a split up to ``split_size``;
 a larger file is cut at record boundaries into pieces of at most
-``split_size`` (a single record longer than that is an error).
+``split_size`` (a single record longer than that is an error; with
+``whole-file`` a larger file is a split of its own).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def plan_splits(
             splits.append((stream, start, pos))  # close the split before this file
             start = pos
         offset = 0
-        while size - offset > split_size:
+        while size - offset > split_size and fmt != "whole-file":
             cut = _cut(fmt, index, offset, split_size, read)
             splits.append((stream, pos + offset, pos + cut))
             offset = cut
