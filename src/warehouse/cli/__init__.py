@@ -69,9 +69,17 @@ _COMMANDS = {
         "Read and verify every stored block; report missing, corrupt and under-replicated "
         "blocks and the collections they belong to.",
     ),
+    "query": (
+        "warehouse.cli.tables:query",
+        "Run SQL over tables (names resolve through the catalog) as a job.",
+    ),
     "sql": (
         "warehouse.cli.sql:sql",
         "Run one SELECT over the catalog, read-only (admins; tables in docs/sql.md).",
+    ),
+    "table": (
+        "warehouse.cli.tables:table",
+        "Tables: partitioned Parquet or CSV collections that `wh query` reads.",
     ),
     "web": (
         "warehouse.cli.web:web",
