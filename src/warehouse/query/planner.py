@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from warehouse.errors import NotFoundError, UsageError
-from warehouse.query.tables import TableMeta
+from warehouse.query.tables import TableMeta, hash_id
 
 __all__ = ["BROADCAST_LIMIT", "DEFAULT_SHUFFLE_PARTITIONS", "explain", "parse", "plan"]
 
@@ -203,6 +203,12 @@ def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[st
             roles[name] = {**base, "role": "shuffle"}
         else:
             raise _Unsplittable(f"table {name} is big and not joined on the partition key")
+    shuffled = any(r["role"] == "shuffle" for r in roles.values())
+    if shuffled and used[anchor_table].hash != hash_id():
+        # Rows shuffled now land by this DuckDB's hash: the anchor must move too.
+        for r in roles.values():
+            if r["role"] == "partitioned":
+                r["role"] = "shuffle"
     if all(r["role"] == "broadcast" for r in roles.values()):
         raise _Unsplittable("every table is small")
     return roles
