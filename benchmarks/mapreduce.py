@@ -119,6 +119,8 @@ def run_spark(kind: str, data: Path, out: Path) -> float | None:
         return None
     spark = (
         SparkSession.builder.master("local[2]")
+        .config("spark.driver.bindAddress", "127.0.0.1")  # loopback only
+        .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.memory", "4g")
         .config("spark.ui.enabled", "false")
         .getOrCreate()

@@ -91,6 +91,8 @@ def spark_session():  # type: ignore[no-untyped-def]
         return None
     return (
         SparkSession.builder.master("local[2]")
+        .config("spark.driver.bindAddress", "127.0.0.1")  # loopback only
+        .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.memory", "4g")
         .config("spark.ui.enabled", "false")
         .getOrCreate()
