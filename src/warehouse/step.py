@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StreamWriter",
+    "counters",
     "input_manifest",
     "intermediate",
     "intermediates",
@@ -145,6 +146,11 @@ def intermediate(fragment: Manifest | str) -> None:
     """Pass data to later steps of this job without putting it in the output."""
     text = fragment.format() if isinstance(fragment, Manifest) else fragment
     append_record(_env("WH_RESULT"), {"op": "intermediate", "manifest": text})
+
+
+def counters(**values: int) -> None:
+    """Report counters (``records_in=…``); ``wh job show`` adds them up per level and job."""
+    append_record(_env("WH_RESULT"), {"op": "counters", "counters": values})
 
 
 def intermediates(at_level: int) -> list[tuple[int, Manifest]]:

@@ -198,9 +198,11 @@ steps = sa.Table(
     sa.Column("intermediate", sa.Text, nullable=True),  # fragment later steps may read
     sa.Column("log", sa.Text, nullable=True),  # one-file manifest of the last attempt's log
     sa.Column("log_tail", sa.Text, nullable=True),
+    # JSON {name: integer} the step reported (migration 0004), e.g. records_in.
+    sa.Column("counters", sa.Text, nullable=True),
 )
 
-# -- Regol (migration 0004_regol) --------------------------------------------
+# -- Regol (migration 0005_regol) --------------------------------------------
 
 regol_watches = sa.Table(
     "regol_watches",
@@ -238,7 +240,7 @@ regol_runs = sa.Table(
     sa.UniqueConstraint("watch", "commit"),
 )
 
-# -- workflows (migration 0004_workflows) -------------------------------------
+# -- workflows (migration 0006_workflows) -------------------------------------
 
 workflow_runs = sa.Table(
     "workflow_runs",

@@ -87,6 +87,18 @@ _COMMANDS = {
         "warehouse.cli.workflows:workflow",
         "Run DAGs of jobs written as YAML files (see docs/workflows.md).",
     ),
+    "query": (
+        "warehouse.cli.tables:query",
+        "Run SQL over tables (names resolve through the catalog) as a job.",
+    ),
+    "sql": (
+        "warehouse.cli.sql:sql",
+        "Run one SELECT over the catalog, read-only (admins; tables in docs/sql.md).",
+    ),
+    "table": (
+        "warehouse.cli.tables:table",
+        "Tables: partitioned Parquet or CSV collections that `wh query` reads.",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",

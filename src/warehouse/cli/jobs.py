@@ -184,14 +184,35 @@ def ls(ctx: click.Context, as_json: bool) -> None:
 @job.command()
 @click.argument("job_id", type=int)
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--steps", "each_step", is_flag=True, help="Also each step's counters.")
 @click.pass_context
-def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
-    """A job's function and version, input, output, state, counts and failed steps."""
+def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> None:
+    """A job's function and version, input, output, state, counts, counters and failed steps.
+
+    Counters (records in and out, bytes shuffled...) are those the steps
+    reported, added up per level and for the job.
+    """
+    from warehouse.jobs.counters import format_counters, step_counters, totals
+
     view = _view(ctx)
     record = view.get(job_id)
-    failed = view.steps(job_id, failed=True)
+    all_steps = view.steps(job_id)
+    failed = [s for s in all_steps if s.failures]
+    by_level, job_counters = totals(all_steps)
     if as_json:
-        emit_json({**record.as_dict(), "failed_steps": [s.as_dict() for s in failed]})
+        emit_json(
+            {
+                **record.as_dict(),
+                "failed_steps": [s.as_dict() for s in failed],
+                "counters": job_counters,
+                "level_counters": {str(k): v for k, v in by_level.items()},
+                **(
+                    {"step_counters": {str(s.number): step_counters(s) for s in all_steps}}
+                    if each_step
+                    else {}
+                ),
+            }
+        )
         return
     commit = f" (commit {record.function_commit})" if record.function_commit else ""
     lines = [
@@ -208,6 +229,15 @@ def show(ctx: click.Context, job_id: int, as_json: bool) -> None:
         lines.append(f"reused from {record.reused_from}")
     if record.error:
         lines.append(f"error:    {record.error}")
+    if job_counters:
+        lines.append(f"counters: {format_counters(job_counters)}")
+        lines.extend(f"  level {k}: {format_counters(v)}" for k, v in by_level.items())
+    if each_step:
+        lines.extend(
+            f"  step {s.number} (level {s.level}): {format_counters(step_counters(s))}"
+            for s in all_steps
+            if s.counters
+        )
     for s in failed:
         lines.append(
             f"step {s.number} (level {s.level}, input {s.input!r}): {s.state}, "

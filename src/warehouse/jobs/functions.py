@@ -28,7 +28,14 @@ from warehouse.errors import NotFoundError, UsageError
 from warehouse.keys import is_pdh
 from warehouse.manifest import Manifest
 
-__all__ = ["FunctionVersion", "builtin_dir", "command_for", "materialize", "resolve"]
+__all__ = [
+    "FunctionVersion",
+    "builtin_dir",
+    "command_for",
+    "materialize",
+    "pin_code",
+    "resolve",
+]
 
 
 class _Store(Protocol):
@@ -37,6 +44,8 @@ class _Store(Protocol):
     def manifest(self, key: str) -> Manifest: ...
 
     def reader(self, key: str) -> CollectionReader: ...
+
+    def resolve(self, key: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,28 @@ def _git(wh: _Store, spec: str) -> FunctionVersion:
     revision, colon, path = rest.partition(":")
     if not (at and colon and repo and revision and path.strip("/")):
         raise UsageError(f"function {spec!r} is not git:REPOSITORY@REVISION:PATH")
+    pdh, commit = _git_tree(wh, repo, revision)
     path = path.strip("/")
+    _check_entry(wh.manifest(pdh), pdh, path)
+    return FunctionVersion(spec, pdh, path, commit)
+
+
+def pin_code(wh: _Store, spec: str) -> tuple[str, str | None]:
+    """A ``code`` parameter pinned at submission: (collection PDH, commit or None).
+
+    ``git:REPOSITORY@REVISION`` is resolved and stored like a git function's
+    tree; anything else is a PDH or a name, resolved to its PDH now.
+    """
+    if spec.startswith("git:"):
+        repo, at, revision = spec.removeprefix("git:").rpartition("@")
+        if not (at and repo and revision):
+            raise UsageError(f"code {spec!r} is not git:REPOSITORY@REVISION, a PDH or a name")
+        return _git_tree(wh, repo, revision)
+    return wh.resolve(spec), None
+
+
+def _git_tree(wh: _Store, repo: str, revision: str) -> tuple[str, str]:
+    """The commit ``revision`` names, and its tree stored as a collection."""
     with tempfile.TemporaryDirectory(prefix="wh-git-") as tmp:
         if Path(repo).is_dir():
             gitdir = repo
@@ -106,8 +136,7 @@ def _git(wh: _Store, spec: str) -> FunctionVersion:
         with tarfile.open(archive) as tar:
             tar.extractall(tree, filter="data")
         pdh = wh.put([tree]).pdh
-    _check_entry(wh.manifest(pdh), pdh, path)
-    return FunctionVersion(spec, pdh, path, commit)
+    return pdh, commit
 
 
 def _check_entry(manifest: Manifest, pdh: str, path: str) -> None:

@@ -10,6 +10,7 @@ flushed to disk first. Only a batch's steps can run again after a crash.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -172,6 +173,7 @@ class Manager:
     def _exited(self, done: Finished) -> None:
         log, ok, queued = done.log, done.exit_status == 0, []
         outputs = intermediates = ""
+        counters: dict[str, int] = {}
         if ok:
             try:
                 report = parse_report(done.result)
@@ -179,6 +181,7 @@ class Manager:
                 outputs = "".join(check(done.job, t) for t in report.outputs)
                 intermediates = "".join(check(done.job, t) for t in report.intermediates)
                 queued = report.queued
+                counters = report.counters
             except WarehouseError as e:
                 ok = False
                 log += f"\nwh: the step's report was refused: {e}\n".encode()
@@ -205,6 +208,7 @@ class Manager:
                 "intermediate": intermediates or None,
                 "log": self._store_log(done.step, log),
                 "log_tail": log[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
+                "counters": json.dumps(counters, sort_keys=True) if counters else None,
             }
         )
 

@@ -6,9 +6,11 @@ appending JSON lines to the file named by ``WH_RESULT``::
     {"op": "queue", "level": 1, "input": "./lane1"}
     {"op": "output", "manifest": "./lane1 <locator> 0:42:md5sum.txt\\n"}
     {"op": "intermediate", "manifest": "..."}
+    {"op": "counters", "counters": {"records_in": 1200, "records_out": 87}}
 
-Appending (``O_APPEND``, one ``write`` per line) lets a shell step call
-``wh step queue`` and ``wh step output`` as often as it likes. The manager
+Counters reported more than once are added up. Appending (``O_APPEND``,
+one ``write`` per line) lets a shell step call ``wh step queue`` and
+``wh step output`` as often as it likes. The manager
 reads the file after the step exited 0; a step that failed reports nothing.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +41,8 @@ __all__ = [
 ]
 
 MAX_INPUT_LENGTH = 4096
+MAX_COUNTERS = 64  # distinct counter names one step may report
+_COUNTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 LOCATION_VARS = ("WH_HOME", "WH_URL", "WH_TOKEN")
 # A controller's own secrets are not passed on to steps either.
@@ -66,6 +71,7 @@ class StepReport:
     outputs: list[str] = field(default_factory=list)
     intermediates: list[str] = field(default_factory=list)
     queued: list[tuple[int, str]] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
 
 
 def step_environment(
@@ -156,8 +162,23 @@ def parse_report(text: str) -> StepReport:
                 if not isinstance(manifest, str):
                     raise TypeError("manifest must be a string")
                 (report.outputs if op == "output" else report.intermediates).append(manifest)
+            elif op == "counters":
+                _add_counters(report.counters, record["counters"])
             else:
                 raise ValueError(f"unknown op {op!r}")
         except (ValueError, KeyError, TypeError) as e:
             raise UsageError(f"result file line {n}: {e}") from None
     return report
+
+
+def _add_counters(total: dict[str, int], counters: Any) -> None:
+    if not isinstance(counters, dict):
+        raise TypeError("counters must be an object")
+    for name, value in counters.items():
+        if not _COUNTER_NAME.fullmatch(name):
+            raise ValueError(f"counter name {name!r} is not [a-z][a-z0-9_]*, at most 64")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"counter {name!r} must be an integer")
+        total[name] = total.get(name, 0) + value
+    if len(total) > MAX_COUNTERS:
+        raise ValueError(f"more than {MAX_COUNTERS} counters")

@@ -313,4 +313,4 @@ def _insert_collections(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) 
 
 
 STATE_COLUMNS = ("state", "attempts", "failures", "exit_status", "started_at", "finished_at")
-RESULT_COLUMNS = ("host", "output", "intermediate", "log", "log_tail")
+RESULT_COLUMNS = ("host", "output", "intermediate", "log", "log_tail", "counters")

@@ -18,7 +18,7 @@ from typing import Any
 
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs import records
-from warehouse.jobs.functions import FunctionVersion, resolve
+from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
@@ -84,13 +84,17 @@ def _readable(
         return False
 
 
-def submit(
-    wh: SubmitHost, request: JobRequest, *, version: FunctionVersion | None = None
-) -> JobRecord:
-    """Queue the job, or record it complete at once from reuse.
+def _pinned(wh: SubmitHost, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ``code`` parameter (the collection a function's code is in, e.g. the mapper
+    of builtin:mapreduce) is pinned like the function: to a PDH, and a commit."""
+    code = params.get("code")
+    if not isinstance(code, str):
+        return params
+    pdh, commit = pin_code(wh, code)
+    return {**params, "code": pdh, **({"code_commit": commit} if commit else {})}
 
-    ``version``: the function already pinned (a workflow pins each once per run).
-    """
+
+def _check(request: JobRequest) -> None:
     if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
         raise UsageError("cpus and attempts must be at least 1, memory not negative")
     # The catalog keeps these in 32-bit columns (memory: 64-bit).
@@ -99,11 +103,21 @@ def submit(
         raise UsageError(
             f"cpus, attempts and priority must be within ±{_MAX_INT}, memory under 2**63 bytes"
         )
+
+
+def submit(
+    wh: SubmitHost, request: JobRequest, *, version: FunctionVersion | None = None
+) -> JobRecord:
+    """Queue the job, or record it complete at once from reuse.
+
+    ``version``: the function already pinned (a workflow pins each once per run).
+    """
+    _check(request)
     if version is None:
         version = resolve(wh, request.function)
     input_pdh = wh.resolve(request.input)
     wh.manifest(input_pdh)  # the input must be a known, readable collection
-    params = canonical_params(request.params)
+    params = canonical_params(_pinned(wh, request.params))
     key = reuse_key(version.pdh, version.path, input_pdh, params)
     values: dict[str, Any] = {
         "function": version.spec,
@@ -151,14 +165,13 @@ def submit_many(
     readable: dict[str, bool] = {}
     rows: list[dict[str, Any]] = []
     for request, version in requests:
-        if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
-            raise UsageError("cpus and attempts must be at least 1, memory not negative")
+        _check(request)
         version = version or resolve(wh, request.function)
         input_pdh = wh.resolve(request.input)
         if input_pdh not in checked:
             wh.manifest(input_pdh)
             checked.add(input_pdh)
-        params = canonical_params(request.params)
+        params = canonical_params(_pinned(wh, request.params))
         rows.append(
             {
                 "function": version.spec,

@@ -64,6 +64,7 @@ class StepRecord:
     intermediate: str | None
     log: str | None
     log_tail: str | None
+    counters: str | None = None  # JSON {name: integer}
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

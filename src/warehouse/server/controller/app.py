@@ -28,6 +28,7 @@ from warehouse.server.controller import (
     lineage,
     names,
     regol,
+    sql,
     users,
     workflows,
 )
@@ -114,7 +115,7 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     )
     if state is not None:
         app.state.controller = state
-    for module in (collections, names, users, gc, jobs, regol, workflows, lineage):
+    for module in (collections, names, users, gc, jobs, regol, workflows, lineage, sql):
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us
 

@@ -1,7 +1,7 @@
 """Workflow runs, their nodes, and the parts of combined collections.
 
-Revision ID: 0004_workflows
-Revises: 0003
+Revision ID: 0006_workflows
+Revises: 0005_regol
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_workflows"
-down_revision = "0004_regol"
+revision = "0006_workflows"
+down_revision = "0005_regol"
 branch_labels = None
 depends_on = None
 

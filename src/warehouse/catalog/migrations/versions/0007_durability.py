@@ -1,7 +1,7 @@
 """Collections GC has collected: never roots again.
 
-Revision ID: 0004_durability
-Revises: 0003
+Revision ID: 0007_durability
+Revises: 0006_workflows
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_durability"
-down_revision = "0004_workflows"
+revision = "0007_durability"
+down_revision = "0006_workflows"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Regol: watched jobs and their runs at each commit.
 
-Revision ID: 0004_regol
-Revises: 0003
+Revision ID: 0005_regol
+Revises: 0004_listings
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_regol"
+revision = "0005_regol"
 down_revision = "0004_listings"
 branch_labels = None
 depends_on = None

@@ -1,0 +1,157 @@
+"""Read-only SQL over the catalog (``wh sql``), on SQLite and PostgreSQL.
+
+The database itself refuses anything but reading, so no statement text is
+inspected here:
+
+- SQLite: a connection of its own with ``PRAGMA query_only`` and an
+  authorizer that allows only reading tables and calling functions (so no
+  ``ATTACH``, ``PRAGMA`` or write of any kind); Python's driver refuses a
+  second statement.
+- PostgreSQL: a connection of its own in a ``READ ONLY`` transaction with a
+  statement timeout, rolled back and closed afterwards (so no session state
+  such as an advisory lock outlives the call); the statement is sent with the
+  extended protocol, which refuses a second statement; a statement that
+  returns no rows of a SELECT (``SET``, ``SHOW``...) is refused too.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from warehouse.errors import UsageError
+
+__all__ = ["MAX_QUERY", "MAX_ROWS", "SqlResult", "run_readonly"]
+
+MAX_QUERY = 65536  # characters of SQL accepted
+MAX_ROWS = 100_000  # the most rows one call returns
+TIMEOUT = 30.0  # seconds one statement may run
+
+Value = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    columns: list[str]
+    rows: list[list[Value]]
+    truncated: bool  # more rows than the limit were there
+
+    def to_json(self) -> dict[str, Any]:
+        return {"columns": self.columns, "rows": self.rows, "truncated": self.truncated}
+
+
+def run_readonly(
+    engine: sa.Engine, query: str, *, limit: int = 10_000, timeout: float = TIMEOUT
+) -> SqlResult:
+    """Run one SELECT on the catalog ``engine`` points at, reading only.
+
+    Raises UsageError (naming the database's complaint) for anything else.
+    """
+    if not query.strip():
+        raise UsageError("sql: the query is empty")
+    if len(query) > MAX_QUERY:
+        raise UsageError(f"sql: the query is over {MAX_QUERY} characters")
+    if not 1 <= limit <= MAX_ROWS:
+        raise UsageError(f"sql: the row limit must be 1 to {MAX_ROWS}")
+    if engine.dialect.name == "sqlite":
+        return _sqlite(engine, query, limit, timeout)
+    if engine.dialect.name == "postgresql":
+        return _postgresql(engine, query, limit, timeout)
+    raise UsageError(f"sql: no read-only mode for {engine.dialect.name}")
+
+
+def _value(v: Any) -> Value:
+    if v is None or isinstance(v, str | int | float | bool):
+        return v
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(v)).decode()
+    if isinstance(v, dt.datetime | dt.date | dt.time):
+        return v.isoformat()
+    return str(v)
+
+
+def _result(description: Any, fetched: list[Any], limit: int) -> SqlResult:
+    columns = [str(d[0]) for d in description]
+    rows = [[_value(v) for v in row] for row in fetched[:limit]]
+    return SqlResult(columns, rows, truncated=len(fetched) > limit)
+
+
+# The authorizer's action codes that a plain SELECT needs; everything else
+# (writes, ATTACH, PRAGMA, transactions, ...) is denied by SQLite.
+_SQLITE_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+_SQLITE_ALLOWED.add(getattr(sqlite3, "SQLITE_RECURSIVE", 33))  # WITH RECURSIVE
+
+
+def _sqlite_authorize(action: int, *_args: Any) -> int:
+    return sqlite3.SQLITE_OK if action in _SQLITE_ALLOWED else sqlite3.SQLITE_DENY
+
+
+def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlResult:
+    path = engine.url.database
+    if not path or path == ":memory:":
+        raise UsageError("sql: the catalog is not a SQLite file")
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        conn.set_authorizer(_sqlite_authorize)
+        deadline = time.monotonic() + timeout
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            cur = conn.execute(query)
+            if cur.description is None:
+                raise UsageError("sql: only a SELECT may run here")
+            fetched = cur.fetchmany(limit + 1)
+        except sqlite3.ProgrammingError as e:  # e.g. two statements
+            raise UsageError(f"sql: {e}") from None
+        except sqlite3.DatabaseError as e:
+            message = str(e)
+            if message == "interrupted":
+                message = "over the time limit"
+            elif message == "not authorized":
+                message = "not authorized: only a single SELECT that reads may run here"
+            raise UsageError(f"sql: {message}") from None
+        return _result(cur.description, fetched, limit)
+    finally:
+        conn.close()
+
+
+def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlResult:
+    import psycopg
+
+    raw = engine.raw_connection()
+    try:
+        pg = raw.driver_connection
+        assert isinstance(pg, psycopg.Connection)
+        pg.rollback()
+        with pg.cursor() as cur:
+            # The first statement of the transaction: nothing before it ran.
+            cur.execute("SET TRANSACTION READ ONLY")
+            cur.execute("SELECT set_config('statement_timeout', %s, true)", (f"{timeout}s",))
+            try:
+                # prepare=True: the extended protocol, which takes one statement only.
+                cur.execute(query.encode(), prepare=True)
+            except psycopg.Error as e:
+                raise UsageError(f"sql: {_pg_message(e)}") from None
+            if cur.description is None or not (cur.statusmessage or "").startswith("SELECT"):
+                raise UsageError("sql: only a SELECT may run here")
+            fetched = cur.fetchmany(limit + 1)
+            return _result(cur.description, fetched, limit)
+    finally:
+        # Never back into the pool: whatever the query did to the session ends here.
+        raw.invalidate()
+
+
+def _pg_message(e: Any) -> str:
+    diag = getattr(e, "diag", None)
+    primary = (diag and diag.message_primary) or str(e).strip().splitlines()[0]
+    position = diag and diag.statement_position
+    return f"{primary} (at character {position})" if position else primary

@@ -1,0 +1,203 @@
+"""``wh table create|ls|show`` and ``wh query`` (docs/query.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+import click
+
+from warehouse import jobs
+from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.errors import WarehouseError
+from warehouse.jobs.values import JobRecord
+
+__all__ = ["query", "table"]
+
+
+def _run(ctx: click.Context, request: jobs.JobRequest, wait: bool) -> JobRecord:
+    from warehouse.cli.jobs import _submit_here, _view, _wait
+    from warehouse.jobs.client import RemoteJobs
+    from warehouse.jobs.model import FINISHED
+
+    view = _view(ctx)
+    if isinstance(view, RemoteJobs):
+        record = view.submit(request, executor=None)
+        if wait and record.state not in FINISHED:
+            record = _wait(view, record.id)
+        return record
+    return _submit_here(view.wh, request, wait)
+
+
+@click.group()
+def table() -> None:
+    """Tables: partitioned Parquet or CSV collections that `wh query` reads."""
+
+
+@table.command("create")
+@click.argument("name")
+@click.option("--from", "source", required=True, metavar="KEY[/PATH]", help="CSV or Parquet files.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet")
+@click.option("--partition-by", metavar="COL", help="Rows go to partition hash(COL) % N.")
+@click.option("--partitions", type=int, help="N (default 4 with --partition-by, else 1).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def table_create(
+    ctx: click.Context,
+    name: str,
+    source: str,
+    fmt: str,
+    partition_by: str | None,
+    partitions: int | None,
+    as_json: bool,
+) -> None:
+    """Make table NAME from the CSV or Parquet files of KEY (a job), and name it."""
+    from warehouse.query.catalog import table_params
+
+    key, _, path = source.partition("/")
+    params = table_params(fmt, partition_by, partitions, path)
+    wh = open_warehouse(ctx)
+    record = _run(ctx, jobs.JobRequest("builtin:table", key, params), wait=True)
+    if record.state != "complete" or record.output_pdh is None:
+        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}")
+    named = wh.set_name(name, record.output_pdh, expect=_current(wh, name))
+    if as_json:
+        emit_json({"name": name, "pdh": named.pdh, "job": record.id})
+    else:
+        click.echo(f"{name} {named.pdh} (job {record.id})")
+
+
+def _current(wh: Any, name: str) -> str | None:
+    from warehouse.errors import NotFoundError
+
+    try:
+        return str(wh.get_name(name).pdh)
+    except NotFoundError:
+        return None
+
+
+@table.command("ls")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def table_ls(ctx: click.Context, as_json: bool) -> None:
+    """The names that hold tables: format, partitioning, bytes."""
+    from warehouse.query.catalog import list_tables
+
+    found = list_tables(open_warehouse(ctx))
+    if as_json:
+        emit_json([_describe(n, p, m) for n, p, m in found])
+        return
+    for name, pdh, m in found:
+        by = f"by {m.partitioned_by}" if m.partitioned_by else "unpartitioned"
+        click.echo(f"{name}\t{pdh}\t{m.format}\t{m.partitions} partitions {by}\t{m.size} bytes")
+
+
+def _describe(name: str, pdh: str, m: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "pdh": pdh,
+        "format": m.format,
+        "partitioned_by": m.partitioned_by,
+        "partitions": m.partitions,
+        "bytes": m.size,
+        "columns": [list(c) for c in m.columns],
+    }
+
+
+@table.command("show")
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def table_show(ctx: click.Context, key: str, as_json: bool) -> None:
+    """A table's format, partitioning and columns."""
+    from warehouse.query.catalog import table_meta
+
+    wh = open_warehouse(ctx)
+    pdh = wh.resolve(key)
+    desc = _describe(key, pdh, table_meta(wh, pdh))
+    if as_json:
+        emit_json(desc)
+        return
+    by = desc["partitioned_by"] or "-"
+    click.echo(f"{key} {pdh}\nformat: {desc['format']}, partitions: {desc['partitions']}, ")
+    click.echo(f"partitioned by: {by}, bytes: {desc['bytes']}")
+    for column, kind in desc["columns"]:
+        click.echo(f"  {column}\t{kind}")
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, dt.date | dt.datetime | dt.time):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return v.hex()
+    return v
+
+
+@click.command()
+@click.argument("sql")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the result.")
+@click.option("--json", "as_json", is_flag=True, help="Every row (up to --limit) as JSON.")
+@click.option("--explain", is_flag=True, help="Print the plan; run nothing.")
+@click.option("--name", "name_", metavar="N", help="Name the result table N.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 100_000),
+    default=20,
+    show_default=True,
+    help="Rows printed (--json: default 10000).",
+)
+@click.pass_context
+def query(
+    ctx: click.Context,
+    sql: str,
+    wait: bool,
+    as_json: bool,
+    explain: bool,
+    name_: str | None,
+    limit: int,
+) -> None:
+    """Run SQL over tables (names resolve through the catalog) as a job.
+
+    Scans, filters and partial aggregates run per partition; co-partitioned
+    joins partition by partition, a small side broadcast, otherwise shuffled
+    by the key; a final step merges. The result is a table collection.
+    """
+    from warehouse.query.catalog import compile_query, read_rows
+    from warehouse.query.planner import explain as explain_plan
+
+    wh = open_warehouse(ctx)
+    plan, input_pdh, params = compile_query(wh, sql)
+    if explain:
+        if as_json:
+            emit_json(plan)
+        else:
+            click.echo(explain_plan(plan), nl=False)
+        return
+    record = _run(ctx, jobs.JobRequest("builtin:query", input_pdh, params), wait=wait)
+    if not wait:
+        click.echo(f"job {record.id} {record.state}")
+        return
+    if record.state != "complete" or record.output_pdh is None:
+        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}")
+    if name_:
+        wh.set_name(name_, record.output_pdh, expect=_current(wh, name_))
+    if as_json:
+        columns, rows, total = read_rows(wh, record.output_pdh, max(limit, 10_000))
+        emit_json(
+            {
+                "job": record.id,
+                "pdh": record.output_pdh,
+                "columns": columns,
+                "rows": [[_plain(v) for v in r] for r in rows],
+                "total_rows": total,
+            }
+        )
+        return
+    columns, rows, total = read_rows(wh, record.output_pdh, limit)
+    click.echo("\t".join(columns))
+    for r in rows:
+        click.echo("\t".join("" if v is None else str(_plain(v)) for v in r))
+    click.echo(f"({total} rows; job {record.id}, result {record.output_pdh})", err=True)

@@ -1,0 +1,8 @@
+"""query: run a compiled SQL plan over tables (docs/query.md); made by ``wh query``."""
+
+from __future__ import annotations
+
+from warehouse.query.steps import query_step
+
+if __name__ == "__main__":
+    query_step()

@@ -1,0 +1,108 @@
+"""Tables and queries against a warehouse: describe, compile, read results."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.interface import Warehouse
+from warehouse.manifest import Manifest
+from warehouse.query.planner import parse, plan, table_names
+from warehouse.query.tables import FORMATS, MAX_PARTITIONS, META_FILE, TableMeta
+
+__all__ = [
+    "compile_query",
+    "list_tables",
+    "read_rows",
+    "table_meta",
+    "table_params",
+]
+
+MAX_ROWS = 100_000
+
+
+def table_meta(wh: Warehouse, key: str) -> TableMeta:
+    manifest = wh.manifest(key)
+    if META_FILE not in manifest.files():
+        raise UsageError(f"{key} is not a table (it has no {META_FILE})")
+    text = wh.reader(key).read_file(META_FILE)
+    size = sum(e.size for p, e in manifest.files().items() if p != META_FILE)
+    return TableMeta.parse(text, size=size)
+
+
+def list_tables(wh: Any) -> list[tuple[str, str, TableMeta]]:
+    """(name, PDH, description) of every name that holds a table."""
+    found = []
+    for record in wh.list_names(""):
+        try:
+            found.append((record.name, record.pdh, table_meta(wh, record.pdh)))
+        except WarehouseError:
+            continue
+    return found
+
+
+def table_params(
+    fmt: str, partition_by: str | None, partitions: int | None, path: str
+) -> dict[str, Any]:
+    if fmt not in FORMATS:
+        raise UsageError(f"table: format must be one of {', '.join(FORMATS)}")
+    if partition_by is None and partitions not in (None, 1):
+        raise UsageError("table: --partitions needs --partition-by")
+    n = partitions or (4 if partition_by else 1)
+    if not 1 <= n <= MAX_PARTITIONS:
+        raise UsageError(f"table: partitions must be 1 to {MAX_PARTITIONS}")
+    params: dict[str, Any] = {"format": fmt, "partitions": n}
+    if partition_by:
+        params["partition_by"] = partition_by
+    if path:
+        params["path"] = path
+    return params
+
+
+def compile_query(wh: Warehouse, sql: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """(plan, input PDH holding every table under ``<name>/``, job params)."""
+    tree = parse(sql)
+    metas: dict[str, TableMeta] = {}
+    pdhs: dict[str, str] = {}
+    for name in table_names(tree):
+        try:
+            pdhs[name] = wh.resolve(name)
+        except NotFoundError:
+            raise NotFoundError(f"query: unknown table {name!r}") from None
+        metas[name] = table_meta(wh, pdhs[name])
+    compiled = plan(sql, metas)
+    entries = []
+    for name, pdh in pdhs.items():
+        for path, entry in wh.manifest(pdh).files().items():
+            entries.append(dataclasses.replace(entry, path=f"{name}/{path}"))
+    record = wh.put_manifest(Manifest.from_files(entries))
+    columns = {n: [list(c) for c in m.columns] for n, m in metas.items()}
+    return compiled, record.pdh, {"plan": compiled, "columns": columns}
+
+
+def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tuple[Any, ...]], int]:
+    """(columns, the first ``limit`` rows, all rows) of a table collection."""
+    import duckdb
+
+    meta = table_meta(wh, key)
+    reader = wh.reader(key)
+    parts = sorted(p for p in reader.files if p != META_FILE)
+    with tempfile.TemporaryDirectory(prefix="wh-query-") as tmp:
+        paths = []
+        for n, part in enumerate(parts):
+            target = Path(tmp) / f"{n:05d}.{meta.format}"
+            with open(target, "wb") as f:
+                for chunk in reader.iter_file(part):
+                    f.write(chunk)
+            paths.append(str(target))
+        con = duckdb.connect()
+        scan = "read_parquet" if meta.format == "parquet" else "read_csv"
+        source = f"{scan}({paths!r})"
+        total = con.execute(f"SELECT count(*) FROM {source}").fetchone()
+        cursor = con.execute(f"SELECT * FROM {source} LIMIT {min(limit, MAX_ROWS)}")
+        rows = cursor.fetchall()
+        columns = [d[0] for d in cursor.description]
+        return columns, rows, int(total[0]) if total else 0

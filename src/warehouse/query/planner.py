@@ -1,0 +1,342 @@
+"""The query compiler (pure): parse with sqlglot, check names, plan the stages.
+
+A plan is JSON (the params of the ``builtin:query`` job):
+
+- ``tables``: name → ``{"role", "key", "partitions", "format"}``; role
+  ``partitioned`` (partition p reads the table's part p), ``shuffle``
+  (repartitioned by ``key`` first: a level-1 stage), or ``broadcast``
+  (every partition step reads the whole table);
+- ``partitions``: N, the partition steps (level 2);
+- ``partial``: the SQL each partition step runs; ``final``: the SQL the
+  last step runs over the partials (a view named ``partials``);
+- or ``mode: single`` with ``sql``: one step over all partitions, for the
+  shapes the compiler does not distribute (subqueries, CTEs, window
+  functions, DISTINCT, set operations, outer joins, aggregates that do not
+  split into partial ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.query.tables import TableMeta, hash_id
+
+__all__ = ["BROADCAST_LIMIT", "DEFAULT_SHUFFLE_PARTITIONS", "explain", "parse", "plan"]
+
+BROADCAST_LIMIT = 64 << 20  # bytes: a smaller table joined to a partitioned one is sent whole
+DEFAULT_SHUFFLE_PARTITIONS = 4
+DIALECT = "duckdb"
+
+
+class _Unsplittable(Exception):
+    """This shape runs as one step."""
+
+
+def parse(sql: str) -> Any:
+    """The one statement of ``sql``; errors name line and column."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except ParseError as e:
+        where = e.errors[0] if e.errors else {}
+        at = f" at line {where.get('line')}, column {where.get('col')}" if where else ""
+        desc = where.get("description") or str(e).splitlines()[0]
+        raise UsageError(f"query: {desc}{at}") from None
+    if len(statements) != 1:
+        raise UsageError("query: give exactly one statement")
+    tree = statements[0]
+    if not isinstance(tree, exp.Query):
+        raise UsageError("query: only a SELECT can run")
+    return tree
+
+
+def table_names(tree: exp.Expression) -> list[str]:
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    names = [t.name for t in tree.find_all(exp.Table) if t.name not in ctes]
+    return list(dict.fromkeys(names))
+
+
+def check_names(tree: exp.Expression, tables: Mapping[str, TableMeta]) -> None:
+    for name in table_names(tree):
+        if name not in tables:
+            raise NotFoundError(f"query: unknown table {name!r}")
+    known = {c for t in tables.values() for c, _ in t.columns}
+    known |= {a.alias for a in tree.find_all(exp.Alias)}
+    known |= {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    known |= {t.name for t in tree.find_all(exp.TableAlias)}
+    known |= {c.name for t in tree.find_all(exp.TableAlias) for c in t.columns}
+    for column in tree.find_all(exp.Column):
+        if column.name and column.name not in known and tables_have_columns(tables):
+            raise NotFoundError(f"query: unknown column {column.name!r}")
+
+
+def tables_have_columns(tables: Mapping[str, TableMeta]) -> bool:
+    return all(t.columns for t in tables.values())
+
+
+def plan(sql: str, tables: Mapping[str, TableMeta]) -> dict[str, Any]:
+    """Compile ``sql`` over ``tables`` (name → description of the tables it names)."""
+    tree = parse(sql)
+    check_names(tree, tables)
+    used = {n: tables[n] for n in table_names(tree)}
+    try:
+        return _distributed(tree, used)
+    except _Unsplittable as e:
+        return {"mode": "single", "sql": tree.sql(dialect=DIALECT), "why": str(e), **_all(used)}
+
+
+def _all(used: Mapping[str, TableMeta]) -> dict[str, Any]:
+    return {"tables": {n: {"role": "all", "format": t.format} for n, t in used.items()}}
+
+
+def _distributed(tree: exp.Expression, used: Mapping[str, TableMeta]) -> dict[str, Any]:
+    if not isinstance(tree, exp.Select):
+        raise _Unsplittable("a set operation")
+    if tree.args.get("with") or tree.args.get("distinct"):
+        raise _Unsplittable("a WITH or DISTINCT")
+    for node in tree.find_all(exp.Select, exp.Window, exp.Subquery):
+        if node is not tree:
+            raise _Unsplittable("a subquery or window function")
+    for join in tree.args.get("joins") or []:
+        if join.side or join.kind not in ("", "INNER", None):
+            raise _Unsplittable("an outer or special join")
+    roles = _roles(tree, used)
+    partitions = max([r["partitions"] for r in roles.values() if r["role"] != "broadcast"] or [0])
+    if partitions <= 1:
+        raise _Unsplittable("no table is partitioned or joined on a key")
+    partial, final = _split(tree)
+    return {
+        "mode": "partitioned",
+        "partitions": partitions,
+        "tables": roles,
+        "partial": partial,
+        "final": final,
+    }
+
+
+def _equalities(tree: exp.Select) -> list[tuple[exp.Column, exp.Column]]:
+    conds: list[exp.Expression] = []
+    if tree.args.get("where"):
+        conds.append(tree.args["where"].this)
+    for join in tree.args.get("joins") or []:
+        if join.args.get("on"):
+            conds.append(join.args["on"])
+    pairs = []
+    for cond in conds:
+        for eq in _conjuncts(cond):
+            if not isinstance(eq, exp.EQ):
+                continue
+            if isinstance(eq.this, exp.Column) and isinstance(eq.expression, exp.Column):
+                pairs.append((eq.this, eq.expression))
+    return pairs
+
+
+def _conjuncts(cond: exp.Expression) -> list[exp.Expression]:
+    if isinstance(cond, exp.And):
+        return _conjuncts(cond.this) + _conjuncts(cond.expression)
+    if isinstance(cond, exp.Paren):
+        return _conjuncts(cond.this)
+    return [cond]
+
+
+def _owner(column: exp.Column, tree: exp.Select, used: Mapping[str, TableMeta]) -> str | None:
+    """The table a column belongs to (by qualifier or alias, else by its name)."""
+    if column.table:
+        for t in tree.find_all(exp.Table):
+            if column.table in (t.alias_or_name, t.name):
+                return t.name
+        return None
+    owners = [n for n, t in used.items() if any(c == column.name for c, _ in t.columns)]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[str, Any]]:
+    if len(used) != len(list(tree.find_all(exp.Table))):
+        raise _Unsplittable("a table named twice")
+    # Join key classes: columns (table, name) equal to each other, transitively.
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(x: tuple[str, str]) -> tuple[str, str]:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, b in _equalities(tree):
+        ta, tb = _owner(a, tree, used), _owner(b, tree, used)
+        if ta and tb and ta != tb:
+            parent[find((ta, a.name))] = find((tb, b.name))
+    partitioned = sorted(
+        (n for n, t in used.items() if t.partitions > 1 and t.partitioned_by),
+        key=lambda n: -used[n].size,
+    )
+    # The anchor class: the biggest partitioned table's key, else the biggest join key.
+    if partitioned:
+        anchor_table = partitioned[0]
+        anchor = find((anchor_table, used[anchor_table].partitioned_by or ""))
+        n = used[anchor_table].partitions
+    else:
+        joined = [k for k in parent if find(k) != k or any(find(v) == k for v in parent)]
+        if not joined:
+            raise _Unsplittable("no table is partitioned or joined on a key")
+        biggest = max(joined, key=lambda k: used[k[0]].size)
+        anchor, anchor_table, n = find(biggest), biggest[0], DEFAULT_SHUFFLE_PARTITIONS
+    roles: dict[str, dict[str, Any]] = {}
+    for name, meta in used.items():
+        key = next((c for c, _ in meta.columns if find((name, c)) == anchor), None)
+        base = {"format": meta.format, "partitions": n, "key": key, "bytes": meta.size}
+        on_key = key is not None and meta.partitioned_by == key
+        anchor_meta = used[anchor_table]
+        if not partitioned and key is not None:
+            roles[name] = {**base, "role": "shuffle"}  # nothing is partitioned: both move
+        elif on_key and (
+            name == anchor_table or (meta.partitions == n and meta.co_partitioned(anchor_meta))
+        ):
+            roles[name] = {**base, "role": "partitioned"}
+        elif meta.size <= BROADCAST_LIMIT and (name != anchor_table and len(used) > 1):
+            roles[name] = {**base, "role": "broadcast", "partitions": 1}
+        elif key is not None:
+            roles[name] = {**base, "role": "shuffle"}
+        else:
+            raise _Unsplittable(f"table {name} is big and not joined on the partition key")
+    shuffled = any(r["role"] == "shuffle" for r in roles.values())
+    if shuffled and used[anchor_table].hash != hash_id():
+        # Rows shuffled now land by this DuckDB's hash: the anchor must move too.
+        for r in roles.values():
+            if r["role"] == "partitioned":
+                r["role"] = "shuffle"
+    if all(r["role"] == "broadcast" for r in roles.values()):
+        raise _Unsplittable("every table is small")
+    return roles
+
+
+def _output_name(e: exp.Expression) -> str:
+    return e.alias_or_name if isinstance(e, exp.Alias | exp.Column) else e.sql(DIALECT)
+
+
+def _split(tree: exp.Select) -> tuple[str, str]:
+    """(SQL per partition, SQL over the partials) for a single SELECT."""
+    select = tree.copy()
+    order = select.args.pop("order", None)
+    limit = select.args.pop("limit", None)
+    group = select.args.pop("group", None)
+    having = select.args.pop("having", None)
+    aggregates = any(
+        isinstance(n, exp.AggFunc) for e in select.expressions for n in e.find_all(exp.AggFunc)
+    )
+    if not aggregates and group is None:
+        # Scan, filter, project: each partition keeps its own top rows under a LIMIT.
+        names = {_output_name(e) for e in select.expressions}
+        if order is not None:
+            for o in order.expressions:
+                if not (isinstance(o.this, exp.Column) and o.this.name in names) and not any(
+                    isinstance(e, exp.Star) for e in select.expressions
+                ):
+                    raise _Unsplittable("ORDER BY something not selected")
+        partial = select.copy()
+        if limit is not None:
+            partial.set("order", order)
+            partial.set("limit", limit)
+        final = exp.select("*").from_("partials")
+        if order is not None:
+            final.set("order", order)
+        if limit is not None:
+            final.set("limit", limit)
+        return partial.sql(DIALECT), final.sql(DIALECT)
+
+    groups = list(group.expressions) if group is not None else []
+    partial_cols: list[Any] = [exp.alias_(g.copy(), f"_g{j}") for j, g in enumerate(groups)]
+    group_names = {g.sql(DIALECT): f"_g{j}" for j, g in enumerate(groups)}
+
+    def merge(node: Any) -> Any:
+        if isinstance(node, exp.AggFunc):
+            return _merge_aggregate(node, partial_cols)
+        if node.sql(DIALECT) in group_names:
+            return exp.column(group_names[node.sql(DIALECT)])
+        if isinstance(node, exp.Column) and node.table:
+            bare = exp.column(node.name).sql(DIALECT)
+            if bare in group_names:
+                return exp.column(group_names[bare])
+        return node
+
+    final_exprs = []
+    for e in select.expressions:
+        body = e.this if isinstance(e, exp.Alias) else e
+        final_exprs.append(exp.alias_(body.copy().transform(merge), _output_name(e)))
+    final = exp.select(*final_exprs).from_("partials")
+    if groups:
+        final.set(
+            "group", exp.Group(expressions=[exp.column(f"_g{j}") for j in range(len(groups))])
+        )
+    if having is not None:
+        final.set("having", having.copy().transform(merge))
+    if order is not None:
+        aliases = {_output_name(e) for e in select.expressions}
+        final.set(
+            "order",
+            order.copy().transform(
+                lambda n: (
+                    n
+                    if isinstance(n, exp.Column) and n.name in aliases and not n.table
+                    else merge(n)
+                )
+            ),
+        )
+    if limit is not None:
+        final.set("limit", limit)
+    partial = select.copy()
+    partial.set("expressions", partial_cols)  # filled by merge() above
+    if groups:
+        partial.set("group", exp.Group(expressions=[g.copy() for g in groups]))
+    if not partial_cols:
+        raise _Unsplittable("nothing to compute per partition")
+    return partial.sql(DIALECT), final.sql(DIALECT)
+
+
+def _merge_aggregate(node: Any, partial_cols: list[Any]) -> Any:
+    def add(e: Any) -> Any:
+        name = f"_a{len(partial_cols)}"
+        partial_cols.append(exp.alias_(e, name))
+        return exp.column(name)
+
+    if isinstance(node.this, exp.Distinct) or node.args.get("distinct"):
+        raise _Unsplittable("an aggregate over DISTINCT values")
+    if isinstance(node, exp.Sum):
+        return exp.func("sum", add(node.copy()))
+    if isinstance(node, exp.Count):
+        return exp.func("coalesce", exp.func("sum", add(node.copy())), exp.Literal.number(0))
+    if isinstance(node, exp.Min | exp.Max):
+        return node.__class__(this=add(node.copy()))
+    if isinstance(node, exp.Avg):
+        total = add(exp.func("sum", node.this.copy()))
+        count = add(exp.func("count", node.this.copy()))
+        return exp.Div(
+            this=exp.cast(exp.func("sum", total), "DOUBLE"), expression=exp.func("sum", count)
+        )
+    raise _Unsplittable(f"the aggregate {node.sql(DIALECT)}")
+
+
+def explain(p: Mapping[str, Any]) -> str:
+    """The plan for people."""
+    if p["mode"] == "single":
+        tables = ", ".join(sorted(p["tables"]))
+        return f"one step over every partition of {tables} ({p.get('why', '')})\n  {p['sql']}\n"
+    lines = []
+    for name, t in sorted(p["tables"].items()):
+        if t["role"] == "partitioned":
+            lines.append(
+                f"{name}: partitioned on {t['key']}, {t['partitions']} partitions, no data moved"
+            )
+        elif t["role"] == "broadcast":
+            lines.append(f"{name}: broadcast to every partition step ({t['bytes']} bytes each)")
+        else:
+            lines.append(
+                f"{name}: shuffled by {t['key']} into {t['partitions']} partitions (level 1)"
+            )
+    lines.append(f"level 2: {p['partitions']} partition steps: {p['partial']}")
+    lines.append(f"level 3: final step over the partials: {p['final']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,152 @@
+"""`wh table` and `wh query`: TPC-H Q1, Q3, Q6 and Q12 over tables of 4 partitions
+return what DuckDB returns over the same files; co-partitioned joins move no data."""
+
+from __future__ import annotations
+
+import decimal
+import json
+import math
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tpch.queries import QUERIES
+from warehouse.query.planner import plan
+from warehouse.query.tables import TableMeta
+
+TABLES = ("lineitem", "orders", "customer")
+
+
+@pytest.fixture(scope="session")
+def tpch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TPC-H at scale factor 0.01, generated here (tpchgen-cli, from PyPI)."""
+    out = tmp_path_factory.mktemp("tpch")
+    cli = shutil.which("tpchgen-cli", path=str(Path(sys.executable).parent))
+    assert cli, "tpchgen-cli is not installed (pip install -e '.[dev]')"
+    subprocess.run(
+        [cli, "parquet", "-s", "0.01", f"--tables={','.join(TABLES)}", f"--output-dir={out}"],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def oracle(tpch: Path, sql: str) -> list[list[object]]:
+    con = duckdb.connect()
+    for t in TABLES:
+        con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{tpch / t}.parquet')")
+    return [list(r) for r in con.execute(sql).fetchall()]
+
+
+def same(got: list[list[object]], want: list[list[object]]) -> bool:
+    if len(got) != len(want):
+        return False
+    for g_row, w_row in zip(got, want, strict=True):
+        for g, w in zip(g_row, w_row, strict=True):
+            if isinstance(w, float):
+                if not math.isclose(float(g), w, rel_tol=1e-12):  # type: ignore[arg-type]
+                    return False
+            elif isinstance(w, decimal.Decimal):
+                if decimal.Decimal(str(g)) != w:
+                    return False
+            elif hasattr(w, "isoformat"):
+                if g != w.isoformat():
+                    return False
+            elif g != w:
+                return False
+    return True
+
+
+@pytest.fixture
+def tables(run, tpch: Path) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    run("put", str(tpch), "--name", "tpch")
+    for name, key in (("lineitem", "l_orderkey"), ("orders", "o_orderkey")):
+        run(
+            "table",
+            "create",
+            name,
+            "--from",
+            f"tpch/{name}.parquet",
+            "--partition-by",
+            key,
+            "--partitions",
+            "4",
+        )
+    run("table", "create", "customer", "--from", "tpch/customer.parquet")
+    yield
+
+
+def query(run, sql: str) -> tuple[list[list[object]], dict[str, int]]:  # type: ignore[no-untyped-def]
+    out = json.loads(run("query", "--json", sql).stdout)
+    shown = json.loads(run("job", "show", str(out["job"]), "--json").stdout)
+    return out["rows"], shown["counters"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # type: ignore[no-untyped-def]
+    listed = run("table", "ls").stdout
+    assert "lineitem" in listed and "4 partitions by l_orderkey" in listed
+    for label, sql in QUERIES.items():
+        rows, counters = query(run, sql)
+        want = oracle(tpch, sql)
+        assert want, label
+        assert same(rows, want), (label, rows[:3], want[:3])
+        assert counters["shuffle_bytes"] == 0, label  # co-partitioned: nothing moved
+        assert counters["scan_bytes"] > 0, label
+    explained = run("query", "--explain", QUERIES["q3"]).stdout
+    assert "customer: broadcast" in explained
+    assert "orders: partitioned on o_orderkey" in explained
+
+    # The same join over unpartitioned tables shuffles both sides by the key.
+    run("table", "create", "orders1", "--from", "tpch/orders.parquet")
+    run("table", "create", "lineitem1", "--from", "tpch/lineitem.parquet")
+    sql = QUERIES["q12"].replace("FROM orders, lineitem", "FROM orders1, lineitem1")
+    rows, counters = query(run, sql)
+    assert same(rows, oracle(tpch, QUERIES["q12"]))
+    assert counters["shuffle_bytes"] > 0
+    assert "shuffled by o_orderkey" in run("query", "--explain", sql).stdout
+
+
+def test_bad_queries_name_the_problem(run, tpch: Path) -> None:  # type: ignore[no-untyped-def]
+    run("put", str(tpch), "--name", "tpch")
+    run("table", "create", "customer", "--from", "tpch/customer.parquet")
+    err = run("query", "SELECT nope FROM customer", code=4).stderr
+    assert err == "Error: query: unknown column 'nope'\n"
+    err = run("query", "SELECT 1 FROM nosuch", code=4).stderr
+    assert "unknown table 'nosuch'" in err
+    err = run("query", "SELECT * FRM customer", code=2).stderr
+    assert "line 1, column" in err and err.count("\n") == 1
+    err = run("query", "DELETE FROM customer", code=2).stderr
+    assert "only a SELECT" in err
+    out = json.loads(run("query", "--json", "SELECT count(*) AS n FROM customer").stdout)
+    assert out["rows"] == [[1500]]
+
+
+def test_plans_without_running() -> None:
+    cols = [("o_orderkey", "BIGINT"), ("o_custkey", "BIGINT")]
+    lcols = [("l_orderkey", "BIGINT"), ("l_quantity", "DECIMAL(15,2)")]
+    orders = TableMeta("parquet", "o_orderkey", 4, "h", cols, size=10)
+    lineitem = TableMeta("parquet", "l_orderkey", 4, "h", lcols, size=100)
+    sql = (
+        "SELECT o_custkey, avg(l_quantity) FROM orders JOIN lineitem "
+        "ON o_orderkey = l_orderkey GROUP BY o_custkey"
+    )
+    p = plan(sql, {"orders": orders, "lineitem": lineitem})
+    assert p["mode"] == "partitioned"
+    assert {t["role"] for t in p["tables"].values()} == {"partitioned"}
+    other = TableMeta("parquet", "l_orderkey", 8, "h", lcols, size=100)
+    p = plan(sql, {"orders": orders, "lineitem": other})
+    assert {n: t["role"] for n, t in p["tables"].items()} == {
+        "lineitem": "partitioned",
+        "orders": "broadcast",
+    }
+    p = plan("SELECT count(DISTINCT o_custkey) FROM orders", {"orders": orders})
+    assert p["mode"] == "single"
+    p = plan("SELECT o_custkey FROM orders ORDER BY o_custkey LIMIT 3", {"orders": orders})
+    assert p["mode"] == "partitioned" and "LIMIT 3" in p["partial"] and "LIMIT 3" in p["final"]

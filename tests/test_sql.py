@@ -1,0 +1,97 @@
+"""`wh sql`: read-only SQL over the catalog, on SQLite and PostgreSQL, embedded and remote."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from cluster import KeepPool, controller
+from warehouse import catalog
+from warehouse.catalogsql import run_readonly
+from warehouse.cli import cli
+from warehouse.errors import UsageError
+
+PDH = "d41d8cd98f00b204e9800998ecf8427e+0"
+
+REFUSED = [
+    "DELETE FROM names",
+    "SELECT 1; DELETE FROM names",
+    "COMMIT; DELETE FROM names",
+    "UPDATE names SET version = 99",
+    "DROP TABLE names",
+    "CREATE TABLE t (x int)",
+]
+
+
+def wh_sql(*args: str, code: int = 0, env: dict[str, str] | None = None) -> tuple[str, str]:
+    result = CliRunner().invoke(cli, ["sql", *args], env=env, catch_exceptions=False)
+    assert result.exit_code == code, (args, result.output, result.stderr)
+    return result.stdout, result.stderr
+
+
+def names_of(engine: sa.Engine) -> list[tuple[str, str, int]]:
+    return [(r.name, r.pdh, r.version) for r in catalog.list_names(engine)]
+
+
+def test_writes_are_refused_and_change_nothing(
+    catalog_engine: sa.Engine, catalog_url: str
+) -> None:
+    catalog.add_collection(catalog_engine, PDH, "", 0, 0, "alice")
+    catalog.set_name(catalog_engine, "run42", PDH, expect=None, user="alice")
+    before = names_of(catalog_engine)
+    for query in REFUSED:
+        with pytest.raises(UsageError):
+            run_readonly(catalog_engine, query)
+    _, err = wh_sql("--db", catalog_url, "DELETE FROM names", code=2)
+    assert err.startswith("Error: sql: ") and err.count("\n") == 1, err
+    assert names_of(catalog_engine) == before
+
+    out, _ = wh_sql("--db", catalog_url, "--json", "SELECT name, pdh, version FROM names")
+    assert json.loads(out) == {
+        "columns": ["name", "pdh", "version"],
+        "rows": [["run42", PDH, 1]],
+        "truncated": False,
+    }
+    out, _ = wh_sql("--db", catalog_url, "SELECT name, owner, 'a\tb' AS odd FROM names")
+    assert out == "name\towner\todd\nrun42\talice\ta\\tb\n"  # piped: TSV
+    _, err = wh_sql("--db", catalog_url, "SELECT nope FROM names", code=2)
+    assert "nope" in err
+    _, err = wh_sql("--db", catalog_url, "SELEC 1", code=2)
+    assert "SELEC" in err
+
+
+def test_row_limit_is_kept(catalog_engine: sa.Engine) -> None:
+    query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50) "
+    result = run_readonly(catalog_engine, query + "SELECT x FROM c", limit=10)
+    assert result.truncated and [r[0] for r in result.rows] == list(range(1, 11))
+
+
+def test_embedded_catalog(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("a\n")
+    pdh = run("put", str(tmp_path / "d"), "--name", "first").stdout.strip()
+    out = run("sql", "--json", "SELECT name, pdh FROM names").stdout
+    assert json.loads(out)["rows"] == [["first", pdh]]
+    run("sql", "DELETE FROM names", code=2)
+    assert run("name", "get", "first").stdout.strip() == pdh
+
+
+def test_through_the_controller_admins_only(
+    tmp_path: Path, catalog_url: str, keep_servers: KeepPool
+) -> None:
+    with controller(catalog_url, keep_servers) as ctl:
+        catalog.add_collection(ctl.state.engine, PDH, "", 0, 0, "root")
+        catalog.set_name(ctl.state.engine, "kept", PDH, expect=None, user="root")
+        env = {"WH_URL": ctl.url, "WH_TOKEN": ctl.user("alice"), "WH_DB_URL": ""}
+        _, err = wh_sql("SELECT name FROM names", code=6, env=env)
+        assert "admin" in err
+        env["WH_TOKEN"] = ctl.admin_token
+        out, _ = wh_sql("--json", "SELECT name, admin FROM users ORDER BY name", env=env)
+        assert [r[0] for r in json.loads(out)["rows"]] == ["alice", "root", "system"]
+        for query in REFUSED:
+            wh_sql(query, code=2, env=env)
+        assert names_of(ctl.state.engine) == [("kept", PDH, 1)]
