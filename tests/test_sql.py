@@ -37,9 +37,7 @@ def names_of(engine: sa.Engine) -> list[tuple[str, str, int]]:
     return [(r.name, r.pdh, r.version) for r in catalog.list_names(engine)]
 
 
-def test_writes_are_refused_and_change_nothing(
-    catalog_engine: sa.Engine, catalog_url: str
-) -> None:
+def test_writes_are_refused_and_change_nothing(catalog_engine: sa.Engine, catalog_url: str) -> None:
     catalog.add_collection(catalog_engine, PDH, "", 0, 0, "alice")
     catalog.set_name(catalog_engine, "run42", PDH, expect=None, user="alice")
     before = names_of(catalog_engine)
