@@ -101,6 +101,8 @@ def test_without_a_sign_in_every_page_is_the_sign_in_page(site: Site) -> None:
             "/web/cluster",
             "/web/submit",
             "/web/names/sample",
+            "/web/regol",
+            "/web/regol/1",
         ):
             answer = anonymous.get(path)
             assert answer.status_code == 401, path
