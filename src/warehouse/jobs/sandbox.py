@@ -32,6 +32,7 @@ from pathlib import Path
 
 import warehouse
 from warehouse.errors import UsageError
+from warehouse.remote.tls import ca_bundle
 
 __all__ = ["DEFAULT_STEPS_USER", "Sandbox", "StepsUser", "find_sandbox", "steps_user"]
 
@@ -217,4 +218,7 @@ def find_sandbox(user_name: str = DEFAULT_STEPS_USER) -> Sandbox | None:
         if setpriv is None:
             raise UsageError("setpriv (util-linux) is needed to run steps as another user")
         user = steps_user(user_name)
-    return Sandbox(bwrap, setpriv, user, _python_paths())
+    # Steps talk to a TLS controller with the CAs it trusts (WH_CA_BUNDLE).
+    bundle = ca_bundle()
+    extra = (os.path.abspath(bundle),) if bundle and os.path.isfile(bundle) else ()
+    return Sandbox(bwrap, setpriv, user, _python_paths() + extra)
