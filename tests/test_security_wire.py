@@ -1,7 +1,7 @@
 """Attacks on the wire, tried as a plain user against real servers.
 
 Forged md5sum listings, signatures stretched to another block size, slow and
-oversized request bodies, and traffic without TLS (docs/security-wire.md).
+oversized request bodies, and traffic without TLS (docs/security.md).
 Each test performs the attack and fails if the defence is taken away.
 """
 

@@ -48,7 +48,7 @@ collections = sa.Table(
 
 # md5sum listings as each user's own `wh put` read them: a listing is shown
 # only to the user who sent it, so nobody can make another's get print false
-# digests (docs/security-wire.md).
+# digests (docs/security.md).
 collection_listings = sa.Table(
     "collection_listings",
     metadata,

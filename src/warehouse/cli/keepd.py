@@ -104,7 +104,7 @@ def keepd(
 
     Prints `keepd listening on http://HOST:PORT` (https with --tls-cert) once
     it accepts requests, then serves until SIGTERM or SIGINT, logging one
-    line per request. See docs/keepd.md and docs/security-wire.md.
+    line per request. See docs/keepd.md and docs/security.md.
     """
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"

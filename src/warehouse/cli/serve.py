@@ -141,7 +141,7 @@ def serve(
     scratch and the network; without bwrap the controller refuses to start
     unless given --unsafe-steps.
     Each request is logged in one line, without tokens or signatures; with
-    --tls-cert/--tls-key it speaks HTTPS only (docs/security-wire.md).
+    --tls-cert/--tls-key it speaks HTTPS only (docs/security.md).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)

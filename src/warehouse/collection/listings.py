@@ -4,7 +4,7 @@ A listing is a claim: the server cannot tell whether the digests are true
 without reading every file. So it is checked in form here (one digest of 32
 lowercase hex digits for each file of the manifest, no more, no fewer) and
 then kept as the sender's own: it is shown to that user only, never to
-another (docs/security-wire.md).
+another (docs/security.md).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class ControllerConfig:
     # A request body over this is refused before it is read (manifests, JSON).
     max_body: int = 64 * 1024 * 1024
     # A manifest over this many bytes is refused (413) before it is parsed:
-    # parsing takes ~25 bytes of memory per byte (docs/security-wire.md).
+    # parsing takes ~25 bytes of memory per byte (docs/security.md).
     max_manifest: int = 16 * 1024 * 1024
     # A request body that sends nothing for this many seconds is cut off (408).
     body_timeout: float = DEFAULT_BODY_TIMEOUT
