@@ -28,6 +28,7 @@ def _wait_for(check: object, what: str, timeout: float = 90) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # two controllers or two drivers, real steps
 def test_a_killed_workflow_process_resumes_without_rerunning_finished_jobs(
     wh: EmbeddedWarehouse, home: Path, tmp_path: Path
 ) -> None:

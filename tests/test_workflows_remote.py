@@ -118,6 +118,7 @@ def _serve(db: str, home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[s
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # two controllers or two drivers, real steps
 def test_a_killed_controller_resumes_the_run_without_rerunning_finished_jobs(
     tmp_path: Path, keep_servers: KeepPool
 ) -> None:
