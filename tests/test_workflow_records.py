@@ -86,3 +86,66 @@ def test_every_public_name_of_the_workflows_package_loads() -> None:
     assert sorted(module.__all__) == sorted(module._WHERE)
     for name in module.__all__:
         assert getattr(module, name) is not None
+
+
+def test_gc_keeps_what_runs_within_the_job_retention_refer_to(catalog_engine: sa.Engine) -> None:
+    from warehouse.gc.roots import workflow_roots
+
+    p = [f"{i:032x}+{i}" for i in range(1, 9)]
+    live = _run(catalog_engine, "l" * 64)
+    records.update_run(
+        catalog_engine, live, {"file_pdh": p[0], "inputs": f'{{"r": "{p[1]}", "k": 31}}'}
+    )
+    records.update_nodes(catalog_engine, live, {"c": {"input_pdh": p[2], "output_pdh": p[3]}})
+    records.record_parts(catalog_engine, p[2], [("x", p[4])])
+    old = _run(catalog_engine, "o" * 64)
+    records.update_run(
+        catalog_engine,
+        old,
+        {
+            "file_pdh": p[5],
+            "state": "complete",
+            "finished_at": 100.0,
+            "outputs": f'{{"o": "{p[6]}"}}',
+        },
+    )
+    roots = workflow_roots(catalog_engine, since=1000.0)
+    assert {p[0], p[1], p[2], p[3], p[4]} <= roots
+    assert not {p[5], p[6]} & roots, "a run finished before the retention is no root"
+    assert p[6] in workflow_roots(catalog_engine, since=50.0)
+
+
+def test_many_jobs_go_in_one_insert_in_order(catalog_engine: sa.Engine) -> None:
+    from warehouse.jobs import records as job_records
+
+    def row(state: str, params: str) -> dict[str, object]:
+        return {
+            "function": "builtin:copy",
+            "function_pdh": P1,
+            "function_path": "copy.py",
+            "function_commit": None,
+            "input_pdh": P2,
+            "params": params,
+            "cpus": 1,
+            "memory": 0,
+            "max_attempts": 3,
+            "priority": 0,
+            "executor": "local",
+            "reuse_key": params * 8,
+            "submitted_by": "alice",
+            "state": state,
+        }
+
+    made = job_records.insert_jobs(
+        catalog_engine,
+        [
+            row("queued", "{a:1}"),
+            {**row("complete", "{b:2}"), "output_pdh": P3},
+            row("queued", "{c:3}"),
+        ],
+    )
+    assert [j.params for j in made] == ["{a:1}", "{b:2}", "{c:3}"]
+    assert made[0].id < made[1].id < made[2].id
+    assert [len(job_records.list_steps(catalog_engine, j.id)) for j in made] == [1, 0, 1]
+    found = job_records.find_reusable_many(catalog_engine, ["{b:2}" * 8, "{a:1}" * 8])
+    assert list(found) == ["{b:2}" * 8] and found["{b:2}" * 8].output_pdh == P3

@@ -184,3 +184,29 @@ def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
     assert "not NAME=VALUE" in run("workflow", "run", str(wf), "-i", "novalue", code=2).stderr
     assert run("workflow", "run", str(tmp_path / "missing.yml"), code=2).stderr.startswith("Error:")
     assert records.list_runs(wh.engine) == []
+
+
+@pytest.mark.slow
+def test_a_run_in_the_background_is_cancelled(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, lab: Path, reads: str
+) -> None:
+    import time
+
+    wf = write_diamond(tmp_path)
+    out = run("workflow", "run", str(wf), "-i", "sleep=30").output
+    assert out.startswith("workflow run 1: ")
+    deadline = time.monotonic() + 90
+    while records.list_nodes(wh.engine, 1)[0].state != "running":
+        assert time.monotonic() < deadline, "the background driver did not start a"
+        time.sleep(0.1)
+    run("workflow", "cancel", "1")
+    while records.get_run(wh.engine, 1).state != "cancelled":
+        assert time.monotonic() < deadline, "the cancel was not applied"
+        time.sleep(0.1)
+    assert {n.state for n in records.list_nodes(wh.engine, 1)} == {"cancelled"}
+    a_job = records.list_nodes(wh.engine, 1)[0].job_id
+    assert a_job is not None
+    while jobs.get_job(wh.engine, a_job).state != "cancelled":
+        assert time.monotonic() < deadline, "a's job was not cancelled"
+        time.sleep(0.1)
+    assert "already cancelled" in run("workflow", "cancel", "1", code=2).stderr

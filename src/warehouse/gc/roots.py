@@ -6,7 +6,9 @@
   to be named);
 - the function, input, output and log of every job that is unfinished or
   finished within the job retention, and the manifest fragments its steps
-  recorded (blocks a running job has written but not yet assembled).
+  recorded (blocks a running job has written but not yet assembled);
+- the file, inputs, combined collections (and their parts) and outputs of
+  every workflow run unfinished or finished within the job retention.
 
 The job tables belong to another part of the system and may be absent
 (an old catalog) or gain columns; ``job_roots`` reads whichever of the
@@ -22,7 +24,7 @@ import sqlalchemy as sa
 from warehouse.catalog.db import connect
 from warehouse.catalog.schema import collections, name_history, names
 
-__all__ = ["Roots", "find_roots", "job_roots"]
+__all__ = ["Roots", "find_roots", "job_roots", "workflow_roots"]
 
 _JOB_PDHS = ("function_pdh", "input_pdh", "output_pdh", "log_pdh")
 _STEP_TEXTS = ("output", "intermediate", "log")
@@ -58,6 +60,7 @@ def find_roots(engine: sa.Engine, now: float, history: float, jobs: float, ttl: 
         )
     pdhs, fragments = job_roots(engine, now - jobs)
     roots.pdhs |= pdhs
+    roots.pdhs |= workflow_roots(engine, now - jobs)
     roots.fragments = fragments
     return roots
 
@@ -93,3 +96,43 @@ def job_roots(engine: sa.Engine, since: float) -> tuple[set[str], list[bytes]]:
                     for row in conn.execute(q):
                         fragments.extend(t.encode() for t in row if t)
     return pdhs, fragments
+
+
+def workflow_roots(engine: sa.Engine, since: float) -> set[str]:
+    """File, input, node and output PDHs of workflow runs unfinished or finished at/after
+    ``since``, with the parts of every combined collection among them."""
+    import json
+
+    from warehouse.keys import is_pdh
+
+    meta = sa.MetaData()
+    with connect(engine) as conn:
+        present = set(sa.inspect(conn).get_table_names())
+        if "workflow_runs" not in present:
+            return set()
+        runs = sa.Table("workflow_runs", meta, autoload_with=conn)
+        keep = sa.or_(runs.c.state.not_in(_FINISHED), runs.c.finished_at >= since)
+        query = sa.select(runs.c.id, runs.c.file_pdh, runs.c.inputs, runs.c.outputs).where(keep)
+        pdhs: set[str] = set()
+        ids = []
+        for run_id, file_pdh, inputs, outputs in conn.execute(query):
+            ids.append(run_id)
+            pdhs.add(file_pdh)
+            for text in (inputs, outputs):
+                values = json.loads(text) if text else {}
+                pdhs.update(v for v in values.values() if isinstance(v, str) and is_pdh(v))
+        if "workflow_nodes" in present and ids:
+            nodes = sa.Table("workflow_nodes", meta, autoload_with=conn)
+            for i in range(0, len(ids), 500):
+                q = sa.select(nodes.c.input_pdh, nodes.c.output_pdh).where(
+                    nodes.c.run_id.in_(ids[i : i + 500])
+                )
+                for row in conn.execute(q):
+                    pdhs.update(p for p in row if p)
+        if "collection_parts" in present and pdhs:
+            parts = sa.Table("collection_parts", meta, autoload_with=conn)
+            listed = sorted(pdhs)
+            for i in range(0, len(listed), 500):
+                q = sa.select(parts.c.part_pdh).where(parts.c.pdh.in_(listed[i : i + 500]))
+                pdhs.update(conn.execute(q).scalars())
+    return pdhs

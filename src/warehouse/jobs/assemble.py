@@ -8,16 +8,25 @@ so those blocks stay referenced by a collection.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from warehouse import catalog
+from warehouse.blocks import MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import NotFoundError
 from warehouse.jobs.values import StepRecord
 from warehouse.manifest import FileEntry, Manifest
 
-__all__ = ["assemble_logs", "assemble_output", "check_fragment"]
+__all__ = [
+    "assemble_logs",
+    "assemble_output",
+    "check_fragment",
+    "collection_row",
+    "logs_manifest",
+    "output_manifest",
+]
 
 
 class _Saver(Protocol):
@@ -37,17 +46,26 @@ def check_fragment(store: BlockStore, text: str) -> str:
 
 def assemble_output(wh: _Saver, steps: Sequence[StepRecord]) -> str:
     """Store the job's output collection; return its PDH."""
+    return wh.save_manifest(output_manifest(steps)).pdh
+
+
+def output_manifest(steps: Sequence[StepRecord]) -> Manifest:
+    """The job's output: every step's fragment in step order, normalized."""
     ordered = sorted(steps, key=lambda s: s.number)
     # Each fragment parsed on its own first, so an error names the step.
     for step in ordered:
         if step.output:
             Manifest.parse(step.output)
-    manifest = Manifest.parse("".join(s.output or "" for s in ordered)).normalized()
-    return wh.save_manifest(manifest).pdh
+    return Manifest.parse("".join(s.output or "" for s in ordered)).normalized()
 
 
 def assemble_logs(wh: _Saver, steps: Sequence[StepRecord]) -> str:
     """Store the job's log collection; return its PDH."""
+    return wh.save_manifest(logs_manifest(steps)).pdh
+
+
+def logs_manifest(steps: Sequence[StepRecord]) -> Manifest:
+    """The job's log collection: each step's log, and what it passed on."""
     entries: list[FileEntry] = []
     for step in sorted(steps, key=lambda s: s.number):
         if step.log:
@@ -56,4 +74,25 @@ def assemble_logs(wh: _Saver, steps: Sequence[StepRecord]) -> str:
             prefix = f"intermediate/step-{step.number:06d}/"
             for e in Manifest.parse(step.intermediate).files().values():
                 entries.append(FileEntry(prefix + e.path, e.size, e.pieces))
-    return wh.save_manifest(Manifest.from_files(entries)).pdh
+    return Manifest.from_files(entries)
+
+
+def collection_row(store: BlockStore, manifest: Manifest, user: str) -> dict[str, Any]:
+    """Store a manifest's text as blocks (not yet flushed) and return the catalog row
+    recording it, for the manager to write with the rest of its turn (every block it
+    names is stored: the steps' fragments were checked as they came)."""
+    manifest = manifest.normalized()
+    text = manifest.portable_text().encode()
+    locators = [
+        store.put(text[i : i + MAX_BLOCK_SIZE]).locator
+        for i in range(0, max(len(text), 1), MAX_BLOCK_SIZE)
+    ]
+    return {
+        "pdh": manifest.pdh,
+        "manifest_blocks": " ".join(str(loc.without_hints()) for loc in locators),
+        "size": manifest.size,
+        "file_count": len(manifest.files()),
+        "created_at": time.time(),
+        "created_by": user,
+        "file_md5s": None,
+    }

@@ -19,13 +19,13 @@ from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import WarehouseError
 from warehouse.jobs import records
-from warehouse.jobs.assemble import assemble_logs, assemble_output
+from warehouse.jobs.assemble import collection_row, logs_manifest, output_manifest
 from warehouse.jobs.executors import Executor, Finished, Launch
 from warehouse.jobs.functions import command_for, materialize
 from warehouse.jobs.host import JobHost, as_host
 from warehouse.jobs.model import FINISHED, Scheduler
 from warehouse.jobs.protocol import parse_report, step_environment
-from warehouse.manifest import escape_name
+from warehouse.manifest import Manifest, escape_name
 
 __all__ = ["LOG_TAIL_BYTES", "Manager"]
 
@@ -53,6 +53,7 @@ class Manager:
         self._argv: dict[int, tuple[str, ...]] = {}
         self._persisted: dict[int, int] = {}  # steps of each job known to the catalog
         self._results: list[dict[str, Any]] = []
+        self._collections: list[dict[str, Any]] = []  # rows written with the next batch
         self._job_extra: dict[int, dict[str, Any]] = {}
         self._cpu_seconds: dict[int, float] = {}
         self._last_id = 0
@@ -220,7 +221,7 @@ class Manager:
 
     def _assemble(self, job_id: int) -> None:
         try:
-            pdh = assemble_output(self.wh, records.list_steps(self.wh.engine, job_id))
+            pdh = self._save(output_manifest(records.list_steps(self.wh.engine, job_id)))
         except WarehouseError as e:
             self.sched.assembled(job_id, f"assembling the output: {e}", time.time())
         else:
@@ -230,8 +231,15 @@ class Manager:
     def _finish_logs(self, job_id: int) -> None:
         extra = self._job_extra.setdefault(job_id, {})
         if "log_pdh" not in extra:
-            self.flush(wait=True)
-            extra["log_pdh"] = assemble_logs(self.wh, records.list_steps(self.wh.engine, job_id))
+            if self._results or self._writes:  # its steps' logs must be in the catalog
+                self.flush(wait=True)
+            extra["log_pdh"] = self._save(logs_manifest(records.list_steps(self.wh.engine, job_id)))
+
+    def _save(self, manifest: Manifest) -> str:
+        """Store a collection's manifest text now; its row goes with this turn's
+        writes (one transaction for every job finishing in the turn, not one each)."""
+        self._collections.append(collection_row(self.wh.store, manifest, self.wh.user))
+        return manifest.pdh
 
     def _forget(self, job_id: int) -> None:
         for table in (self._envs, self._argv, self._persisted, self._cpu_seconds, self._job_extra):
@@ -257,7 +265,7 @@ class Manager:
 
     def _batch(self) -> tuple[Any, ...] | None:
         job_ids, step_keys = self.sched.take_changes()
-        if not (job_ids or step_keys or self._results or self._job_extra):
+        if not (job_ids or step_keys or self._results or self._job_extra or self._collections):
             return None
         new, states = [], []
         for job_id, number in sorted(step_keys):
@@ -283,7 +291,8 @@ class Manager:
             self._persisted[job_id] = len(self.sched.jobs[job_id].steps)
         job_rows = {j: self._job_row(j) for j in job_ids | set(self._job_extra)}
         results, self._results = self._results, []
-        return job_rows, new, states, results
+        made, self._collections = self._collections, []
+        return job_rows, new, states, results, made
 
     def _job_row(self, job_id: int) -> dict[str, Any]:
         job = self.sched.jobs[job_id]
@@ -301,9 +310,9 @@ class Manager:
             **self._job_extra.get(job_id, {}),
         }
 
-    def _write(self, job_rows: Any, new: Any, states: Any, results: Any) -> None:
+    def _write(self, job_rows: Any, new: Any, states: Any, results: Any, made: Any) -> None:
         self.wh.store.flush()  # the blocks of logs and outputs before the rows naming them
-        records.save_turn(self.wh.engine, job_rows, new, states, results)
+        records.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
 
     def close(self) -> None:
         try:

@@ -25,8 +25,10 @@ __all__ = [
     "JobRecord",
     "StepRecord",
     "find_reusable",
+    "find_reusable_many",
     "get_job",
     "insert_job",
+    "insert_jobs",
     "list_jobs",
     "list_steps",
     "load_job",
@@ -56,6 +58,66 @@ def insert_job(engine: sa.Engine, values: Mapping[str, Any]) -> JobRecord:
         if row["state"] == "queued":
             conn.execute(steps.insert().values(**_new_step(job_id, Step(0, 0))))
     return get_job(engine, job_id)
+
+
+def insert_jobs(engine: sa.Engine, rows: Sequence[Mapping[str, Any]]) -> list[JobRecord]:
+    """Many new job rows (and the step 0 of each queued one) in one transaction."""
+    if not rows:
+        return []
+    defaults = {
+        "created_at": time.time(),
+        "control": None,
+        "steps_done": 0,
+        "steps_running": 0,
+        "steps_queued": 0,
+        "failed_attempts": 0,
+        "cpu_seconds": 0.0,
+        "started_at": None,
+        "finished_at": None,
+        "output_pdh": None,
+        "log_pdh": None,
+        "reused_from": None,
+        "error": None,
+    }
+    full = []
+    for values in rows:
+        row = {**defaults, **values}
+        if row["state"] == "queued":
+            row["steps_queued"] = 1
+        full.append(row)
+    with write(engine) as conn:
+        # One executemany returning the new ids in the rows' order (every row has
+        # the same columns: the defaults above fill them all).
+        insert = jobs.insert().returning(jobs.c.id, sort_by_parameter_order=True)
+        ids: list[int] = list(conn.execute(insert, full).scalars())
+        queued = [
+            _new_step(i, Step(0, 0))
+            for i, r in zip(ids, full, strict=True)
+            if r["state"] == "queued"
+        ]
+        if queued:
+            conn.execute(steps.insert(), queued)
+        found = {
+            r.id: JobRecord(**r._mapping)
+            for r in conn.execute(sa.select(jobs).where(jobs.c.id.in_(ids)))
+        }
+    return [found[i] for i in ids]
+
+
+def find_reusable_many(engine: sa.Engine, keys: Iterable[str]) -> dict[str, JobRecord]:
+    """For each reuse key, the newest complete job with it (keys without one are left out)."""
+    wanted = sorted(set(keys))
+    found: dict[str, JobRecord] = {}
+    with connect(engine) as conn:
+        for i in range(0, len(wanted), 500):
+            query = (
+                sa.select(jobs)
+                .where(jobs.c.reuse_key.in_(wanted[i : i + 500]), jobs.c.state == "complete")
+                .order_by(jobs.c.id)
+            )
+            for r in conn.execute(query):
+                found[r.reuse_key] = JobRecord(**r._mapping)  # the newest wins
+    return found
 
 
 def _new_step(job_id: int, step: Step) -> dict[str, Any]:
@@ -187,14 +249,21 @@ def save_turn(
     new_steps: Sequence[Mapping[str, Any]],
     step_states: Sequence[Mapping[str, Any]],
     step_results: Sequence[Mapping[str, Any]],
+    *,
+    collections: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Write one loop turn in one transaction.
+
+    ``collections``: rows of collections the turn made (outputs and logs),
+    recorded unless already there, before the job rows that name them.
 
     ``step_states`` rows carry ``job``, ``number`` and every column of
     ``STATE_COLUMNS``; ``step_results`` rows ``job``, ``number`` and every
     column of ``RESULT_COLUMNS``. Each kind is one executemany.
     """
     with write(engine) as conn:
+        if collections:
+            _insert_collections(conn, collections)
         if new_steps:
             conn.execute(steps.insert(), list(new_steps))
         for rows, columns in ((step_states, STATE_COLUMNS), (step_results, RESULT_COLUMNS)):
@@ -212,6 +281,20 @@ def save_turn(
                 conn.execute(update, params)
         for job_id, values in job_rows.items():
             conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
+
+
+def _insert_collections(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    from warehouse.catalog.schema import collections as table
+
+    unique = list({r["pdh"]: r for r in rows}.values())
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        conn.execute(pg_insert(table).on_conflict_do_nothing(index_elements=["pdh"]), unique)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        conn.execute(sqlite_insert(table).on_conflict_do_nothing(index_elements=["pdh"]), unique)
 
 
 STATE_COLUMNS = ("state", "attempts", "failures", "exit_status", "started_at", "finished_at")

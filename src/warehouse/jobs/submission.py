@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +21,16 @@ from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
+from warehouse.manifest import Manifest
 
-__all__ = ["JobRequest", "canonical_params", "parse_size", "reuse_key", "submit"]
+__all__ = [
+    "JobRequest",
+    "canonical_params",
+    "parse_size",
+    "reuse_key",
+    "submit",
+    "submit_many",
+]
 
 
 @dataclass(frozen=True)
@@ -59,11 +67,18 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * 1024**power  # type: ignore[no-any-return]
 
 
-def _readable(wh: SubmitHost, pdh: str | None) -> bool:
+def _readable(
+    wh: SubmitHost, pdh: str | None, manifests: dict[str, Manifest] | None = None
+) -> bool:
     if pdh is None:
         return False
     try:
-        return all(loc.is_empty or wh.store.exists(loc) for loc in wh.manifest(pdh).blocks())
+        manifest = manifests.get(pdh) if manifests is not None else None
+        if manifest is None:
+            manifest = wh.manifest(pdh)
+            if manifests is not None:
+                manifests[pdh] = manifest
+        return all(loc.is_empty or wh.store.exists(loc) for loc in manifest.blocks())
     except WarehouseError:
         return False
 
@@ -110,3 +125,67 @@ def submit(
         )
         values["finished_at"] = time.time()
     return records.insert_job(wh.engine, values)
+
+
+def submit_many(
+    wh: SubmitHost,
+    requests: Sequence[tuple[JobRequest, FunctionVersion | None]],
+    *,
+    known: Iterable[str] = (),
+    manifests: dict[str, Manifest] | None = None,
+) -> list[JobRecord]:
+    """Submit many jobs in one transaction (a workflow's ready jobs): the same
+    checks and reuse as ``submit``, with each input and earlier output looked at once.
+
+    ``known``: input PDHs the caller has just read or recorded (not read again).
+    ``manifests``: a cache by PDH of the manifests read (filled in here).
+    """
+    checked: set[str] = set(known)
+    readable: dict[str, bool] = {}
+    rows: list[dict[str, Any]] = []
+    for request, version in requests:
+        if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
+            raise UsageError("cpus and attempts must be at least 1, memory not negative")
+        version = version or resolve(wh, request.function)
+        input_pdh = wh.resolve(request.input)
+        if input_pdh not in checked:
+            wh.manifest(input_pdh)
+            checked.add(input_pdh)
+        params = canonical_params(request.params)
+        rows.append(
+            {
+                "function": version.spec,
+                "function_pdh": version.pdh,
+                "function_path": version.path,
+                "function_commit": version.commit,
+                "input_pdh": input_pdh,
+                "params": params,
+                "cpus": request.cpus,
+                "memory": request.memory,
+                "max_attempts": request.max_attempts,
+                "priority": request.priority,
+                "executor": request.executor,
+                "reuse_key": reuse_key(version.pdh, version.path, input_pdh, params),
+                "submitted_by": wh.user,
+                "state": "queued",
+            }
+        )
+    keys = [r["reuse_key"] for r, (q, _) in zip(rows, requests, strict=True) if q.reuse]
+    earlier = records.find_reusable_many(wh.engine, keys) if keys else {}
+    now = time.time()
+    for row, (request, _) in zip(rows, requests, strict=True):
+        found = earlier.get(row["reuse_key"]) if request.reuse else None
+        if found is None or found.output_pdh is None:
+            continue
+        if found.output_pdh not in readable:
+            readable[found.output_pdh] = _readable(wh, found.output_pdh, manifests)
+        if readable[found.output_pdh]:
+            row.update(
+                state="complete",
+                output_pdh=found.output_pdh,
+                log_pdh=found.log_pdh,
+                reused_from=found.reused_from or found.id,
+                steps_done=found.steps_done,
+                finished_at=now,
+            )
+    return records.insert_jobs(wh.engine, rows)

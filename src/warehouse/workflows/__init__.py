@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         list_nodes,
         list_runs,
         parts_of,
+        run_view,
         runs_of_job,
     )
     from warehouse.workflows.values import CollectionPart, NodeRecord, RunRecord, RunWithNodes
@@ -34,6 +35,7 @@ _WHERE = {
     "list_nodes": "records",
     "list_runs": "records",
     "parts_of": "records",
+    "run_view": "records",
     "runs_of_job": "records",
     "CollectionPart": "values",
     "NodeRecord": "values",
@@ -52,6 +54,7 @@ __all__ = [
     "list_nodes",
     "list_runs",
     "parts_of",
+    "run_view",
     "runs_of_job",
 ]
 

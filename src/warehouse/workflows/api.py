@@ -37,7 +37,8 @@ def workflow(
         filename = definition.name
         base_dir = base_dir or definition.resolve().parent
     elif isinstance(definition, Mapping):
-        text = yaml.safe_dump(dict(definition), sort_keys=False, allow_unicode=True)
+        dumper = yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper
+        text = yaml.dump(dict(definition), Dumper=dumper, sort_keys=False, allow_unicode=True)
         name = definition.get("workflow")
         filename = f"{name if isinstance(name, str) else 'workflow'}.wf.yml"
     elif isinstance(definition, str):

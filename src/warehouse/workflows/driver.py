@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,14 +29,16 @@ import sqlalchemy as sa
 
 from warehouse import catalog
 from warehouse.base import PutResult
+from warehouse.blocks import EMPTY_LOCATOR, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.catalog.values import check_name
 from warehouse.collection.reader import CollectionReader
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.jobs import records as job_records
 from warehouse.jobs.functions import FunctionVersion, resolve
-from warehouse.jobs.submission import JobRequest, submit
-from warehouse.manifest import Manifest
+from warehouse.jobs.submission import JobRequest, submit, submit_many
+from warehouse.jobs.values import JobRecord
+from warehouse.manifest import Manifest, escape_name
 from warehouse.workflows import records
 from warehouse.workflows.combine import combine
 from warehouse.workflows.plan import (
@@ -138,10 +139,20 @@ class StartResult:
 
 
 def _store_file(host: RunHost, text: str, filename: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="wh-workflow-") as tmp:
-        path = Path(tmp) / filename
-        path.write_text(text, encoding="utf-8")
-        return host.put([path]).pdh
+    """The workflow file as a one-file collection (nothing written if it is stored)."""
+    data = text.encode("utf-8")
+    locator = Locator(hashlib.md5(data).hexdigest(), len(data)) if data else EMPTY_LOCATOR
+    manifest = Manifest.parse(f". {locator} 0:{len(data)}:{escape_name(filename)}\n")
+    try:
+        catalog.get_collection(host.engine, manifest.pdh)
+        if not data or host.store.exists(locator):
+            return manifest.pdh
+    except NotFoundError:
+        pass
+    if data:
+        host.store.put(data)
+        host.store.flush()
+    return host.save_manifest(manifest).pdh
 
 
 def _pin(host: RunHost, spec: str) -> FunctionVersion:
@@ -261,6 +272,7 @@ class Driver:
         self.submitted = 0  # jobs this driver submitted (reused or not)
         self.steps_done: dict[str, int] = {}  # by node, as last seen
         self.last_changes: dict[str, dict[str, Any]] = {}  # what the last turn changed
+        self._manifests: dict[str, Manifest] = {}  # by PDH, read once
         self.finished = run.state in RUN_FINISHED
 
     def claim(self) -> bool:
@@ -293,10 +305,9 @@ class Driver:
             decision = decide(self.wf, self._states(changes))
             for name in decision.skip:
                 changes.setdefault(name, {}).update(state="skipped", finished_at=now)
-            submitted_any = False
-            for name in decision.submit:
-                changes.setdefault(name, {}).update(self._submit(name, changes))
-                submitted_any = True
+            submitted_any = bool(decision.submit)
+            for name, values in self._submit_ready(decision.submit, changes).items():
+                changes.setdefault(name, {}).update(values)
         if decision.run_state != "running":
             run_values.update(self._finish(decision.run_state, changes, now))
         if run_values or changes or now - self._last_beat >= _HEARTBEAT:
@@ -353,48 +364,95 @@ class Driver:
                 out[name] = pdh
         return out
 
-    def _submit(self, name: str, changes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-        job = self.wf.jobs[name]
+    def _submit_ready(
+        self, names: list[str], changes: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
+        """Submit these nodes' jobs in one transaction; each node's changes."""
         outputs = self._outputs(changes)
         now = time.time()
+        result: dict[str, dict[str, Any]] = {}
+        batch: list[tuple[str, JobRequest, FunctionVersion]] = []
+        for name in names:
+            job = self.wf.jobs[name]
+            try:
+                key = job_input(job, self.inputs, outputs)
+                if isinstance(key, list):
+                    key = self._combined(key)
+                version = self.pins[job.function]
+                request = JobRequest(
+                    version.spec,
+                    key,
+                    job_params(job, self.inputs, outputs),
+                    priority=job.priority,
+                    cpus=job.cpus,
+                    memory=job.memory,
+                    max_attempts=job.max_attempts,
+                    executor=self.executor,
+                )
+            except WarehouseError as e:
+                result[name] = {
+                    "state": "failed",
+                    "error": f"not submitted: {e}",
+                    "finished_at": now,
+                }
+                continue
+            batch.append((name, request, version))
+        host = _AsOwner(self.host, self.owner)
+        submitted: list[JobRecord | None]
         try:
-            key = job_input(job, self.inputs, outputs)
-            if isinstance(key, list):
-                key = self._combined(key)
-            version = self.pins[job.function]
-            request = JobRequest(
-                version.spec,
-                key,
-                job_params(job, self.inputs, outputs),
-                priority=job.priority,
-                cpus=job.cpus,
-                memory=job.memory,
-                max_attempts=job.max_attempts,
-                executor=self.executor,
+            # Combined inputs were just made and outputs just recorded: not read again.
+            known = set(self._manifests) | set(outputs.values())
+            submitted = list(
+                submit_many(
+                    host, [(r, v) for _, r, v in batch], known=known, manifests=self._manifests
+                )
             )
-            record = submit(_AsOwner(self.host, self.owner), request, version=version)
-        except WarehouseError as e:
-            return {"state": "failed", "error": f"not submitted: {e}", "finished_at": now}
-        self.submitted += 1
-        self.steps_done[name] = record.steps_done
-        state = node_state_of_job(record.state)
-        values: dict[str, Any] = {
-            "job_id": record.id,
-            "state": state,
-            "reused": record.reused_from is not None,
-            "input_pdh": record.input_pdh,
-            "started_at": record.started_at or now,
-        }
-        if state in ("complete", "failed", "cancelled"):
-            values.update(output_pdh=record.output_pdh, finished_at=record.finished_at or now)
-        return values
+        except WarehouseError:
+            submitted = []  # one of them is bad: submit each alone to find which
+        if len(submitted) != len(batch):
+            submitted = []
+            for name, request, version in batch:
+                try:
+                    submitted.append(submit(host, request, version=version))
+                except WarehouseError as e:
+                    submitted.append(None)
+                    result[name] = {
+                        "state": "failed",
+                        "error": f"not submitted: {e}",
+                        "finished_at": now,
+                    }
+        for (name, _, _), record in zip(batch, submitted, strict=True):
+            if record is None:
+                continue
+            self.submitted += 1
+            self.steps_done[name] = record.steps_done
+            state = node_state_of_job(record.state)
+            values: dict[str, Any] = {
+                "job_id": record.id,
+                "state": state,
+                "reused": record.reused_from is not None,
+                "input_pdh": record.input_pdh,
+                "started_at": record.started_at or now,
+            }
+            if state in ("complete", "failed", "cancelled"):
+                values.update(output_pdh=record.output_pdh, finished_at=record.finished_at or now)
+            result[name] = values
+        return result
+
+    def _manifest(self, pdh: str) -> Manifest:
+        found = self._manifests.get(pdh)
+        if found is None:
+            found = self._manifests[pdh] = self.host.manifest(pdh)
+        return found
 
     def _combined(self, parts: list[tuple[str, str]]) -> str:
         pdhs = [(d, self.host.resolve(k)) for d, k in parts]
-        manifest = combine([(d, self.host.manifest(p)) for d, p in pdhs])
-        record = self.host.save_manifest(manifest)
-        records.record_parts(self.engine, record.pdh, pdhs)
-        return record.pdh
+        manifest = combine([(d, self._manifest(p)) for d, p in pdhs])
+        if manifest.pdh not in self._manifests:
+            record = self.host.save_manifest(manifest)
+            records.record_parts(self.engine, record.pdh, pdhs)
+            self._manifests[record.pdh] = manifest
+        return manifest.pdh
 
     def _finish(
         self, state: str, changes: Mapping[str, Mapping[str, Any]], now: float

@@ -140,13 +140,24 @@ def update_nodes(
     """Several nodes' changes (and the run's) in one transaction."""
     if not nodes and not run_values:
         return
+    # Nodes changing the same columns go in one executemany (a turn of a big
+    # DAG changes dozens of nodes alike).
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for name, values in nodes.items():
+        if values:
+            cols = tuple(sorted(values))
+            groups.setdefault(cols, []).append({"b_node": name, **values})
     with write(engine) as conn:
-        for name, values in nodes.items():
-            conn.execute(
+        for cols, rows in groups.items():
+            update = (
                 workflow_nodes.update()
-                .where(workflow_nodes.c.run_id == run_id, workflow_nodes.c.node == name)
-                .values(**values)
+                .where(
+                    workflow_nodes.c.run_id == run_id,
+                    workflow_nodes.c.node == sa.bindparam("b_node"),
+                )
+                .values({c: sa.bindparam(c) for c in cols})
             )
+            conn.execute(update, rows)
         if run_values:
             conn.execute(
                 workflow_runs.update().where(workflow_runs.c.id == run_id).values(**run_values)
