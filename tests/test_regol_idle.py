@@ -61,7 +61,7 @@ def test_a_controller_starts_no_regol_run_while_a_user_job_is_queued(
             jobs.control(running.id, "cancel")
             jobs.control(queued.id, "cancel")
             # Pinning 8 commits' trees takes a while on a busy machine.
-                wait_for(lambda: len(regol.history(watch.id)) == len(commits), 120)
+            wait_for(lambda: len(regol.history(watch.id)) == len(commits), 120)
             runs = regol.history(watch.id)
             assert [r.commit for r in runs] == commits
             assert {jobs.get(r.job).priority for r in runs} == {REGOL_PRIORITY}

@@ -103,12 +103,14 @@ def test_a_run_is_cancelled_through_the_controller(
         job = json_out(run("job", "show", str(view["nodes"][0]["job_id"]), "--json").output)
 
 
+# The steps count their real runs in a file outside their sandbox
+# (isolation itself: tests/test_security_steps.py).
+UNSAFE = ("--unsafe-steps",)
+
+
 def _serve(db: str, home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        # --unsafe-steps: the steps count their real runs in a file outside
-        # their sandbox (isolation itself: tests/test_security_steps.py).
-        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--job-cpus", "4"]
-        + ["--unsafe-steps"],
+        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--job-cpus", "4", *UNSAFE],
         env={**env, "WH_HOME": str(home)},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
