@@ -23,9 +23,9 @@ __all__ = [
     "to_run",
 ]
 
-# Below anything a user would ask for (the column is a 32-bit integer): a
-# Regol run never takes a slot a user's job could have.
-REGOL_PRIORITY = -(2**31)
+# The lowest priority a job may have (jobs/submission.py keeps priorities
+# within ±(2**31 - 1)): a Regol run never takes a slot a user's job could have.
+REGOL_PRIORITY = -(2**31 - 1)
 
 FINISHED = frozenset({"complete", "failed", "cancelled"})
 
