@@ -35,11 +35,6 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null ||
 fi
 
 export SLURM_CONF=$CONF
-if [[ -f $CONF ]] && sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then
-    echo "$CONF"
-    exit 0
-fi
-
 install -d -m 0700 "$DIR" "$DIR/state" "$DIR/spool" "$DIR/munge"
 
 # 2. munged with a key of its own and its socket in DIR.
@@ -82,6 +77,8 @@ TaskPlugin=task/none
 MpiDefault=none
 SwitchType=switch/none
 SchedulerType=sched/backfill
+# Short jobs: look at the queue often rather than once a minute.
+SchedulerParameters=sched_interval=1,sched_min_interval=100000,bf_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=64
@@ -96,14 +93,21 @@ InactiveLimit=0
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=wh Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
-mv "$CONF.tmp" "$CONF"
+if cmp -s "$CONF.tmp" "$CONF"; then
+    rm "$CONF.tmp"
+    CHANGED=0
+else
+    mv "$CONF.tmp" "$CONF"
+    CHANGED=1
+fi
 
 # 4. The daemons (a stale one from an older configuration is restarted).
 pid_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if ! pid_alive "$DIR/slurmctld.pid"; then
     say "starting slurmctld"
     slurmctld -f "$CONF" >&2 || die "slurmctld did not start (see $DIR/slurmctld.log)"
-else
+elif [[ $CHANGED == 1 ]]; then
+    say "slurm.conf changed: reconfiguring"
     scontrol reconfigure >&2 || true
 fi
 if ! pid_alive "$DIR/slurmd.pid"; then
