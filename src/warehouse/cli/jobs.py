@@ -148,7 +148,9 @@ def _wait(view: JobsView, job_id: int) -> JobRecord:
 
 
 @job.command()
-@click.option("--executor", default="local", help="local, dask, dask:ADDRESS, slurm or slurm:PARTITION.")
+@click.option(
+    "--executor", default="local", help="local, dask, dask:ADDRESS, slurm or slurm:PARTITION."
+)
 @click.option("--cpus", type=int, help="Slots (local: default one per core; dask: workers).")
 @click.pass_context
 def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:

@@ -28,7 +28,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,7 +148,7 @@ class SlurmExecutor:
         out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%t", *self._partition_args()])
         nodes: dict[str, tuple[int, int]] = {}
         for line in out.splitlines():
-            name, cpus, mem, state = (line.split("|") + ["", "", "", ""])[:4]
+            name, cpus, mem, state = ([*line.split("|"), "", "", "", ""])[:4]
             if state.startswith(("down", "drain", "fail")) or not cpus.isdigit():
                 continue
             memory = int(mem) * 2**20 if mem.isdigit() else 2**62
@@ -179,7 +178,7 @@ class SlurmExecutor:
         return [
             jid
             for jid, name, comment in (
-                (line.split("|", 2) + ["", ""])[:3] for line in out.splitlines()
+                ([*line.split("|", 2), "", ""])[:3] for line in out.splitlines()
             )
             if name.startswith("wh-") and comment == self.comment
         ]
@@ -280,12 +279,12 @@ class SlurmExecutor:
                 "WH_RESULT": path + "/result",
             }
             assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-            argv = " ".join(shlex.quote(a) for a in launch.argv)
+            command = " ".join(shlex.quote(a) for a in launch.argv)
             p = shlex.quote(path)
             tag = f"{launch.job} {launch.step} {launch.attempt}"
             lines += [
-                f"s=$EPOCHREALTIME",
-                f"(cd {p}/tmp && exec env -i {assignments} {argv}) </dev/null >{p}/log 2>&1",
+                "s=$EPOCHREALTIME",
+                f"(cd {p}/tmp && exec env -i {assignments} {command}) </dev/null >{p}/log 2>&1",
                 "rc=$?",
                 f'echo "{tag} $rc $s $EPOCHREALTIME ${{SLURMD_NODENAME:-$HOSTNAME}}" >>{events}',
             ]
@@ -375,7 +374,7 @@ class SlurmExecutor:
             return
         states = {}
         for line in out.splitlines():
-            jid, state, comment = (line.split("|", 2) + ["", ""])[:3]
+            jid, state, comment = ([*line.split("|", 2), "", ""])[:3]
             if comment == self.comment:
                 states[jid] = state
         missing = [j for j in self._batches if j not in states]
@@ -425,11 +424,10 @@ class SlurmExecutor:
         with contextlib.suppress(UsageError):
             out = _run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(jids)])
             for line in out.splitlines():
-                jid, _, state = line.partition("|")
-                if jid in wanted:
-                    found[jid] = state
+                number, _, state = line.partition("|")
+                if number in wanted:
+                    found[number] = state
         return found
-
 
 
 def _read(path: str) -> bytes:
