@@ -415,10 +415,10 @@ class SlurmExecutor:
             end = data.rfind(b"\n") + 1
             self._jobcomp_offset += end
             for line in data[:end].decode("utf-8", "replace").splitlines():
-                jid = re.search(r"\bJobId=(\d+)", line)
-                state = re.search(r"\bJobState=(\S+)", line)
-                if jid and state and jid.group(1) in self._batches:
-                    self._comp_states[jid.group(1)] = state.group(1)
+                job_m = re.search(r"\bJobId=(\d+)", line)
+                state_m = re.search(r"\bJobState=(\S+)", line)
+                if job_m and state_m and job_m.group(1) in self._batches:
+                    self._comp_states[job_m.group(1)] = state_m.group(1)
             found = {j: self._comp_states.pop(j) for j in wanted if j in self._comp_states}
             return found
         with contextlib.suppress(UsageError):
