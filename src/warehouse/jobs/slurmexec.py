@@ -41,6 +41,7 @@ __all__ = ["SlurmExecutor", "owner_tag"]
 log = logging.getLogger("warehouse.jobs")
 
 MAX_BATCH = 16  # steps run by one Slurm job at most
+SUBMIT_DELAY = 0.25  # seconds a freed step may wait for others to batch with
 STATE_INTERVAL = 0.5  # seconds between two looks at Slurm's own state
 _COMMAND_TIMEOUT = 60.0
 _NICE_LIMIT = 2147483645  # Slurm's bound on --nice
@@ -111,7 +112,7 @@ class SlurmExecutor:
         partition: str | None = None,
         *,
         owner: str = "",
-        queue_factor: int = 4,
+        queue_factor: int = MAX_BATCH,
         max_batch: int = MAX_BATCH,
     ) -> None:
         self.partition = partition or None
@@ -126,6 +127,7 @@ class SlurmExecutor:
             self._cpus * max(queue_factor, 1), sum(m for _, m in nodes) * max(queue_factor, 1)
         )
         self._pending: list[Launch] = []
+        self._pending_since = 0.0
         self._batches: dict[str, _Batch] = {}  # by Slurm job id
         self._where: dict[tuple[int, int], str] = {}  # step -> Slurm job id
         self._done: list[Finished] = []
@@ -186,14 +188,25 @@ class SlurmExecutor:
     # -- the executor interface -----------------------------------------------
 
     def start(self, launch: Launch) -> None:
-        # Gathered and submitted once per turn, in batches per job.
+        # Gathered and submitted in batches per job (see _due).
+        if not self._pending:
+            self._pending_since = time.monotonic()
         self._pending.append(launch)
 
+    def _due(self) -> bool:
+        # Steps freed one at a time would each pay Slurm's scheduling as a
+        # job of their own: wait a moment for a batch, unless Slurm is idle.
+        return (
+            not self._where
+            or len(self._pending) >= self.max_batch
+            or time.monotonic() - self._pending_since >= SUBMIT_DELAY
+        )
+
     def poll(self, timeout: float) -> list[Finished]:
-        if self._pending:
-            self._submit()
         deadline = time.monotonic() + timeout
         while True:
+            if self._pending and self._due():
+                self._submit()
             self._read_events()
             if time.monotonic() - self._last_state >= STATE_INTERVAL and self._batches:
                 self._check_slurm()
