@@ -19,7 +19,9 @@ demo: install
 
 # The catalog tests run on SQLite and on a real PostgreSQL server:
 # scripts/postgres.sh starts one (installing it when run as root) unless
-# WH_TEST_PG_URL already names a database to use.
+# WH_TEST_PG_URL already names a database to use. The Slurm executor's tests
+# run on a one-node Slurm cluster that scripts/slurm.sh starts (installing
+# slurm-wlm and munge when run as root) unless SLURM_CONF names one.
 # The browser tests drive Debian's chromium (no browser download): installed
 # here when missing, as root (CI runs as root on a fresh Debian machine).
 install-browser:
@@ -39,7 +41,13 @@ test: install install-browser install-sandbox
 	    exit 1; }; \
 	fi; \
 	echo "make test: PostgreSQL tests use $${url#*@}"; \
-	WH_TEST_PG_URL="$$url" $(BIN)/pytest
+	conf="$${SLURM_CONF:-}"; \
+	if [ -z "$$conf" ]; then \
+	  conf=$$(scripts/slurm.sh) || { conf=""; \
+	    echo "make test: scripts/slurm.sh failed (see above): the Slurm cases will be" \
+	      "skipped (failed in CI). Run as root, or set SLURM_CONF to a running cluster." >&2; }; \
+	fi; \
+	SLURM_CONF="$$conf" WH_TEST_PG_URL="$$url" $(BIN)/pytest
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts

@@ -7,10 +7,17 @@ as recorded in the catalog. The raw figures run the same script N times:
 locally with a loop keeping one process per core running, and on Dask with
 ``client.map`` over a LocalCluster of one worker process per core.
 
-    .venv/bin/python benchmarks/steps.py [--steps N] [--repeat N] [--skip-dask] [--json]
+    .venv/bin/python benchmarks/steps.py [--steps N] [--repeat N] [--skip-dask]
+        [--slurm-steps N] [--skip-slurm] [--json]
+
+On Slurm (a running cluster: SLURM_CONF, or root, which starts one with
+scripts/slurm.sh) a job of --slurm-steps steps (default 200) runs through the
+Slurm executor, timed from the end of step 0 (when the level-1 steps are
+queued) to the end of the last step; the raw figure submits the same script
+with one ``sbatch`` per run and waits until squeue lists none of them.
 
 Targets: at least 500 steps/s locally, and at least 0.8x the raw figure for
-both executors. The Dask executor runs up to MAX_CHUNK steps of a job per
+every executor. The Dask executor runs up to MAX_CHUNK steps of a job per
 task; the raw map with as many runs per task is printed beside it. Exits 0
 even when a target is missed.
 """
@@ -74,6 +81,64 @@ def raw_dask(address: str, script: Path, n: int, per_task: int = 1) -> float:
         return n / (time.perf_counter() - start)
 
 
+def slurm_conf() -> str | None:
+    """The running Slurm cluster's slurm.conf (started here when root), or None."""
+    if os.environ.get("SLURM_CONF"):
+        return os.environ["SLURM_CONF"]
+    if os.geteuid() != 0:
+        return None
+    script = Path(__file__).resolve().parent.parent / "scripts" / "slurm.sh"
+    done = subprocess.run([script], capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def raw_slurm(script: Path, n: int, workdir: Path) -> float:
+    """One ``sbatch`` per run of the script, then wait until all have ended."""
+    start = time.perf_counter()
+    ids = set()
+    for _ in range(n):
+        out = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "--job-name=raw-bench",
+                "--export=ALL,WH_STEP=1",
+                "--cpus-per-task=1",
+                "--no-requeue",
+                f"--chdir={workdir}",
+                "--output=/dev/null",
+                str(script),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        ids.add(out.strip().split(";")[0])
+    while True:
+        out = subprocess.run(
+            ["squeue", "-h", "--me", "-t", "PD,R,CG,CF", "-o", "%i"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        if not ids & set(out.split()):
+            break
+        time.sleep(0.05)
+    return n / (time.perf_counter() - start)
+
+
+def managed_from_queue(wh: EmbeddedWarehouse, fn: str, key: str, executor: str) -> float:
+    """Steps/s from the end of step 0 (which queues the rest) to the last step's end."""
+    request = jobs.JobRequest(fn, key, {}, reuse=False, executor=executor)
+    record = jobs.submit(wh, request)
+    assert jobs.run_manager(wh, executor, until_job=record.id)
+    job = jobs.get_job(wh.engine, record.id)
+    assert job.state == "complete", job.error
+    (first,) = jobs.list_steps(wh.engine, job.id, level=0)
+    steps = jobs.list_steps(wh.engine, job.id, level=1)
+    return len(steps) / (max(s.finished_at or 0 for s in steps) - (first.finished_at or 0))
+
+
 def managed(wh: EmbeddedWarehouse, fn: str, key: str, executor: str) -> float:
     request = jobs.JobRequest(fn, key, {}, reuse=False, executor=executor)
     record = jobs.submit(wh, request)
@@ -89,6 +154,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--slurm-steps", type=int, default=200)
+    ap.add_argument("--skip-slurm", action="store_true")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each, best kept")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -136,9 +203,20 @@ def main() -> None:
                         ours.append(managed(wh, fn, key, f"dask:{addr}"))
                     figures["raw_dask"], figures["dask"] = max(raw), max(ours)
                     figures["raw_dask_batched"] = max(batched)
+            conf = None if args.skip_slurm else slurm_conf()
+            if conf:
+                os.environ["SLURM_CONF"] = conf
+                os.environ["STEPS"] = str(args.slurm_steps)
+                raw, ours = [], []
+                for _ in range(args.repeat):
+                    raw.append(raw_slurm(script, args.slurm_steps, Path(tmp)))
+                    ours.append(managed_from_queue(wh, fn, key, "slurm"))
+                figures["raw_slurm"], figures["slurm"] = max(raw), max(ours)
     figures["local_ratio"] = figures["local"] / figures["raw_local"]
     if "dask" in figures:
         figures["dask_ratio"] = figures["dask"] / figures["raw_dask"]
+    if "slurm" in figures:
+        figures["slurm_ratio"] = figures["slurm"] / figures["raw_slurm"]
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -159,6 +237,13 @@ def main() -> None:
         print(
             f"dask executor      {figures['dask']:8.0f} steps/s  "
             f"ratio {figures['dask_ratio']:.2f}  {ok} (>= 0.8x)"
+        )
+    if "slurm" in figures:
+        ok = "PASS" if figures["slurm_ratio"] >= 0.8 else "MISS"
+        print(f"raw sbatch loop    {figures['raw_slurm']:8.1f} steps/s  ({args.slurm_steps} steps)")
+        print(
+            f"slurm executor     {figures['slurm']:8.1f} steps/s  "
+            f"ratio {figures['slurm_ratio']:.2f}  {ok} (>= 0.8x)"
         )
 
 

@@ -6,6 +6,7 @@ import bz2
 import gzip
 import lzma
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,37 @@ def dask_cluster() -> Iterator[str]:
         yield c.scheduler_address
 
 
-@pytest.fixture(params=["local", "dask"])
+@pytest.fixture(scope="session")
+def slurm_cluster() -> str:
+    """A real one-node Slurm cluster (slurmctld, slurmd, munged) started by
+    scripts/slurm.sh; its slurm.conf, also set as SLURM_CONF. Skipped where it
+    cannot run (not root), except in CI (``CI`` set), where that fails."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "slurm.sh"
+    problem = ""
+    if os.geteuid() != 0 and not os.environ.get("SLURM_CONF"):
+        problem = "scripts/slurm.sh must run as root (or set SLURM_CONF to a running cluster)"
+    conf = os.environ.get("SLURM_CONF", "")
+    if not problem and (os.geteuid() == 0 or not conf):
+        proc = subprocess.run([script], capture_output=True, text=True, check=False)
+        conf = proc.stdout.strip()
+        if proc.returncode != 0:
+            problem = f"scripts/slurm.sh failed: {proc.stderr.strip()[-500:]}"
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"Slurm: {problem}; CI must test the Slurm executor", pytrace=False)
+        pytest.skip(f"Slurm: {problem}")
+    os.environ["SLURM_CONF"] = conf
+    return conf
+
+
+@pytest.fixture(params=["local", "dask", "slurm"])
 def executor(request: pytest.FixtureRequest) -> str:
     """Each executor in turn, as a job names it."""
     if request.param == "local":
         return "local"
+    if request.param == "slurm":
+        request.getfixturevalue("slurm_cluster")
+        return "slurm"
     return f"dask:{request.getfixturevalue('dask_cluster')}"
 
 

@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import Runner
 from jobs_helpers import make_text, put_function, run_job
 from warehouse import jobs
@@ -68,21 +70,26 @@ def test_a_step_that_always_fails_fails_the_job_and_show_tells_why(
     assert "boom" in run("job", "logs", str(job.id), "--step", "0").output
 
 
-def test_reuse_and_what_defeats_it(wh: EmbeddedWarehouse, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "executor", ["local", pytest.param("slurm", marks=pytest.mark.slow)], indirect=True
+)
+def test_reuse_and_what_defeats_it(wh: EmbeddedWarehouse, tmp_path: Path, executor: str) -> None:
     key = wh.put([make_text(tmp_path / "in")]).pdh
-    first = run_job(wh, "builtin:wordcount", key, params={"partitions": 2})
+    first = run_job(wh, "builtin:wordcount", key, params={"partitions": 2}, executor=executor)
     assert first.state == "complete"
-    again = run_job(wh, "builtin:wordcount", key, params={"partitions": 2})
+    again = run_job(wh, "builtin:wordcount", key, params={"partitions": 2}, executor=executor)
     assert (again.state, again.reused_from, again.output_pdh) == (
         "complete",
         first.id,
         first.output_pdh,
     )
     assert jobs.list_steps(wh.engine, again.id) == []  # no step ran
-    rerun = run_job(wh, "builtin:wordcount", key, params={"partitions": 2}, reuse=False)
+    rerun = run_job(
+        wh, "builtin:wordcount", key, params={"partitions": 2}, reuse=False, executor=executor
+    )
     assert rerun.reused_from is None and rerun.steps_done > 0
     assert rerun.output_pdh == first.output_pdh
-    changed = run_job(wh, "builtin:wordcount", key, params={"partitions": 3})
+    changed = run_job(wh, "builtin:wordcount", key, params={"partitions": 3}, executor=executor)
     assert changed.reused_from is None and changed.output_pdh != first.output_pdh
 
 

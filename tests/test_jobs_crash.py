@@ -8,6 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import WH_BIN, wh_process
 from jobs_helpers import put_function, run_job
 from warehouse import jobs
@@ -31,8 +33,11 @@ else:
 """
 
 
+@pytest.mark.parametrize(
+    "executor", ["local", pytest.param("slurm", marks=pytest.mark.slow)], indirect=True
+)
 def test_killed_manager_restarts_without_rerunning_finished_steps(
-    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path, executor: str
 ) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "x").write_text("x")
@@ -40,7 +45,19 @@ def test_killed_manager_restarts_without_rerunning_finished_steps(
     fn = put_function(wh, tmp_path, "slow.py", SLOW)
     env = {**os.environ, "WH_HOME": str(home)}
     proc = subprocess.Popen(
-        [WH_BIN, "job", "submit", fn, "--input", key, "--wait", "--cpus", "1"],
+        [
+            WH_BIN,
+            "job",
+            "submit",
+            fn,
+            "--input",
+            key,
+            "--wait",
+            "--cpus",
+            "1",
+            "--executor",
+            executor,
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -63,13 +80,13 @@ def test_killed_manager_restarts_without_rerunning_finished_steps(
     job_id = found[0].id
     done_before = {s.input for s in jobs.list_steps(wh.engine, job_id) if s.state == "done"}
     assert jobs.get_job(wh.engine, job_id).state == "running"
-    restarted = wh_process("job", "manager", home=home, timeout=90)
+    restarted = wh_process("job", "manager", "--executor", executor, home=home, timeout=90)
     assert restarted.returncode == 0, restarted.stderr
     job = jobs.get_job(wh.engine, job_id)
     assert job.state == "complete", job.error
     runs = tmp_path / "runs"
     for name in done_before - {""}:
         assert (runs / name).read_text() == "ran\n", name  # not run again
-    clean = run_job(wh, fn, key, reuse=False)
+    clean = run_job(wh, fn, key, reuse=False, executor=executor)
     assert clean.output_pdh == job.output_pdh
     assert len(wh.manifest(job.output_pdh).files()) == 12

@@ -35,10 +35,17 @@ sleep 30
 
 @pytest.fixture
 def ctl(
-    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    keep_servers: KeepPool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Controller]:
+    # The local executor unless a test asks for another (indirect parameter).
+    executor = getattr(request, "param", "local")
+    if executor == "slurm":
+        request.getfixturevalue("slurm_cluster")
     with controller(tmp_path / "controller.db", keep_servers) as c:
-        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=4)
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", executor, cpus=4)
         monkeypatch.setenv("WH_URL", c.url)
         monkeypatch.setenv("WH_TOKEN", c.user("alice"))
         monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
@@ -150,6 +157,7 @@ def wait_for(
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("ctl", ["local", "slurm"], indirect=True)
 def test_pause_resume_and_cancel(
     ctl: Controller, run: Runner, tmp_path: Path, remote: RemoteWarehouse
 ) -> None:

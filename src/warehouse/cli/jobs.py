@@ -69,7 +69,7 @@ def _summary(record: JobRecord) -> str:
 @click.option("--no-reuse", is_flag=True, help="Run even if an identical job completed.")
 @click.option(
     "--executor",
-    type=click.Choice(["local", "dask"]),
+    type=click.Choice(["local", "dask", "slurm"]),
     help="Default local (with WH_URL: the controller's).",
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
@@ -148,7 +148,9 @@ def _wait(view: JobsView, job_id: int) -> JobRecord:
 
 
 @job.command()
-@click.option("--executor", default="local", help="local, dask or dask:ADDRESS.")
+@click.option(
+    "--executor", default="local", help="local, dask, dask:ADDRESS, slurm or slurm:PARTITION."
+)
 @click.option("--cpus", type=int, help="Slots (local: default one per core; dask: workers).")
 @click.pass_context
 def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:

@@ -47,7 +47,7 @@ def default_db_url() -> str:
 @click.option("--replication", type=int, default=2, show_default=True)
 @click.option(
     "--executor",
-    type=click.Choice(["local", "dask", "none"]),
+    type=click.Choice(["local", "dask", "slurm", "none"]),
     default="local",
     show_default=True,
     help="Where the job manager runs steps; none: run no job manager (one controller "

@@ -50,6 +50,7 @@ class Launch:
     env: dict[str, str]
     scratch_root: str
     request: Resources
+    priority: int = 0  # the job's (an executor with its own queue may use it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,7 +146,9 @@ class ManagerThread:
         self.executor_name = executor
         self.cpus = cpus
         self.sandbox = sandbox
-        self.executor: Executor = make_executor(executor, cpus=cpus, sandbox=sandbox)
+        self.executor: Executor = make_executor(
+            executor, cpus=cpus, sandbox=sandbox, owner=str(host.work_dir)
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wh-job-manager", daemon=True)
 
@@ -168,7 +170,10 @@ class ManagerThread:
                 log.exception("the job manager failed; starting it again")
                 self.executor.close()
                 self.executor = make_executor(
-                    self.executor_name, cpus=self.cpus, sandbox=self.sandbox
+                    self.executor_name,
+                    cpus=self.cpus,
+                    sandbox=self.sandbox,
+                    owner=str(self.host.work_dir),
                 )
                 self._stop.wait(1.0)
             finally:

@@ -167,7 +167,16 @@ class Manager:
             WH_STEP_INPUT=step.input,
         )
         request = self.sched.jobs[job_id].request
-        launch = Launch(job_id, number, attempt, self._argv[job_id], env, self.scratch, request)
+        launch = Launch(
+            job_id,
+            number,
+            attempt,
+            self._argv[job_id],
+            env,
+            self.scratch,
+            request,
+            self.sched.jobs[job_id].priority,
+        )
         self.executor.start(launch)
 
     def _exited(self, done: Finished) -> None:

@@ -73,16 +73,25 @@ def make_executor(
     cpus: int | None = None,
     memory: int | None = None,
     sandbox: Sandbox | None = None,
+    owner: str = "",
 ) -> Executor:
-    """``local``, ``dask`` (a LocalCluster) or ``dask:ADDRESS`` (a running scheduler);
-    ``sandbox``: where local steps run (docs/security.md)."""
+    """``local``, ``dask`` (a LocalCluster), ``dask:ADDRESS`` (a running scheduler),
+    ``slurm`` or ``slurm:PARTITION``; ``sandbox``: where local steps run
+    (docs/security.md); ``owner``: the installation's work directory (Slurm
+    jobs are tagged with it)."""
     if name == "local":
         return LocalExecutor(local_capacity(cpus, memory), sandbox)
     if name == "dask" or name.startswith("dask:"):
         from warehouse.jobs.daskexec import DaskExecutor
 
         return DaskExecutor(name.partition(":")[2] or None, workers=cpus)
-    raise UsageError(f"unknown executor {name!r} (local, dask or dask:ADDRESS)")
+    if name == "slurm" or name.startswith("slurm:"):
+        from warehouse.jobs.slurmexec import SlurmExecutor
+
+        return SlurmExecutor(name.partition(":")[2] or None, owner=owner)
+    raise UsageError(
+        f"unknown executor {name!r} (local, dask, dask:ADDRESS, slurm or slurm:PARTITION)"
+    )
 
 
 def run_manager(
@@ -98,7 +107,7 @@ def run_manager(
     if not lock.acquire():
         return False
     try:
-        executor = make_executor(executor_name, cpus=cpus)
+        executor = make_executor(executor_name, cpus=cpus, owner=str(wh.home.resolve()))
         manager = Manager(wh, executor, executor_name)
         if until_job is not None:
 

@@ -1,0 +1,466 @@
+"""The Slurm executor: steps run as ``sbatch`` jobs on a Slurm cluster.
+
+Each Slurm job runs one step, or a small batch of steps of one job one after
+the other (tiny steps would otherwise each pay Slurm's scheduling), named
+``wh-<job>-<step>`` after its first step and tagged (``--comment``) with the
+installation it belongs to. Steps must see the same scratch directory as the
+manager (a shared file system) and reach ``WH_HOME`` or ``WH_URL``.
+
+The batch script writes each step's log and result in the step's own
+directory and appends one line per finished step to an events file, which
+the manager reads at each turn: no Slurm command is needed to learn that a
+step ended normally. Slurm itself is asked, once per turn at most and for all
+our jobs at once (one ``squeue``; the job-completion log or ``sacct`` for jobs
+squeue has forgotten), only to notice jobs that ended without finishing
+their steps (cancelled, failed nodes, time limits). ``kill`` is ``scancel``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warehouse.errors import UsageError
+from warehouse.jobs.executors import Finished, Launch
+from warehouse.jobs.model import Resources
+from warehouse.jobs.protocol import process_environment
+
+__all__ = ["SlurmExecutor", "owner_tag"]
+
+log = logging.getLogger("warehouse.jobs")
+
+MAX_BATCH = 16  # steps run by one Slurm job at most
+SUBMIT_DELAY = 0.25  # seconds a freed step may wait for others to batch with
+STATE_INTERVAL = 0.5  # seconds between two looks at Slurm's own state
+_COMMAND_TIMEOUT = 60.0
+_NICE_LIMIT = 2147483645  # Slurm's bound on --nice
+# Slurm states after which a job runs nothing any more.
+_ENDED = {
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "REVOKED",
+    "SPECIAL_EXIT",
+    "TIMEOUT",
+}
+
+
+def owner_tag(place: str) -> str:
+    """The ``--comment`` marking an installation's Slurm jobs (from its work directory)."""
+    return "wh:" + hashlib.sha256(place.encode()).hexdigest()[:16]
+
+
+def _run(argv: list[str], stdin: str | None = None) -> str:
+    try:
+        proc = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=_COMMAND_TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise UsageError(f"{argv[0]} is not installed here: the Slurm executor needs it") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{argv[0]} did not answer in {_COMMAND_TIMEOUT:.0f}s") from None
+    if proc.returncode != 0:
+        message = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        raise UsageError(f"{argv[0]} failed: {message[-1] if message else proc.returncode}")
+    return proc.stdout
+
+
+@dataclass(slots=True)
+class _Step:
+    launch: Launch
+    path: str  # its directory: tmp/, log, result
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+@dataclass(slots=True)
+class _Batch:
+    steps: dict[tuple[int, int], _Step]
+    submitted: float
+    slurm_id: str = ""
+    ended: str = ""  # the Slurm state it ended in, once known
+    ended_at: float = 0.0
+    unseen: int = 0  # state looks that did not find it
+    killed: set[tuple[int, int]] = field(default_factory=set)
+
+
+class SlurmExecutor:
+    def __init__(
+        self,
+        partition: str | None = None,
+        *,
+        owner: str = "",
+        queue_factor: int = MAX_BATCH,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        self.partition = partition or None
+        self.comment = owner_tag(owner or os.getcwd())
+        self.max_batch = max(1, max_batch)
+        nodes = self._nodes()
+        if not nodes:
+            raise UsageError(f"Slurm has no node in partition {partition or '(default)'}")
+        self.largest = Resources(max(c for c, _ in nodes), max(m for _, m in nodes))
+        self._cpus = sum(c for c, _ in nodes)
+        self.capacity = Resources(
+            self._cpus * max(queue_factor, 1), sum(m for _, m in nodes) * max(queue_factor, 1)
+        )
+        self._pending: list[Launch] = []
+        self._pending_since = 0.0
+        self._batches: dict[str, _Batch] = {}  # by Slurm job id
+        self._where: dict[tuple[int, int], str] = {}  # step -> Slurm job id
+        self._done: list[Finished] = []
+        self._dir: Path | None = None
+        self._events = -1
+        self._partial = b""
+        self._last_state = 0.0
+        self._jobcomp = self._jobcomp_path()
+        self._jobcomp_offset = _size(self._jobcomp)  # our jobs come later
+        self._comp_states: dict[str, str] = {}
+        self.cancel_orphans()
+
+    # -- Slurm's view ---------------------------------------------------------
+
+    def _partition_args(self) -> list[str]:
+        return [f"--partition={self.partition}"] if self.partition else []
+
+    def _nodes(self) -> list[tuple[int, int]]:
+        """(CPUs, memory in bytes) of each node that takes jobs."""
+        out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%t", *self._partition_args()])
+        nodes: dict[str, tuple[int, int]] = {}
+        for line in out.splitlines():
+            name, cpus, mem, state = ([*line.split("|"), "", "", "", ""])[:4]
+            if state.startswith(("down", "drain", "fail")) or not cpus.isdigit():
+                continue
+            memory = int(mem) * 2**20 if mem.isdigit() else 2**62
+            nodes[name] = (int(cpus), memory)
+        return list(nodes.values())
+
+    def _jobcomp_path(self) -> str | None:
+        with contextlib.suppress(UsageError):
+            out = _run(["scontrol", "show", "config"])
+            kind = re.search(r"^JobCompType\s*=\s*(\S+)", out, re.M)
+            where = re.search(r"^JobCompLoc\s*=\s*(\S+)", out, re.M)
+            if kind and where and kind.group(1) == "jobcomp/filetxt":
+                return where.group(1)
+        return None
+
+    def cancel_orphans(self) -> int:
+        """Cancel every Slurm job of this installation: a new manager starts
+        again whatever an earlier one left running, so none is collected."""
+        ours = self._our_jobs()
+        if ours:
+            log.warning("cancelling %d Slurm jobs left by an earlier manager", len(ours))
+            _run(["scancel", *ours])
+        return len(ours)
+
+    def _our_jobs(self) -> list[str]:
+        out = _run(["squeue", "-h", "--me", "-o", "%i|%j|%k"])
+        return [
+            jid
+            for jid, name, comment in (
+                ([*line.split("|", 2), "", ""])[:3] for line in out.splitlines()
+            )
+            if name.startswith("wh-") and comment == self.comment
+        ]
+
+    # -- the executor interface -----------------------------------------------
+
+    def start(self, launch: Launch) -> None:
+        # Gathered and submitted in batches per job (see _due).
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append(launch)
+
+    def _due(self) -> bool:
+        # Steps freed one at a time would each pay Slurm's scheduling as a
+        # job of their own: wait a moment for a batch, unless Slurm is idle.
+        return (
+            not self._where
+            or len(self._pending) >= self.max_batch
+            or time.monotonic() - self._pending_since >= SUBMIT_DELAY
+        )
+
+    def poll(self, timeout: float) -> list[Finished]:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._pending and self._due():
+                self._submit()
+            self._read_events()
+            if time.monotonic() - self._last_state >= STATE_INTERVAL and self._batches:
+                self._check_slurm()
+            if self._done or time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.02, max(deadline - time.monotonic(), 0.0)))
+        done, self._done = self._done, []
+        return done
+
+    def kill(self, job: int, step: int) -> None:
+        for launch in [x for x in self._pending if (x.job, x.step) == (job, step)]:
+            self._pending.remove(launch)
+            self._done.append(_lost(launch, "it was stopped before it was submitted"))
+        jid = self._where.get((job, step))
+        if jid is None:
+            return
+        batch = self._batches[jid]
+        batch.killed.add((job, step))
+        # The manager kills the steps of a job together (cancel, failure),
+        # and a batch holds one job's steps: cancel it once all are asked.
+        if batch.killed >= set(batch.steps):
+            with contextlib.suppress(UsageError):
+                _run(["scancel", jid])
+            self._last_state = 0.0  # look soon
+
+    def running(self) -> int:
+        return len(self._where) + len(self._pending)
+
+    def close(self) -> None:
+        # As the other executors do: no step of ours goes on running.
+        self._pending.clear()
+        if self._batches:
+            with contextlib.suppress(UsageError):
+                _run(["scancel", *self._batches])
+        for batch in self._batches.values():
+            for step in batch.steps.values():
+                step.remove()
+        self._batches.clear()
+        self._where.clear()
+        if self._events >= 0:
+            os.close(self._events)
+            self._events = -1
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    # -- submitting -----------------------------------------------------------
+
+    def _workdir(self, scratch_root: str) -> Path:
+        if self._dir is None:
+            root = Path(scratch_root)
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._dir = Path(tempfile.mkdtemp(prefix=f"slurm-{os.getpid()}-", dir=root))
+            events = self._dir / "events"
+            events.touch(0o600)
+            self._events = os.open(events, os.O_RDONLY | os.O_CLOEXEC)
+        return self._dir
+
+    def _submit(self) -> None:
+        pending, self._pending = self._pending, []
+        groups: dict[tuple[int, Resources], list[Launch]] = {}
+        for launch in pending:
+            groups.setdefault((launch.job, launch.request), []).append(launch)
+        for (_, request), launches in groups.items():
+            # Enough Slurm jobs to keep every CPU busy, no more than needed.
+            slots = max(1, self._cpus // max(request.cpus, 1))
+            size = max(1, min(self.max_batch, math.ceil(len(launches) / slots)))
+            for i in range(0, len(launches), size):
+                self._submit_batch(launches[i : i + size], request)
+
+    def _submit_batch(self, launches: list[Launch], request: Resources) -> None:
+        root = self._workdir(launches[0].scratch_root)
+        steps: dict[tuple[int, int], _Step] = {}
+        lines = ["#!/bin/bash", "umask 077"]
+        events = shlex.quote(str(root / "events"))
+        for launch in launches:
+            path = tempfile.mkdtemp(prefix=f"{launch.job}-{launch.step}-", dir=root)
+            os.mkdir(path + "/tmp")
+            steps[(launch.job, launch.step)] = _Step(launch, path)
+            env = {
+                **process_environment(launch.env),
+                "WH_SCRATCH": path + "/tmp",
+                "TMPDIR": path + "/tmp",
+                "WH_RESULT": path + "/result",
+            }
+            assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+            command = " ".join(shlex.quote(a) for a in launch.argv)
+            p = shlex.quote(path)
+            tag = f"{launch.job} {launch.step} {launch.attempt}"
+            lines += [
+                "s=$EPOCHREALTIME",
+                f"(cd {p}/tmp && exec env -i {assignments} {command}) </dev/null >{p}/log 2>&1",
+                "rc=$?",
+                f'echo "{tag} $rc $s $EPOCHREALTIME ${{SLURMD_NODENAME:-$HOSTNAME}}" >>{events}',
+            ]
+        first = launches[0]
+        script = "\n".join(lines) + "\n"
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name=wh-{first.job}-{first.step}",
+            f"--comment={self.comment}",
+            f"--cpus-per-task={max(request.cpus, 1)}",
+            "--no-requeue",
+            "--export=NONE",
+            f"--nice={max(-_NICE_LIMIT, min(_NICE_LIMIT, -first.priority))}",
+            f"--output={root}/slurm-%j.out",
+            f"--chdir={root}",
+            *self._partition_args(),
+        ]
+        if request.memory > 0:
+            argv.append(f"--mem={max(1, math.ceil(request.memory / 2**20))}M")
+        try:
+            jid = _run(argv, stdin=script).strip().split(";")[0]
+        except UsageError as e:
+            # Reported as the steps' failure: the job's attempts decide.
+            for step in steps.values():
+                self._done.append(_lost(step.launch, f"sbatch refused it: {e}"))
+                step.remove()
+            return
+        self._batches[jid] = _Batch(steps, time.time(), jid)
+        for key in steps:
+            self._where[key] = jid
+
+    # -- learning what ended --------------------------------------------------
+
+    def _read_events(self) -> None:
+        if self._events < 0:
+            return
+        data = self._partial
+        while chunk := os.read(self._events, 1 << 16):
+            data += chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            fields = line.decode("utf-8", "replace").split(" ")
+            if len(fields) < 6:
+                continue
+            job, step, attempt, rc = (int(x) for x in fields[:4])
+            self._step_ended(job, step, attempt, rc, float(fields[4]), float(fields[5]), fields[6])
+
+    def _step_ended(
+        self, job: int, number: int, attempt: int, rc: int, started: float, ended: float, host: str
+    ) -> None:
+        jid = self._where.get((job, number))
+        if jid is None:
+            return
+        batch = self._batches[jid]
+        step = batch.steps.get((job, number))
+        if step is None or step.launch.attempt != attempt:
+            return
+        # bash reports a death by signal N as 128 + N.
+        status = -(rc - 128) if 128 < rc < 128 + 65 else rc
+        log_bytes = _read(step.path + "/log")
+        result = _read(step.path + "/result").decode("utf-8", "replace") if status == 0 else ""
+        self._done.append(
+            Finished(job, number, attempt, status, host, started, ended, log_bytes, result)
+        )
+        self._forget(jid, (job, number))
+
+    def _forget(self, jid: str, key: tuple[int, int]) -> None:
+        batch = self._batches[jid]
+        step = batch.steps.pop(key)
+        step.remove()
+        self._where.pop(key, None)
+        if not batch.steps:
+            del self._batches[jid]
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self._dir}/slurm-{jid}.out")
+
+    def _check_slurm(self) -> None:
+        """One squeue for all our jobs; the ended ones' steps that wrote no
+        event are lost (cancelled, killed, node failure)."""
+        self._last_state = time.monotonic()
+        try:
+            out = _run(["squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%k"])
+        except UsageError as e:
+            log.warning("could not read Slurm's queue: %s", e)
+            return
+        states = {}
+        for line in out.splitlines():
+            jid, state, comment = ([*line.split("|", 2), "", ""])[:3]
+            if comment == self.comment:
+                states[jid] = state
+        missing = [j for j in self._batches if j not in states]
+        if missing:
+            states.update(self._finished_states(missing))
+        now = time.time()
+        for jid, batch in list(self._batches.items()):
+            state = states.get(jid, "")
+            if state.split(" ")[0] in _ENDED:
+                batch.ended = batch.ended or state
+                batch.ended_at = batch.ended_at or now
+            elif not state:
+                batch.unseen += 1
+                if batch.unseen >= 3:  # Slurm does not know it at all any more
+                    batch.ended = batch.ended or "UNKNOWN"
+                    batch.ended_at = batch.ended_at or now
+        self._read_events()  # a step's last line may have landed meanwhile
+        for jid, batch in list(self._batches.items()):
+            # A short grace after the end: the events file is written by the
+            # batch script before Slurm records the job's end.
+            if batch.ended and now - batch.ended_at >= 0.0 and jid in self._batches:
+                for key, step in list(batch.steps.items()):
+                    why = f"its Slurm job {jid} ended {batch.ended} before the step did"
+                    self._done.append(_lost(step.launch, why))
+                    self._forget(jid, key)
+
+    def _finished_states(self, jids: list[str]) -> dict[str, str]:
+        """States of jobs squeue no longer lists: the job-completion log, else sacct."""
+        wanted = set(jids)
+        found: dict[str, str] = {}
+        if self._jobcomp is not None:
+            try:
+                with open(self._jobcomp, "rb") as f:
+                    f.seek(self._jobcomp_offset)
+                    data = f.read()
+            except OSError:
+                data = b""
+            end = data.rfind(b"\n") + 1
+            self._jobcomp_offset += end
+            for line in data[:end].decode("utf-8", "replace").splitlines():
+                job_m = re.search(r"\bJobId=(\d+)", line)
+                state_m = re.search(r"\bJobState=(\S+)", line)
+                if job_m and state_m and job_m.group(1) in self._batches:
+                    self._comp_states[job_m.group(1)] = state_m.group(1)
+            found = {j: self._comp_states.pop(j) for j in wanted if j in self._comp_states}
+            return found
+        with contextlib.suppress(UsageError):
+            out = _run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(jids)])
+            for line in out.splitlines():
+                number, _, state = line.partition("|")
+                if number in wanted:
+                    found[number] = state
+        return found
+
+
+def _read(path: str) -> bytes:
+    # Never through a link: a step could point its result at a file of ours.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    with open(fd, "rb") as f:
+        return f.read()
+
+
+def _size(path: str | None) -> int:
+    try:
+        return os.stat(path).st_size if path else 0
+    except OSError:
+        return 0
+
+
+def _lost(launch: Launch, why: str) -> Finished:
+    now = time.time()
+    log_bytes = f"wh: the step did not finish on Slurm: {why}\n".encode()
+    return Finished(launch.job, launch.step, launch.attempt, -9, "slurm", now, now, log_bytes, "")
