@@ -1,0 +1,31 @@
+"""Stage graph: solid k-mers (seen at least kmer_min_count times) and each one's successors."""
+
+import io
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np  # noqa: E402
+
+import dbg  # noqa: E402
+import stage  # noqa: E402
+
+k = stage.k()
+least = stage.auto(stage.params().get("kmer_min_count", 2), 2, "kmer_min_count")
+parts = [dbg.parse_counts(stage.read(p)) for p in stage.files()]
+keys, counts = dbg.merge_counts([p[0] for p in parts], [p[1] for p in parts])
+solid = counts >= least
+nodes, counts = keys[solid], counts[solid]
+succ = dbg.successors(nodes, k)
+
+
+def npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+stage.write(
+    {"nodes.npy": npy(nodes), "counts.npy": npy(counts), "successors.npy": npy(succ)},
+    {"kmers": len(keys), "solid_kmers": len(nodes), "edges": int((succ >= 0).sum()) // 2},
+)
