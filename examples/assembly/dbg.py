@@ -63,7 +63,9 @@ def canonical_kmers(seq: bytes, k: int) -> np.ndarray:
     return np.minimum(acc, revcomp_codes(acc, k))
 
 
-def count_kmers(sequences: Iterable[bytes], k: int, chunk: int = 4 << 20) -> tuple[np.ndarray, np.ndarray]:
+def count_kmers(
+    sequences: Iterable[bytes], k: int, chunk: int = 4 << 20
+) -> tuple[np.ndarray, np.ndarray]:
     """Distinct canonical k-mers of the sequences and how often each was seen (sorted)."""
     keys: list[np.ndarray] = []
     counts: list[np.ndarray] = []
@@ -88,7 +90,9 @@ def count_kmers(sequences: Iterable[bytes], k: int, chunk: int = 4 << 20) -> tup
     return merge_counts(keys, counts)
 
 
-def merge_counts(keys: Sequence[np.ndarray], counts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def merge_counts(
+    keys: Sequence[np.ndarray], counts: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     if not keys:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     allk = np.concatenate(keys)
@@ -251,7 +255,10 @@ class UnitigGraph:
                 continue  # isolated: left for the length filter
             for p in preds:
                 others = [w for w in self.succ[p] if w != v]
-                if any((self.cov(w), len(self.oseq[w]), -w) > (self.cov(v), len(self.oseq[v]), -v) for w in others):
+                if any(
+                    (self.cov(w), len(self.oseq[w]), -w) > (self.cov(v), len(self.oseq[v]), -v)
+                    for w in others
+                ):
                     found.add(v >> 1)
                     break
         return found
@@ -266,7 +273,11 @@ class UnitigGraph:
             for a in self.succ[v]:
                 if (a >> 1) == (v >> 1) or len(self.oseq[a]) > max_size:
                     continue
-                if self.pred(a) == [v] and len(self.succ[a]) == 1 and (self.succ[a][0] >> 1) != (v >> 1):
+                if (
+                    self.pred(a) == [v]
+                    and len(self.succ[a]) == 1
+                    and (self.succ[a][0] >> 1) != (v >> 1)
+                ):
                     arms.setdefault(self.succ[a][0], []).append(a)
             for group in arms.values():
                 if len(group) > 1:
@@ -325,8 +336,13 @@ def simplify(graph: UnitigGraph, how: Simplify) -> UnitigGraph:
         bubbles = graph.bubbles(how.bubble_size) if how.remove_bubbles else set()
         drop = low | tips | bubbles
         how.log.append(
-            {"round": round_, "unitigs": len(graph.unitigs), "low_coverage": len(low),
-             "tips": len(tips), "bubble_arms": len(bubbles)}
+            {
+                "round": round_,
+                "unitigs": len(graph.unitigs),
+                "low_coverage": len(low),
+                "tips": len(tips),
+                "bubble_arms": len(bubbles),
+            }
         )
         if not drop:
             break
@@ -377,7 +393,7 @@ def n50(lengths: Sequence[int], genome_size: int | None = None) -> int:
 
 
 def contigs_and_stats(unitigs: list[Unitig], min_length: int) -> tuple[bytes, dict[str, int]]:
-    """Contigs of at least ``min_length`` bases, longest first, each on its lexically first strand."""
+    """Contigs of ``min_length`` bases or more, longest first, each on its smaller strand."""
     kept = []
     for u in unitigs:
         if len(u.seq) >= min_length:
@@ -432,4 +448,6 @@ def parse_counts(data: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def format_counts(keys: np.ndarray, counts: np.ndarray) -> bytes:
-    return "".join(f"{a:016x}\t{c}\n" for a, c in zip(keys.tolist(), counts.tolist(), strict=True)).encode()
+    return "".join(
+        f"{a:016x}\t{c}\n" for a, c in zip(keys.tolist(), counts.tolist(), strict=True)
+    ).encode()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import dbg  # noqa: E402
+import dbg
 
 
 def evaluate(reference: str, contigs: list[str], min_length: int = 500) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def simulate_reads(
     rng = np.random.default_rng([seed, 1])
     g = np.frombuffer(genome, dtype=np.uint8)
     codes = np.searchsorted(_BASES, g)  # A C G T are sorted
-    count = int(round(coverage * len(genome) / read_length))
+    count = round(coverage * len(genome) / read_length)
     starts = rng.integers(0, len(genome) - read_length + 1, count)
     reads = codes[starts[:, None] + np.arange(read_length)]
     reverse = rng.random(count) < 0.5

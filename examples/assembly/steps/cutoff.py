@@ -1,13 +1,12 @@
-"""Stage cutoff: the k-mer count histogram and the coverage cutoff (its first valley unless given)."""
+"""Stage cutoff: the k-mer count histogram and the coverage cutoff (first valley unless given)."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import numpy as np  # noqa: E402
-
-import dbg  # noqa: E402
-import stage  # noqa: E402
+import dbg
+import numpy as np
+import stage
 
 given = stage.params().get("min_count", "auto")
 counts = [dbg.parse_counts(stage.read(p))[1] for p in stage.files()]
@@ -23,7 +22,9 @@ table = "".join(f"{c}\t{n}\n" for c, n in sorted(hist.items()))
 stage.write(
     {
         "histogram.tsv": ("count\tkmers\n" + table).encode(),
-        "cutoff.json": stage.dumps({"valley": valley, "min_count": chosen, "auto": given in (None, "auto")}),
+        "cutoff.json": stage.dumps(
+            {"valley": valley, "min_count": chosen, "auto": given in (None, "auto")}
+        ),
     },
     {"distinct_kmers": sum(hist.values())},
 )

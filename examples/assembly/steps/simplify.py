@@ -1,12 +1,12 @@
-"""Stage simplify: drop low-coverage unitigs, tips and bubble arms, merge chains; until nothing changes."""
+"""Stage simplify: drop low-coverage unitigs, tips, bubble arms; merge chains; until no change."""
 
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import dbg  # noqa: E402
-import stage  # noqa: E402
+import dbg
+import stage
 
 k = stage.k()
 p = stage.params()
@@ -22,8 +22,11 @@ how = dbg.Simplify(
 graph = dbg.UnitigGraph(dbg.read_unitigs(stage.read("unitigs/unitigs.fasta").decode()), k)
 graph = dbg.simplify(graph, how)
 settings = {
-    "min_count": how.min_count, "tip_length": how.tip_length, "bubble_size": how.bubble_size,
-    "remove_tips": how.remove_tips, "remove_bubbles": how.remove_bubbles,
+    "min_count": how.min_count,
+    "tip_length": how.tip_length,
+    "bubble_size": how.bubble_size,
+    "remove_tips": how.remove_tips,
+    "remove_bubbles": how.remove_bubbles,
 }
 stage.write(
     {

@@ -5,10 +5,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import numpy as np  # noqa: E402
-
-import dbg  # noqa: E402
-import stage  # noqa: E402
+import dbg
+import numpy as np
+import stage
 
 
 def load(name: str) -> np.ndarray:
