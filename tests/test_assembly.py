@@ -64,6 +64,7 @@ def contigs(wh: EmbeddedWarehouse, pdh: str) -> tuple[list[str], dict[str, Any]]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # two to four assemblies; a loaded machine is slow
 def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_lineage(
     run: Runner, wh: EmbeddedWarehouse, tmp_path: Path
 ) -> None:
@@ -109,6 +110,7 @@ def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_li
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # two to four assemblies; a loaded machine is slow
 def test_dask_gives_the_same_contigs_as_local(
     run: Runner,
     wh: EmbeddedWarehouse,
