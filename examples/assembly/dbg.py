@@ -328,12 +328,19 @@ class UnitigGraph:
 
 
 def simplify(graph: UnitigGraph, how: Simplify) -> UnitigGraph:
-    """Drop low-coverage unitigs, tips and bubble arms, then merge chains; until nothing changes."""
+    """Drop tips and bubble arms, else low-coverage unitigs, then merge chains; until no change.
+
+    Low coverage waits until no tip or bubble is left: a short true unitig
+    between two errors may be thinly covered, and once the errors are gone
+    it is part of a long unitig whose mean coverage keeps it.
+    """
     graph = graph.merged()
     for round_ in range(1, how.max_rounds + 1):
-        low = graph.low_coverage(how.min_count) if how.min_count > 0 else set()
         tips = graph.tips(how.tip_length) if how.remove_tips else set()
         bubbles = graph.bubbles(how.bubble_size) if how.remove_bubbles else set()
+        low: set[int] = set()
+        if not tips and not bubbles and how.min_count > 0:
+            low = graph.low_coverage(how.min_count)
         drop = low | tips | bubbles
         how.log.append(
             {
