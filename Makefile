@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-browser install-sandbox demo test lint bench clean
+.PHONY: install install-browser install-sandbox install-velvet demo test lint bench bench-assembly clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,14 @@ bench: install
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/gc.py
 	$(BIN)/python benchmarks/regol.py
+
+# The assembly benchmark compares with Velvet (Debian's velvet): installed
+# here when missing, as root, like chromium. The tests do not need it.
+install-velvet:
+	command -v velveth >/dev/null || (apt-get update && apt-get install -y velvet)
+
+bench-assembly: install install-velvet
+	$(BIN)/python benchmarks/assembly.py --workdir $${TMPDIR:-/tmp}/wh-assembly-bench
 
 clean:
 	rm -rf $(VENV) demo-out test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,57 @@
+"""What every stage script does around the assembly code: read params and files, write files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from warehouse import step
+
+
+def params() -> dict[str, Any]:
+    return step.params()
+
+
+def k() -> int:
+    import dbg
+
+    return dbg.check_k(params().get("k", 31))
+
+
+def files(under: str = "") -> list[str]:
+    """The input's file paths (under a directory of a combined input), sorted."""
+    prefix = under.rstrip("/") + "/" if under else ""
+    return sorted(p for p in step.reader().files if p.startswith(prefix))
+
+
+def read(path: str) -> bytes:
+    return step.reader().read_file(path)
+
+
+def auto(value: Any, default: int, name: str) -> int:
+    """A length parameter: ``auto`` gives ``default``."""
+    if value in (None, "auto"):
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SystemExit(f"{name} must be a whole number or auto, not {value!r}")
+    return value
+
+
+def switch(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise SystemExit(f"{name} must be true or false, not {value!r}")
+    return value
+
+
+def write(outputs: Mapping[str, bytes], counters: Mapping[str, int] | None = None) -> None:
+    out = step.StreamWriter(".")
+    for name in sorted(outputs):
+        out.add_file(name, [outputs[name]])
+    step.output(out.finish())
+    if counters:
+        step.counters(**counters)
+
+
+def dumps(value: Any) -> bytes:
+    return (json.dumps(value, indent=1, sort_keys=True) + "\n").encode()

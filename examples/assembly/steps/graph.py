@@ -1,0 +1,36 @@
+"""Stage graph: solid k-mers (seen at least kmer_min_count times) and each one's successors.
+
+Input: ./counts (the k-mer count) and ./code (the count's code, with k in config.json).
+"""
+
+import io
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import json
+
+import dbg
+import numpy as np
+import stage
+
+# k as the counting used it: from the count's code collection (the prepare stage's output).
+k = dbg.check_k(json.loads(stage.read("code/config.json"))["k"])
+least = stage.auto(stage.params().get("kmer_min_count", 2), 2, "kmer_min_count")
+parts = [dbg.parse_counts(stage.read(p)) for p in stage.files("counts")]
+keys, counts = dbg.merge_counts([p[0] for p in parts], [p[1] for p in parts])
+solid = counts >= least
+nodes, counts = keys[solid], counts[solid]
+succ = dbg.successors(nodes, k)
+
+
+def npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+stage.write(
+    {"nodes.npy": npy(nodes), "counts.npy": npy(counts), "successors.npy": npy(succ)},
+    {"kmers": len(keys), "solid_kmers": len(nodes), "edges": int((succ >= 0).sum()) // 2},
+)

@@ -1,0 +1,37 @@
+"""Stage simplify: drop low-coverage unitigs, tips, bubble arms; merge chains; until no change."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import dbg
+import stage
+
+k = stage.k()
+p = stage.params()
+cutoff = json.loads(stage.read("cutoff/cutoff.json"))
+how = dbg.Simplify(
+    k,
+    min_count=float(cutoff["min_count"]),
+    tip_length=stage.auto(p.get("tip_length"), 2 * k, "tip_length"),
+    bubble_size=stage.auto(p.get("bubble_size"), 3 * k, "bubble_size"),
+    remove_tips=stage.switch(p.get("remove_tips", True), "remove_tips"),
+    remove_bubbles=stage.switch(p.get("remove_bubbles", True), "remove_bubbles"),
+)
+graph = dbg.UnitigGraph(dbg.read_unitigs(stage.read("unitigs/unitigs.fasta").decode()), k)
+graph = dbg.simplify(graph, how)
+settings = {
+    "min_count": how.min_count,
+    "tip_length": how.tip_length,
+    "bubble_size": how.bubble_size,
+    "remove_tips": how.remove_tips,
+    "remove_bubbles": how.remove_bubbles,
+}
+stage.write(
+    {
+        "unitigs.fasta": dbg.write_unitigs(graph.unitigs),
+        "simplify.json": stage.dumps({"settings": settings, "rounds": how.log}),
+    },
+    {"rounds": len(how.log), "unitigs": len(graph.unitigs)},
+)

@@ -1,0 +1,151 @@
+"""The assembly example (examples/assembly, docs/assembly.md) run as a user runs it: simulated
+reads, `wh workflow run`, contigs aligned back to the reference with minimap2 (mappy)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Runner
+from jobs_helpers import dask_cluster  # noqa: F401  (a fixture)
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.workflows.client import LocalWorkflows
+from workflow_helpers import git, json_out
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "assembly"
+sys.path.insert(0, str(EXAMPLE))
+import dbg  # noqa: E402
+import evaluate  # noqa: E402
+import simulate  # noqa: E402
+
+STAGES = {"prepare", "count", "cutoff", "graph", "unitigs", "simplify", "contigs"}
+
+
+def checkout(root: Path) -> Path:
+    """A repository holding the example at its usual path (so tests see these files, committed)."""
+    repo = root / "repo"
+    shutil.copytree(
+        EXAMPLE, repo / "examples" / "assembly", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "assembly")
+    return repo / "examples" / "assembly" / "assemble.wf.yml"
+
+
+def reads(wh: EmbeddedWarehouse, root: Path, size: int) -> str:
+    genome = simulate.random_genome(size, 7)
+    simulate.write(root / "sim", genome, simulate.simulate_reads(genome, 30, 100, 0.01, 7), files=2)
+    wh.put([root / "sim" / "reads"], name="reads")
+    return genome.decode()
+
+
+def assemble(run: Runner, wf: Path, *inputs: str) -> dict[str, Any]:
+    args = [a for i in inputs for a in ("-i", i)]
+    view = json_out(
+        run("workflow", "run", str(wf), "-i", "reads=reads", *args, "--wait", "--json").output
+    )
+    assert view["state"] == "complete", view
+    return view
+
+
+def contigs(wh: EmbeddedWarehouse, pdh: str) -> tuple[list[str], dict[str, Any]]:
+    reader = wh.reader(pdh)
+    assert sorted(reader.files) == ["contigs.fasta", "stats.json"]
+    records = dbg.read_fasta(reader.read_file("contigs.fasta").decode())
+    for header, seq in records:
+        assert f"length={len(seq)} coverage=" in header
+    return [s for _, s in records], json.loads(reader.read_file("stats.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # two to four assemblies; a loaded machine is slow
+def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_lineage(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    wf = checkout(tmp_path)
+    reference = reads(wh, tmp_path, 200_000)
+    first = assemble(run, wf)
+    out = first["nodes"][-1]["output_pdh"]
+    seqs, stats = contigs(wh, out)
+    lengths = [len(s) for s in seqs]
+    assert stats == {
+        "contigs": len(seqs),
+        "total_length": sum(lengths),
+        "n50": dbg.n50(lengths),
+        "longest": max(lengths),
+        "min_length": 62,
+    }
+    figures = evaluate.evaluate(reference, seqs, min_length=500)
+    assert figures["worst_identity"] >= 0.99 and figures["misassemblies"] == 0, figures
+    assert figures["unaligned"] == 0 and figures["genome_fraction"] >= 0.98, figures
+    assert figures["ng50"] >= 100_000, figures
+
+    again = assemble(run, wf)
+    assert again["nodes"][-1]["output_pdh"] == out
+    assert all(n["reused"] for n in again["nodes"]), again["nodes"]
+
+    # Every stage with its function's commit, back to the reads.
+    commit = git(wf.parents[2], "rev-parse", "HEAD")
+    text = run("lineage", out).output
+    for stage in STAGES - {"count"}:
+        assert f"examples/assembly/steps/{stage}.py  commit {commit}" in text, stage
+    assert "builtin:mapreduce" in text and "node count" in text
+
+    # Tips and bubbles do the work when the coverage cutoff is low: without them NG50 falls.
+    on = assemble(run, wf, "min_count=2")
+    off = assemble(run, wf, "min_count=2", "remove_tips=false", "remove_bubbles=false")
+    ran = {n["node"] for n in off["nodes"] if not n["reused"]}
+    assert ran == {"simplify", "contigs"}, ran
+    ng50_on = evaluate.evaluate(reference, contigs(wh, on["nodes"][-1]["output_pdh"])[0])["ng50"]
+    ng50_off = dbg.n50(
+        [len(s) for s in contigs(wh, off["nodes"][-1]["output_pdh"])[0]], len(reference)
+    )
+    assert ng50_on >= 5 * ng50_off, (ng50_on, ng50_off)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # two to four assemblies; a loaded machine is slow
+def test_dask_gives_the_same_contigs_as_local(
+    run: Runner,
+    wh: EmbeddedWarehouse,
+    tmp_path: Path,
+    dask_cluster: str,  # noqa: F811
+) -> None:
+    wf = checkout(tmp_path)
+    reads(wh, tmp_path, 30_000)
+    local = assemble(run, wf, "reducers=2")["nodes"][-1]["output_pdh"]
+    with EmbeddedWarehouse(tmp_path / "other-home") as other:
+        reads(other, tmp_path / "other", 30_000)
+        flows = LocalWorkflows(other, f"dask:{dask_cluster}")
+        started = flows.start(
+            wf.read_text(), str(wf), {"reads": "reads", "reducers": 2}, base_dir=wf.parent
+        )
+        view = flows.run(started["id"], wait=True)
+        assert view["state"] == "complete", view
+        assert {n["node"] for n in view["nodes"] if not n["reused"]} == STAGES
+        assert view["nodes"][-1]["output_pdh"] == local
+
+
+def test_dbg_pieces_agree_with_plain_python() -> None:
+    seq = simulate.random_genome(500, 3)
+    k = 21
+    keys, counts = dbg.count_kmers([seq, seq[100:300]], k)
+    text = seq.decode()
+    expect: dict[str, int] = {}
+    for s in (text, text[100:300]):
+        for i in range(len(s) - k + 1):
+            kmer = min(s[i : i + k], dbg.revcomp(s[i : i + k]))
+            expect[kmer] = expect.get(kmer, 0) + 1
+    assert {dbg.decode(int(a), k): int(c) for a, c in zip(keys, counts, strict=True)} == expect
+    assert dbg.parse_counts(dbg.format_counts(keys, counts))[1].tolist() == counts.tolist()
+    unitigs = dbg.kmer_unitigs(keys, counts, k)
+    assert [u[0] in (text, dbg.revcomp(text)) for u in unitigs] == [True]
+    assert dbg.first_valley({1: 100, 2: 10, 3: 4, 4: 9, 5: 20}) == 3
+    assert dbg.first_valley({1: 100, 2: 10}) is None
+    assert dbg.n50([5, 4, 1]) == 5 and dbg.n50([5, 4, 1], 30) == 0
