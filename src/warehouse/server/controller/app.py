@@ -32,6 +32,7 @@ from warehouse.server.controller import (
     users,
     workflows,
 )
+from warehouse.server.controller.apidocs import docs_router
 from warehouse.server.controller.state import ControllerConfig, ControllerState
 
 __all__ = ["create_app"]
@@ -112,9 +113,12 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
         version="1",
         summary="Collections, names, users and keep services of one installation.",
         lifespan=lifespan,
+        docs_url=None,  # served from the package below, not from a CDN
+        redoc_url=None,
     )
     if state is not None:
         app.state.controller = state
+    app.include_router(docs_router(app.title))
     for module in (collections, names, users, gc, jobs, regol, workflows, lineage, sql):
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us
