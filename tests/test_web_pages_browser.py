@@ -2,12 +2,13 @@
 
 The OpenAPI page works offline: every request it makes goes to the controller.
 A job page: a failed job's bar and log tail; the step table and timeline
-follow a running job.
+follow a running job. A text and an image previewed, a folder downloaded as zip.
 """
 
 from __future__ import annotations
 
 import threading
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from cluster import Controller, KeepPool, controller
 from jobs_helpers import make_text, put_function, run_job
+from test_web_preview import PNG
 from warehouse import jobs
 from warehouse.cli.web import sign_in_token
 from warehouse.embedded import EmbeddedWarehouse
@@ -154,5 +156,40 @@ def test_the_step_table_and_timeline_follow_a_running_job(
             finally:
                 manager.join(60)
             page.wait_for_selector(".progress .state-complete", timeout=30_000)
+        finally:
+            browser.close()
+
+
+def test_preview_a_text_and_an_image_and_download_a_folder_as_zip(
+    pages: tuple[str, str, EmbeddedWarehouse], tmp_path: Path
+) -> None:
+    url, token, wh = pages
+    tree = tmp_path / "tree"
+    (tree / "d").mkdir(parents=True)
+    (tree / "d" / "notes.txt").write_text("<b>not bold</b>\n")
+    (tree / "d" / "pic.png").write_bytes(PNG)
+    pdh = wh.put([tree / "d"]).pdh
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = _signed_in(browser, url, token)
+            page.goto(f"{url}/web/c/{pdh}")
+            page.click("a.preview:text-is('notes.txt')")
+            assert page.locator("pre.preview").inner_text() == "<b>not bold</b>\n"
+            assert page.locator("pre.preview b").count() == 0
+            page.go_back()
+            page.click("a.preview:text-is('pic.png')")
+            img = page.locator("img.preview")
+            img.wait_for()
+            page.wait_for_function("document.querySelector('img.preview').complete")
+            assert img.evaluate("i => i.naturalWidth") == 1  # the browser drew it
+            page.go_back()
+            with page.expect_download() as fetched:
+                page.click("a.archive:text-is('zip')")
+            saved = tmp_path / "got.zip"
+            fetched.value.save_as(saved)
+            with zipfile.ZipFile(saved) as z:
+                assert z.read("notes.txt") == b"<b>not bold</b>\n"
+                assert z.read("pic.png") == PNG
         finally:
             browser.close()
