@@ -316,7 +316,7 @@ def test_corrupt_copy_is_502_counted_and_logged(
     with caplog.at_level(logging.ERROR, "warehouse.keepd"), keep.client() as c:
         assert c.get(f"/{loc}").status_code == 502
         metrics = httpx.get(f"{keep.url}/metrics").text
-    assert "wh_keepd_corrupt_reads_total 1\n" in metrics
+    assert "wh_keepd_corrupt_reads_total 1.0\n" in metrics
     assert any(
         loc.md5 in r.getMessage() and str(keep.roots[0]) in r.getMessage() for r in caplog.records
     )
@@ -462,8 +462,8 @@ def test_metrics_are_prometheus_text(keep: Keep) -> None:
             continue
         name, value = line.rsplit(" ", 1)
         samples[name] = float(value)
-    assert samples['wh_keepd_requests_total{method="PUT",code="200"}'] == 1
-    assert samples['wh_keepd_requests_total{method="GET",code="401"}'] == 1
+    assert samples['wh_keepd_requests_total{code="200",method="PUT"}'] == 1
+    assert samples['wh_keepd_requests_total{code="401",method="GET"}'] == 1
     assert samples["wh_keepd_blocks_stored_total"] == 1
     assert samples["wh_keepd_bytes_in_total"] == len(b"counted")
     assert samples[f'wh_keepd_volume_free_bytes{{volume="{keep.roots[0]}"}}'] > 0
