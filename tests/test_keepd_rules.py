@@ -122,7 +122,7 @@ def test_prometheus_text() -> None:
     assert 'wh_keepd_requests_total{code="200",method="GET"} 2.0\n' in text
     assert "wh_keepd_bytes_out_total 15.0\n" in text
     assert "wh_keepd_corrupt_reads_total 1.0\n" in text
-    assert 'wh_keepd_volume_free_bytes{volume="/v\\"1"} 100.0\n' in text
+    assert 'wh_keepd_volume_free_bytes{device="",volume="/v\\"1"} 100.0\n' in text
     assert "process_resident_memory_bytes " in text  # the process's own metrics too
     sample = re.compile(r'[a-z_]+(\{([a-z]+="([^"\\]|\\.)*",?)+\})? [0-9.e+-]+')
     for line in text.splitlines():

@@ -54,6 +54,7 @@ class VolumeGauge:
     path: str
     free_bytes: int
     total_bytes: int
+    device: str = ""  # "major:minor" of the file system (volumes may share one)
 
 
 class _KeepCollector(Collector):
@@ -88,14 +89,16 @@ class _KeepCollector(Collector):
         for name, help_text, value in totals:
             yield CounterMetricFamily(f"wh_keepd_{name}", help_text, value=value)
         free = GaugeMetricFamily(
-            "wh_keepd_volume_free_bytes", "Bytes free on the volume.", labels=["volume"]
+            "wh_keepd_volume_free_bytes", "Bytes free on the volume.", labels=["volume", "device"]
         )
         total = GaugeMetricFamily(
-            "wh_keepd_volume_total_bytes", "Size of the volume's file system.", labels=["volume"]
+            "wh_keepd_volume_total_bytes",
+            "Size of the volume's file system.",
+            labels=["volume", "device"],
         )
         for v in self.volumes:
-            free.add_metric([v.path], v.free_bytes)
-            total.add_metric([v.path], v.total_bytes)
+            free.add_metric([v.path, v.device], v.free_bytes)
+            total.add_metric([v.path, v.device], v.total_bytes)
         yield free
         yield total
 
