@@ -316,7 +316,7 @@ def test_corrupt_copy_is_502_counted_and_logged(
     with caplog.at_level(logging.ERROR, "warehouse.keepd"), keep.client() as c:
         assert c.get(f"/{loc}").status_code == 502
         metrics = httpx.get(f"{keep.url}/metrics").text
-    assert "wh_keepd_corrupt_reads_total 1\n" in metrics
+    assert "wh_keepd_corrupt_reads_total 1.0\n" in metrics
     assert any(
         loc.md5 in r.getMessage() and str(keep.roots[0]) in r.getMessage() for r in caplog.records
     )
@@ -441,12 +441,18 @@ def test_status(keep: Keep) -> None:
             "path": str(keep.roots[0]),
             "free_bytes": s["volumes"][0]["free_bytes"],
             "total_bytes": s["volumes"][0]["total_bytes"],
+            "device": "{}:{}".format(*_device(keep.roots[0])),
             "block_count": None,
         }
     ]
     assert 0 < s["volumes"][0]["free_bytes"] <= s["volumes"][0]["total_bytes"]
     assert s["requests"]["PUT"]["200"] == 1
     assert s["queues"] == {"trash": 0, "pull": 0}
+
+
+def _device(path: Path) -> tuple[int, int]:
+    dev = os.stat(path).st_dev
+    return os.major(dev), os.minor(dev)
 
 
 def test_metrics_are_prometheus_text(keep: Keep) -> None:
@@ -462,8 +468,14 @@ def test_metrics_are_prometheus_text(keep: Keep) -> None:
             continue
         name, value = line.rsplit(" ", 1)
         samples[name] = float(value)
-    assert samples['wh_keepd_requests_total{method="PUT",code="200"}'] == 1
-    assert samples['wh_keepd_requests_total{method="GET",code="401"}'] == 1
+    assert samples['wh_keepd_requests_total{code="200",method="PUT"}'] == 1
+    assert samples['wh_keepd_requests_total{code="401",method="GET"}'] == 1
     assert samples["wh_keepd_blocks_stored_total"] == 1
     assert samples["wh_keepd_bytes_in_total"] == len(b"counted")
-    assert samples[f'wh_keepd_volume_free_bytes{{volume="{keep.roots[0]}"}}'] > 0
+    (free,) = [v for k, v in samples.items() if k.startswith("wh_keepd_volume_free_bytes{")]
+    assert free > 0
+    (key,) = [k for k in samples if k.startswith("wh_keepd_volume_total_bytes{")]
+    major, minor = _device(keep.roots[0])  # the file system: the cluster page counts it once
+    assert (
+        key == f'wh_keepd_volume_total_bytes{{device="{major}:{minor}",volume="{keep.roots[0]}"}}'
+    )

@@ -119,11 +119,12 @@ def test_prometheus_text() -> None:
     m.count_request("GET", 200, 5)
     m.add(corrupt_reads=1)
     text = render_prometheus(m, [VolumeGauge('/v"1', 100, 200)])
-    assert 'wh_keepd_requests_total{method="GET",code="200"} 2\n' in text
-    assert "wh_keepd_bytes_out_total 15\n" in text
-    assert "wh_keepd_corrupt_reads_total 1\n" in text
-    assert 'wh_keepd_volume_free_bytes{volume="/v\\"1"} 100\n' in text
-    sample = re.compile(r'[a-z_]+(\{([a-z]+="([^"\\]|\\.)*",?)+\})? [0-9.]+')
+    assert 'wh_keepd_requests_total{code="200",method="GET"} 2.0\n' in text
+    assert "wh_keepd_bytes_out_total 15.0\n" in text
+    assert "wh_keepd_corrupt_reads_total 1.0\n" in text
+    assert 'wh_keepd_volume_free_bytes{device="",volume="/v\\"1"} 100.0\n' in text
+    assert "process_resident_memory_bytes " in text  # the process's own metrics too
+    sample = re.compile(r'[a-z_]+(\{([a-z]+="([^"\\]|\\.)*",?)+\})? [0-9.e+-]+')
     for line in text.splitlines():
         assert line.startswith("# ") or sample.fullmatch(line), line
 

@@ -9,6 +9,7 @@ admin token of their own) the same numbers are read from ``/metrics``.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import time
@@ -26,7 +27,7 @@ from warehouse.web.auth import SignedIn, site_of
 from warehouse.web.pages import PREFIX, PageRoute, render
 from warehouse.web.site import Site
 
-__all__ = ["STATUS_TIMEOUT", "ServerView", "VolumeView", "router"]
+__all__ = ["STATUS_TIMEOUT", "Capacity", "ServerView", "VolumeView", "capacity", "router"]
 
 STATUS_TIMEOUT = 0.8  # seconds: a slow keep server must not hold the page up
 
@@ -38,6 +39,33 @@ class VolumeView:
     path: str
     free: int
     total: int
+    device: str = ""  # the file system's "major:minor"; "" when the server does not say
+
+
+@dataclass(frozen=True)
+class Capacity:
+    free: int
+    total: int
+    volumes: int
+    filesystems: int
+
+
+def capacity(volumes: list[tuple[str, VolumeView]]) -> Capacity:
+    """Free and total bytes counting each file system once.
+
+    Volumes are ``(host, volume)`` pairs: a device number means one file
+    system only on one host. Several volumes (or servers) on one disk would
+    otherwise count its space once each.
+    """
+    seen: dict[tuple[str, str], VolumeView] = {}
+    for host, v in volumes:
+        seen.setdefault((host, v.device or "path:" + v.path), v)
+    return Capacity(
+        sum(v.free for v in seen.values()),
+        sum(v.total for v in seen.values()),
+        len(volumes),
+        len(seen),
+    )
 
 
 @dataclass
@@ -52,13 +80,21 @@ class ServerView:
     rate: float | None = None  # requests a second since the last look
     error: str | None = None
 
+    @property
+    def host(self) -> str:
+        return httpx.URL(self.url).host if "://" in self.url else self.url
+
+    @property
+    def capacity(self) -> Capacity:
+        return capacity([(self.host, v) for v in self.volumes])
+
 
 def _count(requests: dict[str, dict[str, int]]) -> tuple[int, dict[str, int]]:
     by_method = {m: sum(codes.values()) for m, codes in requests.items()}
     return sum(by_method.values()), by_method
 
 
-_SAMPLE = re.compile(r"^(wh_keepd_\w+)\{(.*)\} (\d+)$")
+_SAMPLE = re.compile(r"^(wh_keepd_\w+)\{(.*)\} ([0-9.eE+-]+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -70,12 +106,18 @@ def _from_metrics(text: str) -> dict[str, Any]:
         m = _SAMPLE.match(line)
         if m is None:
             continue
-        name, labels, value = m.group(1), dict(_LABEL.findall(m.group(2))), int(m.group(3))
+        name, labels = m.group(1), dict(_LABEL.findall(m.group(2)))
+        try:
+            value = int(float(m.group(3)))
+        except ValueError:
+            continue
         if name == "wh_keepd_requests_total":
             requests.setdefault(labels["method"], {})[labels["code"]] = value
         elif name in ("wh_keepd_volume_free_bytes", "wh_keepd_volume_total_bytes"):
             key = "free_bytes" if "free" in name else "total_bytes"
-            volumes.setdefault(labels["volume"], {"path": labels["volume"]})[key] = value
+            volume = volumes.setdefault(labels["volume"], {"path": labels["volume"]})
+            volume[key] = value
+            volume["device"] = labels.get("device", "")
     return {"volumes": list(volumes.values()), "requests": requests}
 
 
@@ -97,7 +139,12 @@ async def _status(client: httpx.AsyncClient, site: Site, view: ServerView) -> No
     try:
         status = await _fetch(client, site, view.url)
         view.volumes = [
-            VolumeView(str(v["path"]), int(v["free_bytes"]), int(v["total_bytes"]))
+            VolumeView(
+                str(v["path"]),
+                int(v["free_bytes"]),
+                int(v["total_bytes"]),
+                str(v.get("device") or ""),
+            )
             for v in status.get("volumes", [])
         ]
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
@@ -116,7 +163,8 @@ def _local_volumes(site: Site) -> list[ServerView]:
     views = []
     for path in site.volume_paths():
         usage = shutil.disk_usage(path)
-        volume = VolumeView(str(path), usage.free, usage.total)
+        dev = os.stat(path).st_dev
+        volume = VolumeView(str(path), usage.free, usage.total, f"{os.major(dev)}:{os.minor(dev)}")
         views.append(ServerView("embedded", "(this machine)", None, volumes=[volume]))
     return views
 
@@ -134,4 +182,7 @@ async def cluster(request: Request, user: SignedIn) -> Response:
     views += await run_in_threadpool(_local_volumes, site)
     rows = await run_in_threadpool(catalog.accounting, site.engine, 0.0)
     rows = [r for r in rows if user.admin or r.user == user.name]
-    return render(request, "cluster.html", servers=views, accounting=rows, kind=site.kind)
+    whole = capacity([(v.host, vol) for v in views for vol in v.volumes])
+    return render(
+        request, "cluster.html", servers=views, accounting=rows, kind=site.kind, whole=whole
+    )

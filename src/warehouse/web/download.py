@@ -22,7 +22,23 @@ from warehouse.keys import is_pdh
 from warehouse.web.auth import SignedIn, site_of
 from warehouse.web.pages import PREFIX, PageRoute
 
-__all__ = ["Unsatisfiable", "iter_range", "parse_range", "router"]
+__all__ = ["IMAGE_TYPES", "Unsatisfiable", "iter_range", "parse_range", "router"]
+
+# Images a browser may show inline (the preview page). Never SVG: it can hold script.
+IMAGE_TYPES = {
+    "png": "image/png",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "gif": "image/gif",
+    "webp": "image/webp",
+}
+
+
+def image_type(path: str) -> str | None:
+    """The content type of an image the preview may show, by the name's extension."""
+    name = path.rpartition("/")[2]
+    return IMAGE_TYPES.get(name.rpartition(".")[2].lower()) if "." in name else None
+
 
 router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
 
@@ -76,7 +92,9 @@ def _disposition(path: str) -> str:
 
 
 @router.get("/c/{pdh}/f/{path:path}")
-def download(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
+def download(
+    request: Request, pdh: str, path: str, user: SignedIn, inline: bool = False
+) -> Response:
     if not is_pdh(pdh):
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
     reader = site_of(request).reader(pdh)
@@ -89,6 +107,14 @@ def download(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
         "Content-Disposition": _disposition(entry.path),
         "Cache-Control": "private, max-age=3600",
     }
+    media_type = "application/octet-stream"
+    shown = image_type(entry.path) if inline else None
+    if shown is not None:
+        # Shown in the preview: a fixed image type, never sniffed, with no rights.
+        media_type = shown
+        headers["Content-Disposition"] = "inline"
+        headers["X-Content-Type-Options"] = "nosniff"
+        headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
     if_range = request.headers.get("if-range")
     asked = request.headers.get("range") if if_range in (None, etag) else None
     try:
@@ -104,7 +130,7 @@ def download(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
     return StreamingResponse(
         body,
         status_code=206 if span is not None else 200,
-        media_type="application/octet-stream",
+        media_type=media_type,
         headers=headers,
     )
 

@@ -16,6 +16,7 @@ from warehouse.jobs.values import StepRecord
 from warehouse.manifest import Manifest
 from warehouse.web import queries
 from warehouse.web.auth import SignedIn, read_form, site_of
+from warehouse.web.eta import eta_seconds
 from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.web.site import Site
 from warehouse.web.timeline import timeline
@@ -73,10 +74,17 @@ def job_page(
     found = queries.steps_page(
         site.engine, job_id, state, (number - 1) * STEPS_PER_PAGE, STEPS_PER_PAGE
     )
+    eta = None
+    if record.state not in ("complete", "failed", "cancelled"):
+        durations = queries.done_durations(site.engine, job_id)
+        eta = eta_seconds(durations, record.steps_running, record.steps_queued)
+    failed = queries.failed_step(site.engine, job_id) if record.state == "failed" else None
     return render(
         request,
         "job.html",
         job=record,
+        eta=eta,
+        failed=failed,
         params=json.loads(record.params),
         counts=counts,
         state=state,

@@ -138,6 +138,32 @@ def step_counts(engine: sa.Engine, job_id: int) -> dict[str, int]:
     return counts
 
 
+def done_durations(engine: sa.Engine, job_id: int, limit: int = 1000) -> list[float]:
+    """Run times in seconds of the job's last ``limit`` finished steps (for the ETA)."""
+    query = (
+        sa.select(steps.c.finished_at - steps.c.started_at)
+        .where(steps.c.job == job_id, steps.c.state == "done")
+        .where(steps.c.started_at.is_not(None), steps.c.finished_at.is_not(None))
+        .order_by(steps.c.number.desc())
+        .limit(limit)
+    )
+    with connect(engine) as conn:
+        return [max(float(d), 0.0) for (d,) in conn.execute(query)]
+
+
+def failed_step(engine: sa.Engine, job_id: int) -> StepRecord | None:
+    """The job's first failed step, if any (its log tail goes on the job page)."""
+    query = (
+        sa.select(steps)
+        .where(steps.c.job == job_id, steps.c.state == "failed")
+        .order_by(steps.c.number)
+        .limit(1)
+    )
+    with connect(engine) as conn:
+        row = conn.execute(query).first()
+    return StepRecord(**row._mapping) if row else None
+
+
 def steps_page(
     engine: sa.Engine, job_id: int, state: str, offset: int, limit: int
 ) -> list[StepRecord]:

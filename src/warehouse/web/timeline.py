@@ -11,13 +11,15 @@ from warehouse.jobs.values import StepRecord
 __all__ = ["Bar", "Timeline", "timeline"]
 
 WIDTH = 900
-LABEL = 70  # room for the step numbers on the left
+LABEL = 200  # room for the steps' input strings on the left
+LABEL_CHARS = 30  # longer inputs are cut (the bar's title holds the whole string)
 ROW = 12
 
 
 @dataclass(frozen=True, slots=True)
 class Bar:
     number: int
+    label: str  # the step's input string, cut to LABEL_CHARS
     y: int
     x: float
     width: float
@@ -54,7 +56,11 @@ def timeline(steps: Sequence[StepRecord], now: float | None = None) -> Timeline:
         assert s.started_at is not None
         x = LABEL + (s.started_at - t0) * scale
         width = max((end - s.started_at) * scale, 1.0)
-        title = f"step {s.number}: {s.state}, {end - s.started_at:.2f} s, on {s.host or '?'}"
-        bars.append(Bar(s.number, 4 + row * ROW, x, width, _css(s.state), title))
+        title = (
+            f"step {s.number} ({s.input}): {s.state}, {end - s.started_at:.2f} s,"
+            f" on {s.host or '?'}"
+        )
+        label = s.input if len(s.input) <= LABEL_CHARS else s.input[: LABEL_CHARS - 1] + "…"
+        bars.append(Bar(s.number, label, 4 + row * ROW, x, width, _css(s.state), title))
     ticks = [(LABEL + i * (WIDTH - LABEL - 10) / 4, f"{i * span / 4:.1f} s") for i in range(5)]
     return Timeline(bars, WIDTH, 24 + len(bars) * ROW, LABEL, span, ticks)

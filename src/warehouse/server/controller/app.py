@@ -32,6 +32,12 @@ from warehouse.server.controller import (
     users,
     workflows,
 )
+from warehouse.server.controller.apidocs import docs_router
+from warehouse.server.controller.metrics import (
+    ControllerMetrics,
+    LatencyMiddleware,
+    metrics_router,
+)
 from warehouse.server.controller.state import ControllerConfig, ControllerState
 
 __all__ = ["create_app"]
@@ -112,9 +118,14 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
         version="1",
         summary="Collections, names, users and keep services of one installation.",
         lifespan=lifespan,
+        docs_url=None,  # served from the package below, not from a CDN
+        redoc_url=None,
     )
     if state is not None:
         app.state.controller = state
+    app.include_router(docs_router(app.title))
+    app.state.metrics = ControllerMetrics()
+    app.include_router(metrics_router())
     for module in (collections, names, users, gc, jobs, regol, workflows, lineage, sql):
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us
@@ -144,5 +155,6 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
 
     app.add_middleware(BodyLimit, limit=config.max_body)
     app.add_middleware(BodyTimeout, idle=config.body_timeout)
+    app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(AccessLog)  # outermost: it sees every answer, 408 and 413 too
     return app

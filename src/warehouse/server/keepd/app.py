@@ -276,6 +276,7 @@ class KeepServer:
                         "path": g.path,
                         "free_bytes": g.free_bytes,
                         "total_bytes": g.total_bytes,
+                        "device": g.device,
                         "block_count": None,  # counting means listing 4,096 directories
                     }
                     for g in gauges

@@ -1,16 +1,21 @@
 """Counters for ``/status`` and ``/metrics``, and the middleware that counts requests.
 
-The Prometheus text format (version 0.0.4) is simple enough to write by
-hand: ``# HELP`` and ``# TYPE`` lines, then ``name{label="value"} number``.
+The counters live here (``/status`` reads them as JSON too); ``/metrics``
+exposes them through ``prometheus_client`` (text format 0.0.4), with the
+process's own metrics (CPU, memory, open files) beside them.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["CountingMiddleware", "Metrics", "VolumeGauge", "render_prometheus"]
@@ -49,45 +54,61 @@ class VolumeGauge:
     path: str
     free_bytes: int
     total_bytes: int
+    device: str = ""  # "major:minor" of the file system (volumes may share one)
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class _KeepCollector(Collector):
+    """The keep server's counters and volume gauges, read at each scrape."""
+
+    def __init__(self, m: Metrics, volumes: Sequence[VolumeGauge]) -> None:
+        self.m = m
+        self.volumes = volumes
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.m
+        with m.lock:
+            requests = sorted(m.requests.items())
+            totals = [
+                ("bytes_in", "Bytes of block data received.", m.bytes_in),
+                ("bytes_out", "Bytes of response bodies sent.", m.bytes_out),
+                ("blocks_stored", "New blocks written to a volume.", m.blocks_stored),
+                (
+                    "corrupt_reads",
+                    "Stored copies whose MD5 did not match on read.",
+                    m.corrupt_reads,
+                ),
+            ]
+        family = CounterMetricFamily(
+            "wh_keepd_requests",
+            "Requests answered, by method and status code.",
+            labels=["method", "code"],
+        )
+        for (method, code), n in requests:
+            family.add_metric([method, str(code)], n)
+        yield family
+        for name, help_text, value in totals:
+            yield CounterMetricFamily(f"wh_keepd_{name}", help_text, value=value)
+        free = GaugeMetricFamily(
+            "wh_keepd_volume_free_bytes", "Bytes free on the volume.", labels=["volume", "device"]
+        )
+        total = GaugeMetricFamily(
+            "wh_keepd_volume_total_bytes",
+            "Size of the volume's file system.",
+            labels=["volume", "device"],
+        )
+        for v in self.volumes:
+            free.add_metric([v.path, v.device], v.free_bytes)
+            total.add_metric([v.path, v.device], v.total_bytes)
+        yield free
+        yield total
 
 
 def render_prometheus(m: Metrics, volumes: Sequence[VolumeGauge]) -> str:
-    with m.lock:
-        requests = sorted(m.requests.items())
-        totals = [
-            ("bytes_in", "Bytes of block data received.", m.bytes_in),
-            ("bytes_out", "Bytes of response bodies sent.", m.bytes_out),
-            ("blocks_stored", "New blocks written to a volume.", m.blocks_stored),
-            ("corrupt_reads", "Stored copies whose MD5 did not match on read.", m.corrupt_reads),
-        ]
-    lines = [
-        "# HELP wh_keepd_requests_total Requests answered, by method and status code.",
-        "# TYPE wh_keepd_requests_total counter",
-    ]
-    for (method, code), n in requests:
-        lines.append(f'wh_keepd_requests_total{{method="{_label(method)}",code="{code}"}} {n}')
-    for name, help_text, value in totals:
-        lines += [
-            f"# HELP wh_keepd_{name}_total {help_text}",
-            f"# TYPE wh_keepd_{name}_total counter",
-            f"wh_keepd_{name}_total {value}",
-        ]
-    for name, help_text in (
-        ("free", "Bytes free on the volume."),
-        ("total", "Size of the volume's file system."),
-    ):
-        lines += [
-            f"# HELP wh_keepd_volume_{name}_bytes {help_text}",
-            f"# TYPE wh_keepd_volume_{name}_bytes gauge",
-        ]
-        for v in volumes:
-            value = v.free_bytes if name == "free" else v.total_bytes
-            lines.append(f'wh_keepd_volume_{name}_bytes{{volume="{_label(v.path)}"}} {value}')
-    return "\n".join(lines) + "\n"
+    """The Prometheus text of the counters, the volumes and this process."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_KeepCollector(m, volumes))
+    ProcessCollector(registry=registry)
+    return generate_latest(registry).decode()
 
 
 class CountingMiddleware:

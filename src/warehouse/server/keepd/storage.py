@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 from collections.abc import Sequence
 
 from warehouse.blocks.locator import Locator
@@ -134,7 +135,9 @@ class VolumeSet:
         out = []
         for v in self.volumes:
             space = v.space()
-            out.append(VolumeGauge(str(v.root), space.free_bytes, space.total_bytes))
+            dev = os.stat(v.root).st_dev
+            device = f"{os.major(dev)}:{os.minor(dev)}"
+            out.append(VolumeGauge(str(v.root), space.free_bytes, space.total_bytes, device))
         return out
 
     def clean(self, stale_temporary_age: float) -> None:

@@ -24,15 +24,40 @@
   if (!bars.length) return;
   const ids = [...new Set([...bars].map((b) => b.dataset.job))];
 
+  // The job page's step table, timeline and ETA: fetched again when the counts move.
+  async function refreshLive() {
+    try {
+      const answer = await fetch(window.location.href, { credentials: "same-origin", cache: "no-store" });
+      if (!answer.ok) return;
+      const fresh = new DOMParser().parseFromString(await answer.text(), "text/html");
+      for (const selector of ["svg.timeline", "table.steps", "p.eta"]) {
+        const now = document.querySelector(selector);
+        const next = fresh.querySelector(selector);
+        if (now && next) now.replaceWith(document.importNode(next, true));
+        else if (!now && next) {
+          // The first bar of the timeline: it goes just before the step table.
+          document.querySelector("table.steps")?.before(document.importNode(next, true));
+        }
+      }
+    } catch (e) {
+      // The next change tries again.
+    }
+  }
+
   function show(bar, job) {
     const total = job.steps_done + job.steps_running + job.steps_queued;
+    const short = job.state === "failed" || job.state === "cancelled";
     const progress = bar.querySelector("progress");
-    progress.max = Math.max(total, 1);
+    progress.max = Math.max(total, short ? job.steps_done + 1 : 1);
+    bar.classList.toggle("progress-short", short);
     progress.value = job.steps_done;
     let counts = `${job.steps_done}/${total} done, ${job.steps_running} running, ` +
       `${job.steps_queued} queued`;
     if (job.failed_attempts) counts += `, ${job.failed_attempts} failed attempts`;
-    bar.querySelector(".counts").textContent = counts;
+    const shown = bar.querySelector(".counts");
+    const moved = shown.textContent.replace(/\s+/g, " ").trim() !== counts;
+    shown.textContent = counts;
+    if (moved && bar.dataset.reload !== undefined) refreshLive();
     const state = bar.querySelector(".state");
     state.textContent = job.state;
     state.className = `state state-${job.state}`;

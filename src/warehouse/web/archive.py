@@ -1,0 +1,91 @@
+"""A folder of a collection as a zip or tar stream, in bounded memory.
+
+Each file is read one block piece at a time and written through the standard
+library's ``zipfile`` (to a stream it cannot seek: sizes go in data
+descriptors) or as tar headers from ``tarfile`` followed by the data, so only
+a block and what the archiver buffers are held at any time.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+
+from warehouse.manifest.entries import FileEntry
+
+__all__ = ["FORMATS", "Chunks", "stream_tar", "stream_zip"]
+
+FORMATS = ("zip", "tar")
+Chunks = Callable[[FileEntry], Iterable[bytes]]  # a file's bytes, in order
+
+
+class _Sink(io.RawIOBase):
+    """A write-only stream that hands back what was written since the last take."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._pos = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self._parts.append(bytes(data))
+        self._pos += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        raise OSError("not seekable")  # zipfile then writes data descriptors
+
+    def seekable(self) -> bool:
+        return False
+
+    def take(self) -> bytes:
+        out = b"".join(self._parts)
+        self._parts.clear()
+        return out
+
+
+def stream_zip(
+    entries: Iterable[tuple[str, FileEntry]], chunks: Chunks, mtime: float | None = None
+) -> Iterator[bytes]:
+    """A zip of ``(name in the archive, file)`` pairs, deflated at level 1."""
+    stamp = time.gmtime(time.time() if mtime is None else mtime)[:6]
+    sink = _Sink()
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for name, entry in entries:
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            with archive.open(info, "w", force_zip64=True) as out:
+                for chunk in chunks(entry):
+                    out.write(chunk)
+                    if sink.tell():
+                        yield sink.take()
+            yield sink.take()
+    yield sink.take()  # the central directory
+
+
+def stream_tar(
+    entries: Iterable[tuple[str, FileEntry]], chunks: Chunks, mtime: float | None = None
+) -> Iterator[bytes]:
+    """A POSIX (pax) tar of ``(name in the archive, file)`` pairs."""
+    when = int(time.time() if mtime is None else mtime)
+    for name, entry in entries:
+        info = tarfile.TarInfo(name)
+        info.size = entry.size
+        info.mtime = when
+        info.mode = 0o644
+        yield info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        for chunk in chunks(entry):
+            yield bytes(chunk)
+        pad = -entry.size % tarfile.BLOCKSIZE
+        if pad:
+            yield b"\0" * pad
+    yield b"\0" * (2 * tarfile.BLOCKSIZE)  # the end-of-archive marker

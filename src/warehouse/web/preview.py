@@ -1,0 +1,101 @@
+"""A file's preview (text or image) and a folder downloaded as one zip or tar stream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+
+from warehouse.collection.reader import CollectionReader
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.keys import is_pdh
+from warehouse.manifest.entries import FileEntry
+from warehouse.web.archive import FORMATS, stream_tar, stream_zip
+from warehouse.web.auth import SignedIn, site_of
+from warehouse.web.download import image_type, iter_range
+from warehouse.web.pages import PREFIX, PageRoute, render
+
+__all__ = ["PREVIEW_BYTES", "folder_entries", "router"]
+
+PREVIEW_BYTES = 64 * 1024  # of a text file shown on its preview page
+
+router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
+
+
+def _checked(pdh: str) -> None:
+    if not is_pdh(pdh):
+        raise NotFoundError(f"{pdh!r} is not a collection's PDH")
+
+
+def folder_entries(reader: CollectionReader, folder: str) -> list[tuple[str, FileEntry]]:
+    """The files under ``folder`` ("" for all), named from the folder's own name down."""
+    folder = folder.strip("/")
+    base = folder.rpartition("/")[0]
+    cut = len(base) + 1 if base else 0
+    found = [
+        (e.path[cut:], e)
+        for path, e in sorted(reader.files.items())
+        if not folder or path.startswith(folder + "/")
+    ]
+    if folder and not found:
+        raise NotFoundError(f"no folder {folder!r} in collection {reader.manifest.pdh}")
+    return found
+
+
+@router.get("/c/{pdh}/preview/{path:path}")
+def preview(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
+    _checked(pdh)
+    reader = site_of(request).reader(pdh)
+    entry = reader.entry(path)
+    image = image_type(entry.path) is not None
+    text: str | None = None
+    binary = False
+    if not image and entry.size:
+        head = b"".join(iter_range(reader, entry.path, 0, min(entry.size, PREVIEW_BYTES) - 1))
+        binary = b"\0" in head
+        # A cut in the middle of a UTF-8 sequence shows as one replacement mark.
+        text = None if binary else head.decode("utf-8", errors="replace")
+    return render(
+        request,
+        "preview.html",
+        pdh=pdh,
+        entry=entry,
+        image=image,
+        text=text,
+        binary=binary,
+        cut=entry.size > PREVIEW_BYTES,
+        limit=PREVIEW_BYTES,
+    )
+
+
+@router.get("/c/{pdh}/archive")
+def archive(
+    request: Request, pdh: str, user: SignedIn, path: str = "", format: str = "zip"
+) -> Response:
+    """The folder ``path`` (the whole collection if empty), streamed as zip or tar."""
+    _checked(pdh)
+    if format not in FORMATS:
+        raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {format[:20]!r}")
+    reader = site_of(request).reader(pdh)
+    entries = folder_entries(reader, path)
+    root = path.strip("/").rpartition("/")[2] or pdh.partition("+")[0]
+    name = f"{root}.{format}"
+    plain = "".join(c if (c.isascii() and c.isalnum()) or c in "._-" else "_" for c in name)
+    headers = {
+        "Content-Disposition": (
+            f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name, safe='')}"
+        ),
+        "Cache-Control": "private, no-store",
+    }
+
+    def chunks(entry: FileEntry) -> Iterator[bytes]:
+        if entry.size:
+            yield from iter_range(reader, entry.path, 0, entry.size - 1)
+
+    if format == "zip":
+        body, media = stream_zip(entries, chunks), "application/zip"
+    else:
+        body, media = stream_tar(entries, chunks), "application/x-tar"
+    return StreamingResponse(body, media_type=media, headers=headers)

@@ -1,0 +1,127 @@
+"""File previews and folders downloaded as zip or tar, over HTTP against a real server."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from test_web import sign_in
+from warehouse.cli.web import sign_in_token
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.manifest.entries import FileEntry
+from warehouse.server.serving import ServerThread
+from warehouse.web import create_web_app
+from warehouse.web.archive import stream_tar, stream_zip
+from warehouse.web.preview import PREVIEW_BYTES
+
+# A 1x1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360f80f0000010101005f1a1c2d0000000049454e44ae426082"
+)
+EVIL = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, str, Path]]:
+    root = tmp_path_factory.mktemp("preview")
+    tree = root / "tree"
+    (tree / "docs" / "deep").mkdir(parents=True)
+    (tree / "docs" / "notes.txt").write_text(f"hello {EVIL}\n")
+    (tree / "docs" / "deep" / "big.log").write_bytes(b"line\n" * 30_000)  # 150 kB
+    (tree / "docs" / "deep" / "empty").write_bytes(b"")
+    (tree / "docs" / "pic.png").write_bytes(PNG)
+    (tree / "blob.bin").write_bytes(b"\0" + os.urandom(200_000))
+    with EmbeddedWarehouse(root / "home", user="alice") as wh:
+        pdh = wh.put([tree]).pdh
+        with ServerThread(create_web_app(wh)) as server:
+            client = sign_in(server.url, sign_in_token(wh))
+            try:
+                yield client, pdh, tree
+            finally:
+                client.close()
+
+
+def test_text_preview_is_escaped_and_cut_at_64_kib(site: tuple[httpx.Client, str, Path]) -> None:
+    client, pdh, _ = site
+    page = client.get(f"/web/c/{pdh}/preview/docs/notes.txt").text
+    assert "hello &lt;script&gt;alert(1)&lt;/script&gt;" in page and EVIL not in page
+    page = client.get(f"/web/c/{pdh}/preview/docs/deep/big.log").text
+    assert "The first 64.0 KiB of" in page
+    assert page.count("line\n") == PREVIEW_BYTES // 5  # whole lines in the first 64 KiB
+    assert "no preview" in client.get(f"/web/c/{pdh}/preview/blob.bin").text
+    assert client.get(f"/web/c/{pdh}/preview/nothing").status_code == 404
+
+
+def test_image_preview_uses_the_download_with_a_fixed_image_type(
+    site: tuple[httpx.Client, str, Path],
+) -> None:
+    client, pdh, _ = site
+    page = client.get(f"/web/c/{pdh}/preview/docs/pic.png").text
+    assert f'src="/web/c/{pdh}/f/docs/pic.png?inline=1"' in page
+    shown = client.get(f"/web/c/{pdh}/f/docs/pic.png?inline=1")
+    assert shown.headers["content-type"] == "image/png"
+    assert shown.headers["content-disposition"] == "inline"
+    assert shown.headers["x-content-type-options"] == "nosniff"
+    assert shown.content == PNG
+    # Anything not an image stays an attachment of no type, inline or not.
+    other = client.get(f"/web/c/{pdh}/f/docs/notes.txt?inline=1")
+    assert other.headers["content-type"] == "application/octet-stream"
+    assert other.headers["content-disposition"].startswith("attachment")
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_a_folder_downloads_as_zip_and_as_tar(site: tuple[httpx.Client, str, Path]) -> None:
+    client, pdh, tree = site
+    want = {f"docs/{k}": v for k, v in _files(tree / "docs").items()}
+    answer = client.get(f"/web/c/{pdh}/archive", params={"path": "docs", "format": "zip"})
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
+    assert 'filename="docs.zip"' in answer.headers["content-disposition"]
+    with zipfile.ZipFile(io.BytesIO(answer.content)) as z:
+        assert z.testzip() is None
+        assert {n: z.read(n) for n in z.namelist()} == want
+    answer = client.get(f"/web/c/{pdh}/archive", params={"path": "docs", "format": "tar"})
+    with tarfile.open(fileobj=io.BytesIO(answer.content)) as t:
+        got = {m.name: t.extractfile(m).read() for m in t.getmembers()}  # type: ignore[union-attr]
+    assert got == want
+    whole = client.get(f"/web/c/{pdh}/archive", params={"format": "tar"})
+    with tarfile.open(fileobj=io.BytesIO(whole.content)) as t:
+        assert len(t.getmembers()) == len(_files(tree))
+
+
+def test_bad_archive_requests_are_refused(site: tuple[httpx.Client, str, Path]) -> None:
+    client, pdh, _ = site
+    assert client.get(f"/web/c/{pdh}/archive", params={"format": "rar"}).status_code == 400
+    assert client.get(f"/web/c/{pdh}/archive", params={"path": "nowhere"}).status_code == 404
+
+
+@pytest.mark.parametrize("stream", [stream_zip, stream_tar])
+def test_archives_stream_before_the_input_ends(stream: object) -> None:
+    """Bounded memory: output comes out while a large file is still being read."""
+    read = 0
+    chunk = os.urandom(1 << 16)
+
+    def chunks(entry: FileEntry) -> Iterator[bytes]:
+        nonlocal read
+        for _ in range(256):  # 16 MiB
+            read += len(chunk)
+            yield chunk
+
+    big = FileEntry("big", 256 * len(chunk), ())
+    out = iter(stream([("big", big)], chunks))  # type: ignore[operator]
+    first = b""
+    while len(first) < (1 << 20):
+        first += next(out)
+    assert read < 4 << 20  # 1 MiB out after at most 4 MiB in, not all 16
