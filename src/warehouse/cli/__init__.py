@@ -133,6 +133,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # As shells expect of an interrupted command: 128 + SIGINT, no message.
+            raise click.exceptions.Exit(130) from None
         except WarehouseError as e:
             raise Failure(e) from e
         except OSError as e:
