@@ -159,7 +159,7 @@ def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:
 
 
 @job.command(name="ls")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def ls(ctx: click.Context, as_json: bool) -> None:
     """List jobs: running, queued, then finished."""
@@ -183,7 +183,7 @@ def ls(ctx: click.Context, as_json: bool) -> None:
 
 @job.command()
 @click.argument("job_id", type=int)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--steps", "each_step", is_flag=True, help="Also each step's counters.")
 @click.pass_context
 def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> None:
