@@ -74,7 +74,7 @@ def test_a_bad_wh_wait_names_the_variable(tmp_path: Path) -> None:
     for bad in ("soon", "-1", "1e9"):
         done = _run(_env(tmp_path, WH_URL=_closed_url(), WH_WAIT=bad), "user", "add", "a")
         assert done.returncode == 2, done.stderr
-        assert done.stderr.startswith("Error: WH_WAIT must be seconds"), done.stderr
+        assert done.stderr.startswith("Error: WH_WAIT: "), done.stderr
 
 
 def test_ctrl_c_exits_130_saying_nothing(tmp_path: Path) -> None:

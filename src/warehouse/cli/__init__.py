@@ -36,6 +36,10 @@ _COMMANDS = {
         "warehouse.cli.browse:cat",
         "Write one file of a collection (KEY/path) to standard output, verified.",
     ),
+    "config": (
+        "warehouse.cli.config:config",
+        "Print the effective settings and where each came from.",
+    ),
     "manifest": ("warehouse.cli.browse:manifest", "Print the manifest of KEY (a PDH or a name)."),
     "name": (
         "warehouse.cli.names:name",
@@ -167,8 +171,12 @@ def cli() -> None:
     $WH_HOME (default ~/.local/share/warehouse).
 
     Exit codes: 0 ok, 1 error, 2 usage or bad input, 3 conflict,
-    4 not found, 5 corrupt data, 6 permission denied.
+    4 not found, 5 corrupt data, 6 permission denied, 130 interrupted.
     """
+    from warehouse.settings import apply
+
+    # Every bad setting is refused before any command runs (`wh config`).
+    apply()
 
 
 def main() -> None:
