@@ -137,6 +137,10 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except ModuleNotFoundError as e:
+            if (failure := _missing_extra(e)) is not None:
+                raise failure from None
+            raise
         except KeyboardInterrupt:
             # As shells expect of an interrupted command: 128 + SIGINT, no message.
             raise click.exceptions.Exit(130) from None
@@ -150,6 +154,32 @@ class _Group(click.Group):
             if (failure := _catalog_failure(e)) is not None:
                 raise failure from e
             raise
+
+
+# The optional parts of an install, by the top-level module each brings.
+_EXTRAS = {
+    "fastapi": "server",
+    "starlette": "server",
+    "uvicorn": "server",
+    "uvloop": "server",
+    "jinja2": "server",
+    "dask": "dask",
+    "distributed": "dask",
+    "psycopg": "postgres",
+}
+
+
+def _missing_extra(error: ModuleNotFoundError) -> Failure | None:
+    """A client-only install running a server command: say what to install."""
+    extra = _EXTRAS.get((error.name or "").split(".")[0])
+    if extra is None:
+        return None
+    return Failure(
+        WarehouseError(
+            f"this needs {error.name}, part of the [{extra}] extra: "
+            f"pip install 'warehouse[{extra}]'"
+        )
+    )
 
 
 def _catalog_failure(error: Exception) -> Failure | None:
