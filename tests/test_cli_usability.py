@@ -94,3 +94,16 @@ def test_ctrl_c_exits_130_saying_nothing(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert out == "" and err == "", err
+
+
+def test_ls_shows_a_backslash_once(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "back\\slash").write_bytes(b"x")
+    (src / "two\nlines").write_bytes(b"y")
+    env = _env(tmp_path)
+    assert _run(env, "put", str(src), "--name", "bs").returncode == 0
+    done = _run(env, "ls", "bs")
+    assert done.returncode == 0, done.stderr
+    # Only a name with a line break is escaped, md5sum's way.
+    assert done.stdout.splitlines() == ["back\\slash", "\\two\\nlines"]

@@ -36,8 +36,12 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
 
 
 def _shown(path: str) -> str:
-    """One line per path, whatever the name holds (as md5sum escapes them)."""
-    return path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    """One line per path: a name is shown as it is, unless it holds a line
+    break; then, as md5sum does, its backslashes and breaks are escaped and
+    the line starts with a backslash to say so."""
+    if "\n" not in path and "\r" not in path:
+        return path
+    return "\\" + path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 @click.command()
