@@ -36,6 +36,10 @@ _COMMANDS = {
         "warehouse.cli.browse:cat",
         "Write one file of a collection (KEY/path) to standard output, verified.",
     ),
+    "collection": (
+        "warehouse.cli.collections:collection",
+        "Collections: list them, named or not (`wh name` points names at them).",
+    ),
     "config": (
         "warehouse.cli.config:config",
         "Print the effective settings and where each came from.",
