@@ -107,3 +107,33 @@ def test_ls_shows_a_backslash_once(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     # Only a name with a line break is escaped, md5sum's way.
     assert done.stdout.splitlines() == ["back\\slash", "\\two\\nlines"]
+
+
+def _complete(env: dict[str, str], words: str) -> list[str]:
+    full = {k: None for k in os.environ if k.startswith("WH_")} | env
+    full.update(
+        _WH_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD=str(len(words.split()) - 1)
+    )
+    done = CliRunner().invoke(cli, [], prog_name="wh", env=full)
+    lines = [line for line in done.stdout.splitlines() if line]
+    assert all("," in line for line in lines), done.stdout
+    return [line.split(",", 1)[1] for line in lines]
+
+
+def test_shell_completion_offers_names_and_job_ids(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data\n")
+    env = _env(tmp_path)
+    for name in ("run42", "run43", "other"):
+        assert _run(env, "put", str(src), "--name", name).returncode == 0
+    assert _complete(env, "wh name get ru") == ["run42", "run43"]
+    assert _complete(env, "wh ls o") == ["other"]
+    assert _complete(env, "wh ls other/") == []
+    done = _run(env, "job", "submit", "builtin:zhash", "--input", "run42", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert _complete(env, "wh job show 1") == ["1"]
+    assert _complete(env, "wh job show 9") == []
+    # No warehouse to ask: nothing offered, no error in the command line.
+    broken = _env(tmp_path, WH_URL=_closed_url(), WH_TOKEN="t" * 32, WH_WAIT="0")
+    assert _complete(broken, "wh name get ru") == []

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from warehouse import jobs
 from warehouse.blocks import Locator
 from warehouse.cli._common import emit_json, open_warehouse, stderr
+from warehouse.cli.completion import complete_job_ids
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.client import JobsView, RemoteJobs, jobs_view
@@ -182,7 +183,7 @@ def ls(ctx: click.Context, as_json: bool) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--steps", "each_step", is_flag=True, help="Also each step's counters.")
 @click.pass_context
@@ -248,7 +249,7 @@ def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> Non
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def watch(ctx: click.Context, job_id: int) -> None:
     """A live bar until the job finishes: done, running, queued, failed attempts."""
@@ -290,7 +291,7 @@ def _fail_unless_complete(record: JobRecord) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.option("--step", "number", type=int, help="Only this step's log.")
 @click.pass_context
 def logs(ctx: click.Context, job_id: int, number: int | None) -> None:
@@ -317,7 +318,7 @@ def _control(ctx: click.Context, job_id: int, control: str) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def cancel(ctx: click.Context, job_id: int) -> None:
     """Cancel a job: its running steps are killed, nothing more starts."""
@@ -325,7 +326,7 @@ def cancel(ctx: click.Context, job_id: int) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def pause(ctx: click.Context, job_id: int) -> None:
     """Pause a job: running steps finish, no new step starts until resume."""
@@ -333,7 +334,7 @@ def pause(ctx: click.Context, job_id: int) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def resume(ctx: click.Context, job_id: int) -> None:
     """Resume a paused job."""

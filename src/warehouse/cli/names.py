@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from warehouse.cli._common import check_pdh, emit_json, open_warehouse
+from warehouse.cli.completion import complete_names
 
 __all__ = ["accounting", "name"]
 
@@ -23,7 +24,7 @@ def name() -> None:
 
 
 @name.command("set")
-@click.argument("name_", metavar="NAME")
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
 @click.argument("pdh")
 @click.option("--expect", metavar="PDH", callback=check_pdh, help="The PDH the name must hold now.")
 @click.option("--create", is_flag=True, help="The name must not exist yet, even holding PDH.")
@@ -46,7 +47,7 @@ def name_set(
 
 
 @name.command("get")
-@click.argument("name_", metavar="NAME")
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
 @click.pass_context
 def name_get(ctx: click.Context, name_: str) -> None:
     """Print the PDH NAME points at."""
@@ -72,7 +73,7 @@ def _record(r: object) -> dict[str, object]:
 
 
 @name.command("log")
-@click.argument("name_", metavar="NAME")
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def name_log(ctx: click.Context, name_: str, as_json: bool) -> None:
