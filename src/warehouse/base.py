@@ -16,7 +16,7 @@ from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile, extract
 from warehouse.collection.reader import CollectionReader
-from warehouse.collection.scan import DirNode, scan_paths
+from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, parse_key
@@ -112,8 +112,8 @@ class WarehouseBase:
         extra = {} if self.readahead is None else {"readahead": self.readahead}
         return CollectionReader(self.store, manifest, file_md5s=digests, **extra)
 
-    def scan(self, paths: Sequence[Path]) -> DirNode:
-        return scan_paths(paths)
+    def scan(self, paths: Sequence[Path], keep: Filter | None = None) -> DirNode:
+        return scan_paths(paths, keep)
 
     def put(
         self,

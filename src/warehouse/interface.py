@@ -12,7 +12,7 @@ from warehouse.base import PutResult
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile
 from warehouse.collection.reader import CollectionReader
-from warehouse.collection.scan import DirNode
+from warehouse.collection.scan import DirNode, Filter
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
 
@@ -32,7 +32,7 @@ class Warehouse(Protocol):
 
     def close(self) -> None: ...
 
-    def scan(self, paths: Sequence[Path]) -> DirNode: ...
+    def scan(self, paths: Sequence[Path], keep: Filter | None = None) -> DirNode: ...
 
     def put(
         self,

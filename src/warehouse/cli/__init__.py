@@ -36,6 +36,14 @@ _COMMANDS = {
         "warehouse.cli.browse:cat",
         "Write one file of a collection (KEY/path) to standard output, verified.",
     ),
+    "collection": (
+        "warehouse.cli.collections:collection",
+        "Collections: list them, named or not (`wh name` points names at them).",
+    ),
+    "config": (
+        "warehouse.cli.config:config",
+        "Print the effective settings and where each came from.",
+    ),
     "manifest": ("warehouse.cli.browse:manifest", "Print the manifest of KEY (a PDH or a name)."),
     "name": (
         "warehouse.cli.names:name",
@@ -133,6 +141,13 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except ModuleNotFoundError as e:
+            if (failure := _missing_extra(e)) is not None:
+                raise failure from None
+            raise
+        except KeyboardInterrupt:
+            # As shells expect of an interrupted command: 128 + SIGINT, no message.
+            raise click.exceptions.Exit(130) from None
         except WarehouseError as e:
             raise Failure(e) from e
         except OSError as e:
@@ -143,6 +158,32 @@ class _Group(click.Group):
             if (failure := _catalog_failure(e)) is not None:
                 raise failure from e
             raise
+
+
+# The optional parts of an install, by the top-level module each brings.
+_EXTRAS = {
+    "fastapi": "server",
+    "starlette": "server",
+    "uvicorn": "server",
+    "uvloop": "server",
+    "jinja2": "server",
+    "dask": "dask",
+    "distributed": "dask",
+    "psycopg": "postgres",
+}
+
+
+def _missing_extra(error: ModuleNotFoundError) -> Failure | None:
+    """A client-only install running a server command: say what to install."""
+    extra = _EXTRAS.get((error.name or "").split(".")[0])
+    if extra is None:
+        return None
+    return Failure(
+        WarehouseError(
+            f"this needs {error.name}, part of the [{extra}] extra: "
+            f"pip install 'warehouse[{extra}]'"
+        )
+    )
 
 
 def _catalog_failure(error: Exception) -> Failure | None:
@@ -164,8 +205,12 @@ def cli() -> None:
     $WH_HOME (default ~/.local/share/warehouse).
 
     Exit codes: 0 ok, 1 error, 2 usage or bad input, 3 conflict,
-    4 not found, 5 corrupt data, 6 permission denied.
+    4 not found, 5 corrupt data, 6 permission denied, 130 interrupted.
     """
+    from warehouse.settings import apply
+
+    # Every bad setting is refused before any command runs (`wh config`).
+    apply()
 
 
 def main() -> None:

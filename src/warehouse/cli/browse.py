@@ -7,6 +7,7 @@ import sys
 import click
 
 from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
 from warehouse.keys import parse_key
 
@@ -14,7 +15,7 @@ __all__ = ["cat", "ls", "manifest"]
 
 
 @click.command()
-@click.argument("key")
+@click.argument("key", shell_complete=complete_keys)
 @click.option("-l", "long", is_flag=True, help="Show each file's size.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_context
@@ -36,12 +37,16 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
 
 
 def _shown(path: str) -> str:
-    """One line per path, whatever the name holds (as md5sum escapes them)."""
-    return path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    """One line per path: a name is shown as it is, unless it holds a line
+    break; then, as md5sum does, its backslashes and breaks are escaped and
+    the line starts with a backslash to say so."""
+    if "\n" not in path and "\r" not in path:
+        return path
+    return "\\" + path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 @click.command()
-@click.argument("key")
+@click.argument("key", shell_complete=complete_keys)
 @click.pass_context
 def cat(ctx: click.Context, key: str) -> None:
     """Write one file of a collection (KEY/path) to standard output, verified."""
@@ -55,7 +60,7 @@ def cat(ctx: click.Context, key: str) -> None:
 
 
 @click.command()
-@click.argument("key")
+@click.argument("key", shell_complete=complete_keys)
 @click.pass_context
 def manifest(ctx: click.Context, key: str) -> None:
     """Print the manifest of KEY (a PDH or a name)."""

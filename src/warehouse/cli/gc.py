@@ -129,7 +129,7 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
 @gc.command("settings")
 @click.argument("changes", nargs=-1, metavar="[KEY=DURATION]...")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def gc_settings(changes: tuple[str, ...], as_json: bool) -> None:
     """Show or change the retention settings (e.g. history_retention=30d).
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from warehouse.cli._common import byte_progress, emit_json, open_warehouse
+from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import extract, select
 from warehouse.keys import parse_key
 from warehouse.manifest import md5sum_line
@@ -15,7 +16,7 @@ __all__ = ["get"]
 
 
 @click.command()
-@click.argument("key")
+@click.argument("key", shell_complete=complete_keys)
 @click.argument("dest", required=False, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite files that exist in DEST.")
 @click.option("--no-write", is_flag=True, help="Only read, verify and list; write nothing.")

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from warehouse import jobs
 from warehouse.blocks import Locator
 from warehouse.cli._common import emit_json, open_warehouse, stderr
+from warehouse.cli.completion import complete_job_ids
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.client import JobsView, RemoteJobs, jobs_view
@@ -161,7 +162,7 @@ def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:
 
 
 @job.command(name="ls")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def ls(ctx: click.Context, as_json: bool) -> None:
     """List jobs: running, queued, then finished."""
@@ -184,8 +185,8 @@ def ls(ctx: click.Context, as_json: bool) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
-@click.option("--json", "as_json", is_flag=True)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--steps", "each_step", is_flag=True, help="Also each step's counters.")
 @click.pass_context
 def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> None:
@@ -250,7 +251,7 @@ def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> Non
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def watch(ctx: click.Context, job_id: int) -> None:
     """A live bar until the job finishes: done, running, queued, failed attempts."""
@@ -292,7 +293,7 @@ def _fail_unless_complete(record: JobRecord) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.option("--step", "number", type=int, help="Only this step's log.")
 @click.pass_context
 def logs(ctx: click.Context, job_id: int, number: int | None) -> None:
@@ -319,7 +320,7 @@ def _control(ctx: click.Context, job_id: int, control: str) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def cancel(ctx: click.Context, job_id: int) -> None:
     """Cancel a job: its running steps are killed, nothing more starts."""
@@ -327,7 +328,7 @@ def cancel(ctx: click.Context, job_id: int) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def pause(ctx: click.Context, job_id: int) -> None:
     """Pause a job: running steps finish, no new step starts until resume."""
@@ -335,7 +336,7 @@ def pause(ctx: click.Context, job_id: int) -> None:
 
 
 @job.command()
-@click.argument("job_id", type=int)
+@click.argument("job_id", type=int, shell_complete=complete_job_ids)
 @click.pass_context
 def resume(ctx: click.Context, job_id: int) -> None:
     """Resume a paused job."""

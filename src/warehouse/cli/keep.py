@@ -36,7 +36,7 @@ def keep() -> None:
 
 
 @keep.command("ls")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def keep_ls(as_json: bool) -> None:
     """List keep servers: id, URL and when each last registered."""
     with _api() as api:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from warehouse.cli._common import check_pdh, emit_json, open_warehouse
+from warehouse.cli.completion import complete_names
 
 __all__ = ["accounting", "name"]
 
@@ -23,11 +24,11 @@ def name() -> None:
 
 
 @name.command("set")
-@click.argument("name_")
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
 @click.argument("pdh")
 @click.option("--expect", metavar="PDH", callback=check_pdh, help="The PDH the name must hold now.")
 @click.option("--create", is_flag=True, help="The name must not exist yet, even holding PDH.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def name_set(
     ctx: click.Context, name_: str, pdh: str, expect: str | None, create: bool, as_json: bool
@@ -46,7 +47,7 @@ def name_set(
 
 
 @name.command("get")
-@click.argument("name_")
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
 @click.pass_context
 def name_get(ctx: click.Context, name_: str) -> None:
     """Print the PDH NAME points at."""
@@ -55,7 +56,7 @@ def name_get(ctx: click.Context, name_: str) -> None:
 
 @name.command("ls")
 @click.argument("prefix", default="")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def name_ls(ctx: click.Context, prefix: str, as_json: bool) -> None:
     """List names (starting with PREFIX) with their PDH, version and last change."""
@@ -72,8 +73,8 @@ def _record(r: object) -> dict[str, object]:
 
 
 @name.command("log")
-@click.argument("name_")
-@click.option("--json", "as_json", is_flag=True)
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def name_log(ctx: click.Context, name_: str, as_json: bool) -> None:
     """Show every change of NAME: version, old PDH, new PDH, who, when."""
@@ -86,7 +87,7 @@ def name_log(ctx: click.Context, name_: str, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def accounting(ctx: click.Context, as_json: bool) -> None:
     """Block writes per user: how many, how many new, bytes sent and newly stored."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import click
 
 from warehouse.base import NameConflictAfterPut, PutResult
 from warehouse.cli._common import Failure, byte_progress, check_pdh, emit_json, open_warehouse
+from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult
 from warehouse.manifest import Manifest
 
@@ -55,6 +56,27 @@ __all__ = ["put"]
     type=click.IntRange(1, 8),
     help="Remote: fail if any block gets fewer copies (default: the replication).",
 )
+@click.option(
+    "--exclude",
+    "excludes",
+    metavar="PATTERN",
+    multiple=True,
+    help="Leave out what matches PATTERN, a .gitignore line matched against the path "
+    "inside the collection ('*.tmp', 'cache/', '/top-only'); repeatable.",
+)
+@click.option(
+    "--skip-unreadable",
+    is_flag=True,
+    help="Leave out what cannot be read (a dangling symbolic link, a file or directory "
+    "without read permission, a special file) instead of failing; each is listed.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what would be stored (path and size) and the total; store nothing.",
+)
+@click.option("--no-progress", is_flag=True, help="Draw no progress bar.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no warnings; errors only.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object instead of the PDH.")
 @click.pass_context
 def put(
@@ -68,6 +90,11 @@ def put(
     allow_changing: bool,
     replication: int | None,
     min_copies: int | None,
+    excludes: tuple[str, ...],
+    skip_unreadable: bool,
+    dry_run: bool,
+    no_progress: bool,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Store PATHS as one collection and print its portable data hash.
@@ -82,7 +109,8 @@ def put(
     prints the stored PDH, so it can be named.
 
     A file whose size or mtime changes while it is read fails the put
-    (exit 1, nothing named) unless --allow-changing is given.
+    (exit 1, nothing named) unless --allow-changing is given. Ctrl-C stops it
+    (exit 130) with nothing named.
     """
     if (expect or create or replace) and not name:
         raise click.UsageError("--expect, --create and --replace need --name")
@@ -90,6 +118,14 @@ def put(
         raise click.UsageError("give one of --expect, --create or --replace")
     if bool(paths) == bool(manifest_file):
         raise click.UsageError("give PATHS or --manifest FILE")
+    if manifest_file is not None and (excludes or skip_unreadable or dry_run):
+        raise click.UsageError("--exclude, --skip-unreadable and --dry-run go with PATHS")
+    if dry_run and name:
+        raise click.UsageError("--dry-run names nothing: leave out --name")
+    keep = Filter(exclude=excludes, skip_unreadable=skip_unreadable)
+    if dry_run:
+        _dry_run(scan_paths(list(paths), keep), keep, as_json)
+        return
     wh = open_warehouse(ctx, replication=replication, min_copies=min_copies)
     if manifest_file is not None:
         if replace or allow_changing:
@@ -99,12 +135,15 @@ def put(
             raise click.UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
         record = wh.put_manifest(Manifest.parse(text), name=name, expect=expect, create=create)
         if as_json:
-            emit_json({"pdh": record.pdh, "files": record.file_count, "bytes": record.size})
+            emit_json(_keys(pdh=record.pdh, files=record.file_count, bytes=record.size))
         else:
             click.echo(record.pdh)
         return
-    tree = wh.scan(list(paths))
-    with byte_progress("put", tree.total_size) as progress:
+    tree = wh.scan(list(paths), keep)
+    if not quiet:
+        for _path, reason in keep.skipped:
+            click.echo(f"Skipped: {reason}", err=True)
+    with byte_progress("put", None if quiet or no_progress else tree.total_size) as progress:
         try:
             result = wh.put(
                 tree,
@@ -117,32 +156,88 @@ def put(
             )
         except NameConflictAfterPut as e:
             # Stored and recorded, only not named: say what it is stored as.
-            _show(e.result, None, as_json, conflict=str(e))
+            _show(e.result, None, as_json, keep, conflict=str(e))
             raise Failure(e) from None
-    for path in result.write.changed:
-        click.echo(f"Warning: {path} changed while it was read; stored as read", err=True)
-    _show(result.write, result, as_json)
+    if not quiet:
+        for path in result.write.changed:
+            click.echo(f"Warning: {path} changed while it was read; stored as read", err=True)
+    _show(result.write, result, as_json, keep)
+
+
+def _keys(**values: Any) -> dict[str, Any]:
+    """Every `wh put --json` answers with the same keys, whatever path made it."""
+    out: dict[str, Any] = {
+        "pdh": None,
+        "files": None,
+        "bytes": None,
+        "blocks": None,
+        "blocks_new": None,
+        "bytes_new": None,
+        "copies": None,
+        "name": None,
+        "name_version": None,
+        "changed": [],
+        "skipped": [],
+        "excluded": 0,
+        "conflict": None,
+    }
+    assert set(values) <= set(out), set(values) - set(out)
+    out.update(values)
+    return out
 
 
 def _show(
-    w: WriteResult, result: PutResult | None, as_json: bool, conflict: str | None = None
+    w: WriteResult,
+    result: PutResult | None,
+    as_json: bool,
+    keep: Filter,
+    conflict: str | None = None,
 ) -> None:
     if not as_json:
         click.echo(w.pdh)
         return
     named = None if result is None else result.name
     emit_json(
-        {
-            "pdh": w.pdh,
-            "files": w.file_count,
-            "bytes": w.bytes_read,
-            "blocks": len(w.blocks),
-            "blocks_new": w.blocks_new,
-            "bytes_new": w.bytes_new,
-            "copies": None if result is None else result.copies,
-            "name": None if named is None else named.name,
-            "name_version": None if named is None else named.version,
-            "changed": list(w.changed),
-            "conflict": conflict,
-        }
+        _keys(
+            pdh=w.pdh,
+            files=w.file_count,
+            bytes=w.bytes_read,
+            blocks=len(w.blocks),
+            blocks_new=w.blocks_new,
+            bytes_new=w.bytes_new,
+            copies=None if result is None else result.copies,
+            name=None if named is None else named.name,
+            name_version=None if named is None else named.version,
+            changed=list(w.changed),
+            skipped=[{"path": p, "reason": r} for p, r in keep.skipped],
+            excluded=keep.excluded,
+            conflict=conflict,
+        )
+    )
+
+
+def _dry_run(tree: DirNode, keep: Filter, as_json: bool) -> None:
+    files = [(f"{d.rel}/{n}" if d.rel else n, size) for d in tree.walk() for n, _, size in d.files]
+    if as_json:
+        emit_json(
+            _keys(
+                files=len(files),
+                bytes=tree.total_size,
+                skipped=[{"path": p, "reason": r} for p, r in keep.skipped],
+                excluded=keep.excluded,
+            )
+            | {"would_store": [{"path": p, "size": s} for p, s in files]}
+        )
+        return
+    for _path, reason in keep.skipped:
+        click.echo(f"Skipped: {reason}", err=True)
+    click.echo("path\tsize")
+    for path, size in files:
+        # One line per file, whatever its name holds.
+        shown = path.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+        click.echo(f"{shown}\t{size}")
+    click.echo(
+        f"would store {len(files)} files, {tree.total_size} bytes"
+        f" ({keep.excluded} excluded, {len(keep.skipped)} skipped); nothing stored",
+        err=True,
     )

@@ -26,7 +26,7 @@ def regol() -> None:
 @click.argument("job_id", type=int, metavar="JOB")
 @click.option("--branch", help="Branch to follow (default: the revision the job ran at).")
 @click.option("--label", help="Name shown in the history (default: PATH on BRANCH).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def watch(
     ctx: click.Context, job_id: int, branch: str | None, label: str | None, as_json: bool
@@ -40,7 +40,7 @@ def watch(
 
 
 @regol.command(name="ls")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def ls(ctx: click.Context, as_json: bool) -> None:
     """List the watches."""
@@ -85,7 +85,7 @@ def _run_line(r: RunRecord) -> str:
 @click.argument("watch_ids", type=int, nargs=-1, metavar="[WATCH]...")
 @click.option("--commits", metavar="REV..REV", help="Each commit of this range (as git log).")
 @click.option("--wait", is_flag=True, help="Wait until every run has finished.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -111,7 +111,7 @@ def run(
 
 @regol.command()
 @click.argument("watch_id", type=int, metavar="WATCH")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def show(ctx: click.Context, watch_id: int, as_json: bool) -> None:
     """The history of WATCH: one row per commit run, oldest first."""
@@ -149,7 +149,7 @@ def show(ctx: click.Context, watch_id: int, as_json: bool) -> None:
 @click.argument("watch_id", type=int, metavar="WATCH")
 @click.option("--good", required=True, metavar="REV", help="A commit whose output is right.")
 @click.option("--bad", required=True, metavar="REV", help="A later commit that differs.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def bisect_command(ctx: click.Context, watch_id: int, good: str, bad: str, as_json: bool) -> None:
     """Find the first commit after GOOD whose output differs from GOOD's (or

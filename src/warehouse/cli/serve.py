@@ -174,31 +174,38 @@ def serve(
         regol_interval=regol_interval,
     )
     state = ControllerState.open(config)
+    state.starting = True
     children: list[KeepChild] = []
 
     def ready(real_port: int) -> None:
         url = f"{'http' if tls is None else 'https'}://{host}:{real_port}"
         click.echo(f"controller listening on {url}")
         sys.stdout.flush()
-        base = keep_dir or default_home() / "keep"
-        extra = [] if tls is None else tls.options()
-        extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
-        for i in range(keep_count):  # started together, announced as each is up
-            child = KeepChild(i, base / str(i), url, state.system_token, _echo, extra)
-            children.append(child)
-            child.start()
-        for child in children:
-            child.started.wait(120)
-        if executor != "none":
-            name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
-            state.start_jobs(
-                url,
-                default_home() / "controller-jobs",
-                name,
-                job_cpus,
-                unsafe_steps=unsafe_steps,
-                steps_user=steps_user,
-            )
+        try:
+            base = keep_dir or default_home() / "keep"
+            extra = [] if tls is None else tls.options()
+            extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
+            for i in range(keep_count):  # started together, announced as each is up
+                child = KeepChild(i, base / str(i), url, state.system_token, _echo, extra)
+                children.append(child)
+                child.start()
+            for child in children:
+                child.started.wait(120)
+            if executor != "none":
+                name = (
+                    f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
+                )
+                state.start_jobs(
+                    url,
+                    default_home() / "controller-jobs",
+                    name,
+                    job_cpus,
+                    unsafe_steps=unsafe_steps,
+                    steps_user=steps_user,
+                )
+        finally:
+            # Clients waiting on /api/v1/health go on (or fail) either way.
+            state.starting = False
 
     def stop_children() -> None:
         for child in children:

@@ -41,7 +41,7 @@ def table() -> None:
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet")
 @click.option("--partition-by", metavar="COL", help="Rows go to partition hash(COL) % N.")
 @click.option("--partitions", type=int, help="N (default 4 with --partition-by, else 1).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def table_create(
     ctx: click.Context,
@@ -78,7 +78,7 @@ def _current(wh: Any, name: str) -> str | None:
 
 
 @table.command("ls")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def table_ls(ctx: click.Context, as_json: bool) -> None:
     """The names that hold tables: format, partitioning, bytes."""
@@ -107,7 +107,7 @@ def _describe(name: str, pdh: str, m: Any) -> dict[str, Any]:
 
 @table.command("show")
 @click.argument("key")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def table_show(ctx: click.Context, key: str, as_json: bool) -> None:
     """A table's format, partitioning and columns."""

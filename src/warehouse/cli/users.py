@@ -55,10 +55,28 @@ def user() -> None:
 @click.argument("name")
 @click.option("--admin", is_flag=True, help="May call admin operations.")
 @click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print user, admin and token as JSON.")
 def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
-    """Add user NAME and print a first token for it (shown once)."""
-    api = None if db_url else _api()
+    """Add user NAME and print a first token for it (shown once).
+
+    With $WH_URL but no $WH_TOKEN (the first user of a new installation), it
+    waits for the controller to have started (at most $WH_WAIT seconds), then
+    adds the user on the catalog itself, the one `wh serve` on this machine
+    uses ($WH_DB_URL, else controller.db in $WH_HOME).
+    """
+    url = os.environ.get("WH_URL")
+    if not db_url and url and not os.environ.get("WH_TOKEN", "").strip():
+        from warehouse.remote.wait import wait_until_ready
+
+        # The controller creates and migrates the catalog before it listens.
+        wait_until_ready(url)
+        click.echo(
+            f"no $WH_TOKEN: adding {name} on this machine's catalog, not through {url}",
+            err=True,
+        )
+        api = None
+    else:
+        api = None if db_url else _api()
     if api is not None:
         api.post("/users", {"name": name, "admin": admin})
         secret = api.post("/tokens", {"user": name, "label": "first"})["token"]
@@ -76,7 +94,7 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
 
 @user.command("ls")
 @click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the users as a JSON list.")
 def user_ls(db_url: str | None, as_json: bool) -> None:
     """List the users (admins only, through the API)."""
     api = None if db_url else _api()
@@ -125,7 +143,7 @@ def token_create(name: str | None, ttl: float | None, label: str, db_url: str | 
 @token.command("ls")
 @click.option("--user", "whose", help="Only this user's tokens (admins; default: your own).")
 @click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the tokens as a JSON list.")
 def token_ls(whose: str | None, db_url: str | None, as_json: bool) -> None:
     """List unexpired tokens by id (a prefix of their hash), never their secrets.
 

@@ -117,7 +117,7 @@ def _outputs(view: dict[str, Any]) -> dict[str, str]:
 
 
 @workflow.command(name="ls")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def ls(ctx: click.Context, as_json: bool) -> None:
     """List workflow runs, newest first."""
@@ -131,7 +131,7 @@ def ls(ctx: click.Context, as_json: bool) -> None:
 
 @workflow.command()
 @click.argument("run_id", type=int, metavar="RUN")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
     """A run: its file, inputs, state, outputs, and each job's state."""

@@ -8,10 +8,12 @@ naming the block and the files that hold data in it.
 
 from __future__ import annotations
 
+import io
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
+from typing import Any
 
 from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore
@@ -107,6 +109,11 @@ class CollectionReader:
     def read_file(self, path: str) -> bytes:
         return b"".join(self.iter_file(path))
 
+    def open(self, path: str) -> io.BufferedReader:
+        """A read-only, seekable binary file object for one file (blocks read as needed,
+        each verified): ``with reader.open("a.txt") as f: f.readline()``."""
+        return io.BufferedReader(_CollectionFile(self, path), buffer_size=1 << 20)
+
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         """``length`` bytes of a file from ``offset`` (fewer at the end of the file)."""
         entry = self.entry(path)
@@ -125,3 +132,36 @@ class CollectionReader:
             if pos >= offset + length:
                 break
         return bytes(out)
+
+
+class _CollectionFile(io.RawIOBase):
+    """One file of a collection, read by ranges (``CollectionReader.open``)."""
+
+    def __init__(self, reader: CollectionReader, path: str) -> None:
+        self._reader = reader
+        self._path = path
+        self._size = reader.entry(path).size  # NotFoundError now, not at the first read
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self._reader.read_range(self._path, self._pos, len(view))
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)

@@ -15,9 +15,48 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warehouse.errors import NotFoundError, UsageError, os_error
+from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 
-__all__ = ["DirNode", "scan_paths"]
+__all__ = ["DirNode", "Filter", "scan_paths"]
+
+# Bounds on what a command line may ask of the matcher.
+MAX_EXCLUDES = 1000
+MAX_PATTERN = 4096
+
+
+@dataclass
+class Filter:
+    """What ``wh put`` leaves out: --exclude patterns (gitignore rules, matched
+    against the path inside the collection) and, with --skip-unreadable, what
+    cannot be read (listed in ``skipped``, with the reason)."""
+
+    exclude: Sequence[str] = ()
+    skip_unreadable: bool = False
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    excluded: int = 0
+
+    def __post_init__(self) -> None:
+        if len(self.exclude) > MAX_EXCLUDES:
+            raise UsageError(f"--exclude: more than {MAX_EXCLUDES} patterns")
+        for pattern in self.exclude:
+            if not pattern.strip() or len(pattern) > MAX_PATTERN:
+                raise UsageError(f"--exclude: {pattern[:80]!r} is not a pattern")
+        self._spec = None
+        if self.exclude:
+            import pathspec
+
+            try:
+                self._spec = pathspec.GitIgnoreSpec.from_lines(self.exclude)
+            except (ValueError, TypeError) as e:
+                raise UsageError(f"--exclude: {e}") from None
+
+    def leaves_out(self, rel: str, is_dir: bool) -> bool:
+        if self._spec is None:
+            return False
+        if self._spec.match_file(rel + "/" if is_dir else rel):
+            self.excluded += 1
+            return True
+        return False
 
 
 @dataclass
@@ -69,41 +108,62 @@ def _stat(path: Path) -> os.stat_result:
         raise os_error(e, f"cannot read {path}") from None
 
 
-def _add(node: DirNode, name: str, path: Path, ancestors: frozenset[tuple[int, int]]) -> None:
-    st = _stat(path)
+def _add(
+    node: DirNode,
+    name: str,
+    path: Path,
+    ancestors: frozenset[tuple[int, int]],
+    keep: Filter,
+) -> None:
     rel = f"{node.rel}/{name}" if node.rel else name
-    if stat.S_ISREG(st.st_mode):
-        node.files.append((name, path, st.st_size))
-    elif stat.S_ISDIR(st.st_mode):
-        key = (st.st_dev, st.st_ino)
-        if key in ancestors:
-            raise UsageError(f"symbolic link loop at {path}")
-        child = DirNode(rel)
-        _fill(child, path, ancestors | {key})
-        node.dirs.append(child)
-    else:
-        raise UsageError(f"cannot store special file (not a regular file or directory): {path}")
+    try:
+        st = _stat(path)
+        if keep.leaves_out(rel, stat.S_ISDIR(st.st_mode)):
+            return
+        if stat.S_ISREG(st.st_mode):
+            if keep.skip_unreadable:
+                os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+            node.files.append((name, path, st.st_size))
+        elif stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in ancestors:
+                raise UsageError(f"symbolic link loop at {path}")
+            child = DirNode(rel)
+            _fill(child, path, ancestors | {key}, keep)
+            node.dirs.append(child)
+        else:
+            raise UsageError(f"cannot store special file (not a regular file or directory): {path}")
+    except WarehouseError as e:
+        # Not a bad name (refused always): what is there but cannot be read.
+        if not keep.skip_unreadable or str(e).startswith("file name is not valid UTF-8"):
+            raise
+        keep.skipped.append((str(path), str(e)))
+    except OSError as e:
+        if not keep.skip_unreadable:
+            raise os_error(e, f"cannot read {path}") from None
+        keep.skipped.append((str(path), e.strerror or str(e)))
 
 
-def _fill(node: DirNode, path: Path, ancestors: frozenset[tuple[int, int]]) -> None:
+def _fill(node: DirNode, path: Path, ancestors: frozenset[tuple[int, int]], keep: Filter) -> None:
     try:
         entries = os.listdir(path)
     except OSError as e:
         raise os_error(e, f"cannot read directory {path}") from None
     for entry in sorted(_name(e, path) for e in entries):
-        _add(node, entry, path / entry, ancestors)
+        _add(node, entry, path / entry, ancestors, keep)
     node.files.sort(key=lambda f: f[0])
     node.dirs.sort(key=lambda d: d.rel.rsplit("/", 1)[-1])
 
 
-def scan_paths(paths: Sequence[Path]) -> DirNode:
-    """The tree that ``wh put paths`` stores."""
+def scan_paths(paths: Sequence[Path], keep: Filter | None = None) -> DirNode:
+    """The tree that ``wh put paths`` stores (less what ``keep`` leaves out)."""
     if not paths:
         raise UsageError("nothing to store: give at least one path")
+    keep = keep or Filter()
     root = DirNode("")
     if len(paths) == 1 and stat.S_ISDIR((st := _stat(Path(paths[0]))).st_mode):
         p = Path(paths[0])
-        _fill(root, p, frozenset({(st.st_dev, st.st_ino)}))
+        _fill(root, p, frozenset({(st.st_dev, st.st_ino)}), keep)
         return root
     seen: set[str] = set()
     for p in map(Path, paths):
@@ -113,7 +173,7 @@ def scan_paths(paths: Sequence[Path]) -> DirNode:
         if name in seen:
             raise UsageError(f"two arguments would both be stored as {name!r}")
         seen.add(name)
-        _add(root, name, p, frozenset())
+        _add(root, name, p, frozenset(), keep)
     root.files.sort(key=lambda f: f[0])
     root.dirs.sort(key=lambda d: d.rel)
     return root

@@ -17,7 +17,19 @@ from warehouse.errors import (
 from warehouse.remote.blockhttp import IDLE_SECONDS
 from warehouse.remote.tls import verify_for
 
-__all__ = ["ApiClient", "AuthError"]
+__all__ = ["NO_TOKEN", "ApiClient", "AuthError", "check_token"]
+
+NO_TOKEN = "no token: set WH_TOKEN (`wh user add` and `wh token create` print one)"
+
+
+def check_token(token: str) -> str:
+    """The token as sent, or one clear error: none, or one no header can carry."""
+    token = token.strip()
+    if not token:
+        raise UsageError(NO_TOKEN)
+    if not token.isascii() or not token.isprintable() or " " in token:
+        raise UsageError("WH_TOKEN is not a token: it holds spaces or unprintable characters")
+    return token
 
 
 class AuthError(ForbiddenError):
@@ -41,6 +53,9 @@ _BROKEN = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 class ApiClient:
     def __init__(self, url: str, token: str, *, timeout: float = 300.0) -> None:
         self.url = url.rstrip("/")
+        token = check_token(token)
+        # A refused connection is waited out once: the controller may be starting.
+        self._may_wait = True
         self.http = httpx.Client(
             base_url=self.url + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},
@@ -54,15 +69,27 @@ class ApiClient:
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         # A GET changes nothing, so a connection that broke under it (a kept-
-        # alive one the server closed) earns it one more try; not a timeout or
-        # a refused connection, and not other methods, which may have taken effect.
+        # alive one the server closed) earns it one more try; not a timeout, and
+        # not other methods, which may have taken effect. A refused connection
+        # waits (bounded) for a controller that is starting.
         tries = 2 if method == "GET" else 1
-        for attempt in range(tries):
+        attempt = 0
+        while True:
             try:
                 resp = self.http.request(method, path, **kw)
                 break
+            except httpx.ConnectError as e:
+                # Nothing was sent, so any method may be tried again.
+                if not self._may_wait:
+                    raise WarehouseError(
+                        f"cannot reach the controller at {self.url}: {e}"
+                    ) from None
+                self._may_wait = False
+                self.wait_until_ready()
+                continue
             except _BROKEN as e:
-                if attempt + 1 == tries:
+                attempt += 1
+                if attempt == tries:
                     raise WarehouseError(
                         f"cannot reach the controller at {self.url}: {e}"
                     ) from None
@@ -75,6 +102,12 @@ class ApiClient:
                 message = resp.text
             raise _ERRORS.get(resp.status_code, WarehouseError)(message)
         return None if resp.status_code == 204 else resp.json()
+
+    def wait_until_ready(self) -> None:
+        """Wait (bounded by $WH_WAIT) for a starting controller; see remote/wait.py."""
+        from warehouse.remote.wait import wait_until_ready
+
+        wait_until_ready(self.url)
 
     def get(self, path: str, **params: Any) -> Any:
         return self.call("GET", path, params=params or None)

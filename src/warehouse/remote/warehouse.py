@@ -14,9 +14,8 @@ from collections.abc import Callable
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
-from warehouse.errors import UsageError
 from warehouse.manifest import Manifest
-from warehouse.remote.api import ApiClient
+from warehouse.remote.api import ApiClient, check_token
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
 from warehouse.remote.signatures import SignatureCache, default_cache_dir
@@ -41,13 +40,16 @@ class RemoteWarehouse(WarehouseBase):
         min_copies: int | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
-        if not token:
-            raise UsageError("WH_URL is set but WH_TOKEN is not: a token is needed")
         self.url = url
         self.api = ApiClient(url, token)
+        token = check_token(token)
         me = self.api.get("/users/current")
         self.user: str = me["name"]
         services = [Service(s["id"], s["url"]) for s in self.api.get("/keep_services")]
+        if not services:
+            # `wh serve --keep N &` may not have registered its keep servers yet.
+            self.api.wait_until_ready()
+            services = [Service(s["id"], s["url"]) for s in self.api.get("/keep_services")]
         if replication is None:
             # The default never asks for more copies than there are servers;
             # an explicit request does, and fails if it cannot be met.

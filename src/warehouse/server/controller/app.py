@@ -150,8 +150,10 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
         return response
 
     @app.get("/api/v1/health", tags=["cluster"])
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
+    def health(request: Request) -> dict[str, str]:
+        # "starting" until `wh serve`'s keep servers and job manager are up.
+        starting = getattr(request.app.state, "controller", None)
+        return {"status": "starting" if getattr(starting, "starting", False) else "ok"}
 
     app.add_middleware(BodyLimit, limit=config.max_body)
     app.add_middleware(BodyTimeout, idle=config.body_timeout)

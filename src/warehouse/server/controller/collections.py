@@ -59,6 +59,8 @@ class CollectionSummary(BaseModel):
     file_count: int
     created_at: float
     created_by: str
+    # What the collection is (lineage labels), when asked for with with_kinds.
+    kinds: list[str] | None = None
 
 
 def signed_text(manifest: Manifest, token: str, state: ControllerState) -> str:
@@ -158,15 +160,30 @@ def get_collection(pdh: str, user: Caller, token: CallerToken, request: _Request
 
 
 @router.get("", response_model=list[CollectionSummary])
-def list_collections(user: Caller, request: _Request, limit: int = 1000) -> list[CollectionSummary]:
-    records = catalog.list_collections(state_of(request).engine, min(max(limit, 1), 10000))
-    return [
-        CollectionSummary(
-            pdh=r.pdh,
-            size=r.size,
-            file_count=r.file_count,
-            created_at=r.created_at,
-            created_by=r.created_by,
-        )
-        for r in records
-    ]
+def list_collections(
+    user: Caller,
+    request: _Request,
+    limit: int = 1000,
+    created_by: str | None = None,
+    kind: str | None = None,
+    with_kinds: bool = False,
+) -> list[CollectionSummary]:
+    """The newest collections; by created_by, of kind (`wh collection ls`), with kinds."""
+    engine = state_of(request).engine
+    limit = min(max(limit, 1), 10000)
+    if created_by is None and kind is None and not with_kinds:
+        records = catalog.list_collections(engine, limit)
+        return [
+            CollectionSummary(
+                pdh=r.pdh,
+                size=r.size,
+                file_count=r.file_count,
+                created_at=r.created_at,
+                created_by=r.created_by,
+            )
+            for r in records
+        ]
+    from warehouse.collection.finding import find_in_catalog
+
+    found = find_in_catalog(engine, created_by=created_by, kind=kind, limit=limit)
+    return [CollectionSummary(**{**f.as_dict(), "kinds": list(f.kinds)}) for f in found]

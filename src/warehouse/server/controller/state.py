@@ -72,6 +72,9 @@ class ControllerState:
     regol_runner: RegolRunner | None = field(default=None, repr=False)
     # The thread driving workflow runs (started with the job manager).
     workflows: WorkflowThread | None = field(default=None, repr=False)
+    # True while `wh serve` is still starting its keep servers and job manager:
+    # /api/v1/health says "starting", and clients wait (docs/server.md).
+    starting: bool = False
 
     @classmethod
     def open(cls, config: ControllerConfig) -> ControllerState:

@@ -1,0 +1,73 @@
+"""Waiting, a bounded time, for a controller that is still starting.
+
+`wh serve ... &` returns at once; a command run right after it would find
+nothing listening yet, or a controller whose keep servers have not
+registered. Clients wait for ``/api/v1/health`` to say "ok", at most
+``$WH_WAIT`` seconds (default 30; 0: do not wait), and say so on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import httpx
+
+from warehouse.errors import UsageError, WarehouseError
+from warehouse.remote.tls import verify_for
+
+__all__ = ["DEFAULT_WAIT", "controller_status", "wait_seconds", "wait_until_ready"]
+
+DEFAULT_WAIT = 30.0
+_POLL = 0.2
+
+
+def wait_seconds() -> float:
+    """``$WH_WAIT``: how long a client waits for a starting controller."""
+    raw = os.environ.get("WH_WAIT", "").strip()
+    if not raw:
+        return DEFAULT_WAIT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise UsageError(f"WH_WAIT must be seconds from 0 to 3600, not {raw!r}")
+    return value
+
+
+def controller_status(url: str, timeout: float = 5.0) -> str:
+    """What ``/api/v1/health`` says ("ok" or "starting"); raises httpx errors."""
+    resp = httpx.get(url.rstrip("/") + "/api/v1/health", timeout=timeout, verify=verify_for(url))
+    resp.raise_for_status()
+    status = resp.json().get("status")
+    return str(status)
+
+
+def wait_until_ready(url: str, seconds: float | None = None) -> None:
+    """Return once the controller at ``url`` is up and started, or fail after ``seconds``."""
+    limit = wait_seconds() if seconds is None else seconds
+    deadline = time.monotonic() + limit
+    said = False
+    while True:
+        try:
+            status = controller_status(url)
+            problem = "it is still starting its keep servers"
+        except (httpx.HTTPError, ValueError, AttributeError) as e:
+            status, problem = "", str(e) or type(e).__name__
+        if status == "ok":
+            return
+        if time.monotonic() >= deadline:
+            raise WarehouseError(
+                f"cannot reach the controller at {url}: {problem}"
+                + (f" (waited {limit:g} s; $WH_WAIT)" if limit else "")
+            )
+        if not said:
+            print(
+                f"waiting up to {limit:g} s for the controller at {url} to start ($WH_WAIT)",
+                file=sys.stderr,
+                flush=True,
+            )
+            said = True
+        time.sleep(_POLL)

@@ -1,0 +1,193 @@
+"""The settings: one place that reads the environment and the config file.
+
+Each setting comes from ``$WH_<NAME>``, else the key ``<name>`` of
+``$XDG_CONFIG_HOME/warehouse/config.toml`` (default ``~/.config``), else its
+default. Values are validated (pydantic-settings) before any command runs;
+a bad one is one ``Error:`` naming the variable or the file's key (exit 2).
+`wh config` shows the effective settings and where each came from.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from warehouse.errors import UsageError
+
+__all__ = ["FIELDS", "Effective", "config_path", "load", "wanted"]
+
+# name -> what it is (shown by `wh config`); the variable is WH_<NAME>.
+FIELDS: dict[str, str] = {
+    "url": "the controller (empty: the embedded warehouse)",
+    "token": "the API token for $WH_URL",
+    "home": "the embedded warehouse (default ~/.local/share/warehouse)",
+    "db_url": "the controller's catalog (default controller.db in the home)",
+    "replication": "copies of each block a remote put writes (1 to 8)",
+    "wait": "seconds a client waits for a starting controller (0 to 3600)",
+    "user": "the user named in the embedded warehouse's records",
+}
+_SECRET = {"token"}
+MAX_CONFIG_BYTES = 64 * 1024
+# Variables apply() set from the config file: still the file's, for `wh config`.
+_applied: set[str] = set()
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "warehouse" / "config.toml"
+
+
+def wanted() -> bool:
+    """Whether there is anything to read (a variable set, or a config file)."""
+    return any(os.environ.get(f"WH_{n.upper()}") for n in FIELDS) or config_path().exists()
+
+
+@dataclass(frozen=True)
+class Effective:
+    name: str
+    value: Any
+    origin: str  # "env WH_X", "config PATH" or "default"
+
+    @property
+    def variable(self) -> str:
+        return f"WH_{self.name.upper()}"
+
+    def shown(self) -> str:
+        if self.value is None:
+            return ""
+        if self.name in _SECRET:
+            return "(set, hidden)"
+        if self.name == "db_url":
+            return _without_password(str(self.value))
+        return str(self.value)
+
+
+def _without_password(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in creds:
+        return url
+    return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise UsageError(f"config file {path}: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(f"config file {path}: more than {MAX_CONFIG_BYTES} bytes")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"config file {path}: not TOML: {e}") from None
+    if "token" in data and os.stat(path).st_mode & 0o077:
+        raise UsageError(
+            f"config file {path} holds a token but others may read it: chmod 600 {path}"
+        )
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise UsageError(
+            f"config file {path}: unknown key {unknown[0]!r} (known: {', '.join(FIELDS)})"
+        )
+    return data
+
+
+def _model() -> Any:
+    # Imported here: pydantic costs a noticeable part of a second to load.
+    from pydantic import Field, field_validator
+    from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+    class Settings(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix="WH_", extra="forbid", env_ignore_empty=True)
+
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            # The environment first; the config file's values come in as init.
+            return (env_settings, init_settings)
+
+        url: str | None = None
+        token: str | None = None
+        home: Path | None = None
+        db_url: str | None = None
+        replication: int | None = Field(default=None, ge=1, le=8, strict=False)
+        wait: float = Field(default=30.0, ge=0, le=3600)
+        user: str | None = None
+
+        @field_validator("url")
+        @classmethod
+        def _url(cls, v: str | None) -> str | None:
+            if v is not None and v.strip() and not v.startswith(("http://", "https://")):
+                raise ValueError("must start with http:// or https://")
+            return v
+
+    return Settings
+
+
+def _problem(name: str, error: dict[str, Any]) -> str:
+    # Worded as click words the same mistake in an option (--replication 9).
+    kind, got = error.get("type", ""), error.get("input")
+    if kind in {"greater_than_equal", "less_than_equal"}:
+        return f"{got} is not in the range {_RANGES[name]}"
+    if kind.startswith("int_"):
+        return f"{got!r} is not a valid integer"
+    if kind.startswith("float_"):
+        return f"{got!r} is not a valid float"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+def load() -> list[Effective]:
+    """The effective settings, validated; raises UsageError naming the bad one."""
+    from pydantic import ValidationError
+
+    path = config_path()
+    from_file = _read_file(path)
+    origins: dict[str, str] = {}
+    for name in FIELDS:
+        var = f"WH_{name.upper()}"
+        if os.environ.get(var) and var not in _applied:  # empty: as if unset
+            origins[name] = f"env {var}"
+        elif name in from_file:
+            origins[name] = f"config {path}"
+        else:
+            origins[name] = "default"
+    settings_class = _model()
+    saved = {v: os.environ.pop(v) for v in _applied if v in os.environ}
+    try:
+        settings = settings_class(**from_file)
+    except ValidationError as e:
+        first = e.errors()[0]
+        name = str(first["loc"][0]) if first.get("loc") else "?"
+        where = origins.get(name, "default")
+        label = f"WH_{name.upper()}" if where.startswith("env") else f"{path}: {name}"
+        raise UsageError(f"{label}: {_problem(name, dict(first))}") from None
+    finally:
+        os.environ.update(saved)
+    return [Effective(n, getattr(settings, n), origins[n]) for n in FIELDS]
+
+
+_RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600"}
+
+
+def apply() -> None:
+    """Validate the settings, then let the config file's values stand for unset variables."""
+    _applied.clear()
+    if not wanted():
+        return
+    for s in load():
+        if s.origin.startswith("config") and s.value is not None:
+            os.environ[s.variable] = str(s.value)
+            _applied.add(s.variable)

@@ -1,0 +1,139 @@
+"""The CLI as a new user meets it: clear errors for missing settings, waiting
+for a starting controller, Ctrl-C (docs/cli.md)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from conftest import WH_BIN
+from warehouse.cli import cli
+
+
+def _closed_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"WH_HOME": str(tmp_path / "home"), **extra}
+
+
+class _Done:
+    def __init__(self, code: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = code, stdout, stderr
+
+
+def _run(env: dict[str, str], *args: str) -> _Done:
+    """`wh` in-process (the interpreter's start is slow on a busy machine)."""
+    # CliRunner sets variables over os.environ; None removes one.
+    full = {k: None for k in os.environ if k.startswith("WH_")} | env
+    done = CliRunner().invoke(cli, list(args), env=full)
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    return _Done(done.exit_code, done.stdout, done.stderr)
+
+
+def test_an_empty_or_missing_token_is_one_clear_error(tmp_path: Path) -> None:
+    for token in (None, "", "  "):
+        env = _env(tmp_path, WH_URL=_closed_url())
+        if token is not None:
+            env["WH_TOKEN"] = token
+        for args in (("ls", "x"), ("user", "ls"), ("keep", "ls")):
+            done = _run(env, *args)
+            assert done.returncode == 2, (args, done.stderr)
+            assert done.stderr.startswith("Error: no token: set WH_TOKEN"), done.stderr
+            assert "Traceback" not in done.stderr
+    done = _run(_env(tmp_path, WH_URL=_closed_url(), WH_TOKEN="a b"), "ls", "x")
+    assert done.returncode == 2 and "WH_TOKEN is not a token" in done.stderr
+
+
+def test_a_controller_that_never_starts_fails_after_wh_wait(tmp_path: Path) -> None:
+    url = _closed_url()
+    env = _env(tmp_path, WH_URL=url, WH_TOKEN="t" * 32, WH_WAIT="1")
+    began = time.monotonic()
+    done = _run(env, "ls", "x")
+    assert done.returncode == 1, done.stderr
+    assert f"waiting up to 1 s for the controller at {url}" in done.stderr
+    assert f"Error: cannot reach the controller at {url}" in done.stderr
+    assert "waited 1 s; $WH_WAIT" in done.stderr
+    assert time.monotonic() - began < 30
+    # The first user of a new installation: the same bounded wait.
+    done = _run(_env(tmp_path, WH_URL=url, WH_WAIT="0"), "user", "add", "alice", "--admin")
+    assert done.returncode == 1 and "cannot reach the controller" in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_bad_wh_wait_names_the_variable(tmp_path: Path) -> None:
+    for bad in ("soon", "-1", "1e9"):
+        done = _run(_env(tmp_path, WH_URL=_closed_url(), WH_WAIT=bad), "user", "add", "a")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("Error: WH_WAIT: "), done.stderr
+
+
+def test_ctrl_c_exits_130_saying_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
+    env.update(_env(tmp_path, WH_URL=_closed_url(), WH_WAIT="120"))
+    proc = subprocess.Popen(
+        [WH_BIN, "user", "add", "alice"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    # Interrupted while it waits for the controller, as a user would.
+    assert proc.stderr.readline().startswith("waiting up to 120 s")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert out == "" and err == "", err
+
+
+def test_ls_shows_a_backslash_once(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "back\\slash").write_bytes(b"x")
+    (src / "two\nlines").write_bytes(b"y")
+    env = _env(tmp_path)
+    assert _run(env, "put", str(src), "--name", "bs").returncode == 0
+    done = _run(env, "ls", "bs")
+    assert done.returncode == 0, done.stderr
+    # Only a name with a line break is escaped, md5sum's way.
+    assert done.stdout.splitlines() == ["back\\slash", "\\two\\nlines"]
+
+
+def _complete(env: dict[str, str], words: str) -> list[str]:
+    full = {k: None for k in os.environ if k.startswith("WH_")} | env
+    full.update(
+        _WH_COMPLETE="bash_complete", COMP_WORDS=words, COMP_CWORD=str(len(words.split()) - 1)
+    )
+    done = CliRunner().invoke(cli, [], prog_name="wh", env=full)
+    lines = [line for line in done.stdout.splitlines() if line]
+    assert all("," in line for line in lines), done.stdout
+    return [line.split(",", 1)[1] for line in lines]
+
+
+def test_shell_completion_offers_names_and_job_ids(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data\n")
+    env = _env(tmp_path)
+    for name in ("run42", "run43", "other"):
+        assert _run(env, "put", str(src), "--name", name).returncode == 0
+    assert _complete(env, "wh name get ru") == ["run42", "run43"]
+    assert _complete(env, "wh ls o") == ["other"]
+    assert _complete(env, "wh ls other/") == []
+    done = _run(env, "job", "submit", "builtin:zhash", "--input", "run42", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert _complete(env, "wh job show 1") == ["1"]
+    assert _complete(env, "wh job show 9") == []
+    # No warehouse to ask: nothing offered, no error in the command line.
+    broken = _env(tmp_path, WH_URL=_closed_url(), WH_TOKEN="t" * 32, WH_WAIT="0")
+    assert _complete(broken, "wh name get ru") == []

@@ -1,0 +1,82 @@
+"""Settings from the environment and the config file, validated (docs/cli.md, "Settings")."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from warehouse.cli import cli
+from warehouse.settings import FIELDS
+
+
+def wh(tmp_path: Path, *args: str, **env: str) -> tuple[int, str, str]:
+    base: dict[str, str | None] = {f"WH_{n.upper()}": None for n in FIELDS}
+    base.update({k: None for k in os.environ if k.startswith("WH_")})
+    base["WH_HOME"] = str(tmp_path / "home")
+    base["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    done = CliRunner().invoke(cli, list(args), env={**base, **env})
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    return done.exit_code, done.stdout, done.stderr
+
+
+def write_config(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
+    path = tmp_path / "xdg" / "warehouse" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize("value", ["two", "9", "0"])
+def test_a_bad_replication_is_refused_like_the_option(tmp_path: Path, value: str) -> None:
+    code, out, err = wh(tmp_path, "ls", "x", WH_REPLICATION=value)
+    assert code == 2 and out == ""
+    assert err.startswith("Error: WH_REPLICATION: "), err
+    opt_code, _, opt_err = wh(tmp_path, "put", "--replication", value or "x", str(tmp_path))
+    assert opt_code == 2
+    # The same rule, worded the same way.
+    tail = err.strip().split(": ", 2)[-1]
+    assert tail.rstrip(".") in opt_err, (tail, opt_err)
+
+
+def test_other_bad_values_name_their_variable(tmp_path: Path) -> None:
+    for var, value in [("WH_WAIT", "soon"), ("WH_WAIT", "-3"), ("WH_URL", "ftp://x")]:
+        code, _, err = wh(tmp_path, "config", **{var: value})
+        assert code == 2 and err.startswith(f"Error: {var}: "), (var, err)
+
+
+def test_config_shows_each_setting_and_its_origin(tmp_path: Path) -> None:
+    path = write_config(tmp_path, 'replication = 3\nwait = 5\ntoken = "s3cret"\n')
+    code, out, err = wh(tmp_path, "config", "--json", WH_WAIT="7")
+    assert code == 0, err
+    shown = {s["variable"]: s for s in json.loads(out)["settings"]}
+    assert shown["WH_REPLICATION"]["value"] == "3"
+    assert shown["WH_REPLICATION"]["origin"] == f"config {path}"
+    assert shown["WH_WAIT"]["value"] == "7.0" and shown["WH_WAIT"]["origin"] == "env WH_WAIT"
+    assert shown["WH_TOKEN"]["value"] == "(set, hidden)"
+    assert shown["WH_USER"]["origin"] == "default"
+    assert "s3cret" not in out
+    code, out, _ = wh(tmp_path, "config")
+    assert out.splitlines()[1] == "variable\tvalue\torigin"
+    assert f"WH_REPLICATION\t3\tconfig {path}" in out.splitlines()
+
+
+def test_the_config_file_is_used_and_checked(tmp_path: Path) -> None:
+    # The file's url is the one commands use: here, a controller not running.
+    write_config(tmp_path, 'url = "http://127.0.0.1:9"\nwait = 0\n')
+    code, _, err = wh(tmp_path, "ls", "x")
+    assert code == 2 and err.startswith("Error: no token: set WH_TOKEN"), err
+    path = write_config(tmp_path, "replication = 'x'\n")
+    code, _, err = wh(tmp_path, "ls", "x")
+    assert code == 2 and err.startswith(f"Error: {path}: replication: "), err
+    write_config(tmp_path, "replicaton = 2\n")
+    assert "unknown key 'replicaton'" in wh(tmp_path, "ls", "x")[2]
+    write_config(tmp_path, "replication = \n")
+    assert "not TOML" in wh(tmp_path, "ls", "x")[2]
+    write_config(tmp_path, 'token = "s3cret"\n', mode=0o644)
+    code, _, err = wh(tmp_path, "config")
+    assert code == 2 and "others may read it" in err and "s3cret" not in err
