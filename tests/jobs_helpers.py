@@ -20,11 +20,16 @@ from warehouse.jobs.values import JobRecord
 
 @pytest.fixture(scope="session")
 def dask_cluster() -> Iterator[str]:
-    """A real Dask cluster of 2 worker processes; its scheduler's address."""
+    """A real Dask cluster of 2 worker processes; its scheduler's address.
+    (Its HTTP routes on any free port: the default 8787 may be taken.)"""
     from distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address="127.0.0.1:0",
+        memory_limit=0,
     ) as c:
         yield c.scheduler_address
 

@@ -55,7 +55,10 @@ class DaskExecutor:
                 n_workers=n,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                # Even without a dashboard the scheduler serves its health
+                # routes, on 8787 unless told: a second cluster on the machine
+                # would then warn and move. Any free local port instead.
+                dashboard_address="127.0.0.1:0",
                 resources={"cpus": 1, "memory": total // n},
                 memory_limit=0,
             )
