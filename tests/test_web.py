@@ -37,12 +37,6 @@ BLOCKS = [os.urandom(1000), os.urandom(2000), os.urandom(500)]
 SPANNING = b"".join(BLOCKS)
 
 
-def server_ms(response: httpx.Response) -> float:
-    name, _, dur = response.headers["server-timing"].partition(";dur=")
-    assert name == "app"
-    return float(dur)
-
-
 def sign_in(url: str, token: str) -> httpx.Client:
     client = httpx.Client(base_url=url, timeout=30)
     answer = client.post("/web/signin", data={"token": token, "next": "/web/collections"})
@@ -183,14 +177,14 @@ def test_parse_range() -> None:
             parse_range(bad, 10)
 
 
-def test_a_collection_of_10000_files_is_paginated_and_quick(site: Site) -> None:
+def test_a_collection_of_10000_files_is_paginated(site: Site) -> None:
     pdh = site.wh.resolve("big")
     first = site.get(f"/web/c/{pdh}", params={"path": "big"})
     later = site.get(f"/web/c/{pdh}", params={"path": "big", "page": 37})
     for answer in (first, later):
         assert answer.status_code == 200
-        print(f"10,000-file collection page: {server_ms(answer):.1f} ms on the server")
-        assert server_ms(answer) < 1000
+        # A page lists 200 entries, not 10,000 (speed is for benchmarks/).
+        assert answer.text.count(">f0") <= 200
     assert "page 37 of 50" in later.text
     assert ">f07200<" in later.text and ">f07399<" in later.text
     assert ">f07400<" not in later.text and ">f07199<" not in later.text
@@ -198,7 +192,7 @@ def test_a_collection_of_10000_files_is_paginated_and_quick(site: Site) -> None:
     assert "big" in listing.text and "10000" in listing.text
 
 
-def test_a_job_of_2000_steps_is_paginated_and_quick(site: Site) -> None:
+def test_a_job_of_2000_steps_is_paginated(site: Site) -> None:
     wh = site.wh
     job = insert_job(
         wh.engine,
@@ -244,9 +238,9 @@ def test_a_job_of_2000_steps_is_paginated_and_quick(site: Site) -> None:
     for params in ({}, {"page": 16}, {"state": "running"}):
         answer = site.get(f"/web/jobs/{job.id}", params=params)
         assert answer.status_code == 200
-        print(f"2,000-step job page {params}: {server_ms(answer):.1f} ms on the server")
-        assert server_ms(answer) < 1000
         assert "<svg" in answer.text and "&lt;b&gt;in" in answer.text
+        # One page of steps (their rows and timeline bars), not all 2,000.
+        assert answer.text.count("&lt;b&gt;in") <= 3 * 100
     assert "page 16 of 20" in site.get(f"/web/jobs/{job.id}", params={"page": 16}).text
     live = site.get("/web/jobs/progress.json", params={"ids": str(job.id)}).json()
     assert live[str(job.id)]["steps_done"] == 1500
