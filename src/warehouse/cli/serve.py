@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
+from warehouse.cli._common import server_options
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.private import private_dir
 from warehouse.server.accesslog import configure_access_log
-from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
 from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
@@ -69,32 +69,7 @@ def default_db_url() -> str:
     help="When run as root: the unprivileged system user local steps run as "
     "(made with useradd --system when missing).",
 )
-@click.option(
-    "--tls-cert",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Serve HTTPS with this certificate (PEM, with its chain); needs --tls-key. "
-    "The --keep servers use it too.",
-)
-@click.option(
-    "--tls-key",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="The certificate's private key (PEM).",
-)
-@click.option(
-    "--access-log",
-    envvar="WH_ACCESS_LOG",
-    default="-",
-    show_default=True,
-    help="Where one line per request goes: - (standard error), a file, or off "
-    "(env WH_ACCESS_LOG); the --keep servers log to the same place.",
-)
-@click.option(
-    "--body-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_BODY_TIMEOUT,
-    show_default=True,
-    help="Seconds a request body may send nothing before it is cut off (408).",
-)
+@server_options(with_keep=True)
 @click.option(
     "--max-manifest",
     type=click.IntRange(min=1),
@@ -125,6 +100,7 @@ def serve(
     tls_key: Path | None,
     access_log: str,
     body_timeout: float,
+    header_timeout: float,
     max_manifest: int,
     regol_interval: float,
 ) -> None:
@@ -185,6 +161,7 @@ def serve(
             base = keep_dir or default_home() / "keep"
             extra = [] if tls is None else tls.options()
             extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
+            extra += ["--header-timeout", str(header_timeout)]
             for i in range(keep_count):  # started together, announced as each is up
                 child = KeepChild(i, base / str(i), url, state.system_token, _echo, extra)
                 children.append(child)
@@ -219,6 +196,7 @@ def serve(
             on_ready=ready,
             tls=tls,
             before_shutdown=stop_children,
+            header_timeout=header_timeout,
         )
     finally:
         state.stop_jobs()
