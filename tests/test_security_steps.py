@@ -70,12 +70,19 @@ print("SCRATCH ok")
 """
 
 
-@pytest.fixture
+@pytest.fixture(params=["local", "slurm"])
 def ctl(
-    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    keep_servers: KeepPool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Controller]:
+    # Slurm: the controller's machine is the one-node cluster's node, as on a
+    # small installation where slurmd runs beside the controller.
+    if request.param == "slurm":
+        request.getfixturevalue("slurm_cluster")
     with controller(tmp_path / "controller.db", keep_servers) as c:
-        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", request.param, cpus=2)
         monkeypatch.setenv("WH_URL", c.url)
         monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
         yield c

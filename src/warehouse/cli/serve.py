@@ -58,7 +58,7 @@ def default_db_url() -> str:
 @click.option(
     "--unsafe-steps",
     is_flag=True,
-    help="Run local steps unsandboxed when bubblewrap (bwrap) is missing, or allow "
+    help="Run local and Slurm steps unsandboxed when bubblewrap (bwrap) is missing, or allow "
     "--executor dask without --dask-scheduler (workers here, unsandboxed): any user "
     "who can submit a job can then read the catalog and become admin (docs/security.md).",
 )
@@ -66,8 +66,8 @@ def default_db_url() -> str:
     "--steps-user",
     default="wh-steps",
     show_default=True,
-    help="When run as root: the unprivileged system user local steps run as "
-    "(made with useradd --system when missing).",
+    help="When run as root: the unprivileged system user local and Slurm steps run as "
+    "(made with useradd --system when missing; Slurm nodes need the same uid).",
 )
 @server_options(with_keep=True)
 @click.option(
@@ -113,9 +113,9 @@ def serve(
     with the controller, even one killed with SIGKILL. The job manager runs in a
     background thread (steps as subprocesses here, or on a Dask cluster;
     their scratch space and functions under $WH_HOME/controller-jobs). Local
-    steps run in a bubblewrap sandbox that sees only their function, their
-    scratch and the network; without bwrap the controller refuses to start
-    unless given --unsafe-steps.
+    and Slurm steps run in a bubblewrap sandbox that sees only their function,
+    their scratch and the network; without bwrap the controller refuses to
+    start unless given --unsafe-steps.
     Each request is logged in one line, without tokens or signatures; with
     --tls-cert/--tls-key it speaks HTTPS only (docs/security.md).
     """
@@ -128,14 +128,14 @@ def serve(
             "--executor dask without --dask-scheduler runs steps on this machine, "
             "unsandboxed: give --dask-scheduler (workers elsewhere), or --unsafe-steps"
         )
-    if executor == "local":
+    if executor in ("local", "slurm"):
         # Refused before anything starts rather than once listening.
         from warehouse.jobs.sandbox import find_sandbox
 
         if find_sandbox(steps_user) is None and not unsafe_steps:
             raise UsageError(
-                "bubblewrap (bwrap) is not installed or cannot run here: local job steps "
-                "cannot be sandboxed; install it (Debian: apt-get install bubblewrap), "
+                f"bubblewrap (bwrap) is not installed or cannot run here: {executor} job "
+                "steps cannot be sandboxed; install it (Debian: apt-get install bubblewrap), "
                 "or start with --unsafe-steps (see docs/security.md)"
             )
     tls = Tls.from_options(tls_cert, tls_key)
