@@ -94,8 +94,10 @@ def serve_url(tmp_path: Path) -> Iterator[str]:
     env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
     env.pop("WH_URL", None)
     server = subprocess.Popen(
-        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--executor", "none"]
-        + ["--header-timeout", str(TIMEOUT), "--access-log", "off"],
+        [
+            *(WH_BIN, "serve", "--listen", "127.0.0.1:0", "--executor", "none"),
+            *("--header-timeout", str(TIMEOUT), "--access-log", "off"),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
