@@ -266,3 +266,17 @@ def test_a_slurm_node_without_bubblewrap_runs_no_step(slurm_cluster: str, tmp_pa
     assert done[0].exit_status == 126, done[0]
     assert b"(bubblewrap) is missing on node" in done[0].log, done[0].log
     assert not ran.exists()
+
+
+def test_a_controller_refuses_slurm_steps_without_bubblewrap(
+    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Slurm node may be this very machine: without a sandbox, no Slurm steps
+    (refused before Slurm is asked), unless unsafe steps are asked for."""
+    from warehouse.errors import UsageError
+
+    monkeypatch.setenv("PATH", str(Path(WH_BIN).parent))  # no bwrap on it
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        with pytest.raises(UsageError, match="slurm:wh job steps cannot be sandboxed"):
+            c.state.start_jobs(c.url, tmp_path / "controller-jobs", "slurm:wh")
+        assert c.state.job_manager is None
