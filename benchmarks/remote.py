@@ -26,6 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# The tests' certificate helper, as benchmarks/query.py uses their helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from certs import self_signed
+
 WH = str(Path(sys.executable).with_name("wh"))
 
 
@@ -65,27 +69,9 @@ def put_get(env: dict[str, str], tree: Path, out: Path) -> tuple[float, float]:
     return t_put, t_get
 
 
-def self_signed(work: Path) -> list[str]:
+def tls_options(work: Path) -> list[str]:
     """``--tls-cert/--tls-key`` options for a new certificate for 127.0.0.1."""
-    work.mkdir(parents=True, exist_ok=True)
-    cert, key = work / "cert.pem", work / "key.pem"
-    subprocess.run(
-        [
-            *(
-                "openssl",
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-            ),
-            *("-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=x"),
-            *("-addext", "subjectAltName=IP:127.0.0.1"),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed(work)
     return ["--tls-cert", str(cert), "--tls-key", str(key)]
 
 
@@ -93,7 +79,7 @@ def start_cluster(work: Path, tls: bool = False) -> tuple[subprocess.Popen[str],
     home = work / "server-home"
     env = {**os.environ, "WH_HOME": str(home)}
     env.pop("WH_URL", None)
-    options = self_signed(work / "tls") if tls else []
+    options = tls_options(work / "tls") if tls else []
     if tls:
         env["WH_CA_BUNDLE"] = options[1]
     server = subprocess.Popen(

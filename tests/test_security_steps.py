@@ -1,7 +1,9 @@
 """A job step of an ordinary user attacks its controller (docs/security.md).
 
-The controller runs in this process with the local executor, over real keep
-server processes; the step is a real program in the real sandbox. It tries to
+The controller runs in this process with the local executor, and again with
+the Slurm executor on the real one-node cluster (scripts/slurm.sh, whose node
+is this machine), over real keep server processes; the step is a real
+program in the real sandbox. It tries to
 read and write the catalog file (which holds the signing key), to read keep
 volume files, another job's scratch and another user's function, and to find
 the catalog by walking up from its working directory. Every try must fail,
@@ -10,9 +12,11 @@ while the step still reaches the API with its job token.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,12 +74,19 @@ print("SCRATCH ok")
 """
 
 
-@pytest.fixture
+@pytest.fixture(params=["local", "slurm"])
 def ctl(
-    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    keep_servers: KeepPool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Controller]:
+    # Slurm: the controller's machine is the one-node cluster's node, as on a
+    # small installation where slurmd runs beside the controller.
+    if request.param == "slurm":
+        request.getfixturevalue("slurm_cluster")
     with controller(tmp_path / "controller.db", keep_servers) as c:
-        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", request.param, cpus=2)
         monkeypatch.setenv("WH_URL", c.url)
         monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
         yield c
@@ -222,3 +233,50 @@ def test_the_sandbox_command_line_hides_nothing_it_mounts() -> None:
         ["/x/run.sh"], function_dir="/f", scratch="/s/tmp", result="/s/result"
     )
     assert "--cap-add" not in plain and plain[-2:] == ["--", "/x/run.sh"]
+
+
+def test_a_slurm_node_without_bubblewrap_runs_no_step(slurm_cluster: str, tmp_path: Path) -> None:
+    """The Slurm batch script runs a step only through bwrap: where the node
+    has none, the step fails saying so, and its program never starts."""
+    from warehouse.jobs.executors import Launch
+    from warehouse.jobs.model import Resources
+    from warehouse.jobs.sandbox import find_sandbox
+    from warehouse.jobs.slurmexec import SlurmExecutor
+
+    real = find_sandbox()
+    assert real is not None
+    missing = dataclasses.replace(real, bwrap=str(tmp_path / "no" / "bwrap"))
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    ran = tmp_path / "ran"
+    (fn / "step.sh").write_text(f"#!/bin/sh\ntouch {ran}\n")
+    (fn / "step.sh").chmod(0o755)
+    executor = SlurmExecutor(owner=str(tmp_path), sandbox=missing)
+    try:
+        env = {"WH_FUNCTION_DIR": str(fn)}
+        scratch = str(tmp_path / "scratch")
+        executor.start(Launch(1, 0, 1, (str(fn / "step.sh"),), env, scratch, Resources(1, 0)))
+        deadline = time.monotonic() + 120
+        done = []
+        while not done and time.monotonic() < deadline:
+            done = executor.poll(1.0)
+    finally:
+        executor.close()
+    assert len(done) == 1, "the Slurm job did not end in time"
+    assert done[0].exit_status == 126, done[0]
+    assert b"(bubblewrap) is missing on node" in done[0].log, done[0].log
+    assert not ran.exists()
+
+
+def test_a_controller_refuses_slurm_steps_without_bubblewrap(
+    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Slurm node may be this very machine: without a sandbox, no Slurm steps
+    (refused before Slurm is asked), unless unsafe steps are asked for."""
+    from warehouse.errors import UsageError
+
+    monkeypatch.setenv("PATH", str(Path(WH_BIN).parent))  # no bwrap on it
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        with pytest.raises(UsageError, match="slurm:wh job steps cannot be sandboxed"):
+            c.state.start_jobs(c.url, tmp_path / "controller-jobs", "slurm:wh")
+        assert c.state.job_manager is None

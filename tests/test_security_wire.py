@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from certs import self_signed
 from cluster import WH_BIN, Controller, KeepPool, controller, keep_pool
 from conftest import Runner
 from warehouse import catalog
@@ -222,31 +223,9 @@ def test_slow_bodies_are_cut_off(tmp_path: Path) -> None:
 # -- hole 7: TLS and the access log --------------------------------------------
 
 
-def _self_signed(where: Path) -> tuple[Path, Path]:
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        [
-            *(
-                "openssl",
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-            ),
-            *("-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2"),
-            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
-
-
 @pytest.mark.slow
 def test_serve_over_tls_with_an_access_log(tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     log = tmp_path / "access.log"
     env = {**os.environ, "WH_HOME": str(tmp_path / "home"), "WH_CA_BUNDLE": str(cert)}
     env.pop("WH_URL", None)

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -20,7 +20,15 @@ if TYPE_CHECKING:
 
     stderr: Console
 
-__all__ = ["Failure", "byte_progress", "check_pdh", "emit_json", "open_warehouse", "stderr"]
+__all__ = [
+    "Failure",
+    "byte_progress",
+    "check_pdh",
+    "emit_json",
+    "open_warehouse",
+    "server_options",
+    "stderr",
+]
 
 
 @functools.cache
@@ -100,3 +108,65 @@ def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], Non
 def emit_json(value: Any) -> None:
     json.dump(value, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def server_options(*, with_keep: bool = False) -> Callable[[F], F]:
+    """The options every HTTP server command takes (``wh serve``, ``wh keepd``):
+    ``--tls-cert``, ``--tls-key``, ``--access-log``, ``--body-timeout`` and
+    ``--header-timeout``; ``with_keep``: say that ``wh serve --keep``'s
+    servers share them."""
+    from pathlib import Path
+
+    # Here, not at the top: only the server commands load the server modules.
+    from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
+    from warehouse.server.headertimeout import DEFAULT_HEADER_TIMEOUT
+
+    cert_note = " The --keep servers use it too." if with_keep else ""
+    log_note = "; the --keep servers log to the same place" if with_keep else ""
+    seconds = click.FloatRange(min=0, min_open=True)
+    options = [
+        click.option(
+            "--tls-cert",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="Serve HTTPS with this certificate (PEM, with its chain); needs --tls-key."
+            + cert_note,
+        ),
+        click.option(
+            "--tls-key",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="The certificate's private key (PEM).",
+        ),
+        click.option(
+            "--access-log",
+            envvar="WH_ACCESS_LOG",
+            default="-",
+            show_default=True,
+            help="Where one line per request goes: - (standard error), a file, or off "
+            f"(env WH_ACCESS_LOG){log_note}.",
+        ),
+        click.option(
+            "--body-timeout",
+            type=seconds,
+            default=DEFAULT_BODY_TIMEOUT,
+            show_default=True,
+            help="Seconds a request body may send nothing before it is cut off (408).",
+        ),
+        click.option(
+            "--header-timeout",
+            type=seconds,
+            default=DEFAULT_HEADER_TIMEOUT,
+            show_default=True,
+            help="Seconds a request's headers may take, from the connection or the "
+            "request's first byte, before the connection is closed (408).",
+        ),
+    ]
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate

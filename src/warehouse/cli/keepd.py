@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
+from warehouse.cli._common import server_options
 from warehouse.errors import UsageError
 from warehouse.server.accesslog import configure_access_log
-from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.keepd import KeepdOptions, run_keepd
 from warehouse.server.serving import Tls, parse_listen
 
@@ -63,30 +63,7 @@ def _announce(url: str) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="Standalone: seconds a trashed block is kept before removal [default: 14 days].",
 )
-@click.option(
-    "--tls-cert",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Serve HTTPS with this certificate (PEM, with its chain); needs --tls-key.",
-)
-@click.option(
-    "--tls-key",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="The certificate's private key (PEM).",
-)
-@click.option(
-    "--access-log",
-    envvar="WH_ACCESS_LOG",
-    default="-",
-    show_default=True,
-    help="Where one line per request goes: - (standard error), a file, or off (env WH_ACCESS_LOG).",
-)
-@click.option(
-    "--body-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_BODY_TIMEOUT,
-    show_default=True,
-    help="Seconds a request body may send nothing before it is cut off (408).",
-)
+@server_options()
 def keepd(
     volumes: tuple[Path, ...],
     listen: str,
@@ -99,6 +76,7 @@ def keepd(
     tls_key: Path | None,
     access_log: str,
     body_timeout: float,
+    header_timeout: float,
 ) -> None:
     """Serve blocks over HTTP from local volumes (the keep server).
 
@@ -132,5 +110,6 @@ def keepd(
         trash_lifetime=trash_lifetime,
         tls=tls,
         body_timeout=body_timeout,
+        header_timeout=header_timeout,
     )
     run_keepd(options, _announce)

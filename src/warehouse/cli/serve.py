@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
+from warehouse.cli._common import server_options
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.private import private_dir
 from warehouse.server.accesslog import configure_access_log
-from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
 from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
@@ -58,7 +58,7 @@ def default_db_url() -> str:
 @click.option(
     "--unsafe-steps",
     is_flag=True,
-    help="Run local steps unsandboxed when bubblewrap (bwrap) is missing, or allow "
+    help="Run local and Slurm steps unsandboxed when bubblewrap (bwrap) is missing, or allow "
     "--executor dask without --dask-scheduler (workers here, unsandboxed): any user "
     "who can submit a job can then read the catalog and become admin (docs/security.md).",
 )
@@ -66,35 +66,10 @@ def default_db_url() -> str:
     "--steps-user",
     default="wh-steps",
     show_default=True,
-    help="When run as root: the unprivileged system user local steps run as "
-    "(made with useradd --system when missing).",
+    help="When run as root: the unprivileged system user local and Slurm steps run as "
+    "(made with useradd --system when missing; Slurm nodes need the same uid).",
 )
-@click.option(
-    "--tls-cert",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Serve HTTPS with this certificate (PEM, with its chain); needs --tls-key. "
-    "The --keep servers use it too.",
-)
-@click.option(
-    "--tls-key",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="The certificate's private key (PEM).",
-)
-@click.option(
-    "--access-log",
-    envvar="WH_ACCESS_LOG",
-    default="-",
-    show_default=True,
-    help="Where one line per request goes: - (standard error), a file, or off "
-    "(env WH_ACCESS_LOG); the --keep servers log to the same place.",
-)
-@click.option(
-    "--body-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_BODY_TIMEOUT,
-    show_default=True,
-    help="Seconds a request body may send nothing before it is cut off (408).",
-)
+@server_options(with_keep=True)
 @click.option(
     "--max-manifest",
     type=click.IntRange(min=1),
@@ -125,6 +100,7 @@ def serve(
     tls_key: Path | None,
     access_log: str,
     body_timeout: float,
+    header_timeout: float,
     max_manifest: int,
     regol_interval: float,
 ) -> None:
@@ -137,9 +113,9 @@ def serve(
     with the controller, even one killed with SIGKILL. The job manager runs in a
     background thread (steps as subprocesses here, or on a Dask cluster;
     their scratch space and functions under $WH_HOME/controller-jobs). Local
-    steps run in a bubblewrap sandbox that sees only their function, their
-    scratch and the network; without bwrap the controller refuses to start
-    unless given --unsafe-steps.
+    and Slurm steps run in a bubblewrap sandbox that sees only their function,
+    their scratch and the network; without bwrap the controller refuses to
+    start unless given --unsafe-steps.
     Each request is logged in one line, without tokens or signatures; with
     --tls-cert/--tls-key it speaks HTTPS only (docs/security.md).
     """
@@ -152,14 +128,14 @@ def serve(
             "--executor dask without --dask-scheduler runs steps on this machine, "
             "unsandboxed: give --dask-scheduler (workers elsewhere), or --unsafe-steps"
         )
-    if executor == "local":
+    if executor in ("local", "slurm"):
         # Refused before anything starts rather than once listening.
         from warehouse.jobs.sandbox import find_sandbox
 
         if find_sandbox(steps_user) is None and not unsafe_steps:
             raise UsageError(
-                "bubblewrap (bwrap) is not installed or cannot run here: local job steps "
-                "cannot be sandboxed; install it (Debian: apt-get install bubblewrap), "
+                f"bubblewrap (bwrap) is not installed or cannot run here: {executor} job "
+                "steps cannot be sandboxed; install it (Debian: apt-get install bubblewrap), "
                 "or start with --unsafe-steps (see docs/security.md)"
             )
     tls = Tls.from_options(tls_cert, tls_key)
@@ -185,6 +161,7 @@ def serve(
             base = keep_dir or default_home() / "keep"
             extra = [] if tls is None else tls.options()
             extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
+            extra += ["--header-timeout", str(header_timeout)]
             for i in range(keep_count):  # started together, announced as each is up
                 child = KeepChild(i, base / str(i), url, state.system_token, _echo, extra)
                 children.append(child)
@@ -219,6 +196,7 @@ def serve(
             on_ready=ready,
             tls=tls,
             before_shutdown=stop_children,
+            header_timeout=header_timeout,
         )
     finally:
         state.stop_jobs()

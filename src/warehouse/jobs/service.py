@@ -76,8 +76,8 @@ def make_executor(
     owner: str = "",
 ) -> Executor:
     """``local``, ``dask`` (a LocalCluster), ``dask:ADDRESS`` (a running scheduler),
-    ``slurm`` or ``slurm:PARTITION``; ``sandbox``: where local steps run
-    (docs/security.md); ``owner``: the installation's work directory (Slurm
+    ``slurm`` or ``slurm:PARTITION``; ``sandbox``: where local and Slurm
+    steps run (docs/security.md); ``owner``: the installation's work directory (Slurm
     jobs are tagged with it)."""
     if name == "local":
         return LocalExecutor(local_capacity(cpus, memory), sandbox)
@@ -88,7 +88,7 @@ def make_executor(
     if name == "slurm" or name.startswith("slurm:"):
         from warehouse.jobs.slurmexec import SlurmExecutor
 
-        return SlurmExecutor(name.partition(":")[2] or None, owner=owner)
+        return SlurmExecutor(name.partition(":")[2] or None, owner=owner, sandbox=sandbox)
     raise UsageError(
         f"unknown executor {name!r} (local, dask, dask:ADDRESS, slurm or slurm:PARTITION)"
     )

@@ -13,6 +13,14 @@ step ended normally. Slurm itself is asked, once per turn at most and for all
 our jobs at once (one ``squeue``; the job-completion log or ``sacct`` for jobs
 squeue has forgotten), only to notice jobs that ended without finishing
 their steps (cancelled, failed nodes, time limits). ``kill`` is ``scancel``.
+
+Given a ``sandbox`` (a controller's steps, docs/security.md), each step runs
+on its node inside the same bubblewrap sandbox as the local executor's
+steps, as the steps' user when the Slurm job runs as root: the command line
+is decided here, on the manager's machine, and the node must have the same
+paths (bwrap, setpriv, the Python installation, the function and scratch
+directories on the shared file system). A node without bubblewrap runs
+nothing unsandboxed: the step fails with a line saying why.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from warehouse.errors import UsageError
 from warehouse.jobs.executors import Finished, Launch
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
+from warehouse.jobs.sandbox import Sandbox
 
 __all__ = ["SlurmExecutor", "owner_tag"]
 
@@ -114,8 +123,11 @@ class SlurmExecutor:
         owner: str = "",
         queue_factor: int = MAX_BATCH,
         max_batch: int = MAX_BATCH,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.partition = partition or None
+        self.sandbox = sandbox
+        self._prepared: set[str] = set()  # function directories made readable
         self.comment = owner_tag(owner or os.getcwd())
         self.max_batch = max(1, max_batch)
         nodes = self._nodes()
@@ -292,12 +304,23 @@ class SlurmExecutor:
                 "WH_RESULT": path + "/result",
             }
             assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-            command = " ".join(shlex.quote(a) for a in launch.argv)
+            argv = self._wrap(launch, path)
+            command = " ".join(shlex.quote(a) for a in argv)
             p = shlex.quote(path)
             tag = f"{launch.job} {launch.step} {launch.attempt}"
+            run = f"(cd {p}/tmp && exec env -i {assignments} {command}) </dev/null >{p}/log 2>&1"
+            if self.sandbox is not None:
+                # Never unsandboxed: without bwrap on this node the step fails.
+                bwrap = shlex.quote(self.sandbox.bwrap)
+                missing = f"wh: {self.sandbox.bwrap} (bubblewrap) is missing on node"
+                run = (
+                    f"if [[ -x {bwrap} ]]; then {run}; else echo {shlex.quote(missing)} "
+                    f'"${{SLURMD_NODENAME:-$HOSTNAME}}: the step was not run" >{p}/log; '
+                    "(exit 126); fi"
+                )
             lines += [
                 "s=$EPOCHREALTIME",
-                f"(cd {p}/tmp && exec env -i {assignments} {command}) </dev/null >{p}/log 2>&1",
+                run,
                 "rc=$?",
                 f'echo "{tag} $rc $s $EPOCHREALTIME ${{SLURMD_NODENAME:-$HOSTNAME}}" >>{events}',
             ]
@@ -329,6 +352,20 @@ class SlurmExecutor:
         self._batches[jid] = _Batch(steps, time.time(), jid)
         for key in steps:
             self._where[key] = jid
+
+    def _wrap(self, launch: Launch, path: str) -> tuple[str, ...] | list[str]:
+        """The step's command line: in the sandbox when there is one."""
+        if self.sandbox is None:
+            return launch.argv
+        scratch, result = path + "/tmp", path + "/result"
+        self.sandbox.prepare_scratch(scratch, result)
+        function_dir = launch.env.get("WH_FUNCTION_DIR")
+        if function_dir and function_dir not in self._prepared:
+            self.sandbox.prepare_function(Path(function_dir))
+            self._prepared.add(function_dir)
+        return self.sandbox.wrap(
+            launch.argv, function_dir=function_dir or scratch, scratch=scratch, result=result
+        )
 
     # -- learning what ended --------------------------------------------------
 

@@ -5,7 +5,9 @@ which a server needs to announce or register itself. ``serve`` runs in the
 foreground until SIGTERM or SIGINT and then shuts down gracefully (exit
 status 0, not death by the signal); ``ServerThread`` runs an app in a thread
 for tests and embedding. Given a certificate and key (``Tls``), both speak
-HTTPS only.
+HTTPS only. Request headers not complete within ``header_timeout`` seconds
+of a connection (or of a request's first byte) get 408 and the connection is
+closed (``warehouse.server.headertimeout``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import uvloop
 from starlette.types import ASGIApp
 
 from warehouse.errors import UsageError
+from warehouse.server.headertimeout import DEFAULT_HEADER_TIMEOUT, header_timeout_protocol
 
 __all__ = ["ServerThread", "Tls", "bind_socket", "parse_listen", "serve"]
 
@@ -127,9 +130,12 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-def _make_server(app: ASGIApp, tls: Tls | None = None) -> _Server:
+def _make_server(
+    app: ASGIApp, tls: Tls | None = None, header_timeout: float = DEFAULT_HEADER_TIMEOUT
+) -> _Server:
     config = uvicorn.Config(
         app,
+        http=header_timeout_protocol(header_timeout),
         ssl_certfile=None if tls is None else str(tls.cert),
         ssl_keyfile=None if tls is None else str(tls.key),
         log_config=None,  # the caller configures logging; stdout stays ours
@@ -176,11 +182,12 @@ def serve(
     on_ready: Callable[[int], None] | None = None,
     tls: Tls | None = None,
     before_shutdown: Callable[[], None] | None = None,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
 ) -> None:
     """Serve ``app`` until SIGTERM/SIGINT; ``on_ready(real_port)`` runs once it
     accepts, ``before_shutdown()`` once it is told to stop."""
     sock = bind_socket(host, port)
-    server = _make_server(app, tls)
+    server = _make_server(app, tls, header_timeout)
     server.before_shutdown = before_shutdown
     try:
         _run_loop(_run(server, sock, on_ready))
@@ -192,13 +199,18 @@ class ServerThread:
     """``app`` served on 127.0.0.1 (or ``host``) in a thread; a context manager."""
 
     def __init__(
-        self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, tls: Tls | None = None
+        self,
+        app: ASGIApp,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: Tls | None = None,
+        header_timeout: float = DEFAULT_HEADER_TIMEOUT,
     ) -> None:
         self.host = host
         self.tls = tls
         self._sock = bind_socket(host, port)
         self.port: int = self._sock.getsockname()[1]
-        self._server = _make_server(app, tls)
+        self._server = _make_server(app, tls, header_timeout)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"server-{self.port}", daemon=True)
 

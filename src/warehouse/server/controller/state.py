@@ -129,8 +129,9 @@ class ControllerState:
     ) -> ManagerThread:
         """Run the job manager in a thread; its steps reach this controller at ``url``.
 
-        Local steps run in the bubblewrap sandbox (``warehouse.jobs.sandbox``);
-        without bubblewrap this refuses (UsageError) unless ``unsafe_steps``.
+        Local and Slurm steps run in the bubblewrap sandbox
+        (``warehouse.jobs.sandbox``); without bubblewrap this refuses
+        (UsageError) unless ``unsafe_steps``.
         """
         from warehouse.jobs.hosted import ControllerHost, ManagerThread
         from warehouse.jobs.sandbox import DEFAULT_STEPS_USER, find_sandbox
@@ -141,25 +142,30 @@ class ControllerState:
                 "--executor dask without a scheduler runs steps on this machine, "
                 "unsandboxed: give --dask-scheduler (workers elsewhere), or --unsafe-steps"
             )
-        if executor == "local":
+        if sandboxed_executor(executor):
             sandbox = find_sandbox(steps_user or DEFAULT_STEPS_USER)
             if sandbox is None and not unsafe_steps:
                 raise UsageError(
-                    "bubblewrap (bwrap) is not installed or cannot run here: local job "
-                    "steps cannot be sandboxed; install it, or start with --unsafe-steps "
-                    "(steps can then read the catalog and its signing key: see "
-                    "docs/security.md)"
+                    "bubblewrap (bwrap) is not installed or cannot run here: "
+                    f"{executor} job steps cannot be sandboxed; install it, or start with "
+                    "--unsafe-steps (steps can then read the catalog and its signing key: "
+                    "see docs/security.md)"
                 )
             if sandbox is None:
                 log.warning(
-                    "UNSAFE: --unsafe-steps: job steps run unsandboxed as this "
-                    "controller's own user and can read its catalog, signing key and "
-                    "volumes; any user who can submit a job can become admin"
+                    "UNSAFE: --unsafe-steps: %s job steps run unsandboxed as %s and can "
+                    "read its catalog, signing key and volumes; any user who can submit "
+                    "a job can become admin",
+                    executor,
+                    "this controller's own user"
+                    if executor == "local"
+                    else "the Slurm job's user (this controller's)",
                 )
             elif sandbox.user is not None:
-                log.info("job steps run sandboxed (bwrap) as user %s", sandbox.user.name)
+                name = sandbox.user.name
+                log.info("%s job steps run sandboxed (bwrap) as user %s", executor, name)
             else:
-                log.info("job steps run sandboxed (bwrap)")
+                log.info("%s job steps run sandboxed (bwrap)", executor)
         work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
         host = ControllerHost(
@@ -199,3 +205,9 @@ class ControllerState:
         if self._keep is not None:
             self._keep.close()
         self.engine.dispose()
+
+
+def sandboxed_executor(executor: str) -> bool:
+    """Whether a controller runs this executor's steps in its sandbox: the
+    local and Slurm ones (a Slurm node may share the controller's machine)."""
+    return executor in ("local", "slurm") or executor.startswith("slurm:")

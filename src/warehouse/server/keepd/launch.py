@@ -19,6 +19,7 @@ from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, LocalVolume
 from warehouse.errors import UsageError
 from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
+from warehouse.server.headertimeout import DEFAULT_HEADER_TIMEOUT
 from warehouse.server.keepd.app import create_app
 from warehouse.server.keepd.auth import ControllerTokenChecker, StaticTokenChecker, TokenChecker
 from warehouse.server.keepd.config import KeepConfig
@@ -46,6 +47,7 @@ class KeepdOptions:
     trash_lifetime: float | None = None
     tls: Tls | None = None
     body_timeout: float = DEFAULT_BODY_TIMEOUT
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
 
 
 def service_url(host: str, port: int, https: bool = False) -> str:
@@ -104,4 +106,5 @@ def run_keepd(options: KeepdOptions, announce: Callable[[str], None]) -> None:
             log.info("registered %s with %s", url, options.controller)
         announce(url)
 
-    serve(app, options.host, options.port, ready, tls=options.tls)
+    timeout = options.header_timeout
+    serve(app, options.host, options.port, ready, tls=options.tls, header_timeout=timeout)

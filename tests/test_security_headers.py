@@ -1,0 +1,123 @@
+"""Slow request headers are timed out (docs/security.md, request bounds).
+
+Against a real `wh keepd` and a real `wh serve`, both started with
+`--header-timeout 1`, over raw sockets: a connection that sends half a
+request line and then nothing, one that dribbles header bytes, and one that
+sends nothing at all are each answered 408 (or just closed) and closed
+within a few seconds, not held; a whole request on a new connection, and a
+second one on a kept-alive connection after a pause longer than the
+timeout, are still answered.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster import WH_BIN, keep_pool
+
+TIMEOUT = 1.0
+# Far above the timeout, far below "for ever": without the deadline every
+# one of these connections would still be open when the socket times out.
+WITHIN = 8.0
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=WITHIN + 5)
+
+
+def _until_closed(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    sock.close()
+    return b"".join(chunks)
+
+
+def _request(sock: socket.socket, path: str, auth: str) -> bytes:
+    """One whole GET on a kept-alive connection: its whole answer."""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, data
+        data += chunk
+    end = data.index(b"\r\n\r\n") + 4
+    length = int(data[:end].decode().lower().split("content-length:")[1].split()[0])
+    while len(data) < end + length:
+        chunk = sock.recv(65536)
+        assert chunk, data
+        data += chunk
+    return data
+
+
+def _slow_clients_are_cut_off(url: str, path: str, auth: str = "") -> None:
+    start = time.monotonic()
+    half_line = _connect(url)
+    half_line.sendall(f"GET {path} HT".encode())
+    half_headers = _connect(url)
+    half_headers.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Slow: ab".encode())
+    silent = _connect(url)
+    dribble = _connect(url)
+    dribble.sendall(b"G")
+    for byte in f"ET {path} HTTP/1.1\r\nHost: x\r\nX-Slow: ".encode() + b"a" * 40:
+        # Ten bytes a second (the header never ends) until the server answers.
+        if select.select([dribble], [], [], 0.1)[0]:
+            break
+        dribble.sendall(bytes([byte]))
+    answers = [_until_closed(s) for s in (half_line, half_headers, silent, dribble)]
+    elapsed = time.monotonic() - start
+    assert elapsed < WITHIN, elapsed
+    for answer in answers:
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert answers[1].startswith(b"HTTP/1.1 408 "), answers[1][:200]
+
+    # Whole requests still work, and a pause between two requests on one
+    # connection is the keep-alive's business, not the header deadline's.
+    kept = _connect(url)
+    assert _request(kept, path, auth).startswith(b"HTTP/1.1 200 ")
+    time.sleep(TIMEOUT * 2)
+    assert _request(kept, path, auth).startswith(b"HTTP/1.1 200 ")
+    kept.close()
+
+
+@pytest.fixture
+def serve_url(tmp_path: Path) -> Iterator[str]:
+    env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
+    env.pop("WH_URL", None)
+    server = subprocess.Popen(
+        [
+            *(WH_BIN, "serve", "--listen", "127.0.0.1:0", "--executor", "none"),
+            *("--header-timeout", str(TIMEOUT), "--access-log", "off"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        yield server.stdout.readline().split()[-1]
+    finally:
+        server.terminate()
+        server.wait(30)
+        if server.stdout:
+            server.stdout.close()
+
+
+def test_slow_headers_are_cut_off_by_keepd(tmp_path: Path) -> None:
+    with keep_pool(tmp_path / "keep", 1, "--header-timeout", str(TIMEOUT)) as pool:
+        auth = f"Authorization: Bearer {pool.admin_token}\r\n"
+        _slow_clients_are_cut_off(pool.servers[0].url, "/status", auth)
+
+
+def test_slow_headers_are_cut_off_by_the_controller(serve_url: str) -> None:
+    _slow_clients_are_cut_off(serve_url, "/api/v1/health")
