@@ -249,7 +249,8 @@ workflow_runs = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("workflow", sa.String(255), nullable=False),  # the file's `workflow:` name
-    sa.Column("file_pdh", PDH, nullable=False, index=True),  # the workflow file, stored as a collection
+    # The workflow file, stored as a collection.
+    sa.Column("file_pdh", PDH, nullable=False, index=True),
     sa.Column("inputs", sa.Text, nullable=False),  # JSON {name: value} after -i and defaults
     # JSON {spec as written: [PDH, path, commit]}: each function pinned once for the run.
     sa.Column("pins", sa.Text, nullable=False),
