@@ -231,10 +231,13 @@ def take_controls(engine: sa.Engine, job_ids: Sequence[int]) -> list[tuple[int, 
     """Pending control requests for these jobs, cleared as they are taken."""
     if not job_ids:
         return []
+    query = sa.select(jobs.c.id, jobs.c.control).where(
+        jobs.c.control.is_not(None), jobs.c.id.in_(list(job_ids))
+    )
+    with connect(engine) as conn:  # nearly always none: no write transaction for that
+        if conn.execute(query.limit(1)).first() is None:
+            return []
     with write(engine) as conn:
-        query = sa.select(jobs.c.id, jobs.c.control).where(
-            jobs.c.control.is_not(None), jobs.c.id.in_(list(job_ids))
-        )
         found = [(r.id, r.control) for r in conn.execute(query)]
         if found:
             ids = [job_id for job_id, _ in found]

@@ -261,7 +261,9 @@ class Driver:
         self.last_changes: dict[str, dict[str, Any]] = {}  # what the last turn changed
         self._manifests: dict[str, Manifest] = {}  # by PDH, read once
         self.finished = run.state in RUN_FINISHED
-        self._written: set[str] = set()  # nodes whose changes went with their jobs' rows
+        # This turn's node changes, and those already written with submitted jobs' rows.
+        self._changes: dict[str, dict[str, Any]] = {}
+        self._written: dict[str, dict[str, Any]] = {}
 
     def claim(self) -> bool:
         """Become the run's driver: it has none, or its driver died or fell silent."""
@@ -282,6 +284,7 @@ class Driver:
         if run.driver != self.driver:
             raise ConflictError(f"workflow run {self.run_id} is now driven by {run.driver}")
         changes: dict[str, dict[str, Any]] = {}
+        self._changes = changes
         run_values: dict[str, Any] = {}
         if run.state == "queued":
             run_values.update(state="running", started_at=run.started_at or now)
@@ -298,7 +301,7 @@ class Driver:
                 changes.setdefault(name, {}).update(values)
         if decision.run_state != "running":
             run_values.update(self._finish(decision.run_state, changes, now))
-        unwritten = {n: v for n, v in changes.items() if n not in self._written}
+        unwritten = {n: v for n, v in changes.items() if self._written.get(n) != v}
         self._written.clear()
         if run_values or unwritten or now - self._last_beat >= _HEARTBEAT:
             run_values["heartbeat_at"] = now
@@ -419,9 +422,12 @@ class Driver:
             changes = {
                 name: _submitted(job, now) for (name, _, _), job in zip(batch, made, strict=True)
             }
-            records.write_nodes(conn, self.run_id, changes)
-            result.update(changes)
+            # The turn's other changes so far (jobs that finished) go along: one commit.
+            earlier = {n: v for n, v in self._changes.items() if self._written.get(n) != v and v}
+            records.write_nodes(conn, self.run_id, {**earlier, **changes})
+            kept.update({n: dict(v) for n, v in {**earlier, **changes}.items()})
 
+        kept: dict[str, dict[str, Any]] = {}  # what ``record`` wrote, once committed
         # Combined inputs were just made and outputs just recorded: not read again.
         known = set(self._manifests) | set(outputs.values())
         made = submit_many(
@@ -431,10 +437,11 @@ class Driver:
             manifests=self._manifests,
             then=record,
         )
+        self._written.update(kept)
         for (name, _, _), job in zip(batch, made, strict=True):
             self.submitted += 1
             self.steps_done[name] = job.steps_done
-            self._written.add(name)
+            result[name] = _submitted(job, now)
 
     def _manifest(self, pdh: str) -> Manifest:
         found = self._manifests.get(pdh)
