@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -177,6 +178,7 @@ def start_run(
         except WarehouseError as e:
             raise wf.error(f"inputs.{name}", f"{values[name]!r}: {e}") from None
     file_pdh = _store_file(host, text, filename)
+    _remember(file_pdh, wf)
     key_text = json.dumps([file_pdh, values, name_outputs], sort_keys=True, default=str)
     run_key = hashlib.sha256(key_text.encode()).hexdigest()
     earlier = records.find_resumable(host.engine, run_key, host.user)
@@ -220,11 +222,33 @@ def _resolvable(spec: str, base_dir: Path | None) -> str:
     return spec
 
 
+# Workflows parsed lately, by file PDH (the file is its content, so this cannot go
+# stale): the driver of a run just started does not parse a big file again.
+_PARSED: dict[str, Workflow] = {}
+_PARSED_KEPT = 8
+
+
+_PARSED_LOCK = threading.Lock()  # a controller's driver thread and its API share it
+
+
+def _remember(file_pdh: str, wf: Workflow) -> None:
+    with _PARSED_LOCK:
+        _PARSED.pop(file_pdh, None)
+        _PARSED[file_pdh] = wf
+        while len(_PARSED) > _PARSED_KEPT:
+            del _PARSED[next(iter(_PARSED))]
+
+
 def load_workflow(host: RunHost, run: RunRecord) -> Workflow:
     """The run's workflow, read back from its stored file."""
-    reader = host.reader(run.file_pdh)
-    (filename,) = reader.files
-    return parse_workflow(reader.read_file(filename).decode("utf-8"), filename)
+    with _PARSED_LOCK:
+        wf = _PARSED.get(run.file_pdh)
+    if wf is None:
+        reader = host.reader(run.file_pdh)
+        (filename,) = reader.files
+        wf = parse_workflow(reader.read_file(filename).decode("utf-8"), filename)
+        _remember(run.file_pdh, wf)
+    return wf
 
 
 class Driver:
