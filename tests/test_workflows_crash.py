@@ -4,6 +4,7 @@ those of an undisturbed run."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from conftest import WH_BIN, wh_process
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.jobs.records import list_jobs
 from warehouse.workflows import records
 from workflow_helpers import json_out, make_lab, ran, write_diamond
 
@@ -76,3 +78,47 @@ def test_a_killed_workflow_process_resumes_without_rerunning_finished_jobs(
         assert n["output_pdh"] == clean_nodes[n["node"]]["output_pdh"], n["node"]
         if n["node"] != "d":
             assert not clean_nodes[n["node"]]["reused"]
+
+
+# A step that outputs one empty file named after its "n" parameter (no Python start-up).
+STEP = """#!/bin/sh
+n=${WH_PARAMS#*\\"n\\":\\"}
+n=${n%%\\"*}
+empty=d41d8cd98f00b204e9800998ecf8427e+0
+printf '{"op":"output","manifest":". %s 0:0:%s.done\\\\n"}\\n' "$empty" "$n" >> "$WH_RESULT"
+"""
+
+
+def test_a_driver_killed_as_it_submits_resumes_without_submitting_twice(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "source"
+    src.mkdir()
+    (src / "in.txt").write_text("in\n")
+    wh.put([src], name="source")
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    (fn / "step.sh").write_text(STEP)
+    function = f"{wh.put([fn]).pdh}/step.sh"
+    wf = tmp_path / "wf.yml"
+    wf.write_text(
+        "workflow: two-then-one\n"
+        "inputs:\n  source: {default: source}\n"
+        "jobs:\n"
+        f"  a: {{function: '{function}', input: $source, params: {{n: a}}}}\n"
+        f"  b: {{function: '{function}', input: $source, params: {{n: b}}}}\n"
+        f"  c: {{function: '{function}', input: $a, params: {{n: c}}}}\n"
+        "outputs:\n  last: $c\n"
+    )
+    argv = ["workflow", "run", str(wf), "--wait", "--json"]
+    # Killed while a and b's jobs are being recorded, before their nodes know them.
+    killed = wh_process(*argv, home=home, env={"WH_FAULT_POINT": "workflow-submitted"}, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    again = wh_process(*argv, home=home, timeout=120)
+    assert again.returncode == 0, again.stderr
+    view = json_out(again.stdout)
+    assert view["resumed"] and view["state"] == "complete"
+    jobs = list_jobs(wh.engine)
+    node_jobs = {n["node"]: n["job_id"] for n in view["nodes"]}
+    assert sorted(j.id for j in jobs) == sorted(node_jobs.values()), "a job no node knows of"
+    assert sorted(json.loads(j.params)["n"] for j in jobs) == ["a", "b", "c"]

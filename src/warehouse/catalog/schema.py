@@ -149,10 +149,10 @@ jobs = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("function", sa.Text, nullable=False),  # the spec as given
-    sa.Column("function_pdh", PDH, nullable=False),  # the resolved version
+    sa.Column("function_pdh", PDH, nullable=False, index=True),  # the resolved version
     sa.Column("function_path", sa.Text, nullable=False),
     sa.Column("function_commit", sa.String(64), nullable=True),  # git functions only
-    sa.Column("input_pdh", PDH, nullable=False),
+    sa.Column("input_pdh", PDH, nullable=False, index=True),
     sa.Column("params", sa.Text, nullable=False),  # canonical JSON
     sa.Column("cpus", sa.Integer, nullable=False),
     sa.Column("memory", sa.BigInteger, nullable=False),  # bytes, 0 = no request
@@ -167,7 +167,7 @@ jobs = sa.Table(
     sa.Column("started_at", sa.Float, nullable=True),
     sa.Column("finished_at", sa.Float, nullable=True),
     sa.Column("output_pdh", PDH, nullable=True),
-    sa.Column("log_pdh", PDH, nullable=True),
+    sa.Column("log_pdh", PDH, nullable=True, index=True),
     sa.Column("reuse_key", sa.String(64), nullable=False, index=True),
     sa.Column("reused_from", sa.Integer, nullable=True),
     sa.Column("steps_done", sa.Integer, nullable=False),
@@ -177,6 +177,8 @@ jobs = sa.Table(
     sa.Column("cpu_seconds", sa.Float, nullable=False),  # wall time x cpus of every attempt
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("submitted_by", sa.String(255), nullable=False),
+    # Lineage and reuse look complete jobs up by what they made.
+    sa.Index("ix_jobs_output_pdh_state", "output_pdh", "state"),
 )
 
 steps = sa.Table(
@@ -247,7 +249,8 @@ workflow_runs = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("workflow", sa.String(255), nullable=False),  # the file's `workflow:` name
-    sa.Column("file_pdh", PDH, nullable=False),  # the workflow file, stored as a collection
+    # The workflow file, stored as a collection.
+    sa.Column("file_pdh", PDH, nullable=False, index=True),
     sa.Column("inputs", sa.Text, nullable=False),  # JSON {name: value} after -i and defaults
     # JSON {spec as written: [PDH, path, commit]}: each function pinned once for the run.
     sa.Column("pins", sa.Text, nullable=False),

@@ -24,7 +24,7 @@ from warehouse.jobs.assemble import collection_row, logs_manifest, output_manife
 from warehouse.jobs.executors import Executor, Finished, Launch
 from warehouse.jobs.functions import command_for, materialize
 from warehouse.jobs.host import JobHost, as_host
-from warehouse.jobs.model import FINISHED, Scheduler
+from warehouse.jobs.model import FINISHED, Job, Scheduler
 from warehouse.jobs.protocol import parse_report, step_environment
 from warehouse.manifest import Manifest, escape_name
 
@@ -93,15 +93,20 @@ class Manager:
         for start in starts:
             self._launch(start.job, start.step, start.attempt)
         ready = self.sched.to_assemble()
-        finished = [j for j in self.sched.jobs.values() if j.state in FINISHED]
+        finished = [j.id for j in self.sched.jobs.values() if j.state in FINISHED]
         if ready or finished:
+            # Every step's result in the catalog, then each job's steps read back
+            # at once (one query for all the jobs finishing in this turn).
             self.flush(wait=True)
-        for job_id in ready:
-            self._assemble(job_id)
-        for job in [j for j in self.sched.jobs.values() if j.state in FINISHED]:
-            self._finish_logs(job.id)
-        if ready or finished:
-            self.flush(wait=True)
+            logless = [j for j in finished if "log_pdh" not in self._job_extra.get(j, {})]
+            steps = records.steps_of(self.wh.engine, [*ready, *logless])
+            for job_id in ready:
+                self._assemble(job_id, steps[job_id])
+            for job in [j for j in self.sched.jobs.values() if j.state in FINISHED]:
+                self._finish_logs(job.id, steps)
+            # The batch (with these jobs' rows) is taken now; the writer keeps it
+            # while the next steps start.
+            self.flush()
             for job_id in self.sched.forget_finished():
                 self._forget(job_id)
         if time.time() - self._last_flush >= self.flush_interval:
@@ -114,10 +119,12 @@ class Manager:
     def refresh(self) -> None:
         """Pick up new jobs and control requests from other processes."""
         self._last_refresh = time.time()
-        for job_id in records.new_job_ids(self.wh.engine, self._last_id, self.executor_name):
-            self._last_id = max(self._last_id, job_id)
-            if job_id not in self.sched.jobs:
-                self._load(job_id)
+        new = records.new_job_ids(self.wh.engine, self._last_id, self.executor_name)
+        self._last_id = max([self._last_id, *new])
+        for record, job in records.load_jobs(
+            self.wh.engine, [j for j in new if j not in self.sched.jobs]
+        ):
+            self._load(record, job)
         for job_id, control in records.take_controls(self.wh.engine, list(self.sched.jobs)):
             now = time.time()
             if control == "cancel":
@@ -130,8 +137,8 @@ class Manager:
 
     # -- carrying out decisions ----------------------------------------------
 
-    def _load(self, job_id: int) -> None:
-        record, job = records.load_job(self.wh.engine, job_id)
+    def _load(self, record: records.JobRecord, job: Job) -> None:
+        job_id = record.id
         self._persisted[job_id] = len(job.steps)
         self._cpu_seconds[job_id] = record.cpu_seconds
         self.sched.add_job(job, time.time())
@@ -232,21 +239,23 @@ class Manager:
         name = escape_name(f"step-{number:06d}.log")
         return f". {' '.join(locators)} 0:{len(data)}:{name}\n"
 
-    def _assemble(self, job_id: int) -> None:
+    def _assemble(self, job_id: int, steps: list[records.StepRecord]) -> None:
         try:
-            pdh = self._save(output_manifest(records.list_steps(self.wh.engine, job_id)))
+            pdh = self._save(output_manifest(steps))
         except WarehouseError as e:
             self.sched.assembled(job_id, f"assembling the output: {e}", time.time())
         else:
             self._job_extra.setdefault(job_id, {})["output_pdh"] = pdh
             self.sched.assembled(job_id, None, time.time())
 
-    def _finish_logs(self, job_id: int) -> None:
+    def _finish_logs(self, job_id: int, steps: dict[int, list[records.StepRecord]]) -> None:
         extra = self._job_extra.setdefault(job_id, {})
         if "log_pdh" not in extra:
-            if self._results or self._writes:  # its steps' logs must be in the catalog
-                self.flush(wait=True)
-            extra["log_pdh"] = self._save(logs_manifest(records.list_steps(self.wh.engine, job_id)))
+            if job_id not in steps:  # not read with the others
+                if self._results or self._writes:  # its steps' logs must be in the catalog
+                    self.flush(wait=True)
+                steps.update(records.steps_of(self.wh.engine, [job_id]))
+            extra["log_pdh"] = self._save(logs_manifest(steps[job_id]))
 
     def _save(self, manifest: Manifest) -> str:
         """Store a collection's manifest text now; its row goes with this turn's

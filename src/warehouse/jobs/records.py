@@ -8,7 +8,7 @@ changes of one loop turn are written in one transaction (``save_turn``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,9 +32,11 @@ __all__ = [
     "list_jobs",
     "list_steps",
     "load_job",
+    "load_jobs",
     "new_job_ids",
     "request_control",
     "save_turn",
+    "steps_of",
     "take_controls",
 ]
 
@@ -60,8 +62,16 @@ def insert_job(engine: sa.Engine, values: Mapping[str, Any]) -> JobRecord:
     return get_job(engine, job_id)
 
 
-def insert_jobs(engine: sa.Engine, rows: Sequence[Mapping[str, Any]]) -> list[JobRecord]:
-    """Many new job rows (and the step 0 of each queued one) in one transaction."""
+def insert_jobs(
+    engine: sa.Engine,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    then: Callable[[sa.Connection, list[JobRecord]], None] | None = None,
+) -> list[JobRecord]:
+    """Many new job rows (and the step 0 of each queued one) in one transaction.
+
+    ``then``: called with the new jobs before that transaction commits.
+    """
     if not rows:
         return []
     defaults = {
@@ -101,7 +111,10 @@ def insert_jobs(engine: sa.Engine, rows: Sequence[Mapping[str, Any]]) -> list[Jo
             r.id: JobRecord(**r._mapping)
             for r in conn.execute(sa.select(jobs).where(jobs.c.id.in_(ids)))
         }
-    return [found[i] for i in ids]
+        made = [found[i] for i in ids]
+        if then is not None:
+            then(conn, made)
+    return made
 
 
 def find_reusable_many(engine: sa.Engine, keys: Iterable[str]) -> dict[str, JobRecord]:
@@ -173,6 +186,18 @@ def list_steps(
         return [StepRecord(**r._mapping) for r in conn.execute(query)]
 
 
+def steps_of(engine: sa.Engine, job_ids: Sequence[int]) -> dict[int, list[StepRecord]]:
+    """``list_steps`` of many jobs in one query per 500 (jobs finishing in one turn)."""
+    ids = [i for i in dict.fromkeys(job_ids) if _fits(i)]
+    out: dict[int, list[StepRecord]] = {i: [] for i in ids}
+    with connect(engine) as conn:
+        for i in range(0, len(ids), 500):
+            query = sa.select(steps).where(steps.c.job.in_(ids[i : i + 500]))
+            for r in conn.execute(query.order_by(steps.c.job, steps.c.number)):
+                out[r.job].append(StepRecord(**r._mapping))
+    return out
+
+
 def find_reusable(engine: sa.Engine, reuse_key: str) -> JobRecord | None:
     """The newest complete job with this reuse key, if any."""
     query = (
@@ -206,10 +231,13 @@ def take_controls(engine: sa.Engine, job_ids: Sequence[int]) -> list[tuple[int, 
     """Pending control requests for these jobs, cleared as they are taken."""
     if not job_ids:
         return []
+    query = sa.select(jobs.c.id, jobs.c.control).where(
+        jobs.c.control.is_not(None), jobs.c.id.in_(list(job_ids))
+    )
+    with connect(engine) as conn:  # nearly always none: no write transaction for that
+        if conn.execute(query.limit(1)).first() is None:
+            return []
     with write(engine) as conn:
-        query = sa.select(jobs.c.id, jobs.c.control).where(
-            jobs.c.control.is_not(None), jobs.c.id.in_(list(job_ids))
-        )
         found = [(r.id, r.control) for r in conn.execute(query)]
         if found:
             ids = [job_id for job_id, _ in found]
@@ -228,22 +256,43 @@ def new_job_ids(engine: sa.Engine, after: int, executor: str) -> list[int]:
 
 def load_job(engine: sa.Engine, job_id: int) -> tuple[JobRecord, Job]:
     """A job row and its steps as the state machine's values."""
-    record = get_job(engine, job_id)
-    loaded = [
-        Step(
-            r.number,
-            r.level,
-            r.input,
-            r.state,
-            r.attempts,
-            r.failures,
-            r.exit_status,
-            r.started_at,
-            r.finished_at,
-        )
-        for r in list_steps(engine, job_id)
-    ]
-    job = Job(
+    found = load_jobs(engine, [job_id])
+    if not found:
+        raise NotFoundError(f"no job {job_id}")
+    return found[0]
+
+
+def load_jobs(engine: sa.Engine, job_ids: Sequence[int]) -> list[tuple[JobRecord, Job]]:
+    """``load_job`` for many jobs, two queries per 500 (a workflow's frontier
+    arrives at once); jobs not found are left out."""
+    ids = [i for i in dict.fromkeys(job_ids) if _fits(i)]
+    rows: dict[int, JobRecord] = {}
+    stepped: dict[int, list[Step]] = {}
+    with connect(engine) as conn:
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            for r in conn.execute(sa.select(jobs).where(jobs.c.id.in_(chunk))):
+                rows[r.id] = JobRecord(**r._mapping)
+            query = sa.select(steps).where(steps.c.job.in_(chunk))
+            for s in conn.execute(query.order_by(steps.c.job, steps.c.number)):
+                stepped.setdefault(s.job, []).append(
+                    Step(
+                        s.number,
+                        s.level,
+                        s.input,
+                        s.state,
+                        s.attempts,
+                        s.failures,
+                        s.exit_status,
+                        s.started_at,
+                        s.finished_at,
+                    )
+                )
+    return [(rows[i], _job(rows[i], stepped.get(i, []))) for i in ids if i in rows]
+
+
+def _job(record: JobRecord, loaded: list[Step]) -> Job:
+    return Job(
         record.id,
         Resources(record.cpus, record.memory),
         record.priority,
@@ -255,7 +304,6 @@ def load_job(engine: sa.Engine, job_id: int) -> tuple[JobRecord, Job]:
         record.finished_at,
         record.failed_attempts,
     )
-    return record, job
 
 
 def save_turn(

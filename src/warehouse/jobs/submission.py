@@ -12,10 +12,13 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
+
+from warehouse.collection.records import load_manifests
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
@@ -25,12 +28,17 @@ from warehouse.manifest import Manifest
 
 __all__ = [
     "JobRequest",
+    "Recorded",
     "canonical_params",
     "parse_size",
     "reuse_key",
     "submit",
     "submit_many",
 ]
+
+
+# Called with the new jobs inside the transaction inserting them.
+Recorded = Callable[[sa.Connection, list[JobRecord]], None]
 
 
 @dataclass(frozen=True)
@@ -68,20 +76,23 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) * 1024**power  # type: ignore[no-any-return]
 
 
-def _readable(
-    wh: SubmitHost, pdh: str | None, manifests: dict[str, Manifest] | None = None
-) -> bool:
-    if pdh is None:
-        return False
-    try:
-        manifest = manifests.get(pdh) if manifests is not None else None
-        if manifest is None:
-            manifest = wh.manifest(pdh)
-            if manifests is not None:
-                manifests[pdh] = manifest
-        return all(loc.is_empty or wh.store.exists(loc) for loc in manifest.blocks())
-    except WarehouseError:
-        return False
+def _all_readable(
+    wh: SubmitHost, pdhs: Iterable[str], manifests: dict[str, Manifest] | None
+) -> dict[str, bool]:
+    """Whether each earlier output can still be read: its manifest and every block."""
+    cache = manifests if manifests is not None else {}
+    pdhs = list(pdhs)
+    cache.update(load_manifests(wh.store, wh.engine, [p for p in pdhs if p not in cache]))
+    out: dict[str, bool] = {}
+    for pdh in pdhs:
+        manifest = cache.get(pdh)
+        try:
+            out[pdh] = manifest is not None and all(
+                loc.is_empty or wh.store.exists(loc) for loc in manifest.blocks()
+            )
+        except WarehouseError:
+            out[pdh] = False
+    return out
 
 
 def _pinned(wh: SubmitHost, params: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -105,21 +116,18 @@ def _check(request: JobRequest) -> None:
         )
 
 
-def submit(
-    wh: SubmitHost, request: JobRequest, *, version: FunctionVersion | None = None
-) -> JobRecord:
-    """Queue the job, or record it complete at once from reuse.
-
-    ``version``: the function already pinned (a workflow pins each once per run).
-    """
+def _job_row(
+    wh: SubmitHost, request: JobRequest, version: FunctionVersion | None, checked: set[str]
+) -> dict[str, Any]:
+    """A queued job's row (reuse not yet looked at); ``checked``: inputs known readable."""
     _check(request)
-    if version is None:
-        version = resolve(wh, request.function)
+    version = version or resolve(wh, request.function)
     input_pdh = wh.resolve(request.input)
-    wh.manifest(input_pdh)  # the input must be a known, readable collection
+    if input_pdh not in checked:
+        wh.manifest(input_pdh)  # the input must be a known, readable collection
+        checked.add(input_pdh)
     params = canonical_params(_pinned(wh, request.params))
-    key = reuse_key(version.pdh, version.path, input_pdh, params)
-    values: dict[str, Any] = {
+    return {
         "function": version.spec,
         "function_pdh": version.pdh,
         "function_path": version.path,
@@ -131,21 +139,21 @@ def submit(
         "max_attempts": request.max_attempts,
         "priority": request.priority,
         "executor": request.executor,
-        "reuse_key": key,
+        "reuse_key": reuse_key(version.pdh, version.path, input_pdh, params),
         "submitted_by": wh.user,
         "state": "queued",
     }
-    earlier = records.find_reusable(wh.engine, key) if request.reuse else None
-    if earlier is not None and _readable(wh, earlier.output_pdh):
-        values.update(
-            state="complete",
-            output_pdh=earlier.output_pdh,
-            log_pdh=earlier.log_pdh,
-            reused_from=earlier.reused_from or earlier.id,
-            steps_done=earlier.steps_done,
-        )
-        values["finished_at"] = time.time()
-    return records.insert_job(wh.engine, values)
+
+
+def submit(
+    wh: SubmitHost, request: JobRequest, *, version: FunctionVersion | None = None
+) -> JobRecord:
+    """Queue the job, or record it complete at once from reuse.
+
+    ``version``: the function already pinned (a workflow pins each once per run).
+    """
+    (record,) = submit_many(wh, [(request, version)])
+    return record
 
 
 def submit_many(
@@ -154,58 +162,35 @@ def submit_many(
     *,
     known: Iterable[str] = (),
     manifests: dict[str, Manifest] | None = None,
+    then: Recorded | None = None,
 ) -> list[JobRecord]:
-    """Submit many jobs in one transaction (a workflow's ready jobs): the same
-    checks and reuse as ``submit``, with each input and earlier output looked at once.
+    """Submit many jobs in one transaction (a workflow's ready jobs), each as
+    ``submit`` would, with each input and earlier output looked at once.
 
     ``known``: input PDHs the caller has just read or recorded (not read again).
     ``manifests``: a cache by PDH of the manifests read (filled in here).
+    ``then``: called with the new jobs inside the transaction that inserts
+    them, to record them elsewhere too (all of it is kept, or none).
     """
     checked: set[str] = set(known)
-    readable: dict[str, bool] = {}
-    rows: list[dict[str, Any]] = []
-    for request, version in requests:
-        _check(request)
-        version = version or resolve(wh, request.function)
-        input_pdh = wh.resolve(request.input)
-        if input_pdh not in checked:
-            wh.manifest(input_pdh)
-            checked.add(input_pdh)
-        params = canonical_params(_pinned(wh, request.params))
-        rows.append(
-            {
-                "function": version.spec,
-                "function_pdh": version.pdh,
-                "function_path": version.path,
-                "function_commit": version.commit,
-                "input_pdh": input_pdh,
-                "params": params,
-                "cpus": request.cpus,
-                "memory": request.memory,
-                "max_attempts": request.max_attempts,
-                "priority": request.priority,
-                "executor": request.executor,
-                "reuse_key": reuse_key(version.pdh, version.path, input_pdh, params),
-                "submitted_by": wh.user,
-                "state": "queued",
-            }
-        )
+    rows = [_job_row(wh, request, version, checked) for request, version in requests]
     keys = [r["reuse_key"] for r, (q, _) in zip(rows, requests, strict=True) if q.reuse]
     earlier = records.find_reusable_many(wh.engine, keys) if keys else {}
+    readable: dict[str, bool] = {}
+    outputs = {f.output_pdh for f in earlier.values() if f.output_pdh is not None}
+    if outputs:
+        readable = _all_readable(wh, outputs, manifests)
     now = time.time()
     for row, (request, _) in zip(rows, requests, strict=True):
         found = earlier.get(row["reuse_key"]) if request.reuse else None
-        if found is None or found.output_pdh is None:
+        if found is None or found.output_pdh is None or not readable[found.output_pdh]:
             continue
-        if found.output_pdh not in readable:
-            readable[found.output_pdh] = _readable(wh, found.output_pdh, manifests)
-        if readable[found.output_pdh]:
-            row.update(
-                state="complete",
-                output_pdh=found.output_pdh,
-                log_pdh=found.log_pdh,
-                reused_from=found.reused_from or found.id,
-                steps_done=found.steps_done,
-                finished_at=now,
-            )
-    return records.insert_jobs(wh.engine, rows)
+        row.update(
+            state="complete",
+            output_pdh=found.output_pdh,
+            log_pdh=found.log_pdh,
+            reused_from=found.reused_from or found.id,
+            steps_done=found.steps_done,
+            finished_at=now,
+        )
+    return records.insert_jobs(wh.engine, rows, then=then)

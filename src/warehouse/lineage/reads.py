@@ -24,7 +24,7 @@ from warehouse.jobs.values import JobRecord
 from warehouse.lineage.build import Described
 from warehouse.lineage.values import Part, WorkflowPlace
 
-__all__ = ["CatalogFacts", "collection_kinds"]
+__all__ = ["CatalogFacts", "collection_kinds", "jobs_query", "kind_query"]
 
 T = TypeVar("T")
 
@@ -66,12 +66,21 @@ def _kinds(conn: sa.Connection, pdhs: Collection[str]) -> dict[str, tuple[str, .
     ]
     for chunk in _chunks(pdhs):
         for kind, column, where in lookups:
-            query = sa.select(column).where(column.in_(chunk), *where).distinct()
-            for (pdh,) in conn.execute(query):
+            for (pdh,) in conn.execute(kind_query(column, chunk, *where)):
                 found[pdh].add(kind)
         _put_before(conn, chunk, found)
     order = ("put", "job output", "job log", "function", "combined", "workflow file")
     return {p: tuple(k for k in order if k in ks) if ks else ("put",) for p, ks in found.items()}
+
+
+def kind_query(column: sa.Column[Any], pdhs: Sequence[str], *where: Any) -> sa.Select[Any]:
+    """The PDHs among ``pdhs`` found in ``column`` (one lookup of a collection's kinds)."""
+    return sa.select(column).where(column.in_(pdhs), *where).distinct()
+
+
+def jobs_query(column: sa.Column[Any], pdhs: Sequence[str], *where: Any) -> sa.Select[Any]:
+    """The jobs (not reuses) with one of ``pdhs`` in ``column``: one step of a lineage walk."""
+    return sa.select(jobs).where(column.in_(pdhs), jobs.c.reused_from.is_(None), *where)
 
 
 def _put_before(conn: sa.Connection, chunk: list[str], found: dict[str, set[str]]) -> None:
@@ -102,9 +111,7 @@ class CatalogFacts:
         out: list[JobRecord] = []
         with connect(self.engine) as conn:
             for chunk in _chunks(pdhs):
-                query = sa.select(jobs).where(
-                    column.in_(chunk), jobs.c.reused_from.is_(None), *where
-                )
+                query = jobs_query(column, chunk, *where)
                 out.extend(JobRecord(**r._mapping) for r in conn.execute(query))
         return out
 

@@ -25,6 +25,19 @@ __all__ = ["LocalWorkflows", "RemoteWorkflows", "WorkflowsView", "workflows_view
 RunView = dict[str, Any]
 Follow = Callable[[RunView], None]
 
+_WAIT_POLL = 0.2  # seconds between two reads of a run another process drives
+
+
+def _wait(get: Callable[[int], RunView], run_id: int, follow: Follow | None) -> RunView:
+    """Read the run until it finishes (another process drives it), showing each view."""
+    while True:
+        view = get(run_id)
+        if follow is not None:
+            follow(view)
+        if view["state"] in RUN_FINISHED:
+            return view
+        time.sleep(_WAIT_POLL)
+
 
 class LocalWorkflows:
     def __init__(self, wh: EmbeddedWarehouse, executor: str = "local") -> None:
@@ -81,13 +94,7 @@ class LocalWorkflows:
         return self.records.run_view(self.wh.engine, run_id)
 
     def wait(self, run_id: int, follow: Follow | None = None) -> RunView:
-        while True:
-            view = self.get(run_id)
-            if follow is not None:
-                follow(view)
-            if view["state"] in RUN_FINISHED:
-                return view
-            time.sleep(0.2)
+        return _wait(self.get, run_id, follow)
 
     def all(self) -> list[dict[str, Any]]:
         return [r.as_dict() for r in self.records.list_runs(self.wh.engine)]
@@ -134,13 +141,7 @@ class RemoteWorkflows:
         return view
 
     def wait(self, run_id: int, follow: Follow | None = None) -> RunView:
-        while True:
-            view = self.get(run_id)
-            if follow is not None:
-                follow(view)
-            if view["state"] in RUN_FINISHED:
-                return view
-            time.sleep(0.2)
+        return _wait(self.get, run_id, follow)
 
     def all(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self.api.get("/workflows")

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,10 +34,13 @@ from warehouse.blocks import EMPTY_LOCATOR, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.catalog.values import check_name
 from warehouse.collection.reader import CollectionReader
+from warehouse.collection.records import load_manifests
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
+from warehouse.faults import fault_point
 from warehouse.jobs import records as job_records
 from warehouse.jobs.functions import FunctionVersion, resolve
-from warehouse.jobs.submission import JobRequest, submit, submit_many
+from warehouse.jobs.host import SubmitHost
+from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest, escape_name
 from warehouse.workflows import records
@@ -73,25 +77,9 @@ STALE_AFTER = 10.0  # seconds without a heartbeat before another driver may take
 _HEARTBEAT = 2.0
 
 
-class RunHost(Protocol):
-    """What driving a run needs of a warehouse (embedded, or a controller's catalog)."""
-
-    @property
-    def engine(self) -> sa.Engine: ...
-
-    @property
-    def user(self) -> str: ...
-
-    @property
-    def store(self) -> BlockStore: ...
-
-    def put(self, paths: Sequence[Path]) -> PutResult: ...
-
-    def manifest(self, key: str) -> Manifest: ...
-
-    def reader(self, key: str) -> CollectionReader: ...
-
-    def resolve(self, key: str) -> str: ...
+class RunHost(SubmitHost, Protocol):
+    """What driving a run needs of a warehouse (embedded, or a controller's catalog):
+    submitting jobs, and besides recording collections and naming the outputs."""
 
     def save_manifest(
         self, manifest: Manifest, file_md5s: dict[str, str] | None = None
@@ -190,6 +178,7 @@ def start_run(
         except WarehouseError as e:
             raise wf.error(f"inputs.{name}", f"{values[name]!r}: {e}") from None
     file_pdh = _store_file(host, text, filename)
+    _remember(file_pdh, wf)
     key_text = json.dumps([file_pdh, values, name_outputs], sort_keys=True, default=str)
     run_key = hashlib.sha256(key_text.encode()).hexdigest()
     earlier = records.find_resumable(host.engine, run_key, host.user)
@@ -233,11 +222,33 @@ def _resolvable(spec: str, base_dir: Path | None) -> str:
     return spec
 
 
+# Workflows parsed lately, by file PDH (the file is its content, so this cannot go
+# stale): the driver of a run just started does not parse a big file again.
+_PARSED: dict[str, Workflow] = {}
+_PARSED_KEPT = 8
+
+
+_PARSED_LOCK = threading.Lock()  # a controller's driver thread and its API share it
+
+
+def _remember(file_pdh: str, wf: Workflow) -> None:
+    with _PARSED_LOCK:
+        _PARSED.pop(file_pdh, None)
+        _PARSED[file_pdh] = wf
+        while len(_PARSED) > _PARSED_KEPT:
+            del _PARSED[next(iter(_PARSED))]
+
+
 def load_workflow(host: RunHost, run: RunRecord) -> Workflow:
     """The run's workflow, read back from its stored file."""
-    reader = host.reader(run.file_pdh)
-    (filename,) = reader.files
-    return parse_workflow(reader.read_file(filename).decode("utf-8"), filename)
+    with _PARSED_LOCK:
+        wf = _PARSED.get(run.file_pdh)
+    if wf is None:
+        reader = host.reader(run.file_pdh)
+        (filename,) = reader.files
+        wf = parse_workflow(reader.read_file(filename).decode("utf-8"), filename)
+        _remember(run.file_pdh, wf)
+    return wf
 
 
 class Driver:
@@ -274,6 +285,9 @@ class Driver:
         self.last_changes: dict[str, dict[str, Any]] = {}  # what the last turn changed
         self._manifests: dict[str, Manifest] = {}  # by PDH, read once
         self.finished = run.state in RUN_FINISHED
+        # This turn's node changes, and those already written with submitted jobs' rows.
+        self._changes: dict[str, dict[str, Any]] = {}
+        self._written: dict[str, dict[str, Any]] = {}
 
     def claim(self) -> bool:
         """Become the run's driver: it has none, or its driver died or fell silent."""
@@ -294,6 +308,7 @@ class Driver:
         if run.driver != self.driver:
             raise ConflictError(f"workflow run {self.run_id} is now driven by {run.driver}")
         changes: dict[str, dict[str, Any]] = {}
+        self._changes = changes
         run_values: dict[str, Any] = {}
         if run.state == "queued":
             run_values.update(state="running", started_at=run.started_at or now)
@@ -310,11 +325,13 @@ class Driver:
                 changes.setdefault(name, {}).update(values)
         if decision.run_state != "running":
             run_values.update(self._finish(decision.run_state, changes, now))
-        if run_values or changes or now - self._last_beat >= _HEARTBEAT:
+        unwritten = {n: v for n, v in changes.items() if self._written.get(n) != v}
+        self._written.clear()
+        if run_values or unwritten or now - self._last_beat >= _HEARTBEAT:
             run_values["heartbeat_at"] = now
             self._last_beat = now
-            records.update_nodes(self.engine, self.run_id, changes, run_values)
-            self._apply(changes)
+            records.update_nodes(self.engine, self.run_id, unwritten, run_values)
+        self._apply(changes)
         self.last_changes = changes
         self.finished = decision.run_state != "running"
         return self.finished
@@ -398,46 +415,57 @@ class Driver:
                 continue
             batch.append((name, request, version))
         host = _AsOwner(self.host, self.owner)
-        submitted: list[JobRecord | None]
         try:
-            # Combined inputs were just made and outputs just recorded: not read again.
-            known = set(self._manifests) | set(outputs.values())
-            submitted = list(
-                submit_many(
-                    host, [(r, v) for _, r, v in batch], known=known, manifests=self._manifests
-                )
-            )
+            self._submit(host, batch, outputs, result, now)
         except WarehouseError:
-            submitted = []  # one of them is bad: submit each alone to find which
-        if len(submitted) != len(batch):
-            submitted = []
-            for name, request, version in batch:
+            # One of them is bad: submit each alone to find which.
+            for one in batch:
                 try:
-                    submitted.append(submit(host, request, version=version))
+                    self._submit(host, [one], outputs, result, now)
                 except WarehouseError as e:
-                    submitted.append(None)
-                    result[name] = {
+                    result[one[0]] = {
                         "state": "failed",
                         "error": f"not submitted: {e}",
                         "finished_at": now,
                     }
-        for (name, _, _), record in zip(batch, submitted, strict=True):
-            if record is None:
-                continue
-            self.submitted += 1
-            self.steps_done[name] = record.steps_done
-            state = node_state_of_job(record.state)
-            values: dict[str, Any] = {
-                "job_id": record.id,
-                "state": state,
-                "reused": record.reused_from is not None,
-                "input_pdh": record.input_pdh,
-                "started_at": record.started_at or now,
-            }
-            if state in ("complete", "failed", "cancelled"):
-                values.update(output_pdh=record.output_pdh, finished_at=record.finished_at or now)
-            result[name] = values
         return result
+
+    def _submit(
+        self,
+        host: SubmitHost,
+        batch: list[tuple[str, JobRequest, FunctionVersion]],
+        outputs: Mapping[str, str],
+        result: dict[str, dict[str, Any]],
+        now: float,
+    ) -> None:
+        """Submit ``batch`` and record each node's job in the same transaction, so a
+        driver killed in between leaves neither (never jobs no node knows of)."""
+
+        def record(conn: sa.Connection, made: list[JobRecord]) -> None:
+            fault_point("workflow-submitted")  # the jobs' rows written, not yet kept
+            changes = {
+                name: _submitted(job, now) for (name, _, _), job in zip(batch, made, strict=True)
+            }
+            # The turn's other changes so far (jobs that finished) go along: one commit.
+            earlier = {n: v for n, v in self._changes.items() if self._written.get(n) != v and v}
+            records.write_nodes(conn, self.run_id, {**earlier, **changes})
+            kept.update({n: dict(v) for n, v in {**earlier, **changes}.items()})
+
+        kept: dict[str, dict[str, Any]] = {}  # what ``record`` wrote, once committed
+        # Combined inputs were just made and outputs just recorded: not read again.
+        known = set(self._manifests) | set(outputs.values())
+        made = submit_many(
+            host,
+            [(r, v) for _, r, v in batch],
+            known=known,
+            manifests=self._manifests,
+            then=record,
+        )
+        self._written.update(kept)
+        for (name, _, _), job in zip(batch, made, strict=True):
+            self.submitted += 1
+            self.steps_done[name] = job.steps_done
+            result[name] = _submitted(job, now)
 
     def _manifest(self, pdh: str) -> Manifest:
         found = self._manifests.get(pdh)
@@ -447,6 +475,9 @@ class Driver:
 
     def _combined(self, parts: list[tuple[str, str]]) -> str:
         pdhs = [(d, self.host.resolve(k)) for d, k in parts]
+        unread = [p for _, p in pdhs if p not in self._manifests]
+        if unread:  # one query for them all (a fan-in reads dozens)
+            self._manifests.update(load_manifests(self.host.store, self.engine, unread))
         manifest = combine([(d, self._manifest(p)) for d, p in pdhs])
         if manifest.pdh not in self._manifests:
             record = self.host.save_manifest(manifest)
@@ -518,6 +549,21 @@ class Driver:
 
     def active_jobs(self) -> bool:
         return any(n.state in ("queued", "running") for n in self.nodes.values())
+
+
+def _submitted(job: JobRecord, now: float) -> dict[str, Any]:
+    """A node's values once its job is submitted (reused jobs are complete at once)."""
+    state = node_state_of_job(job.state)
+    values: dict[str, Any] = {
+        "job_id": job.id,
+        "state": state,
+        "reused": job.reused_from is not None,
+        "input_pdh": job.input_pdh,
+        "started_at": job.started_at or now,
+    }
+    if state in ("complete", "failed", "cancelled"):
+        values.update(output_pdh=job.output_pdh, finished_at=job.finished_at or now)
+    return values
 
 
 class _AsOwner:

@@ -43,6 +43,7 @@ __all__ = [
     "runs_of_job",
     "update_nodes",
     "update_run",
+    "write_nodes",
 ]
 
 
@@ -140,6 +141,17 @@ def update_nodes(
     """Several nodes' changes (and the run's) in one transaction."""
     if not nodes and not run_values:
         return
+    with write(engine) as conn:
+        write_nodes(conn, run_id, nodes, run_values)
+
+
+def write_nodes(
+    conn: sa.Connection,
+    run_id: int,
+    nodes: Mapping[str, Mapping[str, Any]],
+    run_values: Mapping[str, Any] | None = None,
+) -> None:
+    """``update_nodes`` inside the caller's transaction."""
     # Nodes changing the same columns go in one executemany (a turn of a big
     # DAG changes dozens of nodes alike).
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
@@ -147,21 +159,20 @@ def update_nodes(
         if values:
             cols = tuple(sorted(values))
             groups.setdefault(cols, []).append({"b_node": name, **values})
-    with write(engine) as conn:
-        for cols, rows in groups.items():
-            update = (
-                workflow_nodes.update()
-                .where(
-                    workflow_nodes.c.run_id == run_id,
-                    workflow_nodes.c.node == sa.bindparam("b_node"),
-                )
-                .values({c: sa.bindparam(c) for c in cols})
+    for cols, rows in groups.items():
+        update = (
+            workflow_nodes.update()
+            .where(
+                workflow_nodes.c.run_id == run_id,
+                workflow_nodes.c.node == sa.bindparam("b_node"),
             )
-            conn.execute(update, rows)
-        if run_values:
-            conn.execute(
-                workflow_runs.update().where(workflow_runs.c.id == run_id).values(**run_values)
-            )
+            .values({c: sa.bindparam(c) for c in cols})
+        )
+        conn.execute(update, rows)
+    if run_values:
+        conn.execute(
+            workflow_runs.update().where(workflow_runs.c.id == run_id).values(**run_values)
+        )
 
 
 def find_resumable(engine: sa.Engine, run_key: str, owner: str) -> RunRecord | None:
