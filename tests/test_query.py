@@ -3,6 +3,7 @@ return what DuckDB returns over the same files; co-partitioned joins move no dat
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import json
 import math
@@ -16,7 +17,7 @@ import duckdb
 import pytest
 
 from tpch.queries import QUERIES
-from warehouse.query.planner import plan
+from warehouse.query.planner import STEP_BYTES, plan
 from warehouse.query.tables import TableMeta
 
 TABLES = ("lineitem", "orders", "customer")
@@ -81,8 +82,8 @@ def tables(run, tpch: Path) -> Iterator[None]:  # type: ignore[no-untyped-def]
     yield
 
 
-def query(run, sql: str) -> tuple[list[list[object]], dict[str, int]]:  # type: ignore[no-untyped-def]
-    out = json.loads(run("query", "--json", sql).stdout)
+def query(run, sql: str, how: str = "distributed") -> tuple[list[list[object]], dict[str, int]]:  # type: ignore[no-untyped-def]
+    out = json.loads(run("query", "--json", "--plan", how, sql).stdout)
     shown = json.loads(run("job", "show", str(out["job"]), "--json").stdout)
     return out["rows"], shown["counters"]
 
@@ -99,7 +100,11 @@ def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # ty
         assert same(rows, want), (label, rows[:3], want[:3])
         assert counters["shuffle_bytes"] == 0, label  # co-partitioned: nothing moved
         assert counters["scan_bytes"] > 0, label
-    explained = run("query", "--explain", QUERIES["q3"]).stdout
+        # Small tables: by default one step runs the query, reading in place.
+        rows, counters = query(run, sql, how="auto")
+        assert same(rows, want), (label, rows[:3], want[:3])
+        assert set(counters) == {"scan_bytes"} and counters["scan_bytes"] > 0, label
+    explained = run("query", "--explain", "--plan", "distributed", QUERIES["q3"]).stdout
     assert "customer: broadcast" in explained
     assert "orders: partitioned on o_orderkey" in explained
 
@@ -110,7 +115,8 @@ def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # ty
     rows, counters = query(run, sql)
     assert same(rows, oracle(tpch, QUERIES["q12"]))
     assert counters["shuffle_bytes"] > 0
-    assert "shuffled by o_orderkey" in run("query", "--explain", sql).stdout
+    assert "shuffled by o_orderkey" in run("query", "--explain", "--plan", "distributed", sql).stdout
+    assert "one step over every partition" in run("query", "--explain", sql).stdout
 
 
 def test_bad_queries_name_the_problem(run, tpch: Path) -> None:  # type: ignore[no-untyped-def]
@@ -138,15 +144,23 @@ def test_plans_without_running() -> None:
         "ON o_orderkey = l_orderkey GROUP BY o_custkey"
     )
     p = plan(sql, {"orders": orders, "lineitem": lineitem})
+    assert p["mode"] == "single" and "110 bytes in all" in p["why"]  # small: one step
+    p = plan(sql, {"orders": orders, "lineitem": lineitem}, "distributed")
     assert p["mode"] == "partitioned"
     assert {t["role"] for t in p["tables"].values()} == {"partitioned"}
+    assert p["groups"] == [[0, 2], [1, 3]]  # tiny partitions: two steps of two
+    big = dataclasses.replace(lineitem, size=8 * STEP_BYTES)
+    p = plan(sql, {"orders": orders, "lineitem": big})
+    assert p["mode"] == "partitioned" and p["groups"] == [[0], [1], [2], [3]]
     other = TableMeta("parquet", "l_orderkey", 8, "h", lcols, size=100)
-    p = plan(sql, {"orders": orders, "lineitem": other})
+    p = plan(sql, {"orders": orders, "lineitem": other}, "distributed")
     assert {n: t["role"] for n, t in p["tables"].items()} == {
         "lineitem": "partitioned",
         "orders": "broadcast",
     }
     p = plan("SELECT count(DISTINCT o_custkey) FROM orders", {"orders": orders})
     assert p["mode"] == "single"
-    p = plan("SELECT o_custkey FROM orders ORDER BY o_custkey LIMIT 3", {"orders": orders})
+    p = plan(
+        "SELECT o_custkey FROM orders ORDER BY o_custkey LIMIT 3", {"orders": orders}, "distributed"
+    )
     assert p["mode"] == "partitioned" and "LIMIT 3" in p["partial"] and "LIMIT 3" in p["final"]
