@@ -16,6 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from cluster import controller
+from conftest import Runner
 from tpch.queries import QUERIES
 from warehouse.query.planner import STEP_BYTES, plan
 from warehouse.query.tables import TableMeta
@@ -164,3 +166,34 @@ def test_plans_without_running() -> None:
         "SELECT o_custkey FROM orders ORDER BY o_custkey LIMIT 3", {"orders": orders}, "distributed"
     )
     assert p["mode"] == "partitioned" and "LIMIT 3" in p["partial"] and "LIMIT 3" in p["final"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_query_through_a_controller(  # type: ignore[no-untyped-def]
+    tmp_path: Path, tpch: Path, keep_servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wh table create` and `wh query` with WH_URL set: the steps run on the
+    controller's executor, read and write through its keep servers, and the
+    rows are DuckDB's."""
+    with controller(tmp_path / "controller.db", keep_servers) as ctl:
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=2)
+        env = {"WH_URL": ctl.url, "WH_TOKEN": ctl.user("alice"), "WH_HOME": str(tmp_path / "h")}
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        run = Runner()
+        run("put", str(tpch / "orders.parquet"), str(tpch / "lineitem.parquet"), "--name", "src")
+        for name, key in (("lineitem", "l_orderkey"), ("orders", "o_orderkey")):
+            source = f"src/{name}.parquet"
+            run("table", "create", name, "--from", source, "--partition-by", key, "--partitions", "2")
+        assert "2 partitions by o_orderkey" in run("table", "ls").stdout
+        for how in ("distributed", "auto"):
+            rows, counters = query(run, QUERIES["q12"], how=how)
+            assert same(rows, oracle(tpch, QUERIES["q12"])), (how, rows)
+            assert counters["scan_bytes"] > 0
+            assert counters.get("shuffle_bytes", 0) == 0
+        out = json.loads(run("query", "--json", "--plan", "distributed", QUERIES["q6"]).stdout)
+        assert same(out["rows"], oracle(tpch, QUERIES["q6"]))
+        shown = run("job", "show", str(out["job"])).stdout
+        assert "partial_bytes" in shown and "scan_bytes" in shown
+        assert "level 2" in run("query", "--explain", "--plan", "distributed", QUERIES["q6"]).stdout
