@@ -117,7 +117,8 @@ def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # ty
     rows, counters = query(run, sql)
     assert same(rows, oracle(tpch, QUERIES["q12"]))
     assert counters["shuffle_bytes"] > 0
-    assert "shuffled by o_orderkey" in run("query", "--explain", "--plan", "distributed", sql).stdout
+    explained = run("query", "--explain", "--plan", "distributed", sql).stdout
+    assert "shuffled by o_orderkey" in explained
     assert "one step over every partition" in run("query", "--explain", sql).stdout
 
 
@@ -185,7 +186,7 @@ def test_query_through_a_controller(  # type: ignore[no-untyped-def]
         run("put", str(tpch / "orders.parquet"), str(tpch / "lineitem.parquet"), "--name", "src")
         for name, key in (("lineitem", "l_orderkey"), ("orders", "o_orderkey")):
             source = f"src/{name}.parquet"
-            run("table", "create", name, "--from", source, "--partition-by", key, "--partitions", "2")
+            run("table", "create", name, "--from", source, "--partition-by", key, "--partitions=2")
         assert "2 partitions by o_orderkey" in run("table", "ls").stdout
         for how in ("distributed", "auto"):
             rows, counters = query(run, QUERIES["q12"], how=how)

@@ -110,7 +110,8 @@ def plan(sql: str, tables: Mapping[str, TableMeta], how: str = "auto") -> dict[s
     used = {n: tables[n] for n in table_names(tree)}
     total = sum(t.size for t in used.values())
     if how == "one-step" or (how == "auto" and total <= ONE_STEP_BYTES):
-        why = "asked for" if how == "one-step" else f"{total} bytes in all, at most {ONE_STEP_BYTES}"
+        why = f"{total} bytes in all, at most {ONE_STEP_BYTES}"
+        why = "asked for" if how == "one-step" else why
         return _single(tree, used, why)
     try:
         return _distributed(tree, used)
@@ -152,8 +153,7 @@ def _distributed(tree: exp.Expression, used: Mapping[str, TableMeta]) -> dict[st
     partial, final = _split(tree)
     # What one partition step reads per partition (a broadcast table, whole).
     per_partition = sum(
-        r["bytes"] if r["role"] == "broadcast" else r["bytes"] // partitions
-        for r in roles.values()
+        r["bytes"] if r["role"] == "broadcast" else r["bytes"] // partitions for r in roles.values()
     )
     return {
         "mode": "partitioned",
