@@ -105,7 +105,9 @@ def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # ty
         # Small tables: by default one step runs the query, reading in place.
         rows, counters = query(run, sql, how="auto")
         assert same(rows, want), (label, rows[:3], want[:3])
-        assert set(counters) == {"scan_bytes"} and counters["scan_bytes"] > 0, label
+        assert set(counters) == {"scan_bytes", "copied_bytes"}, label
+        assert counters["scan_bytes"] > 0, label
+        assert counters["copied_bytes"] == 0, label  # every partition read in its block
     explained = run("query", "--explain", "--plan", "distributed", QUERIES["q3"]).stdout
     assert "customer: broadcast" in explained
     assert "orders: partitioned on o_orderkey" in explained
@@ -193,6 +195,8 @@ def test_query_through_a_controller(  # type: ignore[no-untyped-def]
             assert same(rows, oracle(tpch, QUERIES["q12"])), (how, rows)
             assert counters["scan_bytes"] > 0
             assert counters.get("shuffle_bytes", 0) == 0
+            # The blocks are on keep servers: partitions are copied to scratch.
+            assert counters["copied_bytes"] >= counters["scan_bytes"]
         out = json.loads(run("query", "--json", "--plan", "distributed", QUERIES["q6"]).stdout)
         assert same(out["rows"], oracle(tpch, QUERIES["q6"]))
         shown = run("job", "show", str(out["job"])).stdout

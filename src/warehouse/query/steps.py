@@ -45,6 +45,7 @@ def _cores() -> int:
 # Block files held open while DuckDB reads them through /proc/self/fd: the
 # bytes read are those of the inode whose MD5 was checked.
 _held: list[int] = []
+_copied = [0]  # bytes this step copied to scratch rather than read in place
 
 
 def _whole_block(store: BlockStore, entry: FileEntry) -> str | None:
@@ -91,6 +92,7 @@ def _fetch(
         with open(target, "wb") as f:
             for _, chunk in reader.iter_chunks([entry]):
                 f.write(chunk)
+        _copied[0] += entry.size
         paths.append(str(target))
     return paths, total
 
@@ -265,7 +267,7 @@ def query_step() -> None:
             read += n
             _view(con, name, t["format"], paths, columns.get(name))
         _result(con, plan["sql"])
-        step.counters(scan_bytes=read)
+        step.counters(scan_bytes=read, copied_bytes=_copied[0])
         return
     con = _connect()
     if level == 1:  # shuffle one file of a table by the join key
@@ -296,7 +298,7 @@ def query_step() -> None:
         _copy_out(con, "SELECT * FROM wh_partial", target, "parquet")
         fragment, written = _write(".", [(target.name, target)])
         step.intermediate(fragment)
-        step.counters(**moved, partial_bytes=written)
+        step.counters(**moved, partial_bytes=written, copied_bytes=_copied[0])
     else:  # the final merge
         partials: list[str] = []
         merged = 0
