@@ -243,6 +243,9 @@ def query_step() -> None:
     plan: dict[str, Any] = step.params()["plan"]
     columns: dict[str, Any] = step.params().get("columns", {})
     level = step.level()
+    step.warehouse()  # the catalog opens on a thread while DuckDB loads here
+    if level > 0 or plan["mode"] == "single":
+        import duckdb  # noqa: F401
     reader = step.reader()
     tables: dict[str, dict[str, Any]] = plan["tables"]
     if level == 0 and plan["mode"] != "single":
