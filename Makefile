@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-browser install-sandbox install-velvet demo test lint bench bench-assembly clean
+.PHONY: install install-browser install-sandbox install-velvet demo test lint bench bench-assembly bench-query clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,3 +70,10 @@ bench-assembly: install install-velvet
 
 clean:
 	rm -rf $(VENV) demo-out test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The query benchmark compares with Spark SQL: pyspark (the [bench] extra) and
+# a Java runtime (Debian's default-jre-headless, installed here as root).
+bench-query: install
+	$(BIN)/pip install --quiet -e '.[bench]'
+	command -v java >/dev/null || (apt-get update && apt-get install -y default-jre-headless)
+	$(BIN)/python benchmarks/query.py --workdir $${TMPDIR:-/tmp}/wh-query-bench

@@ -3,6 +3,7 @@ return what DuckDB returns over the same files; co-partitioned joins move no dat
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import json
 import math
@@ -15,8 +16,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from cluster import controller
+from conftest import Runner
 from tpch.queries import QUERIES
-from warehouse.query.planner import plan
+from warehouse.query.planner import STEP_BYTES, plan
 from warehouse.query.tables import TableMeta
 
 TABLES = ("lineitem", "orders", "customer")
@@ -81,8 +84,8 @@ def tables(run, tpch: Path) -> Iterator[None]:  # type: ignore[no-untyped-def]
     yield
 
 
-def query(run, sql: str) -> tuple[list[list[object]], dict[str, int]]:  # type: ignore[no-untyped-def]
-    out = json.loads(run("query", "--json", sql).stdout)
+def query(run, sql: str, how: str = "distributed") -> tuple[list[list[object]], dict[str, int]]:  # type: ignore[no-untyped-def]
+    out = json.loads(run("query", "--json", "--plan", how, sql).stdout)
     shown = json.loads(run("job", "show", str(out["job"]), "--json").stdout)
     return out["rows"], shown["counters"]
 
@@ -99,7 +102,13 @@ def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # ty
         assert same(rows, want), (label, rows[:3], want[:3])
         assert counters["shuffle_bytes"] == 0, label  # co-partitioned: nothing moved
         assert counters["scan_bytes"] > 0, label
-    explained = run("query", "--explain", QUERIES["q3"]).stdout
+        # Small tables: by default one step runs the query, reading in place.
+        rows, counters = query(run, sql, how="auto")
+        assert same(rows, want), (label, rows[:3], want[:3])
+        assert set(counters) == {"scan_bytes", "copied_bytes"}, label
+        assert counters["scan_bytes"] > 0, label
+        assert counters["copied_bytes"] == 0, label  # every partition read in its block
+    explained = run("query", "--explain", "--plan", "distributed", QUERIES["q3"]).stdout
     assert "customer: broadcast" in explained
     assert "orders: partitioned on o_orderkey" in explained
 
@@ -110,7 +119,9 @@ def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # ty
     rows, counters = query(run, sql)
     assert same(rows, oracle(tpch, QUERIES["q12"]))
     assert counters["shuffle_bytes"] > 0
-    assert "shuffled by o_orderkey" in run("query", "--explain", sql).stdout
+    explained = run("query", "--explain", "--plan", "distributed", sql).stdout
+    assert "shuffled by o_orderkey" in explained
+    assert "one step over every partition" in run("query", "--explain", sql).stdout
 
 
 def test_bad_queries_name_the_problem(run, tpch: Path) -> None:  # type: ignore[no-untyped-def]
@@ -138,15 +149,56 @@ def test_plans_without_running() -> None:
         "ON o_orderkey = l_orderkey GROUP BY o_custkey"
     )
     p = plan(sql, {"orders": orders, "lineitem": lineitem})
+    assert p["mode"] == "single" and "110 bytes in all" in p["why"]  # small: one step
+    p = plan(sql, {"orders": orders, "lineitem": lineitem}, "distributed")
     assert p["mode"] == "partitioned"
     assert {t["role"] for t in p["tables"].values()} == {"partitioned"}
+    assert p["groups"] == [[0, 2], [1, 3]]  # tiny partitions: two steps of two
+    big = dataclasses.replace(lineitem, size=8 * STEP_BYTES)
+    p = plan(sql, {"orders": orders, "lineitem": big})
+    assert p["mode"] == "partitioned" and p["groups"] == [[0], [1], [2], [3]]
     other = TableMeta("parquet", "l_orderkey", 8, "h", lcols, size=100)
-    p = plan(sql, {"orders": orders, "lineitem": other})
+    p = plan(sql, {"orders": orders, "lineitem": other}, "distributed")
     assert {n: t["role"] for n, t in p["tables"].items()} == {
         "lineitem": "partitioned",
         "orders": "broadcast",
     }
     p = plan("SELECT count(DISTINCT o_custkey) FROM orders", {"orders": orders})
     assert p["mode"] == "single"
-    p = plan("SELECT o_custkey FROM orders ORDER BY o_custkey LIMIT 3", {"orders": orders})
+    p = plan(
+        "SELECT o_custkey FROM orders ORDER BY o_custkey LIMIT 3", {"orders": orders}, "distributed"
+    )
     assert p["mode"] == "partitioned" and "LIMIT 3" in p["partial"] and "LIMIT 3" in p["final"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_query_through_a_controller(  # type: ignore[no-untyped-def]
+    tmp_path: Path, tpch: Path, keep_servers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wh table create` and `wh query` with WH_URL set: the steps run on the
+    controller's executor, read and write through its keep servers, and the
+    rows are DuckDB's."""
+    with controller(tmp_path / "controller.db", keep_servers) as ctl:
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=2)
+        env = {"WH_URL": ctl.url, "WH_TOKEN": ctl.user("alice"), "WH_HOME": str(tmp_path / "h")}
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        run = Runner()
+        run("put", str(tpch / "orders.parquet"), str(tpch / "lineitem.parquet"), "--name", "src")
+        for name, key in (("lineitem", "l_orderkey"), ("orders", "o_orderkey")):
+            source = f"src/{name}.parquet"
+            run("table", "create", name, "--from", source, "--partition-by", key, "--partitions=2")
+        assert "2 partitions by o_orderkey" in run("table", "ls").stdout
+        for how in ("distributed", "auto"):
+            rows, counters = query(run, QUERIES["q12"], how=how)
+            assert same(rows, oracle(tpch, QUERIES["q12"])), (how, rows)
+            assert counters["scan_bytes"] > 0
+            assert counters.get("shuffle_bytes", 0) == 0
+            # The blocks are on keep servers: partitions are copied to scratch.
+            assert counters["copied_bytes"] >= counters["scan_bytes"]
+        out = json.loads(run("query", "--json", "--plan", "distributed", QUERIES["q6"]).stdout)
+        assert same(out["rows"], oracle(tpch, QUERIES["q6"]))
+        shown = run("job", "show", str(out["job"])).stdout
+        assert "partial_bytes" in shown and "scan_bytes" in shown
+        assert "level 2" in run("query", "--explain", "--plan", "distributed", QUERIES["q6"]).stdout

@@ -143,6 +143,14 @@ def _plain(v: Any) -> Any:
 @click.option("--explain", is_flag=True, help="Print the plan; run nothing.")
 @click.option("--name", "name_", metavar="N", help="Name the result table N.")
 @click.option(
+    "--plan",
+    "how",
+    type=click.Choice(["auto", "one-step", "distributed"]),
+    default="auto",
+    show_default=True,
+    help="auto: one step when the tables hold at most 1 GiB, else distributed.",
+)
+@click.option(
     "--limit",
     type=click.IntRange(1, 100_000),
     default=20,
@@ -157,6 +165,7 @@ def query(
     as_json: bool,
     explain: bool,
     name_: str | None,
+    how: str,
     limit: int,
 ) -> None:
     """Run SQL over tables (names resolve through the catalog) as a job.
@@ -169,7 +178,7 @@ def query(
     from warehouse.query.planner import explain as explain_plan
 
     wh = open_warehouse(ctx)
-    plan, input_pdh, params = compile_query(wh, sql)
+    plan, input_pdh, params = compile_query(wh, sql, how)
     if explain:
         if as_json:
             emit_json(plan)

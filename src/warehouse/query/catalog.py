@@ -62,8 +62,11 @@ def table_params(
     return params
 
 
-def compile_query(wh: Warehouse, sql: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
-    """(plan, input PDH holding every table under ``<name>/``, job params)."""
+def compile_query(
+    wh: Warehouse, sql: str, how: str = "auto"
+) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """(plan, input PDH holding every table under ``<name>/``, job params);
+    ``how`` as for ``planner.plan``."""
     tree = parse(sql)
     metas: dict[str, TableMeta] = {}
     pdhs: dict[str, str] = {}
@@ -73,7 +76,7 @@ def compile_query(wh: Warehouse, sql: str) -> tuple[dict[str, Any], str, dict[st
         except NotFoundError:
             raise NotFoundError(f"query: unknown table {name!r}") from None
         metas[name] = table_meta(wh, pdhs[name])
-    compiled = plan(sql, metas)
+    compiled = plan(sql, metas, how)
     entries = []
     for name, pdh in pdhs.items():
         for path, entry in wh.manifest(pdh).files().items():

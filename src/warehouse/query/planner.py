@@ -9,10 +9,15 @@ A plan is JSON (the params of the ``builtin:query`` job):
 - ``partitions``: N, the partition steps (level 2);
 - ``partial``: the SQL each partition step runs; ``final``: the SQL the
   last step runs over the partials (a view named ``partials``);
+- ``groups``: the partitions each level-2 step runs, in lists (a step runs
+  several when partitions are small: a process start costs more than
+  reading a few MB);
 - or ``mode: single`` with ``sql``: one step over all partitions, for the
   shapes the compiler does not distribute (subqueries, CTEs, window
   functions, DISTINCT, set operations, outer joins, aggregates that do not
-  split into partial ones).
+  split into partial ones), and, unless told to distribute, for queries
+  whose tables hold at most ``ONE_STEP_BYTES`` in all (starting and
+  feeding more processes would cost more than it spreads).
 """
 
 from __future__ import annotations
@@ -27,10 +32,23 @@ from sqlglot.errors import ParseError
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.query.tables import TableMeta, hash_id
 
-__all__ = ["BROADCAST_LIMIT", "DEFAULT_SHUFFLE_PARTITIONS", "explain", "parse", "plan"]
+__all__ = [
+    "BROADCAST_LIMIT",
+    "DEFAULT_SHUFFLE_PARTITIONS",
+    "HOW",
+    "ONE_STEP_BYTES",
+    "STEP_BYTES",
+    "explain",
+    "parse",
+    "plan",
+]
 
 BROADCAST_LIMIT = 64 << 20  # bytes: a smaller table joined to a partitioned one is sent whole
 DEFAULT_SHUFFLE_PARTITIONS = 4
+ONE_STEP_BYTES = 1 << 30  # tables holding at most this in all are read by one step (auto)
+STEP_BYTES = 256 << 20  # a partition step reads about this much at least, if there is as much
+MIN_PARTITION_STEPS = 2  # but partitions are spread over two steps at least (two cores)
+HOW = ("auto", "one-step", "distributed")
 DIALECT = "duckdb"
 
 
@@ -79,15 +97,38 @@ def tables_have_columns(tables: Mapping[str, TableMeta]) -> bool:
     return all(t.columns for t in tables.values())
 
 
-def plan(sql: str, tables: Mapping[str, TableMeta]) -> dict[str, Any]:
-    """Compile ``sql`` over ``tables`` (name → description of the tables it names)."""
+def plan(sql: str, tables: Mapping[str, TableMeta], how: str = "auto") -> dict[str, Any]:
+    """Compile ``sql`` over ``tables`` (name → description of the tables it names).
+
+    ``how``: ``auto`` (one step for small tables, else distributed where the
+    shape allows), ``one-step`` or ``distributed`` (where the shape allows).
+    """
+    if how not in HOW:
+        raise UsageError(f"query: plan must be one of {', '.join(HOW)}")
     tree = parse(sql)
     check_names(tree, tables)
     used = {n: tables[n] for n in table_names(tree)}
+    total = sum(t.size for t in used.values())
+    if how == "one-step" or (how == "auto" and total <= ONE_STEP_BYTES):
+        why = f"{total} bytes in all, at most {ONE_STEP_BYTES}"
+        why = "asked for" if how == "one-step" else why
+        return _single(tree, used, why)
     try:
         return _distributed(tree, used)
     except _Unsplittable as e:
-        return {"mode": "single", "sql": tree.sql(dialect=DIALECT), "why": str(e), **_all(used)}
+        return _single(tree, used, str(e))
+
+
+def _single(tree: exp.Expression, used: Mapping[str, TableMeta], why: str) -> dict[str, Any]:
+    return {"mode": "single", "sql": tree.sql(dialect=DIALECT), "why": why, **_all(used)}
+
+
+def groups(partitions: int, per_partition: int) -> list[list[int]]:
+    """The partitions of each partition step (every k-th one), each step
+    reading about ``STEP_BYTES``, over at least ``MIN_PARTITION_STEPS`` steps."""
+    per_step = max(1, STEP_BYTES // max(1, per_partition))
+    steps = max(min(MIN_PARTITION_STEPS, partitions), -(-partitions // per_step))
+    return [list(range(partitions))[k::steps] for k in range(steps)]
 
 
 def _all(used: Mapping[str, TableMeta]) -> dict[str, Any]:
@@ -110,9 +151,14 @@ def _distributed(tree: exp.Expression, used: Mapping[str, TableMeta]) -> dict[st
     if partitions <= 1:
         raise _Unsplittable("no table is partitioned or joined on a key")
     partial, final = _split(tree)
+    # What one partition step reads per partition (a broadcast table, whole).
+    per_partition = sum(
+        r["bytes"] if r["role"] == "broadcast" else r["bytes"] // partitions for r in roles.values()
+    )
     return {
         "mode": "partitioned",
         "partitions": partitions,
+        "groups": groups(partitions, per_partition),
         "tables": roles,
         "partial": partial,
         "final": final,
@@ -337,6 +383,8 @@ def explain(p: Mapping[str, Any]) -> str:
             lines.append(
                 f"{name}: shuffled by {t['key']} into {t['partitions']} partitions (level 1)"
             )
-    lines.append(f"level 2: {p['partitions']} partition steps: {p['partial']}")
+    steps = p.get("groups") or [[n] for n in range(p["partitions"])]
+    spread = "" if len(steps) == p["partitions"] else f" in {len(steps)} steps"
+    lines.append(f"level 2: {p['partitions']} partitions{spread}: {p['partial']}")
     lines.append(f"level 3: final step over the partials: {p['final']}")
     return "\n".join(lines) + "\n"

@@ -1,17 +1,25 @@
 """What the steps of ``builtin:table`` and ``builtin:query`` run (DuckDB inside a step).
 
-Files are copied from the warehouse into the step's scratch directory (and
-counted), DuckDB reads them there, and results go back as blocks.
+A file that is one whole block of a local block store (a partition written
+by ``builtin:table`` on the embedded warehouse) is read by DuckDB where it
+lies, after its MD5 is checked over the same open file; any other file is
+copied into the step's scratch directory through the verifying reader.
+Bytes are counted either way, and results go back as blocks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import mmap
+import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from warehouse import step
+from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.manifest import FileEntry, Manifest
 from warehouse.query.tables import META_FILE, TableMeta, hash_id, part_name
@@ -19,26 +27,72 @@ from warehouse.query.tables import META_FILE, TableMeta, hash_id, part_name
 __all__ = ["query_step", "table_step"]
 
 
-def _connect() -> Any:
+def _connect(threads: int = 1) -> Any:
     import duckdb
 
     con = duckdb.connect()
-    con.execute("SET threads = 1")  # a step is one slot; the executor runs steps side by side
+    # A step is one slot (the executor runs steps side by side), except a
+    # one-step query, which is alone and uses the cores it may run on.
+    con.execute(f"SET threads = {threads}")
     con.execute(f"SET temp_directory = '{step.scratch() / 'duckdb.tmp'}'")
     return con
+
+
+def _cores() -> int:
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+# Block files held open while DuckDB reads them through /proc/self/fd: the
+# bytes read are those of the inode whose MD5 was checked.
+_held: list[int] = []
+_copied = [0]  # bytes this step copied to scratch rather than read in place
+
+
+def _whole_block(store: BlockStore, entry: FileEntry) -> str | None:
+    """``/proc/self/fd/N`` for a file that is one whole block of a local
+    store, once its MD5 is checked; None for any other file (to be copied)."""
+    if not isinstance(store, LocalBlockStore) or len(entry.pieces) != 1:
+        return None
+    piece = entry.pieces[0]
+    if piece.offset != 0 or piece.length != piece.locator.size or not piece.length:
+        return None
+    try:
+        fd = os.open(store.volume.path_for(piece.locator.md5), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # not here: the reader says why
+    try:
+        if os.fstat(fd).st_size != piece.length:
+            raise OSError("size differs")
+        with mmap.mmap(fd, piece.length, prot=mmap.PROT_READ) as pages:
+            good = hashlib.md5(pages).hexdigest() == piece.locator.md5
+    except OSError:
+        good = False
+    if not good:  # the reader reports the corrupt copy (and moves it aside)
+        os.close(fd)
+        return None
+    _held.append(fd)
+    return f"/proc/self/fd/{fd}"
 
 
 def _fetch(
     reader: CollectionReader, entries: Iterable[FileEntry], into: Path
 ) -> tuple[list[str], int]:
-    into.mkdir(parents=True, exist_ok=True)
+    """Paths DuckDB reads the files at (in place or copied), and their bytes."""
+    entries = list(entries)
+    with ThreadPoolExecutor(_cores()) as pool:  # MD5 runs without the GIL
+        in_place = list(pool.map(lambda e: _whole_block(reader.store, e), entries))
     paths, total = [], 0
-    for n, entry in enumerate(entries):
+    for n, (entry, found) in enumerate(zip(entries, in_place, strict=True)):
+        total += entry.size
+        if found is not None:
+            paths.append(found)
+            continue
+        into.mkdir(parents=True, exist_ok=True)
         target = into / f"{n:05d}-{entry.path.rsplit('/', 1)[-1]}"
         with open(target, "wb") as f:
             for _, chunk in reader.iter_chunks([entry]):
                 f.write(chunk)
-                total += len(chunk)
+        _copied[0] += entry.size
         paths.append(str(target))
     return paths, total
 
@@ -105,14 +159,14 @@ def table_step() -> None:
         sql = f"SELECT * FROM {source}"
     target = step.scratch() / part_name(p, fmt)
     _copy_out(con, sql, target, fmt)
-    files = [(part_name(p, fmt), target)]
+    # The partition alone in its block(s): a query step can read it in place.
+    fragment, written = _write(".", [(part_name(p, fmt), target)])
+    step.output(fragment)
     if p == 0:
         described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
         meta = TableMeta(fmt, by, n, hash_id(), [(r[0], r[1]) for r in described])
         (step.scratch() / META_FILE).write_text(meta.to_json())
-        files.append((META_FILE, step.scratch() / META_FILE))
-    fragment, written = _write(".", files)
-    step.output(fragment)
+        step.output(_write(".", [(META_FILE, step.scratch() / META_FILE)])[0])
     step.counters(table_bytes_read=read, table_bytes_written=written)
 
 
@@ -151,16 +205,50 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
         con.execute(f"CREATE VIEW {quoted} AS SELECT {cols} WHERE false")
 
 
+def _partition_views(
+    con: Any, tables: dict[str, dict[str, Any]], columns: dict[str, Any], p: int
+) -> dict[str, int]:
+    """Views of partition ``p`` of every table; the bytes read, by kind."""
+    reader = step.reader()
+    moved = {"scan_bytes": 0, "broadcast_bytes": 0, "shuffle_bytes": 0}
+    for name, t in tables.items():
+        into = step.scratch() / f"{name}-{p}"
+        if t["role"] == "partitioned":
+            paths, n = _fetch(reader, _table_files(name, t["format"], p), into)
+            moved["scan_bytes"] += n
+            _view(con, name, t["format"], paths, columns.get(name))
+        elif t["role"] == "broadcast":
+            paths, n = _fetch(reader, _table_files(name, t["format"], None), into)
+            moved["broadcast_bytes"] += n
+            _view(con, name, t["format"], paths, columns.get(name))
+        else:
+            wanted = f"{name}.{part_name(p, 'parquet')}"
+            paths = []
+            for _, frag in step.intermediates(1):
+                sub = CollectionReader(step.warehouse().store, frag)
+                entries = [e for path, e in sub.files.items() if path.endswith("/" + wanted)]
+                got, n = _fetch(sub, entries, into / str(len(paths)))
+                paths += got
+                moved["shuffle_bytes"] += n
+            _view(con, name, "parquet", paths, columns.get(name))
+    return moved
+
+
+def _drop_views(con: Any, tables: dict[str, dict[str, Any]]) -> None:
+    for name in tables:
+        con.execute('DROP VIEW IF EXISTS "' + name.replace('"', '""') + '"')
+
+
 def query_step() -> None:
     plan: dict[str, Any] = step.params()["plan"]
     columns: dict[str, Any] = step.params().get("columns", {})
     level = step.level()
+    step.warehouse()  # the catalog opens on a thread while DuckDB loads here
+    if level > 0 or plan["mode"] == "single":
+        import duckdb  # noqa: F401
     reader = step.reader()
     tables: dict[str, dict[str, Any]] = plan["tables"]
-    if level == 0:
-        if plan["mode"] == "single":
-            step.queue(1, "all")
-            return
+    if level == 0 and plan["mode"] != "single":
         shuffles = [
             json.dumps([name, e.path])
             for name, t in sorted(tables.items())
@@ -169,19 +257,23 @@ def query_step() -> None:
         ]
         if shuffles:
             step.queue(1, *shuffles)
-        step.queue(2, *(str(p) for p in range(plan["partitions"])))
+        groups = plan.get("groups") or [[p] for p in range(plan["partitions"])]
+        step.queue(2, *(",".join(str(p) for p in g) for g in groups))
         step.queue(3, "final")
         return
-    con = _connect()
     if plan["mode"] == "single":
+        # One step, the first: no other process to start, and it has the machine.
+        con = _connect(_cores() if level == 0 else 1)
         read = 0
         for name, t in tables.items():
             paths, n = _fetch(reader, _table_files(name, t["format"], None), step.scratch() / name)
             read += n
             _view(con, name, t["format"], paths, columns.get(name))
         _result(con, plan["sql"])
-        step.counters(scan_bytes=read)
-    elif level == 1:  # shuffle one file of a table by the join key
+        step.counters(scan_bytes=read, copied_bytes=_copied[0])
+        return
+    con = _connect()
+    if level == 1:  # shuffle one file of a table by the join key
         name, path = json.loads(step.step_input())
         t = tables[name]
         paths, read = _fetch(reader, [reader.entry(path)], step.scratch() / "in")
@@ -196,47 +288,28 @@ def query_step() -> None:
         fragment, written = _write(f"./shuffle-{step.number()}", out)
         step.intermediate(fragment)
         step.counters(scan_bytes=read, shuffle_bytes=written)
-    elif level == 2:  # one partition
-        p = int(step.step_input())
-        scanned = broadcast = shuffled = 0
-        for name, t in tables.items():
-            into = step.scratch() / name
-            if t["role"] == "partitioned":
-                paths, n = _fetch(reader, _table_files(name, t["format"], p), into)
-                scanned += n
-                _view(con, name, t["format"], paths, columns.get(name))
-            elif t["role"] == "broadcast":
-                paths, n = _fetch(reader, _table_files(name, t["format"], None), into)
-                broadcast += n
-                _view(con, name, t["format"], paths, columns.get(name))
-            else:
-                wanted = f"{name}.{part_name(p, 'parquet')}"
-                paths = []
-                for _, frag in step.intermediates(1):
-                    sub = CollectionReader(step.warehouse().store, frag)
-                    entries = [e for path, e in sub.files.items() if path.endswith("/" + wanted)]
-                    got, n = _fetch(sub, entries, into / str(len(paths)))
-                    paths += got
-                    shuffled += n
-                _view(con, name, "parquet", paths, columns.get(name))
-        target = step.scratch() / f"partial-{p:05d}.parquet"
-        _copy_out(con, plan["partial"], target, "parquet")
+    elif level == 2:  # a group of partitions: one partial per partition, written once
+        group = [int(p) for p in step.step_input().split(",")]
+        moved = {"scan_bytes": 0, "broadcast_bytes": 0, "shuffle_bytes": 0}
+        for i, p in enumerate(group):
+            for kind, n in _partition_views(con, tables, columns, p).items():
+                moved[kind] += n
+            verb = "CREATE TEMP TABLE wh_partial AS" if i == 0 else "INSERT INTO wh_partial"
+            con.execute(f"{verb} {plan['partial']}")
+            _drop_views(con, tables)
+        target = step.scratch() / f"partial-{group[0]:05d}.parquet"
+        _copy_out(con, "SELECT * FROM wh_partial", target, "parquet")
         fragment, written = _write(".", [(target.name, target)])
         step.intermediate(fragment)
-        step.counters(
-            scan_bytes=scanned,
-            broadcast_bytes=broadcast,
-            shuffle_bytes=shuffled,
-            partial_bytes=written,
-        )
+        step.counters(**moved, partial_bytes=written, copied_bytes=_copied[0])
     else:  # the final merge
         partials: list[str] = []
-        moved = 0
+        merged = 0
         for number, frag in sorted(step.intermediates(2), key=lambda x: x[0]):
             sub = CollectionReader(step.warehouse().store, frag)
             got, n = _fetch(sub, sub.files.values(), step.scratch() / f"p{number}")
             partials += got
-            moved += n
+            merged += n
         con.execute(f"CREATE VIEW partials AS SELECT * FROM {_scan('parquet', partials)}")
         _result(con, plan["final"])
-        step.counters(partial_bytes_merged=moved)
+        step.counters(partial_bytes_merged=merged)
