@@ -15,7 +15,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["MAX_FAN_IN", "MapSorter", "group_by_key", "key_of", "merge_sorted", "partition_of"]
+__all__ = [
+    "MAX_FAN_IN",
+    "MapSorter",
+    "group_by_key",
+    "key_of",
+    "merge_sorted",
+    "partition_of",
+    "split_lines",
+]
 
 MAX_FAN_IN = 64  # sorted runs merged at once; more are merged in passes
 _OVERHEAD = 64  # bytes a buffered line costs beyond its own (list slot, object header)
@@ -85,6 +93,16 @@ class _Runs:
         return merge_sorted([_file_lines(p) for p in paths])
 
 
+def split_lines(data: bytes) -> list[bytes]:
+    """``data``'s lines, each with its newline (only ``\\n`` ends a line)."""
+    parts = data.split(b"\n")
+    last = parts.pop()
+    lines = [line + b"\n" for line in parts]
+    if last:
+        lines.append(last + b"\n")
+    return lines
+
+
 def merge_sorted(runs: list[Iterator[bytes]] | list[list[bytes]]) -> Iterator[bytes]:
     """Sorted runs merged by key; on equal keys, earlier runs first."""
     if len(runs) == 1:
@@ -101,8 +119,13 @@ def merge_within(
     Returns (merged lines, runs spilled, bytes spilled)."""
     total = sum(size for size, _ in sources)
     if total <= memory:
-        held = [b"".join(chunks).splitlines(keepends=True) for _, chunks in sources]
-        return merge_sorted(held), 0, 0
+        # Laid end to end and sorted stably: the sort finds the runs and merges
+        # them in C, earlier runs first on equal keys (as a merge would).
+        held: list[bytes] = []
+        for _, chunks in sources:
+            held += split_lines(b"".join(chunks))
+        held.sort(key=key_of)
+        return iter(held), 0, 0
     runs = _Runs(scratch, "reduce-run")
     paths = []
     for _, chunks in sources:
@@ -136,8 +159,17 @@ class MapSorter:
         return self._runs.bytes
 
     def add(self, partition: int, line: bytes) -> None:
-        self._buffers[partition].append(line)
-        self._held += len(line) + _OVERHEAD
+        self.add_batch([line], [partition])
+
+    def add_batch(self, lines: list[bytes], partitions: list[int]) -> None:
+        """Add ``lines[i]`` to partition ``partitions[i]``, for every i."""
+        buffers = self._buffers
+        if self.partitions == 1:
+            buffers[0] += lines
+        else:
+            for p, line in zip(partitions, lines, strict=True):
+                buffers[p].append(line)
+        self._held += sum(map(len, lines)) + _OVERHEAD * len(lines)
         if self._held > self.memory:
             self._spill()
 
