@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-browser install-sandbox install-velvet demo test lint bench bench-assembly clean
+.PHONY: install install-browser install-sandbox install-velvet install-java demo test lint bench bench-assembly bench-mapreduce clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,15 @@ install-velvet:
 
 bench-assembly: install install-velvet
 	$(BIN)/python benchmarks/assembly.py --workdir $${TMPDIR:-/tmp}/wh-assembly-bench
+
+# The MapReduce benchmark compares with PySpark (the [bench] extra), which
+# needs a Java runtime: installed here when missing, as root, like chromium.
+install-java:
+	command -v java >/dev/null || (apt-get update && apt-get install -y default-jre-headless)
+
+bench-mapreduce: install install-java
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python benchmarks/mapreduce.py --workdir $${TMPDIR:-/tmp}/wh-mapreduce-bench
 
 clean:
 	rm -rf $(VENV) demo-out test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -233,7 +233,7 @@ def _keys(lines: list[bytes], who: str) -> list[bytes]:
 
 
 def _combine(
-    combiner: Function, lines: Iterator[bytes], partition: int, partitioner: Partitioner
+    combiner: Function, lines: Iterable[bytes], partition: int, partitioner: Partitioner
 ) -> Iterator[bytes]:
     if isinstance(combiner, Executable):
         out: Iterable[bytes] = (
@@ -280,7 +280,7 @@ def _map(spec: MapReduceSpec, stream: str, start: int, end: int) -> None:
         if combiner is not None:
             lines = _combine(combiner, lines, p, partitioner)
 
-        def counted(lines: Iterator[bytes] = lines) -> Iterator[bytes]:
+        def counted(lines: Iterable[bytes] = lines) -> Iterator[bytes]:
             nonlocal written, nbytes
             for chunk in _chunks(lines):
                 written += chunk.count(b"\n")
@@ -306,6 +306,13 @@ def _counted_chunks(chunks: Iterable[bytes], counter: list[int]) -> Iterator[byt
 
 
 def _chunks(lines: Iterable[bytes], size: int = 1 << 20) -> Iterator[bytes]:
+    """Lines joined into chunks of about ``size`` bytes (a list by slices, in C)."""
+    if isinstance(lines, list):
+        sample = lines[:64]
+        count = max(1, size * len(sample) // max(1, sum(map(len, sample))))
+        for i in range(0, len(lines), count):
+            yield b"".join(lines[i : i + count])
+        return
     buf: list[bytes] = []
     held = 0
     for line in lines:
@@ -334,7 +341,7 @@ def _reduce(spec: MapReduceSpec, r: int) -> None:
     records_in = records_out = 0
     counter = [0]  # lines fed to an executable reducer (by its writer thread)
 
-    def counted_in(lines: Iterator[bytes]) -> Iterator[bytes]:
+    def counted_in(lines: Iterable[bytes]) -> Iterator[bytes]:
         nonlocal records_in
         for line in lines:
             records_in += 1

@@ -11,7 +11,7 @@ import hashlib
 import heapq
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,6 +26,7 @@ __all__ = [
 ]
 
 MAX_FAN_IN = 64  # sorted runs merged at once; more are merged in passes
+_READ = 1 << 20  # bytes of a run read at once
 _OVERHEAD = 64  # bytes a buffered line costs beyond its own (list slot, object header)
 
 
@@ -44,15 +45,22 @@ def group_by_key(lines: Iterable[bytes]) -> Iterator[tuple[bytes, Iterator[bytes
 
 
 def _file_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-    with open(path, "rb", buffering=1 << 16) as f:
+    """The lines of ``path`` from ``start`` to ``end``, read in blocks."""
+    with open(path, "rb", buffering=0) as f:
         f.seek(start)
         left = (end if end is not None else os.fstat(f.fileno()).st_size) - start
+        rest = b""
         while left > 0:
-            line = f.readline()
-            if not line:
-                return
-            left -= len(line)
-            yield line
+            block = f.read(min(left, _READ))
+            if not block:
+                break
+            left -= len(block)
+            data = rest + block if rest else block
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            yield from split_lines(data[:cut])
+        if rest:
+            yield rest
 
 
 def _write_run(lines: Iterable[bytes], out: BinaryIO) -> int:
@@ -82,7 +90,7 @@ class _Runs:
             self.bytes += _write_run(lines, f)
         return path
 
-    def merged(self, paths: list[Path]) -> Iterator[bytes]:
+    def merged(self, paths: list[Path]) -> Iterable[bytes]:
         while len(paths) > MAX_FAN_IN:
             # Merge the oldest runs first into one, keeping run order (stability).
             first, paths = paths[:MAX_FAN_IN], paths[MAX_FAN_IN:]
@@ -103,16 +111,16 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def merge_sorted(runs: list[Iterator[bytes]] | list[list[bytes]]) -> Iterator[bytes]:
-    """Sorted runs merged by key; on equal keys, earlier runs first."""
+def merge_sorted(runs: Sequence[Iterable[bytes]]) -> Iterable[bytes]:
+    """Sorted runs merged by key; on equal keys, earlier runs first (one run: itself)."""
     if len(runs) == 1:
-        return iter(runs[0])
+        return runs[0]
     return heapq.merge(*runs, key=key_of)
 
 
 def merge_within(
     sources: list[tuple[int, Iterable[bytes]]], memory: int, scratch: Path
-) -> tuple[Iterator[bytes], int, int]:
+) -> tuple[Iterable[bytes], int, int]:
     """Merge sorted sources of known sizes: in memory if their bytes fit in
     ``memory``, else each copied to a scratch run first and merged from disk.
 
@@ -125,7 +133,7 @@ def merge_within(
         for _, chunks in sources:
             held += split_lines(b"".join(chunks))
         held.sort(key=key_of)
-        return iter(held), 0, 0
+        return held, 0, 0
     runs = _Runs(scratch, "reduce-run")
     paths = []
     for _, chunks in sources:
@@ -186,12 +194,12 @@ class MapSorter:
         self._spills.append((path, offsets))
         self._held = 0
 
-    def partition(self, p: int) -> Iterator[bytes]:
+    def partition(self, p: int) -> Iterable[bytes]:
         """Partition ``p``'s lines sorted by key (call once per partition, in order)."""
         buf = self._buffers[p]
         buf.sort(key=key_of)
-        runs: list[Iterator[bytes]] = [
+        runs: list[Iterable[bytes]] = [
             _file_lines(path, offsets[p], offsets[p + 1]) for path, offsets in self._spills
         ]
-        runs.append(iter(buf))
+        runs.append(buf)
         return merge_sorted(runs)
