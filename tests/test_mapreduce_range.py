@@ -98,14 +98,14 @@ def test_a_shell_range_sort_with_more_reducers_than_keys(
     wh: EmbeddedWarehouse, tmp_path: Path
 ) -> None:
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a.txt").write_text("b\t1\na\t2\nb\t3\nc\t4\n")
+    (tmp_path / "in" / "a.txt").write_bytes(b"b\t1\r1\na\t2\nb\t3\nc\t4\n")  # \r: no line end
     pdh = wh.put([tmp_path / "in"]).pdh
     params = {"mapper": "cat", "reducer": "cat", "reducers": 6, "partitioner": "range"}
     job = run_job(wh, "builtin:mapreduce", pdh, params=params)
     assert job.state == "complete", job.error
     reader = wh.reader(job.output_pdh)
     whole = b"".join(reader.read_file(f"part-{r:05d}") for r in range(6))
-    assert whole == b"a\t2\nb\t1\nb\t3\nc\t4\n"  # a key's values in the order they came
+    assert whole == b"a\t2\nb\t1\r1\nb\t3\nc\t4\n"  # a key's values in the order they came
 
 
 def test_partitioner_parameter_is_checked() -> None:
