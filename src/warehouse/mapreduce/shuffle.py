@@ -26,7 +26,6 @@ __all__ = [
 ]
 
 MAX_FAN_IN = 64  # sorted runs merged at once; more are merged in passes
-_READ = 1 << 20  # bytes of a run read at once
 _OVERHEAD = 64  # bytes a buffered line costs beyond its own (list slot, object header)
 
 
@@ -45,22 +44,15 @@ def group_by_key(lines: Iterable[bytes]) -> Iterator[tuple[bytes, Iterator[bytes
 
 
 def _file_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[bytes]:
-    """The lines of ``path`` from ``start`` to ``end``, read in blocks."""
-    with open(path, "rb", buffering=0) as f:
+    with open(path, "rb", buffering=1 << 16) as f:
         f.seek(start)
         left = (end if end is not None else os.fstat(f.fileno()).st_size) - start
-        rest = b""
         while left > 0:
-            block = f.read(min(left, _READ))
-            if not block:
-                break
-            left -= len(block)
-            data = rest + block if rest else block
-            cut = data.rfind(b"\n") + 1
-            rest = data[cut:]
-            yield from split_lines(data[:cut])
-        if rest:
-            yield rest
+            line = f.readline()
+            if not line:
+                return
+            left -= len(line)
+            yield line
 
 
 def _write_run(lines: Iterable[bytes], out: BinaryIO) -> int:
@@ -198,6 +190,8 @@ class MapSorter:
         """Partition ``p``'s lines sorted by key (call once per partition, in order)."""
         buf = self._buffers[p]
         buf.sort(key=key_of)
+        if not self._spills:
+            return buf
         runs: list[Iterable[bytes]] = [
             _file_lines(path, offsets[p], offsets[p + 1]) for path, offsets in self._spills
         ]
