@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-browser install-sandbox install-velvet demo test lint bench bench-assembly bench-query clean
+.PHONY: install install-browser install-sandbox install-velvet install-java demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,12 +68,19 @@ install-velvet:
 bench-assembly: install install-velvet
 	$(BIN)/python benchmarks/assembly.py --workdir $${TMPDIR:-/tmp}/wh-assembly-bench
 
+# The MapReduce and query benchmarks compare with PySpark (the [bench] extra), which
+# needs a Java runtime: installed here when missing, as root, like chromium.
+install-java:
+	command -v java >/dev/null || (apt-get update && apt-get install -y default-jre-headless)
+
+bench-mapreduce: install install-java
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python benchmarks/mapreduce.py --workdir $${TMPDIR:-/tmp}/wh-mapreduce-bench
+
 clean:
 	rm -rf $(VENV) demo-out test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-# The query benchmark compares with Spark SQL: pyspark (the [bench] extra) and
-# a Java runtime (Debian's default-jre-headless, installed here as root).
-bench-query: install
+# The query benchmark compares with Spark SQL (pyspark and Java, as above).
+bench-query: install install-java
 	$(BIN)/pip install --quiet -e '.[bench]'
-	command -v java >/dev/null || (apt-get update && apt-get install -y default-jre-headless)
 	$(BIN)/python benchmarks/query.py --workdir $${TMPDIR:-/tmp}/wh-query-bench

@@ -1,7 +1,8 @@
 """MapReduce: word count and a sort of 100-byte records, wh against PySpark and Dask bag.
 
+    make bench-mapreduce        # installs pyspark and a Java runtime when missing
     .venv/bin/python benchmarks/mapreduce.py [--size 1G] [--workdir DIR] [--skip-spark]
-        [--skip-dask] [--json]
+        [--skip-dask] [--only wordcount|sort] [--partitioner range|hash] [--json]
 
 The same generated files (deterministic from --seed) go to every tool:
 
@@ -13,14 +14,17 @@ The same generated files (deterministic from --seed) go to every tool:
   LocalCluster of 2 single-thread workers.
 - sort: 100-byte records, ``KEY<TAB>PAYLOAD\\n`` with a 10-byte random key;
   wh: mapper and reducer ``cat`` (the records are already key-value lines),
-  4 reducers, each part sorted (hash partitioning: no total order across
-  parts); Spark ``sortByKey`` (a total order, range partitioning); Dask
-  ``bag.sorted`` is not offered, so Dask is skipped for the sort.
+  4 reducers, ``partitioner: range`` (sampled split points: the parts laid
+  end to end are sorted, checked after the run); Spark ``sortByKey`` (also a
+  total order by range partitioning); Dask bag has no sort, so Dask is
+  skipped for the sort.
 
 The wh time is from submission to the job's end (manager in this process,
 local executor, one slot per core), with the input already stored (`wh put`
 untimed). PySpark is needed for Spark (``pip install -e '.[bench]'``, and a
-Java runtime); a missing one is skipped with a note. Exits 0 even when a
+Java runtime: ``make bench-mapreduce`` installs both); a missing one is skipped
+with a note. ``--partitioner hash`` and ``--only`` are for comparing wh
+versions (one without range partitioning sorts with hash partitioning). Exits 0 even when a
 target (wh at most 1.0x Spark's time) is missed.
 """
 
@@ -31,6 +35,7 @@ import itertools
 import json
 import os
 import random
+import resource
 import shutil
 import sys
 import tempfile
@@ -93,6 +98,14 @@ def make_records(root: Path, size: int, seed: int) -> None:
         n += 1
 
 
+def _cpu() -> float:
+    own, steps = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + steps.ru_utime + steps.ru_stime
+
+
 def run_wh(home: Path, data: Path, params: dict[str, object]) -> tuple[float, str]:
     with EmbeddedWarehouse(home) as wh:
         pdh = wh.put([data]).pdh
@@ -101,14 +114,36 @@ def run_wh(home: Path, data: Path, params: dict[str, object]) -> tuple[float, st
         (code / "map.sh").write_text(WC_MAP)
         (code / "reduce.sh").write_text(WC_REDUCE)
         params = {**params, "code": wh.put([code]).pdh}
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu()
         record = jobs.submit(wh, jobs.JobRequest("builtin:mapreduce", pdh, params, reuse=False))
         jobs.run_manager(wh, "local", until_job=record.id)
         took = time.perf_counter() - start
+        # CPU seconds of this process and its steps: less disturbed by a shared machine.
+        print(f"wh {params['mapper']}: {took:.1f} s, {_cpu() - cpu:.1f} CPU s", flush=True)
         done = jobs.get_job(wh.engine, record.id)
         if done.state != "complete":
             raise SystemExit(f"wh job {done.id} {done.state}: {done.error}")
         return took, str(done.output_pdh)
+
+
+def check_sorted(home: Path, pdh: str, total: int) -> None:
+    """The parts laid end to end hold every record, in key order."""
+    with EmbeddedWarehouse(home) as wh:
+        reader = wh.reader(pdh)
+        last, count = b"", 0
+        for path in sorted(reader.files):
+            rest = b""
+            for chunk in reader.iter_file(path):
+                lines = (rest + bytes(chunk)).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    key = line[:10]
+                    if key < last:
+                        raise SystemExit(f"wh sort: {path} is out of order at {key!r}")
+                    last = key
+                count += len(lines)
+        if count != total:
+            raise SystemExit(f"wh sort: {count} records out, {total} in")
 
 
 def run_spark(kind: str, data: Path, out: Path) -> float | None:
@@ -167,7 +202,10 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--skip-spark", action="store_true")
     ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--skip-wh", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", choices=("wordcount", "sort"))
+    ap.add_argument("--partitioner", choices=("range", "hash"), default="range")
     args = ap.parse_args()
     size = parse_size(args.size)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wh-bench-mr-"))
@@ -178,24 +216,41 @@ def main() -> None:
     if not records.exists():
         make_records(records, size, args.seed)
 
-    wc = {"mapper": "map.sh", "reducer": "reduce.sh", "combiner": "reduce.sh", "reducers": 4}
-    took, _ = run_wh(work / "wh-wc", text, wc)
-    results["wordcount"] = {"wh": took}
-    sort = {"mapper": "cat", "reducer": "cat", "reducers": 4}
-    took, _ = run_wh(work / "wh-sort", records, sort)
-    results["sort"] = {"wh": took}
+    kinds = [args.only] if args.only else ["wordcount", "sort"]
+    for kind in kinds:
+        results[kind] = {}
+    if "wordcount" in kinds and not args.skip_wh:
+        wc = {"mapper": "map.sh", "reducer": "reduce.sh", "combiner": "reduce.sh", "reducers": 4}
+        took, _ = run_wh(work / "wh-wc", text, wc)
+        results["wordcount"]["wh"] = took
+    if "sort" in kinds and not args.skip_wh:
+        sort: dict[str, object] = {"mapper": "cat", "reducer": "cat", "reducers": 4}
+        if args.partitioner == "range":
+            sort["partitioner"] = "range"
+        took, pdh = run_wh(work / "wh-sort", records, sort)
+        if args.partitioner == "range":
+            check_sorted(
+                work / "wh-sort", pdh, sum(p.stat().st_size for p in records.iterdir()) // 100
+            )
+        results["sort"]["wh"] = took
     if not args.skip_spark:
-        results["wordcount"]["spark"] = run_spark("wordcount", text, work / "spark-wc")
-        results["sort"]["spark"] = run_spark("sort", records, work / "spark-sort")
-    if not args.skip_dask:
+        for kind in kinds:
+            data, out = (text, "spark-wc") if kind == "wordcount" else (records, "spark-sort")
+            results[kind]["spark"] = run_spark(kind, data, work / out)
+            print(f"spark {kind}: {results[kind]['spark']} s", flush=True)
+    if not args.skip_dask and "wordcount" in kinds:
         results["wordcount"]["dask"] = run_dask(text, work / "dask-wc")
+        print(f"dask wordcount: {results['wordcount']['dask']:.1f} s", flush=True)
+    load = os.getloadavg()
     for kind, r in results.items():
         line = ", ".join(f"{k} {v:.1f} s" for k, v in r.items() if v is not None)
         spark = r.get("spark")
-        ratio = f"; wh/spark {r['wh'] / spark:.2f} (target <= 1.0)" if spark else ""
+        wh = r.get("wh")
+        ratio = f"; wh/spark {wh / spark:.2f} (target <= 1.0)" if spark and wh else ""
         print(f"{kind} ({size / 1e6:.0f} MB): {line}{ratio}")
+    print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     if args.json:
-        json.dump({"size": size, "results": results}, sys.stdout, indent=2)
+        json.dump({"size": size, "results": results, "load": load}, sys.stdout, indent=2)
         print()
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)

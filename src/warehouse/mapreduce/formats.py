@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-__all__ = ["FORMATS", "count_records", "last_boundary", "records"]
+__all__ = ["FORMATS", "count_records", "first_boundary", "last_boundary", "records"]
 
 FORMATS = ("lines", "fasta", "fastq", "whole-file")
 
@@ -76,5 +76,30 @@ def last_boundary(fmt: str, window: bytes, limit: int) -> int | None:
             at, two_up = starts[k], starts[k - 2]
             if window[at : at + 1] == b"@" and window[two_up : two_up + 1] == b"+":
                 return at
+        return None
+    return None  # whole-file
+
+
+def first_boundary(fmt: str, window: bytes) -> int | None:
+    """The first place in (0, len(window)) where a record starts, or None
+    (``window`` may start inside a record; used to sample inside a split)."""
+    if fmt == "lines":
+        at = window.find(b"\n", 0, len(window) - 1)
+        return at + 1 if at >= 0 else None
+    if fmt == "fasta":
+        at = window.find(b"\n>")
+        return at + 1 if at >= 0 else None
+    if fmt == "fastq":
+        # Sure line starts only after the first newline; the line two above
+        # must be a sure one too.
+        starts: list[int] = []
+        at = window.find(b"\n")
+        while 0 <= at < len(window) - 1:
+            starts.append(at + 1)
+            if len(starts) >= 3:
+                here, two_up = starts[-1], starts[-3]
+                if window[here : here + 1] == b"@" and window[two_up : two_up + 1] == b"+":
+                    return here
+            at = window.find(b"\n", at + 1)
         return None
     return None  # whole-file

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import os
 import re
 import shlex
@@ -25,15 +26,25 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from warehouse.errors import UsageError
 
-__all__ = ["Executable", "Function", "MapReduceError", "load", "pair_line"]
+__all__ = [
+    "Executable",
+    "Function",
+    "MapReduceError",
+    "line_batches",
+    "load",
+    "pair_line",
+    "stream_blocks",
+    "stream_through",
+]
 
 _PYTHON = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _ENCODING = "utf-8"
 _ERRORS = "surrogateescape"  # bytes that are not UTF-8 pass through unchanged
+_BLOCK = 1 << 20  # bytes read from an executable at once
 
 
 class MapReduceError(UsageError):
@@ -99,10 +110,11 @@ def check_pair_line(line: bytes, who: str) -> bytes:
     return line if line.endswith(b"\n") else line + b"\n"
 
 
-def stream_through(
+def stream_blocks(
     exe: Executable, feed: Iterable[bytes], env: dict[str, str] | None = None
 ) -> Iterator[bytes]:
-    """Run ``exe`` with ``feed`` on stdin (from a thread) and yield its stdout lines."""
+    """Run ``exe`` with ``feed`` on stdin (from a thread) and yield its stdout as it
+    comes, in blocks (not cut at lines)."""
     proc = subprocess.Popen(
         exe.argv,
         stdin=subprocess.PIPE,
@@ -112,6 +124,7 @@ def stream_through(
     )
     assert proc.stdin is not None and proc.stdout is not None
     stdin, failure = proc.stdin, []
+    stdout = cast(io.BufferedReader, proc.stdout)  # bufsize -1: buffered
 
     def write() -> None:
         try:
@@ -128,12 +141,37 @@ def stream_through(
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
-        yield from proc.stdout
+        while block := stdout.read1(_BLOCK):
+            yield block
     finally:
-        proc.stdout.close()
+        stdout.close()
         writer.join()
         status = proc.wait()
     if failure:
         raise failure[0]
     if status != 0:
         raise MapReduceError(f"{shlex.join(exe.argv)} exited with status {status}")
+
+
+def line_batches(blocks: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """Blocks of bytes as lists of whole lines, each ending with a newline (the
+    last one given one if it has none)."""
+    rest = b""
+    for block in blocks:
+        data = rest + block if rest else block
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        if cut:
+            parts = data[:cut].split(b"\n")
+            parts.pop()  # empty: after the last newline
+            yield [line + b"\n" for line in parts]
+    if rest:
+        yield [rest + b"\n"]
+
+
+def stream_through(
+    exe: Executable, feed: Iterable[bytes], env: dict[str, str] | None = None
+) -> Iterator[bytes]:
+    """Run ``exe`` with ``feed`` on stdin; yield its stdout lines (each ending with a newline)."""
+    for batch in line_batches(stream_blocks(exe, feed, env)):
+        yield from batch

@@ -11,11 +11,19 @@ import hashlib
 import heapq
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["MAX_FAN_IN", "MapSorter", "group_by_key", "key_of", "merge_sorted", "partition_of"]
+__all__ = [
+    "MAX_FAN_IN",
+    "MapSorter",
+    "group_by_key",
+    "key_of",
+    "merge_sorted",
+    "partition_of",
+    "split_lines",
+]
 
 MAX_FAN_IN = 64  # sorted runs merged at once; more are merged in passes
 _OVERHEAD = 64  # bytes a buffered line costs beyond its own (list slot, object header)
@@ -74,7 +82,7 @@ class _Runs:
             self.bytes += _write_run(lines, f)
         return path
 
-    def merged(self, paths: list[Path]) -> Iterator[bytes]:
+    def merged(self, paths: list[Path]) -> Iterable[bytes]:
         while len(paths) > MAX_FAN_IN:
             # Merge the oldest runs first into one, keeping run order (stability).
             first, paths = paths[:MAX_FAN_IN], paths[MAX_FAN_IN:]
@@ -85,24 +93,39 @@ class _Runs:
         return merge_sorted([_file_lines(p) for p in paths])
 
 
-def merge_sorted(runs: list[Iterator[bytes]] | list[list[bytes]]) -> Iterator[bytes]:
-    """Sorted runs merged by key; on equal keys, earlier runs first."""
+def split_lines(data: bytes) -> list[bytes]:
+    """``data``'s lines, each with its newline (only ``\\n`` ends a line)."""
+    parts = data.split(b"\n")
+    last = parts.pop()
+    lines = [line + b"\n" for line in parts]
+    if last:
+        lines.append(last + b"\n")
+    return lines
+
+
+def merge_sorted(runs: Sequence[Iterable[bytes]]) -> Iterable[bytes]:
+    """Sorted runs merged by key; on equal keys, earlier runs first (one run: itself)."""
     if len(runs) == 1:
-        return iter(runs[0])
+        return runs[0]
     return heapq.merge(*runs, key=key_of)
 
 
 def merge_within(
     sources: list[tuple[int, Iterable[bytes]]], memory: int, scratch: Path
-) -> tuple[Iterator[bytes], int, int]:
+) -> tuple[Iterable[bytes], int, int]:
     """Merge sorted sources of known sizes: in memory if their bytes fit in
     ``memory``, else each copied to a scratch run first and merged from disk.
 
     Returns (merged lines, runs spilled, bytes spilled)."""
     total = sum(size for size, _ in sources)
     if total <= memory:
-        held = [b"".join(chunks).splitlines(keepends=True) for _, chunks in sources]
-        return merge_sorted(held), 0, 0
+        # Laid end to end and sorted stably: the sort finds the runs and merges
+        # them in C, earlier runs first on equal keys (as a merge would).
+        held: list[bytes] = []
+        for _, chunks in sources:
+            held += split_lines(b"".join(chunks))
+        held.sort(key=key_of)
+        return held, 0, 0
     runs = _Runs(scratch, "reduce-run")
     paths = []
     for _, chunks in sources:
@@ -136,8 +159,17 @@ class MapSorter:
         return self._runs.bytes
 
     def add(self, partition: int, line: bytes) -> None:
-        self._buffers[partition].append(line)
-        self._held += len(line) + _OVERHEAD
+        self.add_batch([line], [partition])
+
+    def add_batch(self, lines: list[bytes], partitions: list[int]) -> None:
+        """Add ``lines[i]`` to partition ``partitions[i]``, for every i."""
+        buffers = self._buffers
+        if self.partitions == 1:
+            buffers[0] += lines
+        else:
+            for p, line in zip(partitions, lines, strict=True):
+                buffers[p].append(line)
+        self._held += sum(map(len, lines)) + _OVERHEAD * len(lines)
         if self._held > self.memory:
             self._spill()
 
@@ -154,12 +186,14 @@ class MapSorter:
         self._spills.append((path, offsets))
         self._held = 0
 
-    def partition(self, p: int) -> Iterator[bytes]:
+    def partition(self, p: int) -> Iterable[bytes]:
         """Partition ``p``'s lines sorted by key (call once per partition, in order)."""
         buf = self._buffers[p]
         buf.sort(key=key_of)
-        runs: list[Iterator[bytes]] = [
+        if not self._spills:
+            return buf
+        runs: list[Iterable[bytes]] = [
             _file_lines(path, offsets[p], offsets[p + 1]) for path, offsets in self._spills
         ]
-        runs.append(iter(buf))
+        runs.append(buf)
         return merge_sorted(runs)

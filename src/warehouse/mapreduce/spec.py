@@ -9,11 +9,12 @@ from typing import Any
 from warehouse.errors import UsageError
 from warehouse.mapreduce.formats import FORMATS
 
-__all__ = ["DEFAULT_MEMORY", "DEFAULT_SPLIT", "MAX_REDUCERS", "MapReduceSpec"]
+__all__ = ["DEFAULT_MEMORY", "DEFAULT_SPLIT", "MAX_REDUCERS", "PARTITIONERS", "MapReduceSpec"]
 
 DEFAULT_SPLIT = 64 << 20
 DEFAULT_MEMORY = 256 << 20
 MAX_REDUCERS = 10_000
+PARTITIONERS = ("hash", "range")
 
 FunctionSpec = str | Callable[..., Iterable[Any]]
 
@@ -40,11 +41,12 @@ class MapReduceSpec:
     sort_memory: int = DEFAULT_MEMORY  # bytes a step sorts in memory before spilling runs
     output_name: str = "part-{:05d}"  # reduce step r writes output_name.format(r)
     code: str | None = None  # the PDH holding the mapper's code, pinned at submission
+    partitioner: str = "hash"  # or "range": sampled split points, a total order over parts
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> MapReduceSpec:
         known = {"mapper", "reducer", "combiner", "reducers", "input_format", "split_size"}
-        known |= {"sort_memory", "code", "code_commit"}
+        known |= {"sort_memory", "code", "code_commit", "partitioner"}
         unknown = sorted(set(params) - known)
         if unknown:
             raise UsageError(f"mapreduce: unknown parameters {', '.join(unknown)}")
@@ -60,6 +62,11 @@ class MapReduceSpec:
         fmt = params.get("input_format", "lines")
         if fmt not in FORMATS:
             raise UsageError(f"mapreduce: input_format must be one of {', '.join(FORMATS)}")
+        partitioner = params.get("partitioner", "hash")
+        if partitioner not in PARTITIONERS:
+            raise UsageError(f"mapreduce: partitioner must be one of {', '.join(PARTITIONERS)}")
+        if partitioner == "range" and fmt == "whole-file":
+            raise UsageError("mapreduce: partitioner range cannot sample whole-file records")
         return cls(
             mapper=params["mapper"],
             reducer=params["reducer"],
@@ -69,4 +76,5 @@ class MapReduceSpec:
             split_size=_size(params.get("split_size", DEFAULT_SPLIT), "split_size"),
             sort_memory=_size(params.get("sort_memory", DEFAULT_MEMORY), "sort_memory"),
             code=params.get("code"),
+            partitioner=partitioner,
         )

@@ -2,7 +2,8 @@
 
 Parameters: ``mapper``, ``reducer``, optional ``combiner`` (Python
 ``MODULE:FUNCTION`` or a command line), ``reducers``, ``input_format``
-(lines, fasta, fastq, whole-file), ``split_size``, ``sort_memory``, and
+(lines, fasta, fastq, whole-file), ``split_size``, ``sort_memory``,
+``partitioner`` (hash, or range: the outputs laid end to end sorted), and
 ``code`` (the collection or git revision holding them, pinned at
 submission).
 """
