@@ -19,7 +19,15 @@ from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 from warehouse.server.supervise import KeepChild
 
-__all__ = ["default_db_url", "serve"]
+__all__ = ["check_cluster_name", "default_db_url", "serve"]
+
+
+def check_cluster_name(name: str) -> str:
+    from warehouse.settings import CLUSTER_NAME
+
+    if CLUSTER_NAME.fullmatch(name) is None:
+        raise UsageError(f"--cluster-name {name!r}: must be 1 to 32 letters, digits, _ or -")
+    return name
 
 
 def default_db_url() -> str:
@@ -110,6 +118,15 @@ def default_db_url() -> str:
     help="Every so many seconds, run Regol's watches at their new commits if no job is "
     "queued or running (default 0: off; env WH_REGOL_INTERVAL).",
 )
+@click.option(
+    "--cluster-name",
+    envvar="WH_CLUSTER_NAME",
+    default="local",
+    show_default=True,
+    help="This installation's cluster name: its manifests' locators carry +K@NAME and "
+    "clients that know other clusters read such blocks from here (docs/clusters.md; "
+    "env WH_CLUSTER_NAME).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -127,6 +144,7 @@ def serve(
     body_timeout: float,
     max_manifest: int,
     regol_interval: float,
+    cluster_name: str,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -172,6 +190,7 @@ def serve(
         # The JSON around a manifest (its listing, above all) may be a few times its size.
         max_body=max(ControllerConfig.max_body, 4 * max_manifest),
         regol_interval=regol_interval,
+        cluster=check_cluster_name(cluster_name),
     )
     state = ControllerState.open(config)
     state.starting = True
