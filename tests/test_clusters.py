@@ -133,7 +133,7 @@ def tree(root: Path, **dirs: bytes) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)  # two installations started as a user would, about 30 commands
+@pytest.mark.timeout(600)  # two installations started as a user would, about 30 commands
 def test_east_to_west_read_copy_refuse_corrupt_and_outlive_east(
     tmp_path: Path, east_west: tuple[Serve, Serve]
 ) -> None:
