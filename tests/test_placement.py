@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cluster import controller, keep_pool
+from conftest import Runner
 from warehouse.blocks import Locator
 from warehouse.clusters.placement import (
     HostMap,
@@ -78,3 +84,48 @@ def test_the_host_map_file() -> None:
     ]:
         with pytest.raises(UsageError, match=said):
             parse_host_map(bad)
+
+
+def _stream_tree(root: Path, count: int, size: int) -> int:
+    rng = random.Random(5)
+    for i in range(count):
+        (root / f"s{i:02d}").mkdir(parents=True)
+        (root / f"s{i:02d}" / "data").write_bytes(rng.randbytes(size))
+    return count * size
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # two controllers, 2 x 21 steps on a real Dask cluster
+def test_steps_run_beside_their_input_and_say_so(
+    tmp_path: Path, dask_cluster: str, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    total = _stream_tree(tmp_path / "in", 20, 100_000)
+    jobs: dict[bool, dict[str, Any]] = {}
+    with keep_pool(tmp_path / "keep", 2) as pool:
+        # One machine, two "hosts": each keep server and each worker labelled.
+        hosts = HostMap(
+            {pool.servers[0].url: "h1", pool.servers[1].url: "h2"}, {"0": "h1", "1": "h2"}
+        )
+        for labelled in (True, False):
+            db = tmp_path / f"controller-{labelled}.db"
+            with controller(db, pool, replication=1, host_map=hosts if labelled else None) as c:
+                c.state.start_jobs(c.url, tmp_path / f"jobs-{labelled}", f"dask:{dask_cluster}")
+                monkeypatch.setenv("WH_URL", c.url)
+                monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+                monkeypatch.setenv("WH_REPLICATION", "1")  # each block on one host only
+                pdh = run("put", str(tmp_path / "in")).output.strip().splitlines()[-1]
+                job = run("job", "submit", "builtin:copy", "--input", pdh, "--wait", "--json")
+                out = job.output
+                record = json.loads(out[out.index("{") : out.rindex("}") + 1])
+                shown = run("job", "show", str(record["id"]), "--json").output
+                jobs[labelled] = json.loads(shown[shown.index("{") : shown.rindex("}") + 1])
+                jobs[labelled]["text"] = run("job", "show", str(record["id"])).output
+    placed, plain = jobs[True], jobs[False]
+    assert placed["state"] == plain["state"] == "complete"
+    assert placed["output_pdh"] == plain["output_pdh"]
+    assert placed["input_bytes"] == total
+    assert placed["local_bytes"] >= 0.9 * total, placed
+    assert placed["local_fraction"] >= 0.9 and "local:" in placed["text"]
+    # Without labels nothing changes, and nothing is claimed.
+    assert (plain["input_bytes"], plain["local_bytes"], plain["local_fraction"]) == (0, 0, None)
+    assert "local:" not in plain["text"]

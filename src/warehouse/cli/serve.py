@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from warehouse.clusters.placement import HostMap
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.private import private_dir
@@ -20,6 +21,18 @@ from warehouse.server.serving import serve as serve_app
 from warehouse.server.supervise import KeepChild
 
 __all__ = ["check_cluster_name", "default_db_url", "serve"]
+
+
+def _host_map(path: Path | None) -> HostMap | None:
+    if path is None:
+        return None
+    from warehouse.clusters.placement import parse_host_map
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--host-map {path}: {e}") from None
+    return parse_host_map(text, f"--host-map {path}")
 
 
 def check_cluster_name(name: str) -> str:
@@ -127,6 +140,14 @@ def default_db_url() -> str:
     "clients that know other clusters read such blocks from here (docs/clusters.md; "
     "env WH_CLUSTER_NAME).",
 )
+@click.option(
+    "--host-map",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="WH_HOST_MAP",
+    help="A TOML file of [keep] (keep server URL) and [workers] (Dask worker address or "
+    "name) host labels: steps prefer a worker on the host holding their input "
+    "(docs/clusters.md; env WH_HOST_MAP).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -145,6 +166,7 @@ def serve(
     max_manifest: int,
     regol_interval: float,
     cluster_name: str,
+    host_map: Path | None,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -191,6 +213,7 @@ def serve(
         max_body=max(ControllerConfig.max_body, 4 * max_manifest),
         regol_interval=regol_interval,
         cluster=check_cluster_name(cluster_name),
+        host_map=_host_map(host_map),
     )
     state = ControllerState.open(config)
     state.starting = True

@@ -17,8 +17,12 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("input_bytes", sa.BigInteger, nullable=False, server_default="0"))
-        batch.add_column(sa.Column("local_bytes", sa.BigInteger, nullable=False, server_default="0"))
+        batch.add_column(
+            sa.Column("input_bytes", sa.BigInteger, nullable=False, server_default="0")
+        )
+        batch.add_column(
+            sa.Column("local_bytes", sa.BigInteger, nullable=False, server_default="0")
+        )
 
 
 def downgrade() -> None:
