@@ -182,6 +182,10 @@ def corrupt_block_is_refused(tmp_path: Path, east: Serve, west: Serve) -> None:
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, done.stderr
     (md5,) = {loc.md5 for loc in Manifest.parse(ok(wh(tmp_path, east, "manifest", pdh))).blocks()}
+    # "c" names another collection on west: refused before anything is sent.
+    taken = wh(tmp_path, east, "copy", pdh, "--to", "west", "--name", "c")
+    assert taken.returncode == 3 and "nothing was copied" in taken.stderr, taken.stderr
+    assert md5 not in west.blocks()
     copies = [p for v in east.volumes() if (p := v.path_for(md5)).exists()]
     assert len(copies) == 2
     for path in copies:  # every copy: no good one is left to fall back on

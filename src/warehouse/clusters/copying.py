@@ -66,16 +66,17 @@ def _read_verified(store: BlockStore, loc: Locator) -> bytes:
     return data
 
 
-def _check_name(dest: RemoteWarehouse, name: str, pdh: str) -> str | None:
+def _check_name(dest: RemoteWarehouse, name: str, pdh: str, before: bool) -> str | None:
     """The PDH ``name`` holds on the destination now (None: free), or a conflict."""
     try:
         held = dest.get_name(name).pdh
     except NotFoundError:
         return None
     if held != pdh:
+        done = "nothing was copied" if before else "the collection was copied, not named"
         raise ConflictError(
-            f"name {name!r} on cluster {dest.cluster} holds {held}, not {pdh}: "
-            "nothing was copied (move it with `wh name set` there, or choose another --name)"
+            f"name {name!r} on cluster {dest.cluster} holds {held}, not {pdh}: {done} "
+            "(move it with `wh name set` there, or choose another --name)"
         )
     return held
 
@@ -99,7 +100,7 @@ def copy_collection(
     blocks = plan_blocks(manifest)
     result = CopyResult(pdh, dest.cluster, len(blocks), sum(b.size for b in blocks), name=name)
     if name is not None:
-        _check_name(dest, name, pdh)
+        _check_name(dest, name, pdh, before=True)
     if dest.holds(pdh):
         result.already = True
         if progress is not None:
@@ -119,7 +120,7 @@ def copy_collection(
         record = dest._record(Manifest(streams), None, writes)
         if record.pdh != pdh:  # the same blocks and names: a bug if ever seen
             raise CorruptDataError(f"cluster {dest.cluster} recorded {record.pdh}, not {pdh}")
-    if name is not None and _check_name(dest, name, pdh) is None:
+    if name is not None and _check_name(dest, name, pdh, before=False) is None:
         dest.set_name(name, pdh, expect=None, create=True)
     return result
 
