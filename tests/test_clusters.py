@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from cluster import WH_BIN
-from warehouse.cli import cli
 from warehouse.blocks.volume import LocalVolume
+from warehouse.cli import cli
 from warehouse.manifest import Manifest
 
 
