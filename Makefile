@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/gc.py
 	$(BIN)/python benchmarks/regol.py
+	$(BIN)/python benchmarks/copy.py
 
 # The assembly benchmark compares with Velvet (Debian's velvet): installed
 # here when missing, as root, like chromium. The tests do not need it.

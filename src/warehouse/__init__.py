@@ -65,9 +65,14 @@ def open(
     url = os.environ.get("WH_URL")
     if url and home is None:
         from warehouse.remote.warehouse import RemoteWarehouse
+        from warehouse.settings import clusters
 
         return RemoteWarehouse(
-            url, os.environ.get("WH_TOKEN", ""), replication=replication, min_copies=min_copies
+            url,
+            os.environ.get("WH_TOKEN", ""),
+            replication=replication,
+            min_copies=min_copies,
+            clusters=clusters(),
         )
     from warehouse.embedded import EmbeddedWarehouse
 

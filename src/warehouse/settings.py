@@ -10,6 +10,7 @@ a bad one is one ``Error:`` naming the variable or the file's key (exit 2).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,16 @@ from typing import Any
 
 from warehouse.errors import UsageError
 
-__all__ = ["FIELDS", "Effective", "config_path", "load", "wanted"]
+__all__ = [
+    "CLUSTER_NAME",
+    "FIELDS",
+    "Effective",
+    "OtherCluster",
+    "clusters",
+    "config_path",
+    "load",
+    "wanted",
+]
 
 # name -> what it is (shown by `wh config`); the variable is WH_<NAME>.
 FIELDS: dict[str, str] = {
@@ -28,9 +38,15 @@ FIELDS: dict[str, str] = {
     "replication": "copies of each block a remote put writes (1 to 8)",
     "wait": "seconds a client waits for a starting controller (0 to 3600)",
     "user": "the user named in the embedded warehouse's records",
+    "cluster_name": "this installation's cluster name, in its locators' +K hints (`wh serve`)",
 }
 _SECRET = {"token"}
 MAX_CONFIG_BYTES = 64 * 1024
+# A cluster name as the +K hint grammar allows it (docs/formats.md), kept short.
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+# The config file's table of other clusters (docs/clusters.md).
+_TABLES = {"clusters"}
+MAX_CLUSTERS = 64
 # Variables apply() set from the config file: still the file's, for `wh config`.
 _applied: set[str] = set()
 
@@ -87,16 +103,50 @@ def _read_file(path: Path) -> dict[str, Any]:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"config file {path}: not TOML: {e}") from None
-    if "token" in data and os.stat(path).st_mode & 0o077:
+    if ("token" in data or "clusters" in data) and os.stat(path).st_mode & 0o077:
         raise UsageError(
             f"config file {path} holds a token but others may read it: chmod 600 {path}"
         )
-    unknown = sorted(set(data) - set(FIELDS))
+    unknown = sorted(set(data) - set(FIELDS) - _TABLES)
     if unknown:
         raise UsageError(
-            f"config file {path}: unknown key {unknown[0]!r} (known: {', '.join(FIELDS)})"
+            f"config file {path}: unknown key {unknown[0]!r} "
+            f"(known: {', '.join(FIELDS)}, [clusters.NAME])"
         )
     return data
+
+
+@dataclass(frozen=True)
+class OtherCluster:
+    """Another installation a client may read from and copy to (docs/clusters.md)."""
+
+    name: str
+    url: str
+    token: str
+
+
+def clusters() -> dict[str, OtherCluster]:
+    """The other clusters of the config file's ``[clusters.NAME]`` tables, checked."""
+    path = config_path()
+    table = _read_file(path).get("clusters", {})
+    where = f"config file {path}: clusters"
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: must be a table of [clusters.NAME] tables")
+    if len(table) > MAX_CLUSTERS:
+        raise UsageError(f"{where}: more than {MAX_CLUSTERS} clusters")
+    found: dict[str, OtherCluster] = {}
+    for name, entry in table.items():
+        if CLUSTER_NAME.fullmatch(name) is None:
+            raise UsageError(f"{where}: bad cluster name {name!r} (letters, digits, _ and -)")
+        if not isinstance(entry, dict) or set(entry) - {"url", "token"}:
+            raise UsageError(f"{where}.{name}: want only url and token")
+        url, token = entry.get("url"), entry.get("token")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise UsageError(f"{where}.{name}.url: must start with http:// or https://")
+        if not isinstance(token, str) or not token.strip():
+            raise UsageError(f"{where}.{name}.token: missing")
+        found[name] = OtherCluster(name, url.rstrip("/"), token.strip())
+    return found
 
 
 def _model() -> Any:
@@ -126,6 +176,14 @@ def _model() -> Any:
         replication: int | None = Field(default=None, ge=1, le=8, strict=False)
         wait: float = Field(default=30.0, ge=0, le=3600)
         user: str | None = None
+        cluster_name: str | None = None
+
+        @field_validator("cluster_name")
+        @classmethod
+        def _cluster_name(cls, v: str | None) -> str | None:
+            if v is not None and CLUSTER_NAME.fullmatch(v) is None:
+                raise ValueError("must be 1 to 32 letters, digits, _ or -")
+            return v
 
         @field_validator("url")
         @classmethod
@@ -156,6 +214,7 @@ def load() -> list[Effective]:
     path = config_path()
     from_file = _read_file(path)
     origins: dict[str, str] = {}
+    from_file = {k: v for k, v in from_file.items() if k not in _TABLES}
     for name in FIELDS:
         var = f"WH_{name.upper()}"
         if os.environ.get(var) and var not in _applied:  # empty: as if unset

@@ -177,6 +177,10 @@ jobs = sa.Table(
     sa.Column("cpu_seconds", sa.Float, nullable=False),  # wall time x cpus of every attempt
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("submitted_by", sa.String(255), nullable=False),
+    # Placement (docs/clusters.md): the input bytes of its finished steps, and
+    # those of them held on the host that ran the step (with a host map).
+    sa.Column("input_bytes", sa.BigInteger, nullable=False, server_default="0", default=0),
+    sa.Column("local_bytes", sa.BigInteger, nullable=False, server_default="0", default=0),
     # Lineage and reuse look complete jobs up by what they made.
     sa.Index("ix_jobs_output_pdh_state", "output_pdh", "state"),
 )

@@ -44,6 +44,10 @@ _COMMANDS = {
         "warehouse.cli.config:config",
         "Print the effective settings and where each came from.",
     ),
+    "copy": (
+        "warehouse.cli.copy:copy",
+        "Copy the collection KEY to cluster CLUSTER: the blocks it lacks, then its record.",
+    ),
     "manifest": ("warehouse.cli.browse:manifest", "Print the manifest of KEY (a PDH or a name)."),
     "name": (
         "warehouse.cli.names:name",

@@ -206,6 +206,7 @@ def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> Non
         emit_json(
             {
                 **record.as_dict(),
+                "local_fraction": record.local_fraction,
                 "failed_steps": [s.as_dict() for s in failed],
                 "counters": job_counters,
                 "level_counters": {str(k): v for k, v in by_level.items()},
@@ -228,6 +229,11 @@ def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> Non
         f"steps:    {record.steps_done} done, {record.steps_running} running, "
         f"{record.steps_queued} queued, {record.failed_attempts} failed attempts",
     ]
+    if record.local_fraction is not None:
+        lines.append(
+            f"local:    {record.local_fraction:.0%} of {record.input_bytes} input bytes "
+            "on the step's own host"
+        )
     if record.reused_from is not None:
         lines.append(f"reused from {record.reused_from}")
     if record.error:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from warehouse.cli._common import server_options
+from warehouse.clusters.placement import HostMap
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.private import private_dir
@@ -19,7 +20,27 @@ from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 from warehouse.server.supervise import KeepChild
 
-__all__ = ["default_db_url", "serve"]
+__all__ = ["check_cluster_name", "default_db_url", "serve"]
+
+
+def _host_map(path: Path | None) -> HostMap | None:
+    if path is None:
+        return None
+    from warehouse.clusters.placement import parse_host_map
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--host-map {path}: {e}") from None
+    return parse_host_map(text, f"--host-map {path}")
+
+
+def check_cluster_name(name: str) -> str:
+    from warehouse.settings import CLUSTER_NAME
+
+    if CLUSTER_NAME.fullmatch(name) is None:
+        raise UsageError(f"--cluster-name {name!r}: must be 1 to 32 letters, digits, _ or -")
+    return name
 
 
 def default_db_url() -> str:
@@ -85,6 +106,23 @@ def default_db_url() -> str:
     help="Every so many seconds, run Regol's watches at their new commits if no job is "
     "queued or running (default 0: off; env WH_REGOL_INTERVAL).",
 )
+@click.option(
+    "--cluster-name",
+    envvar="WH_CLUSTER_NAME",
+    default="local",
+    show_default=True,
+    help="This installation's cluster name: its manifests' locators carry +K@NAME and "
+    "clients that know other clusters read such blocks from here (docs/clusters.md; "
+    "env WH_CLUSTER_NAME).",
+)
+@click.option(
+    "--host-map",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    envvar="WH_HOST_MAP",
+    help="A TOML file of [keep] (keep server URL) and [workers] (Dask worker address or "
+    "name) host labels: steps prefer a worker on the host holding their input "
+    "(docs/clusters.md; env WH_HOST_MAP).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -103,6 +141,8 @@ def serve(
     header_timeout: float,
     max_manifest: int,
     regol_interval: float,
+    cluster_name: str,
+    host_map: Path | None,
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -148,6 +188,8 @@ def serve(
         # The JSON around a manifest (its listing, above all) may be a few times its size.
         max_body=max(ControllerConfig.max_body, 4 * max_manifest),
         regol_interval=regol_interval,
+        cluster=check_cluster_name(cluster_name),
+        host_map=_host_map(host_map),
     )
     state = ControllerState.open(config)
     state.starting = True

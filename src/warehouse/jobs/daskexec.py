@@ -12,6 +12,7 @@ steps per worker thread submitted, so workers never wait on a round trip.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import queue
@@ -22,6 +23,7 @@ from typing import Any
 
 import distributed
 
+from warehouse.clusters.placement import preferred_workers
 from warehouse.jobs.executors import Finished, Launch, RunKey, run_step, stop_steps
 from warehouse.jobs.model import Resources
 
@@ -35,7 +37,11 @@ _dask: Any = distributed  # untyped
 
 
 def _tasks(launches: list[Launch], sender: str) -> list[Finished]:
-    return [run_step(launch, sender) for launch in launches]
+    try:
+        worker = _dask.get_worker().address
+    except ValueError:  # not in a worker (never in a real cluster)
+        worker = ""
+    return [dataclasses.replace(run_step(launch, sender), worker=worker) for launch in launches]
 
 
 async def _stop_here(keys: list[RunKey]) -> int:
@@ -45,7 +51,12 @@ async def _stop_here(keys: list[RunKey]) -> int:
 
 class DaskExecutor:
     def __init__(
-        self, address: str | None = None, *, workers: int | None = None, queue_factor: int = 64
+        self,
+        address: str | None = None,
+        *,
+        workers: int | None = None,
+        queue_factor: int = 64,
+        worker_hosts: dict[str, str] | None = None,
     ) -> None:
         self._cluster: Any = None
         if address is None:
@@ -64,7 +75,15 @@ class DaskExecutor:
             )
             address = self._cluster.scheduler_address
         self.client: Any = _dask.Client(address, set_as_default=False)
-        info = self.client.scheduler_info(n_workers=-1)["workers"].values()
+        found = self.client.scheduler_info(n_workers=-1)["workers"]
+        info = found.values()
+        # Placement: each worker's host label, by its address or its name.
+        labels = worker_hosts or {}
+        self.worker_hosts: dict[str, str] = {
+            a: labels.get(a) or labels.get(str(w.get("name")), "")
+            for a, w in found.items()
+            if labels.get(a) or labels.get(str(w.get("name")))
+        }
         self._declared = {k for w in info for k in (w.get("resources") or {})}
         threads = sum(w["nthreads"] for w in info) or 1
         self._threads = threads
@@ -101,11 +120,14 @@ class DaskExecutor:
         # One group per job and resource request; a big group is cut into
         # chunks run by one task each, so tiny steps do not each pay a task's
         # round trip. Cancelling a chunk only touches steps of its own job.
-        groups: dict[tuple[int, tuple[tuple[str, float], ...]], list[Launch]] = {}
+        # With a host map, also one group per preferred host (docs/clusters.md).
+        groups: dict[tuple[int, tuple[tuple[str, float], ...], tuple[str, ...]], list[Launch]] = {}
         for launch in pending:
             request = self._resources(launch.request) or {}
-            groups.setdefault((launch.job, tuple(sorted(request.items()))), []).append(launch)
-        for (_, wanted), launches in groups.items():
+            prefer = self.prefer(launch)
+            key = (launch.job, tuple(sorted(request.items())), prefer)
+            groups.setdefault(key, []).append(launch)
+        for (_, wanted, prefer), launches in groups.items():
             size = max(1, min(MAX_CHUNK, len(launches) // self._threads))
             chunks = [launches[i : i + size] for i in range(0, len(launches), size)]
             keys = [
@@ -118,6 +140,9 @@ class DaskExecutor:
                 key=keys,
                 pure=False,
                 resources=dict(wanted) or None,
+                # A preference, not a rule: elsewhere when those workers are gone.
+                workers=list(prefer) or None,
+                allow_other_workers=bool(prefer),
             )
             for chunk, fut in zip(chunks, futures, strict=True):
                 with self._lock:
@@ -125,6 +150,16 @@ class DaskExecutor:
                     for launch in chunk:
                         self._futures[(launch.job, launch.step)] = fut
                 fut.add_done_callback(lambda f, chunk=chunk: self._chunk_done(chunk, f))
+
+    def prefer(self, launch: Launch) -> tuple[str, ...]:
+        """The workers on the host holding most of the step's input, if any."""
+        if not self.worker_hosts or not launch.held:
+            return ()
+        return preferred_workers(dict(launch.held), self.worker_hosts)
+
+    def host_label(self, worker: str) -> str | None:
+        """The host label of the worker (its address) that ran a step."""
+        return self.worker_hosts.get(worker)
 
     def _chunk_done(self, chunk: list[Launch], fut: Any) -> None:
         self._done.put((chunk, fut))

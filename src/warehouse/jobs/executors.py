@@ -51,6 +51,8 @@ class Launch:
     scratch_root: str
     request: Resources
     priority: int = 0  # the job's (an executor with its own queue may use it)
+    # Placement: the step's input bytes on each host label (docs/clusters.md).
+    held: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,7 @@ class Finished:
     finished_at: float
     log: bytes
     result: str
+    worker: str = ""  # the Dask worker that ran it (its address), for placement
 
 
 class Executor(Protocol):

@@ -24,6 +24,7 @@ from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, Check, check_signature
 from warehouse.blocks.store import BlockStore
 from warehouse.catalog.auth import revoke_label, revoke_secret
+from warehouse.clusters.placer import Placer
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.jobs.executors import Executor
@@ -141,13 +142,21 @@ class ManagerThread:
         *,
         cpus: int | None = None,
         sandbox: Sandbox | None = None,
+        placer: Placer | None = None,
     ) -> None:
         self.host = host
         self.executor_name = executor
         self.cpus = cpus
         self.sandbox = sandbox
+        # Placement (docs/clusters.md): only with a host map naming workers.
+        self.placer = placer
+        self._workers = dict(placer.host_map.workers) if placer is not None else None
         self.executor: Executor = make_executor(
-            executor, cpus=cpus, sandbox=sandbox, owner=str(host.work_dir)
+            executor,
+            cpus=cpus,
+            sandbox=sandbox,
+            owner=str(host.work_dir),
+            worker_hosts=self._workers,
         )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wh-job-manager", daemon=True)
@@ -163,7 +172,7 @@ class ManagerThread:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            manager = Manager(self.host, self.executor, self.executor_name)
+            manager = Manager(self.host, self.executor, self.executor_name, placer=self.placer)
             try:
                 manager.run(self._idle)
             except Exception:
@@ -174,6 +183,7 @@ class ManagerThread:
                     cpus=self.cpus,
                     sandbox=self.sandbox,
                     owner=str(self.host.work_dir),
+                    worker_hosts=self._workers,
                 )
                 self._stop.wait(1.0)
             finally:

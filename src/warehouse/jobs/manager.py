@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
+from warehouse.clusters.placer import Placer
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import WarehouseError
 from warehouse.jobs import records
@@ -42,8 +43,15 @@ class Manager:
         *,
         flush_interval: float = 0.05,
         refresh_interval: float = 0.2,
+        placer: Placer | None = None,
     ) -> None:
         self.wh = as_host(wh)
+        # Placement (docs/clusters.md): where each step's input sits.
+        self.placer = placer
+        self._inputs: dict[int, str] = {}  # job -> input PDH, with a placer
+        self._placed: dict[int, list[int]] = {}  # job -> [input bytes, local bytes]
+        # (job, step) -> (bytes on each host label, input bytes) of its last launch
+        self._step_held: dict[tuple[int, int], tuple[dict[str, int], int]] = {}
         self.executor = executor
         self.executor_name = executor_name
         self.sched = Scheduler(executor.capacity)
@@ -141,6 +149,9 @@ class Manager:
         job_id = record.id
         self._persisted[job_id] = len(job.steps)
         self._cpu_seconds[job_id] = record.cpu_seconds
+        if self.placer is not None:
+            self._inputs[job_id] = record.input_pdh
+            self._placed[job_id] = [record.input_bytes, record.local_bytes]
         self.sched.add_job(job, time.time())
         if not self.executor.largest.fits(job.request) and job.state not in FINISHED:
             for kill in self.sched.fail(job_id, "no single executor slot is big enough", 0.0):
@@ -183,8 +194,20 @@ class Manager:
             self.scratch,
             request,
             self.sched.jobs[job_id].priority,
+            self._held(job_id, number, step.input),
         )
         self.executor.start(launch)
+
+    def _held(self, job_id: int, number: int, step_input: str) -> tuple[tuple[str, int], ...]:
+        if self.placer is None or not step_input:
+            return ()
+        try:
+            held, total = self.placer.held(self._inputs[job_id], step_input)
+        except WarehouseError:  # placement is a hint: never a reason to fail a step
+            return ()
+        if total:
+            self._step_held[(job_id, number)] = (held, total)
+        return tuple(sorted(held.items()))
 
     def _exited(self, done: Finished) -> None:
         log, ok, queued = done.log, done.exit_status == 0, []
@@ -207,6 +230,8 @@ class Manager:
             spent = (done.finished_at - done.started_at) * job.request.cpus
             self._cpu_seconds[done.job] = self._cpu_seconds.get(done.job, 0.0) + spent
         attempt_ok = job is not None and job.steps[done.step].attempts == done.attempt
+        if ok and attempt_ok:
+            self._count_placement(done)
         for kill in self.sched.step_exited(
             done.job, done.step, done.attempt, ok, status, time.time(), queued
         ):
@@ -227,6 +252,22 @@ class Manager:
                 "counters": json.dumps(counters, sort_keys=True) if counters else None,
             }
         )
+
+    def _count_placement(self, done: Finished) -> None:
+        placed = self._placed.get(done.job)
+        found = self._step_held.pop((done.job, done.step), None)
+        label_of: Callable[[str], str | None] | None = getattr(self.executor, "host_label", None)
+        if placed is None or found is None:
+            return
+        held, total = found
+        # Counted where the step ran (the Dask worker's host label; none: 0 bytes).
+        if total:
+            placed[0] += total
+            label = label_of(done.worker) if label_of is not None else None
+            placed[1] += min(held.get(label or "", 0), total)
+            self._job_extra.setdefault(done.job, {}).update(
+                input_bytes=placed[0], local_bytes=placed[1]
+            )
 
     def _level(self, job_id: int, number: int) -> int:
         return self.sched.jobs[job_id].steps[number].level
@@ -266,6 +307,10 @@ class Manager:
     def _forget(self, job_id: int) -> None:
         for table in (self._envs, self._argv, self._persisted, self._cpu_seconds, self._job_extra):
             table.pop(job_id, None)
+        self._inputs.pop(job_id, None)
+        self._placed.pop(job_id, None)
+        for key in [k for k in self._step_held if k[0] == job_id]:
+            del self._step_held[key]
         self.wh.release(job_id)
 
     # -- the catalog ----------------------------------------------------------

@@ -74,6 +74,7 @@ def make_executor(
     memory: int | None = None,
     sandbox: Sandbox | None = None,
     owner: str = "",
+    worker_hosts: dict[str, str] | None = None,
 ) -> Executor:
     """``local``, ``dask`` (a LocalCluster), ``dask:ADDRESS`` (a running scheduler),
     ``slurm`` or ``slurm:PARTITION``; ``sandbox``: where local and Slurm
@@ -84,7 +85,7 @@ def make_executor(
     if name == "dask" or name.startswith("dask:"):
         from warehouse.jobs.daskexec import DaskExecutor
 
-        return DaskExecutor(name.partition(":")[2] or None, workers=cpus)
+        return DaskExecutor(name.partition(":")[2] or None, workers=cpus, worker_hosts=worker_hosts)
     if name == "slurm" or name.startswith("slurm:"):
         from warehouse.jobs.slurmexec import SlurmExecutor
 

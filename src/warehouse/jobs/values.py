@@ -42,6 +42,13 @@ class JobRecord:
     cpu_seconds: float
     error: str | None
     submitted_by: str
+    # Placement: input bytes of finished steps, and those on the step's own host.
+    input_bytes: int = 0
+    local_bytes: int = 0
+
+    @property
+    def local_fraction(self) -> float | None:
+        return self.local_bytes / self.input_bytes if self.input_bytes else None
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -29,7 +29,7 @@ from warehouse.remote.blockhttp import BlockHttp, Reply, TransportError
 from warehouse.remote.probe import Service, k_hint, order_from_hint, probe_order
 from warehouse.remote.signatures import SignatureCache
 
-__all__ = ["KeepClient", "KeepStats", "ReplicationError"]
+__all__ = ["KeepClient", "KeepStats", "ReplicationError", "cluster_of"]
 
 log = logging.getLogger("warehouse.keep")
 
@@ -66,6 +66,7 @@ class KeepClient:
         cache: BlockCache | None = None,
         signer: Callable[[Locator], Locator] | None = None,
         known: SignatureCache | None = None,
+        remotes: Callable[[str], KeepClient | None] | None = None,
     ) -> None:
         if not services:
             raise UsageError("no keep servers are registered with the controller")
@@ -86,6 +87,9 @@ class KeepClient:
         # block only checks (HEAD) that the copies are there.
         self._signed: dict[str, Locator] = {}
         self.known = known
+        # The block client of another cluster by its name (None: not known);
+        # a block whose +K hint names it is read there (docs/clusters.md).
+        self.remotes = remotes
         self.http = BlockHttp(token, timeout)
         # Sends the second and later copies of a block while the caller's
         # thread sends the first (threads start only when used).
@@ -206,6 +210,13 @@ class KeepClient:
             return b""
         if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
             return hit
+        other = self._other_cluster(locator)
+        if other is not None:
+            # Signed by that cluster for its token: only its servers can serve it.
+            data = other.get(locator)
+            if self.cache is not None:
+                self.cache.put(locator.key, data)
+            return data
         if self.signer is not None and locator.hint("A") is None:
             locator = self.signer(locator)
         order = order_from_hint(
@@ -255,6 +266,28 @@ class KeepClient:
             raise WarehouseError(f"block {locator.key}: no server answered ({errors[-1]})")
         raise NotFoundError(f"block {locator.key} is on none of {len(order)} keep servers")
 
+    def _other_cluster(self, locator: Locator) -> KeepClient | None:
+        """The client of the other cluster the block's ``+K`` hint names, if known."""
+        if self.remotes is None:
+            return None
+        where = cluster_of(locator.hint("K"))
+        if where is None or where == self.cluster:
+            return None
+        return self.remotes(where)
+
+    def held(self, locator: Locator) -> Locator | None:
+        """A locator signed for this client of a block that is stored here with all
+        its copies, as far as this client can tell without the data: one it stored
+        itself (this run, or earlier in the signature cache) and that is still there."""
+        if locator.is_empty:
+            return locator.without_hints()
+        known = self._signed.get(locator.key)
+        if known is None and self.known is not None:
+            known = self.known.get(locator.key)
+        if known is None or not self._has_copies(known):
+            return None
+        return known
+
     def _bad_copy(self, locator: Locator, service: Service, why: str) -> None:
         log.warning("bad copy of block %s on %s: %s", locator.key, service.url, why)
         with self._lock:
@@ -272,6 +305,13 @@ class KeepClient:
             except TransportError:
                 continue
         return False
+
+
+def cluster_of(hint: str | None) -> str | None:
+    """The cluster a ``+K`` hint (without its K) names."""
+    if not hint:
+        return None
+    return hint.partition("@")[2] or None
 
 
 def _raise_for_client_error(resp: Reply, doing: str) -> None:

@@ -8,17 +8,23 @@ for the caller.
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.manifest import Manifest
 from warehouse.remote.api import ApiClient, check_token
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
 from warehouse.remote.signatures import SignatureCache, default_cache_dir
+
+if TYPE_CHECKING:
+    from warehouse.settings import OtherCluster
 
 __all__ = ["RemoteWarehouse"]
 
@@ -39,12 +45,22 @@ class RemoteWarehouse(WarehouseBase):
         replication: int | None = None,
         min_copies: int | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        clusters: Mapping[str, OtherCluster] | None = None,
+        wait: bool = True,
     ) -> None:
         self.url = url
         self.api = ApiClient(url, token)
+        # Another cluster is not waited for when it refuses connections: it is
+        # down (or wrong), not starting under this command.
+        self.api._may_wait = wait
         token = check_token(token)
         me = self.api.get("/users/current")
         self.user: str = me["name"]
+        # This installation's name, in its locators' +K hints (docs/clusters.md).
+        self.cluster: str = me.get("cluster") or "local"
+        self.clusters = {n: c for n, c in (clusters or {}).items() if n != self.cluster}
+        self._others: dict[str, RemoteWarehouse] = {}
+        self._others_lock = threading.Lock()
         services = [Service(s["id"], s["url"]) for s in self.api.get("/keep_services")]
         if not services:
             # `wh serve --keep N &` may not have registered its keep servers yet.
@@ -61,11 +77,41 @@ class RemoteWarehouse(WarehouseBase):
             min_copies=min_copies,
             cache=BlockCache(cache_bytes),
             known=SignatureCache(default_cache_dir(), url, token),
+            cluster=self.cluster,
+            remotes=self._other_store if self.clusters else None,
         )
 
     def close(self) -> None:
+        for other in self._others.values():
+            other.close()
         self.store.close()
         self.api.close()
+
+    # -- other clusters --------------------------------------------------------
+
+    def other(self, name: str) -> RemoteWarehouse:
+        """The installation of another cluster this client is configured with."""
+        with self._others_lock:
+            if name not in self._others:
+                entry = self.clusters.get(name)
+                if entry is None:
+                    known = ", ".join(sorted(self.clusters)) or "none"
+                    raise UsageError(
+                        f"cluster {name!r} is not configured here (known: {known}; "
+                        "see [clusters.NAME] in docs/clusters.md)"
+                    )
+                other = RemoteWarehouse(entry.url, entry.token, wait=False)
+                if other.cluster != name:
+                    other.close()
+                    raise UsageError(
+                        f"cluster {name!r} is configured as {entry.url}, "
+                        f"which calls itself {other.cluster!r}"
+                    )
+                self._others[name] = other
+            return self._others[name]
+
+    def _other_store(self, name: str) -> KeepClient | None:
+        return self.other(name).store if name in self.clusters else None
 
     # -- collections ---------------------------------------------------------
 
@@ -85,8 +131,31 @@ class RemoteWarehouse(WarehouseBase):
         )
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
+        try:
+            return self._own_collection(pdh)
+        except NotFoundError as missing:
+            # Held on another cluster? Its manifest's +K hints then send each
+            # block read there (docs/clusters.md).
+            for name in self.clusters:
+                try:
+                    return self.other(name)._own_collection(pdh)
+                except NotFoundError:
+                    continue
+                except WarehouseError as e:
+                    missing.add_note(f"cluster {name}: {e}")
+            raise
+
+    def _own_collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         out = self.api.get(f"/collections/{pdh}")
         return Manifest.parse(out["manifest_text"]), out.get("file_md5s")
+
+    def holds(self, pdh: str) -> bool:
+        """Whether this cluster itself records the collection."""
+        try:
+            self._own_collection(pdh)
+        except NotFoundError:
+            return False
+        return True
 
     def _copies(self) -> int:
         seen = self.store.stats.min_copies_seen

@@ -66,11 +66,13 @@ class CollectionSummary(BaseModel):
 def signed_text(manifest: Manifest, token: str, state: ControllerState) -> str:
     cfg = state.config
     key = state.signing_key
+    # "+K@name": a client elsewhere that knows this cluster reads the block here.
+    where = f"K@{cfg.cluster}"
     streams = tuple(
         dataclasses.replace(
             s,
             locators=tuple(
-                loc if loc.is_empty else sign(loc, token, key, cfg.signature_ttl)
+                loc if loc.is_empty else sign(loc, token, key, cfg.signature_ttl).with_hint(where)
                 for loc in s.locators
             ),
         )

@@ -14,6 +14,7 @@ from warehouse import catalog
 from warehouse.blocks import Locator
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, sign
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
+from warehouse.clusters.placement import HostMap
 from warehouse.errors import UsageError
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
@@ -53,6 +54,9 @@ class ControllerConfig:
     keep_admin_token: str | None = None
     # Seconds between the idle Regol runner's looks (docs/regol.md); 0: off.
     regol_interval: float = 0.0
+    # Keep servers' and workers' host labels: steps prefer workers beside
+    # their input (docs/clusters.md, "Placement"); None: no placement.
+    host_map: HostMap | None = None
 
 
 @dataclass
@@ -177,7 +181,19 @@ class ControllerState:
             work_dir=work_dir,
             signature_ttl=self.config.signature_ttl,
         )
-        self.job_manager = ManagerThread(host, executor, cpus=cpus, sandbox=sandbox).start()
+        placer = None
+        if self.config.host_map is not None and self.config.host_map.active:
+            from warehouse.clusters.placer import Placer
+            from warehouse.collection.records import load_manifest
+
+            placer = Placer(
+                self.config.host_map,
+                self.keep,
+                lambda pdh: load_manifest(self.keep(), self.engine, pdh, None)[0],
+            )
+        self.job_manager = ManagerThread(
+            host, executor, cpus=cpus, sandbox=sandbox, placer=placer
+        ).start()
         if self.config.regol_interval > 0:
             from warehouse.regol.auto import RegolRunner
 

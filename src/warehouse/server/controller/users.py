@@ -17,6 +17,8 @@ router = APIRouter(prefix="/api/v1", tags=["users and cluster"])
 class UserOut(BaseModel):
     name: str
     admin: bool
+    # Only in /users/current: the cluster the caller is on (its +K hints' name).
+    cluster: str | None = None
 
 
 class UserCreate(BaseModel):
@@ -81,9 +83,9 @@ class AccountingOut(BaseModel):
 
 
 @router.get("/users/current", response_model=UserOut)
-def current_user(user: Caller) -> UserOut:
-    """The caller (keep servers ask this to check a token)."""
-    return UserOut(name=user.name, admin=user.admin)
+def current_user(user: Caller, request: Request) -> UserOut:
+    """The caller (keep servers ask this to check a token), and this cluster's name."""
+    return UserOut(name=user.name, admin=user.admin, cluster=state_of(request).config.cluster)
 
 
 @router.get("/users", response_model=list[UserOut])
