@@ -20,7 +20,15 @@ if TYPE_CHECKING:
 
     stderr: Console
 
-__all__ = ["Failure", "byte_progress", "check_pdh", "emit_json", "open_warehouse", "stderr"]
+__all__ = [
+    "Failure",
+    "LineOut",
+    "byte_progress",
+    "check_pdh",
+    "emit_json",
+    "open_warehouse",
+    "stderr",
+]
 
 
 @functools.cache
@@ -100,3 +108,31 @@ def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], Non
 def emit_json(value: Any) -> None:
     json.dump(value, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
+
+
+class LineOut:
+    """Lines written to standard output in large chunks: one write per line
+    was a third of the time of listing a million files."""
+
+    CHUNK = 1 << 18
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._size = 0
+
+    def __enter__(self) -> LineOut:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()
+
+    def line(self, text: str) -> None:
+        self._lines.append(text)
+        self._size += len(text) + 1
+        if self._size >= self.CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._lines:
+            click.echo("\n".join(self._lines) + "\n", nl=False)
+            self._lines, self._size = [], 0

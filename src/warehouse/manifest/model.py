@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from types import MappingProxyType
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.manifest.entries import FileEntry, Stream, format_stream
@@ -73,6 +74,10 @@ class Manifest:
         """Every file by root-relative path, in order of first appearance."""
         return dict(self._files)
 
+    def files_view(self) -> Mapping[str, FileEntry]:
+        """``files()`` as a read-only view: no copy of a million entries."""
+        return MappingProxyType(self._files)
+
     def file_count(self) -> int:
         """How many files (``len(files())`` without copying them)."""
         return len(self._files)
@@ -114,9 +119,7 @@ class Manifest:
         # only put in the new order.
         files = self._files
         normal.__dict__["_files"] = {
-            path: files[path]
-            for stream in streams
-            for path in _segment_paths(stream)
+            path: files[path] for stream in streams for path in _segment_paths(stream)
         }
         normal.__dict__["_normalized"] = normal
         return normal
