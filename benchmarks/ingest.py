@@ -36,6 +36,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,36 @@ def plan_tree(seed: int, scale: float) -> TreeSpec:
     )
 
 
+def plan_small(seed: int, count: int, scale: float = 1.0) -> TreeSpec:
+    """``count`` files of 1-8 KB, 1,000 to a directory, under 10 top directories."""
+    rng = random.Random(seed)
+    n_dirs = max(1, -(-count // 1000))
+    dirs = [f"s{k % 10:02d}/d{k:04d}" for k in range(n_dirs)]
+    files = [
+        FileSpec(f"{dirs[i // 1000]}/f{i:06d}.dat", rng.randint(1024, 8192)) for i in range(count)
+    ]
+    return TreeSpec(seed=seed, scale=scale, dirs=tuple(dirs), files=tuple(files), big=())
+
+
+def plan_single(seed: int, scale: float) -> TreeSpec:
+    """One file of 2 GB (times ``scale``)."""
+    big = FileSpec("single.bin", max(1, round(2000 * MB * scale)))
+    return TreeSpec(seed=seed, scale=scale, dirs=(), files=(big,), big=(big.rel,))
+
+
+TREES = ("large", "small10k", "small100k", "single")
+
+
+def plan(kind: str, seed: int, scale: float) -> TreeSpec:
+    if kind == "small10k":
+        return plan_small(seed, max(1, round(10_000 * scale)), scale)
+    if kind == "small100k":
+        return plan_small(seed, max(1, round(100_000 * scale)), scale)
+    if kind == "single":
+        return plan_single(seed, scale)
+    return plan_tree(seed, scale)
+
+
 def _write_file(args: tuple[str, str, int, int]) -> None:
     """Write one file of random bytes; the content depends only on (seed, relative path)."""
     root, rel, size, seed = args
@@ -135,11 +166,11 @@ def _write_file(args: tuple[str, str, int, int]) -> None:
             left -= n
 
 
-def ensure_tree(workdir: Path, spec: TreeSpec, log: Log) -> Path:
+def ensure_tree(workdir: Path, spec: TreeSpec, log: Log, kind: str = "large") -> Path:
     """Generate the tree unless a matching one (per the marker file) is already there."""
-    root = workdir / TREE
-    marker = workdir / MARKER
-    want = spec.marker()
+    root = workdir / (TREE if kind == "large" else f"{TREE}-{kind}")
+    marker = workdir / (MARKER if kind == "large" else f"{TREE}-{kind}.json")
+    want = {**spec.marker(), "kind": kind}
     if marker.is_file() and root.is_dir():
         try:
             have = json.loads(marker.read_text())
@@ -162,7 +193,7 @@ def ensure_tree(workdir: Path, spec: TreeSpec, log: Log) -> Path:
     ]
     workers = max(1, min(len(jobs), os.cpu_count() or 1))
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for _ in pool.map(_write_file, jobs, chunksize=4):
+        for _ in pool.map(_write_file, jobs, chunksize=max(4, len(jobs) // (workers * 8))):
             pass
     marker.write_text(json.dumps(want, indent=2) + "\n")
     log.say(f"tree: generated in {time.perf_counter() - t0:.1f} s")
@@ -268,18 +299,62 @@ class Log:
         print(msg, file=self.stream, flush=True)
 
 
+# What each timed command starts with: "drop" (every file of the input and of
+# the run's repository dropped from the page cache, as borg leaves what it
+# reads) or "warm" (every such file read just before). Set by main().
+CACHE_MODE = "drop"
+CACHE_PATHS: list[Path] = []
+# Peak resident size (bytes) of the last command run, from wait4.
+LAST_PEAK: list[int] = [0]
+
+
+def _each_file(roots: Sequence[Path]) -> Iterator[str]:
+    for root in roots:
+        if root.is_file():
+            yield str(root)
+        for dirpath, _, names in os.walk(root):
+            for name in names:
+                yield os.path.join(dirpath, name)
+
+
+def control_cache(roots: Sequence[Path], mode: str) -> None:
+    """Drop (posix_fadvise DONTNEED) or warm (read) every file under ``roots``."""
+    for path in _each_file(roots):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if mode == "drop":
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            else:
+                while os.read(fd, CHUNK):
+                    pass
+        finally:
+            os.close(fd)
+
+
 def run(cmd: Sequence[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, str]:
     """Run cmd, return (seconds, stdout); raise BenchError with stderr on failure."""
     # No command pays for flushing what the one before left dirty (a restore
     # leaves 1.4 GB unsynced; deleting the last run's files queues journal work).
     os.sync()
-    t0 = time.perf_counter()
-    proc = subprocess.run(list(cmd), env=env, cwd=cwd, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - t0
+    control_cache(CACHE_PATHS, CACHE_MODE)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), env=env, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        LAST_PEAK[0] = usage.ru_maxrss * 1024
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
     if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        tail = "\n".join((stderr or stdout).strip().splitlines()[-15:])
         raise BenchError(f"command failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
-    return elapsed, proc.stdout
+    return elapsed, stdout
 
 
 def tool_version(cmd: Sequence[str], env: dict[str, str] | None = None) -> str:
@@ -332,9 +407,12 @@ class Tool:
         self.backup_op = backup_op
         self.restore_op = restore_op
         self.notes = notes
+        self.peaks: list[int] = []  # backup, restore, backup, ... (bytes)
 
     def cycle(self, tree: Path, rundir: Path) -> tuple[float, float, Path]:
-        """One fresh backup + restore; return (backup s, restore s, output dir)."""
+        """One fresh backup + restore; return (backup s, restore s, output dir).
+
+        After each timed command, its peak resident size is appended to ``peaks``."""
         raise NotImplementedError
 
 
@@ -359,11 +437,13 @@ class Wh(Tool):
         # untimed, as `borg init` and `restic init` create their repositories.
         run([self.exe, "name", "ls"], env)
         t_put, stdout = run([self.exe, "put", str(tree), "--json"], env)
+        self.peaks.append(LAST_PEAK[0])
         result = parse_json_output(stdout)
         pdh = result.get("pdh")
         if not isinstance(pdh, str) or not pdh:
             raise BenchError(f"wh put --json printed no 'pdh' field: {stdout[:300]!r}")
         t_get, _ = run([self.exe, "get", pdh, str(out)], env)
+        self.peaks.append(LAST_PEAK[0])
         return t_put, t_get, out
 
 
@@ -390,7 +470,9 @@ class Borg(Tool):
             env,
             cwd=tree.parent,
         )
+        self.peaks.append(LAST_PEAK[0])
         t_extract, _ = run([self.exe, "extract", f"{repo}::a"], env, cwd=out)
+        self.peaks.append(LAST_PEAK[0])
         return t_create, t_extract, out
 
 
@@ -422,7 +504,9 @@ class Restic(Tool):
         init = [self.exe, "init"] + (["--repository-version", "2"] if self.compression_off else [])
         run(init, env)
         t_backup, _ = run([self.exe, "backup", *extra, "--quiet", tree.name], env, cwd=tree.parent)
+        self.peaks.append(LAST_PEAK[0])
         t_restore, _ = run([self.exe, "restore", "latest", "--quiet", "--target", str(out)], env)
+        self.peaks.append(LAST_PEAK[0])
         return t_backup, t_restore, out
 
 
@@ -467,25 +551,43 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def ratio_rows(best: dict[str, dict[str, float]]) -> list[dict[str, object]]:
+# Targets (wh time / other time, at most) by tree; None: no target set.
+TARGETS: dict[str, dict[tuple[str, str], float]] = {
+    "large": {("put", "borg"): PUT_TARGET, ("get", "borg"): GET_TARGET},
+    "small10k": {},
+    "small100k": {
+        ("put", "borg"): 0.6,
+        ("put", "restic"): 0.75,
+        ("get", "borg"): 0.8,
+        ("get", "restic"): 0.8,
+        ("peak", "borg"): 2.0,
+    },
+    "single": {("put", "borg"): 0.75, ("get", "restic"): 0.9},
+}
+
+
+def ratio_rows(best: dict[str, dict[str, float]], kind: str = "large") -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     ops = {"borg": ("create", "extract"), "restic": ("backup", "restore")}
+    targets = TARGETS.get(kind, {})
     for other, (b_op, r_op) in ops.items():
-        for wh_op, other_op, target, strict in (
-            ("put", b_op, PUT_TARGET, False),
-            ("get", r_op, GET_TARGET, True),
+        for wh_op, other_op in (
+            ("put", b_op),
+            ("get", r_op),
+            ("put_peak", f"{b_op}_peak"),
+            ("get_peak", f"{r_op}_peak"),
         ):
+            target = targets.get(("peak" if wh_op.endswith("_peak") else wh_op, other))
             row: dict[str, object] = {
-                "name": f"wh {wh_op} / {other} {other_op}",
-                "target": f"{'<' if strict else '<='} {target:.2f}",
+                "name": f"wh {wh_op.replace('_', ' ')} / {other} {other_op.replace('_', ' ')}",
+                "target": "-" if target is None else f"<= {target:.2f}",
                 "ratio": None,
                 "verdict": f"n/a ({'wh' if 'wh' not in best else other} not run)",
             }
             if "wh" in best and other in best:
                 r = best["wh"][wh_op] / best[other][other_op]
-                ok = r < target if strict else r <= target
                 row["ratio"] = round(r, 3)
-                row["verdict"] = "PASS" if ok else "MISS"
+                row["verdict"] = "-" if target is None else ("PASS" if r <= target else "MISS")
             rows.append(row)
     return rows
 
@@ -507,22 +609,25 @@ def print_report(report: dict[str, Any]) -> None:
     print()
     print(
         f"tree: {tree['files']} files, {_mb(tree['bytes'])} MB, seed {tree['seed']}, "
-        f"scale {tree['scale']}; read once before timing in {tree['warm_seconds']:.1f} s "
-        "(page cache warm for every tool)"
+        f"scale {tree['scale']}; page cache before each timed command: {report['cache']}; "
+        f"load average at the end {', '.join(f'{x:.1f}' for x in report['load_average'])}"
     )
-    print(f"best of {report['repeat']} run(s), each on a fresh repository; MB = 10**6 bytes")
+    print(
+        f"median of {report['repeat']} run(s), tools alternated, each on a fresh repository; "
+        "MB = 10**6 bytes"
+    )
     print()
-    print(f"  {'tool':<8} {'operation':<10} {'seconds':>9} {'MB/s':>9}   notes")
+    print(f"  {'tool':<8} {'operation':<10} {'seconds':>9} {'MB/s':>9} {'peak MB':>8}   notes")
     for row in report["results"]:
         print(
             f"  {row['tool']:<8} {row['operation']:<10} {row['seconds']:>9.2f} "
-            f"{row['mb_per_s']:>9.1f}   {row['notes']}"
+            f"{row['mb_per_s']:>9.1f} {row['peak_mb']:>8.0f}   {row['notes']}"
         )
     print()
     print("ratios (wh time / other time; lower is better for wh)")
     for row in report["ratios"]:
         ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}"
-        print(f"  {row['name']:<26} {ratio:>6}   target {row['target']:<7} {row['verdict']}")
+        print(f"  {row['name']:<36} {ratio:>6}   target {row['target']:<7} {row['verdict']}")
     for line in report["skipped"]:
         print(f"skipped: {line}")
 
@@ -543,7 +648,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="multiply all file sizes and counts by F (default 1: about 1.4 GB)",
     )
     p.add_argument("--seed", type=int, default=20240601, help="seed for the generated tree")
-    p.add_argument("--repeat", type=int, default=1, help="runs per tool; the best is kept")
+    p.add_argument(
+        "--repeat", type=int, default=3, help="runs per tool, alternated; the median is reported"
+    )
+    p.add_argument(
+        "--tree",
+        choices=TREES,
+        default="large",
+        help="large: ~1,000 files of 0.2-1.8 MB and two of 200 MB; small10k / small100k: "
+        "10,000 / 100,000 files of 1-8 KB; single: one file of 2 GB (default: large)",
+    )
+    p.add_argument(
+        "--cache",
+        choices=("drop", "warm"),
+        default="drop",
+        help="before each timed command, drop every input and repository file from the "
+        "page cache, or read every one (default: drop)",
+    )
     p.add_argument("--wh", help="path of the wh command (default: beside python, then PATH)")
     p.add_argument(
         "--tools",
@@ -606,24 +727,33 @@ class Workdir:
 
 
 def run_cycles(
-    tool: Tool, tree: Path, runs: Path, repeat: int, check: dict[str, object], log: Log
+    tool: Tool,
+    tree: Path,
+    runs: Path,
+    repeat: int,
+    check: dict[str, object],
+    log: Log,
+    first: int = 0,
 ) -> Iterator[tuple[float, float]]:
     original = check["listing"]
     digests = check["digests"]
     assert isinstance(original, dict) and isinstance(digests, dict)
-    for i in range(repeat):
+    for i in range(first, first + repeat):
         rundir = runs / f"{tool.name}-{i + 1}"
         if rundir.exists():
             shutil.rmtree(rundir)
         rundir.mkdir(parents=True)
+        # The input and this run's repository start each timed command alike.
+        CACHE_PATHS[:] = [tree, rundir]
         try:
             t_b, t_r, out = tool.cycle(tree, rundir)
             verify_restore(out, original, digests, f"{tool.name} run {i + 1}")
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
         log.say(
-            f"  {tool.name} run {i + 1}/{repeat}: {tool.backup_op} {t_b:.2f} s, "
-            f"{tool.restore_op} {t_r:.2f} s (restored tree verified)"
+            f"  {tool.name} run {i + 1}: {tool.backup_op} {t_b:.2f} s "
+            f"({tool.peaks[-2] / MB:.0f} MB), {tool.restore_op} {t_r:.2f} s "
+            f"({tool.peaks[-1] / MB:.0f} MB) (restored tree verified)"
         )
         yield t_b, t_r
 
@@ -642,30 +772,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Workdir.open(args.workdir)
     log.say(f"workdir: {work.path}")
     try:
-        spec = plan_tree(args.seed, args.scale)
-        tree = ensure_tree(work.path, spec, log)
+        global CACHE_MODE
+        CACHE_MODE = args.cache
+        spec = plan(args.tree, args.seed, args.scale)
+        tree = ensure_tree(work.path, spec, log, args.tree)
         original = listing(tree)
         digests, warm_s = warm_and_hash(tree, sample_files(spec))
         log.say(
-            f"read the whole tree once before timing ({warm_s:.1f} s) "
-            "so that every tool sees the same warm page cache"
+            f"page cache: every file of the input and of the run's repository is "
+            f"{'dropped (posix_fadvise DONTNEED)' if args.cache == 'drop' else 'read'} "
+            "before each timed command, for every tool"
         )
         check: dict[str, object] = {"listing": original, "digests": digests}
         runs = work.path / "runs"
         best: dict[str, dict[str, float]] = {}
         results: list[dict[str, object]] = []
+        timings = {tool.name: Timings() for tool in tools}
+        # Tools alternate run by run, so a change in the machine's load falls
+        # on all of them alike; the median of the runs is reported.
+        for i in range(args.repeat):
+            for tool in tools:
+                for t_b, t_r in run_cycles(tool, tree, runs, 1, check, log, first=i):
+                    timings[tool.name].backup.append(t_b)
+                    timings[tool.name].restore.append(t_r)
         for tool in tools:
-            log.say(f"{tool.name}: {args.repeat} run(s)")
-            timings = Timings()
-            for t_b, t_r in run_cycles(tool, tree, runs, args.repeat, check, log):
-                timings.backup.append(t_b)
-                timings.restore.append(t_r)
+            t = timings[tool.name]
+            peaks = {tool.backup_op: tool.peaks[0::2], tool.restore_op: tool.peaks[1::2]}
             best[tool.name] = {
-                tool.backup_op: min(timings.backup),
-                tool.restore_op: min(timings.restore),
+                tool.backup_op: statistics.median(t.backup),
+                tool.restore_op: statistics.median(t.restore),
+                f"{tool.backup_op}_peak": max(peaks[tool.backup_op]),
+                f"{tool.restore_op}_peak": max(peaks[tool.restore_op]),
             }
-            for op, all_s in ((tool.backup_op, timings.backup), (tool.restore_op, timings.restore)):
-                s = min(all_s)
+            for op, all_s in ((tool.backup_op, t.backup), (tool.restore_op, t.restore)):
+                s = statistics.median(all_s)
                 results.append(
                     {
                         "tool": tool.name,
@@ -673,6 +813,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "seconds": round(s, 3),
                         "mb_per_s": round(spec.total_bytes / MB / s, 1),
                         "all_seconds": [round(x, 3) for x in all_s],
+                        "peak_mb": round(max(peaks[op]) / MB, 1),
                         "notes": tool.notes,
                     }
                 )
@@ -697,8 +838,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "repeat": args.repeat,
         "results": results,
-        "ratios": ratio_rows(best),
-        "targets": {"put_max": PUT_TARGET, "get_below": GET_TARGET},
+        "ratios": ratio_rows(best, args.tree),
+        "tree_kind": args.tree,
+        "cache": args.cache,
+        "load_average": os.getloadavg(),
+        "targets": {f"{op} / {other}": t for (op, other), t in TARGETS[args.tree].items()},
         "skipped": skipped,
     }
     if args.json:

@@ -107,10 +107,12 @@ class WarehouseBase:
     def manifest(self, key: str | Key) -> Manifest:
         return self._collection(self.resolve(key))[0]
 
-    def reader(self, key: str | Key) -> CollectionReader:
+    def reader(self, key: str | Key, *, one_pass: bool = False) -> CollectionReader:
+        """A reader of the collection; ``one_pass``: it reads each block once
+        (as a get does), so the blocks are not kept in the RAM cache."""
         manifest, digests = self._collection(self.resolve(key))
         extra = {} if self.readahead is None else {"readahead": self.readahead}
-        return CollectionReader(self.store, manifest, file_md5s=digests, **extra)
+        return CollectionReader(self.store, manifest, file_md5s=digests, one_pass=one_pass, **extra)
 
     def scan(self, paths: Sequence[Path], keep: Filter | None = None) -> DirNode:
         return scan_paths(paths, keep)
@@ -223,5 +225,10 @@ class WarehouseBase:
     ) -> list[ExtractedFile]:
         k = parse_key(key)
         return extract(
-            self.reader(k), dest, subpath=k.path, force=force, rehash=rehash, progress=progress
+            self.reader(k, one_pass=True),
+            dest,
+            subpath=k.path,
+            force=force,
+            rehash=rehash,
+            progress=progress,
         )

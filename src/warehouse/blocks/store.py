@@ -37,7 +37,9 @@ class BlockStore(Protocol):
     def flush(self) -> None:
         """Return once every block put so far is durable (raise if one failed)."""
 
-    def get(self, locator: Locator) -> bytes: ...
+    def get(self, locator: Locator, *, cache: bool = True) -> bytes:
+        """A verified block. ``cache=False``: a one-pass read, which would
+        never reuse it, neither fills the RAM cache nor pushes others out."""
 
     def exists(self, locator: Locator) -> bool: ...
 
@@ -94,7 +96,7 @@ class LocalBlockStore:
         self.flush()
         self._syncer.shutdown()
 
-    def get(self, locator: Locator) -> bytes:
+    def get(self, locator: Locator, *, cache: bool = True) -> bytes:
         if locator.md5 == EMPTY_MD5:
             return b""
         key = locator.key
@@ -106,7 +108,7 @@ class LocalBlockStore:
                 f"block {locator.md5} on {self.volume.root} has {len(data)} bytes, "
                 f"not {locator.size}"
             )
-        if self.cache is not None:
+        if cache and self.cache is not None:
             self.cache.put(key, data)
         return data
 

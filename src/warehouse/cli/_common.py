@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Failure",
+    "LineOut",
     "byte_progress",
     "check_pdh",
     "emit_json",
@@ -170,3 +171,29 @@ def server_options(*, with_keep: bool = False) -> Callable[[F], F]:
         return command
 
     return decorate
+class LineOut:
+    """Lines written to standard output in large chunks: one write per line
+    was a third of the time of listing a million files."""
+
+    CHUNK = 1 << 18
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._size = 0
+
+    def __enter__(self) -> LineOut:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()
+
+    def line(self, text: str) -> None:
+        self._lines.append(text)
+        self._size += len(text) + 1
+        if self._size >= self.CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._lines:
+            click.echo("\n".join(self._lines) + "\n", nl=False)
+            self._lines, self._size = [], 0

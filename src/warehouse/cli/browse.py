@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli._common import LineOut, emit_json, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
 from warehouse.keys import parse_key
@@ -30,10 +30,11 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
             + [{"path": d + "/", "size": 0} for d in dirs]
         )
         return
-    for path, entry in chosen:
-        click.echo(f"{entry.size:>14}  {_shown(path)}" if long else _shown(path))
-    for d in dirs:
-        click.echo(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+    with LineOut() as out:
+        for path, entry in chosen:
+            out.line(f"{entry.size:>14}  {_shown(path)}" if long else _shown(path))
+        for d in dirs:
+            out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
 
 
 def _shown(path: str) -> str:

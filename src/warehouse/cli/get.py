@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from warehouse.cli._common import byte_progress, emit_json, open_warehouse
+from warehouse.cli._common import LineOut, byte_progress, emit_json, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import extract, select
 from warehouse.keys import parse_key
@@ -47,19 +47,26 @@ def get(
         raise click.UsageError("--no-write takes no DEST")
     wh = open_warehouse(ctx)
     k = parse_key(key)
-    reader = wh.reader(k)
+    reader = wh.reader(k, one_pass=True)
     chosen, _ = select(reader, k.path)
     total = sum(e.size for _, e in chosen)
+    del chosen
+    target = None if no_write else (dest or Path("."))
     with byte_progress("get", total) as progress:
-        files = extract(
-            reader,
-            None if no_write else (dest or Path(".")),
-            subpath=k.path,
-            force=force,
-            rehash=rehash,
-            progress=progress,
-        )
-    if as_json:
-        emit_json([{"path": f.path, "md5": f.md5, "size": f.size} for f in files])
-    else:
-        click.echo("".join(md5sum_line(f.md5, f.path) + "\n" for f in files), nl=False)
+        if as_json:
+            files = extract(
+                reader, target, subpath=k.path, force=force, rehash=rehash, progress=progress
+            )
+            emit_json([{"path": f.path, "md5": f.md5, "size": f.size} for f in files])
+            return
+        # Each file's line goes out once it is written: nothing per file is held.
+        with LineOut() as out:
+            extract(
+                reader,
+                target,
+                subpath=k.path,
+                force=force,
+                rehash=rehash,
+                progress=progress,
+                on_file=lambda f: out.line(md5sum_line(f.md5, f.path)),
+            )

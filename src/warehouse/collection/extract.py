@@ -160,8 +160,12 @@ def extract(
     force: bool = False,
     rehash: bool = False,
     progress: Progress | None = None,
+    on_file: Callable[[ExtractedFile], None] | None = None,
 ) -> list[ExtractedFile]:
     """Write (or, with ``dest=None``, only read and verify) files; return their digests.
+
+    ``on_file``: called with each file's digest as soon as it is written,
+    instead of returning them all (a million files' digests are not held).
 
     Every block is verified whatever happens. The listed MD5 of a file is the
     one recorded when it was stored, if the warehouse has it (the verified
@@ -181,6 +185,7 @@ def extract(
         _plan(dest, chosen, dirs, force)
         target = Destination(dest)
     out: list[ExtractedFile] = []
+    done = out.append if on_file is None else on_file
     sink: _Sink | None = None
     pending = iter(chosen)
     hasher = ThreadPoolExecutor(1, thread_name_prefix="wh-md5")
@@ -193,17 +198,17 @@ def extract(
             # Empty files yield no chunk: they are opened and closed on the way.
             while sink is None or sink.entry is not entry:
                 if sink is not None:
-                    out.append(sink.close())
+                    done(sink.close())
                 rel, nxt = next(pending)
                 sink = _Sink(rel, nxt, target, hasher, known, force)
             sink.write(chunk)
             if progress is not None:
                 progress(len(chunk))
         if sink is not None:
-            out.append(sink.close())
+            done(sink.close())
             sink = None
         for rel, entry in pending:
-            out.append(_Sink(rel, entry, target, hasher, known, force).close())
+            done(_Sink(rel, entry, target, hasher, known, force).close())
         failed = False
     except BaseException:
         if sink is not None:

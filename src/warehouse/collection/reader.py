@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import io
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import cached_property
 from typing import Any
 
 from warehouse.blocks import Locator
@@ -33,16 +32,20 @@ class CollectionReader:
         *,
         readahead: int = DEFAULT_READAHEAD,
         file_md5s: dict[str, str] | None = None,
+        one_pass: bool = False,
     ) -> None:
         self.store = store
         self.manifest = manifest
         self.readahead = max(1, readahead)
+        # One pass over the collection (a get) reuses no block: the RAM
+        # cache would only hold memory and push out what others reuse.
+        self.one_pass = one_pass
         # Every file's MD5 as recorded when it was stored, or None if unknown.
         self.file_md5s = file_md5s
 
-    @cached_property
-    def files(self) -> dict[str, FileEntry]:
-        return self.manifest.files()
+    @property
+    def files(self) -> Mapping[str, FileEntry]:
+        return self.manifest.files_view()
 
     def entry(self, path: str) -> FileEntry:
         entry = self.files.get(path.strip("/"))
@@ -57,7 +60,7 @@ class CollectionReader:
     def get_block(self, locator: Locator) -> bytes:
         """One verified block; errors name the files it belongs to."""
         try:
-            return self.store.get(locator)
+            return self.store.get(locator, cache=not self.one_pass)
         except (CorruptDataError, NotFoundError) as e:
             files = self.files_using(locator)
             shown = ", ".join(files[:10]) + (

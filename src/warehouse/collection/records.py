@@ -46,7 +46,7 @@ def store_manifest(
         manifest.pdh,
         " ".join(str(loc.without_hints()) for loc in locators),
         manifest.size,
-        len(manifest.files()),
+        manifest.file_count(),
         user,
     )
     listing = listing_text(manifest, file_md5s)

@@ -34,6 +34,9 @@ class FileChangedError(WarehouseError):
 
 Progress = Callable[[int], None]
 
+# The smallest buffer made: below this, allocation costs nothing worth saving.
+_MIN_BUFFER = 1 << 16
+
 
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)))
@@ -123,11 +126,29 @@ class _Packer:
         self.digests: dict[str, str] = {}  # path -> MD5 of the file's bytes
         self.seeds: list[Future[Any]] = []
 
-    def lease(self) -> _Lease:
+    def lease(self, need: int) -> _Lease:
+        """A free buffer of at least ``min(need, block_size)`` bytes.
+
+        Buffers are made when first wanted and only as large as the data
+        known to go in (a small tree never pays for 64 MiB of zeroed pages);
+        ``grow`` enlarges one when more comes.
+        """
+        want = min(max(need, _MIN_BUFFER), self.block_size)
         if self.unallocated and self.free.empty():
             self.unallocated -= 1
-            return _Lease(bytearray(self.block_size), self.free)
-        return _Lease(self.free.get(), self.free)
+            return _Lease(bytearray(want), self.free)
+        buf = self.free.get()
+        if len(buf) < want:
+            buf = bytearray(want)  # the smaller one is dropped: the count stays
+        return _Lease(buf, self.free)
+
+    def grow(self, lease: _Lease, fill: int, need: int) -> bytearray:
+        """Enlarge the reading thread's buffer (no other thread holds it yet)."""
+        size = min(max(need, 2 * len(lease.buf)), self.block_size)
+        buf = bytearray(size)
+        buf[:fill] = memoryview(lease.buf)[:fill]
+        lease.buf = buf
+        return buf
 
     def submit(
         self,
@@ -264,7 +285,9 @@ def _pack_dir(
     """
     blocks: list[Future[StoredBlock]] = []
     segments: list[Segment] = []
-    lease = packer.lease()
+    block_size = packer.block_size
+    rest = sum(size for _, _, size in node.files)  # bytes of the files not read yet
+    lease = packer.lease(rest)
     buf = lease.buf
     fill = 0
     whole: list[tuple[str, int, int]] = []  # files wholly inside the current buffer
@@ -273,12 +296,13 @@ def _pack_dir(
     def cut() -> None:
         nonlocal lease, buf, fill, whole
         blocks.append(packer.submit(lease, fill, whole))
-        lease = packer.lease()
+        lease = packer.lease(rest)
         buf, fill, whole = lease.buf, 0, []
 
     for name, path, size in node.files:
         key = f"{node.rel}/{name}" if node.rel else name
-        big = size >= len(buf)
+        rest -= size
+        big = size >= block_size
         if big and fill:
             cut()
         start = stream_pos
@@ -295,7 +319,7 @@ def _pack_dir(
             before = os.fstat(f.fileno())
             left = before.st_size
             while True:
-                if fill == len(buf):
+                if fill == block_size:
                     if fh is None and file_start == 0:
                         seed: Future[Any] = Future()
                         fh = _FileHash(seed)
@@ -304,9 +328,11 @@ def _pack_dir(
                         fh = fh or _FileHash()
                         packer.hash_part(fh, lease, file_start, fill)
                         blocks.append(packer.submit(lease, fill, whole))
-                    lease = packer.lease()
+                    lease = packer.lease(left + rest)
                     buf, fill, file_start, whole = lease.buf, 0, 0, []
-                want = min(len(buf) - fill, left)
+                want = min(block_size - fill, left)
+                if fill + want > len(buf):
+                    buf = packer.grow(lease, fill, fill + want + rest)
                 n = f.readinto(memoryview(buf)[fill : fill + want]) if want else 0
                 if not n:
                     break

@@ -205,7 +205,7 @@ class KeepClient:
 
     # -- reading -------------------------------------------------------------
 
-    def get(self, locator: Locator) -> bytes:
+    def get(self, locator: Locator, *, cache: bool = True) -> bytes:
         if locator.md5 == EMPTY_MD5:
             return b""
         if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
@@ -252,7 +252,7 @@ class KeepClient:
                 with self._lock:
                     self.stats.gets += 1
                     self.stats.failovers += s is not order[0]
-                if self.cache is not None:
+                if cache and self.cache is not None:
                     self.cache.put(locator.key, data)
                 return data
             if not retry:

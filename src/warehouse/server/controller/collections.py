@@ -88,7 +88,7 @@ def _out(
         pdh=manifest.pdh,
         manifest_text=signed_text(manifest, token, state),
         size=manifest.size,
-        file_count=len(manifest.files()),
+        file_count=manifest.file_count(),
         file_md5s=digests,
     )
 

@@ -1,0 +1,93 @@
+"""A put and a get of 200,000 small files run in bounded memory.
+
+`wh` runs as a subprocess under an address-space limit (RLIMIT_AS, set
+before it starts), so memory that grows with the file count fails the
+command itself; its peak resident size is checked as well. Every byte and
+every listed digest is checked afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FILES = 200_000
+PER_DIR = 1_000
+# Address space the command may map. Before the writer sized its buffers to
+# the data and the get dropped its block cache and per-file lists, a put of
+# these files mapped about 740 MB and held 460 MB.
+LIMIT_AS = 560 << 20
+# Resident peak allowed: about 1.3 KB a file over the interpreter's own.
+MAX_RSS = 400 << 20
+
+WH = str(Path(sys.executable).with_name("wh"))
+
+
+def _content(i: int) -> bytes:
+    # Empty-ish: every fifth file empty, the others a few bytes unique to it.
+    return b"" if i % 5 == 0 else b"%x\n" % i
+
+
+def _rel(i: int) -> str:
+    return f"d{i // PER_DIR:03d}/f{i:06d}"
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT_AS, LIMIT_AS))
+
+
+def _run(args: list[str], env: dict[str, str], tmp: Path) -> tuple[bytes, int]:
+    """stdout and the peak resident bytes of ``wh args`` run under the limit."""
+    out, err = tmp / "stdout", tmp / "stderr"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen([WH, *args], env=env, stdout=o, stderr=e, preexec_fn=_limited)
+    # wait4: the rusage of this very child, not the largest of all so far.
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, err.read_text()[-2000:]
+    return out.read_bytes(), usage.ru_maxrss * 1024
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_put_get_200k_files_in_bounded_memory(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    for i in range(FILES):
+        if i % PER_DIR == 0:
+            (src / _rel(i)).parent.mkdir(parents=True)
+        data = _content(i)
+        fd = os.open(src / _rel(i), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+    env = {
+        **os.environ,
+        "WH_HOME": str(tmp_path / "wh"),
+        # One malloc arena per thread would reserve address space per core,
+        # which would make the limit depend on the machine, not on the files.
+        "MALLOC_ARENA_MAX": "2",
+    }
+    env.pop("WH_URL", None)
+    out, put_rss = _run(["put", "--no-progress", str(src)], env, tmp_path)
+    pdh = out.decode().strip()
+    assert put_rss < MAX_RSS, f"put peaked at {put_rss >> 20} MB"
+
+    dest = tmp_path / "out"
+    out, get_rss = _run(["get", pdh, str(dest)], env, tmp_path)
+    assert get_rss < MAX_RSS, f"get peaked at {get_rss >> 20} MB"
+
+    lines = out.decode().splitlines()
+    assert len(lines) == FILES
+    for i, line in enumerate(lines):
+        data = _content(i)
+        assert line == f"{hashlib.md5(data).hexdigest()}  {_rel(i)}", line
+        with open(dest / _rel(i), "rb") as f:
+            assert f.read() == data, _rel(i)
+    assert sum(len(files) for _, _, files in os.walk(dest)) == FILES
