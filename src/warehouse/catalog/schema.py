@@ -177,6 +177,8 @@ jobs = sa.Table(
     sa.Column("cpu_seconds", sa.Float, nullable=False),  # wall time x cpus of every attempt
     sa.Column("error", sa.Text, nullable=True),
     sa.Column("submitted_by", sa.String(255), nullable=False),
+    # What the input was given as when not a PDH (a name); migration 0009.
+    sa.Column("input_name", sa.Text, nullable=True),
 )
 
 steps = sa.Table(

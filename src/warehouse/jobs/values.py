@@ -42,6 +42,7 @@ class JobRecord:
     cpu_seconds: float
     error: str | None
     submitted_by: str
+    input_name: str | None = None  # the name the input was submitted under, if any
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -63,6 +63,10 @@ class RemoteWarehouse(WarehouseBase):
             known=SignatureCache(default_cache_dir(), url, token),
         )
 
+    def cache_identity(self) -> str:
+        # Signed locators are read capabilities of one token: kept per token.
+        return f"url:{self.url}\n{self.store.token}"
+
     def close(self) -> None:
         self.store.close()
         self.api.close()
