@@ -110,6 +110,7 @@ def test_json_times_and_params_follow_one_convention(
     assert accounting[0] == "user\twrites\tnew_blocks\tbytes_written\tbytes_new"
     assert accounting[1].split("\t")[3].isdigit()  # bytes when piped, not "1.2 KiB"
     assert TEXT_TIME.search(run("job", "show", str(job["id"])).stdout)
+    assert TEXT_TIME.search(run("workflow", "show", str(ran["id"])).stdout)
 
 
 def test_every_json_flag_says_what_it_prints() -> None:

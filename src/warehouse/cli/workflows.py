@@ -150,6 +150,8 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
         f"file:    {view['file_pdh']}",
         f"inputs:  {view['inputs']}",
         f"owner:   {view['owner']}",
+        f"times:   created {_when(view)}, started {text_time(view.get('started_at'))}, "
+        f"finished {text_time(view.get('finished_at'))}",
     ]
     if view.get("outputs"):
         lines.append(f"outputs: {view['outputs']}")
