@@ -86,7 +86,7 @@ def main() -> None:
     pdh = wh("put", str(sample), "--name", "sample").strip()
     print(f"collection key (PDH): {pdh}")
 
-    say("Storing it again: nothing new is written")
+    say("Storing it again: unchanged files are not read (resume cache), nothing new is written")
     again = wh("put", str(sample), "--json")
     print(again.strip())
 
@@ -111,7 +111,9 @@ def main() -> None:
     print(wh("job", "submit", "builtin:zhash", "--input", "sample", "--wait"), end="")
     listing = wh("job", "ls")
     print(listing, end="")
-    job_id = listing.split("finished:")[-1].split()[0]
+    # Piped, the listing is tab-separated under a header line.
+    rows = [line.split("\t") for line in listing.splitlines()[1:]]
+    job_id = next(r[0] for r in rows if r[1] == "complete")
     print(wh("job", "show", job_id), end="")
     out = json.loads(wh("job", "show", job_id, "--json"))["output_pdh"]
     print(f"(the --json form, for scripts, gives the output: {out})")

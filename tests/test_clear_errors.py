@@ -41,7 +41,9 @@ def test_a_manifest_with_a_file_and_a_directory_of_one_name_is_refused(
     assert done.returncode == 2
     line = one_error(done.stderr)
     assert "manifest line 1" in line and "'0:0:a'" in line and "0:0:a/\\\\056" in line
-    assert wh_process("name", "ls", home=home).stdout == ""
+    assert (
+        wh_process("name", "ls", home=home).stdout == "name\tpdh\tversion\tupdated_at\tupdated_by\n"
+    )
 
 
 def test_expect_must_be_a_pdh(tmp_path: Path, home: Path, run: Runner) -> None:

@@ -185,7 +185,8 @@ def test_twenty_processes_compare_and_swap(
         "conflict" in r.stderr.lower() or "holds" in r.stderr for r in results if r.returncode
     )
     log = run("name", "log", "N").stdout.splitlines()
-    assert len(log) == 2, "one creation and exactly one change"
+    assert log[0] == "version\told_pdh\tnew_pdh\tby\tat"
+    assert len(log) == 3, "one creation and exactly one change"
     winner = next(i for i, r in enumerate(results, 1) if r.returncode == 0)
     assert run("name", "get", "N").stdout.strip() == pdhs[winner]
 
@@ -227,7 +228,7 @@ def test_every_malformed_manifest_changes_nothing(tmp_path: Path, home: Path) ->
         result = runner("put", "--manifest", "-", "--name", "bad", input=data, code=2)
         assert f"line {line}" in result.stderr, (data, result.stderr)
         assert repr(token)[1:-1][:40] in result.stderr or token == "", (token, result.stderr)
-    assert runner("name", "ls").stdout == ""
+    assert runner("name", "ls").stdout == "name\tpdh\tversion\tupdated_at\tupdated_by\n"
     assert list(LocalVolume(home / "blocks").index()) == []
 
 

@@ -143,7 +143,9 @@ def test_cli_submit_in_the_background_watch_ls_and_logs(
     record = jobs.get_job(wh.engine, job_id)
     assert record.steps_done == 4 and json.loads(record.params) == {"algorithm": "sha256"}
     listed = run("job", "ls").output
-    assert "finished:" in listed and record.output_pdh in listed
+    assert record.output_pdh in listed
+    assert listed.splitlines()[0].startswith("id\tstate\tfunction")
+    assert [line.split("\t")[1] for line in listed.splitlines()[1:]] == ["complete"]
     assert "== step 3" in run("job", "logs", str(job_id)).output
     reused = run(
         "job", "submit", "builtin:zhash", "--input", key, "--param", "algorithm=sha256", "--wait"

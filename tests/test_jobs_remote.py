@@ -97,7 +97,7 @@ def test_zhash_through_the_api_matches_an_oracle_reuses_and_equals_embedded(
     again = submitted(run, "builtin:zhash", "--input", "compressed", "--param", "algorithm=sha256")
     assert (again["reused_from"], again["output_pdh"]) == (job["id"], output)
     assert f"reused from {job['id']}" in run("job", "show", str(again["id"])).output
-    assert "finished:" in run("job", "ls").output
+    assert "\tcomplete\t" in run("job", "ls").output
     assert "== step 1" in run("job", "logs", str(job["id"])).output
     assert f"job {job['id']}: complete" in run("job", "watch", str(job["id"])).output
     # The same function over the same input gives the same PDH embedded.

@@ -96,7 +96,8 @@ def test_cli_conflict_after_the_write_prints_the_stored_pdh(home: Path, tmp_path
         f.truncate(256 << 20)
     for as_json in (False, True):
         run("name", "set", "n", held, "--expect", run("name", "get", "n").output.strip())
-        args = [WH_BIN, "put", str(big), "--name", "n", "--replace"] + (
+        # --no-cache: the second put reads the file again (the race is in the read).
+        args = [WH_BIN, "put", "--no-cache", str(big), "--name", "n", "--replace"] + (
             ["--json"] if as_json else []
         )
         with subprocess.Popen(

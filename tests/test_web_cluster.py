@@ -40,3 +40,13 @@ def test_the_cluster_page_counts_a_shared_disk_once(tmp_path: Path, keep_servers
     assert total is not None, page
     assert int(total.group(3)) == 1 and int(total.group(2)) >= len(keep_servers.servers)
     assert total.group(1) == human_size(shutil.disk_usage(tmp_path).total)
+
+
+def test_throughput_buckets_one_value_a_minute_ending_now() -> None:
+    from warehouse.web.throughput import bucket
+
+    now = 10_000.0
+    events = [(now, 5.0), (now - 59, 1.0), (now - 61, 2.0), (now - 3600, 7.0), (now - 3601, 9.0)]
+    got = bucket(events, now)
+    assert len(got) == 60 and got[-1] == 6.0 and got[-2] == 2.0 and got[0] == 7.0
+    assert sum(got) == 15.0  # the event older than the hour is left out

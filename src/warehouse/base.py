@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
@@ -21,6 +21,9 @@ from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, parse_key
 from warehouse.manifest import Manifest
+
+if TYPE_CHECKING:
+    from warehouse.putcache import CacheStats, PutCache
 
 __all__ = ["BlockWrites", "NameConflictAfterPut", "PutResult", "WarehouseBase"]
 
@@ -43,6 +46,7 @@ class PutResult:
     write: WriteResult
     name: catalog.NameRecord | None
     copies: int = 1  # the fewest copies any block of the collection got
+    cached: CacheStats | None = None  # what the resume cache answered for
 
     @property
     def pdh(self) -> str:
@@ -73,6 +77,10 @@ class WarehouseBase:
 
     def _copies(self) -> int:
         return 1
+
+    def cache_identity(self) -> str:
+        """Which store this is, for the resume cache of ``put`` (warehouse.putcache)."""
+        raise NotImplementedError
 
     def _check(self) -> None:
         """Raise if what a put stores could not be recorded (checked per block)."""
@@ -127,6 +135,7 @@ class WarehouseBase:
         replace: bool = False,
         allow_changing: bool = False,
         progress: Progress | None = None,
+        cache: PutCache | None = None,
     ) -> PutResult:
         """Store a tree; optionally point ``name`` at it (``expect``: its current PDH).
 
@@ -136,6 +145,7 @@ class WarehouseBase:
         ``NameConflictAfterPut`` carrying the stored PDH.
         ``allow_changing``: store a file that changed while it was read as
         read, instead of failing (see ``write_tree``).
+        ``cache``: files it vouches for are not read again (warehouse.putcache).
         """
         if replace and (expect is not None or create):
             raise UsageError("replace cannot be combined with expect or create")
@@ -146,14 +156,24 @@ class WarehouseBase:
                 expect, create = current, current is None
             elif expect is None and not create and current is not None:
                 self._same_shape_or_conflict(name, current, tree)
-        result = write_tree(
-            self.store,
-            tree,
-            progress=progress,
-            workers=self.writers,
-            check=self._check,
-            allow_changing=allow_changing,
-        )
+
+        def write(tree: DirNode) -> WriteResult:
+            return write_tree(
+                self.store,
+                tree,
+                progress=progress,
+                workers=self.writers,
+                check=self._check,
+                allow_changing=allow_changing,
+            )
+
+        cached = None
+        if cache is None:
+            result = write(tree)
+        else:
+            from warehouse.putcache import write_with_cache
+
+            result, cached = write_with_cache(cache, self.store, tree, write)
         writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
         self._record(result.manifest, result.file_md5s, writes)
         record = None
@@ -164,7 +184,7 @@ class WarehouseBase:
                 raise NameConflictAfterPut(
                     f"{e}; the data is stored as {result.pdh}", result.pdh, result
                 ) from None
-        return PutResult(result, record, self._copies())
+        return PutResult(result, record, self._copies(), cached)
 
     def _same_shape_or_conflict(self, name: str, current: str, tree: DirNode) -> None:
         """Without --expect, a name that exists may only already hold this very

@@ -97,6 +97,9 @@ class EmbeddedWarehouse(WarehouseBase):
         if self._engine.done():
             self.engine  # noqa: B018 - raises the error opening it
 
+    def cache_identity(self) -> str:
+        return f"home:{self.home.resolve()}"
+
     def close(self) -> None:
         self.store.close()
         if self._engine.exception() is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from warehouse import catalog
 from warehouse.base import PutResult
@@ -15,6 +15,9 @@ from warehouse.collection.reader import CollectionReader
 from warehouse.collection.scan import DirNode, Filter
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
+
+if TYPE_CHECKING:
+    from warehouse.putcache import PutCache
 
 __all__ = ["Warehouse"]
 
@@ -44,7 +47,11 @@ class Warehouse(Protocol):
         replace: bool = False,
         allow_changing: bool = False,
         progress: Progress | None = None,
+        cache: PutCache | None = None,
     ) -> PutResult: ...
+
+    def cache_identity(self) -> str:
+        """Which store this is, for the resume cache of ``put``."""
 
     def put_manifest(
         self,

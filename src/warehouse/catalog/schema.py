@@ -183,6 +183,8 @@ jobs = sa.Table(
     sa.Column("local_bytes", sa.BigInteger, nullable=False, server_default="0", default=0),
     # Lineage and reuse look complete jobs up by what they made.
     sa.Index("ix_jobs_output_pdh_state", "output_pdh", "state"),
+    # What the input was given as when not a PDH (a name); migration 0011.
+    sa.Column("input_name", sa.Text, nullable=True),
 )
 
 steps = sa.Table(

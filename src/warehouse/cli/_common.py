@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import sys
@@ -26,9 +27,12 @@ __all__ = [
     "byte_progress",
     "check_pdh",
     "emit_json",
+    "emit_rows",
+    "iso_time",
     "open_warehouse",
     "server_options",
     "stderr",
+    "text_time",
 ]
 
 
@@ -106,8 +110,46 @@ def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], Non
         yield lambda n: bar.advance(task, n)
 
 
+# JSON output convention (docs/cli.md, "Output"): a time (a key "at", ending
+# in "_at", or "last_seen") is ISO 8601 UTC, whatever the command read it as;
+# a value kept as JSON text (a job's params, a run's inputs, counters) is
+# given as the JSON value itself, not a string holding JSON.
+_TIME_KEYS = frozenset({"at", "last_seen"})
+_JSON_TEXT_KEYS = frozenset({"params", "inputs", "outputs", "counters"})
+
+
+def iso_time(t: float) -> str:
+    """A catalog time (Unix seconds) as ISO 8601 UTC: 2026-01-02T03:04:05.678Z."""
+    when = dt.datetime.fromtimestamp(t, dt.UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def text_time(t: float | None, never: str = "-") -> str:
+    """A catalog time for people: to the second, with its zone."""
+    if t is None:
+        return never
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _conventional(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _conventional(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_conventional(v) for v in value]
+    is_time = key in _TIME_KEYS or key.endswith("_at")
+    if is_time and isinstance(value, int | float) and not isinstance(value, bool):
+        return iso_time(float(value))
+    if key in _JSON_TEXT_KEYS and isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, dict | list) else value
+    return value
+
+
 def emit_json(value: Any) -> None:
-    json.dump(value, sys.stdout, indent=2, sort_keys=True)
+    json.dump(_conventional(value), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
 
 
@@ -171,6 +213,8 @@ def server_options(*, with_keep: bool = False) -> Callable[[F], F]:
         return command
 
     return decorate
+
+
 class LineOut:
     """Lines written to standard output in large chunks: one write per line
     was a third of the time of listing a million files."""
@@ -197,3 +241,49 @@ class LineOut:
         if self._lines:
             click.echo("\n".join(self._lines) + "\n", nl=False)
             self._lines, self._size = [], 0
+
+
+def _cell(value: object) -> str:
+    # One row per line, whatever a name holds.
+    text = "-" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+
+def human_size(n: int) -> str:
+    """Bytes for people, in powers of 1024 (as the pages show them)."""
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        size /= 1024
+        if size < 1024 or unit == "PiB":
+            return f"{size:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def emit_rows(
+    header: tuple[str, ...], rows: list[tuple[object, ...]], sizes: tuple[str, ...] = ()
+) -> None:
+    """A table on a terminal (rich; sizes in KiB/MiB...), else tab-separated
+    values under a header line (sizes in bytes), for scripts."""
+    if not sys.stdout.isatty():
+        click.echo("\t".join(header))
+        for row in rows:
+            click.echo("\t".join(map(_cell, row)))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(*header, box=None)
+    at = {header.index(c) for c in sizes}
+    for row in rows:
+        table.add_row(
+            *(
+                human_size(v)
+                if i in at and isinstance(v, int)
+                else escape("-" if v is None else str(v))
+                for i, v in enumerate(row)
+            )
+        )
+    Console().print(table)

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import sys
-
 import click
 
-from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli._common import emit_json, emit_rows, open_warehouse, text_time
 from warehouse.collection.finding import KIND_NAMES, MAX_LIMIT, find
 
 __all__ = ["collection"]
-
-
-def iso(t: float) -> str:
-    """A catalog time as ISO 8601 UTC, as JSON output shows times."""
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @click.group()
@@ -57,7 +49,7 @@ def collection_ls(
                     "kinds": list(r.kinds),
                     "files": r.file_count,
                     "bytes": r.size,
-                    "created_at": iso(r.created_at),
+                    "created_at": r.created_at,
                     "created_by": r.created_by,
                 }
                 for r in rows
@@ -65,19 +57,8 @@ def collection_ls(
         )
         return
     header = ("pdh", "kind", "files", "bytes", "created_at", "created_by")
-    lines = [
-        (r.pdh, ",".join(r.kinds), str(r.file_count), str(r.size), iso(r.created_at), r.created_by)
+    lines: list[tuple[object, ...]] = [
+        (r.pdh, ",".join(r.kinds), r.file_count, r.size, text_time(r.created_at), r.created_by)
         for r in rows
     ]
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(*header, box=None)
-        for line in lines:
-            table.add_row(*line)
-        Console().print(table)
-        return
-    click.echo("\t".join(header))
-    for line in lines:
-        click.echo("\t".join(line))
+    emit_rows(header, lines, sizes=("bytes",))

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from warehouse import jobs
 from warehouse.blocks import Locator
-from warehouse.cli._common import emit_json, open_warehouse, stderr
+from warehouse.cli._common import emit_json, emit_rows, open_warehouse, stderr, text_time
 from warehouse.cli.completion import complete_job_ids
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
@@ -170,18 +170,24 @@ def ls(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([r.as_dict() for r in found])
         return
-    for title, states in (
-        ("running", ("running", "paused")),
-        ("queued", ("queued",)),
-        ("finished", tuple(FINISHED)),
-    ):
-        group = [r for r in found if r.state in states]
-        if group:
-            click.echo(f"{title}:")
-        for r in group:
-            counts = f"{r.steps_done} done, {r.steps_running} running, {r.steps_queued} queued"
-            out = f" {r.output_pdh}" if r.output_pdh else ""
-            click.echo(f"  {r.id:>5} {r.state:<9} {r.function} {counts}{out}")
+    order = {"running": 0, "paused": 0, "queued": 1}
+    found = sorted(found, key=lambda r: (order.get(r.state, 2), r.id))
+    emit_rows(
+        ("id", "state", "function", "done", "running", "queued", "output", "created_at"),
+        [
+            (
+                r.id,
+                r.state,
+                r.function,
+                r.steps_done,
+                r.steps_running,
+                r.steps_queued,
+                r.output_pdh,
+                text_time(r.created_at),
+            )
+            for r in found
+        ],
+    )
 
 
 @job.command()
@@ -222,7 +228,8 @@ def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> Non
     lines = [
         f"job {record.id}: {record.state}",
         f"function: {record.function} = {record.function_pdh}/{record.function_path}{commit}",
-        f"input:    {record.input_pdh}",
+        f"input:    {record.input_pdh}"
+        + (f" (submitted as {record.input_name})" if record.input_name else ""),
         f"params:   {record.params}",
         f"output:   {record.output_pdh or '-'}",
         f"logs:     {record.log_pdh or '-'}",
@@ -234,6 +241,10 @@ def show(ctx: click.Context, job_id: int, as_json: bool, each_step: bool) -> Non
             f"local:    {record.local_fraction:.0%} of {record.input_bytes} input bytes "
             "on the step's own host"
         )
+    lines.append(
+        f"times:    submitted {text_time(record.created_at)} by {record.submitted_by}, "
+        f"started {text_time(record.started_at)}, finished {text_time(record.finished_at)}"
+    )
     if record.reused_from is not None:
         lines.append(f"reused from {record.reused_from}")
     if record.error:

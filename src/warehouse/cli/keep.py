@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import quote
 
 import click
 
-from warehouse.cli._common import emit_json
+from warehouse.cli._common import emit_json, emit_rows, text_time
 from warehouse.remote.api import ApiClient
 
 __all__ = ["keep"]
@@ -44,9 +43,10 @@ def keep_ls(as_json: bool) -> None:
     if as_json:
         emit_json(services)
         return
-    for s in services:
-        seen = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(s["last_seen"]))
-        click.echo(f"{s['id']}\t{s['url']}\t{seen}")
+    emit_rows(
+        ("id", "url", "last_seen"),
+        [(s["id"], s["url"], text_time(s["last_seen"])) for s in services],
+    )
 
 
 @keep.command("retire")

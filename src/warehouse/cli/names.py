@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import click
-from rich.console import Console
-from rich.table import Table
 
-from warehouse.cli._common import check_pdh, emit_json, open_warehouse
+from warehouse.cli._common import check_pdh, emit_json, emit_rows, open_warehouse, text_time
 from warehouse.cli.completion import complete_names
 
 __all__ = ["accounting", "name"]
-
-
-def _when(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @click.group()
@@ -64,8 +56,10 @@ def name_ls(ctx: click.Context, prefix: str, as_json: bool) -> None:
     if as_json:
         emit_json([_record(r) for r in records])
         return
-    for r in records:
-        click.echo(f"{r.name}\t{r.pdh}\tv{r.version}\t{_when(r.updated_at)}\t{r.updated_by}")
+    emit_rows(
+        ("name", "pdh", "version", "updated_at", "updated_by"),
+        [(r.name, r.pdh, r.version, text_time(r.updated_at), r.updated_by) for r in records],
+    )
 
 
 def _record(r: object) -> dict[str, object]:
@@ -82,8 +76,10 @@ def name_log(ctx: click.Context, name_: str, as_json: bool) -> None:
     if as_json:
         emit_json([_record(c) for c in changes])
         return
-    for c in changes:
-        click.echo(f"v{c.version}\t{c.old_pdh or '-'}\t{c.new_pdh or '-'}\t{c.by}\t{_when(c.at)}")
+    emit_rows(
+        ("version", "old_pdh", "new_pdh", "by", "at"),
+        [(c.version, c.old_pdh, c.new_pdh, c.by, text_time(c.at)) for c in changes],
+    )
 
 
 @click.command()
@@ -95,9 +91,8 @@ def accounting(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([_record(r) for r in rows])
         return
-    table = Table("user", "block writes", "new blocks", "bytes written", "bytes new")
-    for r in rows:
-        table.add_row(
-            r.user, str(r.writes), str(r.new_blocks), str(r.bytes_written), str(r.bytes_new)
-        )
-    Console().print(table)
+    emit_rows(
+        ("user", "writes", "new_blocks", "bytes_written", "bytes_new"),
+        [(r.user, r.writes, r.new_blocks, r.bytes_written, r.bytes_new) for r in rows],
+        sizes=("bytes_written", "bytes_new"),
+    )

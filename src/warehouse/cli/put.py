@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
@@ -11,7 +12,11 @@ from warehouse.base import NameConflictAfterPut, PutResult
 from warehouse.cli._common import Failure, byte_progress, check_pdh, emit_json, open_warehouse
 from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult
+from warehouse.interface import Warehouse
 from warehouse.manifest import Manifest
+
+if TYPE_CHECKING:
+    from warehouse.putcache import PutCache
 
 # A manifest text is read into memory; 1 GiB lists tens of millions of files.
 MAX_MANIFEST_BYTES = 1 << 30
@@ -75,6 +80,12 @@ __all__ = ["put"]
     is_flag=True,
     help="Print what would be stored (path and size) and the total; store nothing.",
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Read every file, even those the resume cache knows unchanged (by path, size, "
+    "mtime and inode) since they were last stored.",
+)
 @click.option("--no-progress", is_flag=True, help="Draw no progress bar.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no warnings; errors only.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object instead of the PDH.")
@@ -93,6 +104,7 @@ def put(
     excludes: tuple[str, ...],
     skip_unreadable: bool,
     dry_run: bool,
+    no_cache: bool,
     no_progress: bool,
     quiet: bool,
     as_json: bool,
@@ -107,6 +119,11 @@ def put(
     already holding other data is a conflict, found before the files are
     read where it can be. A conflict found after the data is stored still
     prints the stored PDH, so it can be named.
+
+    A file stored before from the same path, with the same size, mtime and
+    inode, is not read again: its blocks are checked to be still stored and
+    reused (the resume cache, under $XDG_CACHE_HOME/warehouse; --no-cache
+    reads everything).
 
     A file whose size or mtime changes while it is read fails the put
     (exit 1, nothing named) unless --allow-changing is given. Ctrl-C stops it
@@ -143,6 +160,7 @@ def put(
     if not quiet:
         for _path, reason in keep.skipped:
             click.echo(f"Skipped: {reason}", err=True)
+    cache = None if no_cache else _open_cache(wh, quiet)
     with byte_progress("put", None if quiet or no_progress else tree.total_size) as progress:
         try:
             result = wh.put(
@@ -153,15 +171,31 @@ def put(
                 replace=replace,
                 allow_changing=allow_changing,
                 progress=progress,
+                cache=cache,
             )
         except NameConflictAfterPut as e:
             # Stored and recorded, only not named: say what it is stored as.
             _show(e.result, None, as_json, keep, conflict=str(e))
             raise Failure(e) from None
+        finally:
+            if cache is not None:
+                cache.close()
     if not quiet:
         for path in result.write.changed:
             click.echo(f"Warning: {path} changed while it was read; stored as read", err=True)
     _show(result.write, result, as_json, keep)
+
+
+def _open_cache(wh: Warehouse, quiet: bool) -> PutCache | None:
+    """The resume cache of this store; a put goes on without one it cannot open."""
+    from warehouse.putcache import PutCache
+
+    try:
+        return PutCache(wh.cache_identity())
+    except (OSError, sqlite3.Error) as e:
+        if not quiet:
+            click.echo(f"Warning: no resume cache ({e}); every file is read", err=True)
+        return None
 
 
 def _keys(**values: Any) -> dict[str, Any]:
@@ -170,6 +204,9 @@ def _keys(**values: Any) -> dict[str, Any]:
         "pdh": None,
         "files": None,
         "bytes": None,
+        "bytes_read": None,
+        "cached_files": None,
+        "cached_bytes": None,
         "blocks": None,
         "blocks_new": None,
         "bytes_new": None,
@@ -197,11 +234,15 @@ def _show(
         click.echo(w.pdh)
         return
     named = None if result is None else result.name
+    cached = None if result is None else result.cached
     emit_json(
         _keys(
             pdh=w.pdh,
             files=w.file_count,
-            bytes=w.bytes_read,
+            bytes=w.manifest.size,
+            bytes_read=w.bytes_read,
+            cached_files=None if cached is None else cached.files,
+            cached_bytes=None if cached is None else cached.bytes,
             blocks=len(w.blocks),
             blocks_new=w.blocks_new,
             bytes_new=w.bytes_new,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
-from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli._common import emit_json, emit_rows, open_warehouse, text_time
 from warehouse.regol.client import Regol, bisect, regol_view
 from warehouse.regol.values import RunRecord
 
@@ -48,9 +46,13 @@ def ls(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([w.as_dict() for w in found])
         return
-    for w in found:
-        state = "" if w.active else " (unwatched)"
-        click.echo(f"{w.id:>5} {w.label}: job {w.job}, {w.branch} of {w.repository}{state}")
+    emit_rows(
+        ("id", "label", "job", "branch", "repository", "state"),
+        [
+            (w.id, w.label, w.job, w.branch, w.repository, "watched" if w.active else "unwatched")
+            for w in found
+        ],
+    )
 
 
 @regol.command()
@@ -63,7 +65,7 @@ def unwatch(ctx: click.Context, watch_id: int) -> None:
 
 
 def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(t))
+    return text_time(t)
 
 
 def _seconds(t: float | None) -> str:

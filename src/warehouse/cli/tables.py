@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from warehouse import jobs
-from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli._common import emit_json, emit_rows, open_warehouse
 from warehouse.errors import WarehouseError
 from warehouse.jobs.values import JobRecord
 
@@ -88,9 +88,11 @@ def table_ls(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([_describe(n, p, m) for n, p, m in found])
         return
-    for name, pdh, m in found:
-        by = f"by {m.partitioned_by}" if m.partitioned_by else "unpartitioned"
-        click.echo(f"{name}\t{pdh}\t{m.format}\t{m.partitions} partitions {by}\t{m.size} bytes")
+    emit_rows(
+        ("name", "pdh", "format", "partitions", "partitioned_by", "bytes"),
+        [(n, p, m.format, m.partitions, m.partitioned_by, m.size) for n, p, m in found],
+        sizes=("bytes",),
+    )
 
 
 def _describe(name: str, pdh: str, m: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@ catalog itself."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from dataclasses import asdict
 from typing import Any
@@ -12,7 +11,7 @@ import click
 
 from warehouse import catalog
 from warehouse.catalog import auth
-from warehouse.cli._common import emit_json
+from warehouse.cli._common import emit_json, emit_rows, text_time
 from warehouse.cli.serve import default_db_url
 from warehouse.errors import UsageError
 from warehouse.remote.api import ApiClient
@@ -41,9 +40,7 @@ def _engine(db_url: str | None) -> Any:
 
 
 def _when(t: float | None) -> str:
-    if t is None:
-        return "never"
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return text_time(t, never="never")
 
 
 @click.group()
@@ -107,8 +104,7 @@ def user_ls(db_url: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for r in rows:
-        click.echo(f"{r['name']}{'  admin' if r['admin'] else ''}")
+    emit_rows(("name", "admin"), [(r["name"], "yes" if r["admin"] else "no") for r in rows])
 
 
 @click.group()
@@ -159,10 +155,13 @@ def token_ls(whose: str | None, db_url: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    for r in rows:
-        label = f"  {r['label']}" if r["label"] else ""
-        created, expires = _when(r["created_at"]), _when(r["expires_at"])
-        click.echo(f"{r['id']}  {r['user']}  created {created}  expires {expires}{label}")
+    emit_rows(
+        ("id", "user", "created_at", "expires_at", "label"),
+        [
+            (r["id"], r["user"], _when(r["created_at"]), _when(r["expires_at"]), r["label"])
+            for r in rows
+        ],
+    )
 
 
 @token.command("revoke")

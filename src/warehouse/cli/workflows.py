@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli._common import emit_json, emit_rows, open_warehouse, text_time
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.workflows.client import WorkflowsView, workflows_view
@@ -125,8 +125,14 @@ def ls(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(found)
         return
-    for r in found:
-        click.echo(f"{r['id']:>5} {r['state']:<9} {r['workflow']:<20} {r['owner']} {r['file_pdh']}")
+    emit_rows(
+        ("id", "state", "workflow", "owner", "file_pdh", "created_at"),
+        [(r["id"], r["state"], r["workflow"], r["owner"], r["file_pdh"], _when(r)) for r in found],
+    )
+
+
+def _when(view: dict[str, Any]) -> str:
+    return text_time(view.get("created_at"))
 
 
 @workflow.command()
@@ -144,6 +150,8 @@ def show(ctx: click.Context, run_id: int, as_json: bool) -> None:
         f"file:    {view['file_pdh']}",
         f"inputs:  {view['inputs']}",
         f"owner:   {view['owner']}",
+        f"times:   created {_when(view)}, started {text_time(view.get('started_at'))}, "
+        f"finished {text_time(view.get('finished_at'))}",
     ]
     if view.get("outputs"):
         lines.append(f"outputs: {view['outputs']}")

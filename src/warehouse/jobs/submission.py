@@ -105,6 +105,11 @@ def _pinned(wh: SubmitHost, params: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**params, "code": pdh, **({"code_commit": commit} if commit else {})}
 
 
+def _given_name(given: str, input_pdh: str) -> str | None:
+    """What the input was submitted as, when that says more than its PDH (a name)."""
+    return None if given.strip() == input_pdh else given.strip()
+
+
 def _check(request: JobRequest) -> None:
     if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
         raise UsageError("cpus and attempts must be at least 1, memory not negative")
@@ -133,6 +138,7 @@ def _job_row(
         "function_path": version.path,
         "function_commit": version.commit,
         "input_pdh": input_pdh,
+        "input_name": _given_name(request.input, input_pdh),
         "params": params,
         "cpus": request.cpus,
         "memory": request.memory,

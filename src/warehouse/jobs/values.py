@@ -45,6 +45,7 @@ class JobRecord:
     # Placement: input bytes of finished steps, and those on the step's own host.
     input_bytes: int = 0
     local_bytes: int = 0
+    input_name: str | None = None  # the name the input was submitted under, if any
 
     @property
     def local_fraction(self) -> float | None:

@@ -81,6 +81,10 @@ class RemoteWarehouse(WarehouseBase):
             remotes=self._other_store if self.clusters else None,
         )
 
+    def cache_identity(self) -> str:
+        # Signed locators are read capabilities of one token: kept per token.
+        return f"url:{self.url}\n{self.store.token}"
+
     def close(self) -> None:
         for other in self._others.values():
             other.close()

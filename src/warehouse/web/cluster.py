@@ -12,7 +12,6 @@ import asyncio
 import os
 import re
 import shutil
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from warehouse.remote.tls import verify_for
 from warehouse.web.auth import SignedIn, site_of
 from warehouse.web.pages import PREFIX, PageRoute, render
 from warehouse.web.site import Site
+from warehouse.web.throughput import charts
 
 __all__ = ["STATUS_TIMEOUT", "Capacity", "ServerView", "VolumeView", "capacity", "router"]
 
@@ -77,7 +77,6 @@ class ServerView:
     volumes: list[VolumeView] = field(default_factory=list)
     requests: int = 0
     by_method: dict[str, int] = field(default_factory=dict)
-    rate: float | None = None  # requests a second since the last look
     error: str | None = None
 
     @property
@@ -152,11 +151,6 @@ async def _status(client: httpx.AsyncClient, site: Site, view: ServerView) -> No
         return
     view.version = str(status.get("version", ""))
     view.requests, view.by_method = _count(status.get("requests", {}))
-    now = time.monotonic()
-    before = site.samples.get(view.url)
-    if before is not None and now > before[0] and view.requests >= before[1]:
-        view.rate = (view.requests - before[1]) / (now - before[0])
-    site.samples[view.url] = (now, view.requests)
 
 
 def _local_volumes(site: Site) -> list[ServerView]:
@@ -183,6 +177,13 @@ async def cluster(request: Request, user: SignedIn) -> Response:
     rows = await run_in_threadpool(catalog.accounting, site.engine, 0.0)
     rows = [r for r in rows if user.admin or r.user == user.name]
     whole = capacity([(v.host, vol) for v in views for vol in v.volumes])
+    drawn = await run_in_threadpool(charts, site.engine, None if user.admin else user.name)
     return render(
-        request, "cluster.html", servers=views, accounting=rows, kind=site.kind, whole=whole
+        request,
+        "cluster.html",
+        servers=views,
+        accounting=rows,
+        kind=site.kind,
+        whole=whole,
+        charts=drawn,
     )

@@ -57,8 +57,6 @@ class Site:
     keep_token: str | None = None
     _loaded: OrderedDict[str, Loaded] = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # Per keep server: (time, requests answered) at the last look, for rates.
-    samples: dict[str, tuple[float, int]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def for_controller(cls, state: ControllerState) -> Site:

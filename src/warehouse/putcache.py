@@ -1,0 +1,293 @@
+"""The resume cache of ``wh put``: files already stored are not read again.
+
+A file is taken as unchanged when its path, size, modification time (ns) and
+inode are what they were when it was last stored (as restic and arv-put
+decide); its pieces (block, offset, length) and MD5 are then taken from the
+cache instead of from reading it. A changed file, or one that is not in the
+cache, is read and stored as usual.
+
+The cache is only trusted as far as the store agrees: before a put uses an
+entry, every block it names is checked to exist (one local stat or one HEAD
+per distinct block, on a few threads), and a signed locator near its expiry
+is not used. An entry naming a missing block is read again.
+
+One SQLite file per store (a local home, or a controller URL and token) under
+``$XDG_CACHE_HOME/warehouse``, private to the user (0600 in a 0700 folder).
+What one put learns is written in one transaction at its end, so a crash
+leaves the cache as it was. It is bounded: at most ``max_entries`` files per
+store (the least recently used go first) and ``MAX_CACHE_FILES`` stores.
+
+Like restic's, the decision is a trade: a file rewritten with the same size
+and its modification time set back is not seen as changed (``--no-cache``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from warehouse.blocks.locator import Locator
+from warehouse.blocks.store import BlockStore, StoredBlock
+from warehouse.collection.scan import DirNode
+from warehouse.collection.writer import WriteResult
+from warehouse.manifest import Manifest
+from warehouse.manifest.entries import FileEntry, FilePiece
+
+__all__ = ["CacheStats", "PutCache", "write_with_cache"]
+
+MAX_ENTRIES = 4_000_000  # files remembered per store (~1 GiB of cache at most)
+MAX_CACHE_FILES = 32  # stores remembered per user
+MARGIN = 24 * 3600  # a signature expiring sooner than this is not reused
+CHECKERS = 16  # blocks checked at once (HEAD requests to keep servers)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    md5 TEXT NOT NULL,
+    pieces TEXT NOT NULL,
+    used INTEGER NOT NULL
+)
+"""
+
+
+def default_directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "warehouse"
+
+
+@dataclass(frozen=True)
+class _Stat:
+    size: int
+    mtime_ns: int
+    inode: int
+
+
+@dataclass
+class CacheStats:
+    """What one put took from the cache."""
+
+    files: int = 0
+    bytes: int = 0
+    dropped: int = 0  # entries not used because a block they name is gone
+
+
+@dataclass
+class _Hit:
+    entry: FileEntry
+    md5: str
+
+
+class PutCache:
+    """The cache of one store; ``identity`` says which (a home, a URL and token)."""
+
+    def __init__(
+        self, identity: str, directory: Path | None = None, *, max_entries: int = MAX_ENTRIES
+    ) -> None:
+        self.directory = directory or default_directory()
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = hashlib.sha256(identity.encode()).hexdigest()[:20]
+        self.path = self.directory / f"put-{name}.sqlite"
+        self.max_entries = max_entries
+        # Created 0600 before SQLite opens it; its journal takes the same mode.
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+        self._db = sqlite3.connect(self.path, timeout=30)
+        self._db.execute(_SCHEMA)
+        self._db.commit()
+        _bound_files(self.directory, keep=self.path)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> PutCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def lookup(self, source: str, st: _Stat) -> _Hit | None:
+        row = self._db.execute(
+            "SELECT size, mtime_ns, inode, md5, pieces FROM files WHERE path = ?", (source,)
+        ).fetchone()
+        if row is None or tuple(row[:3]) != (st.size, st.mtime_ns, st.inode):
+            return None
+        try:
+            pieces = tuple(
+                FilePiece(Locator.parse(loc), off, n) for loc, off, n in json.loads(row[4])
+            )
+        except (ValueError, TypeError):
+            return None  # an entry this version cannot read is only a miss
+        if sum(p.length for p in pieces) != st.size:
+            return None
+        return _Hit(FileEntry("", st.size, pieces), row[3])
+
+    def save(self, rows: Iterable[tuple[str, _Stat, str, FileEntry]], used: Iterable[str]) -> None:
+        """Remember the files just stored and mark those used; one transaction."""
+        now = time.time_ns()
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (
+                        source,
+                        st.size,
+                        st.mtime_ns,
+                        st.inode,
+                        md5,
+                        json.dumps([[str(p.locator), p.offset, p.length] for p in e.pieces]),
+                        now,
+                    )
+                    for source, st, md5, e in rows
+                ),
+            )
+            self._db.executemany(
+                "UPDATE files SET used = ? WHERE path = ?", ((now, s) for s in used)
+            )
+            (count,) = self._db.execute("SELECT count(*) FROM files").fetchone()
+            if count > self.max_entries:
+                self._db.execute(
+                    "DELETE FROM files WHERE path IN "
+                    "(SELECT path FROM files ORDER BY used LIMIT ?)",
+                    (count - self.max_entries,),
+                )
+
+
+def _bound_files(directory: Path, keep: Path) -> None:
+    """At most MAX_CACHE_FILES stores: the least recently written go."""
+    try:
+        found = sorted(directory.glob("put-*.sqlite"), key=lambda p: p.stat().st_mtime)
+    except OSError:
+        return
+    for old in found[: max(0, len(found) - MAX_CACHE_FILES)]:
+        if old != keep:
+            for p in (old, old.with_name(old.name + "-journal")):
+                p.unlink(missing_ok=True)
+
+
+def _stat(path: Path) -> _Stat | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # the writer says why it cannot read it
+    return _Stat(st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _usable(locator: Locator, now: float) -> bool:
+    hint = locator.hint("A")
+    if hint is None:
+        return True
+    try:
+        return int(hint.rpartition("@")[2], 16) > now + MARGIN
+    except ValueError:
+        return False
+
+
+def _present(store: BlockStore, locators: dict[str, Locator]) -> set[str]:
+    """The keys of the blocks the store still holds (checked a few at a time)."""
+    now = time.time()
+    todo = [loc for loc in locators.values() if _usable(loc, now)]
+    with ThreadPoolExecutor(CHECKERS, thread_name_prefix="wh-cache-check") as pool:
+        found = pool.map(lambda loc: loc.key if store.exists(loc) else None, todo)
+        return {key for key in found if key is not None}
+
+
+@dataclass
+class _Plan:
+    hits: dict[str, _Hit] = field(default_factory=dict)  # collection path -> hit
+    stats: dict[str, tuple[str, _Stat]] = field(default_factory=dict)  # path -> (source, stat)
+
+
+def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> tuple[_Plan, int]:
+    plan = _Plan()
+    for node in tree.walk():
+        for name, source, size in node.files:
+            st = _stat(source)
+            if st is None or st.size != size:
+                continue
+            rel = f"{node.rel}/{name}" if node.rel else name
+            key = os.path.abspath(source)
+            plan.stats[rel] = (key, st)
+            hit = cache.lookup(key, st)
+            if hit is not None:
+                plan.hits[rel] = _Hit(FileEntry(rel, hit.entry.size, hit.entry.pieces), hit.md5)
+    named = {p.locator.key: p.locator for h in plan.hits.values() for p in h.entry.pieces}
+    there = _present(store, named) if named else set()
+    gone = [
+        rel
+        for rel, h in plan.hits.items()
+        if any(p.locator.key not in there for p in h.entry.pieces)
+    ]
+    for rel in gone:
+        del plan.hits[rel]
+    return plan, len(gone)
+
+
+def _without(node: DirNode, hits: dict[str, _Hit]) -> DirNode:
+    """The tree less the files the cache answers for."""
+    return DirNode(
+        node.rel,
+        [f for f in node.files if (f"{node.rel}/{f[0]}" if node.rel else f[0]) not in hits],
+        [_without(d, hits) for d in node.dirs],
+    )
+
+
+def write_with_cache(
+    cache: PutCache,
+    store: BlockStore,
+    tree: DirNode,
+    write: Callable[[DirNode], WriteResult],
+) -> tuple[WriteResult, CacheStats]:
+    """Store ``tree`` with ``write``, reading only the files the cache cannot vouch for."""
+    plan, dropped = _plan(cache, store, tree)
+    result = write(_without(tree, plan.hits))
+    written = result.manifest.files()
+    entries: list[FileEntry] = []
+    md5s = dict(result.file_md5s)
+    fresh: list[tuple[str, _Stat, str, FileEntry]] = []
+    changed = set(result.changed)
+    for node in tree.walk():
+        for name, _source, _size in node.files:
+            rel = f"{node.rel}/{name}" if node.rel else name
+            hit = plan.hits.get(rel)
+            if hit is not None:
+                entries.append(hit.entry)
+                md5s[rel] = hit.md5
+                continue
+            entry = written[rel]
+            entries.append(entry)
+            # Remembered with the stat taken before the read: a file changed
+            # after it only misses next time. One stored as torn is not kept.
+            if rel in plan.stats and rel not in changed and rel in result.file_md5s:
+                source, st = plan.stats[rel]
+                if st.size == entry.size:
+                    fresh.append((source, st, result.file_md5s[rel], entry))
+    empty = [d.rel for d in tree.walk() if d.rel and d.is_empty]
+    manifest = Manifest.from_files(entries, empty)
+    new_keys = {b.locator.key for b in result.blocks}
+    reused: dict[str, Locator] = {}
+    for hit in plan.hits.values():
+        for p in hit.entry.pieces:
+            if p.locator.key not in new_keys and not p.locator.is_empty:
+                reused.setdefault(p.locator.key, p.locator)
+    merged = WriteResult(
+        manifest=manifest,
+        blocks=result.blocks + tuple(StoredBlock(loc, False) for loc in reused.values()),
+        file_count=tree.file_count,
+        bytes_read=result.bytes_read,
+        file_md5s=md5s,
+        changed=result.changed,
+    )
+    cache.save(fresh, (plan.stats[rel][0] for rel in plan.hits))
+    stats = CacheStats(
+        files=len(plan.hits), bytes=sum(h.entry.size for h in plan.hits.values()), dropped=dropped
+    )
+    return merged, stats

@@ -1,0 +1,133 @@
+"""One output convention for every command (docs/cli.md, "Output"): `--json`
+times are ISO 8601 UTC, a job's params a JSON object; piped listings are
+tab-separated under a header line, text times carry their zone; every
+`--json` flag says what it prints."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from conftest import Runner
+from jobs_helpers import make_text
+from warehouse.cli import cli
+
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+TEXT_TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+
+WORKFLOW = """\
+workflow: tiny
+inputs:
+  reads: {default: reads}
+jobs:
+  hash:
+    function: builtin:zhash
+    input: $reads
+    params: {algorithm: sha256}
+outputs:
+  sums: $hash
+"""
+
+
+def _walk(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    yield key, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _walk(v, key)
+
+
+def conventional(doc: Any) -> int:
+    """Check every time and every params in a JSON document; how many times seen."""
+    times = 0
+    for key, value in _walk(doc):
+        if key == "at" or key.endswith("_at") or key == "last_seen":
+            assert value is None or ISO_UTC.fullmatch(value), (key, value)
+            times += value is not None
+        if key == "params" and value is not None:
+            assert isinstance(value, dict), (key, value)
+    return times
+
+
+def as_json(run: Runner, *args: str) -> Any:
+    return json.loads(run(*args, "--json").stdout)
+
+
+def test_json_times_and_params_follow_one_convention(
+    run: Runner, tmp_path: Path, home: Path
+) -> None:
+    src = make_text(tmp_path / "in")
+    put = as_json(run, "put", "--name", "reads", str(src))
+    manifest = run("manifest", put["pdh"]).stdout
+    again = json.loads(run("put", "--manifest", "-", "--json", input=manifest.encode()).stdout)
+    assert set(again) == set(put)  # the same keys, whatever path made it
+
+    job = as_json(run, "job", "submit", "builtin:zhash", "--input", "reads", "--param",
+                  "algorithm=sha256", "--wait")  # fmt: skip
+    shown = as_json(run, "job", "show", str(job["id"]))
+    assert shown["params"] == {"algorithm": "sha256"} and shown["input_name"] == "reads"
+    assert conventional(shown) >= 3  # created, started, finished
+    assert conventional(as_json(run, "job", "ls")) >= 3
+
+    run("name", "set", "reads", job["output_pdh"], "--expect", put["pdh"])
+    assert conventional(as_json(run, "name", "log", "reads")) == 2
+    assert conventional(as_json(run, "name", "ls")) == 1
+    assert conventional(as_json(run, "collection", "ls")) >= 2
+
+    wf = tmp_path / "tiny.wf.yml"
+    wf.write_text(WORKFLOW)
+    ran = json.loads(run("workflow", "run", str(wf), "--wait", "--json").stdout)
+    assert conventional(ran) >= 1
+    assert conventional(as_json(run, "workflow", "ls")) >= 1
+    shown_run = as_json(run, "workflow", "show", str(ran["id"]))
+    assert conventional(shown_run) >= 1 and isinstance(shown_run["inputs"], dict)
+    assert conventional(as_json(run, "regol", "ls")) == 0
+
+    db = f"sqlite:///{home / 'warehouse.db'}"
+    run("user", "add", "carol", "--db", db)
+    run("token", "create", "carol", "--db", db)
+    assert conventional(as_json(run, "token", "ls", "--user", "carol", "--db", db)) == 2
+    assert any(u["name"] == "carol" for u in as_json(run, "user", "ls", "--db", db))
+
+    # Piped, listings are tab-separated under a header, times with their zone.
+    for args, header in (
+        (("name", "log", "reads"), "version\told_pdh\tnew_pdh\tby\tat"),
+        (("name", "ls"), "name\tpdh\tversion\tupdated_at\tupdated_by"),
+        (("collection", "ls"), "pdh\tkind\tfiles\tbytes\tcreated_at\tcreated_by"),
+        (("token", "ls", "--user", "carol", "--db", db), "id\tuser\tcreated_at\texpires_at\tlabel"),
+    ):
+        lines = run(*args).stdout.splitlines()
+        assert lines[0] == header, args
+        assert all(TEXT_TIME.search(line) for line in lines[1:]), (args, lines)
+    accounting = run("accounting").stdout.splitlines()
+    assert accounting[0] == "user\twrites\tnew_blocks\tbytes_written\tbytes_new"
+    assert accounting[1].split("\t")[3].isdigit()  # bytes when piped, not "1.2 KiB"
+    assert TEXT_TIME.search(run("job", "show", str(job["id"])).stdout)
+    assert TEXT_TIME.search(run("workflow", "show", str(ran["id"])).stdout)
+
+
+def test_every_json_flag_says_what_it_prints() -> None:
+    ctx = click.Context(cli)
+
+    def commands(cmd: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+        yield path, cmd
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
+                yield from commands(sub, f"{path} {name}")
+
+    found = 0
+    for path, cmd in commands(cli, "wh"):
+        for p in cmd.params:
+            if isinstance(p, click.Option) and "--json" in p.opts:
+                found += 1
+                assert p.help and len(p.help) > 5, path
+    assert found >= 20
