@@ -323,7 +323,7 @@ class UnitigGraph:
         return self.unitigs[v >> 1].coverage
 
     def low_coverage(self, cutoff: float, min_length: int) -> set[int]:
-        """Unitigs below the cutoff that are on their own, or dead ends of ``min_length`` bases or more.
+        """Unitigs below the cutoff: on their own, or dead ends of ``min_length`` bases or more.
 
         A unitig joined at both ends is never cut for its coverage (a thinly
         covered stretch of the genome would become a gap); shorter dead ends
