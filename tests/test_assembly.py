@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cluster import KeepPool, controller
 from conftest import Runner
 from jobs_helpers import dask_cluster  # noqa: F401  (a fixture)
 from warehouse.embedded import EmbeddedWarehouse
@@ -129,6 +130,31 @@ def test_dask_gives_the_same_contigs_as_local(
         assert view["state"] == "complete", view
         assert {n["node"] for n in view["nodes"] if not n["reused"]} == STAGES
         assert view["nodes"][-1]["output_pdh"] == local
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # one assembly through a controller; a loaded machine is slow
+def test_runs_through_a_controller_with_every_step_sandboxed(
+    run: Runner, tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # start_jobs without unsafe_steps refuses to start unless bubblewrap can sandbox the steps:
+    # the stages and the MapReduce functions see only the venv, their function and scratch.
+    wf = checkout(tmp_path)
+    genome = simulate.random_genome(30_000, 7)
+    simulate.write(tmp_path / "sim", genome, simulate.simulate_reads(genome, 30, 100, 0.01, 7))
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
+        monkeypatch.setenv("WH_URL", c.url)
+        monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+        monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+        run("put", str(tmp_path / "sim" / "reads"), "--name", "reads")
+        view = assemble(run, wf, "reducers=2")
+        assert {n["node"] for n in view["nodes"] if not n["reused"]} == STAGES
+        got = tmp_path / "got"
+        run("get", view["nodes"][-1]["output_pdh"], str(got))
+        seqs = [s for _, s in dbg.read_fasta((got / "contigs.fasta").read_text())]
+    figures = evaluate.evaluate(genome.decode(), seqs)
+    assert figures["genome_fraction"] >= 0.98 and figures["misassemblies"] == 0, figures
 
 
 def test_dbg_pieces_agree_with_plain_python() -> None:
