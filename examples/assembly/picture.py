@@ -24,11 +24,11 @@ from importlib import resources
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import simulate  # noqa: E402
+import simulate
 
-from warehouse.web.graphs import run_drawing  # noqa: E402
-from warehouse.web.pages import _env  # noqa: E402
-from warehouse.workflows.values import NodeRecord  # noqa: E402
+from warehouse.web.graphs import run_drawing
+from warehouse.web.pages import _env
+from warehouse.workflows.values import NodeRecord
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,11 +38,11 @@ def run_nodes(work: Path) -> list[NodeRecord]:
     simulate.write(work / "sim", genome, simulate.simulate_reads(genome, 30, 100, 0.01, 1))
     env = {**os.environ, "WH_HOME": str(work / "home")}
     wh = str(Path(sys.executable).parent / "wh")
-    subprocess.run([wh, "put", str(work / "sim" / "reads"), "--name", "reads"], env=env,
-                   check=True, capture_output=True)  # fmt: skip
+    put = [wh, "put", str(work / "sim" / "reads"), "--name", "reads"]
+    subprocess.run(put, env=env, check=True, capture_output=True)
+    wf = str(HERE / "assemble.wf.yml")
     done = subprocess.run(
-        [wh, "workflow", "run", str(HERE / "assemble.wf.yml"), "-i", "reads=reads"]
-        + ["--wait", "--json"],
+        [wh, "workflow", "run", wf, "-i", "reads=reads", "--wait", "--json"],
         env=env,
         check=True,
         capture_output=True,
