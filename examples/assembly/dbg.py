@@ -144,6 +144,87 @@ def successors(nodes: np.ndarray, k: int) -> np.ndarray:
     return succ
 
 
+def bridges(
+    keys: np.ndarray, counts: np.ndarray, solid: np.ndarray, k: int, max_steps: int
+) -> np.ndarray:
+    """Rarely seen k-mers that close a gap between a dead end and a dead start of the solid graph.
+
+    A true k-mer seen fewer times than the graph's cutoff is a gap in it: the
+    solid k-mer before it has no successor and the one after it no
+    predecessor. From every such dead end this walks through the k-mers left
+    out, while each step has a single continuation (or one seen strictly most
+    often), for at most ``max_steps`` k-mers; a walk that reaches a solid
+    k-mer with no solid predecessor has found a gap, and its k-mers are kept.
+    A walk from an error's dead end rejoins the true path where it already
+    has a predecessor, so errors are not brought back. Returns a mask over
+    ``keys`` of the k-mers to add.
+    """
+    add = np.zeros(len(keys), dtype=bool)
+    nodes = keys[solid]
+    n = len(nodes)
+    if n == 0 or max_steps <= 0:
+        return add
+    succ = successors(nodes, k)
+    outdeg = (succ >= 0).sum(axis=1)
+    indeg = outdeg[np.arange(2 * n) ^ 1]
+    # Both sides of a gap are long: at least k k-mers without a dead end (or up
+    # to a branch). An error's k-mers seen twice make a chain shorter than that.
+    only = succ[np.arange(2 * n), np.argmax(succ >= 0, axis=1)]
+    run = np.where(outdeg == 0, 1, k)
+    for _ in range(k):
+        run = np.where(outdeg == 1, np.minimum(run[only] + 1, k), run)
+    ahead = run >= k  # k k-mers on from this oriented node
+    behind = ahead[np.arange(2 * n) ^ 1]
+    ends = np.flatnonzero((outdeg == 0) & behind)
+    if len(ends) == 0:
+        return add
+    mask = _U((1 << (2 * k)) - 1)
+    solid_index = np.cumsum(solid) - 1  # position among the solid k-mers
+    # Oriented values of each walk's current k-mer.
+    values = np.where(ends % 2 == 0, nodes[ends >> 1], revcomp_codes(nodes[ends >> 1], k))
+    walk = np.arange(len(ends))
+    steps: list[tuple[np.ndarray, np.ndarray]] = []  # (walk, key index) of each step taken
+    for _ in range(max_steps + 1):
+        if len(walk) == 0:
+            break
+        best = np.full(len(walk), -1, dtype=np.int64)
+        best_count = np.zeros(len(walk), dtype=np.int64)
+        best_value = np.zeros(len(walk), dtype=np.uint64)
+        tie = np.zeros(len(walk), dtype=bool)
+        arrived = np.full(len(walk), -1, dtype=np.int64)  # oriented solid node reached
+        for base in range(4):
+            s = ((values << _U(2)) & mask) | _U(base)
+            canon = np.minimum(s, revcomp_codes(s, k))
+            idx = np.searchsorted(keys, canon)
+            idx[idx >= len(keys)] = 0
+            found = keys[idx] == canon
+            is_solid = found & solid[idx]
+            strand = (s != canon).astype(np.int64)
+            hit = np.where(is_solid, 2 * solid_index[idx] + strand, -1)
+            arrived = np.where((hit >= 0) & (arrived < 0), hit, np.where(hit >= 0, -2, arrived))
+            c = np.where(found & ~solid[idx], counts[idx], 0)
+            tie |= (c > 0) & (c == best_count)
+            more = c > best_count
+            tie &= ~more
+            best = np.where(more, idx, best)
+            best_value = np.where(more, s, best_value)
+            best_count = np.where(more, c, best_count)
+        # A walk ends at a solid k-mer (a gap when it is that k-mer's only way in).
+        done = arrived != -1
+        good = done & (arrived >= 0)
+        good[good] &= (indeg[arrived[good]] == 0) & ahead[arrived[good]]
+        for w in walk[good].tolist():
+            for ws, ks in steps:
+                add[ks[ws == w]] = True
+        go = ~done & (best >= 0) & ~tie
+        walk, best = walk[go], best[go]
+        if len(walk) == 0:
+            break
+        steps.append((walk, best))
+        values = best_value[go]
+    return add
+
+
 def kmer_unitigs(
     nodes: np.ndarray, counts: np.ndarray, k: int, succ: np.ndarray | None = None
 ) -> list[tuple[str, int, int]]:
@@ -241,8 +322,21 @@ class UnitigGraph:
     def cov(self, v: int) -> float:
         return self.unitigs[v >> 1].coverage
 
-    def low_coverage(self, cutoff: float) -> set[int]:
-        return {i for i, u in enumerate(self.unitigs) if u.coverage < cutoff}
+    def low_coverage(self, cutoff: float, min_length: int) -> set[int]:
+        """Unitigs below the cutoff: on their own, or dead ends of ``min_length`` bases or more.
+
+        A unitig joined at both ends is never cut for its coverage (a thinly
+        covered stretch of the genome would become a gap); shorter dead ends
+        and bubble arms are judged against their alternative, by tips and bubbles.
+        """
+        found = set()
+        for i, u in enumerate(self.unitigs):
+            if u.coverage >= cutoff:
+                continue
+            ends = (not self.succ[2 * i]) + (not self.succ[2 * i + 1])
+            if ends == 2 or (ends == 1 and len(u.seq) >= min_length):
+                found.add(i)
+        return found
 
     def tips(self, max_length: int) -> set[int]:
         """Dead ends shorter than ``max_length`` bases hanging off a branch with a better path."""
@@ -264,25 +358,57 @@ class UnitigGraph:
         return found
 
     def bubbles(self, max_size: int) -> set[int]:
-        """Parallel arms from one node to another: all but the highest-coverage arm."""
-        found: set[int] = set()
-        for v in range(len(self.oseq)):
-            if len(self.succ[v]) < 2:
+        """Bubble arms: a unitig from one node to another beside a better-covered path between them.
+
+        An arm is a unitig of at most ``max_size`` bases with one way in and
+        one way out. The other path is searched from the arm's start along
+        the other successors, through paths of at most ``max_size`` bases
+        and a few unitigs (errors close together split the true path). The
+        arm goes when that path's coverage (mean k-mer count) is higher, or
+        equal with the greater sequence. Arms are taken lowest coverage first,
+        and a path that removed one is kept this round, so a round never cuts
+        both sides of a bubble.
+        """
+        k1 = self.k - 1
+        candidates = []
+        for a in range(len(self.oseq)):
+            if len(self.oseq[a]) > max_size or len(self.succ[a]) != 1:
                 continue
-            arms: dict[int, list[int]] = {}
-            for a in self.succ[v]:
-                if (a >> 1) == (v >> 1) or len(self.oseq[a]) > max_size:
+            preds = self.pred(a)
+            e = self.succ[a][0]
+            if len(preds) != 1 or {preds[0] >> 1, e >> 1} & {a >> 1}:
+                continue
+            if len(self.succ[preds[0]]) < 2:
+                continue
+            candidates.append((self.cov(a), self.oseq[a], a, preds[0], e))
+        candidates.sort()
+        found: set[int] = set()
+        kept: set[int] = set()
+        for cov, seq, a, v, e in candidates:
+            if (a >> 1) in kept or (a >> 1) in found:
+                continue
+            best: tuple[float, str, list[int]] | None = None
+            stack = [(w, [w]) for w in self.succ[v] if w != a]
+            while stack:
+                w, path = stack.pop()
+                if (w >> 1) in found or (w >> 1) == (a >> 1):
                     continue
-                if (
-                    self.pred(a) == [v]
-                    and len(self.succ[a]) == 1
-                    and (self.succ[a][0] >> 1) != (v >> 1)
-                ):
-                    arms.setdefault(self.succ[a][0], []).append(a)
-            for group in arms.values():
-                if len(group) > 1:
-                    keep = max(group, key=lambda a: (self.cov(a), self.oseq[a]))
-                    found.update(a >> 1 for a in group if a != keep)
+                if w == e:
+                    inner = path[:-1]
+                    kmers = sum(self.unitigs[x >> 1].kmers for x in inner)
+                    total = sum(self.unitigs[x >> 1].total for x in inner)
+                    pcov = total / kmers if kmers else math.inf
+                    key = (pcov, self.oseq[inner[0]] if inner else "", inner)
+                    if best is None or key[:2] > best[:2]:
+                        best = key
+                    continue
+                size = sum(len(self.oseq[x]) - k1 for x in path) + k1
+                if size > max_size or len(path) > 4:
+                    continue
+                stack.extend((x, [*path, x]) for x in self.succ[w])
+            if best is not None and best[:2] > (cov, seq):
+                found.add(a >> 1)
+                kept.update(x >> 1 for x in best[2])
         return found
 
     def without(self, drop: set[int]) -> UnitigGraph:
@@ -340,7 +466,7 @@ def simplify(graph: UnitigGraph, how: Simplify) -> UnitigGraph:
         bubbles = graph.bubbles(how.bubble_size) if how.remove_bubbles else set()
         low: set[int] = set()
         if not tips and not bubbles and how.min_count > 0:
-            low = graph.low_coverage(how.min_count)
+            low = graph.low_coverage(how.min_count, how.tip_length)
         drop = low | tips | bubbles
         how.log.append(
             {

@@ -1,5 +1,8 @@
 """Stage graph: solid k-mers (seen at least kmer_min_count times) and each one's successors.
 
+K-mers seen fewer times are kept where they bridge a gap between a dead end
+and a dead start of the solid graph (dbg.bridges), at most bridge_length of them.
+
 Input: ./counts (the k-mer count) and ./code (the count's code, with k in config.json).
 """
 
@@ -19,7 +22,10 @@ k = dbg.check_k(json.loads(stage.read("code/config.json"))["k"])
 least = stage.auto(stage.params().get("kmer_min_count", 2), 2, "kmer_min_count")
 parts = [dbg.parse_counts(stage.read(p)) for p in stage.files("counts")]
 keys, counts = dbg.merge_counts([p[0] for p in parts], [p[1] for p in parts])
+bridge = stage.auto(stage.params().get("bridge_length"), 3 * k, "bridge_length")
 solid = counts >= least
+bridged = dbg.bridges(keys, counts, solid, k, bridge) if least > 1 else np.zeros_like(solid)
+solid |= bridged
 nodes, counts = keys[solid], counts[solid]
 succ = dbg.successors(nodes, k)
 
@@ -32,5 +38,10 @@ def npy(a: np.ndarray) -> bytes:
 
 stage.write(
     {"nodes.npy": npy(nodes), "counts.npy": npy(counts), "successors.npy": npy(succ)},
-    {"kmers": len(keys), "solid_kmers": len(nodes), "edges": int((succ >= 0).sum()) // 2},
+    {
+        "kmers": len(keys),
+        "solid_kmers": len(nodes),
+        "bridged_kmers": int(bridged.sum()),
+        "edges": int((succ >= 0).sum()) // 2,
+    },
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -89,9 +90,15 @@ def _code_dir(spec: MapReduceSpec) -> Path | None:
     files = sorted(wh.manifest(spec.code).files())
     if not files:
         raise MapReduceError(f"the code collection {spec.code} is empty")
-    # Beside the job's own function versions (unpacked once per machine).
+    # Beside the job's own function versions (unpacked once per machine), or in the
+    # step's scratch when that is not writable: a sandboxed step sees only its own
+    # function's directory, read-only.
     root = Path(os.environ["WH_FUNCTION_DIR"]).parent
-    return materialize(wh, root, spec.code, files[0])
+    try:
+        return materialize(wh, root, spec.code, files[0])
+    except OSError:
+        scratch = Path(os.environ.get("WH_SCRATCH") or tempfile.gettempdir())
+        return materialize(wh, scratch / "code", spec.code, files[0])
 
 
 class _Ranges:
