@@ -1,4 +1,5 @@
-"""Where a controller's local steps run: a bubblewrap sandbox (docs/security.md).
+"""Where a controller's local and Slurm steps run: a bubblewrap sandbox
+(docs/security.md).
 
 A step of a shared installation is someone else's program, run on the
 controller's machine. In the sandbox it sees a read-only system (``/usr``,
@@ -16,7 +17,8 @@ missing): bubblewrap, run as root, mounts what the step may see, and
 ``setpriv`` drops to that user before the step's program starts.
 
 ``wrap`` is a pure function of its arguments: the command line is decided
-here, the process is started by the executor.
+here, the process is started by the executor (the local one here; the Slurm
+one's batch script on a node with the same paths).
 """
 
 from __future__ import annotations
