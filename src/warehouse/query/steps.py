@@ -205,6 +205,9 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
         con.execute(f"CREATE VIEW {quoted} AS SELECT {cols} WHERE false")
 
 
+_broadcast: dict[str, tuple[list[str], int]] = {}  # table -> (paths, bytes) in this step
+
+
 def _partition_views(
     con: Any, tables: dict[str, dict[str, Any]], columns: dict[str, Any], p: int
 ) -> dict[str, int]:
@@ -217,10 +220,11 @@ def _partition_views(
             paths, n = _fetch(reader, _table_files(name, t["format"], p), into)
             moved["scan_bytes"] += n
             _view(con, name, t["format"], paths, columns.get(name))
-        elif t["role"] == "broadcast":
-            paths, n = _fetch(reader, _table_files(name, t["format"], None), into)
-            moved["broadcast_bytes"] += n
-            _view(con, name, t["format"], paths, columns.get(name))
+        elif t["role"] == "broadcast":  # read once per step, whatever its partitions
+            if name not in _broadcast:
+                _broadcast[name] = _fetch(reader, _table_files(name, t["format"], None), into)
+                moved["broadcast_bytes"] += _broadcast[name][1]
+            _view(con, name, t["format"], _broadcast[name][0], columns.get(name))
         else:
             wanted = f"{name}.{part_name(p, 'parquet')}"
             paths = []
