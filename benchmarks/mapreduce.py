@@ -237,7 +237,9 @@ def main() -> None:
         for kind in kinds:
             data, out = (text, "spark-wc") if kind == "wordcount" else (records, "spark-sort")
             results[kind]["spark"] = run_spark(kind, data, work / out)
-            print(f"spark {kind}: {results[kind]['spark']} s", flush=True)
+            took_spark = results[kind]["spark"]
+            if took_spark is not None:
+                print(f"spark {kind}: {took_spark:.1f} s", flush=True)
     if not args.skip_dask and "wordcount" in kinds:
         results["wordcount"]["dask"] = run_dask(text, work / "dask-wc")
         print(f"dask wordcount: {results['wordcount']['dask']:.1f} s", flush=True)

@@ -179,11 +179,16 @@ def _sample_keys(
 ) -> list[bytes]:
     """The keys the mapper makes from a sample of the input (sample.py)."""
     mapper = load(spec.mapper, _code_dir(spec))
-    keys: list[bytes] = []
+    # Whole records of each file together (at most WINDOWS x WIDTH bytes in all):
+    # an executable mapper starts once a file, not once a window.
+    by_file: dict[str, list[bytes]] = {}
     for window, starts_split in sample_windows(splits):
         for path, data in _sample(spec.input_format, window, starts_split, ranges):
-            for batch in _map_batches(mapper, spec.input_format, path, data):
-                keys += _keys(batch, "the mapper")
+            by_file.setdefault(path, []).append(data)
+    keys: list[bytes] = []
+    for path, pieces in by_file.items():
+        for batch in _map_batches(mapper, spec.input_format, path, b"".join(pieces)):
+            keys += _keys(batch, "the mapper")
     return keys
 
 
