@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from cluster import KeepPool, controller
@@ -164,3 +165,21 @@ def test_dbg_pieces_agree_with_plain_python() -> None:
     assert dbg.first_valley({1: 100, 2: 10, 3: 4, 4: 9, 5: 20}) == 3
     assert dbg.first_valley({1: 100, 2: 10}) is None
     assert dbg.n50([5, 4, 1]) == 5 and dbg.n50([5, 4, 1], 30) == 0
+
+
+def test_bridges_bring_back_a_gap_of_true_kmers_seen_once_but_no_error() -> None:
+    k = 21
+    seq = simulate.random_genome(400, 5)
+    error = seq[:250] + (b"A" if seq[250:251] != b"A" else b"C") + seq[251:]
+    keys, counts = dbg.count_kmers([seq] * 9 + [error], k)
+    true = dbg.canonical_kmers(seq, k)
+    gap = np.isin(keys, true[150:155])
+    counts[gap] = 1  # five true k-mers in a row seen once: a gap in the solid graph
+    solid = counts >= 2
+    assert len(dbg.kmer_unitigs(keys[solid], counts[solid], k)) == 2
+    added = dbg.bridges(keys, counts, solid, k, 3 * k)
+    assert added.tolist() == gap.tolist()  # the error's k-mers, seen once, stay out
+    whole = solid | added
+    (unitig,) = dbg.kmer_unitigs(keys[whole], counts[whole], k)
+    assert unitig[0] in (seq.decode(), dbg.revcomp(seq.decode()))
+    assert not dbg.bridges(keys, counts, solid, k, 4).any()  # longer than allowed

@@ -156,8 +156,10 @@ def bridges(
     often), for at most ``max_steps`` k-mers; a walk that reaches a solid
     k-mer with no solid predecessor has found a gap, and its k-mers are kept.
     A walk from an error's dead end rejoins the true path where it already
-    has a predecessor, so errors are not brought back. Returns a mask over
-    ``keys`` of the k-mers to add.
+    has a predecessor, so errors are not brought back; both sides of a gap
+    must go on for k solid k-mers (or to a branch), so the short chain of an
+    error seen twice is not joined either. Returns a mask over ``keys`` of
+    the k-mers to add.
     """
     add = np.zeros(len(keys), dtype=bool)
     nodes = keys[solid]
