@@ -26,6 +26,7 @@ __all__ = [
     "LineOut",
     "byte_progress",
     "check_pdh",
+    "conventional",
     "emit_json",
     "emit_rows",
     "iso_time",
@@ -131,11 +132,12 @@ def text_time(t: float | None, never: str = "-") -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _conventional(value: Any, key: str = "") -> Any:
+def conventional(value: Any, key: str = "") -> Any:
+    """``value`` as every ``--json`` prints it: times ISO 8601 UTC, JSON text as JSON."""
     if isinstance(value, dict):
-        return {k: _conventional(v, str(k)) for k, v in value.items()}
+        return {k: conventional(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_conventional(v) for v in value]
+        return [conventional(v) for v in value]
     is_time = key in _TIME_KEYS or key.endswith("_at")
     if is_time and isinstance(value, int | float) and not isinstance(value, bool):
         return iso_time(float(value))
@@ -149,7 +151,7 @@ def _conventional(value: Any, key: str = "") -> Any:
 
 
 def emit_json(value: Any) -> None:
-    json.dump(_conventional(value), sys.stdout, indent=2, sort_keys=True)
+    json.dump(conventional(value), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
 
 
