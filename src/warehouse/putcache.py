@@ -28,7 +28,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,23 +130,36 @@ class PutCache:
             return None
         return _Hit(FileEntry("", st.size, pieces), row[3])
 
-    def save(self, rows: Iterable[tuple[str, _Stat, str, FileEntry]], used: Iterable[str]) -> None:
-        """Remember the files just stored and mark those used; one transaction."""
+    def stage(self, rows: Iterable[tuple[str, _Stat]]) -> None:
+        """Note the stat of files about to be read, taken before the read.
+
+        They wait in the cache file as unusable rows (no digest, so a lookup
+        misses them) until ``save`` completes them: a put of millions of files
+        holds none of them in memory. Committed at once, so no transaction
+        stays open while the put reads (another put of the same user can
+        use the cache meanwhile); rows a failed put left are evicted first."""
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, '', '', 0)",
+                ((source, st.size, st.mtime_ns, st.inode) for source, st in rows),
+            )
+
+    def save(self, rows: Iterable[tuple[str, int, str, FileEntry]], used: Iterable[str]) -> None:
+        """Complete the staged rows of the files just stored (source, size as
+        stored, MD5, entry) and mark those used, in one transaction."""
         now = time.time_ns()
         with self._db:
             self._db.executemany(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "UPDATE files SET md5 = ?, pieces = ?, used = ? WHERE path = ? AND size = ?",
                 (
                     (
-                        source,
-                        st.size,
-                        st.mtime_ns,
-                        st.inode,
                         md5,
                         json.dumps([[str(p.locator), p.offset, p.length] for p in e.pieces]),
                         now,
+                        source,
+                        size,
                     )
-                    for source, st, md5, e in rows
+                    for source, size, md5, e in rows
                 ),
             )
             self._db.executemany(
@@ -203,11 +216,16 @@ def _present(store: BlockStore, locators: dict[str, Locator]) -> set[str]:
 @dataclass
 class _Plan:
     hits: dict[str, _Hit] = field(default_factory=dict)  # collection path -> hit
-    stats: dict[str, tuple[str, _Stat]] = field(default_factory=dict)  # path -> (source, stat)
+    # Collection path of a hit -> its file and stat (staged again if its blocks are gone).
+    sources: dict[str, tuple[str, _Stat]] = field(default_factory=dict)
+
+
+STAGE_BATCH = 10_000
 
 
 def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> tuple[_Plan, int]:
     plan = _Plan()
+    staged: list[tuple[str, _Stat]] = []
     for node in tree.walk():
         for name, source, size in node.files:
             st = _stat(source)
@@ -215,10 +233,16 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> tuple[_Plan, int
                 continue
             rel = f"{node.rel}/{name}" if node.rel else name
             key = os.path.abspath(source)
-            plan.stats[rel] = (key, st)
             hit = cache.lookup(key, st)
-            if hit is not None:
-                plan.hits[rel] = _Hit(FileEntry(rel, hit.entry.size, hit.entry.pieces), hit.md5)
+            if hit is None:
+                staged.append((key, st))
+                if len(staged) >= STAGE_BATCH:
+                    cache.stage(staged)
+                    staged.clear()
+                continue
+            plan.hits[rel] = _Hit(FileEntry(rel, hit.entry.size, hit.entry.pieces), hit.md5)
+            plan.sources[rel] = (key, st)
+    cache.stage(staged)
     named = {p.locator.key: p.locator for h in plan.hits.values() for p in h.entry.pieces}
     there = _present(store, named) if named else set()
     gone = [
@@ -228,6 +252,7 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> tuple[_Plan, int
     ]
     for rel in gone:
         del plan.hits[rel]
+        cache.stage([plan.sources.pop(rel)])
     return plan, len(gone)
 
 
@@ -240,6 +265,24 @@ def _without(node: DirNode, hits: dict[str, _Hit]) -> DirNode:
     )
 
 
+def _learned(
+    tree: DirNode, hits: dict[str, _Hit], result: WriteResult
+) -> Iterator[tuple[str, int, str, FileEntry]]:
+    """What a put teaches the cache: every file it read whole and unchanged
+    (``save`` keeps it only if its staged stat has the size stored)."""
+    written = result.manifest.files_view()
+    changed = set(result.changed)
+    for node in tree.walk():
+        for name, source, _size in node.files:
+            rel = f"{node.rel}/{name}" if node.rel else name
+            if rel in hits or rel in changed:
+                continue
+            entry = written.get(rel)
+            md5 = result.file_md5s.get(rel)
+            if entry is not None and md5 is not None:
+                yield os.path.abspath(source), entry.size, md5, entry
+
+
 def write_with_cache(
     cache: PutCache,
     store: BlockStore,
@@ -248,12 +291,16 @@ def write_with_cache(
 ) -> tuple[WriteResult, CacheStats]:
     """Store ``tree`` with ``write``, reading only the files the cache cannot vouch for."""
     plan, dropped = _plan(cache, store, tree)
+    if not plan.hits:
+        # Nothing to merge (a first put): the writer's result as it is, and
+        # no second manifest or digest table held beside it.
+        result = write(tree)
+        cache.save(_learned(tree, plan.hits, result), ())
+        return result, CacheStats(files=0, bytes=0, dropped=dropped)
     result = write(_without(tree, plan.hits))
-    written = result.manifest.files()
+    written = result.manifest.files_view()
     entries: list[FileEntry] = []
     md5s = dict(result.file_md5s)
-    fresh: list[tuple[str, _Stat, str, FileEntry]] = []
-    changed = set(result.changed)
     for node in tree.walk():
         for name, _source, _size in node.files:
             rel = f"{node.rel}/{name}" if node.rel else name
@@ -261,15 +308,8 @@ def write_with_cache(
             if hit is not None:
                 entries.append(hit.entry)
                 md5s[rel] = hit.md5
-                continue
-            entry = written[rel]
-            entries.append(entry)
-            # Remembered with the stat taken before the read: a file changed
-            # after it only misses next time. One stored as torn is not kept.
-            if rel in plan.stats and rel not in changed and rel in result.file_md5s:
-                source, st = plan.stats[rel]
-                if st.size == entry.size:
-                    fresh.append((source, st, result.file_md5s[rel], entry))
+            else:
+                entries.append(written[rel])
     empty = [d.rel for d in tree.walk() if d.rel and d.is_empty]
     manifest = Manifest.from_files(entries, empty)
     new_keys = {b.locator.key for b in result.blocks}
@@ -286,7 +326,7 @@ def write_with_cache(
         file_md5s=md5s,
         changed=result.changed,
     )
-    cache.save(fresh, (plan.stats[rel][0] for rel in plan.hits))
+    cache.save(_learned(tree, plan.hits, result), (plan.sources[rel][0] for rel in plan.hits))
     stats = CacheStats(
         files=len(plan.hits), bytes=sum(h.entry.size for h in plan.hits.values()), dropped=dropped
     )
