@@ -112,9 +112,7 @@ class Manager:
                 self._assemble(job_id, steps[job_id])
             for job in [j for j in self.sched.jobs.values() if j.state in FINISHED]:
                 self._finish_logs(job.id, steps)
-            # The batch (with these jobs' rows) is taken now; the writer keeps it
-            # while the next steps start.
-            self.flush()
+            self.flush(wait=True)
             for job_id in self.sched.forget_finished():
                 self._forget(job_id)
         if time.time() - self._last_flush >= self.flush_interval:

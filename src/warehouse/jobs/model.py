@@ -268,7 +268,7 @@ class Scheduler:
         return ready
 
     def forget_finished(self) -> list[int]:
-        """Drop finished jobs (after their rows went to the writer); return their ids."""
+        """Drop finished jobs (after their rows were written); return their ids."""
         gone = [j.id for j in self.jobs.values() if j.state in FINISHED]
         for job_id in gone:
             del self.jobs[job_id]
