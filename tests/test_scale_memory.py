@@ -56,7 +56,7 @@ def _run(args: list[str], env: dict[str, str], tmp: Path) -> tuple[bytes, int]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_put_get_200k_files_in_bounded_memory(tmp_path: Path) -> None:
     # On a RAM file system where there is one: creating 400,000 files on a
     # busy disk would take most of the test's time.
