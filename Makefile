@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-browser install-sandbox install-velvet install-java demo test lint bench bench-assembly bench-mapreduce bench-query clean
+.PHONY: install install-browser install-sandbox install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,13 +53,22 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/mypy
 
-bench: install
+bench: install install-borg-restic
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/ingest.py --tree small10k
+	$(BIN)/python benchmarks/ingest.py --tree small100k
+	$(BIN)/python benchmarks/ingest.py --tree single
 	$(BIN)/python benchmarks/remote.py
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/gc.py
 	$(BIN)/python benchmarks/regol.py
 	$(BIN)/python benchmarks/copy.py
+
+# The ingest benchmark compares with borg and restic: installed here when
+# missing, as root. The tests do not need them.
+install-borg-restic:
+	command -v borg >/dev/null && command -v restic >/dev/null || \
+		(apt-get update && apt-get install -y borgbackup restic)
 
 # The assembly benchmark compares with Velvet (Debian's velvet): installed
 # here when missing, as root, like chromium. The tests do not need it.

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Ingest benchmark: `wh put` / `wh get` against borg and restic on the same tree.
 
-Generates (once, deterministically from a seed) a tree of about 1.4 GB of
-incompressible data, reads it once so every tool sees an equally warm page
-cache, then times:
+Generates (once, deterministically from a seed) a tree (``--tree``): ``large``,
+about 1.4 GB of incompressible data in ~1,000 files and two of 200 MB;
+``small10k`` / ``small100k``, 10,000 / 100,000 files of 1-8 KB; ``single``,
+one file of 2 GB. Then times:
 
 * ``wh put <tree> --json`` and ``wh get <pdh> <out>`` (the get verifies every block);
 * ``borg create --compression none`` and ``borg extract`` (unencrypted repository);
@@ -11,12 +12,15 @@ cache, then times:
   the installed restic supports it).
 
 Every run uses a fresh repository / warehouse, created untimed (``borg init``,
-``restic init``, and a first ``wh name ls``), and a fresh output directory; each
-measurement is repeated ``--repeat`` times and the best time is kept.  Every
-restored tree is compared with the original (file list, sizes, md5 of a sample
-of files plus the two big files).  The script prints a table of seconds and MB/s
-(1 MB = 10**6 bytes) and the time ratios of wh against each other tool, with the
-targets: put <= 0.75x borg create, get < 1.0x borg extract.
+``restic init``, and a first ``wh name ls``), and a fresh output directory.
+Before each timed command every file of the input and of the run's repository
+is dropped from the page cache (``posix_fadvise(DONTNEED)``; ``--cache warm``
+reads them instead), the same for every tool. The tools alternate run by run;
+the median of ``--repeat`` runs is reported, with each tool's peak resident
+memory (``wait4``). Every restored tree is compared with the original (file
+list, sizes, md5 of a sample of files plus the big files). The script prints a
+table of seconds, MB/s (1 MB = 10**6 bytes) and peak MB and the ratios of wh
+against each other tool, with the targets of the tree.
 
 The exit code is 0 whenever every measurement completed, also on a MISS: this is
 a measurement, not a test.  It is non-zero when a tool failed, a restored tree
