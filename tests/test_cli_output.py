@@ -131,3 +131,36 @@ def test_every_json_flag_says_what_it_prints() -> None:
                 found += 1
                 assert p.help and len(p.help) > 5, path
     assert found >= 20
+
+
+def test_ls_sizes_are_bytes_when_piped_and_human_on_a_terminal(home: Path, tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+
+    from conftest import WH_BIN
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "big").write_bytes(b"x" * 3_000_000)
+    wh_env = {**os.environ, "WH_HOME": str(home)}
+    subprocess.run(
+        [WH_BIN, "put", str(tmp_path / "t"), "--name", "t", "-q"], env=wh_env, check=True
+    )
+    piped = subprocess.run([WH_BIN, "ls", "-l", "t"], env=wh_env, capture_output=True, text=True)
+    assert piped.stdout.split() == ["3000000", "big"]
+    # On a terminal (a pseudo-terminal here) the same size is for people.
+    leader, follower = pty.openpty()
+    with subprocess.Popen([WH_BIN, "ls", "-l", "t"], env=wh_env, stdout=follower) as proc:
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closes when wh exits
+                break
+            if not chunk:
+                break
+            shown += chunk
+    os.close(leader)
+    assert proc.returncode == 0
+    assert shown.decode().split() == ["2.9", "MiB", "big"]

@@ -29,6 +29,7 @@ __all__ = [
     "conventional",
     "emit_json",
     "emit_rows",
+    "human_size",
     "iso_time",
     "open_warehouse",
     "server_options",

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from warehouse.cli._common import LineOut, emit_json, open_warehouse
+from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
 from warehouse.keys import parse_key
@@ -16,7 +16,9 @@ __all__ = ["cat", "ls", "manifest"]
 
 @click.command()
 @click.argument("key", shell_complete=complete_keys)
-@click.option("-l", "long", is_flag=True, help="Show each file's size.")
+@click.option(
+    "-l", "long", is_flag=True, help="Show each file's size (KiB, MiB on a terminal, else bytes)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
 @click.pass_context
 def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
@@ -30,9 +32,11 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
             + [{"path": d + "/", "size": 0} for d in dirs]
         )
         return
+    # The output convention: sizes for people on a terminal, bytes for scripts.
+    size = human_size if sys.stdout.isatty() else str
     with LineOut() as out:
         for path, entry in chosen:
-            out.line(f"{entry.size:>14}  {_shown(path)}" if long else _shown(path))
+            out.line(f"{size(entry.size):>14}  {_shown(path)}" if long else _shown(path))
         for d in dirs:
             out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
 
