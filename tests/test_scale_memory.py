@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -39,20 +38,32 @@ def _rel(i: int) -> str:
     return f"d{i // PER_DIR:03d}/f{i:06d}"
 
 
-def _limited() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (LIMIT_AS, LIMIT_AS))
+# wh runs as the child of a small launcher that sets the limit, waits and
+# writes the child's peak resident size to a file. Not a child of this
+# process: a child's peak counts what its parent had mapped when it forked
+# (the memory is its own until exec), so it measured the test-grown pytest.
+_LAUNCH = """\
+import os, resource, sys
+limit = int(sys.argv[1])
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.execv(sys.argv[3], sys.argv[3:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[2], "w") as f:
+    f.write(str(usage.ru_maxrss * 1024))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def _run(args: list[str], env: dict[str, str], tmp: Path) -> tuple[bytes, int]:
     """stdout and the peak resident bytes of ``wh args`` run under the limit."""
-    out, err = tmp / "stdout", tmp / "stderr"
+    out, err, peak = tmp / "stdout", tmp / "stderr", tmp / "peak"
+    launch = [sys.executable, "-S", "-c", _LAUNCH, str(LIMIT_AS), str(peak), WH, *args]
     with out.open("wb") as o, err.open("wb") as e:
-        proc = subprocess.Popen([WH, *args], env=env, stdout=o, stderr=e, preexec_fn=_limited)
-    # wait4: the rusage of this very child, not the largest of all so far.
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0, err.read_text()[-2000:]
-    return out.read_bytes(), usage.ru_maxrss * 1024
+        done = subprocess.run(launch, env=env, stdout=o, stderr=e, check=False)
+    assert done.returncode == 0, err.read_text()[-2000:]
+    return out.read_bytes(), int(peak.read_text())
 
 
 @pytest.mark.slow
