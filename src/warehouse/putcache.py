@@ -301,7 +301,10 @@ def write_with_cache(
     written = result.manifest.files_view()
     entries: list[FileEntry] = []
     md5s = dict(result.file_md5s)
+    empty: list[str] = []
     for node in tree.walk():
+        if node.rel and node.is_empty:
+            empty.append(node.rel)
         for name, _source, _size in node.files:
             rel = f"{node.rel}/{name}" if node.rel else name
             hit = plan.hits.get(rel)
@@ -310,7 +313,6 @@ def write_with_cache(
                 md5s[rel] = hit.md5
             else:
                 entries.append(written[rel])
-    empty = [d.rel for d in tree.walk() if d.rel and d.is_empty]
     manifest = Manifest.from_files(entries, empty)
     new_keys = {b.locator.key for b in result.blocks}
     reused: dict[str, Locator] = {}

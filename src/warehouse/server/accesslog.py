@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import time
 from urllib.parse import quote, unquote
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
+
+from warehouse.server.observe import Exchange, Observer
 
 __all__ = ["ACCESS_LOGGER", "AccessLog", "configure_access_log", "note_user", "redact"]
 
@@ -81,49 +82,28 @@ def configure_access_log(target: str) -> None:
     logger.addHandler(handler)
 
 
-class AccessLog:
+class AccessLog(Observer):
     def __init__(self, app: ASGIApp, logger_name: str = ACCESS_LOGGER) -> None:
-        self.app = app
+        super().__init__(app)
         self.log = logging.getLogger(logger_name)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.log.disabled:
-            await self.app(scope, receive, send)
-            return
-        holder: dict[str, str] = {}
-        scope[_SCOPE_KEY] = holder
-        start = time.monotonic()
-        status = 0
-        sent = 0
-        received = 0
+    def watching(self, scope: Scope) -> bool:
+        if self.log.disabled:
+            return False
+        scope[_SCOPE_KEY] = {}  # note_user's holder
+        return True
 
-        async def counting_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            return message
-
-        async def counting_send(message: Message) -> None:
-            nonlocal status, sent
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                sent += len(message.get("body", b""))
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, counting_send)
-        finally:
-            client = scope.get("client")
-            query = scope.get("query_string", b"").decode("latin-1")
-            self.log.info(
-                "%s %s %s %d in=%d out=%d user=%s %.3fs",
-                client[0] if client else "-",
-                scope["method"],
-                redact(scope.get("path", ""), query),
-                status or 500,
-                received,
-                sent,
-                holder.get("user", "-"),
-                time.monotonic() - start,
-            )
+    def observed(self, scope: Scope, exchange: Exchange) -> None:
+        client = scope.get("client")
+        query = scope.get("query_string", b"").decode("latin-1")
+        self.log.info(
+            "%s %s %s %d in=%d out=%d user=%s %.3fs",
+            client[0] if client else "-",
+            scope["method"],
+            redact(scope.get("path", ""), query),
+            exchange.code,
+            exchange.received,
+            exchange.sent,
+            scope[_SCOPE_KEY].get("user", "-"),
+            exchange.seconds,
+        )

@@ -53,6 +53,14 @@ class _HeaderDeadline:
     cycle: Any
     client: tuple[str, int] | None
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]  # the protocol's, next in line
+        self._arm_header_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_deadline()
+        super().connection_lost(exc)  # type: ignore[misc]
+
     def _arm_header_deadline(self) -> None:
         if self._header_timer is None:
             self._header_timer = self.loop.call_later(self.header_timeout, self._headers_late)
@@ -80,14 +88,6 @@ class _HeaderDeadline:
 class _H11Deadline(_HeaderDeadline, H11Protocol):
     # h11 has no callbacks: after each piece of data, the headers are still
     # to come while the peer's side is IDLE with bytes buffered.
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_header_deadline()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_header_deadline()
-        super().connection_lost(exc)
-
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         waiting = self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
@@ -106,14 +106,6 @@ def _httptools_deadline() -> type[_HeaderDeadline] | None:
 
     class _HttpToolsDeadline(_HeaderDeadline, HttpToolsProtocol):
         # httptools says when a request begins and when its headers are complete.
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm_header_deadline()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_header_deadline()
-            super().connection_lost(exc)
-
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._arm_header_deadline()

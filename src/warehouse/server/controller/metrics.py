@@ -8,7 +8,6 @@ in one process (the tests) do not share counters.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import sqlalchemy as sa
@@ -19,10 +18,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
 
 from warehouse.catalog.db import connect
 from warehouse.catalog.schema import jobs, steps
+from warehouse.server.observe import Exchange, Observer
 
 __all__ = ["TEXT_FORMAT", "ControllerMetrics", "LatencyMiddleware", "metrics_router"]
 
@@ -68,34 +68,18 @@ class ControllerMetrics:
         return generate_latest(self.registry)
 
 
-class LatencyMiddleware:
+class LatencyMiddleware(Observer):
     """Times every HTTP answer; the route is the matched template, so labels stay few."""
 
     def __init__(self, app: ASGIApp, metrics: ControllerMetrics) -> None:
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        status = 0
-        t0 = time.perf_counter()
-
-        async def timed_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, timed_send)
-        finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "(unmatched)"
-            self.metrics.latency.labels(scope["method"], template, str(status or 500)).observe(
-                time.perf_counter() - t0
-            )
+    def observed(self, scope: Scope, exchange: Exchange) -> None:
+        template = getattr(scope.get("route"), "path", None) or "(unmatched)"
+        self.metrics.latency.labels(scope["method"], template, str(exchange.code)).observe(
+            exchange.seconds
+        )
 
 
 def metrics_router() -> APIRouter:

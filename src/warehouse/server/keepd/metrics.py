@@ -16,7 +16,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
+
+from warehouse.server.observe import Exchange, Observer
 
 __all__ = ["CountingMiddleware", "Metrics", "VolumeGauge", "render_prometheus"]
 
@@ -111,30 +113,12 @@ def render_prometheus(m: Metrics, volumes: Sequence[VolumeGauge]) -> str:
     return generate_latest(registry).decode()
 
 
-class CountingMiddleware:
+class CountingMiddleware(Observer):
     """Counts every HTTP answer by method and status, and the bytes sent."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
+        super().__init__(app)
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        status = 0
-        sent = 0
-
-        async def counting_send(message: Message) -> None:
-            nonlocal status, sent
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                sent += len(message.get("body", b""))
-            await send(message)
-
-        try:
-            await self.app(scope, receive, counting_send)
-        finally:
-            # An exception before any answer becomes a 500 further out.
-            self.metrics.count_request(scope["method"], status or 500, sent)
+    def observed(self, scope: Scope, exchange: Exchange) -> None:
+        self.metrics.count_request(scope["method"], exchange.code, exchange.sent)
