@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 import pytest
 
-from cluster import controller, keep_pool
+from cluster import KeepPool, controller, keep_pool
 from conftest import Runner
 from warehouse.blocks import Locator
 from warehouse.clusters.placement import (
@@ -20,9 +24,12 @@ from warehouse.clusters.placement import (
     local_fraction,
     parse_host_map,
     preferred_workers,
+    slurm_nodes,
+    slurm_unpin,
 )
 from warehouse.errors import UsageError
-from warehouse.remote.probe import Service, probe_order
+from warehouse.jobs import slurmexec
+from warehouse.remote.probe import Service, hinted_copies, own_host_first, probe_order
 
 KEEP = {"http://k1:1": "h1", "http://k2:2": "h2"}
 WORKERS = {"tcp://w1:1": "h1", "tcp://w2:2": "h2", "tcp://w3:3": "h2"}
@@ -86,6 +93,43 @@ def test_the_host_map_file() -> None:
             parse_host_map(bad)
 
 
+def test_slurm_nodes_only_where_the_data_is_and_cpus_are_idle() -> None:
+    nodes = {"n1": "h1", "n2": "h2", "n3": "h2"}
+    held = {"h1": 100, "h2": 300}
+    assert slurm_nodes(held, nodes, {"n1": 4, "n2": 1, "n3": 2}, 1) == ("n3", "n2")  # idlest
+    assert slurm_nodes(held, nodes, {"n1": 4, "n2": 1, "n3": 2}, 2) == ("n3",)
+    # Busy or down (absent from the idle table): no node asked for, Slurm places it.
+    assert slurm_nodes(held, nodes, {"n1": 4, "n2": 0}, 1) == ()
+    assert slurm_nodes(held, nodes, {}, 1) == ()
+    assert slurm_nodes({"elsewhere": 5}, nodes, {"n1": 4}, 1) == ()
+    assert slurm_nodes(held, {}, {"n1": 4}, 1) == ()
+
+
+def test_pinned_slurm_jobs_still_waiting_are_unpinned_after_the_grace() -> None:
+    pinned = {"10": 100.0, "11": 100.0, "12": 104.0, "13": 100.0}
+    states = {"10": "PENDING", "11": "RUNNING", "12": "PENDING"}  # 13: unknown
+    assert slurm_unpin(pinned, states, 105.0, 5.0) == ["10"]
+    assert slurm_unpin(pinned, states, 109.0, 5.0) == ["10", "12"]
+    assert slurm_unpin({}, states, 109.0, 5.0) == []
+
+
+def test_a_read_goes_first_to_a_copy_on_its_own_host() -> None:
+    a, b = Service("a", "http://a", "h1"), Service("b", "http://b", "h2")
+    c = Service("c", "http://c")
+    order = [a, b, c]
+    assert own_host_first(order, 2, "h2") == [b, a, c]
+    assert own_host_first(order, 2, "h1") == order
+    # Only the servers holding copies count: c would be, but holds none.
+    c2 = Service("c", "http://c", "h3")
+    assert own_host_first([a, b, c2], 2, "h3") == [a, b, c2]
+    assert own_host_first([a, b, c2], 3, "h3") == [c2, a, b]
+    assert own_host_first(order, 2, "") == order  # no label: the probe order
+    assert hinted_copies("K03@east", "east") == 2
+    assert hinted_copies("K01@east", "west") is None
+    assert hinted_copies("@east", "east") is None and hinted_copies(None, "east") is None
+    assert hinted_copies("Kzz@east", "east") is None
+
+
 def _stream_tree(root: Path, count: int, size: int) -> int:
     rng = random.Random(5)
     for i in range(count):
@@ -129,3 +173,86 @@ def test_steps_run_beside_their_input_and_say_so(
     # Without labels nothing changes, and nothing is claimed.
     assert (plain["input_bytes"], plain["local_bytes"], plain["local_fraction"]) == (0, 0, None)
     assert "local:" not in plain["text"]
+
+
+def _gets(pool: KeepPool) -> list[int]:
+    """Successful block reads (GET 200) each keep server has answered so far."""
+    counts = []
+    for k in pool.servers:
+        r = httpx.get(f"{k.url}/status", headers={"Authorization": f"Bearer {pool.admin_token}"})
+        r.raise_for_status()
+        counts.append(int(r.json()["requests"].get("GET", {}).get("200", 0)))
+    return counts
+
+
+def _slurm_jobs(where: Path) -> dict[str, dict[str, str]]:
+    """Slurm's record of our jobs (still known for MinJobAge), by job name."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o"], capture_output=True, text=True, check=True
+    ).stdout
+    jobs = {}
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if fields.get("WorkDir", "").startswith(str(where)):
+            jobs[fields["JobName"]] = fields
+    return jobs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # two controllers, 2 x 9 steps on the real one-node Slurm
+def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
+    tmp_path: Path, slurm_cluster: str, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pinned batch is never unpinned here: what Slurm recorded stays as submitted.
+    monkeypatch.setattr(slurmexec, "PIN_GRACE", 3600.0)
+    node = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    count, size = 8, 50_000
+    total = _stream_tree(tmp_path / "in", count, size)
+    jobs: dict[int, dict[str, Any]] = {}
+    with keep_pool(tmp_path / "keep", 2) as pool:
+        # One machine, two "hosts": the Slurm node is on h1 with the first keep server.
+        hosts = HostMap({pool.servers[0].url: "h1", pool.servers[1].url: "h2"}, {node: "h1"})
+        for copies in (1, 2):
+            db = tmp_path / f"controller-{copies}.db"
+            with controller(db, pool, replication=copies, host_map=hosts) as c:
+                c.state.start_jobs(c.url, tmp_path / f"jobs-{copies}", "slurm")
+                monkeypatch.setenv("WH_URL", c.url)
+                monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+                monkeypatch.setenv("WH_REPLICATION", str(copies))
+                pdh = run("put", str(tmp_path / "in")).output.strip().splitlines()[-1]
+                on_h1 = pool.servers[0].blocks()
+                before = _gets(pool)
+                job = run("job", "submit", "builtin:copy", "--input", pdh, "--wait", "--json")
+                out = job.output
+                record = json.loads(out[out.index("{") : out.rindex("}") + 1])
+                shown = run("job", "show", str(record["id"]), "--json").output
+                jobs[copies] = json.loads(shown[shown.index("{") : shown.rindex("}") + 1])
+                jobs[copies]["gets"] = [n - b for n, b in zip(_gets(pool), before, strict=True)]
+                jobs[copies]["slurm"] = _slurm_jobs(tmp_path / f"jobs-{copies}")
+                manifest = run("manifest", pdh).output
+                jobs[copies]["local"] = [
+                    i
+                    for i, line in enumerate(manifest.splitlines())
+                    if line.split()[1].split("+")[0] in on_h1
+                ]
+    one, two = jobs[1], jobs[2]
+    assert one["state"] == two["state"] == "complete"
+    # One copy per block: only batches of steps reading streams on h1 ask for
+    # the node (when its CPUs are idle at submission: at least the first).
+    local = one["local"]
+    assert 0 < len(local) < count
+    pinned = {name for name, f in one["slurm"].items() if f.get("ReqNodeList") == node}
+    assert pinned, one["slurm"]
+    for name in pinned:
+        assert int(name.rsplit("-", 1)[1]) - 1 in local, name  # step i + 1 reads stream i
+    # Every step ran on the node (h1): the local share is the share of bytes on h1.
+    assert one["input_bytes"] == total
+    assert one["local_bytes"] == len(local) * size and one["local_fraction"] < 1
+    # Two copies, one per host: every step is asked for on the node and reads
+    # each block from h1's keep server, none from h2's.
+    assert any(f.get("ReqNodeList") == node for f in two["slurm"].values()), two["slurm"]
+    assert two["local"] == list(range(count))
+    assert (two["input_bytes"], two["local_bytes"], two["local_fraction"]) == (total, total, 1.0)
+    assert two["gets"][0] >= count and two["gets"][1] == 0, two["gets"]

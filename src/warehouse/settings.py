@@ -244,6 +244,9 @@ _RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600"}
 def apply() -> None:
     """Validate the settings, then let the config file's values stand for unset variables."""
     _applied.clear()
+    if os.environ.get("WH_CLUSTER") and not os.environ.get("WH_CLUSTER_NAME"):
+        # DESIGN §4.4's name for the variable: validated and shown as cluster_name.
+        os.environ["WH_CLUSTER_NAME"] = os.environ["WH_CLUSTER"]
     if not wanted():
         return
     for s in load():
