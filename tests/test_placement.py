@@ -250,7 +250,7 @@ def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
     # Every step ran on the node (h1): the local share is the share of bytes on h1.
     assert one["input_bytes"] == total
     assert one["local_bytes"] == len(local) * size and one["local_fraction"] < 1
-    # Two copies, one per host: every step is asked for on the node and reads
+    # Two copies, one per host: steps ask for the node, run there and read
     # each block from h1's keep server, none from h2's.
     assert any(f.get("ReqNodeList") == node for f in two["slurm"].values()), two["slurm"]
     assert two["local"] == list(range(count))

@@ -49,6 +49,9 @@ _TABLES = {"clusters"}
 MAX_CLUSTERS = 64
 # Variables apply() set from the config file: still the file's, for `wh config`.
 _applied: set[str] = set()
+# Settings apply() took from another variable's name (WH_CLUSTER): named so in errors.
+_aliased: set[str] = set()
+_ALIASES = {"cluster_name": "WH_CLUSTER"}
 
 
 def config_path() -> Path:
@@ -232,6 +235,8 @@ def load() -> list[Effective]:
         name = str(first["loc"][0]) if first.get("loc") else "?"
         where = origins.get(name, "default")
         label = f"WH_{name.upper()}" if where.startswith("env") else f"{path}: {name}"
+        if where.startswith("env") and name in _aliased:
+            label = _ALIASES[name]
         raise UsageError(f"{label}: {_problem(name, dict(first))}") from None
     finally:
         os.environ.update(saved)
@@ -244,9 +249,11 @@ _RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600"}
 def apply() -> None:
     """Validate the settings, then let the config file's values stand for unset variables."""
     _applied.clear()
+    _aliased.clear()
     if os.environ.get("WH_CLUSTER") and not os.environ.get("WH_CLUSTER_NAME"):
         # DESIGN §4.4's name for the variable: validated and shown as cluster_name.
         os.environ["WH_CLUSTER_NAME"] = os.environ["WH_CLUSTER"]
+        _aliased.add("cluster_name")
     if not wanted():
         return
     for s in load():
