@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 import pytest
 
 from cluster import KeepPool, controller, keep_pool

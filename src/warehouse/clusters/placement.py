@@ -127,6 +127,4 @@ def slurm_unpin(
 ) -> list[str]:
     """Pinned Slurm jobs (id -> submission time) still pending ``grace`` seconds
     after submission: their node list is to be lifted so they run elsewhere."""
-    return sorted(
-        j for j, at in pinned.items() if states.get(j) == "PENDING" and now - at >= grace
-    )
+    return sorted(j for j, at in pinned.items() if states.get(j) == "PENDING" and now - at >= grace)

@@ -134,9 +134,7 @@ def list_keep_services(user: Caller, request: Request) -> list[KeepServiceOut]:
     state = state_of(request)
     hosts = state.config.host_map.keep if state.config.host_map is not None else {}
     return [
-        KeepServiceOut(
-            id=s.id, url=s.url, last_seen=s.last_seen, host=hosts.get(s.url.rstrip("/"))
-        )
+        KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen, host=hosts.get(s.url.rstrip("/")))
         for s in catalog.list_keep_services(state.engine)
     ]
 
