@@ -10,10 +10,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from cluster import KeepPool, controller, keep_pool
+from cluster import KeepPool, controller, keep_pool, start_keepd
 from conftest import Runner
 from warehouse.blocks import Locator
 from warehouse.clusters.placement import (
@@ -123,10 +122,10 @@ def test_a_read_goes_first_to_a_copy_on_its_own_host() -> None:
     assert own_host_first([a, b, c2], 2, "h3") == [a, b, c2]
     assert own_host_first([a, b, c2], 3, "h3") == [c2, a, b]
     assert own_host_first(order, 2, "") == order  # no label: the probe order
-    assert hinted_copies("K03@east", "east") == 2
-    assert hinted_copies("K01@east", "west") is None
+    assert hinted_copies("03@east", "east") == 2
+    assert hinted_copies("01@east", "west") is None
     assert hinted_copies("@east", "east") is None and hinted_copies(None, "east") is None
-    assert hinted_copies("Kzz@east", "east") is None
+    assert hinted_copies("zz@east", "east") is None
 
 
 def _stream_tree(root: Path, count: int, size: int) -> int:
@@ -174,14 +173,22 @@ def test_steps_run_beside_their_input_and_say_so(
     assert "local:" not in plain["text"]
 
 
-def _gets(pool: KeepPool) -> list[int]:
-    """Successful block reads (GET 200) each keep server has answered so far."""
-    counts = []
-    for k in pool.servers:
-        r = httpx.get(f"{k.url}/status", headers={"Authorization": f"Bearer {pool.admin_token}"})
-        r.raise_for_status()
-        counts.append(int(r.json()["requests"].get("GET", {}).get("200", 0)))
-    return counts
+def _log_requests(pool: KeepPool, logs: list[Path]) -> None:
+    """Start each keep server again, on its port and volume, logging its requests to a file."""
+    for i, k in enumerate(pool.servers):
+        port = int(k.url.rsplit(":", 1)[1])
+        k.stop()
+        extra = [*k.argv[6:], "--access-log", str(logs[i])]  # after --volume and --listen
+        pool.servers[i] = start_keepd(k.volume, *extra, port=port)
+
+
+def _reads(log: Path, offset: int, blocks: set[str]) -> int:
+    """Successful reads (GET, 200) of these blocks logged after ``offset``."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        text = f.read().decode()
+    found = re.findall(r" GET /([0-9a-f]{32})\S* 200 ", text)
+    return sum(1 for md5 in found if md5 in blocks)
 
 
 def _slurm_jobs(where: Path) -> dict[str, dict[str, str]]:
@@ -211,6 +218,8 @@ def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
     total = _stream_tree(tmp_path / "in", count, size)
     jobs: dict[int, dict[str, Any]] = {}
     with keep_pool(tmp_path / "keep", 2) as pool:
+        logs = [tmp_path / "access-h1.log", tmp_path / "access-h2.log"]
+        _log_requests(pool, logs)
         # One machine, two "hosts": the Slurm node is on h1 with the first keep server.
         hosts = HostMap({pool.servers[0].url: "h1", pool.servers[1].url: "h2"}, {node: "h1"})
         for copies in (1, 2):
@@ -219,18 +228,22 @@ def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
                 c.state.start_jobs(c.url, tmp_path / f"jobs-{copies}", "slurm")
                 monkeypatch.setenv("WH_URL", c.url)
                 monkeypatch.setenv("WH_TOKEN", c.user("alice"))
-                monkeypatch.setenv("WH_REPLICATION", str(copies))
-                pdh = run("put", str(tmp_path / "in")).output.strip().splitlines()[-1]
+                # Not $WH_REPLICATION: steps would inherit it (the reader's copies).
+                put = run("put", "--replication", str(copies), str(tmp_path / "in"))
+                pdh = put.output.strip().splitlines()[-1]
                 on_h1 = pool.servers[0].blocks()
-                before = _gets(pool)
+                before = [log.stat().st_size for log in logs]
                 job = run("job", "submit", "builtin:copy", "--input", pdh, "--wait", "--json")
                 out = job.output
                 record = json.loads(out[out.index("{") : out.rindex("}") + 1])
                 shown = run("job", "show", str(record["id"]), "--json").output
                 jobs[copies] = json.loads(shown[shown.index("{") : shown.rindex("}") + 1])
-                jobs[copies]["gets"] = [n - b for n, b in zip(_gets(pool), before, strict=True)]
                 jobs[copies]["slurm"] = _slurm_jobs(tmp_path / f"jobs-{copies}")
                 manifest = run("manifest", pdh).output
+                md5s = {line.split()[1].split("+")[0] for line in manifest.splitlines()}
+                jobs[copies]["reads"] = [
+                    _reads(log, at, md5s) for log, at in zip(logs, before, strict=True)
+                ]
                 jobs[copies]["local"] = [
                     i
                     for i, line in enumerate(manifest.splitlines())
@@ -254,4 +267,4 @@ def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
     assert any(f.get("ReqNodeList") == node for f in two["slurm"].values()), two["slurm"]
     assert two["local"] == list(range(count))
     assert (two["input_bytes"], two["local_bytes"], two["local_fraction"]) == (total, total, 1.0)
-    assert two["gets"][0] >= count and two["gets"][1] == 0, two["gets"]
+    assert two["reads"] == [count, 0], two["reads"]

@@ -530,9 +530,11 @@ class SlurmExecutor:
         late = slurm_unpin(pinned, states, time.time(), self.pin_grace)
         if not late:
             return
+        # One scontrol for all (it reads commands from stdin; JobId takes one id).
+        commands = "".join(f"update JobId={jid} ReqNodeList=\n" for jid in late)
         try:
-            _run(["scontrol", "update", f"JobId={','.join(late)}", "ReqNodeList="])
-        except UsageError as e:  # e.g. it started meanwhile: nothing to lift
+            _run(["scontrol"], stdin=commands)
+        except UsageError as e:  # e.g. one started meanwhile: nothing to lift there
             log.info("could not lift the node list of Slurm jobs %s: %s", ",".join(late), e)
         for jid in late:
             self._batches[jid].pinned = False

@@ -59,7 +59,7 @@ def order_from_hint(order: list[Service], hint: str | None, cluster: str) -> lis
 
 
 def hinted_copies(hint: str | None, cluster: str) -> int | None:
-    """How many servers a ``+K`` hint of this cluster names (None: it names none)."""
+    """How many servers a ``+K`` hint (without its K) of this cluster names (None: none)."""
     if not hint:
         return None
     mask_text, _, where = hint.partition("@")
