@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -251,11 +250,11 @@ def test_wh_cluster_names_the_cluster_too(tmp_path: Path) -> None:
     env = {**_config(tmp_path, ""), "WH_CLUSTER": "west"}
     shown = subprocess.run([WH_BIN, "config"], env=env, capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
-    assert re.search(r"cluster_name\s.*west", shown.stdout), shown.stdout
+    assert "WH_CLUSTER_NAME\twest\tenv WH_CLUSTER\n" in shown.stdout, shown.stdout
     both = subprocess.run(
         [WH_BIN, "config"], env={**env, "WH_CLUSTER_NAME": "east"}, capture_output=True, text=True
     )
-    assert re.search(r"cluster_name\s.*east", both.stdout) and "west" not in both.stdout
+    assert "WH_CLUSTER_NAME\teast\tenv WH_CLUSTER_NAME\n" in both.stdout, both.stdout
     bad = subprocess.run(
         [WH_BIN, "config"], env={**env, "WH_CLUSTER": "no/slash"}, capture_output=True, text=True
     )

@@ -221,7 +221,7 @@ def load() -> list[Effective]:
     for name in FIELDS:
         var = f"WH_{name.upper()}"
         if os.environ.get(var) and var not in _applied:  # empty: as if unset
-            origins[name] = f"env {var}"
+            origins[name] = f"env {_ALIASES[name] if name in _aliased else var}"
         elif name in from_file:
             origins[name] = f"config {path}"
         else:
@@ -234,9 +234,7 @@ def load() -> list[Effective]:
         first = e.errors()[0]
         name = str(first["loc"][0]) if first.get("loc") else "?"
         where = origins.get(name, "default")
-        label = f"WH_{name.upper()}" if where.startswith("env") else f"{path}: {name}"
-        if where.startswith("env") and name in _aliased:
-            label = _ALIASES[name]
+        label = where.removeprefix("env ") if where.startswith("env") else f"{path}: {name}"
         raise UsageError(f"{label}: {_problem(name, dict(first))}") from None
     finally:
         os.environ.update(saved)
