@@ -7,6 +7,7 @@ import json
 import random
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from warehouse.clusters.placement import (
 )
 from warehouse.errors import UsageError
 from warehouse.jobs import slurmexec
+from warehouse.jobs.executors import Finished, Launch
+from warehouse.jobs.model import Resources
 from warehouse.remote.probe import Service, hinted_copies, own_host_first, probe_order
 
 KEEP = {"http://k1:1": "h1", "http://k2:2": "h2"}
@@ -268,3 +271,47 @@ def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
     assert two["local"] == list(range(count))
     assert (two["input_bytes"], two["local_bytes"], two["local_fraction"]) == (total, total, 1.0)
     assert two["reads"] == [count, 0], two["reads"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_slurm_batch_waiting_for_its_node_is_unpinned(tmp_path: Path, slurm_cluster: str) -> None:
+    node, cpus = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N %c"], capture_output=True, text=True, check=True
+    ).stdout.split()[:2]
+    ex = slurmexec.SlurmExecutor(owner=str(tmp_path), worker_hosts={node: "h1"}, pin_grace=0.5)
+    blocker = ""
+    try:
+        # The node busy with all its CPUs: a batch asking for it waits.
+        blocker = subprocess.run(
+            ["sbatch", "--parsable", f"--cpus-per-task={cpus}", "--output=/dev/null"],
+            input="#!/bin/sh\nsleep 60\n",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        launch = Launch(1, 1, 1, ("true",), {}, str(tmp_path / "scratch"), Resources(1, 0))
+        ex._submit_batch([launch], Resources(1, 0), (node,))
+        (jid,) = ex._batches
+        assert _slurm_job(jid)["ReqNodeList"] == node
+        deadline = time.monotonic() + 60
+        while ex._batches[jid].pinned and time.monotonic() < deadline:
+            ex.poll(0.2)
+        job = _slurm_job(jid)
+        assert (job["JobState"], job["ReqNodeList"]) == ("PENDING", "(null)"), job
+        subprocess.run(["scancel", blocker], check=True)
+        done: list[Finished] = []
+        while not done and time.monotonic() < deadline:
+            done = ex.poll(0.5)
+        assert [(d.step, d.exit_status, d.worker) for d in done] == [(1, 0, node)]
+    finally:
+        if blocker:
+            subprocess.run(["scancel", blocker], check=False)
+        ex.close()
+
+
+def _slurm_job(jid: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", jid], capture_output=True, text=True, check=True
+    ).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", out))
