@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from cluster import KeepPool, controller, keep_pool, start_keepd
+from cluster import controller, keep_pool
 from conftest import Runner
+from warehouse import catalog
 from warehouse.blocks import Locator
 from warehouse.clusters.placement import (
     HostMap,
@@ -176,22 +177,32 @@ def test_steps_run_beside_their_input_and_say_so(
     assert "local:" not in plain["text"]
 
 
-def _log_requests(pool: KeepPool, logs: list[Path]) -> None:
-    """Start each keep server again, on its port and volume, logging its requests to a file."""
-    for i, k in enumerate(pool.servers):
-        port = int(k.url.rsplit(":", 1)[1])
-        k.stop()
-        extra = [*k.argv[6:], "--access-log", str(logs[i])]  # after --volume and --listen
-        pool.servers[i] = start_keepd(k.volume, *extra, port=port)
+def _reads(log: Path, blocks: set[str]) -> set[str]:
+    """The blocks of ``blocks`` read (GET, 200) from the server that wrote this log."""
+    found = re.findall(r" GET /([0-9a-f]{32})\S* 200 ", log.read_text())
+    return {md5 for md5 in found if md5 in blocks}
 
 
-def _reads(log: Path, offset: int, blocks: set[str]) -> int:
-    """Successful reads (GET, 200) of these blocks logged after ``offset``."""
-    with log.open("rb") as f:
-        f.seek(offset)
-        text = f.read().decode()
-    found = re.findall(r" GET /([0-9a-f]{32})\S* 200 ", text)
-    return sum(1 for md5 in found if md5 in blocks)
+def _placed_streams(root: Path, services: list[Service], size: int) -> dict[str, list[str]]:
+    """Streams whose block's two copies are, in probe order: on h1's server first
+    ("first"), on it second ("second": only a read steered to the own host goes
+    there first), or not on it ("none")."""
+    rng = random.Random(7)
+    want = {"first": 3, "second": 3, "none": 2}
+    made: dict[str, list[str]] = {k: [] for k in want}
+    while any(len(made[k]) < n for k, n in want.items()):
+        data = rng.randbytes(size)
+        md5 = hashlib.md5(data).hexdigest()
+        ids = [x.id for x in block_servers(md5, services, 2)]
+        kind = (
+            "first" if ids[0] == services[0].id else "second" if services[0].id in ids else "none"
+        )
+        if len(made[kind]) < want[kind]:
+            i = sum(len(v) for v in made.values())
+            (root / f"s{i:02d}").mkdir(parents=True)
+            (root / f"s{i:02d}" / "data").write_bytes(data)
+            made[kind].append(md5)
+    return made
 
 
 def _slurm_jobs(where: Path) -> dict[str, dict[str, str]]:
@@ -208,7 +219,7 @@ def _slurm_jobs(where: Path) -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)  # two controllers, 2 x 9 steps on the real one-node Slurm
+@pytest.mark.timeout(300)  # 9 steps on the real one-node Slurm
 def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
     tmp_path: Path, slurm_cluster: str, run: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,60 +228,49 @@ def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
     node = subprocess.run(
         ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True
     ).stdout.split()[0]
-    count, size = 8, 50_000
-    total = _stream_tree(tmp_path / "in", count, size)
-    jobs: dict[int, dict[str, Any]] = {}
-    with keep_pool(tmp_path / "keep", 2) as pool:
-        logs = [tmp_path / "access-h1.log", tmp_path / "access-h2.log"]
-        _log_requests(pool, logs)
-        # One machine, two "hosts": the Slurm node is on h1 with the first keep server.
-        hosts = HostMap({pool.servers[0].url: "h1", pool.servers[1].url: "h2"}, {node: "h1"})
-        for copies in (1, 2):
-            db = tmp_path / f"controller-{copies}.db"
-            with controller(db, pool, replication=copies, host_map=hosts) as c:
-                c.state.start_jobs(c.url, tmp_path / f"jobs-{copies}", "slurm")
-                monkeypatch.setenv("WH_URL", c.url)
-                monkeypatch.setenv("WH_TOKEN", c.user("alice"))
-                # Not $WH_REPLICATION: steps would inherit it (the reader's copies).
-                put = run("put", "--replication", str(copies), str(tmp_path / "in"))
-                pdh = put.output.strip().splitlines()[-1]
-                on_h1 = pool.servers[0].blocks()
-                before = [log.stat().st_size for log in logs]
-                job = run("job", "submit", "builtin:copy", "--input", pdh, "--wait", "--json")
-                out = job.output
-                record = json.loads(out[out.index("{") : out.rindex("}") + 1])
-                shown = run("job", "show", str(record["id"]), "--json").output
-                jobs[copies] = json.loads(shown[shown.index("{") : shown.rindex("}") + 1])
-                jobs[copies]["slurm"] = _slurm_jobs(tmp_path / f"jobs-{copies}")
-                manifest = run("manifest", pdh).output
-                md5s = {line.split()[1].split("+")[0] for line in manifest.splitlines()}
-                jobs[copies]["reads"] = [
-                    _reads(log, at, md5s) for log, at in zip(logs, before, strict=True)
-                ]
-                jobs[copies]["local"] = [
-                    i
-                    for i, line in enumerate(manifest.splitlines())
-                    if line.split()[1].split("+")[0] in on_h1
-                ]
-    one, two = jobs[1], jobs[2]
-    assert one["state"] == two["state"] == "complete"
-    # One copy per block: only batches of steps reading streams on h1 ask for
-    # the node (when its CPUs are idle at submission: at least the first).
-    local = one["local"]
-    assert 0 < len(local) < count
-    pinned = {name for name, f in one["slurm"].items() if f.get("ReqNodeList") == node}
-    assert pinned, one["slurm"]
+    size = 50_000
+    logs = [tmp_path / f"access-{i}.log" for i in range(3)]
+    with keep_pool(tmp_path / "keep", 0) as pool:
+        for i, log in enumerate(logs):  # each server logs its requests to its own file
+            pool.options = ("--access-log", str(log))
+            pool.add(i)
+        # One machine, three "hosts"; the Slurm node is on h1 with the first keep server.
+        urls = [k.url for k in pool.servers]
+        hosts = HostMap({u: f"h{i + 1}" for i, u in enumerate(urls)}, {node: "h1"})
+        with controller(tmp_path / "controller.db", pool, replication=2, host_map=hosts) as c:
+            c.state.start_jobs(c.url, tmp_path / "jobs", "slurm")
+            registered = {s.url: s.id for s in catalog.list_keep_services(c.state.engine)}
+            services = [Service(registered[u], u) for u in urls]
+            streams = _placed_streams(tmp_path / "in", services, size)
+            monkeypatch.setenv("WH_URL", c.url)
+            monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+            # Not $WH_REPLICATION: steps would inherit it.
+            put = run("put", "--replication", "2", str(tmp_path / "in"))
+            pdh = put.output.strip().splitlines()[-1]
+            submitted = run("job", "submit", "builtin:copy", "--input", pdh, "--wait", "--json")
+            out = submitted.output
+            record = json.loads(out[out.index("{") : out.rindex("}") + 1])
+            shown = run("job", "show", str(record["id"]), "--json").output
+            job = json.loads(shown[shown.index("{") : shown.rindex("}") + 1])
+            text = run("job", "show", str(record["id"])).output
+            slurm = _slurm_jobs(tmp_path / "jobs")
+    assert job["state"] == "complete"
+    order = [*streams["first"], *streams["second"], *streams["none"]]
+    on_h1 = set(streams["first"] + streams["second"])
+    # Only batches of steps reading a stream with a copy on h1 ask for the node
+    # (when its CPUs are idle at submission: at least the first such batch).
+    pinned = {name for name, f in slurm.items() if f.get("ReqNodeList") == node}
+    assert pinned, slurm
     for name in pinned:
-        assert int(name.rsplit("-", 1)[1]) - 1 in local, name  # step i + 1 reads stream i
-    # Every step ran on the node (h1): the local share is the share of bytes on h1.
-    assert one["input_bytes"] == total
-    assert one["local_bytes"] == len(local) * size and one["local_fraction"] < 1
-    # Two copies, one per host: steps ask for the node, run there and read
-    # each block from h1's keep server, none from h2's.
-    assert any(f.get("ReqNodeList") == node for f in two["slurm"].values()), two["slurm"]
-    assert two["local"] == list(range(count))
-    assert (two["input_bytes"], two["local_bytes"], two["local_fraction"]) == (total, total, 1.0)
-    assert two["reads"] == [count, 0], two["reads"]
+        assert order[int(name.rsplit("-", 1)[1]) - 1] in on_h1, name  # step i + 1: stream i
+    # Every step ran on the node (h1): the local share is that of streams on h1.
+    assert (job["input_bytes"], job["local_bytes"]) == (len(order) * size, len(on_h1) * size)
+    assert job["local_fraction"] == 0.75 and "local:    75%" in text, text
+    # Each block with a copy on h1 was read there, even where h1's server is
+    # second in the probe order; the others in probe order, from h2 or h3.
+    reads = [_reads(log, set(order)) for log in logs]
+    assert reads[0] == on_h1, reads
+    assert reads[1] | reads[2] == set(streams["none"]), reads
 
 
 @pytest.mark.slow
