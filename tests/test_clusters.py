@@ -243,3 +243,19 @@ def test_a_bad_cluster_name_is_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert served.returncode == 2 and "--cluster-name" in served.stderr, served.stderr
+
+
+def test_wh_cluster_names_the_cluster_too(tmp_path: Path) -> None:
+    # DESIGN §4.4 calls the variable WH_CLUSTER; WH_CLUSTER_NAME wins over it.
+    env = {**_config(tmp_path, ""), "WH_CLUSTER": "west"}
+    shown = subprocess.run([WH_BIN, "config"], env=env, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "WH_CLUSTER_NAME\twest\tenv WH_CLUSTER\n" in shown.stdout, shown.stdout
+    both = subprocess.run(
+        [WH_BIN, "config"], env={**env, "WH_CLUSTER_NAME": "east"}, capture_output=True, text=True
+    )
+    assert "WH_CLUSTER_NAME\teast\tenv WH_CLUSTER_NAME\n" in both.stdout, both.stdout
+    bad = subprocess.run(
+        [WH_BIN, "config"], env={**env, "WH_CLUSTER": "no/slash"}, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and bad.stderr.startswith("Error: WH_CLUSTER:"), bad.stderr

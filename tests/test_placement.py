@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import pytest
 
 from cluster import controller, keep_pool
 from conftest import Runner
+from warehouse import catalog
 from warehouse.blocks import Locator
 from warehouse.clusters.placement import (
     HostMap,
@@ -20,9 +24,14 @@ from warehouse.clusters.placement import (
     local_fraction,
     parse_host_map,
     preferred_workers,
+    slurm_nodes,
+    slurm_unpin,
 )
 from warehouse.errors import UsageError
-from warehouse.remote.probe import Service, probe_order
+from warehouse.jobs import slurmexec
+from warehouse.jobs.executors import Finished, Launch
+from warehouse.jobs.model import Resources
+from warehouse.remote.probe import Service, hinted_copies, own_host_first, probe_order
 
 KEEP = {"http://k1:1": "h1", "http://k2:2": "h2"}
 WORKERS = {"tcp://w1:1": "h1", "tcp://w2:2": "h2", "tcp://w3:3": "h2"}
@@ -86,6 +95,43 @@ def test_the_host_map_file() -> None:
             parse_host_map(bad)
 
 
+def test_slurm_nodes_only_where_the_data_is_and_cpus_are_idle() -> None:
+    nodes = {"n1": "h1", "n2": "h2", "n3": "h2"}
+    held = {"h1": 100, "h2": 300}
+    assert slurm_nodes(held, nodes, {"n1": 4, "n2": 1, "n3": 2}, 1) == ("n3", "n2")  # idlest
+    assert slurm_nodes(held, nodes, {"n1": 4, "n2": 1, "n3": 2}, 2) == ("n3",)
+    # Busy or down (absent from the idle table): no node asked for, Slurm places it.
+    assert slurm_nodes(held, nodes, {"n1": 4, "n2": 0}, 1) == ()
+    assert slurm_nodes(held, nodes, {}, 1) == ()
+    assert slurm_nodes({"elsewhere": 5}, nodes, {"n1": 4}, 1) == ()
+    assert slurm_nodes(held, {}, {"n1": 4}, 1) == ()
+
+
+def test_pinned_slurm_jobs_still_waiting_are_unpinned_after_the_grace() -> None:
+    pinned = {"10": 100.0, "11": 100.0, "12": 104.0, "13": 100.0}
+    states = {"10": "PENDING", "11": "RUNNING", "12": "PENDING"}  # 13: unknown
+    assert slurm_unpin(pinned, states, 105.0, 5.0) == ["10"]
+    assert slurm_unpin(pinned, states, 109.0, 5.0) == ["10", "12"]
+    assert slurm_unpin({}, states, 109.0, 5.0) == []
+
+
+def test_a_read_goes_first_to_a_copy_on_its_own_host() -> None:
+    a, b = Service("a", "http://a", "h1"), Service("b", "http://b", "h2")
+    c = Service("c", "http://c")
+    order = [a, b, c]
+    assert own_host_first(order, 2, "h2") == [b, a, c]
+    assert own_host_first(order, 2, "h1") == order
+    # Only the servers holding copies count: c would be, but holds none.
+    c2 = Service("c", "http://c", "h3")
+    assert own_host_first([a, b, c2], 2, "h3") == [a, b, c2]
+    assert own_host_first([a, b, c2], 3, "h3") == [c2, a, b]
+    assert own_host_first(order, 2, "") == order  # no label: the probe order
+    assert hinted_copies("03@east", "east") == 2
+    assert hinted_copies("01@east", "west") is None
+    assert hinted_copies("@east", "east") is None and hinted_copies(None, "east") is None
+    assert hinted_copies("zz@east", "east") is None
+
+
 def _stream_tree(root: Path, count: int, size: int) -> int:
     rng = random.Random(5)
     for i in range(count):
@@ -129,3 +175,143 @@ def test_steps_run_beside_their_input_and_say_so(
     # Without labels nothing changes, and nothing is claimed.
     assert (plain["input_bytes"], plain["local_bytes"], plain["local_fraction"]) == (0, 0, None)
     assert "local:" not in plain["text"]
+
+
+def _reads(log: Path, blocks: set[str]) -> set[str]:
+    """The blocks of ``blocks`` read (GET, 200) from the server that wrote this log."""
+    found = re.findall(r" GET /([0-9a-f]{32})\S* 200 ", log.read_text())
+    return {md5 for md5 in found if md5 in blocks}
+
+
+def _placed_streams(root: Path, services: list[Service], size: int) -> dict[str, list[str]]:
+    """Streams whose block's two copies are, in probe order: on h1's server first
+    ("first"), on it second ("second": only a read steered to the own host goes
+    there first), or not on it ("none")."""
+    rng = random.Random(7)
+    want = {"first": 3, "second": 3, "none": 2}
+    made: dict[str, list[str]] = {k: [] for k in want}
+    while any(len(made[k]) < n for k, n in want.items()):
+        data = rng.randbytes(size)
+        md5 = hashlib.md5(data).hexdigest()
+        ids = [x.id for x in block_servers(md5, services, 2)]
+        kind = (
+            "first" if ids[0] == services[0].id else "second" if services[0].id in ids else "none"
+        )
+        if len(made[kind]) < want[kind]:
+            i = sum(len(v) for v in made.values())
+            (root / f"s{i:02d}").mkdir(parents=True)
+            (root / f"s{i:02d}" / "data").write_bytes(data)
+            made[kind].append(md5)
+    return made
+
+
+def _slurm_jobs(where: Path) -> dict[str, dict[str, str]]:
+    """Slurm's record of our jobs (still known for MinJobAge), by job name."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o"], capture_output=True, text=True, check=True
+    ).stdout
+    jobs = {}
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if fields.get("WorkDir", "").startswith(str(where)):
+            jobs[fields["JobName"]] = fields
+    return jobs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # 9 steps on the real one-node Slurm
+def test_slurm_steps_prefer_the_node_beside_their_input_and_read_its_copy(
+    tmp_path: Path, slurm_cluster: str, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pinned batch is never unpinned here: what Slurm recorded stays as submitted.
+    monkeypatch.setattr(slurmexec, "PIN_GRACE", 3600.0)
+    node = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    size = 50_000
+    logs = [tmp_path / f"access-{i}.log" for i in range(3)]
+    with keep_pool(tmp_path / "keep", 0) as pool:
+        for i, log in enumerate(logs):  # each server logs its requests to its own file
+            pool.options = ("--access-log", str(log))
+            pool.add(i)
+        # One machine, three "hosts"; the Slurm node is on h1 with the first keep server.
+        urls = [k.url for k in pool.servers]
+        hosts = HostMap({u: f"h{i + 1}" for i, u in enumerate(urls)}, {node: "h1"})
+        with controller(tmp_path / "controller.db", pool, replication=2, host_map=hosts) as c:
+            c.state.start_jobs(c.url, tmp_path / "jobs", "slurm")
+            registered = {s.url: s.id for s in catalog.list_keep_services(c.state.engine)}
+            services = [Service(registered[u], u) for u in urls]
+            streams = _placed_streams(tmp_path / "in", services, size)
+            monkeypatch.setenv("WH_URL", c.url)
+            monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+            # Not $WH_REPLICATION: steps would inherit it.
+            put = run("put", "--replication", "2", str(tmp_path / "in"))
+            pdh = put.output.strip().splitlines()[-1]
+            submitted = run("job", "submit", "builtin:copy", "--input", pdh, "--wait", "--json")
+            out = submitted.output
+            record = json.loads(out[out.index("{") : out.rindex("}") + 1])
+            shown = run("job", "show", str(record["id"]), "--json").output
+            job = json.loads(shown[shown.index("{") : shown.rindex("}") + 1])
+            text = run("job", "show", str(record["id"])).output
+            slurm = _slurm_jobs(tmp_path / "jobs")
+    assert job["state"] == "complete"
+    order = [*streams["first"], *streams["second"], *streams["none"]]
+    on_h1 = set(streams["first"] + streams["second"])
+    # Only batches of steps reading a stream with a copy on h1 ask for the node
+    # (when its CPUs are idle at submission: at least the first such batch).
+    pinned = {name for name, f in slurm.items() if f.get("ReqNodeList") == node}
+    assert pinned, slurm
+    for name in pinned:
+        assert order[int(name.rsplit("-", 1)[1]) - 1] in on_h1, name  # step i + 1: stream i
+    # Every step ran on the node (h1): the local share is that of streams on h1.
+    assert (job["input_bytes"], job["local_bytes"]) == (len(order) * size, len(on_h1) * size)
+    assert job["local_fraction"] == 0.75 and "local:    75%" in text, text
+    # Each block with a copy on h1 was read there, even where h1's server is
+    # second in the probe order; the others in probe order, from h2 or h3.
+    reads = [_reads(log, set(order)) for log in logs]
+    assert reads[0] == on_h1, reads
+    assert reads[1] | reads[2] == set(streams["none"]), reads
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_slurm_batch_waiting_for_its_node_is_unpinned(tmp_path: Path, slurm_cluster: str) -> None:
+    node, cpus = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N %c"], capture_output=True, text=True, check=True
+    ).stdout.split()[:2]
+    ex = slurmexec.SlurmExecutor(owner=str(tmp_path), worker_hosts={node: "h1"}, pin_grace=0.5)
+    blocker = ""
+    try:
+        # The node busy with all its CPUs: a batch asking for it waits.
+        blocker = subprocess.run(
+            ["sbatch", "--parsable", f"--cpus-per-task={cpus}", "--output=/dev/null"],
+            input="#!/bin/sh\nsleep 60\n",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        launch = Launch(1, 1, 1, ("true",), {}, str(tmp_path / "scratch"), Resources(1, 0))
+        ex._submit_batch([launch], Resources(1, 0), (node,))
+        (jid,) = ex._batches
+        assert _slurm_job(jid)["ReqNodeList"] == node
+        deadline = time.monotonic() + 60
+        while ex._batches[jid].pinned and time.monotonic() < deadline:
+            ex.poll(0.2)
+        job = _slurm_job(jid)
+        assert (job["JobState"], job["ReqNodeList"]) == ("PENDING", "(null)"), job
+        subprocess.run(["scancel", blocker], check=True)
+        done: list[Finished] = []
+        while not done and time.monotonic() < deadline:
+            done = ex.poll(0.5)
+        assert [(d.step, d.exit_status, d.worker) for d in done] == [(1, 0, node)]
+    finally:
+        if blocker:
+            subprocess.run(["scancel", blocker], check=False)
+        ex.close()
+
+
+def _slurm_job(jid: str) -> dict[str, str]:
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", jid], capture_output=True, text=True, check=True
+    ).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", out))

@@ -49,6 +49,9 @@ _TABLES = {"clusters"}
 MAX_CLUSTERS = 64
 # Variables apply() set from the config file: still the file's, for `wh config`.
 _applied: set[str] = set()
+# Settings apply() took from another variable's name (WH_CLUSTER): named so in errors.
+_aliased: set[str] = set()
+_ALIASES = {"cluster_name": "WH_CLUSTER"}
 
 
 def config_path() -> Path:
@@ -218,7 +221,7 @@ def load() -> list[Effective]:
     for name in FIELDS:
         var = f"WH_{name.upper()}"
         if os.environ.get(var) and var not in _applied:  # empty: as if unset
-            origins[name] = f"env {var}"
+            origins[name] = f"env {_ALIASES[name] if name in _aliased else var}"
         elif name in from_file:
             origins[name] = f"config {path}"
         else:
@@ -231,7 +234,7 @@ def load() -> list[Effective]:
         first = e.errors()[0]
         name = str(first["loc"][0]) if first.get("loc") else "?"
         where = origins.get(name, "default")
-        label = f"WH_{name.upper()}" if where.startswith("env") else f"{path}: {name}"
+        label = where.removeprefix("env ") if where.startswith("env") else f"{path}: {name}"
         raise UsageError(f"{label}: {_problem(name, dict(first))}") from None
     finally:
         os.environ.update(saved)
@@ -244,6 +247,11 @@ _RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600"}
 def apply() -> None:
     """Validate the settings, then let the config file's values stand for unset variables."""
     _applied.clear()
+    _aliased.clear()
+    if os.environ.get("WH_CLUSTER") and not os.environ.get("WH_CLUSTER_NAME"):
+        # DESIGN §4.4's name for the variable: validated and shown as cluster_name.
+        os.environ["WH_CLUSTER_NAME"] = os.environ["WH_CLUSTER"]
+        _aliased.add("cluster_name")
     if not wanted():
         return
     for s in load():

@@ -108,19 +108,20 @@ def default_db_url() -> str:
 )
 @click.option(
     "--cluster-name",
-    envvar="WH_CLUSTER_NAME",
+    # WH_CLUSTER is the name DESIGN §4.4 gives; WH_CLUSTER_NAME wins when both are set.
+    envvar=["WH_CLUSTER_NAME", "WH_CLUSTER"],
     default="local",
     show_default=True,
     help="This installation's cluster name: its manifests' locators carry +K@NAME and "
     "clients that know other clusters read such blocks from here (docs/clusters.md; "
-    "env WH_CLUSTER_NAME).",
+    "env WH_CLUSTER_NAME or WH_CLUSTER).",
 )
 @click.option(
     "--host-map",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     envvar="WH_HOST_MAP",
     help="A TOML file of [keep] (keep server URL) and [workers] (Dask worker address or "
-    "name) host labels: steps prefer a worker on the host holding their input "
+    "name, or Slurm node) host labels: steps prefer a worker on the host holding their input "
     "(docs/clusters.md; env WH_HOST_MAP).",
 )
 def serve(

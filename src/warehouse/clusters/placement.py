@@ -25,6 +25,8 @@ __all__ = [
     "local_fraction",
     "parse_host_map",
     "preferred_workers",
+    "slurm_nodes",
+    "slurm_unpin",
 ]
 
 _LABEL = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -102,3 +104,27 @@ def local_fraction(held: Mapping[str, int], total: int, host: str | None) -> flo
     if host is None or total <= 0:
         return None
     return min(held.get(host, 0), total) / total
+
+
+def slurm_nodes(
+    held: Mapping[str, int],
+    node_hosts: Mapping[str, str],
+    idle_cpus: Mapping[str, int],
+    cpus: int,
+) -> tuple[str, ...]:
+    """The Slurm nodes to ask for (``--nodelist``) for a batch needing ``cpus``:
+    the nodes of the host holding most of its input that are up with that many
+    CPUs idle now, the idlest first (``idle_cpus``: nodes that take jobs only). () when none is:
+    Slurm then places the batch anywhere, so a busy or down node never holds a
+    step back (``--nodelist`` is a requirement, not a wish; Slurm's
+    ``--prefer`` names node features, not nodes)."""
+    ready = [n for n in preferred_workers(held, node_hosts) if idle_cpus.get(n, 0) >= max(cpus, 1)]
+    return tuple(sorted(ready, key=lambda n: (-idle_cpus[n], n)))  # the idlest first
+
+
+def slurm_unpin(
+    pinned: Mapping[str, float], states: Mapping[str, str], now: float, grace: float
+) -> list[str]:
+    """Pinned Slurm jobs (id -> submission time) still pending ``grace`` seconds
+    after submission: their node list is to be lifted so they run elsewhere."""
+    return sorted(j for j, at in pinned.items() if states.get(j) == "PENDING" and now - at >= grace)

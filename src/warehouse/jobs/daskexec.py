@@ -36,12 +36,23 @@ MAX_CHUNK = 32  # steps run by one Dask task at most
 _dask: Any = distributed  # untyped
 
 
-def _tasks(launches: list[Launch], sender: str) -> list[Finished]:
+def _tasks(launches: list[Launch], sender: str, label: str = "") -> list[Finished]:
     try:
         worker = _dask.get_worker().address
     except ValueError:  # not in a worker (never in a real cluster)
         worker = ""
+    if label:  # the step's host label, whose keep server its reads prefer
+        launches = [dataclasses.replace(x, env={**x.env, "WH_HOST": label}) for x in launches]
     return [dataclasses.replace(run_step(launch, sender), worker=worker) for launch in launches]
+
+
+def _tasks_labelled(launches: list[Launch], sender: str, hosts: dict[str, str]) -> list[Finished]:
+    try:
+        here = _dask.get_worker()
+        label = hosts.get(here.address) or hosts.get(str(here.name), "")
+    except ValueError:
+        label = ""
+    return _tasks(launches, sender, label)
 
 
 async def _stop_here(keys: list[RunKey]) -> int:
@@ -133,10 +144,12 @@ class DaskExecutor:
             keys = [
                 f"wh-steps-{c[0].job}-{c[0].step}-{len(c)}-{uuid.uuid4().hex[:8]}" for c in chunks
             ]
+            labelled = bool(self.worker_hosts)
             futures = self.client.map(
-                _tasks,
+                _tasks_labelled if labelled else _tasks,
                 chunks,
                 [self._id] * len(chunks),
+                *([[self.worker_hosts] * len(chunks)] if labelled else []),
                 key=keys,
                 pure=False,
                 resources=dict(wanted) or None,

@@ -89,7 +89,9 @@ def make_executor(
     if name == "slurm" or name.startswith("slurm:"):
         from warehouse.jobs.slurmexec import SlurmExecutor
 
-        return SlurmExecutor(name.partition(":")[2] or None, owner=owner, sandbox=sandbox)
+        return SlurmExecutor(
+            name.partition(":")[2] or None, owner=owner, sandbox=sandbox, worker_hosts=worker_hosts
+        )
     raise UsageError(
         f"unknown executor {name!r} (local, dask, dask:ADDRESS, slurm or slurm:PARTITION)"
     )

@@ -21,6 +21,13 @@ is decided here, on the manager's machine, and the node must have the same
 paths (bwrap, setpriv, the Python installation, the function and scratch
 directories on the shared file system). A node without bubblewrap runs
 nothing unsandboxed: the step fails with a line saying why.
+
+Placement (docs/clusters.md): given Slurm node names -> host labels, a batch
+of steps sharing a preferred host asks for that host's nodes with
+``--nodelist`` only when one of them is up with the CPUs idle at submission,
+and a pinned batch still pending a few seconds later has its node list lifted
+(``scontrol update``), so a busy or lost node delays a step briefly at most.
+Each step gets its node's label as ``WH_HOST``.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warehouse.clusters.placement import preferred_workers, slurm_nodes, slurm_unpin
 from warehouse.errors import UsageError
 from warehouse.jobs.executors import Finished, Launch
 from warehouse.jobs.model import Resources
@@ -52,6 +60,7 @@ log = logging.getLogger("warehouse.jobs")
 MAX_BATCH = 16  # steps run by one Slurm job at most
 SUBMIT_DELAY = 0.25  # seconds a freed step may wait for others to batch with
 STATE_INTERVAL = 0.5  # seconds between two looks at Slurm's own state
+PIN_GRACE = 5.0  # seconds a batch asking for its preferred nodes may wait for them
 _COMMAND_TIMEOUT = 60.0
 _NICE_LIMIT = 2147483645  # Slurm's bound on --nice
 # Slurm states after which a job runs nothing any more.
@@ -113,6 +122,7 @@ class _Batch:
     ended_at: float = 0.0
     unseen: int = 0  # state looks that did not find it
     killed: set[tuple[int, int]] = field(default_factory=set)
+    pinned: bool = False  # submitted with --nodelist (placement), not yet lifted
 
 
 class SlurmExecutor:
@@ -124,8 +134,13 @@ class SlurmExecutor:
         queue_factor: int = MAX_BATCH,
         max_batch: int = MAX_BATCH,
         sandbox: Sandbox | None = None,
+        worker_hosts: dict[str, str] | None = None,
+        pin_grace: float | None = None,
     ) -> None:
         self.partition = partition or None
+        # Placement: Slurm node name -> host label (the host map's [workers]).
+        self.worker_hosts: dict[str, str] = dict(worker_hosts or {})
+        self.pin_grace = PIN_GRACE if pin_grace is None else pin_grace
         self.sandbox = sandbox
         self._prepared: set[str] = set()  # function directories made readable
         self.comment = owner_tag(owner or os.getcwd())
@@ -168,6 +183,19 @@ class SlurmExecutor:
             memory = int(mem) * 2**20 if mem.isdigit() else 2**62
             nodes[name] = (int(cpus), memory)
         return list(nodes.values())
+
+    def _idle_cpus(self) -> dict[str, int]:
+        """Idle CPUs of each node that takes jobs, now (one ``sinfo``)."""
+        out = _run(["sinfo", "-h", "-N", "-o", "%N|%t|%C", *self._partition_args()])
+        idle: dict[str, int] = {}
+        for line in out.splitlines():
+            name, state, cpus = ([*line.split("|"), "", ""])[:3]
+            counts = cpus.split("/")  # allocated/idle/other/total
+            # Exactly idle or mixed: a suffix (not responding, powering, draining...)
+            # makes the node one not to wait for.
+            if state in ("idle", "mix") and len(counts) == 4:
+                idle[name] = int(counts[1]) if counts[1].isdigit() else 0
+        return idle
 
     def _jobcomp_path(self) -> str | None:
         with contextlib.suppress(UsageError):
@@ -276,22 +304,59 @@ class SlurmExecutor:
             self._events = os.open(events, os.O_RDONLY | os.O_CLOEXEC)
         return self._dir
 
+    def prefer(self, launch: Launch) -> tuple[str, ...]:
+        """The nodes of the host holding most of the step's input, if any."""
+        if not self.worker_hosts or not launch.held:
+            return ()
+        return preferred_workers(dict(launch.held), self.worker_hosts)
+
+    def host_label(self, worker: str) -> str | None:
+        """The host label of the node that ran a step."""
+        return self.worker_hosts.get(worker)
+
     def _submit(self) -> None:
         pending, self._pending = self._pending, []
-        groups: dict[tuple[int, Resources], list[Launch]] = {}
+        # One group per job, resource request and preferred host: a batch's
+        # steps share the node they ask for (docs/clusters.md).
+        groups: dict[tuple[int, Resources, tuple[str, ...]], list[Launch]] = {}
         for launch in pending:
-            groups.setdefault((launch.job, launch.request), []).append(launch)
-        for (_, request), launches in groups.items():
+            groups.setdefault((launch.job, launch.request, self.prefer(launch)), []).append(launch)
+        idle: dict[str, int] | None = None
+        for (_, request, prefer), launches in groups.items():
             # Enough Slurm jobs to keep every CPU busy, no more than needed.
             slots = max(1, self._cpus // max(request.cpus, 1))
             size = max(1, min(self.max_batch, math.ceil(len(launches) / slots)))
             for i in range(0, len(launches), size):
-                self._submit_batch(launches[i : i + size], request)
+                nodes: tuple[str, ...] = ()
+                if prefer:
+                    if idle is None:  # one sinfo per turn, only with placement
+                        try:
+                            idle = self._idle_cpus()
+                        except UsageError as e:
+                            log.warning("could not read Slurm's nodes: %s", e)
+                            idle = {}
+                    held = dict(launches[i].held)
+                    nodes = slurm_nodes(held, self.worker_hosts, idle, request.cpus)
+                    if nodes:  # those CPUs are now taken by this batch
+                        idle[nodes[0]] -= max(request.cpus, 1)
+                self._submit_batch(launches[i : i + size], request, nodes)
 
-    def _submit_batch(self, launches: list[Launch], request: Resources) -> None:
+    def _host_case(self) -> list[str]:
+        """Script lines setting ``$wh_host`` to the node's host label."""
+        if not self.worker_hosts:
+            return ["wh_host="]
+        arms = " ".join(
+            f"{shlex.quote(node)}) wh_host={shlex.quote(label)};;"
+            for node, label in sorted(self.worker_hosts.items())
+        )
+        return [f'case "${{SLURMD_NODENAME:-$HOSTNAME}}" in {arms} *) wh_host=;; esac']
+
+    def _submit_batch(
+        self, launches: list[Launch], request: Resources, nodes: tuple[str, ...] = ()
+    ) -> None:
         root = self._workdir(launches[0].scratch_root)
         steps: dict[tuple[int, int], _Step] = {}
-        lines = ["#!/bin/bash", "umask 077"]
+        lines = ["#!/bin/bash", "umask 077", *self._host_case()]
         events = shlex.quote(str(root / "events"))
         for launch in launches:
             path = tempfile.mkdtemp(prefix=f"{launch.job}-{launch.step}-", dir=root)
@@ -304,6 +369,8 @@ class SlurmExecutor:
                 "WH_RESULT": path + "/result",
             }
             assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+            if self.worker_hosts:
+                assignments += ' "WH_HOST=$wh_host"'
             argv = self._wrap(launch, path)
             command = " ".join(shlex.quote(a) for a in argv)
             p = shlex.quote(path)
@@ -341,6 +408,9 @@ class SlurmExecutor:
         ]
         if request.memory > 0:
             argv.append(f"--mem={max(1, math.ceil(request.memory / 2**20))}M")
+        if nodes:
+            # One node: a job given a list of several would be given them all.
+            argv.append(f"--nodelist={nodes[0]}")
         try:
             jid = _run(argv, stdin=script).strip().split(";")[0]
         except UsageError as e:
@@ -349,7 +419,7 @@ class SlurmExecutor:
                 self._done.append(_lost(step.launch, f"sbatch refused it: {e}"))
                 step.remove()
             return
-        self._batches[jid] = _Batch(steps, time.time(), jid)
+        self._batches[jid] = _Batch(steps, time.time(), jid, pinned=bool(nodes))
         for key in steps:
             self._where[key] = jid
 
@@ -399,7 +469,9 @@ class SlurmExecutor:
         log_bytes = _read(step.path + "/log")
         result = _read(step.path + "/result").decode("utf-8", "replace") if status == 0 else ""
         self._done.append(
-            Finished(job, number, attempt, status, host, started, ended, log_bytes, result)
+            Finished(
+                job, number, attempt, status, host, started, ended, log_bytes, result, worker=host
+            )
         )
         self._forget(jid, (job, number))
 
@@ -427,6 +499,7 @@ class SlurmExecutor:
             jid, state, comment = ([*line.split("|", 2), "", ""])[:3]
             if comment == self.comment:
                 states[jid] = state
+        self._unpin(states)
         missing = [j for j in self._batches if j not in states]
         if missing:
             states.update(self._finished_states(missing))
@@ -450,6 +523,21 @@ class SlurmExecutor:
                     why = f"its Slurm job {jid} ended {batch.ended} before the step did"
                     self._done.append(_lost(step.launch, why))
                     self._forget(jid, key)
+
+    def _unpin(self, states: dict[str, str]) -> None:
+        """Lift the node list of pinned batches still waiting: a preference only."""
+        pinned = {j: b.submitted for j, b in self._batches.items() if b.pinned}
+        late = slurm_unpin(pinned, states, time.time(), self.pin_grace)
+        if not late:
+            return
+        # One scontrol for all (it reads commands from stdin; JobId takes one id).
+        commands = "".join(f"update JobId={jid} ReqNodeList=\n" for jid in late)
+        try:
+            _run(["scontrol"], stdin=commands)
+        except UsageError as e:  # e.g. one started meanwhile: nothing to lift there
+            log.info("could not lift the node list of Slurm jobs %s: %s", ",".join(late), e)
+        for jid in late:
+            self._batches[jid].pinned = False
 
     def _finished_states(self, jids: list[str]) -> dict[str, str]:
         """States of jobs squeue no longer lists: the job-completion log, else sacct."""

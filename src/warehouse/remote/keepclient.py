@@ -26,7 +26,14 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.remote.blockhttp import BlockHttp, Reply, TransportError
-from warehouse.remote.probe import Service, k_hint, order_from_hint, probe_order
+from warehouse.remote.probe import (
+    Service,
+    hinted_copies,
+    k_hint,
+    order_from_hint,
+    own_host_first,
+    probe_order,
+)
 from warehouse.remote.signatures import SignatureCache
 
 __all__ = ["KeepClient", "KeepStats", "ReplicationError", "cluster_of"]
@@ -67,6 +74,7 @@ class KeepClient:
         signer: Callable[[Locator], Locator] | None = None,
         known: SignatureCache | None = None,
         remotes: Callable[[str], KeepClient | None] | None = None,
+        host: str = "",
     ) -> None:
         if not services:
             raise UsageError("no keep servers are registered with the controller")
@@ -90,6 +98,9 @@ class KeepClient:
         # The block client of another cluster by its name (None: not known);
         # a block whose +K hint names it is read there (docs/clusters.md).
         self.remotes = remotes
+        # This client's host label ($WH_HOST, given to steps): reads prefer a
+        # copy on a server of the same host (docs/clusters.md).
+        self.host = host
         self.http = BlockHttp(token, timeout)
         # Sends the second and later copies of a block while the caller's
         # thread sends the first (threads start only when used).
@@ -219,9 +230,11 @@ class KeepClient:
             return data
         if self.signer is not None and locator.hint("A") is None:
             locator = self.signer(locator)
-        order = order_from_hint(
-            probe_order(locator.md5, self.services), locator.hint("K"), self.cluster
-        )
+        hint = locator.hint("K")
+        order = order_from_hint(probe_order(locator.md5, self.services), hint, self.cluster)
+        if self.host:
+            copies = hinted_copies(hint, self.cluster) or self.replication
+            order = own_host_first(order, copies, self.host)
         corrupt: list[str] = []
         errors: list[str] = []
         for attempt in range(self.retries + 1):

@@ -11,7 +11,15 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["PREFERRED", "Service", "k_hint", "order_from_hint", "probe_order"]
+__all__ = [
+    "PREFERRED",
+    "Service",
+    "hinted_copies",
+    "k_hint",
+    "order_from_hint",
+    "own_host_first",
+    "probe_order",
+]
 
 PREFERRED = 8  # the first 8 servers of the order are a block's preferred positions
 
@@ -20,6 +28,7 @@ PREFERRED = 8  # the first 8 servers of the order are a block's preferred positi
 class Service:
     id: str
     url: str
+    host: str = ""  # its host label from the controller's host map (docs/clusters.md)
 
 
 def probe_order(md5: str, services: Sequence[Service]) -> list[Service]:
@@ -47,3 +56,29 @@ def order_from_hint(order: list[Service], hint: str | None, cluster: str) -> lis
         return order
     first = [s for i, s in enumerate(order[:PREFERRED]) if mask >> i & 1]
     return first + [s for s in order if s not in first]
+
+
+def hinted_copies(hint: str | None, cluster: str) -> int | None:
+    """How many servers a ``+K`` hint (without its K) of this cluster names (None: none)."""
+    if not hint:
+        return None
+    mask_text, _, where = hint.partition("@")
+    if where != cluster or not mask_text:
+        return None
+    try:
+        mask = int(mask_text, 16) & ((1 << PREFERRED) - 1)
+    except ValueError:
+        return None
+    return mask.bit_count() or None
+
+
+def own_host_first(order: list[Service], copies: int, host: str) -> list[Service]:
+    """Move the first server on ``host`` among the first ``copies`` of the order
+    (those holding the block's copies) to the front: a step reads the copy on
+    its own host when there is one, else in the order given."""
+    if not host:
+        return order
+    local = next((s for s in order[: max(copies, 1)] if s.host == host), None)
+    if local is None or local is order[0]:
+        return order
+    return [local, *(s for s in order if s is not local)]

@@ -61,11 +61,11 @@ class RemoteWarehouse(WarehouseBase):
         self.clusters = {n: c for n, c in (clusters or {}).items() if n != self.cluster}
         self._others: dict[str, RemoteWarehouse] = {}
         self._others_lock = threading.Lock()
-        services = [Service(s["id"], s["url"]) for s in self.api.get("/keep_services")]
+        services = self._services()
         if not services:
             # `wh serve --keep N &` may not have registered its keep servers yet.
             self.api.wait_until_ready()
-            services = [Service(s["id"], s["url"]) for s in self.api.get("/keep_services")]
+            services = self._services()
         if replication is None:
             # The default never asks for more copies than there are servers;
             # an explicit request does, and fails if it cannot be met.
@@ -79,7 +79,14 @@ class RemoteWarehouse(WarehouseBase):
             known=SignatureCache(default_cache_dir(), url, token),
             cluster=self.cluster,
             remotes=self._other_store if self.clusters else None,
+            # A step's host label (docs/clusters.md): its reads prefer that host.
+            host=os.environ.get("WH_HOST", "")[:64],
         )
+
+    def _services(self) -> list[Service]:
+        return [
+            Service(s["id"], s["url"], s.get("host") or "") for s in self.api.get("/keep_services")
+        ]
 
     def cache_identity(self) -> str:
         # Signed locators are read capabilities of one token: kept per token.

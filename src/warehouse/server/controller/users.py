@@ -66,6 +66,7 @@ class KeepServiceOut(BaseModel):
     id: str
     url: str
     last_seen: float
+    host: str | None = None  # its host label in the host map (docs/clusters.md)
 
 
 class KeepConfig(BaseModel):
@@ -130,9 +131,11 @@ def revoke_token(token_id: str, user: Caller, request: Request) -> TokenInfoOut:
 
 @router.get("/keep_services", response_model=list[KeepServiceOut])
 def list_keep_services(user: Caller, request: Request) -> list[KeepServiceOut]:
+    state = state_of(request)
+    hosts = state.config.host_map.keep if state.config.host_map is not None else {}
     return [
-        KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen)
-        for s in catalog.list_keep_services(state_of(request).engine)
+        KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen, host=hosts.get(s.url.rstrip("/")))
+        for s in catalog.list_keep_services(state.engine)
     ]
 
 
