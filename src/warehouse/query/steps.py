@@ -10,6 +10,7 @@ Bytes are counted either way, and results go back as blocks.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import mmap
 import os
@@ -38,6 +39,14 @@ def _connect(threads: int = 1) -> Any:
     return con
 
 
+def _load_duckdb() -> None:
+    """Import DuckDB (half a second or more) on a thread; ``_connect``'s own
+    import then waits for it. MD5 releases the GIL, so both go on at once."""
+    loader = ThreadPoolExecutor(1, thread_name_prefix="wh-duckdb")
+    loader.submit(importlib.import_module, "duckdb")
+    loader.shutdown(wait=False)
+
+
 def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
@@ -46,25 +55,31 @@ def _cores() -> int:
 # bytes read are those of the inode whose MD5 was checked.
 _held: list[int] = []
 _copied = [0]  # bytes this step copied to scratch rather than read in place
+_in_place: dict[str, str | None] = {}  # block MD5 -> where DuckDB reads it (None: copy)
 
 
-def _whole_block(store: BlockStore, entry: FileEntry) -> str | None:
-    """``/proc/self/fd/N`` for a file that is one whole block of a local
-    store, once its MD5 is checked; None for any other file (to be copied)."""
+def _one_block(store: BlockStore, entry: FileEntry) -> str | None:
+    """The MD5 of the block a file of a local store is, whole; None otherwise."""
     if not isinstance(store, LocalBlockStore) or len(entry.pieces) != 1:
         return None
     piece = entry.pieces[0]
     if piece.offset != 0 or piece.length != piece.locator.size or not piece.length:
         return None
+    return piece.locator.md5
+
+
+def _whole_block(store: LocalBlockStore, md5: str, size: int) -> str | None:
+    """``/proc/self/fd/N`` for a whole block once its MD5 is checked; None if
+    it is not here or fails the check (the file is then copied)."""
     try:
-        fd = os.open(store.volume.path_for(piece.locator.md5), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(store.volume.path_for(md5), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None  # not here: the reader says why
     try:
-        if os.fstat(fd).st_size != piece.length:
+        if os.fstat(fd).st_size != size:
             raise OSError("size differs")
-        with mmap.mmap(fd, piece.length, prot=mmap.PROT_READ) as pages:
-            good = hashlib.md5(pages).hexdigest() == piece.locator.md5
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as pages:
+            good = hashlib.md5(pages).hexdigest() == md5
     except OSError:
         good = False
     if not good:  # the reader reports the corrupt copy (and moves it aside)
@@ -74,16 +89,33 @@ def _whole_block(store: BlockStore, entry: FileEntry) -> str | None:
     return f"/proc/self/fd/{fd}"
 
 
+def _check(store: BlockStore, entries: Iterable[FileEntry]) -> None:
+    """Check every whole block of ``entries`` not checked yet, all at once:
+    one thread per core, as MD5 runs without the GIL."""
+    todo = {}
+    for entry in entries:
+        md5 = _one_block(store, entry)
+        if md5 is not None and md5 not in _in_place:
+            todo[md5] = entry.size
+    if not todo:
+        return
+    assert isinstance(store, LocalBlockStore)
+    with ThreadPoolExecutor(min(_cores(), len(todo))) as pool:
+        found = pool.map(lambda item: _whole_block(store, *item), todo.items())
+        _in_place.update(zip(todo, found, strict=True))
+
+
 def _fetch(
     reader: CollectionReader, entries: Iterable[FileEntry], into: Path
 ) -> tuple[list[str], int]:
     """Paths DuckDB reads the files at (in place or copied), and their bytes."""
     entries = list(entries)
-    with ThreadPoolExecutor(_cores()) as pool:  # MD5 runs without the GIL
-        in_place = list(pool.map(lambda e: _whole_block(reader.store, e), entries))
+    _check(reader.store, entries)
     paths, total = [], 0
-    for n, (entry, found) in enumerate(zip(entries, in_place, strict=True)):
+    for n, entry in enumerate(entries):
         total += entry.size
+        md5 = _one_block(reader.store, entry)
+        found = None if md5 is None else _in_place.get(md5)
         if found is not None:
             paths.append(found)
             continue
@@ -144,6 +176,7 @@ def table_step() -> None:
     if step.level() == 0:
         step.queue(1, *(str(p) for p in range(n)))
         return
+    _load_duckdb()  # on a thread, while the source is read here
     p = int(step.step_input())
     src_fmt, entries = _source_files(step.input_manifest(), params.get("path", ""))
     paths, read = _fetch(step.reader(), entries, step.scratch() / "src")
@@ -247,9 +280,8 @@ def query_step() -> None:
     plan: dict[str, Any] = step.params()["plan"]
     columns: dict[str, Any] = step.params().get("columns", {})
     level = step.level()
-    step.warehouse()  # the catalog opens on a thread while DuckDB loads here
     if level > 0 or plan["mode"] == "single":
-        import duckdb  # noqa: F401
+        _load_duckdb()  # on a thread, while the blocks are read and checked here
     reader = step.reader()
     tables: dict[str, dict[str, Any]] = plan["tables"]
     if level == 0 and plan["mode"] != "single":
@@ -267,20 +299,23 @@ def query_step() -> None:
         return
     if plan["mode"] == "single":
         # One step, the first: no other process to start, and it has the machine.
+        wanted = {name: _table_files(name, t["format"], None) for name, t in tables.items()}
+        # Every table's files checked at once: one pool keeps every core hashing.
+        paths, read = _fetch(reader, [e for es in wanted.values() for e in es], step.scratch())
         con = _connect(_cores() if level == 0 else 1)
-        read = 0
+        start = 0
         for name, t in tables.items():
-            paths, n = _fetch(reader, _table_files(name, t["format"], None), step.scratch() / name)
-            read += n
-            _view(con, name, t["format"], paths, columns.get(name))
+            mine = paths[start : start + len(wanted[name])]
+            start += len(wanted[name])
+            _view(con, name, t["format"], mine, columns.get(name))
         _result(con, plan["sql"])
         step.counters(scan_bytes=read, copied_bytes=_copied[0])
         return
-    con = _connect()
     if level == 1:  # shuffle one file of a table by the join key
         name, path = json.loads(step.step_input())
         t = tables[name]
         paths, read = _fetch(reader, [reader.entry(path)], step.scratch() / "in")
+        con = _connect()
         key = '"' + t["key"].replace('"', '""') + '"'
         n = plan["partitions"]
         out = []
@@ -295,6 +330,17 @@ def query_step() -> None:
     elif level == 2:  # a group of partitions: one partial per partition, written once
         group = [int(p) for p in step.step_input().split(",")]
         moved = {"scan_bytes": 0, "broadcast_bytes": 0, "shuffle_bytes": 0}
+        _check(  # the group's partitions checked at once, as DuckDB loads
+            reader.store,
+            [
+                e
+                for name, t in tables.items()
+                if t["role"] != "shuffle"
+                for p in (group if t["role"] == "partitioned" else [None])
+                for e in _table_files(name, t["format"], p)
+            ],
+        )
+        con = _connect()
         for i, p in enumerate(group):
             for kind, n in _partition_views(con, tables, columns, p).items():
                 moved[kind] += n
@@ -314,6 +360,7 @@ def query_step() -> None:
             got, n = _fetch(sub, sub.files.values(), step.scratch() / f"p{number}")
             partials += got
             merged += n
+        con = _connect()
         con.execute(f"CREATE VIEW partials AS SELECT * FROM {_scan('parquet', partials)}")
         _result(con, plan["final"])
         step.counters(partial_bytes_merged=merged)
