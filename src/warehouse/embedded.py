@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -54,6 +55,7 @@ class EmbeddedWarehouse(WarehouseBase):
         self.store: LocalBlockStore = LocalBlockStore(self.volume, BlockCache(cache_bytes))
         self._engine: Future[sa.Engine] | None = None
         self._opened: sa.Engine | None = None
+        self._open_lock = threading.Lock()
         if self.open_catalog_at_once:
             self._opening()
 
@@ -63,11 +65,12 @@ class EmbeddedWarehouse(WarehouseBase):
     open_catalog_at_once = True
 
     def _opening(self) -> Future[sa.Engine]:
-        if self._engine is None:
-            opener = ThreadPoolExecutor(1, thread_name_prefix="wh-catalog")
-            self._engine = opener.submit(self._open_catalog)
-            opener.shutdown(wait=False)
-        return self._engine
+        with self._open_lock:
+            if self._engine is None:
+                opener = ThreadPoolExecutor(1, thread_name_prefix="wh-catalog")
+                self._engine = opener.submit(self._open_catalog)
+                opener.shutdown(wait=False)
+            return self._engine
 
     def _open_catalog(self) -> sa.Engine:
         import sqlalchemy as sa
