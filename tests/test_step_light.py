@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from jobs_helpers import make_text, put_function, run_job
+from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
 
 HEAVY = ("sqlalchemy", "alembic")
@@ -58,3 +59,49 @@ def test_a_python_step_reads_without_the_database_library(
     assert report["first"].strip()
     assert report["heavy_at_0"] == [] and report["heavy"] == []
 
+
+def _table(wh: EmbeddedWarehouse, tmp_path: Path) -> tuple[str, int]:
+    """A one-partition table ``t`` (k, v) of 200,000 rows; the sum of v."""
+    import duckdb
+
+    src = tmp_path / "src"
+    src.mkdir()
+    rows = 200_000
+    duckdb.sql(
+        f"COPY (SELECT range AS k, range * 2 AS v FROM range({rows})) "
+        f"TO '{src / 't.parquet'}' (FORMAT parquet)"
+    )
+    params = {"format": "parquet", "path": "t.parquet", "partitions": 1}
+    made = run_job(wh, "builtin:table", wh.put([src]).pdh, params=params)
+    assert made.state == "complete", made.error
+    wh.set_name("t", str(made.output_pdh), expect=None)
+    return str(made.output_pdh), rows * (rows - 1)
+
+
+def test_a_one_step_query_reports_nothing_read_from_a_corrupt_block(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    """The one-step plan runs DuckDB while the blocks it reads are checked:
+    a block failing its check fails the step (the reader names it), and no
+    result is reported, whatever DuckDB made of the bad bytes."""
+    from warehouse.query.catalog import compile_query, read_rows
+
+    table, total = _table(wh, tmp_path)
+    _, input_pdh, params = compile_query(wh, "SELECT sum(v) AS s FROM t", "auto")
+    good = run_job(wh, "builtin:query", input_pdh, params=params, reuse=False)
+    assert good.state == "complete", good.error
+    assert read_rows(wh, str(good.output_pdh), 10)[1] == [(total,)]
+    steps = jobs.list_steps(wh.engine, good.id)
+    assert len(steps) == 1 and '"copied_bytes": 0' in (steps[0].counters or ""), steps
+
+    entry = wh.manifest(table).files()["part-00000.parquet"]
+    block = wh.volume.path_for(entry.pieces[0].locator.md5)
+    block.chmod(0o600)
+    data = bytearray(block.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # in the column data: DuckDB may read it without noticing
+    block.write_bytes(bytes(data))
+    bad = run_job(wh, "builtin:query", input_pdh, params=params, reuse=False, max_attempts=1)
+    assert bad.state == "failed"
+    assert bad.output_pdh is None
+    (step,) = jobs.list_steps(wh.engine, bad.id)
+    assert "corrupt" in (step.log_tail or "").lower(), step.log_tail

@@ -14,7 +14,7 @@ import importlib
 import json
 import mmap
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -68,25 +68,71 @@ def _one_block(store: BlockStore, entry: FileEntry) -> str | None:
     return piece.locator.md5
 
 
-def _whole_block(store: LocalBlockStore, md5: str, size: int) -> str | None:
-    """``/proc/self/fd/N`` for a whole block once its MD5 is checked; None if
-    it is not here or fails the check (the file is then copied)."""
+def _open_block(store: LocalBlockStore, md5: str, size: int) -> int | None:
+    """A descriptor of the block file (held for the step), or None if it is
+    not here whole (the file is then copied: the reader says why)."""
     try:
         fd = os.open(store.volume.path_for(md5), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return None  # not here: the reader says why
+        return None
     try:
-        if os.fstat(fd).st_size != size:
-            raise OSError("size differs")
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as pages:
-            good = hashlib.md5(pages).hexdigest() == md5
+        whole = os.fstat(fd).st_size == size
     except OSError:
-        good = False
-    if not good:  # the reader reports the corrupt copy (and moves it aside)
+        whole = False
+    if not whole:
         os.close(fd)
         return None
     _held.append(fd)
+    return fd
+
+
+def _verify(fd: int, md5: str, size: int) -> bool:
+    """Whether the open block hashes to its MD5 (over the very inode DuckDB reads)."""
+    try:
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as pages:
+            return hashlib.md5(pages).hexdigest() == md5
+    except OSError:
+        return False
+
+
+def _whole_block(store: LocalBlockStore, md5: str, size: int) -> str | None:
+    """``/proc/self/fd/N`` for a whole block once its MD5 is checked; None if
+    it is not here or fails the check (the file is then copied, and the
+    reader reports the corrupt copy and moves it aside)."""
+    fd = _open_block(store, md5, size)
+    if fd is None or not _verify(fd, md5, size):
+        return None
     return f"/proc/self/fd/{fd}"
+
+
+def _check_later(store: BlockStore, entries: Iterable[FileEntry]) -> Callable[[], list[str]]:
+    """Open the whole blocks of ``entries`` for DuckDB now and check them on
+    threads meanwhile; the function returned waits for the checks and gives
+    the MD5s that failed (those are then copied, like any other file)."""
+    todo: dict[str, int] = {}
+    for entry in entries:
+        md5 = _one_block(store, entry)
+        if md5 is not None and md5 not in _in_place:
+            todo[md5] = entry.size
+    if not todo:
+        return list
+    assert isinstance(store, LocalBlockStore)
+    pool = ThreadPoolExecutor(min(_cores(), len(todo)), thread_name_prefix="wh-md5")
+    checks = {}
+    for md5, size in todo.items():
+        fd = _open_block(store, md5, size)
+        _in_place[md5] = None if fd is None else f"/proc/self/fd/{fd}"
+        if fd is not None:
+            checks[md5] = pool.submit(_verify, fd, md5, size)
+    pool.shutdown(wait=False)
+
+    def failed() -> list[str]:
+        bad = [md5 for md5, check in checks.items() if not check.result()]
+        for md5 in bad:
+            _in_place[md5] = None
+        return bad
+
+    return failed
 
 
 def _check(store: BlockStore, entries: Iterable[FileEntry]) -> None:
@@ -219,14 +265,23 @@ def _table_files(table: str, fmt: str, partition: int | None) -> list[FileEntry]
     ]
 
 
-def _result(con: Any, sql: str) -> None:
+def _compute(con: Any, sql: str) -> Path:
+    """The result as a table in scratch (its Parquet file and ``_table.json``)."""
     target = step.scratch() / part_name(0, "parquet")
     _copy_out(con, sql, target, "parquet")
     described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{target}')").fetchall()
     meta = TableMeta("parquet", None, 1, hash_id(), [(r[0], r[1]) for r in described])
     (step.scratch() / META_FILE).write_text(meta.to_json())
+    return target
+
+
+def _report(target: Path) -> None:
     fragment, _ = _write(".", [(META_FILE, step.scratch() / META_FILE), (target.name, target)])
     step.output(fragment)
+
+
+def _result(con: Any, sql: str) -> None:
+    _report(_compute(con, sql))
 
 
 def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = None) -> None:
@@ -300,15 +355,30 @@ def query_step() -> None:
     if plan["mode"] == "single":
         # One step, the first: no other process to start, and it has the machine.
         wanted = {name: _table_files(name, t["format"], None) for name, t in tables.items()}
-        # Every table's files checked at once: one pool keeps every core hashing.
-        paths, read = _fetch(reader, [e for es in wanted.values() for e in es], step.scratch())
-        con = _connect(_cores() if level == 0 else 1)
-        start = 0
-        for name, t in tables.items():
-            mine = paths[start : start + len(wanted[name])]
-            start += len(wanted[name])
-            _view(con, name, t["format"], mine, columns.get(name))
-        _result(con, plan["sql"])
+        entries = [e for es in wanted.values() for e in es]
+        # DuckDB runs the query while the blocks it reads are checked; the
+        # result is reported only once every check passed (else the query
+        # runs again over copies read through the verifying reader).
+        failed = _check_later(reader.store, entries)
+        for attempt in range(2):
+            paths, read = _fetch(reader, entries, step.scratch() / f"in{attempt}")
+            con = _connect(_cores() if level == 0 else 1)
+            start = 0
+            for name, t in tables.items():
+                mine = paths[start : start + len(wanted[name])]
+                start += len(wanted[name])
+                _view(con, name, t["format"], mine, columns.get(name))
+            try:
+                target, error = _compute(con, plan["sql"]), None
+            except Exception as e:  # bad bytes may fail the query: checked below
+                error = e
+            finally:
+                con.close()
+            if attempt or not failed():
+                if error is not None:
+                    raise error
+                break
+        _report(target)
         step.counters(scan_bytes=read, copied_bytes=_copied[0])
         return
     if level == 1:  # shuffle one file of a table by the join key
