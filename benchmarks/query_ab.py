@@ -10,7 +10,9 @@ with the code under ``--base`` (``PYTHONPATH``, which the steps inherit),
 the same with this checkout's code, and DuckDB alone over the same Parquet
 files (2 threads, views made untimed). The order of the two versions swaps
 every round, so both see the same load; the 1-minute load average is
-printed with every figure. Also times, per version, pinning a built-in
+printed with every figure. Every process runs with Python's bytecode
+cache (``PYTHONDONTWRITEBYTECODE`` dropped, ``PYTHONPYCACHEPREFIX`` under
+the workdir), as an installation does. Also times, per version, pinning a built-in
 function (what a submission does first) and importing a query step's
 modules (``python -X importtime``).
 """
@@ -32,6 +34,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from tpch.queries import QUERIES  # noqa: E402
 
 THIS = HERE.parent / "src"
+PYCACHE = [Path(tempfile.gettempdir()) / "wh-bench-pycache"]
 
 
 def one_query(home: str, label: str, plan: str) -> float:
@@ -92,6 +95,10 @@ def imports() -> float:
 
 def run_child(src: Path, *args: str, home: Path | None = None) -> float:
     env = {**os.environ, "PYTHONPATH": str(src)}
+    # As installed: modules compiled once (in a cache of their own, so
+    # neither source tree is written to), not at every process start.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE[0])
     if home is not None:
         env["AB_HOME"] = str(home)
     done = subprocess.run(
@@ -121,6 +128,7 @@ def main() -> None:
     from warehouse.embedded import EmbeddedWarehouse
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wh-bench-query-ab-"))
+    PYCACHE[0] = work / "pycache"
     data = work / f"tpch-{args.scale}"
     generate(data, args.scale)
     home = work / f"wh-home-ab-{args.partitions}"
