@@ -38,6 +38,10 @@ else:
         "first": step.reader().read_file(step.step_input()).decode(),
         "heavy": heavy(),
     }
+    # The full catalog still opens when asked for (then with SQLAlchemy).
+    from warehouse.jobs.records import list_steps
+
+    report["steps_at_0"] = len(list_steps(step.warehouse().engine, step.job(), level=0))
     out = step.StreamWriter(".")
     out.add_file("report.json", [json.dumps(report).encode()])
     step.output(out.finish())
@@ -58,6 +62,7 @@ def test_a_python_step_reads_without_the_database_library(
     assert report["first"] == wh.reader(key).read_file(names[0]).decode()
     assert report["first"].strip()
     assert report["heavy_at_0"] == [] and report["heavy"] == []
+    assert report["steps_at_0"] == 1
 
 
 def _table(wh: EmbeddedWarehouse, tmp_path: Path) -> tuple[str, int]:

@@ -32,9 +32,7 @@ class StepWarehouse(EmbeddedWarehouse):
     def _db(self) -> closing[sqlite3.Connection]:
         path = (self.home / "warehouse.db").resolve()
         try:
-            conn = sqlite3.connect(
-                f"file:{quote(str(path))}?mode=ro", uri=True, timeout=_TIMEOUT
-            )
+            conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=_TIMEOUT)
         except sqlite3.Error as e:
             raise WarehouseError(f"cannot open the catalog {path}: {e}") from None
         return closing(conn)
