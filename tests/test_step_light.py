@@ -110,3 +110,27 @@ def test_a_one_step_query_reports_nothing_read_from_a_corrupt_block(
     assert bad.output_pdh is None
     (step,) = jobs.list_steps(wh.engine, bad.id)
     assert "corrupt" in (step.log_tail or "").lower(), step.log_tail
+
+
+def test_a_stored_builtin_is_pinned_without_writing(wh: EmbeddedWarehouse) -> None:
+    """Pinning a built-in at each submission computes its PDH and, once the
+    collection is stored, writes nothing (no block write, no transaction)."""
+    from warehouse import catalog
+    from warehouse.jobs.functions import builtin_dir, resolve
+
+    def writes() -> int:
+        return sum(r.writes for r in catalog.accounting(wh.engine))
+
+    first = resolve(wh, "builtin:query")
+    files = sorted(p for p in builtin_dir().glob("*.py") if not p.name.startswith("_"))
+    assert first.pdh == wh.put(files).pdh  # the very collection a put makes
+    before = writes()
+    again = resolve(wh, "builtin:wordcount")
+    assert again.pdh == first.pdh and again.path == "wordcount.py"
+    assert writes() == before
+    # A block of it lost: the next pin stores it again.
+    (block,) = [b for b in wh.manifest(first.pdh).blocks() if not b.is_empty]
+    wh.volume.path_for(block.md5).unlink()
+    assert resolve(wh, "builtin:query").pdh == first.pdh
+    assert wh.store.exists(block)
+    assert writes() > before
