@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -126,6 +127,10 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wh-bench-query-"))
+    # Steps start as on an installation: modules compiled once, not at every
+    # start (the cache under the workdir, so no source tree is written to).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     data = work / f"tpch-{args.scale}"
     generate(data, args.scale)
     home = work / "wh-home"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -52,12 +53,24 @@ class EmbeddedWarehouse(WarehouseBase):
         self.user = user or os.environ.get("WH_USER") or getpass.getuser()
         self.volume = LocalVolume(self.home / "blocks")
         self.store: LocalBlockStore = LocalBlockStore(self.volume, BlockCache(cache_bytes))
-        # Loading SQLAlchemy and migrating the catalog takes a few tenths of a
-        # second; it runs while a put is already reading and hashing files.
-        opener = ThreadPoolExecutor(1, thread_name_prefix="wh-catalog")
-        self._engine: Future[sa.Engine] = opener.submit(self._open_catalog)
+        self._engine: Future[sa.Engine] | None = None
         self._opened: sa.Engine | None = None
-        opener.shutdown(wait=False)
+        self._open_lock = threading.Lock()
+        if self.open_catalog_at_once:
+            self._opening()
+
+    # Loading SQLAlchemy and migrating the catalog takes a few tenths of a
+    # second; it runs while a put is already reading and hashing files. A
+    # subclass that rarely needs the catalog opens it on first use instead.
+    open_catalog_at_once = True
+
+    def _opening(self) -> Future[sa.Engine]:
+        with self._open_lock:
+            if self._engine is None:
+                opener = ThreadPoolExecutor(1, thread_name_prefix="wh-catalog")
+                self._engine = opener.submit(self._open_catalog)
+                opener.shutdown(wait=False)
+            return self._engine
 
     def _open_catalog(self) -> sa.Engine:
         import sqlalchemy as sa
@@ -84,7 +97,7 @@ class EmbeddedWarehouse(WarehouseBase):
         if self._opened is not None:  # the manager asks for it at every step
             return self._opened
         try:
-            self._opened = self._engine.result()
+            self._opened = self._opening().result()
             return self._opened
         except WarehouseError as e:
             # A fresh error each time: re-raising the stored one would grow
@@ -94,7 +107,7 @@ class EmbeddedWarehouse(WarehouseBase):
     def _check(self) -> None:
         # A put stops at its next block once the catalog is known to be
         # unusable, rather than store the whole tree for nothing.
-        if self._engine.done():
+        if self._engine is not None and self._engine.done():
             self.engine  # noqa: B018 - raises the error opening it
 
     def cache_identity(self) -> str:
@@ -102,7 +115,7 @@ class EmbeddedWarehouse(WarehouseBase):
 
     def close(self) -> None:
         self.store.close()
-        if self._engine.exception() is None:
+        if self._engine is not None and self._engine.exception() is None:
             self._engine.result().dispose()
 
     # -- collections ---------------------------------------------------------

@@ -31,6 +31,7 @@ from warehouse.collection.reader import CollectionReader
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.protocol import append_record, check_queue
+from warehouse.jobs.stepside import StepWarehouse  # reads the catalog without SQLAlchemy
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
 
 if TYPE_CHECKING:
@@ -95,14 +96,14 @@ def scratch() -> Path:
 
 
 @cache
-def warehouse() -> EmbeddedWarehouse | RemoteWarehouse:
+def warehouse() -> StepWarehouse | RemoteWarehouse:
     """The job's warehouse: ``$WH_URL`` (with ``$WH_TOKEN``) if set, else ``$WH_HOME``."""
     url = os.environ.get("WH_URL")
     if url:
         from warehouse.remote.warehouse import RemoteWarehouse  # only then: httpx is slow to load
 
         return RemoteWarehouse(url, _env("WH_TOKEN"))
-    return EmbeddedWarehouse(Path(_env("WH_HOME")))
+    return StepWarehouse(Path(_env("WH_HOME")))
 
 
 @cache
@@ -156,13 +157,11 @@ def counters(**values: int) -> None:
 def intermediates(at_level: int) -> list[tuple[int, Manifest]]:
     """(step number, fragment) passed by the finished steps at ``at_level`` of this job."""
     wh = warehouse()
-    if not isinstance(wh, EmbeddedWarehouse):  # signed for this token by the controller
+    if not isinstance(wh, StepWarehouse):  # signed for this token by the controller
         found = wh.api.get(f"/jobs/{job()}/steps", level=at_level)
         pairs = [(int(r["number"]), r["intermediate"]) for r in found]
     else:
-        from warehouse.jobs.records import list_steps
-
-        pairs = [(r.number, r.intermediate) for r in list_steps(wh.engine, job(), level=at_level)]
+        pairs = list(wh.intermediates(job(), at_level))
     return [(n, Manifest.parse(text)) for n, text in pairs if text]
 
 

@@ -19,7 +19,7 @@ from warehouse.manifest import Manifest
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
-__all__ = ["load_manifest", "load_manifests", "store_manifest"]
+__all__ = ["load_manifest", "load_manifests", "manifest_from_blocks", "store_manifest"]
 
 
 def store_manifest(
@@ -63,19 +63,26 @@ def load_manifest(
     """A collection's manifest (checked against its PDH) and ``user``'s own
     listing of its file digests, if that user recorded one (None: nobody's)."""
     record = catalog.get_collection(engine, pdh)
+    manifest = manifest_from_blocks(store, pdh, record.manifest_blocks)
+    if user is None:
+        return manifest, None
+    from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
+
+    return manifest, parse_listing(get_listing(engine, pdh, user))
+
+
+def manifest_from_blocks(store: BlockStore, pdh: str, manifest_blocks: str) -> Manifest:
+    """The manifest of recorded collection ``pdh`` from its blocks (their
+    locators as the catalog keeps them), checked against its PDH."""
     try:
-        text = b"".join(bytes(store.get(Locator.parse(s))) for s in record.manifest_blocks.split())
+        text = b"".join(bytes(store.get(Locator.parse(s))) for s in manifest_blocks.split())
     except NotFoundError as e:
         # The collection is recorded, so a block of it missing is damage (5), not "no such" (4).
         raise CorruptDataError(f"a block of the manifest of {pdh} is missing: {e}") from None
     manifest = Manifest.parse(text)
     if manifest.pdh != pdh:
         raise CorruptDataError(f"the stored manifest of {pdh} hashes to {manifest.pdh}")
-    if user is None:
-        return manifest, None
-    from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
-
-    return manifest, parse_listing(get_listing(engine, pdh, user))
+    return manifest
 
 
 def load_manifests(

@@ -14,10 +14,9 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
-from warehouse.clusters.placer import Placer
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import WarehouseError
 from warehouse.jobs import records
@@ -28,6 +27,10 @@ from warehouse.jobs.host import JobHost, as_host
 from warehouse.jobs.model import FINISHED, Job, Scheduler
 from warehouse.jobs.protocol import parse_report, step_environment
 from warehouse.manifest import Manifest, escape_name
+
+if TYPE_CHECKING:
+    # Only a controller with a host map places steps: the embedded manager skips its imports.
+    from warehouse.clusters.placer import Placer
 
 __all__ = ["LOG_TAIL_BYTES", "Manager"]
 

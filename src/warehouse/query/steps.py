@@ -10,10 +10,11 @@ Bytes are counted either way, and results go back as blocks.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import mmap
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,14 @@ def _connect(threads: int = 1) -> Any:
     return con
 
 
+def _load_duckdb() -> None:
+    """Import DuckDB (half a second or more) on a thread; ``_connect``'s own
+    import then waits for it. MD5 releases the GIL, so both go on at once."""
+    loader = ThreadPoolExecutor(1, thread_name_prefix="wh-duckdb")
+    loader.submit(importlib.import_module, "duckdb")
+    loader.shutdown(wait=False)
+
+
 def _cores() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
@@ -46,32 +55,100 @@ def _cores() -> int:
 # bytes read are those of the inode whose MD5 was checked.
 _held: list[int] = []
 _copied = [0]  # bytes this step copied to scratch rather than read in place
+_in_place: dict[str, str | None] = {}  # block MD5 -> where DuckDB reads it (None: copy)
 
 
-def _whole_block(store: BlockStore, entry: FileEntry) -> str | None:
-    """``/proc/self/fd/N`` for a file that is one whole block of a local
-    store, once its MD5 is checked; None for any other file (to be copied)."""
+def _one_block(store: BlockStore, entry: FileEntry) -> str | None:
+    """The MD5 of the block a file of a local store is, whole; None otherwise."""
     if not isinstance(store, LocalBlockStore) or len(entry.pieces) != 1:
         return None
     piece = entry.pieces[0]
     if piece.offset != 0 or piece.length != piece.locator.size or not piece.length:
         return None
+    return piece.locator.md5
+
+
+def _open_block(store: LocalBlockStore, md5: str, size: int) -> int | None:
+    """A descriptor of the block file (held for the step), or None if it is
+    not here whole (the file is then copied: the reader says why)."""
     try:
-        fd = os.open(store.volume.path_for(piece.locator.md5), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(store.volume.path_for(md5), os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return None  # not here: the reader says why
+        return None
     try:
-        if os.fstat(fd).st_size != piece.length:
-            raise OSError("size differs")
-        with mmap.mmap(fd, piece.length, prot=mmap.PROT_READ) as pages:
-            good = hashlib.md5(pages).hexdigest() == piece.locator.md5
+        whole = os.fstat(fd).st_size == size
     except OSError:
-        good = False
-    if not good:  # the reader reports the corrupt copy (and moves it aside)
+        whole = False
+    if not whole:
         os.close(fd)
         return None
     _held.append(fd)
+    return fd
+
+
+def _verify(fd: int, md5: str, size: int) -> bool:
+    """Whether the open block hashes to its MD5 (over the very inode DuckDB reads)."""
+    try:
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as pages:
+            return hashlib.md5(pages).hexdigest() == md5
+    except OSError:
+        return False
+
+
+def _whole_block(store: LocalBlockStore, md5: str, size: int) -> str | None:
+    """``/proc/self/fd/N`` for a whole block once its MD5 is checked; None if
+    it is not here or fails the check (the file is then copied, and the
+    reader reports the corrupt copy and moves it aside)."""
+    fd = _open_block(store, md5, size)
+    if fd is None or not _verify(fd, md5, size):
+        return None
     return f"/proc/self/fd/{fd}"
+
+
+def _check_later(store: BlockStore, entries: Iterable[FileEntry]) -> Callable[[], list[str]]:
+    """Open the whole blocks of ``entries`` for DuckDB now and check them on
+    threads meanwhile; the function returned waits for the checks and gives
+    the MD5s that failed (those are then copied, like any other file)."""
+    todo: dict[str, int] = {}
+    for entry in entries:
+        md5 = _one_block(store, entry)
+        if md5 is not None and md5 not in _in_place:
+            todo[md5] = entry.size
+    if not todo:
+        return list
+    assert isinstance(store, LocalBlockStore)
+    pool = ThreadPoolExecutor(min(_cores(), len(todo)), thread_name_prefix="wh-md5")
+    checks = {}
+    for md5, size in todo.items():
+        fd = _open_block(store, md5, size)
+        _in_place[md5] = None if fd is None else f"/proc/self/fd/{fd}"
+        if fd is not None:
+            checks[md5] = pool.submit(_verify, fd, md5, size)
+    pool.shutdown(wait=False)
+
+    def failed() -> list[str]:
+        bad = [md5 for md5, check in checks.items() if not check.result()]
+        for md5 in bad:
+            _in_place[md5] = None
+        return bad
+
+    return failed
+
+
+def _check(store: BlockStore, entries: Iterable[FileEntry]) -> None:
+    """Check every whole block of ``entries`` not checked yet, all at once:
+    one thread per core, as MD5 runs without the GIL."""
+    todo = {}
+    for entry in entries:
+        md5 = _one_block(store, entry)
+        if md5 is not None and md5 not in _in_place:
+            todo[md5] = entry.size
+    if not todo:
+        return
+    assert isinstance(store, LocalBlockStore)
+    with ThreadPoolExecutor(min(_cores(), len(todo))) as pool:
+        found = pool.map(lambda item: _whole_block(store, *item), todo.items())
+        _in_place.update(zip(todo, found, strict=True))
 
 
 def _fetch(
@@ -79,11 +156,12 @@ def _fetch(
 ) -> tuple[list[str], int]:
     """Paths DuckDB reads the files at (in place or copied), and their bytes."""
     entries = list(entries)
-    with ThreadPoolExecutor(_cores()) as pool:  # MD5 runs without the GIL
-        in_place = list(pool.map(lambda e: _whole_block(reader.store, e), entries))
+    _check(reader.store, entries)
     paths, total = [], 0
-    for n, (entry, found) in enumerate(zip(entries, in_place, strict=True)):
+    for n, entry in enumerate(entries):
         total += entry.size
+        md5 = _one_block(reader.store, entry)
+        found = None if md5 is None else _in_place.get(md5)
         if found is not None:
             paths.append(found)
             continue
@@ -144,6 +222,7 @@ def table_step() -> None:
     if step.level() == 0:
         step.queue(1, *(str(p) for p in range(n)))
         return
+    _load_duckdb()  # on a thread, while the source is read here
     p = int(step.step_input())
     src_fmt, entries = _source_files(step.input_manifest(), params.get("path", ""))
     paths, read = _fetch(step.reader(), entries, step.scratch() / "src")
@@ -186,14 +265,23 @@ def _table_files(table: str, fmt: str, partition: int | None) -> list[FileEntry]
     ]
 
 
-def _result(con: Any, sql: str) -> None:
+def _compute(con: Any, sql: str) -> Path:
+    """The result as a table in scratch (its Parquet file and ``_table.json``)."""
     target = step.scratch() / part_name(0, "parquet")
     _copy_out(con, sql, target, "parquet")
     described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{target}')").fetchall()
     meta = TableMeta("parquet", None, 1, hash_id(), [(r[0], r[1]) for r in described])
     (step.scratch() / META_FILE).write_text(meta.to_json())
+    return target
+
+
+def _report(target: Path) -> None:
     fragment, _ = _write(".", [(META_FILE, step.scratch() / META_FILE), (target.name, target)])
     step.output(fragment)
+
+
+def _result(con: Any, sql: str) -> None:
+    _report(_compute(con, sql))
 
 
 def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = None) -> None:
@@ -247,9 +335,8 @@ def query_step() -> None:
     plan: dict[str, Any] = step.params()["plan"]
     columns: dict[str, Any] = step.params().get("columns", {})
     level = step.level()
-    step.warehouse()  # the catalog opens on a thread while DuckDB loads here
     if level > 0 or plan["mode"] == "single":
-        import duckdb  # noqa: F401
+        _load_duckdb()  # on a thread, while the blocks are read and checked here
     reader = step.reader()
     tables: dict[str, dict[str, Any]] = plan["tables"]
     if level == 0 and plan["mode"] != "single":
@@ -267,20 +354,38 @@ def query_step() -> None:
         return
     if plan["mode"] == "single":
         # One step, the first: no other process to start, and it has the machine.
-        con = _connect(_cores() if level == 0 else 1)
-        read = 0
-        for name, t in tables.items():
-            paths, n = _fetch(reader, _table_files(name, t["format"], None), step.scratch() / name)
-            read += n
-            _view(con, name, t["format"], paths, columns.get(name))
-        _result(con, plan["sql"])
+        wanted = {name: _table_files(name, t["format"], None) for name, t in tables.items()}
+        entries = [e for es in wanted.values() for e in es]
+        # DuckDB runs the query while the blocks it reads are checked; the
+        # result is reported only once every check passed (else the query
+        # runs again over copies read through the verifying reader).
+        failed = _check_later(reader.store, entries)
+        for attempt in range(2):
+            paths, read = _fetch(reader, entries, step.scratch() / f"in{attempt}")
+            con = _connect(_cores() if level == 0 else 1)
+            start = 0
+            for name, t in tables.items():
+                mine = paths[start : start + len(wanted[name])]
+                start += len(wanted[name])
+                _view(con, name, t["format"], mine, columns.get(name))
+            try:
+                target, error = _compute(con, plan["sql"]), None
+            except Exception as e:  # bad bytes may fail the query: checked below
+                error = e
+            finally:
+                con.close()
+            if attempt or not failed():
+                if error is not None:
+                    raise error
+                break
+        _report(target)
         step.counters(scan_bytes=read, copied_bytes=_copied[0])
         return
-    con = _connect()
     if level == 1:  # shuffle one file of a table by the join key
         name, path = json.loads(step.step_input())
         t = tables[name]
         paths, read = _fetch(reader, [reader.entry(path)], step.scratch() / "in")
+        con = _connect()
         key = '"' + t["key"].replace('"', '""') + '"'
         n = plan["partitions"]
         out = []
@@ -295,6 +400,17 @@ def query_step() -> None:
     elif level == 2:  # a group of partitions: one partial per partition, written once
         group = [int(p) for p in step.step_input().split(",")]
         moved = {"scan_bytes": 0, "broadcast_bytes": 0, "shuffle_bytes": 0}
+        _check(  # the group's partitions checked at once, as DuckDB loads
+            reader.store,
+            [
+                e
+                for name, t in tables.items()
+                if t["role"] != "shuffle"
+                for p in (group if t["role"] == "partitioned" else [None])
+                for e in _table_files(name, t["format"], p)
+            ],
+        )
+        con = _connect()
         for i, p in enumerate(group):
             for kind, n in _partition_views(con, tables, columns, p).items():
                 moved[kind] += n
@@ -314,6 +430,7 @@ def query_step() -> None:
             got, n = _fetch(sub, sub.files.values(), step.scratch() / f"p{number}")
             partials += got
             merged += n
+        con = _connect()
         con.execute(f"CREATE VIEW partials AS SELECT * FROM {_scan('parquet', partials)}")
         _result(con, plan["final"])
         step.counters(partial_bytes_merged=merged)
