@@ -62,7 +62,7 @@ bench: install install-borg-restic
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/gc.py
 	$(BIN)/python benchmarks/regol.py
-	$(BIN)/python benchmarks/copy.py
+	$(BIN)/python benchmarks/clustercopy.py
 
 # The ingest benchmark compares with borg and restic: installed here when
 # missing, as root. The tests do not need them.

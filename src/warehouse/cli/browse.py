@@ -10,6 +10,7 @@ from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
 from warehouse.keys import parse_key
+from warehouse.manifest.normal import iter_normal_files
 
 __all__ = ["cat", "ls", "manifest"]
 
@@ -24,7 +25,14 @@ __all__ = ["cat", "ls", "manifest"]
 def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
     """List the files of KEY (a PDH or name, optionally /sub/path)."""
     k = parse_key(key)
-    reader = open_warehouse(ctx).reader(k)
+    wh = open_warehouse(ctx)
+    # The stored text is listed line by line, with no file table: a million
+    # files list in the memory of one stream.
+    text = None if as_json or k.path else wh.manifest_text(k)
+    if text is not None:
+        _ls_text(text, long)
+        return
+    reader = wh.reader(k)
     chosen, dirs = select(reader, k.path)
     if as_json:
         emit_json(
@@ -38,6 +46,21 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
         for path, entry in chosen:
             out.line(f"{size(entry.size):>14}  {_shown(path)}" if long else _shown(path))
         for d in dirs:
+            out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+
+
+def _ls_text(text: bytes, long: bool) -> None:
+    size = human_size if sys.stdout.isatty() else str
+    empty: list[str] = []
+    with LineOut() as out:
+        for path, length in iter_normal_files(text):
+            if length is None:
+                empty.append(path)
+            elif long:
+                out.line(f"{size(length):>14}  {_shown(path)}")
+            else:
+                out.line(_shown(path))
+        for d in sorted(empty):
             out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
 
 
@@ -70,4 +93,11 @@ def cat(ctx: click.Context, key: str) -> None:
 def manifest(ctx: click.Context, key: str) -> None:
     """Print the manifest of KEY (a PDH or a name)."""
     k = parse_key(key)
-    click.echo(open_warehouse(ctx).manifest(k).format(), nl=False)
+    wh = open_warehouse(ctx)
+    text = wh.manifest_text(k)  # stored as is: printed with no parse
+    if text is not None:
+        out = sys.stdout.buffer
+        out.write(text)
+        out.flush()
+        return
+    click.echo(wh.manifest(k).format(), nl=False)

@@ -13,7 +13,6 @@ from warehouse.cli._common import Failure, byte_progress, check_pdh, emit_json, 
 from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult
 from warehouse.interface import Warehouse
-from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
     from warehouse.putcache import PutCache
@@ -150,7 +149,8 @@ def put(
         text = manifest_file.read(MAX_MANIFEST_BYTES + 1)
         if len(text) > MAX_MANIFEST_BYTES:
             raise click.UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
-        record = wh.put_manifest(Manifest.parse(text), name=name, expect=expect, create=create)
+        record = wh.put_manifest_text(text, name=name, expect=expect, create=create)
+        del text
         if as_json:
             emit_json(_keys(pdh=record.pdh, files=record.file_count, bytes=record.size))
         else:

@@ -1,6 +1,6 @@
 """`wh copy` between two installations, side by side with `wh get` + `wh put`.
 
-    .venv/bin/python benchmarks/copy.py [--size-mb 1000] [--repeat 2]
+    .venv/bin/python benchmarks/clustercopy.py [--size-mb 1000] [--repeat 2]
 
 Everything runs on this machine: cluster `east` (`wh serve --keep 2`) holds a
 tree of random files; each run starts a fresh, empty cluster `west` and either
