@@ -22,9 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
-from warehouse.manifest.entries import Stream
 from warehouse.manifest.escape import escape_name
-from warehouse.manifest.parse import iter_streams
+from warehouse.manifest.parse import RawSegment, iter_raw_streams
 
 __all__ = ["NormalSummary", "iter_normal_files", "normal_summary"]
 
@@ -61,26 +60,23 @@ class _Order:
         return True
 
 
-def _segment_tokens(line: str, stream: Stream) -> list[str]:
-    tokens = line.split(" ")
-    return tokens[len(tokens) - len(stream.segments) :]
-
-
-def _names_canonical(line: str, stream: Stream) -> bool:
+def _names_canonical(line: str, segments: list[RawSegment]) -> bool:
     """Every segment name written the way the writer writes it."""
     tail = line[line.find(" ") :]
     if "\\" not in tail:
         # Two colons a segment: no name holds a raw ':' (which must be escaped).
-        return tail.count(":") == 2 * len(stream.segments)
-    for token, segment in zip(_segment_tokens(line, stream), stream.segments, strict=True):
-        if token.split(":", 2)[2] != escape_name(segment.name):
+        return tail.count(":") == 2 * len(segments)
+    tokens = line.split(" ")
+    for token, (_, _, name) in zip(tokens[len(tokens) - len(segments) :], segments, strict=True):
+        if token.split(":", 2)[2] != escape_name(name):
             return False
     return True
 
 
-def _stream_sums(stream: Stream) -> tuple[int, int] | None:
+def _stream_sums(
+    locators: tuple[Locator, ...], segments: list[RawSegment]
+) -> tuple[int, int] | None:
     """(files, bytes) of a normalized stream of files; None if it is not normalized."""
-    locators = stream.locators
     count = len(locators)
     starts: list[int] = []
     total = 0
@@ -98,8 +94,7 @@ def _stream_sums(stream: Stream) -> tuple[int, int] | None:
     files = size = 0
     previous: str | None = None
     previous_end = previous_length = -1
-    for segment in stream.segments:
-        name, position, length = segment.name, segment.position, segment.length
+    for position, length, name in segments:
         if name == previous:
             # The same file again: only after a non-empty piece, not adjacent.
             if not length or not previous_length or position == previous_end:
@@ -141,33 +136,33 @@ def normal_summary(text: str | bytes) -> NormalSummary | None:
     portable: list[str] | None = None  # built only when a locator has hints
     blocks: dict[str, Locator] = {}
     files = size = 0
-    for count, (line, stream) in enumerate(iter_streams(text)):
-        if not order.next(stream.name):
+    for count, (line, (name, locators, segments)) in enumerate(iter_raw_streams(text)):
+        if not order.next(name):
             return None
-        if escape_name(stream.name) != line[: line.find(" ")]:
+        if escape_name(name) != line[: line.find(" ")]:
             return None
-        marker = stream.segments[0].is_directory_marker
+        marker = _is_marker(segments[0][2])
         if marker:
-            if stream.name == "." or not line.endswith(_MARKER_TAIL) or len(stream.segments) > 1:
+            if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
                 return None
             if len(line) != line.find(" ") + len(_MARKER_TAIL):
                 return None
         else:
-            sums = _stream_sums(stream)
-            if sums is None or not _names_canonical(line, stream):
+            sums = _stream_sums(locators, segments)
+            if sums is None or not _names_canonical(line, segments):
                 return None
             files += sums[0]
             size += sums[1]
         order.previous_empty = marker
         hinted = False
-        for locator in stream.locators:
+        for locator in locators:
             hinted = hinted or bool(locator.hints)
             if not locator.is_empty:
                 blocks.setdefault(locator.key, locator)
         if hinted and portable is None:
             portable = [] if count == 0 else _lines_before(data, count)
         if portable is not None:
-            portable.append(_portable_line(line, stream) if hinted else line)
+            portable.append(_portable_line(line, locators) if hinted else line)
     out = data if portable is None else "".join(p + "\n" for p in portable).encode()
     pdh = f"{hashlib.md5(out).hexdigest()}+{len(out)}" if out else EMPTY_LOCATOR.key
     return NormalSummary(pdh, out, files, size, tuple(blocks.values()))
@@ -177,9 +172,13 @@ def _lines_before(data: bytes, count: int) -> list[str]:
     return data.decode("utf-8").split("\n")[:count]
 
 
-def _portable_line(line: str, stream: Stream) -> str:
+def _is_marker(name: str) -> bool:
+    return name == "." or name.endswith("/.")
+
+
+def _portable_line(line: str, locators: tuple[Locator, ...]) -> str:
     tokens = line.split(" ")
-    keys = [locator.key for locator in stream.locators]
+    keys = [locator.key for locator in locators]
     return " ".join([tokens[0], *keys, *tokens[1 + len(keys) :]])
 
 
@@ -190,17 +189,16 @@ def iter_normal_files(text: str | bytes) -> Iterator[tuple[str, int | None]]:
     Only for text known to be normalized (a stored manifest, checked against
     its PDH): in other text a file may be split over several streams.
     """
-    for _line, stream in iter_streams(text):
-        prefix = "" if stream.name == "." else stream.name[2:] + "/"
-        segments = stream.segments
-        if segments[0].is_directory_marker:
+    for _line, (stream_name, _, segments) in iter_raw_streams(text):
+        prefix = "" if stream_name == "." else stream_name[2:] + "/"
+        name = segments[0][2]
+        if _is_marker(name):
             yield prefix[:-1], None
             continue
-        name = segments[0].name
         size = 0
-        for segment in segments:
-            if segment.name != name:
+        for _, length, segment_name in segments:
+            if segment_name != name:
                 yield prefix + name, size
-                name, size = segment.name, 0
-            size += segment.length
+                name, size = segment_name, 0
+            size += length
         yield prefix + name, size

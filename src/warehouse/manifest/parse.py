@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from itertools import starmap
+from operator import add
 
 from warehouse.blocks.locator import Locator, LocatorError
 from warehouse.errors import UsageError
 from warehouse.manifest.entries import Segment, Stream
 from warehouse.manifest.escape import unescape_name
 
-__all__ = ["ManifestError", "iter_streams", "parse_streams"]
+__all__ = [
+    "ManifestError",
+    "RawSegment",
+    "RawStream",
+    "iter_raw_streams",
+    "iter_streams",
+    "parse_streams",
+]
 
 _MAX_NUMBER = 2**63
 _TOKEN_SHOWN = 80
@@ -24,9 +33,19 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 _SEGMENT = re.compile(r"(0|[1-9][0-9]{0,18}):(0|[1-9][0-9]{0,18}):(.+)", re.DOTALL)
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
 _DIGITS = re.compile(r"[0-9]+")
+_NUM = "(?:0|[1-9][0-9]{0,18})"
+_SEGMENTS = re.compile(f"{_NUM}:{_NUM}:[^ ]+(?: {_NUM}:{_NUM}:[^ ]+)*")
+_FIND_SEGMENT = re.compile(f"({_NUM}):({_NUM}):([^ ]+)")
+# The fast path leaves to the careful one escapes, names with a '/' and
+# names that are '.' or '..'.
+_DOT_NAME = re.compile(r":\.\.?(?: |$)")
 # Parsed locators kept for reuse (a block is listed by many streams of a big
 # tree); cleared when it grows past this.
 _LOCATOR_CACHE = 100_000
+
+
+RawSegment = tuple[int, int, str]  # position, length, unescaped name
+RawStream = tuple[str, tuple[Locator, ...], list[RawSegment]]
 
 
 class ManifestError(UsageError):
@@ -147,6 +166,12 @@ def _check_file_name(line_no: int, token: str, name: str, length: int) -> None:
 
 
 def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
+    name, locators, segments = _parse_raw(line_no, line, cache)
+    return Stream(name, locators, tuple(starmap(Segment, segments)))
+
+
+def _parse_raw(line_no: int, line: str, cache: dict[str, Locator]) -> RawStream:
+    """One line as (stream name, locators, (position, length, name) of each segment)."""
     if not line:
         raise ManifestError(line_no, "", "empty line")
     control = _CONTROL.search(line)
@@ -179,7 +204,22 @@ def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
         raise ManifestError(line_no, tokens[-1], "stream has no segment")
 
     stream_size = sum(locator.size for locator in locators)
-    segments: list[Segment] = []
+    # Most lines hold only plain, well-formed segments: one regex checks them
+    # all, another splits them, both at C speed. Anything else (or a segment
+    # past the end) takes the token-by-token loop, which says what is wrong.
+    tail = line[sum(map(len, tokens[:index])) + index :]
+    if (
+        "\\" not in tail
+        and "/" not in tail
+        and (":." not in tail or _DOT_NAME.search(tail) is None)
+        and _SEGMENTS.fullmatch(tail) is not None
+    ):
+        positions, lengths, names = zip(*_FIND_SEGMENT.findall(tail), strict=True)
+        starts = list(map(int, positions))
+        sizes = list(map(int, lengths))
+        if max(map(add, starts, sizes)) <= stream_size:
+            return stream_name, tuple(locators), list(zip(starts, sizes, names, strict=True))
+    segments: list[RawSegment] = []
     match_segment = _SEGMENT.fullmatch
     for token in tokens[index:]:
         match = match_segment(token)
@@ -202,8 +242,8 @@ def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
         # Plain names (the vast majority) skip the component walk.
         if "/" in name or name in (".", ".."):
             _check_file_name(line_no, token, name, length)
-        segments.append(Segment(position, length, name))
-    return Stream(stream_name, tuple(locators), tuple(segments))
+        segments.append((position, length, name))
+    return stream_name, tuple(locators), segments
 
 
 def _as_text(text: str | bytes) -> str:
@@ -228,12 +268,19 @@ def parse_streams(text: str | bytes) -> tuple[Stream, ...]:
 
 
 def iter_streams(text: str | bytes) -> Iterator[tuple[str, Stream]]:
-    """Parse manifest ``text`` stream by stream: yield each line with its stream.
+    """Parse manifest ``text`` stream by stream: yield each line with its stream."""
+    for line, (name, locators, segments) in iter_raw_streams(text):
+        yield line, Stream(name, locators, tuple(starmap(Segment, segments)))
 
-    Only one line's stream is held at a time. Every line is checked as it
-    comes; a path that is both a file and a directory is found as its line
-    comes too, but reported after the last line, so that a malformed line
-    anywhere is reported first (as a whole parse would).
+
+def iter_raw_streams(text: str | bytes) -> Iterator[tuple[str, RawStream]]:
+    """Parse manifest ``text`` stream by stream: yield each line with what it says.
+
+    Only one line's segments are held at a time (as tuples, not Segments:
+    a million of those cost a second). Every line is checked as it comes; a
+    path that is both a file and a directory is found as its line comes too,
+    but reported after the last line, so that a malformed line anywhere is
+    reported first (as a whole parse would).
     """
     text = _as_text(text)
     if not text:
@@ -253,10 +300,10 @@ def iter_streams(text: str | bytes) -> Iterator[tuple[str, Stream]]:
     for index, line in enumerate(_lines(text)):
         if len(cache) > _LOCATOR_CACHE:
             cache.clear()  # bounded: a manifest may list millions of blocks
-        stream = _parse_line(index + 1, line, cache)
+        raw = _parse_raw(index + 1, line, cache)
         if clash is None:
-            clash = _clash(index, line, stream, dirs, children)
-        yield line, stream
+            clash = _clash(index, line, raw, dirs, children)
+        yield line, raw
     if clash is None:
         return
     file_line, path = clash
@@ -321,19 +368,19 @@ def _directories(text: str) -> dict[str, int]:
 def _clash(
     index: int,
     line: str,
-    stream: Stream,
+    raw: RawStream,
     dirs: dict[str, int],
     children: dict[str, set[str]],
 ) -> tuple[int, str] | None:
-    """(line index, path) of the first file of ``stream`` that is also a directory."""
-    prefix = "" if stream.name == "." else stream.name[2:] + "/"
+    """(line index, path) of the first file of a stream that is also a directory."""
+    stream_name, _, segments = raw
+    prefix = "" if stream_name == "." else stream_name[2:] + "/"
     kids = children.get(prefix)
     if kids is None and not _may_hold_slash(line[line.find(" ") :]):
         return None
-    for segment in stream.segments:
-        name = segment.name
+    for _, _, name in segments:
         if "/" in name:
-            if segment.is_directory_marker or prefix + name not in dirs:
+            if name.endswith("/.") or prefix + name not in dirs:
                 continue
         elif kids is None or name not in kids:
             continue
