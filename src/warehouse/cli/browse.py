@@ -10,7 +10,7 @@ from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
 from warehouse.keys import parse_key
-from warehouse.manifest.normal import iter_normal_files
+from warehouse.manifest.normal import iter_normal_dirs
 
 __all__ = ["cat", "ls", "manifest"]
 
@@ -53,15 +53,24 @@ def _ls_text(text: bytes, long: bool) -> None:
     size = human_size if sys.stdout.isatty() else str
     empty: list[str] = []
     with LineOut() as out:
-        for path, length in iter_normal_files(text):
-            if length is None:
-                empty.append(path)
+        for prefix, names, sizes in iter_normal_dirs(text):
+            if names is None:
+                empty.append(prefix[:-1])
             elif long:
-                out.line(f"{size(length):>14}  {_shown(path)}")
+                for name, length in zip(names, sizes, strict=True):
+                    out.line(f"{size(length):>14}  {_shown(prefix + name)}")
+            elif _plain(prefix) and _plain("\0".join(names)):
+                # A stream's lines at once: a million files list in seconds.
+                out.lines(prefix + ("\n" + prefix).join(names))
             else:
-                out.line(_shown(path))
+                for name in names:
+                    out.line(_shown(prefix + name))
         for d in sorted(empty):
             out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+
+
+def _plain(text: str) -> bool:
+    return "\n" not in text and "\r" not in text
 
 
 def _shown(path: str) -> str:

@@ -25,7 +25,7 @@ from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import RawSegment, iter_raw_streams
 
-__all__ = ["NormalSummary", "iter_normal_files", "normal_summary"]
+__all__ = ["NormalSummary", "iter_normal_dirs", "iter_normal_files", "normal_summary"]
 
 _MARKER_TAIL = f" {EMPTY_LOCATOR.key} 0:0:\\056"
 
@@ -189,16 +189,35 @@ def iter_normal_files(text: str | bytes) -> Iterator[tuple[str, int | None]]:
     Only for text known to be normalized (a stored manifest, checked against
     its PDH): in other text a file may be split over several streams.
     """
+    for prefix, names, sizes in iter_normal_dirs(text):
+        if names is None:
+            yield prefix[:-1], None
+        else:
+            yield from zip([prefix + name for name in names], sizes, strict=True)
+
+
+def iter_normal_dirs(text: str | bytes) -> Iterator[tuple[str, list[str] | None, list[int]]]:
+    """Each stream of normalized ``text`` as (its path prefix, its files' names,
+    their sizes); an empty directory's as (prefix, None, []).
+
+    The prefix is ``""`` for the root, else the directory's path and a '/'.
+    Whole lists, so that a caller can format a stream's files at C speed.
+    """
     for _line, (stream_name, _, segments) in iter_raw_streams(text):
         prefix = "" if stream_name == "." else stream_name[2:] + "/"
-        name = segments[0][2]
-        if _is_marker(name):
-            yield prefix[:-1], None
+        if _is_marker(segments[0][2]):
+            yield prefix, None, []
             continue
-        size = 0
-        for _, length, segment_name in segments:
-            if segment_name != name:
-                yield prefix + name, size
-                name, size = segment_name, 0
-            size += length
-        yield prefix + name, size
+        names = [segment[2] for segment in segments]
+        if len(set(names)) == len(names):  # one segment a file: the usual case
+            yield prefix, names, [segment[1] for segment in segments]
+            continue
+        merged: list[str] = []
+        sizes: list[int] = []
+        for _, length, name in segments:
+            if merged and merged[-1] == name:
+                sizes[-1] += length
+            else:
+                merged.append(name)
+                sizes.append(length)
+        yield prefix, merged, sizes
