@@ -8,11 +8,17 @@ made.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 
 from test_manifest_properties import Blocks, messy_manifests, written_trees
 from warehouse.blocks import Locator
+from warehouse.cli import cli
+from warehouse.embedded import EmbeddedWarehouse
 from warehouse.manifest import Manifest, ManifestError
 from warehouse.manifest.normal import iter_normal_files, normal_summary
 
@@ -115,3 +121,49 @@ def test_errors_name_the_line_and_token(text: str, line: int, token: str) -> Non
     with pytest.raises(ManifestError) as whole:
         Manifest.parse(text)
     assert str(whole.value) == str(caught.value)
+
+
+def test_wh_ls_of_a_stored_manifest_lists_what_the_file_table_holds(tmp_path: Path) -> None:
+    """`wh ls` lists the stored text stream by stream; `wh ls --json` (and a
+    sub-path) go through the whole file table: both must agree, on names that
+    need escaping, a file in several segments, nested and empty directories."""
+    a = Locator.for_data(b"abcdef")
+    env = {"WH_HOME": str(tmp_path / "wh"), "WH_URL": None}
+    with EmbeddedWarehouse(tmp_path / "wh") as wh:
+        wh.store.put(b"abcdef")
+        wh.store.flush()
+    text = (
+        f". {a} 0:2:b\\040c 2:1:split 4:1:split 0:0:two\\012lines\n"
+        f"./d {a} 0:6:x\n"
+        f"./d/e {E} 0:0:\\056\n"
+        f"./d\\040f {a} 3:3:back\\134slash\n"
+    )
+    (tmp_path / "m.txt").write_text(text)
+    runner = CliRunner()
+    put = runner.invoke(cli, ["put", "--manifest", str(tmp_path / "m.txt")], env=env)
+    assert put.exit_code == 0, put.output
+    pdh = put.output.strip()
+    assert normal_summary(text) is not None  # the streamed path is the one taken
+    assert pdh == Manifest.parse(text).pdh
+    listed = runner.invoke(cli, ["ls", "-l", pdh], env=env)
+    assert listed.exit_code == 0, listed.output
+    table = runner.invoke(cli, ["ls", "--json", pdh], env=env)
+    assert table.exit_code == 0, table.output
+    want = [
+        (str(f["size"]) if not f["path"].endswith("/") else "-", f["path"])
+        for f in json.loads(table.output)
+    ]
+    got = [tuple(line.split(None, 1)) for line in listed.output.splitlines()]
+    assert got == [
+        ("2", "b c"),
+        ("2", "split"),
+        ("0", "\\two\\nlines"),
+        ("6", "d/x"),
+        ("3", "d f/back\\slash"),
+        ("-", "d/e/"),
+    ]
+    assert [(size, path.replace("\n", "\\n")) for size, path in want] == [
+        (size, path.lstrip("\\") if path.startswith("\\two") else path) for size, path in got
+    ]
+    manifest = runner.invoke(cli, ["manifest", pdh], env=env)
+    assert manifest.output == Manifest.parse(text).normalized().portable_text()
