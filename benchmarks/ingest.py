@@ -187,6 +187,7 @@ def ensure_tree(workdir: Path, spec: TreeSpec, log: Log, kind: str = "large") ->
     marker.unlink(missing_ok=True)
     if root.exists():
         shutil.rmtree(root)
+    root.mkdir(parents=True)  # the single-file tree has no directory that would make it
     for d in spec.dirs:
         (root / d).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

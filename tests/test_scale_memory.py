@@ -113,3 +113,47 @@ def _put_get(tmp_path: Path) -> None:
         with open(dest / _rel(i), "rb") as f:
             assert f.read() == data, _rel(i)
     assert sum(len(files) for _, _, files in os.walk(dest)) == FILES
+
+
+# A manifest of 200,000 files (2,000 streams of 100) stored with
+# `wh put --manifest` and listed with `wh ls`: both go stream by stream, so
+# they hold one stream, the text and little else. Holding every file entry
+# (as both did) peaked near 300 MB here.
+MANIFEST_STREAMS = 2_000
+MANIFEST_MAX_RSS = 150 << 20
+
+
+@pytest.mark.slow
+def test_manifest_of_200k_files_put_and_listed_in_bounded_memory(tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
+        _put_ls_manifest(Path(d))
+
+
+def _put_ls_manifest(tmp_path: Path) -> None:
+    from warehouse.embedded import EmbeddedWarehouse
+
+    home = tmp_path / "wh"
+    lines = []
+    with EmbeddedWarehouse(home) as wh:
+        for i in range(MANIFEST_STREAMS):
+            block = b"%09d\n" % i * 100  # 100 files of 10 bytes
+            loc = wh.store.put(block).locator
+            segments = " ".join(f"{10 * j}:10:f{j:02d}" for j in range(100))
+            lines.append(f"./d{i:04d} {loc} {segments}\n")
+        wh.store.flush()
+    text = "".join(lines).encode()
+    (tmp_path / "m.txt").write_bytes(text)
+    env = {**os.environ, "WH_HOME": str(home), "MALLOC_ARENA_MAX": "2"}
+    env.pop("WH_URL", None)
+
+    out, put_rss = _run(["put", "--manifest", str(tmp_path / "m.txt")], env, tmp_path)
+    pdh = out.decode().strip()
+    assert pdh == f"{hashlib.md5(text).hexdigest()}+{len(text)}"
+    assert put_rss < MANIFEST_MAX_RSS, f"put --manifest peaked at {put_rss >> 20} MB"
+
+    out, ls_rss = _run(["ls", "-l", pdh], env, tmp_path)
+    assert ls_rss < MANIFEST_MAX_RSS, f"ls peaked at {ls_rss >> 20} MB"
+    listed = out.decode().splitlines()
+    assert len(listed) == MANIFEST_STREAMS * 100
+    assert listed[0].split() == ["10", "d0000/f00"]
+    assert listed[-1].split() == ["10", f"d{MANIFEST_STREAMS - 1:04d}/f99"]

@@ -217,6 +217,34 @@ class WarehouseBase:
             self.set_name(name, record.pdh, expect=expect, create=create)
         return record
 
+    def put_manifest_text(
+        self,
+        text: bytes,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+    ) -> catalog.CollectionRecord:
+        """``put_manifest`` of manifest text (checked strictly, ManifestError naming
+        the line and token at fault)."""
+        if name is not None:
+            self._precheck_name(name, expect, create)
+        record = self._record_text(text)
+        if name is not None:
+            self.set_name(name, record.pdh, expect=expect, create=create)
+        return record
+
+    def _record_text(self, text: bytes) -> catalog.CollectionRecord:
+        """Record a collection from its manifest text; each kind of warehouse
+        may do it without building the whole manifest."""
+        return self.save_manifest(Manifest.parse(text))
+
+    def manifest_text(self, key: str | Key) -> bytes | None:
+        """The collection's stored manifest text (portable, normalized), verified
+        against its PDH; None where it is not at hand that way (then use
+        ``manifest``)."""
+        return None
+
     def _precheck_name(self, name: str, expect: str | None, create: bool) -> str | None:
         """What the name holds now; ConflictError if that already fails the swap.
 

@@ -19,9 +19,16 @@ from warehouse.base import BlockWrites, PutResult, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
-from warehouse.collection.records import load_manifest, store_manifest
+from warehouse.collection.records import (
+    load_manifest,
+    load_manifest_text,
+    store_manifest,
+    store_portable,
+)
 from warehouse.errors import NotFoundError, WarehouseError
+from warehouse.keys import Key
 from warehouse.manifest import Manifest
+from warehouse.manifest.normal import normal_summary
 from warehouse.private import private_dir
 
 if TYPE_CHECKING:
@@ -129,6 +136,29 @@ class EmbeddedWarehouse(WarehouseBase):
                 raise NotFoundError(f"block {loc.key} of the manifest is not stored")
         catalog.record_block_writes(self.engine, self.user, writes)
         return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
+
+    def _record_text(self, text: bytes) -> catalog.CollectionRecord:
+        # Normalized text (what every writer produces) is checked and stored
+        # stream by stream, without the whole file table; other text is
+        # parsed whole and normalized.
+        summary = normal_summary(text)
+        if summary is None:
+            return self.save_manifest(Manifest.parse(text))
+        for loc in summary.blocks:
+            if not self.store.exists(loc):
+                raise NotFoundError(f"block {loc.key} of the manifest is not stored")
+        return store_portable(
+            self.store,
+            self.engine,
+            summary.pdh,
+            summary.portable,
+            size=summary.size,
+            file_count=summary.file_count,
+            user=self.user,
+        )
+
+    def manifest_text(self, key: str | Key) -> bytes | None:
+        return load_manifest_text(self.store, self.engine, self.resolve(key))
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)

@@ -62,6 +62,17 @@ class Warehouse(Protocol):
         create: bool = False,
     ) -> catalog.CollectionRecord: ...
 
+    def put_manifest_text(
+        self,
+        text: bytes,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+    ) -> catalog.CollectionRecord: ...
+
+    def manifest_text(self, key: str | Key) -> bytes | None: ...
+
     def save_manifest(
         self, manifest: Manifest, file_md5s: dict[str, str] | None = None
     ) -> catalog.CollectionRecord: ...

@@ -240,6 +240,13 @@ class LineOut:
         if self._size >= self.CHUNK:
             self.flush()
 
+    def lines(self, text: str) -> None:
+        """Several lines at once: ``text`` holds them joined by newlines."""
+        self._lines.append(text)
+        self._size += len(text) + 1
+        if self._size >= self.CHUNK:
+            self.flush()
+
     def flush(self) -> None:
         if self._lines:
             click.echo("\n".join(self._lines) + "\n", nl=False)

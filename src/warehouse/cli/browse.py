@@ -10,6 +10,7 @@ from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
 from warehouse.keys import parse_key
+from warehouse.manifest.normal import iter_normal_dirs
 
 __all__ = ["cat", "ls", "manifest"]
 
@@ -24,7 +25,14 @@ __all__ = ["cat", "ls", "manifest"]
 def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
     """List the files of KEY (a PDH or name, optionally /sub/path)."""
     k = parse_key(key)
-    reader = open_warehouse(ctx).reader(k)
+    wh = open_warehouse(ctx)
+    # The stored text is listed line by line, with no file table: a million
+    # files list in the memory of one stream.
+    text = None if as_json or k.path else wh.manifest_text(k)
+    if text is not None:
+        _ls_text(text, long)
+        return
+    reader = wh.reader(k)
     chosen, dirs = select(reader, k.path)
     if as_json:
         emit_json(
@@ -39,6 +47,30 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
             out.line(f"{size(entry.size):>14}  {_shown(path)}" if long else _shown(path))
         for d in dirs:
             out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+
+
+def _ls_text(text: bytes, long: bool) -> None:
+    size = human_size if sys.stdout.isatty() else str
+    empty: list[str] = []
+    with LineOut() as out:
+        for prefix, names, sizes in iter_normal_dirs(text):
+            if names is None:
+                empty.append(prefix[:-1])
+            elif long:
+                for name, length in zip(names, sizes, strict=True):
+                    out.line(f"{size(length):>14}  {_shown(prefix + name)}")
+            elif _plain(prefix) and _plain("\0".join(names)):
+                # A stream's lines at once: a million files list in seconds.
+                out.lines(prefix + ("\n" + prefix).join(names))
+            else:
+                for name in names:
+                    out.line(_shown(prefix + name))
+        for d in sorted(empty):
+            out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+
+
+def _plain(text: str) -> bool:
+    return "\n" not in text and "\r" not in text
 
 
 def _shown(path: str) -> str:
@@ -70,4 +102,11 @@ def cat(ctx: click.Context, key: str) -> None:
 def manifest(ctx: click.Context, key: str) -> None:
     """Print the manifest of KEY (a PDH or a name)."""
     k = parse_key(key)
-    click.echo(open_warehouse(ctx).manifest(k).format(), nl=False)
+    wh = open_warehouse(ctx)
+    text = wh.manifest_text(k)  # stored as is: printed with no parse
+    if text is not None:
+        out = sys.stdout.buffer
+        out.write(text)
+        out.flush()
+        return
+    click.echo(wh.manifest(k).format(), nl=False)

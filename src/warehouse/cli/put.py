@@ -13,7 +13,6 @@ from warehouse.cli._common import Failure, byte_progress, check_pdh, emit_json, 
 from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult
 from warehouse.interface import Warehouse
-from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
     from warehouse.putcache import PutCache
@@ -147,10 +146,9 @@ def put(
     if manifest_file is not None:
         if replace or allow_changing:
             raise click.UsageError("--replace and --allow-changing go with PATHS")
-        text = manifest_file.read(MAX_MANIFEST_BYTES + 1)
-        if len(text) > MAX_MANIFEST_BYTES:
-            raise click.UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
-        record = wh.put_manifest(Manifest.parse(text), name=name, expect=expect, create=create)
+        text = _read_manifest(manifest_file)
+        record = wh.put_manifest_text(text, name=name, expect=expect, create=create)
+        del text
         if as_json:
             emit_json(_keys(pdh=record.pdh, files=record.file_count, bytes=record.size))
         else:
@@ -184,6 +182,17 @@ def put(
         for path in result.write.changed:
             click.echo(f"Warning: {path} changed while it was read; stored as read", err=True)
     _show(result.write, result, as_json, keep)
+
+
+def _read_manifest(f: BinaryIO) -> bytes:
+    """The manifest text, at most MAX_MANIFEST_BYTES. Read in chunks: one
+    read of the limit would reserve the whole gigabyte for any manifest."""
+    data = bytearray()
+    while chunk := f.read(1 << 24):
+        data += chunk
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise click.UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
+    return bytes(data)
 
 
 def _open_cache(wh: Warehouse, quiet: bool) -> PutCache | None:

@@ -28,6 +28,9 @@ def file_entries(streams: Iterable[Stream]) -> dict[str, FileEntry]:
     for stream in streams:
         prefix = _prefix(stream.name)
         locators = stream.locators
+        if len(locators) == 1:
+            _one_block(prefix, locators[0], stream, sizes, pieces)
+            continue
         starts: list[int] = []
         total = 0
         for locator in locators:
@@ -58,10 +61,35 @@ def file_entries(streams: Iterable[Stream]) -> dict[str, FileEntry]:
                     position += take
                     remaining -= take
                 index += 1
+    # Both dicts got their paths in the same order.
     return {
-        path: FileEntry(path, sizes[path], tuple(file_pieces))
-        for path, file_pieces in pieces.items()
+        path: FileEntry(path, size, tuple(file_pieces))
+        for (path, file_pieces), size in zip(pieces.items(), sizes.values(), strict=True)
     }
+
+
+def _one_block(
+    prefix: str,
+    locator: Locator,
+    stream: Stream,
+    sizes: dict[str, int],
+    pieces: dict[str, list[FilePiece]],
+) -> None:
+    """``file_entries`` of a stream of one block (most are): each segment is
+    one piece at its own position, with no search for its block."""
+    for segment in stream.segments:
+        name = segment.name
+        if name == "." or name.endswith("/."):
+            continue
+        path = prefix + name
+        length = segment.length
+        file_pieces = pieces.get(path)
+        if file_pieces is None:
+            sizes[path] = length
+            pieces[path] = [FilePiece(locator, segment.position, length)] if length else []
+        elif length:
+            sizes[path] += length
+            _append_piece(file_pieces, locator, segment.position, length)
 
 
 def _append_piece(pieces: list[FilePiece], locator: Locator, offset: int, length: int) -> None:

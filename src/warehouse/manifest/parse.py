@@ -7,13 +7,23 @@ and the offending token as written, so a user can find it in the text.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from itertools import starmap
+from operator import add
 
 from warehouse.blocks.locator import Locator, LocatorError
 from warehouse.errors import UsageError
 from warehouse.manifest.entries import Segment, Stream
 from warehouse.manifest.escape import unescape_name
 
-__all__ = ["ManifestError", "parse_streams"]
+__all__ = [
+    "ManifestError",
+    "RawSegment",
+    "RawStream",
+    "iter_raw_streams",
+    "iter_streams",
+    "parse_streams",
+]
 
 _MAX_NUMBER = 2**63
 _TOKEN_SHOWN = 80
@@ -23,6 +33,19 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 _SEGMENT = re.compile(r"(0|[1-9][0-9]{0,18}):(0|[1-9][0-9]{0,18}):(.+)", re.DOTALL)
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
 _DIGITS = re.compile(r"[0-9]+")
+_NUM = "(?:0|[1-9][0-9]{0,18})"
+_SEGMENTS = re.compile(f"{_NUM}:{_NUM}:[^ ]+(?: {_NUM}:{_NUM}:[^ ]+)*")
+_FIND_SEGMENT = re.compile(f"({_NUM}):({_NUM}):([^ ]+)")
+# The fast path leaves to the careful one escapes, names with a '/' and
+# names that are '.' or '..'.
+_DOT_NAME = re.compile(r":\.\.?(?: |$)")
+# Parsed locators kept for reuse (a block is listed by many streams of a big
+# tree); cleared when it grows past this.
+_LOCATOR_CACHE = 100_000
+
+
+RawSegment = tuple[int, int, str]  # position, length, unescaped name
+RawStream = tuple[str, tuple[Locator, ...], list[RawSegment]]
 
 
 class ManifestError(UsageError):
@@ -143,6 +166,12 @@ def _check_file_name(line_no: int, token: str, name: str, length: int) -> None:
 
 
 def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
+    name, locators, segments = _parse_raw(line_no, line, cache)
+    return Stream(name, locators, tuple(starmap(Segment, segments)))
+
+
+def _parse_raw(line_no: int, line: str, cache: dict[str, Locator]) -> RawStream:
+    """One line as (stream name, locators, (position, length, name) of each segment)."""
     if not line:
         raise ManifestError(line_no, "", "empty line")
     control = _CONTROL.search(line)
@@ -175,7 +204,22 @@ def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
         raise ManifestError(line_no, tokens[-1], "stream has no segment")
 
     stream_size = sum(locator.size for locator in locators)
-    segments: list[Segment] = []
+    # Most lines hold only plain, well-formed segments: one regex checks them
+    # all, another splits them, both at C speed. Anything else (or a segment
+    # past the end) takes the token-by-token loop, which says what is wrong.
+    tail = line[sum(map(len, tokens[:index])) + index :]
+    if (
+        "\\" not in tail
+        and "/" not in tail
+        and (":." not in tail or _DOT_NAME.search(tail) is None)
+        and _SEGMENTS.fullmatch(tail) is not None
+    ):
+        positions, lengths, names = zip(*_FIND_SEGMENT.findall(tail), strict=True)
+        starts = list(map(int, positions))
+        sizes = list(map(int, lengths))
+        if max(map(add, starts, sizes)) <= stream_size:
+            return stream_name, tuple(locators), list(zip(starts, sizes, names, strict=True))
+    segments: list[RawSegment] = []
     match_segment = _SEGMENT.fullmatch
     for token in tokens[index:]:
         match = match_segment(token)
@@ -198,28 +242,81 @@ def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
         # Plain names (the vast majority) skip the component walk.
         if "/" in name or name in (".", ".."):
             _check_file_name(line_no, token, name, length)
-        segments.append(Segment(position, length, name))
-    return Stream(stream_name, tuple(locators), tuple(segments))
+        segments.append((position, length, name))
+    return stream_name, tuple(locators), segments
+
+
+def _as_text(text: str | bytes) -> str:
+    if isinstance(text, bytes | bytearray | memoryview):
+        return _decode(bytes(text))
+    _check_encodable(text)
+    return text
+
+
+def _lines(text: str) -> Iterator[str]:
+    """Each line of ``text`` (which ends in a newline), without holding a list of them."""
+    start = 0
+    find = text.find
+    while (end := find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
 
 
 def parse_streams(text: str | bytes) -> tuple[Stream, ...]:
     """Parse manifest ``text`` into streams, or raise :class:`ManifestError`."""
-    if isinstance(text, bytes | bytearray | memoryview):
-        text = _decode(bytes(text))
-    else:
-        _check_encodable(text)
+    return tuple(stream for _, stream in iter_streams(text))
+
+
+def iter_streams(text: str | bytes) -> Iterator[tuple[str, Stream]]:
+    """Parse manifest ``text`` stream by stream: yield each line with its stream."""
+    for line, (name, locators, segments) in iter_raw_streams(text):
+        yield line, Stream(name, locators, tuple(starmap(Segment, segments)))
+
+
+def iter_raw_streams(text: str | bytes) -> Iterator[tuple[str, RawStream]]:
+    """Parse manifest ``text`` stream by stream: yield each line with what it says.
+
+    Only one line's segments are held at a time (as tuples, not Segments:
+    a million of those cost a second). Every line is checked as it comes; a
+    path that is both a file and a directory is found as its line comes too,
+    but reported after the last line, so that a malformed line anywhere is
+    reported first (as a whole parse would).
+    """
+    text = _as_text(text)
     if not text:
-        return ()
-    lines = text.split("\n")
-    # split() leaves "" after a final newline; anything else means it is missing.
-    if lines[-1] != "":
-        last = lines[-1].rsplit(" ", 1)[-1]
-        raise ManifestError(len(lines), last, "missing newline at end of manifest")
-    lines.pop()
+        return
+    if not text.endswith("\n"):
+        last = text[text.rfind("\n") + 1 :].rsplit(" ", 1)[-1]
+        raise ManifestError(text.count("\n") + 1, last, "missing newline at end of manifest")
+    dirs = _directories(text)
+    # A file clashes only with a directory of the same parent: most streams
+    # have no subdirectory at all, and their segments need no look-up.
+    children: dict[str, set[str]] = {}
+    for path in dirs:
+        parent, _, base = path.rpartition("/")
+        children.setdefault(parent + "/" if parent else "", set()).add(base)
     cache: dict[str, Locator] = {}
-    streams = tuple(_parse_line(number, line, cache) for number, line in enumerate(lines, 1))
-    _check_kinds(streams, lines)
-    return streams
+    clash: tuple[int, str] | None = None
+    for index, line in enumerate(_lines(text)):
+        if len(cache) > _LOCATOR_CACHE:
+            cache.clear()  # bounded: a manifest may list millions of blocks
+        raw = _parse_raw(index + 1, line, cache)
+        if clash is None:
+            clash = _clash(index, line, raw, dirs, children)
+        yield line, raw
+    if clash is None:
+        return
+    file_line, path = clash
+    dir_line = dirs[path]
+    lines = text.split("\n")
+    dir_stream = _parse_line(dir_line + 1, lines[dir_line], cache)
+    file_stream = _parse_line(file_line + 1, lines[file_line], cache)
+    where = _token_naming(dir_stream, lines[dir_line], path, directory=True)
+    raise ManifestError(
+        file_line + 1,
+        _token_naming(file_stream, lines[file_line], path, directory=False),
+        f"{path!r} is a file and also a directory (line {dir_line + 1}: {where!r})",
+    )
 
 
 def _add_dirs(dirs: dict[str, int], path: str, line_index: int) -> None:
@@ -229,58 +326,66 @@ def _add_dirs(dirs: dict[str, int], path: str, line_index: int) -> None:
         path = path.rpartition("/")[0]
 
 
-def _check_kinds(streams: tuple[Stream, ...], lines: list[str]) -> None:
-    """Refuse a path that is both a file and a directory (``a`` and ``a/b`` or ``a/.``).
+def _may_hold_slash(rest: str) -> bool:
+    # "/" is never escaped by a writer, but another could write it as \057.
+    return "/" in rest or "\\057" in rest
 
-    No file system can hold both; a get would fail halfway. The error names
-    the file's line and token and where the directory comes from.
+
+def _directories(text: str) -> dict[str, int]:
+    """Every directory the manifest makes -> index of the line that first makes it.
+
+    A first, light pass over the text (no segment is parsed unless its name
+    holds a '/'); a line it cannot read is left to the full parse to report.
     """
-    dirs: dict[str, int] = {}  # every directory -> index of the line that first makes it
-    prefixes: list[str] = []
-    for index, stream in enumerate(streams):
-        prefix = "" if stream.name == "." else stream.name[2:] + "/"
-        prefixes.append(prefix)
-        if prefix:
-            _add_dirs(dirs, prefix[:-1], index)
-        for segment in stream.segments:
-            name = segment.name
-            if "/" in name:
-                path = prefix + name
-                end = -2 if segment.is_directory_marker else path.rfind("/")
-                _add_dirs(dirs, path[:end], index)
-            elif name == ".":
-                pass  # the stream's own directory, added above
-    # A file clashes only with a directory of the same parent: most streams
-    # have no subdirectory at all, and their segments need no look-up.
-    children: dict[str, set[str]] = {}
-    for path in dirs:
-        parent, _, base = path.rpartition("/")
-        children.setdefault(parent + "/" if parent else "", set()).add(base)
-    clash: tuple[int, str] | None = None
-    for index, stream in enumerate(streams):
-        prefix = prefixes[index]
-        kids = children.get(prefix)
-        for segment in stream.segments:
-            name = segment.name
-            if "/" in name:
-                if segment.is_directory_marker or prefix + name not in dirs:
-                    continue
-            elif kids is None or name not in kids:
+    dirs: dict[str, int] = {}
+    for index, line in enumerate(_lines(text)):
+        head, _, rest = line.partition(" ")
+        try:
+            name = unescape_name(head)
+        except ValueError:
+            continue
+        prefix = ""
+        if name.startswith("./"):
+            prefix = name[2:] + "/"
+            _add_dirs(dirs, name[2:], index)
+        if not _may_hold_slash(rest):
+            continue
+        for token in rest.split(" "):
+            fields = token.split(":", 2)
+            if len(fields) < 3:
                 continue
-            clash = (index, prefix + name)
-            break
-        if clash is not None:
-            break
-    if clash is None:
-        return
-    file_line, path = clash
-    dir_line = dirs[path]
-    where = _token_naming(streams[dir_line], lines[dir_line], path, directory=True)
-    raise ManifestError(
-        file_line + 1,
-        _token_naming(streams[file_line], lines[file_line], path, directory=False),
-        f"{path!r} is a file and also a directory (line {dir_line + 1}: {where!r})",
-    )
+            try:
+                seg = unescape_name(fields[2])
+            except ValueError:
+                continue
+            if "/" in seg:
+                path = prefix + seg
+                end = -2 if seg.endswith("/.") else path.rfind("/")
+                _add_dirs(dirs, path[:end], index)
+    return dirs
+
+
+def _clash(
+    index: int,
+    line: str,
+    raw: RawStream,
+    dirs: dict[str, int],
+    children: dict[str, set[str]],
+) -> tuple[int, str] | None:
+    """(line index, path) of the first file of a stream that is also a directory."""
+    stream_name, _, segments = raw
+    prefix = "" if stream_name == "." else stream_name[2:] + "/"
+    kids = children.get(prefix)
+    if kids is None and not _may_hold_slash(line[line.find(" ") :]):
+        return None
+    for _, _, name in segments:
+        if "/" in name:
+            if name.endswith("/.") or prefix + name not in dirs:
+                continue
+        elif kids is None or name not in kids:
+            continue
+        return (index, prefix + name)
+    return None
 
 
 def _token_naming(stream: Stream, line: str, path: str, *, directory: bool) -> str:

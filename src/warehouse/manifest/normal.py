@@ -1,0 +1,223 @@
+"""Manifest text already in normalized form, checked and summed up stream by stream.
+
+A big collection's manifest is nearly always written normalized (every
+writer here produces that form). Such text needs no file table to store or
+list: each line is parsed, checked against the normalized form's rules and
+dropped. :func:`normal_summary` answers None as soon as a line breaks a rule;
+the caller then builds the whole :class:`~warehouse.manifest.Manifest` and
+normalizes it as before.
+
+The rules (DESIGN 3.2): streams in depth-first order of their directories,
+one per directory; a directory's stream holds its files in name order, each
+file's segments together, adjacent ones merged, an empty file as ``0:0:name``;
+each block once, in the order first used; an empty directory is a stream of
+its own made of the empty block and ``0:0:\\056``, with nothing below it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
+from warehouse.manifest.escape import escape_name
+from warehouse.manifest.parse import RawSegment, iter_raw_streams
+
+__all__ = ["NormalSummary", "iter_normal_dirs", "iter_normal_files", "normal_summary"]
+
+_MARKER_TAIL = f" {EMPTY_LOCATOR.key} 0:0:\\056"
+
+
+@dataclass(frozen=True)
+class NormalSummary:
+    """What recording a collection needs of its normalized manifest text."""
+
+    pdh: str
+    portable: bytes  # the text to store: the normalized text without hints
+    file_count: int
+    size: int
+    blocks: tuple[Locator, ...]  # distinct stored blocks, first use first
+
+
+class _Order:
+    """Whether each stream comes where the normalized form puts it."""
+
+    def __init__(self) -> None:
+        self.previous: list[str] | None = None
+        self.previous_empty = False  # the previous stream was an empty directory
+
+    def next(self, name: str) -> bool:
+        key = [] if name == "." else name[2:].split("/")
+        previous = self.previous
+        if previous is not None:
+            if key <= previous:
+                return False
+            if self.previous_empty and key[: len(previous)] == previous:
+                return False  # a directory with a subdirectory is not empty
+        self.previous = key
+        return True
+
+
+def _names_canonical(line: str, segments: list[RawSegment]) -> bool:
+    """Every segment name written the way the writer writes it."""
+    tail = line[line.find(" ") :]
+    if "\\" not in tail:
+        # Two colons a segment: no name holds a raw ':' (which must be escaped).
+        return tail.count(":") == 2 * len(segments)
+    tokens = line.split(" ")
+    for token, (_, _, name) in zip(tokens[len(tokens) - len(segments) :], segments, strict=True):
+        if token.split(":", 2)[2] != escape_name(name):
+            return False
+    return True
+
+
+def _stream_sums(
+    locators: tuple[Locator, ...], segments: list[RawSegment]
+) -> tuple[int, int] | None:
+    """(files, bytes) of a normalized stream of files; None if it is not normalized."""
+    count = len(locators)
+    starts: list[int] = []
+    total = 0
+    keys: set[str] = set()
+    for locator in locators:
+        # A block of no bytes holds nothing any file uses: normalizing drops it.
+        if locator.size == 0 and count > 1:
+            return None
+        keys.add(locator.key)
+        starts.append(total)
+        total += locator.size
+    if len(keys) != count:
+        return None
+    used = 0  # blocks used so far: the next block first used must be this one
+    files = size = 0
+    previous: str | None = None
+    previous_end = previous_length = -1
+    for position, length, name in segments:
+        if name == previous:
+            # The same file again: only after a non-empty piece, not adjacent.
+            if not length or not previous_length or position == previous_end:
+                return None
+        else:
+            if previous is not None and name < previous:
+                return None
+            if "/" in name or name == ".":
+                return None
+            if not length and position:
+                return None
+            files += 1
+        if length:
+            if count == 1:
+                first = last = 0
+            else:
+                first = bisect_right(starts, position) - 1
+                last = bisect_right(starts, position + length - 1) - 1
+            if first > used:
+                return None
+            if last >= used:
+                used = last + 1
+        size += length
+        previous, previous_end, previous_length = name, position + length, length
+    if used != count and not (used == 0 and count == 1 and locators[0].is_empty):
+        return None
+    return files, size
+
+
+def normal_summary(text: str | bytes) -> NormalSummary | None:
+    """Check ``text`` and sum it up, if it is in normalized form; else None.
+
+    Raises ManifestError for malformed text met before the first line found
+    not normalized (the caller's whole parse reports any later one).
+    Holds one stream at a time, besides the text and its portable form.
+    """
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    order = _Order()
+    portable: list[str] | None = None  # built only when a locator has hints
+    blocks: dict[str, Locator] = {}
+    files = size = 0
+    for count, (line, (name, locators, segments)) in enumerate(iter_raw_streams(text)):
+        if not order.next(name):
+            return None
+        if escape_name(name) != line[: line.find(" ")]:
+            return None
+        marker = _is_marker(segments[0][2])
+        if marker:
+            if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
+                return None
+            if len(line) != line.find(" ") + len(_MARKER_TAIL):
+                return None
+        else:
+            sums = _stream_sums(locators, segments)
+            if sums is None or not _names_canonical(line, segments):
+                return None
+            files += sums[0]
+            size += sums[1]
+        order.previous_empty = marker
+        hinted = False
+        for locator in locators:
+            hinted = hinted or bool(locator.hints)
+            if not locator.is_empty:
+                blocks.setdefault(locator.key, locator)
+        if hinted and portable is None:
+            portable = [] if count == 0 else _lines_before(data, count)
+        if portable is not None:
+            portable.append(_portable_line(line, locators) if hinted else line)
+    out = data if portable is None else "".join(p + "\n" for p in portable).encode()
+    pdh = f"{hashlib.md5(out).hexdigest()}+{len(out)}" if out else EMPTY_LOCATOR.key
+    return NormalSummary(pdh, out, files, size, tuple(blocks.values()))
+
+
+def _lines_before(data: bytes, count: int) -> list[str]:
+    return data.decode("utf-8").split("\n")[:count]
+
+
+def _is_marker(name: str) -> bool:
+    return name == "." or name.endswith("/.")
+
+
+def _portable_line(line: str, locators: tuple[Locator, ...]) -> str:
+    tokens = line.split(" ")
+    keys = [locator.key for locator in locators]
+    return " ".join([tokens[0], *keys, *tokens[1 + len(keys) :]])
+
+
+def iter_normal_files(text: str | bytes) -> Iterator[tuple[str, int | None]]:
+    """Each file of normalized ``text`` as (path, size), in manifest order, and
+    each empty directory as (path, None), one stream at a time.
+
+    Only for text known to be normalized (a stored manifest, checked against
+    its PDH): in other text a file may be split over several streams.
+    """
+    for prefix, names, sizes in iter_normal_dirs(text):
+        if names is None:
+            yield prefix[:-1], None
+        else:
+            yield from zip([prefix + name for name in names], sizes, strict=True)
+
+
+def iter_normal_dirs(text: str | bytes) -> Iterator[tuple[str, list[str] | None, list[int]]]:
+    """Each stream of normalized ``text`` as (its path prefix, its files' names,
+    their sizes); an empty directory's as (prefix, None, []).
+
+    The prefix is ``""`` for the root, else the directory's path and a '/'.
+    Whole lists, so that a caller can format a stream's files at C speed.
+    """
+    for _line, (stream_name, _, segments) in iter_raw_streams(text):
+        prefix = "" if stream_name == "." else stream_name[2:] + "/"
+        if _is_marker(segments[0][2]):
+            yield prefix, None, []
+            continue
+        names = [segment[2] for segment in segments]
+        if len(set(names)) == len(names):  # one segment a file: the usual case
+            yield prefix, names, [segment[1] for segment in segments]
+            continue
+        merged: list[str] = []
+        sizes: list[int] = []
+        for _, length, name in segments:
+            if merged and merged[-1] == name:
+                sizes[-1] += length
+            else:
+                merged.append(name)
+                sizes.append(length)
+        yield prefix, merged, sizes
