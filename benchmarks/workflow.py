@@ -232,5 +232,6 @@ def main() -> None:
     dry = f" and <= {result['snakemake_dry_run']:.2f}" if "snakemake" in best else ""
     print(f"re-run: {result['wh_rerun']:.2f} s (target < 2{dry})")
 
+
 if __name__ == "__main__":
     main()

@@ -32,6 +32,7 @@ from warehouse.manifest import Manifest, escape_name
 __all__ = ["LOG_TAIL_BYTES", "Manager"]
 
 LOG_TAIL_BYTES = 2000
+_LANDING_POLL = 0.002  # seconds a turn waits on steps while finished jobs' rows are written
 
 
 class Manager:
@@ -70,6 +71,14 @@ class Manager:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-writer")
         self._writes: list[Future[None]] = []
         self._last_flush = self._last_refresh = 0.0
+        # job -> step number -> the last result of it this manager saw: a job whose
+        # every started step ran here is assembled without reading its steps back.
+        self._ran: dict[int, dict[int, dict[str, Any]]] = {}
+        self.finished_jobs = 0  # jobs finished and written down, so far
+        # Finished jobs whose rows are being written: forgotten (and counted) once
+        # that write is done, while the loop goes on starting steps.
+        self._landing: list[tuple[Future[None] | None, list[int]]] = []
+        self._landing_ids: set[int] = set()
 
     # -- the loop -------------------------------------------------------------
 
@@ -90,8 +99,13 @@ class Manager:
             self.flush(wait=True)
 
     def turn(self) -> None:
+        self._land()
         now = time.time()
         timeout = min(self._last_refresh + self.refresh_interval - now, self.refresh_interval)
+        if self._landing:
+            if not self.executor.running():
+                self._land(wait=True)  # nothing else to wait for
+            timeout = min(timeout, _LANDING_POLL)
         for done in self.executor.poll(max(timeout, 0.0) if self.executor.running() else 0.0):
             self._exited(done)
         starts = self.sched.schedule(time.time())
@@ -101,20 +115,33 @@ class Manager:
         for start in starts:
             self._launch(start.job, start.step, start.attempt)
         ready = self.sched.to_assemble()
-        finished = [j.id for j in self.sched.jobs.values() if j.state in FINISHED]
+        finished = [
+            j.id
+            for j in self.sched.jobs.values()
+            if j.state in FINISHED and j.id not in self._landing_ids
+        ]
         if ready or finished:
-            # Every step's result in the catalog, then each job's steps read back
-            # at once (one query for all the jobs finishing in this turn).
-            self.flush(wait=True)
             logless = [j for j in finished if "log_pdh" not in self._job_extra.get(j, {})]
-            steps = records.steps_of(self.wh.engine, [*ready, *logless])
+            steps = {j: self._ran_here(j) for j in [*ready, *logless]}
+            unknown = [j for j, known in steps.items() if known is None]
+            if unknown:
+                # Steps run by an earlier manager: every step's result in the catalog,
+                # then read back at once (one query for all the jobs finishing now).
+                self.flush(wait=True)
+                steps.update(records.steps_of(self.wh.engine, unknown))
             for job_id in ready:
-                self._assemble(job_id, steps[job_id])
-            for job in [j for j in self.sched.jobs.values() if j.state in FINISHED]:
-                self._finish_logs(job.id, steps)
-            self.flush(wait=True)
-            for job_id in self.sched.forget_finished():
-                self._forget(job_id)
+                self._assemble(job_id, steps.get(job_id) or [])
+            done_now = [
+                j.id
+                for j in self.sched.jobs.values()
+                if j.state in FINISHED and j.id not in self._landing_ids
+            ]
+            for job_id in done_now:
+                self._finish_logs(job_id, steps)
+            # Written by the writer thread (blocks flushed first); the jobs are
+            # forgotten once their rows are in, and meanwhile steps go on starting.
+            self._landing.append((self.flush(), done_now))
+            self._landing_ids.update(done_now)
         if time.time() - self._last_flush >= self.flush_interval:
             self.flush()
         if time.time() - self._last_refresh >= self.refresh_interval:
@@ -238,18 +265,50 @@ class Manager:
             return
         level = self._level(done.job, done.step)
         self._unwritten[done.job] = min(self._unwritten.get(done.job, level), level)
-        self._results.append(
-            {
-                "job": done.job,
-                "number": done.step,
-                "host": done.host,
-                "output": outputs or None,
-                "intermediate": intermediates or None,
-                "log": self._store_log(done.step, log),
-                "log_tail": log[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
-                "counters": json.dumps(counters, sort_keys=True) if counters else None,
-            }
-        )
+        result = {
+            "job": done.job,
+            "number": done.step,
+            "host": done.host,
+            "output": outputs or None,
+            "intermediate": intermediates or None,
+            "log": self._store_log(done.step, log),
+            "log_tail": log[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
+            "counters": json.dumps(counters, sort_keys=True) if counters else None,
+        }
+        self._results.append(result)
+        self._ran.setdefault(done.job, {})[done.step] = result
+
+    def _ran_here(self, job_id: int) -> list[records.StepRecord] | None:
+        """The job's steps as the catalog will have them, from what ran here; None
+        if a step started before this manager took the job up (read the catalog)."""
+        job = self.sched.jobs[job_id]
+        ran = self._ran.get(job_id, {})
+        if any(s.attempts and s.number not in ran for s in job.steps):
+            return None
+        out = []
+        for s in job.steps:
+            r = ran.get(s.number)
+            out.append(
+                records.StepRecord(
+                    job_id,
+                    s.number,
+                    s.level,
+                    s.input,
+                    s.state,
+                    s.attempts,
+                    s.failures,
+                    s.exit_status,
+                    s.started_at,
+                    s.finished_at,
+                    *(
+                        (r["host"], r["output"], r["intermediate"], r["log"], r["log_tail"])
+                        if r is not None
+                        else (None, None, None, None, None)
+                    ),
+                    r["counters"] if r is not None else None,
+                )
+            )
+        return out
 
     def _count_placement(self, done: Finished) -> None:
         placed = self._placed.get(done.job)
@@ -287,14 +346,17 @@ class Manager:
             self._job_extra.setdefault(job_id, {})["output_pdh"] = pdh
             self.sched.assembled(job_id, None, time.time())
 
-    def _finish_logs(self, job_id: int, steps: dict[int, list[records.StepRecord]]) -> None:
+    def _finish_logs(self, job_id: int, steps: dict[int, list[records.StepRecord] | None]) -> None:
         extra = self._job_extra.setdefault(job_id, {})
         if "log_pdh" not in extra:
-            if job_id not in steps:  # not read with the others
+            known = steps.get(job_id)
+            if known is None:  # not read with the others
+                known = self._ran_here(job_id)
+            if known is None:
                 if self._results or self._writes:  # its steps' logs must be in the catalog
                     self.flush(wait=True)
-                steps.update(records.steps_of(self.wh.engine, [job_id]))
-            extra["log_pdh"] = self._save(logs_manifest(steps[job_id]))
+                known = records.steps_of(self.wh.engine, [job_id])[job_id]
+            extra["log_pdh"] = self._save(logs_manifest(known))
 
     def _save(self, manifest: Manifest) -> str:
         """Store a collection's manifest text now; its row goes with this turn's
@@ -303,7 +365,14 @@ class Manager:
         return manifest.pdh
 
     def _forget(self, job_id: int) -> None:
-        for table in (self._envs, self._argv, self._persisted, self._cpu_seconds, self._job_extra):
+        for table in (
+            self._envs,
+            self._argv,
+            self._persisted,
+            self._cpu_seconds,
+            self._job_extra,
+            self._ran,
+        ):
             table.pop(job_id, None)
         self._inputs.pop(job_id, None)
         self._placed.pop(job_id, None)
@@ -313,8 +382,9 @@ class Manager:
 
     # -- the catalog ----------------------------------------------------------
 
-    def flush(self, *, wait: bool = False) -> None:
-        """Hand this turn's changes to the writer thread (and wait, if asked)."""
+    def flush(self, *, wait: bool = False) -> Future[None] | None:
+        """Hand this turn's changes to the writer thread (and wait, if asked);
+        the last write not yet done (None: every change is written)."""
         self._last_flush = time.time()
         for fut in [f for f in self._writes if f.done()]:
             self._writes.remove(fut)
@@ -327,6 +397,27 @@ class Manager:
                 fut.result()
             self._writes.clear()
             self._unwritten.clear()
+            self._land()
+        return self._writes[-1] if self._writes else None
+
+    def landing(self) -> bool:
+        """Whether finished jobs wait for their rows to be written."""
+        return bool(self._landing)
+
+    def _land(self, *, wait: bool = False) -> None:
+        """Forget the finished jobs whose rows are written (the writes end in order)."""
+        while self._landing:
+            fut, job_ids = self._landing[0]
+            if fut is not None:
+                if not (wait or fut.done()):
+                    return
+                fut.result()  # a failed write stops the manager
+            self._landing.pop(0)
+            self.sched.forget(job_ids)
+            for job_id in job_ids:
+                self._landing_ids.discard(job_id)
+                self._forget(job_id)
+            self.finished_jobs += len(job_ids)
 
     def _batch(self) -> tuple[Any, ...] | None:
         job_ids, step_keys = self.sched.take_changes()
@@ -354,7 +445,9 @@ class Manager:
                 states.append(row)
         for job_id in job_ids:
             self._persisted[job_id] = len(self.sched.jobs[job_id].steps)
-        job_rows = {j: self._job_row(j) for j in job_ids | set(self._job_extra)}
+        # A landing job's row is written already (its last change).
+        extra = set(self._job_extra) - self._landing_ids
+        job_rows = {j: self._job_row(j) for j in job_ids | extra}
         results, self._results = self._results, []
         made, self._collections = self._collections, []
         return job_rows, new, states, results, made
