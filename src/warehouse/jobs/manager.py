@@ -10,6 +10,7 @@ flushed to disk first. Only a batch's steps can run again after a crash.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -64,6 +65,7 @@ class Manager:
         self._persisted: dict[int, int] = {}  # steps of each job known to the catalog
         self._results: list[dict[str, Any]] = []
         self._collections: list[dict[str, Any]] = []  # rows written with the next batch
+        self._blocks: list[bytes] = []  # their manifests' text, stored by the writer first
         self._job_extra: dict[int, dict[str, Any]] = {}
         self._cpu_seconds: dict[int, float] = {}
         self._last_id = 0
@@ -330,10 +332,12 @@ class Manager:
         return self.sched.jobs[job_id].steps[number].level
 
     def _store_log(self, number: int, data: bytes) -> str:
-        locators = [
-            str(self.wh.store.put(data[i : i + MAX_BLOCK_SIZE]).locator.key)
-            for i in range(0, len(data), MAX_BLOCK_SIZE)
-        ] or [str(EMPTY_LOCATOR)]
+        """The log's manifest line; its blocks are stored by the writer, before the row."""
+        chunks = [data[i : i + MAX_BLOCK_SIZE] for i in range(0, len(data), MAX_BLOCK_SIZE)]
+        self._blocks.extend(chunks)
+        locators = [f"{hashlib.md5(c).hexdigest()}+{len(c)}" for c in chunks] or [
+            str(EMPTY_LOCATOR)
+        ]
         name = escape_name(f"step-{number:06d}.log")
         return f". {' '.join(locators)} 0:{len(data)}:{name}\n"
 
@@ -361,7 +365,9 @@ class Manager:
     def _save(self, manifest: Manifest) -> str:
         """Store a collection's manifest text now; its row goes with this turn's
         writes (one transaction for every job finishing in the turn, not one each)."""
-        self._collections.append(collection_row(self.wh.store, manifest, self.wh.user))
+        row, blocks = collection_row(manifest, self.wh.user)
+        self._collections.append(row)
+        self._blocks.extend(blocks)
         return manifest.pdh
 
     def _forget(self, job_id: int) -> None:
@@ -421,7 +427,9 @@ class Manager:
 
     def _batch(self) -> tuple[Any, ...] | None:
         job_ids, step_keys = self.sched.take_changes()
-        if not (job_ids or step_keys or self._results or self._job_extra or self._collections):
+        # A landing job's row is written already (its last change).
+        extra = set(self._job_extra) - self._landing_ids
+        if not (job_ids or step_keys or self._results or extra or self._collections):
             return None
         new, states = [], []
         for job_id, number in sorted(step_keys):
@@ -445,12 +453,11 @@ class Manager:
                 states.append(row)
         for job_id in job_ids:
             self._persisted[job_id] = len(self.sched.jobs[job_id].steps)
-        # A landing job's row is written already (its last change).
-        extra = set(self._job_extra) - self._landing_ids
         job_rows = {j: self._job_row(j) for j in job_ids | extra}
         results, self._results = self._results, []
         made, self._collections = self._collections, []
-        return job_rows, new, states, results, made
+        blocks, self._blocks = self._blocks, []
+        return job_rows, new, states, results, made, blocks
 
     def _job_row(self, job_id: int) -> dict[str, Any]:
         job = self.sched.jobs[job_id]
@@ -468,8 +475,13 @@ class Manager:
             **self._job_extra.get(job_id, {}),
         }
 
-    def _write(self, job_rows: Any, new: Any, states: Any, results: Any, made: Any) -> None:
-        self.wh.store.flush()  # the blocks of logs and outputs before the rows naming them
+    def _write(
+        self, job_rows: Any, new: Any, states: Any, results: Any, made: Any, blocks: Any
+    ) -> None:
+        store = self.wh.store
+        for block in blocks:
+            store.put(block)
+        store.flush()  # the blocks of logs and outputs before the rows naming them
         records.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
 
     def close(self) -> None:
