@@ -289,25 +289,25 @@ class Manager:
             return None
         out = []
         for s in job.steps:
-            r = ran.get(s.number)
+            r = ran.get(s.number, {})
             out.append(
                 records.StepRecord(
-                    job_id,
-                    s.number,
-                    s.level,
-                    s.input,
-                    s.state,
-                    s.attempts,
-                    s.failures,
-                    s.exit_status,
-                    s.started_at,
-                    s.finished_at,
-                    *(
-                        (r["host"], r["output"], r["intermediate"], r["log"], r["log_tail"])
-                        if r is not None
-                        else (None, None, None, None, None)
-                    ),
-                    r["counters"] if r is not None else None,
+                    job=job_id,
+                    number=s.number,
+                    level=s.level,
+                    input=s.input,
+                    state=s.state,
+                    attempts=s.attempts,
+                    failures=s.failures,
+                    exit_status=s.exit_status,
+                    started_at=s.started_at,
+                    finished_at=s.finished_at,
+                    host=r.get("host"),
+                    output=r.get("output"),
+                    intermediate=r.get("intermediate"),
+                    log=r.get("log"),
+                    log_tail=r.get("log_tail"),
+                    counters=r.get("counters"),
                 )
             )
         return out

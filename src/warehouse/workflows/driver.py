@@ -63,6 +63,7 @@ from warehouse.workflows.spec import (
 from warehouse.workflows.values import RUN_FINISHED, RunRecord
 
 __all__ = [
+    "PROGRESS_EVERY",
     "STALE_AFTER",
     "Driver",
     "RunHost",
@@ -78,7 +79,7 @@ _HEARTBEAT = 2.0
 # A node following its job (running, complete...) is written at most this often
 # (or with the next write of the run): the job's row says it already, so a
 # driver taking the run over finds it again. Anything else is written at once.
-_PROGRESS = 0.25
+PROGRESS_EVERY = 0.25
 
 
 class RunHost(SubmitHost, Protocol):
@@ -266,6 +267,8 @@ class Driver:
         executor: str = "local",
         driver: str | None = None,
         stale_after: float = STALE_AFTER,
+        progress_every: float = PROGRESS_EVERY,
+        heartbeat_every: float = _HEARTBEAT,
     ) -> None:
         self.host = host
         self.engine = host.engine
@@ -273,6 +276,8 @@ class Driver:
         self.executor = executor
         self.driver = driver or driver_id()
         self.stale_after = stale_after
+        self.progress_every = progress_every
+        self.heartbeat_every = heartbeat_every
         run = records.get_run(self.engine, run_id)
         self.run = run
         self.wf = load_workflow(host, run)
@@ -345,8 +350,8 @@ class Driver:
         if (
             run_values
             or urgent
-            or (unwritten and now - self._last_write >= _PROGRESS)
-            or now - self._last_beat >= _HEARTBEAT
+            or (unwritten and now - self._last_write >= self.progress_every)
+            or now - self._last_beat >= self.heartbeat_every
         ):
             run_values["heartbeat_at"] = now
             self._last_beat = self._last_write = now
