@@ -15,8 +15,12 @@ import pytest
 
 from conftest import WH_BIN, wh_process
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import list_jobs
+from warehouse.jobs.executors import LocalExecutor
+from warehouse.jobs.manager import Manager
+from warehouse.jobs.model import Resources
+from warehouse.jobs.records import get_job, list_jobs
 from warehouse.workflows import records
+from warehouse.workflows.driver import Driver, start_run
 from workflow_helpers import json_out, make_lab, ran, write_diamond
 
 
@@ -122,3 +126,63 @@ def test_a_driver_killed_as_it_submits_resumes_without_submitting_twice(
     node_jobs = {n["node"]: n["job_id"] for n in view["nodes"]}
     assert sorted(j.id for j in jobs) == sorted(node_jobs.values()), "a job no node knows of"
     assert sorted(json.loads(j.params)["n"] for j in jobs) == ["a", "b", "c"]
+
+
+@pytest.mark.timeout(120)
+def test_progress_held_back_by_the_driver_is_in_the_jobs_and_written_by_a_cancel(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    """A node that only follows its job is written lazily: until then its job's
+    row says it (a driver taking over reads it there), and a cancel writes it."""
+    src = tmp_path / "source"
+    src.mkdir()
+    (src / "in.txt").write_text("in\n")
+    wh.put([src], name="source")
+    fns = {}
+    for name, script in (("step.sh", STEP), ("slow.sh", "#!/bin/sh\nexec sleep 60\n")):
+        fn = tmp_path / name.removesuffix(".sh")
+        fn.mkdir()
+        (fn / name).write_text(script)
+        fns[name] = f"{wh.put([fn]).pdh}/{name}"
+    text = (
+        "workflow: quick-and-slow\n"
+        "inputs:\n  source: {default: source}\n"
+        "jobs:\n"
+        f"  a: {{function: '{fns['step.sh']}', input: $source, params: {{n: a}}}}\n"
+        f"  b: {{function: '{fns['slow.sh']}', input: $source, params: {{n: b}}}}\n"
+    )
+    run_id = start_run(wh, text, "wf.yml", {}).run.id
+    # Progress written only with other writes (not even with a heartbeat).
+    driver = Driver(wh, run_id, progress_every=3600.0, heartbeat_every=3600.0)
+    assert driver.claim()
+    driver.turn()  # a and b submitted: written with their jobs
+    jobs = {n: driver.nodes[n].job_id for n in ("a", "b")}
+    assert all(isinstance(j, int) for j in jobs.values())
+    executor = LocalExecutor(Resources(2, 1 << 30))
+    manager = Manager(wh, executor, "local")
+    try:
+        manager.refresh()
+        deadline = time.monotonic() + 60
+        while get_job(wh.engine, jobs["a"]).state != "complete":
+            assert time.monotonic() < deadline, "job a never completed"
+            manager.turn()
+        driver.turn()  # follows a (complete) and b (running): nothing written
+        assert driver.nodes["a"].state == "complete"
+        held = {n.node: n for n in records.list_nodes(wh.engine, run_id)}
+        assert held["a"].state in ("queued", "running") and held["a"].output_pdh is None
+        # What a driver taking the run over would read: the job's row.
+        a_job = get_job(wh.engine, jobs["a"])
+        assert a_job.state == "complete" and a_job.output_pdh
+        records.request_cancel(wh.engine, run_id)
+        assert driver.turn()
+        nodes = {n.node: n for n in records.list_nodes(wh.engine, run_id)}
+        assert nodes["a"].state == "complete" and nodes["a"].output_pdh == a_job.output_pdh
+        assert nodes["b"].state == "cancelled"
+        assert records.get_run(wh.engine, run_id).state == "cancelled"
+        manager.refresh()  # b's cancel: its step is killed
+        while get_job(wh.engine, jobs["b"]).state != "cancelled":
+            assert time.monotonic() < deadline, "job b was never cancelled"
+            manager.turn()
+    finally:
+        manager.close()
+        executor.close()

@@ -21,6 +21,7 @@ from warehouse import catalog
 from warehouse.catalog.cluster import get_setting
 from warehouse.catalog.db import write
 from warehouse.catalog.schema import settings
+from warehouse.workflows.records import list_nodes
 from workflow_helpers import json_out, make_lab, write_diamond
 
 
@@ -168,16 +169,19 @@ def test_a_killed_controller_resumes_the_run_without_rerunning_finished_jobs(
         started = wh("workflow", "run", str(wf), "-i", "sleep=2", "--json")
         assert started.returncode == 0, started.stderr
         run_id = json_out(started.stdout)["id"]
+        # Watched in the catalog itself: a `wh workflow show` per look takes seconds
+        # on a loaded machine, long enough to miss b and c running (2 s).
+        watch = catalog.open_engine(db)
         deadline = time.monotonic() + 90
-        while True:
-            nodes = {
-                n["node"]: n["state"]
-                for n in json_out(wh("workflow", "show", str(run_id), "--json").stdout)["nodes"]
-            }
-            if nodes["a"] == "complete" and "running" in (nodes["b"], nodes["c"]):
-                break
-            assert time.monotonic() < deadline, nodes
-            time.sleep(0.1)
+        try:
+            while True:
+                nodes = {n.node: n.state for n in list_nodes(watch, run_id)}
+                if nodes["a"] == "complete" and "running" in (nodes["b"], nodes["c"]):
+                    break
+                assert time.monotonic() < deadline, nodes
+                time.sleep(0.05)
+        finally:
+            watch.dispose()
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         proc2, url2 = _serve(db, home, env)

@@ -8,12 +8,13 @@ so those blocks stay referenced by a collection.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from warehouse import catalog
-from warehouse.blocks import MAX_BLOCK_SIZE
+from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import NotFoundError
 from warehouse.jobs.values import StepRecord
@@ -77,22 +78,22 @@ def logs_manifest(steps: Sequence[StepRecord]) -> Manifest:
     return Manifest.from_files(entries)
 
 
-def collection_row(store: BlockStore, manifest: Manifest, user: str) -> dict[str, Any]:
-    """Store a manifest's text as blocks (not yet flushed) and return the catalog row
-    recording it, for the manager to write with the rest of its turn (every block it
-    names is stored: the steps' fragments were checked as they came)."""
+def collection_row(manifest: Manifest, user: str) -> tuple[dict[str, Any], list[bytes]]:
+    """The catalog row recording a manifest, and the blocks of its text, which the
+    caller stores (and flushes) before writing the row: the manager does both on
+    its writer thread with the rest of its turn (every block the manifest names
+    is stored: the steps' fragments were checked as they came)."""
     manifest = manifest.normalized()
     text = manifest.portable_text().encode()
-    locators = [
-        store.put(text[i : i + MAX_BLOCK_SIZE]).locator
-        for i in range(0, max(len(text), 1), MAX_BLOCK_SIZE)
-    ]
-    return {
+    chunks = [text[i : i + MAX_BLOCK_SIZE] for i in range(0, max(len(text), 1), MAX_BLOCK_SIZE)]
+    locators = [Locator(hashlib.md5(c).hexdigest(), len(c)) for c in chunks]
+    row = {
         "pdh": manifest.pdh,
-        "manifest_blocks": " ".join(str(loc.without_hints()) for loc in locators),
+        "manifest_blocks": " ".join(str(loc) for loc in locators),
         "size": manifest.size,
         "file_count": len(manifest.files()),
         "created_at": time.time(),
         "created_by": user,
         "file_md5s": None,
     }
+    return row, [c for c, loc in zip(chunks, locators, strict=True) if not loc.is_empty]

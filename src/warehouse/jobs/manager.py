@@ -10,6 +10,7 @@ flushed to disk first. Only a batch's steps can run again after a crash.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["LOG_TAIL_BYTES", "Manager"]
 
 LOG_TAIL_BYTES = 2000
+_LANDING_POLL = 0.002  # seconds a turn waits on steps while finished jobs' rows are written
 
 
 class Manager:
@@ -66,6 +68,7 @@ class Manager:
         self._persisted: dict[int, int] = {}  # steps of each job known to the catalog
         self._results: list[dict[str, Any]] = []
         self._collections: list[dict[str, Any]] = []  # rows written with the next batch
+        self._blocks: list[bytes] = []  # their manifests' text, stored by the writer first
         self._job_extra: dict[int, dict[str, Any]] = {}
         self._cpu_seconds: dict[int, float] = {}
         self._last_id = 0
@@ -73,6 +76,14 @@ class Manager:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-writer")
         self._writes: list[Future[None]] = []
         self._last_flush = self._last_refresh = 0.0
+        # job -> step number -> the last result of it this manager saw: a job whose
+        # every started step ran here is assembled without reading its steps back.
+        self._ran: dict[int, dict[int, dict[str, Any]]] = {}
+        self.finished_jobs = 0  # jobs finished and written down, so far
+        # Finished jobs whose rows are being written: forgotten (and counted) once
+        # that write is done, while the loop goes on starting steps.
+        self._landing: list[tuple[Future[None] | None, list[int]]] = []
+        self._landing_ids: set[int] = set()
 
     # -- the loop -------------------------------------------------------------
 
@@ -93,8 +104,13 @@ class Manager:
             self.flush(wait=True)
 
     def turn(self) -> None:
+        self._land()
         now = time.time()
         timeout = min(self._last_refresh + self.refresh_interval - now, self.refresh_interval)
+        if self._landing:
+            if not self.executor.running():
+                self._land(wait=True)  # nothing else to wait for
+            timeout = min(timeout, _LANDING_POLL)
         for done in self.executor.poll(max(timeout, 0.0) if self.executor.running() else 0.0):
             self._exited(done)
         starts = self.sched.schedule(time.time())
@@ -104,20 +120,33 @@ class Manager:
         for start in starts:
             self._launch(start.job, start.step, start.attempt)
         ready = self.sched.to_assemble()
-        finished = [j.id for j in self.sched.jobs.values() if j.state in FINISHED]
+        finished = [
+            j.id
+            for j in self.sched.jobs.values()
+            if j.state in FINISHED and j.id not in self._landing_ids
+        ]
         if ready or finished:
-            # Every step's result in the catalog, then each job's steps read back
-            # at once (one query for all the jobs finishing in this turn).
-            self.flush(wait=True)
             logless = [j for j in finished if "log_pdh" not in self._job_extra.get(j, {})]
-            steps = records.steps_of(self.wh.engine, [*ready, *logless])
+            steps = {j: self._ran_here(j) for j in [*ready, *logless]}
+            unknown = [j for j, known in steps.items() if known is None]
+            if unknown:
+                # Steps run by an earlier manager: every step's result in the catalog,
+                # then read back at once (one query for all the jobs finishing now).
+                self.flush(wait=True)
+                steps.update(records.steps_of(self.wh.engine, unknown))
             for job_id in ready:
-                self._assemble(job_id, steps[job_id])
-            for job in [j for j in self.sched.jobs.values() if j.state in FINISHED]:
-                self._finish_logs(job.id, steps)
-            self.flush(wait=True)
-            for job_id in self.sched.forget_finished():
-                self._forget(job_id)
+                self._assemble(job_id, steps.get(job_id) or [])
+            done_now = [
+                j.id
+                for j in self.sched.jobs.values()
+                if j.state in FINISHED and j.id not in self._landing_ids
+            ]
+            for job_id in done_now:
+                self._finish_logs(job_id, steps)
+            # Written by the writer thread (blocks flushed first); the jobs are
+            # forgotten once their rows are in, and meanwhile steps go on starting.
+            self._landing.append((self.flush(), done_now))
+            self._landing_ids.update(done_now)
         if time.time() - self._last_flush >= self.flush_interval:
             self.flush()
         if time.time() - self._last_refresh >= self.refresh_interval:
@@ -241,18 +270,50 @@ class Manager:
             return
         level = self._level(done.job, done.step)
         self._unwritten[done.job] = min(self._unwritten.get(done.job, level), level)
-        self._results.append(
-            {
-                "job": done.job,
-                "number": done.step,
-                "host": done.host,
-                "output": outputs or None,
-                "intermediate": intermediates or None,
-                "log": self._store_log(done.step, log),
-                "log_tail": log[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
-                "counters": json.dumps(counters, sort_keys=True) if counters else None,
-            }
-        )
+        result = {
+            "job": done.job,
+            "number": done.step,
+            "host": done.host,
+            "output": outputs or None,
+            "intermediate": intermediates or None,
+            "log": self._store_log(done.step, log),
+            "log_tail": log[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
+            "counters": json.dumps(counters, sort_keys=True) if counters else None,
+        }
+        self._results.append(result)
+        self._ran.setdefault(done.job, {})[done.step] = result
+
+    def _ran_here(self, job_id: int) -> list[records.StepRecord] | None:
+        """The job's steps as the catalog will have them, from what ran here; None
+        if a step started before this manager took the job up (read the catalog)."""
+        job = self.sched.jobs[job_id]
+        ran = self._ran.get(job_id, {})
+        if any(s.attempts and s.number not in ran for s in job.steps):
+            return None
+        out = []
+        for s in job.steps:
+            r = ran.get(s.number, {})
+            out.append(
+                records.StepRecord(
+                    job=job_id,
+                    number=s.number,
+                    level=s.level,
+                    input=s.input,
+                    state=s.state,
+                    attempts=s.attempts,
+                    failures=s.failures,
+                    exit_status=s.exit_status,
+                    started_at=s.started_at,
+                    finished_at=s.finished_at,
+                    host=r.get("host"),
+                    output=r.get("output"),
+                    intermediate=r.get("intermediate"),
+                    log=r.get("log"),
+                    log_tail=r.get("log_tail"),
+                    counters=r.get("counters"),
+                )
+            )
+        return out
 
     def _count_placement(self, done: Finished) -> None:
         placed = self._placed.get(done.job)
@@ -274,10 +335,12 @@ class Manager:
         return self.sched.jobs[job_id].steps[number].level
 
     def _store_log(self, number: int, data: bytes) -> str:
-        locators = [
-            str(self.wh.store.put(data[i : i + MAX_BLOCK_SIZE]).locator.key)
-            for i in range(0, len(data), MAX_BLOCK_SIZE)
-        ] or [str(EMPTY_LOCATOR)]
+        """The log's manifest line; its blocks are stored by the writer, before the row."""
+        chunks = [data[i : i + MAX_BLOCK_SIZE] for i in range(0, len(data), MAX_BLOCK_SIZE)]
+        self._blocks.extend(chunks)
+        locators = [f"{hashlib.md5(c).hexdigest()}+{len(c)}" for c in chunks] or [
+            str(EMPTY_LOCATOR)
+        ]
         name = escape_name(f"step-{number:06d}.log")
         return f". {' '.join(locators)} 0:{len(data)}:{name}\n"
 
@@ -290,23 +353,35 @@ class Manager:
             self._job_extra.setdefault(job_id, {})["output_pdh"] = pdh
             self.sched.assembled(job_id, None, time.time())
 
-    def _finish_logs(self, job_id: int, steps: dict[int, list[records.StepRecord]]) -> None:
+    def _finish_logs(self, job_id: int, steps: dict[int, list[records.StepRecord] | None]) -> None:
         extra = self._job_extra.setdefault(job_id, {})
         if "log_pdh" not in extra:
-            if job_id not in steps:  # not read with the others
+            known = steps.get(job_id)
+            if known is None:  # not read with the others
+                known = self._ran_here(job_id)
+            if known is None:
                 if self._results or self._writes:  # its steps' logs must be in the catalog
                     self.flush(wait=True)
-                steps.update(records.steps_of(self.wh.engine, [job_id]))
-            extra["log_pdh"] = self._save(logs_manifest(steps[job_id]))
+                known = records.steps_of(self.wh.engine, [job_id])[job_id]
+            extra["log_pdh"] = self._save(logs_manifest(known))
 
     def _save(self, manifest: Manifest) -> str:
         """Store a collection's manifest text now; its row goes with this turn's
         writes (one transaction for every job finishing in the turn, not one each)."""
-        self._collections.append(collection_row(self.wh.store, manifest, self.wh.user))
+        row, blocks = collection_row(manifest, self.wh.user)
+        self._collections.append(row)
+        self._blocks.extend(blocks)
         return manifest.pdh
 
     def _forget(self, job_id: int) -> None:
-        for table in (self._envs, self._argv, self._persisted, self._cpu_seconds, self._job_extra):
+        for table in (
+            self._envs,
+            self._argv,
+            self._persisted,
+            self._cpu_seconds,
+            self._job_extra,
+            self._ran,
+        ):
             table.pop(job_id, None)
         self._inputs.pop(job_id, None)
         self._placed.pop(job_id, None)
@@ -316,8 +391,9 @@ class Manager:
 
     # -- the catalog ----------------------------------------------------------
 
-    def flush(self, *, wait: bool = False) -> None:
-        """Hand this turn's changes to the writer thread (and wait, if asked)."""
+    def flush(self, *, wait: bool = False) -> Future[None] | None:
+        """Hand this turn's changes to the writer thread (and wait, if asked);
+        the last write not yet done (None: every change is written)."""
         self._last_flush = time.time()
         for fut in [f for f in self._writes if f.done()]:
             self._writes.remove(fut)
@@ -330,10 +406,33 @@ class Manager:
                 fut.result()
             self._writes.clear()
             self._unwritten.clear()
+            self._land()
+        return self._writes[-1] if self._writes else None
+
+    def landing(self) -> bool:
+        """Whether finished jobs wait for their rows to be written."""
+        return bool(self._landing)
+
+    def _land(self, *, wait: bool = False) -> None:
+        """Forget the finished jobs whose rows are written (the writes end in order)."""
+        while self._landing:
+            fut, job_ids = self._landing[0]
+            if fut is not None:
+                if not (wait or fut.done()):
+                    return
+                fut.result()  # a failed write stops the manager
+            self._landing.pop(0)
+            self.sched.forget(job_ids)
+            for job_id in job_ids:
+                self._landing_ids.discard(job_id)
+                self._forget(job_id)
+            self.finished_jobs += len(job_ids)
 
     def _batch(self) -> tuple[Any, ...] | None:
         job_ids, step_keys = self.sched.take_changes()
-        if not (job_ids or step_keys or self._results or self._job_extra or self._collections):
+        # A landing job's row is written already (its last change).
+        extra = set(self._job_extra) - self._landing_ids
+        if not (job_ids or step_keys or self._results or extra or self._collections):
             return None
         new, states = [], []
         for job_id, number in sorted(step_keys):
@@ -357,10 +456,11 @@ class Manager:
                 states.append(row)
         for job_id in job_ids:
             self._persisted[job_id] = len(self.sched.jobs[job_id].steps)
-        job_rows = {j: self._job_row(j) for j in job_ids | set(self._job_extra)}
+        job_rows = {j: self._job_row(j) for j in job_ids | extra}
         results, self._results = self._results, []
         made, self._collections = self._collections, []
-        return job_rows, new, states, results, made
+        blocks, self._blocks = self._blocks, []
+        return job_rows, new, states, results, made, blocks
 
     def _job_row(self, job_id: int) -> dict[str, Any]:
         job = self.sched.jobs[job_id]
@@ -378,8 +478,13 @@ class Manager:
             **self._job_extra.get(job_id, {}),
         }
 
-    def _write(self, job_rows: Any, new: Any, states: Any, results: Any, made: Any) -> None:
-        self.wh.store.flush()  # the blocks of logs and outputs before the rows naming them
+    def _write(
+        self, job_rows: Any, new: Any, states: Any, results: Any, made: Any, blocks: Any
+    ) -> None:
+        store = self.wh.store
+        for block in blocks:
+            store.put(block)
+        store.flush()  # the blocks of logs and outputs before the rows naming them
         records.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
 
     def close(self) -> None:

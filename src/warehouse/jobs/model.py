@@ -274,6 +274,13 @@ class Scheduler:
             del self.jobs[job_id]
         return gone
 
+    def forget(self, job_ids: Iterable[int]) -> None:
+        """Drop these finished jobs (after their rows were written)."""
+        for job_id in job_ids:
+            job = self.jobs.get(job_id)
+            if job is not None and job.state in FINISHED:
+                del self.jobs[job_id]
+
     def take_changes(self) -> tuple[set[int], set[tuple[int, int]]]:
         jobs, steps = self.changed_jobs, self.changed_steps
         self.changed_jobs, self.changed_steps = set(), set()

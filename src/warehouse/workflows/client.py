@@ -11,12 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
-from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.workflows.values import RUN_FINISHED
+
+if TYPE_CHECKING:
+    from warehouse.remote.warehouse import RemoteWarehouse
 
 __all__ = ["LocalWorkflows", "RemoteWorkflows", "WorkflowsView", "workflows_view"]
 
@@ -82,7 +84,7 @@ class LocalWorkflows:
 
         def progress(driver: Driver) -> None:
             if follow is not None and driver.last_changes:
-                follow(self.get(run_id))
+                follow(driver.view())
 
         drive_here(self.wh, run_id, executor=self.executor, progress=progress)
         view = self.get(run_id)
@@ -158,6 +160,9 @@ WorkflowsView = LocalWorkflows | RemoteWorkflows
 def workflows_view(wh: object, executor: str = "local") -> WorkflowsView:
     if isinstance(wh, EmbeddedWarehouse):
         return LocalWorkflows(wh, executor)
+    # Loaded only when needed: an embedded run does without the HTTP client.
+    from warehouse.remote.warehouse import RemoteWarehouse
+
     if isinstance(wh, RemoteWarehouse):
         return RemoteWorkflows(wh)
     raise UsageError("workflows need an embedded warehouse or a controller")

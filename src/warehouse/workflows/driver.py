@@ -63,6 +63,7 @@ from warehouse.workflows.spec import (
 from warehouse.workflows.values import RUN_FINISHED, RunRecord
 
 __all__ = [
+    "PROGRESS_EVERY",
     "STALE_AFTER",
     "Driver",
     "RunHost",
@@ -75,6 +76,10 @@ __all__ = [
 
 STALE_AFTER = 10.0  # seconds without a heartbeat before another driver may take a run over
 _HEARTBEAT = 2.0
+# A node following its job (running, complete...) is written at most this often
+# (or with the next write of the run): the job's row says it already, so a
+# driver taking the run over finds it again. Anything else is written at once.
+PROGRESS_EVERY = 0.25
 
 
 class RunHost(SubmitHost, Protocol):
@@ -262,6 +267,8 @@ class Driver:
         executor: str = "local",
         driver: str | None = None,
         stale_after: float = STALE_AFTER,
+        progress_every: float = PROGRESS_EVERY,
+        heartbeat_every: float = _HEARTBEAT,
     ) -> None:
         self.host = host
         self.engine = host.engine
@@ -269,6 +276,8 @@ class Driver:
         self.executor = executor
         self.driver = driver or driver_id()
         self.stale_after = stale_after
+        self.progress_every = progress_every
+        self.heartbeat_every = heartbeat_every
         run = records.get_run(self.engine, run_id)
         self.run = run
         self.wf = load_workflow(host, run)
@@ -282,12 +291,20 @@ class Driver:
         self._last_beat = 0.0
         self.submitted = 0  # jobs this driver submitted (reused or not)
         self.steps_done: dict[str, int] = {}  # by node, as last seen
+        ids = {n.job_id: n.node for n in self.nodes.values() if n.job_id is not None}
+        if ids:  # a resumed run: what its jobs did so far
+            for job_id, row in records.job_states(self.engine, list(ids)).items():
+                self.steps_done[ids[job_id]] = row["steps_done"]
         self.last_changes: dict[str, dict[str, Any]] = {}  # what the last turn changed
         self._manifests: dict[str, Manifest] = {}  # by PDH, read once
         self.finished = run.state in RUN_FINISHED
         # This turn's node changes, and those already written with submitted jobs' rows.
         self._changes: dict[str, dict[str, Any]] = {}
         self._written: dict[str, dict[str, Any]] = {}
+        # Nodes' changes that only follow their jobs, kept for a later write.
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._followed: set[str] = set()
+        self._last_write = 0.0
 
     def claim(self) -> bool:
         """Become the run's driver: it has none, or its driver died or fell silent."""
@@ -314,7 +331,7 @@ class Driver:
             run_values.update(state="running", started_at=run.started_at or now)
         if run.control == "cancel":
             return self._cancel(now)
-        self._follow_jobs(changes)
+        self._followed = self._follow_jobs(changes)
         submitted_any = True
         while submitted_any:  # reused jobs complete at once: their readers may go now
             decision = decide(self.wf, self._states(changes))
@@ -325,16 +342,35 @@ class Driver:
                 changes.setdefault(name, {}).update(values)
         if decision.run_state != "running":
             run_values.update(self._finish(decision.run_state, changes, now))
-        unwritten = {n: v for n, v in changes.items() if self._written.get(n) != v}
+        unwritten = self._unwritten()
+        urgent = any(
+            n not in self._followed and self._written.get(n) != v for n, v in changes.items()
+        )
         self._written.clear()
-        if run_values or unwritten or now - self._last_beat >= _HEARTBEAT:
+        if (
+            run_values
+            or urgent
+            or (unwritten and now - self._last_write >= self.progress_every)
+            or now - self._last_beat >= self.heartbeat_every
+        ):
             run_values["heartbeat_at"] = now
-            self._last_beat = now
+            self._last_beat = self._last_write = now
             records.update_nodes(self.engine, self.run_id, unwritten, run_values)
+            self._pending = {}
+        else:
+            self._pending = unwritten
         self._apply(changes)
         self.last_changes = changes
         self.finished = decision.run_state != "running"
         return self.finished
+
+    def _unwritten(self) -> dict[str, dict[str, Any]]:
+        """Node changes not yet in the catalog: earlier turns' kept ones, then this turn's."""
+        out = {n: dict(v) for n, v in self._pending.items()}
+        for name, values in self._changes.items():
+            if values and self._written.get(name) != values:
+                out.setdefault(name, {}).update(values)
+        return out
 
     def _states(self, changes: Mapping[str, Mapping[str, Any]]) -> dict[str, NodeState]:
         out = {}
@@ -349,14 +385,15 @@ class Driver:
         for name, values in changes.items():
             self.nodes[name] = replace(self.nodes[name], **values)
 
-    def _follow_jobs(self, changes: dict[str, dict[str, Any]]) -> None:
+    def _follow_jobs(self, changes: dict[str, dict[str, Any]]) -> set[str]:
+        """Nodes whose jobs changed state since the last turn: their names."""
         following = {
             n.job_id: n.node
             for n in self.nodes.values()
             if n.job_id is not None and n.state in ("queued", "running")
         }
         if not following:
-            return
+            return set()
         for job_id, row in records.job_states(self.engine, list(following)).items():
             name = following[job_id]
             node = self.nodes[name]
@@ -372,6 +409,7 @@ class Driver:
                     error=row["error"],
                 )
             changes[name] = values
+        return set(changes)
 
     def _outputs(self, changes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
         out = {}
@@ -414,6 +452,8 @@ class Driver:
                 }
                 continue
             batch.append((name, request, version))
+        if not batch:
+            return result
         host = _AsOwner(self.host, self.owner)
         try:
             self._submit(host, batch, outputs, result, now)
@@ -446,10 +486,11 @@ class Driver:
             changes = {
                 name: _submitted(job, now) for (name, _, _), job in zip(batch, made, strict=True)
             }
-            # The turn's other changes so far (jobs that finished) go along: one commit.
-            earlier = {n: v for n, v in self._changes.items() if self._written.get(n) != v and v}
+            # The changes so far (jobs that finished) go along: one commit.
+            earlier = self._unwritten()
             records.write_nodes(conn, self.run_id, {**earlier, **changes})
-            kept.update({n: dict(v) for n, v in {**earlier, **changes}.items()})
+            kept.update({n: dict(v) for n, v in self._changes.items() if v})
+            kept.update({n: dict(v) for n, v in changes.items()})
 
         kept: dict[str, dict[str, Any]] = {}  # what ``record`` wrote, once committed
         # Combined inputs were just made and outputs just recorded: not read again.
@@ -462,6 +503,8 @@ class Driver:
             then=record,
         )
         self._written.update(kept)
+        if kept:
+            self._pending = {}  # written with them
         for (name, _, _), job in zip(batch, made, strict=True):
             self.submitted += 1
             self.steps_done[name] = job.steps_done
@@ -480,9 +523,14 @@ class Driver:
             self._manifests.update(load_manifests(self.host.store, self.engine, unread))
         manifest = combine([(d, self._manifest(p)) for d, p in pdhs])
         if manifest.pdh not in self._manifests:
-            record = self.host.save_manifest(manifest)
-            records.record_parts(self.engine, record.pdh, pdhs)
-            self._manifests[record.pdh] = manifest
+            # Made by an earlier run (a re-run): recorded and readable, so no write.
+            if not (
+                records.has_parts(self.engine, manifest.pdh)
+                and load_manifests(self.host.store, self.engine, [manifest.pdh])
+            ):
+                record = self.host.save_manifest(manifest)
+                records.record_parts(self.engine, record.pdh, pdhs)
+            self._manifests[manifest.pdh] = manifest
         return manifest.pdh
 
     def _finish(
@@ -526,14 +574,14 @@ class Driver:
         raise ConflictError(f"name {name!r} kept changing")
 
     def _cancel(self, now: float) -> bool:
-        changes: dict[str, dict[str, Any]] = {}
+        changes: dict[str, dict[str, Any]] = self._unwritten()
         for name, node in self.nodes.items():
             if node.state not in ACTIVE_NODE:
                 continue
             if node.job_id is not None:
                 with contextlib.suppress(WarehouseError):  # finished meanwhile
                     job_records.request_control(self.engine, node.job_id, "cancel")
-            changes[name] = {"state": "cancelled", "finished_at": now}
+            changes.setdefault(name, {}).update(state="cancelled", finished_at=now)
         records.update_nodes(
             self.engine,
             self.run_id,
@@ -541,11 +589,21 @@ class Driver:
             {"state": "cancelled", "finished_at": now, "control": None, "heartbeat_at": now},
         )
         self._apply(changes)
+        self._pending = {}
         self.last_changes = changes
         self.finished = True
         return True
 
     # -- summaries ------------------------------------------------------------
+
+    def view(self) -> dict[str, Any]:
+        """The run as this driver knows it (``records.run_view``'s shape, read from
+        memory: the catalog may not have every node's progress yet)."""
+        nodes = [
+            {**n.as_dict(), "steps_done": self.steps_done.get(n.node, 0) if n.job_id else 0}
+            for n in self.nodes.values()
+        ]
+        return {**self.run.as_dict(), "nodes": nodes}
 
     def active_jobs(self) -> bool:
         return any(n.state in ("queued", "running") for n in self.nodes.values())

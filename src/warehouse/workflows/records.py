@@ -31,6 +31,7 @@ __all__ = [
     "find_resumable",
     "get_run",
     "get_run_with_nodes",
+    "has_parts",
     "heartbeat",
     "insert_run",
     "job_states",
@@ -267,6 +268,13 @@ def record_parts(engine: sa.Engine, pdh: str, parts: Sequence[tuple[str, str]]) 
     except sa.exc.IntegrityError as e:
         if not duplicate_key(e):
             raise
+
+
+def has_parts(engine: sa.Engine, pdh: str) -> bool:
+    """Whether ``pdh`` was recorded as a combined collection."""
+    query = sa.select(collection_parts.c.pdh).where(collection_parts.c.pdh == pdh).limit(1)
+    with connect(engine) as conn:
+        return conn.execute(query).first() is not None
 
 
 def parts_of(engine: sa.Engine, pdh: str) -> list[CollectionPart]:

@@ -31,7 +31,11 @@ __all__ = ["Progress", "drive_here", "spawn_driver"]
 
 Progress = Callable[[Driver], None]
 
-_TURN = 0.01  # seconds between two driver turns inside the manager loop
+# The driver turns when the manager has finished jobs (their rows written), so a
+# job's readers are submitted in the turn after it completes; otherwise at most
+# this often, to follow cancels and keep its heartbeat.
+_QUIET_TURN = 0.2
+_IDLE = 0.02  # seconds between two turns when the manager has nothing to run
 
 
 def drive_here(
@@ -49,15 +53,17 @@ def drive_here(
         raise ConflictError(f"workflow run {run_id} is driven by {run.driver}")
     last = 0.0
     seen = -1
+    finished = -1
 
     def stop(m: Manager) -> bool:
-        nonlocal last, seen
+        nonlocal last, seen, finished
         now = time.monotonic()
-        if now - last < _TURN:
-            if m.sched.idle() and not m.executor.running():
-                time.sleep(_TURN)
-            return False
-        last = now
+        idle = m.sched.idle() and not m.executor.running() and not m.landing()
+        if m.finished_jobs == finished and now - last < _QUIET_TURN:
+            if not idle:
+                return False  # the manager waits on its steps (woken by their exits)
+            time.sleep(max(0.0, min(_IDLE, last + _IDLE - now)))
+        last, finished = time.monotonic(), m.finished_jobs
         done = driver.turn()
         if progress is not None:
             progress(driver)
