@@ -7,6 +7,7 @@ Every test taking ``engine`` (or ``catalog_url``) runs once per backend; see
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import subprocess
@@ -15,14 +16,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from postgres import wait_until_blocked
+from postgres import fresh_schema, wait_until_blocked
 from warehouse import catalog
 from warehouse.catalog import schema
 from warehouse.catalog.db import HEAD_REVISION, current_revision, write
@@ -46,6 +49,66 @@ def test_head_revision_matches_the_migration_scripts() -> None:
     cfg = Config()
     cfg.set_main_option("script_location", "warehouse.catalog:migrations")
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
+
+
+def _described(engine: sa.Engine) -> dict[str, Any]:
+    """Every table as the database reports it: columns, keys, indexes, constraints."""
+    found: dict[str, Any] = {}
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        for table in inspector.get_table_names():
+            found[table] = {
+                "columns": [
+                    (c["name"], str(c["type"]), c["nullable"], str(c.get("default")))
+                    for c in inspector.get_columns(table)
+                ],
+                "primary key": inspector.get_pk_constraint(table)["constrained_columns"],
+                "foreign keys": sorted(
+                    (tuple(f["constrained_columns"]), f["referred_table"], str(f["options"]))
+                    for f in inspector.get_foreign_keys(table)
+                ),
+                "indexes": sorted(
+                    (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                    for i in inspector.get_indexes(table)
+                ),
+                "unique": sorted(
+                    tuple(u["column_names"]) for u in inspector.get_unique_constraints(table)
+                ),
+                "checks": sorted(str(c["sqltext"]) for c in inspector.get_check_constraints(table)),
+            }
+    return found
+
+
+def test_a_new_catalog_is_made_as_the_migrations_make_it(
+    catalog_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # A new catalog is made from schema.py at once; an old one is migrated. Both
+    # must end the same: a migration without its schema.py change fails here.
+    if catalog_url.startswith("sqlite"):
+        other: contextlib.AbstractContextManager[str] = contextlib.nullcontext(
+            f"sqlite:///{tmp_path / 'migrated.db'}"
+        )
+    else:
+        other = fresh_schema(request.getfixturevalue("pg_admin"))
+    cfg = Config()
+    cfg.set_main_option("script_location", "warehouse.catalog:migrations")
+    with other as migrated_url:
+        made, migrated = catalog.open_engine(catalog_url), catalog.open_engine(migrated_url)
+        try:
+            catalog.upgrade(made)
+            with write(migrated) as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            assert _described(made) == _described(migrated)
+            # Alembic reads the made one as current: nothing left to run.
+            with write(made) as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            assert current_revision(made) == HEAD_REVISION
+            assert _described(made) == _described(migrated)
+        finally:
+            made.dispose()
+            migrated.dispose()
 
 
 def test_upgrade_creates_every_table_and_is_idempotent(engine: sa.Engine) -> None:
@@ -365,7 +428,20 @@ catalog.upgrade(engine)
 """
 
 
-def test_processes_upgrading_a_fresh_catalog_at_once_all_succeed(catalog_url: str) -> None:
+@pytest.mark.parametrize("start", ["empty", "0010_placement"])
+def test_processes_upgrading_a_fresh_catalog_at_once_all_succeed(
+    catalog_url: str, start: str
+) -> None:
+    # An empty catalog is created from schema.py; an older one goes through Alembic.
+    if start != "empty":
+        older = catalog.open_engine(catalog_url)
+        cfg = Config()
+        cfg.set_main_option("script_location", "warehouse.catalog:migrations")
+        with write(older) as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, start)
+        assert current_revision(older) == start
+        older.dispose()
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", UPGRADE, catalog_url],

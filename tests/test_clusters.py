@@ -54,8 +54,8 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def serve(tmp_path: Path, name: str) -> Iterator[Serve]:
+def _launch(tmp_path: Path, name: str) -> tuple[Serve, dict[str, str]]:
+    """Start `wh serve` for cluster ``name``; it is not ready yet."""
     home = tmp_path / name
     env = {**_clean_env(tmp_path), "WH_HOME": str(home)}
     proc = subprocess.Popen(
@@ -76,31 +76,48 @@ def serve(tmp_path: Path, name: str) -> Iterator[Serve]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    return Serve(name, "", home, proc), env
+
+
+def _ready(server: Serve, env: dict[str, str]) -> None:
+    """Wait until it listens with its keep servers; add its users (alice's token kept)."""
+    proc = server.proc
     assert proc.stdout is not None
     first = proc.stdout.readline().split()
-    server = Serve(name, first[3] if len(first) > 3 else "", home, proc)
+    server.url = first[3] if len(first) > 3 else ""
+    assert first[:3] == ["controller", "listening", "on"], first
+    for _ in range(2):
+        assert proc.stdout.readline().startswith("keepd listening on ")
+    admin = subprocess.run(
+        [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
+    )
+    assert admin.returncode == 0, admin.stderr
+    remote = {**env, "WH_URL": server.url, "WH_TOKEN": admin.stdout.strip()}
+    alice = subprocess.run(
+        [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True
+    )
+    assert alice.returncode == 0, alice.stderr
+    server.token = alice.stdout.strip()
+
+
+@contextmanager
+def serving(tmp_path: Path, *names: str) -> Iterator[list[Serve]]:
+    """Installations started together (their start-ups overlap), stopped afterwards."""
+    started: list[tuple[Serve, dict[str, str]]] = []
     try:
-        assert first[:3] == ["controller", "listening", "on"], first
-        for _ in range(2):
-            assert proc.stdout.readline().startswith("keepd listening on ")
-        admin = subprocess.run(
-            [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
-        )
-        assert admin.returncode == 0, admin.stderr
-        remote = {**env, "WH_URL": server.url, "WH_TOKEN": admin.stdout.strip()}
-        alice = subprocess.run(
-            [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True
-        )
-        assert alice.returncode == 0, alice.stderr
-        server.token = alice.stdout.strip()
-        yield server
+        for name in names:
+            started.append(_launch(tmp_path, name))
+        for server, env in started:
+            _ready(server, env)
+        yield [server for server, _ in started]
     finally:
-        server.stop()
+        for server, _ in reversed(started):
+            server.stop()
 
 
 @pytest.fixture
 def east_west(tmp_path: Path) -> Iterator[tuple[Serve, Serve]]:
-    with serve(tmp_path, "east") as east, serve(tmp_path, "west") as west:
+    with serving(tmp_path, "east", "west") as (east, west):
         config = tmp_path / "xdg" / "warehouse" / "config.toml"
         config.parent.mkdir(parents=True)
         config.write_text(

@@ -76,13 +76,14 @@ def test_sigterm_shuts_down_cleanly(tmp_path: Path) -> None:
             f"{k.url}/{hashlib.md5(b'hi').hexdigest()}",
             content=b"hi",
             headers={"Authorization": "Bearer u"},
+            verify=False,
         )
         assert r.status_code == 200
         k.proc.send_signal(signal.SIGTERM)
         assert k.proc.wait(15) == 0
         assert "Application shutdown complete" in k.stderr.read_text()
         with pytest.raises(httpx.ConnectError):
-            httpx.get(f"{k.url}/metrics")
+            httpx.get(f"{k.url}/metrics", verify=False)
 
 
 def test_sigkill_mid_put_leaves_no_block(tmp_path: Path) -> None:
@@ -107,10 +108,15 @@ def test_sigkill_mid_put_leaves_no_block(tmp_path: Path) -> None:
     assert not (vol / h[:3] / h).exists()
     assert list(LocalVolume(vol).index()) == []
     with keepd(tmp_path, vol, env=env) as k2:
-        r = httpx.get(f"{k2.url}/{h}+{len(data)}", headers={"Authorization": f"Bearer {ADMIN}"})
+        r = httpx.get(
+            f"{k2.url}/{h}+{len(data)}", headers={"Authorization": f"Bearer {ADMIN}"}, verify=False
+        )
         assert r.status_code == 404
         assert (
-            httpx.get(f"{k2.url}/index", headers={"Authorization": f"Bearer {ADMIN}"}).text == "\n"
+            httpx.get(
+                f"{k2.url}/index", headers={"Authorization": f"Bearer {ADMIN}"}, verify=False
+            ).text
+            == "\n"
         )
 
 
@@ -167,16 +173,24 @@ def test_keepd_with_a_controller(tmp_path: Path) -> None:
     ):
         assert ctl.registered == [k.url]  # the real port, before it said it listens
         alice = {"Authorization": "Bearer alice-token"}
-        r = httpx.put(f"{k.url}/{hashlib.md5(b'data').hexdigest()}", content=b"data", headers=alice)
+        r = httpx.put(
+            f"{k.url}/{hashlib.md5(b'data').hexdigest()}",
+            content=b"data",
+            headers=alice,
+            verify=False,
+        )
         loc = Locator.parse(r.text)
         assert check_signature(loc, "alice-token", ctl.key.encode(), 7200) is Check.OK
-        assert httpx.get(f"{k.url}/{loc}", headers=alice).content == b"data"
-        assert httpx.get(f"{k.url}/index", headers=alice).status_code == 403
-        assert httpx.get(f"{k.url}/index", headers={"Authorization": f"Bearer {ADMIN}"}).text
+        assert httpx.get(f"{k.url}/{loc}", headers=alice, verify=False).content == b"data"
+        assert httpx.get(f"{k.url}/index", headers=alice, verify=False).status_code == 403
+        assert httpx.get(
+            f"{k.url}/index", headers={"Authorization": f"Bearer {ADMIN}"}, verify=False
+        ).text
         bad = httpx.put(
             f"{k.url}/{hashlib.md5(b'x').hexdigest()}",
             content=b"x",
             headers={"Authorization": "Bearer nobody"},
+            verify=False,
         )
         assert bad.status_code == 401
 
@@ -216,13 +230,22 @@ def test_controller_token_checks_are_cached_and_an_absent_controller_is_503(
         with ServerThread(create_app(config)) as k:
             bob = {"Authorization": "Bearer bob-token"}
             for data in (b"1", b"2", b"3"):
-                r = httpx.put(f"{k.url}/{hashlib.md5(data).hexdigest()}", content=data, headers=bob)
+                r = httpx.put(
+                    f"{k.url}/{hashlib.md5(data).hexdigest()}",
+                    content=data,
+                    headers=bob,
+                    verify=False,
+                )
                 assert r.status_code == 200
             assert ctl.user_lookups == 1
-            assert httpx.get(f"{k.url}/status", headers=bob).status_code == 403
+            assert httpx.get(f"{k.url}/status", headers=bob, verify=False).status_code == 403
             c.stop()  # the controller goes away
-            assert httpx.get(f"{k.url}/status", headers=bob).status_code == 403  # cached
-            r = httpx.get(f"{k.url}/status", headers={"Authorization": "Bearer new-token"})
+            assert (
+                httpx.get(f"{k.url}/status", headers=bob, verify=False).status_code == 403
+            )  # cached
+            r = httpx.get(
+                f"{k.url}/status", headers={"Authorization": "Bearer new-token"}, verify=False
+            )
             assert r.status_code == 503 and ctl_url in r.text
 
 

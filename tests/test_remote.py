@@ -44,7 +44,9 @@ def index(pool: KeepPool) -> dict[str, list[int]]:
     """Which servers hold each block, read through GET /index as an admin."""
     held: dict[str, list[int]] = {}
     for i, s in enumerate(pool.servers):
-        resp = httpx.get(f"{s.url}/index", headers={"Authorization": f"Bearer {pool.admin_token}"})
+        resp = httpx.get(
+            f"{s.url}/index", headers={"Authorization": f"Bearer {pool.admin_token}"}, verify=False
+        )
         resp.raise_for_status()
         lines = resp.text.split("\n")
         assert lines[-2:] == ["", ""], "the index ends with an empty line"
@@ -139,11 +141,13 @@ def test_one_corrupt_copy_is_reported_and_bypassed(
     assert bad_copies == [(locator.key, pool.servers[bad].url)]
     assert any(locator.key in r.getMessage() for r in caplog.records)
     signed_by_admin = f"{pool.servers[bad].url}/{locator.key}"
-    resp = httpx.get(signed_by_admin, headers={"Authorization": f"Bearer {pool.admin_token}"})
+    resp = httpx.get(
+        signed_by_admin, headers={"Authorization": f"Bearer {pool.admin_token}"}, verify=False
+    )
     # The server moved the corrupt copy aside when the reader found it.
     assert resp.status_code == 404
     assert not path.exists()
-    metrics = httpx.get(f"{pool.servers[bad].url}/metrics").text
+    metrics = httpx.get(f"{pool.servers[bad].url}/metrics", verify=False).text
     corrupt = [ln for ln in metrics.splitlines() if ln.startswith("wh_keepd_corrupt_reads_total")]
     assert corrupt and float(corrupt[0].split()[-1]) >= 1
 
@@ -210,11 +214,17 @@ def test_signed_locators_are_bound_to_a_token(
         pdh = wh.put([src]).pdh
         signed = wh.manifest(pdh).blocks()[0]
     holder = pool.servers[index(pool)[signed.md5][0]].url
-    as_alice = httpx.get(f"{holder}/{signed}", headers={"Authorization": f"Bearer {alice}"})
+    as_alice = httpx.get(
+        f"{holder}/{signed}", headers={"Authorization": f"Bearer {alice}"}, verify=False
+    )
     assert as_alice.status_code == 200
-    as_bob = httpx.get(f"{holder}/{signed}", headers={"Authorization": f"Bearer {bob}"})
+    as_bob = httpx.get(
+        f"{holder}/{signed}", headers={"Authorization": f"Bearer {bob}"}, verify=False
+    )
     assert as_bob.status_code == 403
-    unsigned = httpx.get(f"{holder}/{signed.key}", headers={"Authorization": f"Bearer {bob}"})
+    unsigned = httpx.get(
+        f"{holder}/{signed.key}", headers={"Authorization": f"Bearer {bob}"}, verify=False
+    )
     assert unsigned.status_code == 401
     # Bob cannot record a collection from Alice's signatures either.
     with RemoteWarehouse(ctl.url, bob) as wh, pytest.raises(Exception, match="not signed for"):
@@ -225,7 +235,9 @@ def test_signed_locators_are_bound_to_a_token(
     old = sign(
         Locator(signed.md5, signed.size), alice, pool.signing_key, now=time.time() - 30 * 86400
     )
-    expired = httpx.get(f"{holder}/{old}", headers={"Authorization": f"Bearer {alice}"})
+    expired = httpx.get(
+        f"{holder}/{old}", headers={"Authorization": f"Bearer {alice}"}, verify=False
+    )
     assert expired.status_code == 403
 
 

@@ -274,7 +274,7 @@ def _controller_pages(tmp_path: Path, pool: KeepPool, closing: list[httpx.Client
             check=True,
         )
         pdh = put.stdout.split()[-1]
-        assert httpx.get(f"{ctl.url}/web/collections").status_code == 401
+        assert httpx.get(f"{ctl.url}/web/collections", verify=False).status_code == 401
         client = sign_in(ctl.url, token)
         closing.append(client)
         assert "remote-one" in client.get("/web/collections").text

@@ -134,8 +134,16 @@ def current_revision(engine: sa.Engine) -> str | None:
 
 
 def upgrade(engine: sa.Engine) -> None:
-    """Run any migrations not yet applied (cheap when the schema is current)."""
+    """Run any migrations not yet applied (cheap when the schema is current).
+
+    A new, empty database gets the tables of ``schema`` at once, as the
+    migrations would leave them (a test keeps the two equal on both
+    backends), stamped with the newest revision: no Alembic to load and no
+    eleven migrations to replay (half a second of CPU for each new ``$WH_HOME``).
+    """
     if current_revision(engine) == HEAD_REVISION:
+        return
+    if _create_if_empty(engine):
         return
     # Alembic is imported only when there is work, to keep `wh` start-up quick.
     from alembic import command
@@ -150,3 +158,31 @@ def upgrade(engine: sa.Engine) -> None:
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+
+
+# Alembic's own table, as Alembic makes it: a later migration reads it.
+_VERSION = sa.Table(
+    "alembic_version",
+    sa.MetaData(),
+    sa.Column("version_num", sa.String(32), nullable=False),
+    sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+
+
+def _create_if_empty(engine: sa.Engine) -> bool:
+    """Make the newest schema in a database holding no table; whether it is now current."""
+    from warehouse.catalog.schema import metadata
+
+    with write(engine) as conn:
+        if engine.dialect.name == "postgresql":
+            # As for migrations: one of several processes creates, the others wait.
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+        tables = sa.inspect(conn).get_table_names()
+        if not tables:
+            metadata.create_all(conn)
+            _VERSION.create(conn)
+            conn.execute(_VERSION.insert().values(version_num=HEAD_REVISION))
+            return True
+        if _VERSION.name not in tables:
+            return False
+        return bool(conn.execute(sa.select(_VERSION.c.version_num)).scalar() == HEAD_REVISION)

@@ -15,7 +15,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.remote.blockhttp import IDLE_SECONDS
-from warehouse.remote.tls import verify_for
+from warehouse.remote.tls import tls_failure, verify_for
 
 __all__ = ["NO_TOKEN", "ApiClient", "AuthError", "check_token"]
 
@@ -80,7 +80,7 @@ class ApiClient:
                 break
             except httpx.ConnectError as e:
                 # Nothing was sent, so any method may be tried again.
-                if not self._may_wait:
+                if not self._may_wait or tls_failure(e) is not None:
                     raise WarehouseError(
                         f"cannot reach the controller at {self.url}: {e}"
                     ) from None

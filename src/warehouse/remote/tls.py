@@ -14,7 +14,7 @@ import ssl
 
 from warehouse.errors import UsageError
 
-__all__ = ["CA_BUNDLE_ENV", "ca_bundle", "client_context", "verify_for"]
+__all__ = ["CA_BUNDLE_ENV", "ca_bundle", "client_context", "tls_failure", "verify_for"]
 
 CA_BUNDLE_ENV = "WH_CA_BUNDLE"
 
@@ -40,3 +40,17 @@ def verify_for(*urls: str) -> ssl.SSLContext | bool:
     if any(u.lower().startswith("https:") for u in urls):
         return client_context()
     return False
+
+
+def tls_failure(error: BaseException) -> ssl.SSLError | None:
+    """The TLS error behind a failed connection, if one is (an untrusted
+    certificate, a failed handshake): a server answered, so waiting for it
+    to start cannot help."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -15,7 +15,7 @@ import time
 import httpx
 
 from warehouse.errors import UsageError, WarehouseError
-from warehouse.remote.tls import verify_for
+from warehouse.remote.tls import tls_failure, verify_for
 
 __all__ = ["DEFAULT_WAIT", "controller_status", "wait_seconds", "wait_until_ready"]
 
@@ -56,6 +56,9 @@ def wait_until_ready(url: str, seconds: float | None = None) -> None:
             problem = "it is still starting its keep servers"
         except (httpx.HTTPError, ValueError, AttributeError) as e:
             status, problem = "", str(e) or type(e).__name__
+            if tls_failure(e) is not None:
+                # Something answered and its certificate was refused: that does not pass.
+                raise WarehouseError(f"cannot reach the controller at {url}: {problem}") from None
         if status == "ok":
             return
         if time.monotonic() >= deadline:
