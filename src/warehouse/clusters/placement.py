@@ -13,6 +13,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from warehouse.blocks import Locator
 from warehouse.errors import UsageError
@@ -20,6 +21,7 @@ from warehouse.remote.probe import Service, probe_order
 
 __all__ = [
     "HostMap",
+    "LabelledWorkers",
     "block_servers",
     "bytes_by_host",
     "local_fraction",
@@ -97,6 +99,29 @@ def preferred_workers(held: Mapping[str, int], worker_hosts: Mapping[str, str]) 
         return ()
     best = min(with_workers, key=lambda h: (-held[h], h))
     return tuple(sorted(w for w, h in worker_hosts.items() if h == best))
+
+
+class _HeldInput(Protocol):
+    @property
+    def held(self) -> tuple[tuple[str, int], ...]: ...
+
+
+class LabelledWorkers:
+    """Placement for an executor whose workers carry host labels (a mixin of
+    the Dask and Slurm executors): ``worker_hosts`` maps a worker (a Dask
+    address, a Slurm node) to its host label."""
+
+    worker_hosts: dict[str, str]
+
+    def prefer(self, launch: _HeldInput) -> tuple[str, ...]:
+        """The workers on the host holding most of the step's input, if any."""
+        if not self.worker_hosts or not launch.held:
+            return ()
+        return preferred_workers(dict(launch.held), self.worker_hosts)
+
+    def host_label(self, worker: str) -> str | None:
+        """The host label of the worker that ran a step."""
+        return self.worker_hosts.get(worker)
 
 
 def local_fraction(held: Mapping[str, int], total: int, host: str | None) -> float | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import distributed
 
-from warehouse.clusters.placement import preferred_workers
+from warehouse.clusters.placement import LabelledWorkers
 from warehouse.jobs.executors import Finished, Launch, RunKey, run_step, stop_steps
 from warehouse.jobs.model import Resources
 
@@ -60,7 +60,7 @@ async def _stop_here(keys: list[RunKey]) -> int:
     return stop_steps(keys)
 
 
-class DaskExecutor:
+class DaskExecutor(LabelledWorkers):
     def __init__(
         self,
         address: str | None = None,
@@ -163,16 +163,6 @@ class DaskExecutor:
                     for launch in chunk:
                         self._futures[(launch.job, launch.step)] = fut
                 fut.add_done_callback(lambda f, chunk=chunk: self._chunk_done(chunk, f))
-
-    def prefer(self, launch: Launch) -> tuple[str, ...]:
-        """The workers on the host holding most of the step's input, if any."""
-        if not self.worker_hosts or not launch.held:
-            return ()
-        return preferred_workers(dict(launch.held), self.worker_hosts)
-
-    def host_label(self, worker: str) -> str | None:
-        """The host label of the worker (its address) that ran a step."""
-        return self.worker_hosts.get(worker)
 
     def _chunk_done(self, chunk: list[Launch], fut: Any) -> None:
         self._done.put((chunk, fut))

@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warehouse.clusters.placement import preferred_workers, slurm_nodes, slurm_unpin
+from warehouse.clusters.placement import LabelledWorkers, slurm_nodes, slurm_unpin
 from warehouse.errors import UsageError
 from warehouse.jobs.executors import Finished, Launch
 from warehouse.jobs.model import Resources
@@ -125,7 +125,7 @@ class _Batch:
     pinned: bool = False  # submitted with --nodelist (placement), not yet lifted
 
 
-class SlurmExecutor:
+class SlurmExecutor(LabelledWorkers):
     def __init__(
         self,
         partition: str | None = None,
@@ -303,16 +303,6 @@ class SlurmExecutor:
             events.touch(0o600)
             self._events = os.open(events, os.O_RDONLY | os.O_CLOEXEC)
         return self._dir
-
-    def prefer(self, launch: Launch) -> tuple[str, ...]:
-        """The nodes of the host holding most of the step's input, if any."""
-        if not self.worker_hosts or not launch.held:
-            return ()
-        return preferred_workers(dict(launch.held), self.worker_hosts)
-
-    def host_label(self, worker: str) -> str | None:
-        """The host label of the node that ran a step."""
-        return self.worker_hosts.get(worker)
 
     def _submit(self) -> None:
         pending, self._pending = self._pending, []
