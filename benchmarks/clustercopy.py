@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from remote import make_tree
+from remote import make_tree, serve
 
 WH = str(Path(sys.executable).with_name("wh"))
 
@@ -33,32 +33,7 @@ def start(work: Path, name: str) -> tuple[subprocess.Popen[str], str, str]:
     """A `wh serve --keep 2` called ``name``: the process, its URL and a user's token."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
     env["WH_HOME"] = str(work / name)
-    server = subprocess.Popen(
-        [
-            WH,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--keep",
-            "2",
-            "--executor",
-            "none",
-            "--cluster-name",
-            name,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().split()[-1]
-    for _ in range(2):
-        server.stdout.readline()  # the keep servers' "listening" lines
-    token = subprocess.run(
-        [WH, "user", "add", "bench"], env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    return server, url, token
+    return serve(env, "--executor", "none", "--cluster-name", name)
 
 
 def client(

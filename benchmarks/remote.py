@@ -75,13 +75,9 @@ def tls_options(work: Path) -> list[str]:
     return ["--tls-cert", str(cert), "--tls-key", str(key)]
 
 
-def start_cluster(work: Path, tls: bool = False) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    home = work / "server-home"
-    env = {**os.environ, "WH_HOME": str(home)}
-    env.pop("WH_URL", None)
-    options = tls_options(work / "tls") if tls else []
-    if tls:
-        env["WH_CA_BUNDLE"] = options[1]
+def serve(env: dict[str, str], *options: str) -> tuple[subprocess.Popen[str], str, str]:
+    """A `wh serve --keep 2` in ``env`` (its WH_HOME): the process, its URL and
+    a new user's token."""
     server = subprocess.Popen(
         [WH, "serve", "--listen", "127.0.0.1:0", "--keep", "2", *options],
         env=env,
@@ -96,6 +92,17 @@ def start_cluster(work: Path, tls: bool = False) -> tuple[subprocess.Popen[str],
     token = subprocess.run(
         [WH, "user", "add", "bench"], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
+    return server, url, token
+
+
+def start_cluster(work: Path, tls: bool = False) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    home = work / "server-home"
+    env = {**os.environ, "WH_HOME": str(home)}
+    env.pop("WH_URL", None)
+    options = tls_options(work / "tls") if tls else []
+    if tls:
+        env["WH_CA_BUNDLE"] = options[1]
+    server, url, token = serve(env, *options)
     client = {**os.environ, "WH_URL": url, "WH_TOKEN": token, "WH_REPLICATION": "2"}
     if tls:
         client["WH_CA_BUNDLE"] = options[1]
