@@ -161,3 +161,44 @@ def controller(
     finally:
         server.stop()
         state.close()
+
+
+def wh_serve(env: dict[str, str], *options: str, stderr: Any = subprocess.DEVNULL) -> Any:
+    """``wh serve --listen 127.0.0.1:0 OPTIONS`` as a process in ``env`` (its
+    WH_HOME), stdout piped for its "listening" lines (see ``listening``)."""
+    return subprocess.Popen(
+        [WH_BIN, "serve", "--listen", "127.0.0.1:0", *options],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+
+
+def listening(
+    proc: subprocess.Popen[str], keep: int = 0, scheme: str = "http"
+) -> tuple[str, list[str]]:
+    """The URLs of the controller and of its ``keep`` keep servers, from the
+    lines that say they listen."""
+    assert proc.stdout is not None
+    first = proc.stdout.readline().split()
+    assert first[:3] == ["controller", "listening", "on"], first
+    assert first[3].startswith(f"{scheme}://127.0.0.1:"), first
+    keeps = [proc.stdout.readline() for _ in range(keep)]
+    assert all(k.startswith(f"keepd listening on {scheme}://127.0.0.1:") for k in keeps), keeps
+    return first[3], [k.split()[-1] for k in keeps]
+
+
+def admin_and_alice(env: dict[str, str], url: str) -> dict[str, str]:
+    """An admin made by the installation's own command (its WH_HOME in ``env``),
+    then the ordinary user alice; returns ``env`` acting as alice on ``url``."""
+    admin = subprocess.run(
+        [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
+    )
+    assert admin.returncode == 0, admin.stderr
+    remote = {**env, "WH_URL": url, "WH_TOKEN": admin.stdout.strip()}
+    alice = subprocess.run(
+        [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True
+    )
+    assert alice.returncode == 0, alice.stderr
+    return {**remote, "WH_TOKEN": alice.stdout.strip()}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cluster import WH_BIN
+from cluster import WH_BIN, admin_and_alice, listening, wh_serve
 from warehouse.blocks.volume import LocalVolume
 from warehouse.cli import cli
 from warehouse.manifest import Manifest
@@ -58,46 +58,14 @@ def _launch(tmp_path: Path, name: str) -> tuple[Serve, dict[str, str]]:
     """Start `wh serve` for cluster ``name``; it is not ready yet."""
     home = tmp_path / name
     env = {**_clean_env(tmp_path), "WH_HOME": str(home)}
-    proc = subprocess.Popen(
-        [
-            WH_BIN,
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--keep",
-            "2",
-            "--executor",
-            "none",
-            "--cluster-name",
-            name,
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = wh_serve(env, "--keep", "2", "--executor", "none", "--cluster-name", name)
     return Serve(name, "", home, proc), env
 
 
 def _ready(server: Serve, env: dict[str, str]) -> None:
     """Wait until it listens with its keep servers; add its users (alice's token kept)."""
-    proc = server.proc
-    assert proc.stdout is not None
-    first = proc.stdout.readline().split()
-    server.url = first[3] if len(first) > 3 else ""
-    assert first[:3] == ["controller", "listening", "on"], first
-    for _ in range(2):
-        assert proc.stdout.readline().startswith("keepd listening on ")
-    admin = subprocess.run(
-        [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
-    )
-    assert admin.returncode == 0, admin.stderr
-    remote = {**env, "WH_URL": server.url, "WH_TOKEN": admin.stdout.strip()}
-    alice = subprocess.run(
-        [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True
-    )
-    assert alice.returncode == 0, alice.stderr
-    server.token = alice.stdout.strip()
+    server.url = listening(server.proc, keep=2)[0]
+    server.token = admin_and_alice(env, server.url)["WH_TOKEN"]
 
 
 @contextmanager

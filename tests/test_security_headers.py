@@ -14,14 +14,13 @@ from __future__ import annotations
 import os
 import select
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cluster import WH_BIN, keep_pool
+from cluster import keep_pool, listening, wh_serve
 
 TIMEOUT = 1.0
 # Far above the timeout, far below "for ever": without the deadline every
@@ -93,19 +92,11 @@ def _slow_clients_are_cut_off(url: str, path: str, auth: str = "") -> None:
 def serve_url(tmp_path: Path) -> Iterator[str]:
     env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
     env.pop("WH_URL", None)
-    server = subprocess.Popen(
-        [
-            *(WH_BIN, "serve", "--listen", "127.0.0.1:0", "--executor", "none"),
-            *("--header-timeout", str(TIMEOUT), "--access-log", "off"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    server = wh_serve(
+        env, "--executor", "none", "--header-timeout", str(TIMEOUT), "--access-log", "off"
     )
     try:
-        assert server.stdout is not None
-        yield server.stdout.readline().split()[-1]
+        yield listening(server)[0]
     finally:
         server.terminate()
         server.wait(30)

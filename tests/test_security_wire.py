@@ -21,7 +21,16 @@ import httpx
 import pytest
 
 from certs import self_signed
-from cluster import WH_BIN, Controller, KeepPool, controller, keep_pool
+from cluster import (
+    WH_BIN,
+    Controller,
+    KeepPool,
+    admin_and_alice,
+    controller,
+    keep_pool,
+    listening,
+    wh_serve,
+)
 from conftest import Runner
 from warehouse import catalog
 from warehouse.blocks import Locator
@@ -236,35 +245,15 @@ def test_serve_over_tls_with_an_access_log(tmp_path: Path) -> None:
     log = tmp_path / "access.log"
     env = {**os.environ, "WH_HOME": str(tmp_path / "home"), "WH_CA_BUNDLE": str(cert)}
     env.pop("WH_URL", None)
-    server = subprocess.Popen(
-        [
-            *(WH_BIN, "serve", "--listen", "127.0.0.1:0", "--keep", "2", "--executor", "none"),
-            *("--tls-cert", str(cert), "--tls-key", str(key), "--access-log", str(log)),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    server = wh_serve(
+        env,
+        *("--keep", "2", "--executor", "none"),
+        *("--tls-cert", str(cert), "--tls-key", str(key), "--access-log", str(log)),
     )
     try:
-        assert server.stdout is not None
-        first = server.stdout.readline().split()
-        assert first[:3] == ["controller", "listening", "on"]
-        url = first[3]
-        assert url.startswith("https://127.0.0.1:")
-        keeps = [server.stdout.readline() for _ in range(2)]
-        assert all(k.startswith("keepd listening on https://127.0.0.1:") for k in keeps), keeps
-        admin = subprocess.run(
-            [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
-        )
-        assert admin.returncode == 0, admin.stderr
-        remote = {**env, "WH_URL": url, "WH_TOKEN": admin.stdout.strip()}
-        alice = subprocess.run(
-            [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True
-        )
-        assert alice.returncode == 0, alice.stderr
-        token = alice.stdout.strip()
-        remote["WH_TOKEN"] = token
+        url, keeps = listening(server, keep=2, scheme="https")
+        remote = admin_and_alice(env, url)
+        token = remote["WH_TOKEN"]
 
         def wh(*args: str, env: dict[str, str] = remote) -> subprocess.CompletedProcess[str]:
             return subprocess.run([WH_BIN, *args], env=env, capture_output=True, text=True)
@@ -286,7 +275,7 @@ def test_serve_over_tls_with_an_access_log(tmp_path: Path) -> None:
         # Refused at once: a certificate does not get trusted by waiting ($WH_WAIT).
         assert "waiting up to" not in refused.stderr, refused.stderr
         assert "Traceback" not in refused.stderr
-        keepd_url = keeps[0].split()[-1]
+        keepd_url = keeps[0]
         md5 = hashlib.md5(b"x").hexdigest()
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             httpx.put(

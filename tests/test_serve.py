@@ -7,36 +7,16 @@ import signal
 import subprocess
 from pathlib import Path
 
-from cluster import WH_BIN
+from cluster import WH_BIN, admin_and_alice, listening, wh_serve
 from conftest import make_tree
 
 
 def test_serve_with_local_keep_servers(tmp_path: Path) -> None:
     env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
     env.pop("WH_URL", None)
-    server = subprocess.Popen(
-        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--keep", "2"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    server = wh_serve(env, "--keep", "2")
     try:
-        assert server.stdout is not None
-        first = server.stdout.readline().split()
-        assert first[:3] == ["controller", "listening", "on"]
-        keeps = [server.stdout.readline() for _ in range(2)]
-        assert all(k.startswith("keepd listening on http://127.0.0.1:") for k in keeps)
-        admin = subprocess.run(
-            [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
-        )
-        assert admin.returncode == 0, admin.stderr
-        remote = {**env, "WH_URL": first[3], "WH_TOKEN": admin.stdout.strip()}
-        alice = subprocess.run(
-            [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True
-        )
-        assert alice.returncode == 0, alice.stderr
-        remote["WH_TOKEN"] = alice.stdout.strip()
+        remote = admin_and_alice(env, listening(server, keep=2)[0])
 
         def wh(*args: str) -> str:
             done = subprocess.run([WH_BIN, *args], env=remote, capture_output=True, text=True)
