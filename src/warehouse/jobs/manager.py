@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,13 @@ if TYPE_CHECKING:
     # Only a controller with a host map places steps: the embedded manager skips its imports.
     from warehouse.clusters.placer import Placer
 
-__all__ = ["LOG_TAIL_BYTES", "Manager"]
+__all__ = ["LOG_TAIL_BYTES", "Landed", "Manager"]
+
+# What the manager tells a listener of each job whose finished row was just
+# written: the columns of that row a workflow follows (``id``, ``state``,
+# ``output_pdh``, ``reused_from``, ``started_at``, ``finished_at``, ``error``,
+# ``steps_done``), and ``output_manifest``, the output's Manifest (or None).
+Landed = dict[str, Any]
 
 LOG_TAIL_BYTES = 2000
 _LANDING_POLL = 0.002  # seconds a turn waits on steps while finished jobs' rows are written
@@ -75,6 +82,11 @@ class Manager:
         self._unwritten: dict[int, int] = {}  # job -> lowest level with results not yet written
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-writer")
         self._writes: list[Future[None]] = []
+        # Batches handed over and not yet taken up by the writer: it takes all of
+        # them at once, in one transaction (one commit for several turns when the
+        # disk is slower than the turns).
+        self._queued: list[tuple[tuple[Any, ...], Future[None]]] = []
+        self._queued_lock = threading.Lock()
         self._last_flush = self._last_refresh = 0.0
         # job -> step number -> the last result of it this manager saw: a job whose
         # every started step ran here is assembled without reading its steps back.
@@ -84,6 +96,10 @@ class Manager:
         # that write is done, while the loop goes on starting steps.
         self._landing: list[tuple[Future[None] | None, list[int]]] = []
         self._landing_ids: set[int] = set()
+        self._outputs: dict[int, Manifest] = {}  # job -> its output, with a listener
+        # Called with the jobs whose finished rows were just written (a workflow
+        # driven in this process follows its jobs from these, reading nothing).
+        self.on_landed: Callable[[list[Landed]], None] | None = None
 
     # -- the loop -------------------------------------------------------------
 
@@ -172,6 +188,14 @@ class Manager:
                 self.sched.pause(job_id)
             else:
                 self.sched.resume(job_id)
+
+    def take_up(self, submitted: Sequence[records.JobRecord]) -> None:
+        """Jobs this process has just submitted, taken up now rather than found by
+        the next ``refresh`` (which then skips them: they are known)."""
+        for record in submitted:
+            mine = record.executor == self.executor_name and record.state == "queued"
+            if mine and record.id not in self.sched.jobs:
+                self._load(record, records.as_inserted(record))
 
     # -- carrying out decisions ----------------------------------------------
 
@@ -346,10 +370,13 @@ class Manager:
 
     def _assemble(self, job_id: int, steps: list[records.StepRecord]) -> None:
         try:
-            pdh = self._save(output_manifest(steps))
+            manifest = output_manifest(steps)
+            pdh = self._save(manifest)
         except WarehouseError as e:
             self.sched.assembled(job_id, f"assembling the output: {e}", time.time())
         else:
+            if self.on_landed is not None:
+                self._outputs[job_id] = manifest
             self._job_extra.setdefault(job_id, {})["output_pdh"] = pdh
             self.sched.assembled(job_id, None, time.time())
 
@@ -381,6 +408,7 @@ class Manager:
             self._cpu_seconds,
             self._job_extra,
             self._ran,
+            self._outputs,
         ):
             table.pop(job_id, None)
         self._inputs.pop(job_id, None)
@@ -395,12 +423,16 @@ class Manager:
         """Hand this turn's changes to the writer thread (and wait, if asked);
         the last write not yet done (None: every change is written)."""
         self._last_flush = time.time()
-        for fut in [f for f in self._writes if f.done()]:
-            self._writes.remove(fut)
-            fut.result()  # a failed write stops the manager
+        for done in [f for f in self._writes if f.done()]:
+            self._writes.remove(done)
+            done.result()  # a failed write stops the manager
         batch = self._batch()
         if batch is not None:
-            self._writes.append(self._writer.submit(self._write, *batch))
+            written: Future[None] = Future()
+            with self._queued_lock:
+                self._queued.append((batch, written))
+            self._writer.submit(self._write_queued)
+            self._writes.append(written)
         if wait:
             for fut in self._writes:
                 fut.result()
@@ -415,18 +447,37 @@ class Manager:
 
     def _land(self, *, wait: bool = False) -> None:
         """Forget the finished jobs whose rows are written (the writes end in order)."""
+        landed: list[Landed] = []
         while self._landing:
             fut, job_ids = self._landing[0]
             if fut is not None:
                 if not (wait or fut.done()):
-                    return
+                    break
                 fut.result()  # a failed write stops the manager
             self._landing.pop(0)
+            if self.on_landed is not None:
+                landed.extend(self._landed(j) for j in job_ids if j in self.sched.jobs)
             self.sched.forget(job_ids)
             for job_id in job_ids:
                 self._landing_ids.discard(job_id)
                 self._forget(job_id)
             self.finished_jobs += len(job_ids)
+        if landed and self.on_landed is not None:
+            self.on_landed(landed)
+
+    def _landed(self, job_id: int) -> Landed:
+        job = self.sched.jobs[job_id]
+        return {
+            "id": job_id,
+            "state": job.state,
+            "output_pdh": self._job_extra.get(job_id, {}).get("output_pdh"),
+            "reused_from": None,
+            "started_at": job.started_at,
+            "finished_at": job.finished_at,
+            "error": job.error,
+            "steps_done": job.counts["done"],
+            "output_manifest": self._outputs.get(job_id),
+        }
 
     def _batch(self) -> tuple[Any, ...] | None:
         job_ids, step_keys = self.sched.take_changes()
@@ -478,6 +529,21 @@ class Manager:
             **self._job_extra.get(job_id, {}),
         }
 
+    def _write_queued(self) -> None:
+        """The writer thread: every batch handed over so far, in one transaction."""
+        with self._queued_lock:
+            taken, self._queued = self._queued, []
+        if not taken:
+            return  # taken with an earlier one
+        try:
+            self._write(*_merged([batch for batch, _ in taken]))
+        except BaseException as e:
+            for _, fut in taken:
+                fut.set_exception(e)
+            return
+        for _, fut in taken:
+            fut.set_result(None)
+
     def _write(
         self, job_rows: Any, new: Any, states: Any, results: Any, made: Any, blocks: Any
     ) -> None:
@@ -492,3 +558,24 @@ class Manager:
             self.flush(wait=True)
         finally:
             self._writer.shutdown()
+
+
+def _merged(batches: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """Several turns' batches as one, in order: a later change of a row wins."""
+    if len(batches) == 1:
+        return batches[0]
+    job_rows: dict[int, dict[str, Any]] = {}
+    new: list[Any] = []
+    states: list[Any] = []
+    results: list[Any] = []
+    made: list[Any] = []
+    blocks: list[bytes] = []
+    for rows, b_new, b_states, b_results, b_made, b_blocks in batches:
+        for job_id, values in rows.items():
+            job_rows.setdefault(job_id, {}).update(values)
+        new.extend(b_new)
+        states.extend(b_states)
+        results.extend(b_results)
+        made.extend(b_made)
+        blocks.extend(b_blocks)
+    return job_rows, new, states, results, made, blocks

@@ -24,6 +24,7 @@ __all__ = [
     "STATE_COLUMNS",
     "JobRecord",
     "StepRecord",
+    "as_inserted",
     "find_reusable",
     "find_reusable_many",
     "get_job",
@@ -115,6 +116,12 @@ def insert_jobs(
         if then is not None:
             then(conn, made)
     return made
+
+
+def as_inserted(record: JobRecord) -> Job:
+    """A job just inserted (``insert_jobs``) as ``load_job`` would read it back:
+    a queued job has its step 0, nothing else has steps."""
+    return _job(record, [Step(0, 0)] if record.state == "queued" else [])
 
 
 def find_reusable_many(engine: sa.Engine, keys: Iterable[str]) -> dict[str, JobRecord]:
@@ -342,8 +349,18 @@ def save_turn(
                     for r in rows
                 ]
                 conn.execute(update, params)
+        # Rows changing the same columns go in one executemany (a turn finishing
+        # several jobs changes them alike): one statement, not one per job.
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for job_id, values in job_rows.items():
-            conn.execute(jobs.update().where(jobs.c.id == job_id).values(**values))
+            groups.setdefault(tuple(sorted(values)), []).append({"b_id": job_id, **values})
+        for cols, params in groups.items():
+            update = (
+                jobs.update()
+                .where(jobs.c.id == sa.bindparam("b_id"))
+                .values({c: sa.bindparam(c) for c in cols})
+            )
+            conn.execute(update, params)
 
 
 def _insert_collections(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -22,7 +22,7 @@ from typing import IO
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.executors import Executor, LocalExecutor, local_capacity
-from warehouse.jobs.manager import Manager
+from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.records import get_job
 from warehouse.jobs.sandbox import Sandbox
@@ -104,14 +104,18 @@ def run_manager(
     until_job: int | None = None,
     cpus: int | None = None,
     stop: Callable[[Manager], bool] | None = None,
+    on_landed: Callable[[list[Landed]], None] | None = None,
 ) -> bool:
-    """Run the manager here if no other process does; False if one already does."""
+    """Run the manager here if no other process does; False if one already does.
+
+    ``on_landed``: called with the jobs whose finished rows were just written."""
     lock = ManagerLock(wh.home, executor_name)
     if not lock.acquire():
         return False
     try:
         executor = make_executor(executor_name, cpus=cpus, owner=str(wh.home.resolve()))
         manager = Manager(wh, executor, executor_name)
+        manager.on_landed = on_landed
         if until_job is not None:
 
             def stop(m: Manager) -> bool:

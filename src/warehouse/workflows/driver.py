@@ -305,6 +305,9 @@ class Driver:
         self._pending: dict[str, dict[str, Any]] = {}
         self._followed: set[str] = set()
         self._last_write = 0.0
+        # Queued jobs submitted since the caller last took them (a manager in
+        # this process takes them up at once instead of finding them in the catalog).
+        self.new_jobs: list[JobRecord] = []
 
     def claim(self) -> bool:
         """Become the run's driver: it has none, or its driver died or fell silent."""
@@ -364,6 +367,34 @@ class Driver:
         self.finished = decision.run_state != "running"
         return self.finished
 
+    def follow(self, rows: Sequence[Mapping[str, Any]]) -> bool:
+        """Take in finished jobs' rows from a manager in this process that has just
+        written them (``jobs.manager.Landed``), reading nothing; True if a turn is
+        due now: a node may be submitted or skipped, or the run may end.
+
+        The nodes' changes are kept for the next write, like any followed progress
+        (their jobs' rows say it already)."""
+        if self.finished:
+            return True
+        by_job = {n.job_id: n.node for n in self.nodes.values() if n.job_id is not None}
+        changes: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            name = by_job.get(row["id"])
+            if name is None or self.nodes[name].state not in ("queued", "running"):
+                continue
+            manifest = row.get("output_manifest")
+            if manifest is not None and row["output_pdh"]:
+                self._manifests.setdefault(row["output_pdh"], manifest)  # not read again
+            self._follow_row(name, row, changes)
+        if not changes:
+            return False
+        for name, values in changes.items():
+            self._pending.setdefault(name, {}).update(values)
+        self._apply(changes)
+        self.last_changes = changes
+        decision = decide(self.wf, self._states({}))
+        return bool(decision.submit or decision.skip or decision.run_state != "running")
+
     def _unwritten(self) -> dict[str, dict[str, Any]]:
         """Node changes not yet in the catalog: earlier turns' kept ones, then this turn's."""
         out = {n: dict(v) for n, v in self._pending.items()}
@@ -395,21 +426,25 @@ class Driver:
         if not following:
             return set()
         for job_id, row in records.job_states(self.engine, list(following)).items():
-            name = following[job_id]
-            node = self.nodes[name]
-            self.steps_done[name] = row["steps_done"]
-            state = node_state_of_job(row["state"])
-            if state == node.state:
-                continue
-            values: dict[str, Any] = {"state": state, "started_at": row["started_at"]}
-            if state in ("complete", "failed", "cancelled"):
-                values.update(
-                    output_pdh=row["output_pdh"],
-                    finished_at=row["finished_at"] or time.time(),
-                    error=row["error"],
-                )
-            changes[name] = values
+            self._follow_row(following[job_id], row, changes)
         return set(changes)
+
+    def _follow_row(
+        self, name: str, row: Mapping[str, Any], changes: dict[str, dict[str, Any]]
+    ) -> None:
+        """A followed node's changes from its job's row (none if its state is the same)."""
+        self.steps_done[name] = row["steps_done"]
+        state = node_state_of_job(row["state"])
+        if state == self.nodes[name].state:
+            return
+        values: dict[str, Any] = {"state": state, "started_at": row["started_at"]}
+        if state in ("complete", "failed", "cancelled"):
+            values.update(
+                output_pdh=row["output_pdh"],
+                finished_at=row["finished_at"] or time.time(),
+                error=row["error"],
+            )
+        changes[name] = values
 
     def _outputs(self, changes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
         out = {}
@@ -505,6 +540,7 @@ class Driver:
         self._written.update(kept)
         if kept:
             self._pending = {}  # written with them
+        self.new_jobs.extend(j for j in made if j.state == "queued")
         for (name, _, _), job in zip(batch, made, strict=True):
             self.submitted += 1
             self.steps_done[name] = job.steps_done

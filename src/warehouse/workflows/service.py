@@ -20,7 +20,7 @@ from pathlib import Path
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import ConflictError
-from warehouse.jobs.manager import Manager
+from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.records import list_jobs
 from warehouse.jobs.service import ensure_manager, run_manager
 from warehouse.workflows import records
@@ -31,9 +31,10 @@ __all__ = ["Progress", "drive_here", "spawn_driver"]
 
 Progress = Callable[[Driver], None]
 
-# The driver turns when the manager has finished jobs (their rows written), so a
-# job's readers are submitted in the turn after it completes; otherwise at most
-# this often, to follow cancels and keep its heartbeat.
+# The driver follows the jobs the manager has finished (their rows written) at
+# once, and turns when that may submit a job's readers (in the manager's next
+# turn after it completes); otherwise at most this often, to follow cancels,
+# jobs starting, and keep its heartbeat.
 _QUIET_TURN = 0.2
 _IDLE = 0.02  # seconds between two turns when the manager has nothing to run
 
@@ -52,27 +53,36 @@ def drive_here(
         run = records.get_run(wh.engine, run_id)
         raise ConflictError(f"workflow run {run_id} is driven by {run.driver}")
     last = 0.0
-    seen = -1
-    finished = -1
+    landed: list[Landed] = []  # jobs the manager has finished, for the driver to follow
 
     def stop(m: Manager) -> bool:
-        nonlocal last, seen, finished
+        nonlocal last
         now = time.monotonic()
-        idle = m.sched.idle() and not m.executor.running() and not m.landing()
-        if m.finished_jobs == finished and now - last < _QUIET_TURN:
+        if landed:
+            # Jobs finished: followed from what the manager wrote, without reading
+            # the catalog; a full turn only if that may submit, skip or end something.
+            due = driver.follow(landed)
+            landed.clear()
+            if progress is not None and driver.last_changes:
+                progress(driver)
+            if not due and now - last < _QUIET_TURN:
+                return False
+        elif now - last < _QUIET_TURN:
+            idle = m.sched.idle() and not m.executor.running() and not m.landing()
             if not idle:
                 return False  # the manager waits on its steps (woken by their exits)
             time.sleep(max(0.0, min(_IDLE, last + _IDLE - now)))
-        last, finished = time.monotonic(), m.finished_jobs
+        last = time.monotonic()
         done = driver.turn()
         if progress is not None:
             progress(driver)
-        if driver.submitted != seen:
-            seen = driver.submitted
-            m.refresh()  # take up what was just submitted now, not at the next refresh
+        if driver.new_jobs:
+            # Taken up now, not at the manager's next refresh.
+            m.take_up(driver.new_jobs)
+            driver.new_jobs.clear()
         return done
 
-    if not run_manager(wh, executor, stop=stop):
+    if not run_manager(wh, executor, stop=stop, on_landed=landed.extend):
         # Another process runs the manager; it exits when idle, so keep one alive.
         while not driver.turn():
             if progress is not None:
