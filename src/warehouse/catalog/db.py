@@ -30,6 +30,7 @@ __all__ = [
     "by_code_point",
     "connect",
     "duplicate_key",
+    "insert_ignoring_duplicates",
     "open_engine",
     "upgrade",
     "write",
@@ -106,6 +107,23 @@ def duplicate_key(exc: sa.exc.IntegrityError) -> bool:
     if sqlstate is not None:  # psycopg
         return bool(sqlstate == "23505")
     return "UNIQUE constraint failed" in str(exc.orig)  # sqlite3
+
+
+def insert_ignoring_duplicates(
+    conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]], key: list[str]
+) -> None:
+    """Insert ``rows``, leaving out those whose ``key`` columns are taken (by an
+    earlier row, or another writer's meanwhile) without failing the transaction."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        conn.execute(pg_insert(table).on_conflict_do_nothing(index_elements=key), rows)
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        conn.execute(sqlite_insert(table).on_conflict_do_nothing(index_elements=key), rows)
 
 
 def by_code_point(engine: sa.Engine, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect, duplicate_key, write
+from warehouse.catalog.db import connect, duplicate_key, insert_ignoring_duplicates, write
 from warehouse.catalog.schema import block_writes, collected, collection_listings, collections
 from warehouse.catalog.values import AccountingRow, CollectionRecord
 from warehouse.errors import NotFoundError
@@ -17,6 +17,7 @@ __all__ = [
     "CollectionRecord",
     "accounting",
     "add_collection",
+    "add_collection_in",
     "get_collection",
     "get_listing",
     "list_collections",
@@ -52,20 +53,36 @@ def add_collection(
 
 
 def _add_collection(engine: sa.Engine, record: CollectionRecord) -> CollectionRecord:
-    pdh, file_md5s = record.pdh, record.file_md5s
     with write(engine) as conn:
-        found = conn.execute(sa.select(collections).where(collections.c.pdh == pdh)).first()
+        found = _recorded_again(conn, record)
         if found is not None:
-            values: dict[str, object] = {}
-            if found.file_md5s is None and file_md5s is not None:
-                values["file_md5s"] = file_md5s
-            if conn.execute(collected.delete().where(collected.c.pdh == pdh)).rowcount:
-                values["created_at"] = record.created_at
-            if values:
-                conn.execute(collections.update().where(collections.c.pdh == pdh).values(**values))
-            return CollectionRecord(**{**found._mapping, **values})
+            return found
         conn.execute(collections.insert().values(**_row(record)))
     return record
+
+
+def add_collection_in(conn: sa.Connection, record: CollectionRecord) -> None:
+    """``add_collection`` inside the caller's write transaction (a workflow records
+    its combined input with the jobs reading it: one commit). A row another
+    writer inserted meanwhile (PostgreSQL) stands, and the transaction goes on."""
+    if _recorded_again(conn, record) is None:
+        insert_ignoring_duplicates(conn, collections, [_row(record)], ["pdh"])
+
+
+def _recorded_again(conn: sa.Connection, record: CollectionRecord) -> CollectionRecord | None:
+    """The recorded row of ``record.pdh`` brought up to date (digests, GC), if any."""
+    pdh, file_md5s = record.pdh, record.file_md5s
+    found = conn.execute(sa.select(collections).where(collections.c.pdh == pdh)).first()
+    if found is None:
+        return None
+    values: dict[str, object] = {}
+    if found.file_md5s is None and file_md5s is not None:
+        values["file_md5s"] = file_md5s
+    if conn.execute(collected.delete().where(collected.c.pdh == pdh)).rowcount:
+        values["created_at"] = record.created_at
+    if values:
+        conn.execute(collections.update().where(collections.c.pdh == pdh).values(**values))
+    return CollectionRecord(**{**found._mapping, **values})
 
 
 def _row(r: CollectionRecord) -> dict[str, object]:

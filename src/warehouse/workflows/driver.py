@@ -32,12 +32,14 @@ from warehouse import catalog
 from warehouse.base import PutResult
 from warehouse.blocks import EMPTY_LOCATOR, Locator
 from warehouse.blocks.store import BlockStore
-from warehouse.catalog.values import check_name
+from warehouse.catalog.records import add_collection_in
+from warehouse.catalog.values import CollectionRecord, check_name
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.records import load_manifests
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.faults import fault_point
 from warehouse.jobs import records as job_records
+from warehouse.jobs.assemble import collection_row
 from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.submission import JobRequest, submit_many
@@ -308,6 +310,9 @@ class Driver:
         # Queued jobs submitted since the caller last took them (a manager in
         # this process takes them up at once instead of finding them in the catalog).
         self.new_jobs: list[JobRecord] = []
+        # Combined inputs made and not yet recorded, by PDH: their collection row,
+        # the blocks of its manifest text, and their parts.
+        self._unrecorded: dict[str, tuple[dict[str, Any], list[bytes], list[tuple[str, str]]]] = {}
 
     def claim(self) -> bool:
         """Become the run's driver: it has none, or its driver died or fell silent."""
@@ -516,7 +521,21 @@ class Driver:
         """Submit ``batch`` and record each node's job in the same transaction, so a
         driver killed in between leaves neither (never jobs no node knows of)."""
 
+        # Combined inputs of these jobs not yet recorded: their manifests' blocks
+        # stored first (durable before the rows naming them), the rows with the jobs.
+        combined = {
+            r.input: self._unrecorded[r.input] for _, r, _ in batch if r.input in self._unrecorded
+        }
+        if combined:
+            for _, blocks, _ in combined.values():
+                for block in blocks:
+                    self.host.store.put(block)
+            self.host.store.flush()
+
         def record(conn: sa.Connection, made: list[JobRecord]) -> None:
+            for row, _, parts in combined.values():
+                add_collection_in(conn, CollectionRecord(**row))
+                records.write_parts(conn, row["pdh"], parts)
             fault_point("workflow-submitted")  # the jobs' rows written, not yet kept
             changes = {
                 name: _submitted(job, now) for (name, _, _), job in zip(batch, made, strict=True)
@@ -537,6 +556,8 @@ class Driver:
             manifests=self._manifests,
             then=record,
         )
+        for pdh in combined:
+            del self._unrecorded[pdh]
         self._written.update(kept)
         if kept:
             self._pending = {}  # written with them
@@ -564,8 +585,14 @@ class Driver:
                 records.has_parts(self.engine, manifest.pdh)
                 and load_manifests(self.host.store, self.engine, [manifest.pdh])
             ):
-                record = self.host.save_manifest(manifest)
-                records.record_parts(self.engine, record.pdh, pdhs)
+                # Nothing dangling is recorded (as save_manifest checks).
+                store = self.host.store
+                for loc in manifest.blocks():
+                    if not loc.is_empty and not store.exists(loc.without_hints()):
+                        raise NotFoundError(f"block {loc.key} of the manifest is not stored")
+                # Recorded with the jobs reading it, in their transaction (one commit).
+                row, blocks = collection_row(manifest, self.host.user)
+                self._unrecorded[manifest.pdh] = (row, blocks, pdhs)
             self._manifests[manifest.pdh] = manifest
         return manifest.pdh
 

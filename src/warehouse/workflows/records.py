@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect, duplicate_key, write
+from warehouse.catalog.db import connect, duplicate_key, insert_ignoring_duplicates, write
 from warehouse.catalog.schema import collection_parts, workflow_nodes, workflow_runs
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.workflows.values import (
@@ -45,6 +45,7 @@ __all__ = [
     "update_nodes",
     "update_run",
     "write_nodes",
+    "write_parts",
 ]
 
 
@@ -268,6 +269,15 @@ def record_parts(engine: sa.Engine, pdh: str, parts: Sequence[tuple[str, str]]) 
     except sa.exc.IntegrityError as e:
         if not duplicate_key(e):
             raise
+
+
+def write_parts(conn: sa.Connection, pdh: str, parts: Sequence[tuple[str, str]]) -> None:
+    """``record_parts`` inside the caller's transaction (the same combination
+    recorded meanwhile by another writer stands)."""
+    rows = [
+        {"pdh": pdh, "position": i, "dir": d, "part_pdh": part} for i, (d, part) in enumerate(parts)
+    ]
+    insert_ignoring_duplicates(conn, collection_parts, rows, ["pdh", "position"])
 
 
 def has_parts(engine: sa.Engine, pdh: str) -> bool:
