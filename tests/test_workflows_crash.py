@@ -8,19 +8,25 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from conftest import WH_BIN, wh_process
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.executors import LocalExecutor
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import Resources
-from warehouse.jobs.records import get_job, list_jobs
+from warehouse.jobs.records import get_job, list_jobs, list_steps
+from warehouse.jobs.submission import JobRequest, submit_many
+from warehouse.jobs.values import JobRecord
+from warehouse.manifest import Manifest
 from warehouse.workflows import records
 from warehouse.workflows.driver import Driver, start_run
+from warehouse.workflows.records import job_states
 from workflow_helpers import json_out, make_lab, ran, write_diamond
 
 
@@ -186,3 +192,94 @@ def test_progress_held_back_by_the_driver_is_in_the_jobs_and_written_by_a_cancel
     finally:
         manager.close()
         executor.close()
+
+
+def _three_jobs(wh: EmbeddedWarehouse, tmp_path: Path) -> list[JobRecord]:
+    src = tmp_path / "source"
+    src.mkdir()
+    (src / "in.txt").write_text("in\n")
+    wh.put([src], name="source")
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    (fn / "step.sh").write_text(STEP)
+    function = f"{wh.put([fn]).pdh}/step.sh"
+    requests = [(JobRequest(function, "source", {"n": f"j{i}"}), None) for i in range(3)]
+    return submit_many(wh, requests)
+
+
+@pytest.mark.timeout(120)
+def test_jobs_a_manager_hands_over_are_written_as_told_and_run_once(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    """A workflow driven in the manager's process follows its jobs from what the
+    manager hands over once their rows are written (reading nothing), and hands
+    the manager the jobs it submits: those must be the rows, and each job runs once
+    (a refresh finding a job taken up that way leaves it be)."""
+    made = _three_jobs(wh, tmp_path)
+    executor = LocalExecutor(Resources(2, 1 << 30))
+    manager = Manager(wh, executor, "local")
+    landed: list[dict[str, object]] = []
+    manager.on_landed = landed.extend
+    try:
+        manager.take_up(made)
+        deadline = time.monotonic() + 60
+        while len(landed) < 3:
+            assert time.monotonic() < deadline, "the jobs never finished"
+            manager.turn()
+            manager.refresh()
+            for row in landed:  # in the catalog already, as told
+                told = {k: v for k, v in row.items() if k != "output_manifest"}
+                assert job_states(wh.engine, [int(row["id"])])[row["id"]] == told  # type: ignore[index]
+    finally:
+        manager.close()
+        executor.close()
+    assert sorted(int(r["id"]) for r in landed) == sorted(j.id for j in made)  # type: ignore[call-overload]
+    for row in landed:
+        assert row["state"] == "complete"
+        output = row["output_manifest"]
+        assert isinstance(output, Manifest) and output.pdh == row["output_pdh"]
+        assert wh.manifest(str(row["output_pdh"])).files().keys() == output.files().keys()
+        (step,) = list_steps(wh.engine, int(row["id"]))  # type: ignore[call-overload]
+        assert step.attempts == 1, "run once"
+
+
+@pytest.mark.timeout(120)
+def test_turns_queued_while_the_writer_is_busy_go_in_one_transaction(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    """Batches handed to a busy writer are written together, one commit, and the
+    catalog ends as if each had been written in turn."""
+    made = _three_jobs(wh, tmp_path)
+    executor = LocalExecutor(Resources(1, 1 << 30))  # one at a time: a batch per job
+    manager = Manager(wh, executor, "local")
+    commits = 0
+
+    def count(_conn: object) -> None:
+        nonlocal commits
+        commits += 1
+
+    release = threading.Event()
+    try:
+        manager.take_up(made)
+        manager._writer.submit(release.wait)  # the writer is busy until released
+        deadline = time.monotonic() + 60
+        while not all(manager.sched.jobs[j.id].state == "complete" for j in made):
+            assert time.monotonic() < deadline, "the jobs never finished"
+            manager.turn()
+        assert manager.landing()
+        sa.event.listen(wh.engine, "commit", count)
+        release.set()
+        manager.flush(wait=True)
+    finally:
+        release.set()
+        manager.close()
+        executor.close()
+    sa.event.remove(wh.engine, "commit", count)
+    assert commits == 1, "every queued batch in one transaction"
+    for job in made:
+        row = get_job(wh.engine, job.id)
+        assert row.state == "complete" and row.steps_done == 1 and row.output_pdh
+        assert row.log_pdh and wh.manifest(row.log_pdh).files()
+        (step,) = list_steps(wh.engine, job.id)
+        assert step.state == "done" and step.attempts == 1 and step.output
+        assert wh.manifest(row.output_pdh).files().keys() == {f"{json.loads(job.params)['n']}.done"}
