@@ -247,8 +247,8 @@ def test_jobs_a_manager_hands_over_are_written_as_told_and_run_once(
 def test_turns_queued_while_the_writer_is_busy_go_in_one_transaction(
     wh: EmbeddedWarehouse, tmp_path: Path
 ) -> None:
-    """Batches handed to a busy writer are written together, one commit, and the
-    catalog ends as if each had been written in turn."""
+    """Batches handed to a busy writer (their blocks stored meanwhile) are written
+    together, one commit, and the catalog ends as if each had been written in turn."""
     made = _three_jobs(wh, tmp_path)
     executor = LocalExecutor(Resources(1, 1 << 30))  # one at a time: a batch per job
     manager = Manager(wh, executor, "local")
@@ -267,6 +267,7 @@ def test_turns_queued_while_the_writer_is_busy_go_in_one_transaction(
             assert time.monotonic() < deadline, "the jobs never finished"
             manager.turn()
         assert manager.landing()
+        manager._storer.submit(lambda: None).result()  # every batch's blocks are stored
         sa.event.listen(wh.engine, "commit", count)
         release.set()
         manager.flush(wait=True)

@@ -80,12 +80,16 @@ class Manager:
         self._cpu_seconds: dict[int, float] = {}
         self._last_id = 0
         self._unwritten: dict[int, int] = {}  # job -> lowest level with results not yet written
+        # Two stages, one thread each: the storer stores (and flushes) a batch's
+        # blocks, then the writer commits its rows; the next batch's blocks reach
+        # the disk while the last one commits. Each takes every batch waiting for
+        # it at once: one flush, one transaction for several turns when the disk
+        # is slower than the turns.
+        self._storer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-storer")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-writer")
         self._writes: list[Future[None]] = []
-        # Batches handed over and not yet taken up by the writer: it takes all of
-        # them at once, in one transaction (one commit for several turns when the
-        # disk is slower than the turns).
-        self._queued: list[tuple[tuple[Any, ...], Future[None]]] = []
+        self._queued: list[tuple[tuple[Any, ...], Future[None]]] = []  # for the storer
+        self._stored: list[tuple[tuple[Any, ...], Future[None]]] = []  # for the writer
         self._queued_lock = threading.Lock()
         self._last_flush = self._last_refresh = 0.0
         # job -> step number -> the last result of it this manager saw: a job whose
@@ -431,7 +435,7 @@ class Manager:
             written: Future[None] = Future()
             with self._queued_lock:
                 self._queued.append((batch, written))
-            self._writer.submit(self._write_queued)
+            self._storer.submit(self._store_queued)
             self._writes.append(written)
         if wait:
             for fut in self._writes:
@@ -529,14 +533,36 @@ class Manager:
             **self._job_extra.get(job_id, {}),
         }
 
-    def _write_queued(self) -> None:
-        """The writer thread: every batch handed over so far, in one transaction."""
+    def _store_queued(self) -> None:
+        """The storer: the blocks of every batch waiting, durable before the writer
+        may commit the rows naming them (logs and outputs)."""
         with self._queued_lock:
             taken, self._queued = self._queued, []
         if not taken:
             return  # taken with an earlier one
         try:
-            self._write(*_merged([batch for batch, _ in taken]))
+            store = self.wh.store
+            for batch, _ in taken:
+                for block in batch[-1]:
+                    store.put(block)
+            store.flush()
+        except BaseException as e:
+            for _, fut in taken:
+                fut.set_exception(e)
+            return
+        with self._queued_lock:
+            self._stored.extend(taken)
+        self._writer.submit(self._write_stored)
+
+    def _write_stored(self) -> None:
+        """The writer: every stored batch waiting, in one transaction, in order."""
+        with self._queued_lock:
+            taken, self._stored = self._stored, []
+        if not taken:
+            return
+        try:
+            job_rows, new, states, results, made, _ = _merged([batch for batch, _ in taken])
+            records.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
         except BaseException as e:
             for _, fut in taken:
                 fut.set_exception(e)
@@ -544,19 +570,11 @@ class Manager:
         for _, fut in taken:
             fut.set_result(None)
 
-    def _write(
-        self, job_rows: Any, new: Any, states: Any, results: Any, made: Any, blocks: Any
-    ) -> None:
-        store = self.wh.store
-        for block in blocks:
-            store.put(block)
-        store.flush()  # the blocks of logs and outputs before the rows naming them
-        records.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
-
     def close(self) -> None:
         try:
             self.flush(wait=True)
         finally:
+            self._storer.shutdown()
             self._writer.shutdown()
 
 
