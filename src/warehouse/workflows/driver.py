@@ -271,6 +271,7 @@ class Driver:
         stale_after: float = STALE_AFTER,
         progress_every: float = PROGRESS_EVERY,
         heartbeat_every: float = _HEARTBEAT,
+        keep_new_jobs: bool = False,
     ) -> None:
         self.host = host
         self.engine = host.engine
@@ -307,8 +308,10 @@ class Driver:
         self._pending: dict[str, dict[str, Any]] = {}
         self._followed: set[str] = set()
         self._last_write = 0.0
-        # Queued jobs submitted since the caller last took them (a manager in
-        # this process takes them up at once instead of finding them in the catalog).
+        # With ``keep_new_jobs``: queued jobs submitted since the caller last took
+        # them (a manager in this process takes them up at once instead of
+        # finding them in the catalog).
+        self.keep_new_jobs = keep_new_jobs
         self.new_jobs: list[JobRecord] = []
         # Combined inputs made and not yet recorded, by PDH: their collection row,
         # the blocks of its manifest text, and their parts.
@@ -561,7 +564,8 @@ class Driver:
         self._written.update(kept)
         if kept:
             self._pending = {}  # written with them
-        self.new_jobs.extend(j for j in made if j.state == "queued")
+        if self.keep_new_jobs:
+            self.new_jobs.extend(j for j in made if j.state == "queued")
         for (name, _, _), job in zip(batch, made, strict=True):
             self.submitted += 1
             self.steps_done[name] = job.steps_done

@@ -48,7 +48,7 @@ def drive_here(
     poll: float = 0.05,
 ) -> RunRecord:
     """Drive the run until it finishes; ConflictError if a live driver holds it."""
-    driver = Driver(wh, run_id, executor=executor)
+    driver = Driver(wh, run_id, executor=executor, keep_new_jobs=True)
     if not driver.claim():
         run = records.get_run(wh.engine, run_id)
         raise ConflictError(f"workflow run {run_id} is driven by {run.driver}")
@@ -84,6 +84,7 @@ def drive_here(
 
     if not run_manager(wh, executor, stop=stop, on_landed=landed.extend):
         # Another process runs the manager; it exits when idle, so keep one alive.
+        driver.keep_new_jobs = False  # that manager finds them in the catalog
         while not driver.turn():
             if progress is not None:
                 progress(driver)
