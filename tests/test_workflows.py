@@ -3,6 +3,7 @@ a diamond of real git functions and real step processes, reuse, a change, failur
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from conftest import Runner
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.workflows import records
+from warehouse.workflows.plan import NodeState, decide, may_move, readers_of
+from warehouse.workflows.spec import parse_workflow
 from workflow_helpers import json_out, make_lab, new_commit, ran, write_diamond
 
 
@@ -210,3 +213,39 @@ def test_a_run_in_the_background_is_cancelled(
         assert time.monotonic() < deadline, "a's job was not cancelled"
         time.sleep(0.1)
     assert "already cancelled" in run("workflow", "cancel", "1", code=2).stderr
+
+
+def test_a_follow_up_says_whether_decide_may_move_in_agreement_with_decide() -> None:
+    """``may_move`` (after only some nodes changed) is True whenever ``decide``
+    would submit or skip something or end the run, for every state of a diamond
+    reached from one where nothing was ready."""
+    wf = parse_workflow(
+        "workflow: diamond\n"
+        "jobs:\n"
+        "  a: {function: 'builtin:copy', input: 'd41d8cd98f00b204e9800998ecf8427e+0'}\n"
+        "  b: {function: 'builtin:copy', input: $a}\n"
+        "  c: {function: 'builtin:copy', input: $a}\n"
+        "  d: {function: 'builtin:copy', input: {b: $b, c: $c}}\n",
+        "diamond.wf.yml",
+    )
+    readers = readers_of(wf)
+    assert readers == {"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []}
+    names = list(wf.jobs)
+    ends = ("complete", "failed", "cancelled")
+    for before in itertools.product(("waiting", "queued", "running", *ends), repeat=4):
+        states = dict(zip(names, before, strict=True))
+        if decide(wf, {n: NodeState(s) for n, s in states.items()}).submit:
+            continue  # a turn would have submitted these already
+        if decide(wf, {n: NodeState(s) for n, s in states.items()}).skip:
+            continue  # or skipped them
+        for name in names:
+            if states[name] not in ("queued", "running"):
+                continue  # only followed nodes change
+            for end in ends:
+                after = {**states, name: end}
+                got = decide(wf, {n: NodeState(s) for n, s in after.items()})
+                moves = bool(got.submit or got.skip or got.run_state != "running")
+                if moves:
+                    assert may_move(wf, after, [name], readers), (states, name, end)
+                if end == "complete" and not moves:
+                    assert not may_move(wf, after, [name], readers), (states, name, end)

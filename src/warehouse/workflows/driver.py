@@ -53,7 +53,9 @@ from warehouse.workflows.plan import (
     decide,
     job_input,
     job_params,
+    may_move,
     node_state_of_job,
+    readers_of,
 )
 from warehouse.workflows.spec import (
     Workflow,
@@ -312,6 +314,7 @@ class Driver:
         # them (a manager in this process takes them up at once instead of
         # finding them in the catalog).
         self.keep_new_jobs = keep_new_jobs
+        self._readers: dict[str, list[str]] | None = None  # by node, once ``follow`` needs it
         self.new_jobs: list[JobRecord] = []
         # Combined inputs made and not yet recorded, by PDH: their collection row,
         # the blocks of its manifest text, and their parts.
@@ -400,8 +403,10 @@ class Driver:
             self._pending.setdefault(name, {}).update(values)
         self._apply(changes)
         self.last_changes = changes
-        decision = decide(self.wf, self._states({}))
-        return bool(decision.submit or decision.skip or decision.run_state != "running")
+        if self._readers is None:
+            self._readers = readers_of(self.wf)
+        states = {name: node.state for name, node in self.nodes.items()}
+        return may_move(self.wf, states, changes, self._readers)
 
     def _unwritten(self) -> dict[str, dict[str, Any]]:
         """Node changes not yet in the catalog: earlier turns' kept ones, then this turn's."""

@@ -9,7 +9,7 @@ cancelled) once nothing can move any more and some node did not complete.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,9 @@ __all__ = [
     "decide",
     "job_input",
     "job_params",
+    "may_move",
     "node_state_of_job",
+    "readers_of",
 ]
 
 ACTIVE_NODE = frozenset({"waiting", "queued", "running"})
@@ -73,6 +75,36 @@ def decide(wf: Workflow, nodes: Mapping[str, NodeState]) -> Decision:
     else:
         run_state = "cancelled"
     return Decision(submit, skip, run_state)
+
+
+def readers_of(wf: Workflow) -> dict[str, list[str]]:
+    """For each job, the jobs that read it."""
+    readers: dict[str, list[str]] = {name: [] for name in wf.jobs}
+    for name, job in wf.jobs.items():
+        for d in job.depends_on:
+            readers[d].append(name)
+    return readers
+
+
+def may_move(
+    wf: Workflow,
+    states: Mapping[str, str],
+    changed: Iterable[str],
+    readers: Mapping[str, list[str]],
+) -> bool:
+    """Whether ``decide`` may now submit or skip a node, or end the run, after
+    only the nodes ``changed`` changed (each to its state in ``states``): a
+    reader of one of them has all its inputs complete, one did not complete,
+    or no node is active any more. Cheaper than ``decide`` when a few of many
+    nodes changed (``readers``: ``readers_of(wf)``)."""
+    for name in changed:
+        if states[name] in _NOT_COMPLETE:
+            return True
+        for reader in readers[name]:
+            deps = wf.jobs[reader].depends_on
+            if states[reader] == "waiting" and all(states[d] == "complete" for d in deps):
+                return True
+    return not any(state in ACTIVE_NODE for state in states.values())
 
 
 def _value(ref: Ref, inputs: Mapping[str, Any], outputs: Mapping[str, str]) -> Any:
