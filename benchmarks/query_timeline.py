@@ -1,7 +1,7 @@
 """Where a one-step `wh query` job's time goes, piece by piece.
 
     .venv/bin/python benchmarks/query_timeline.py [--scale 1] [--partitions 8]
-        [--runs 3] [--query Q6] [--workdir DIR] [--json]
+        [--runs 3] [--query q6] [--workdir DIR] [--json]
 
 Makes the TPC-H tables as benchmarks/query.py does (untimed; kept in the
 workdir), then runs the query job ``--runs`` times in this process (the
@@ -150,7 +150,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--query", default="Q6", choices=sorted(QUERIES))
+    ap.add_argument("--query", default="q6", choices=sorted(QUERIES))
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

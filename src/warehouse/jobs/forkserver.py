@@ -37,6 +37,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
+import gc
 import importlib
 import importlib.machinery
 import json
@@ -230,6 +231,9 @@ def _preload() -> None:
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    # What is loaded now lives as long as a step: its collector then never
+    # walks (and so never copies) those pages, and the exit does not either.
+    gc.freeze()
 
 
 def _serve(control: socket.socket) -> _Step | None:
