@@ -195,7 +195,7 @@ class Channel:
     def receive(self) -> list[tuple[int, int]] | None:
         """(id, exit status) of the steps that ended, from what is waiting; None
         if the server is gone."""
-        ended = []
+        ended: list[tuple[int, int]] = []
         while True:
             try:
                 data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
