@@ -117,6 +117,17 @@ def _launch(tmp: Path, entry: str, step: int = 0, step_input: str = "", **env: s
     )
 
 
+def _served() -> LocalExecutor:
+    """A local executor whose fork server has its modules imported (until then
+    steps start the plain way)."""
+    executor = _served()
+    deadline = time.monotonic() + 120
+    while not forkserver.ready():
+        assert time.monotonic() < deadline, "the fork server did not get ready"
+        time.sleep(0.02)
+    return executor
+
+
 def _run(executor: LocalExecutor, launch: Launch) -> Finished:
     executor.start(launch)
     while True:
@@ -126,7 +137,7 @@ def _run(executor: LocalExecutor, launch: Launch) -> Finished:
 
 def _both(tmp: Path, launch: Launch) -> tuple[Finished, Finished]:
     """The launch fork-served, then started plainly."""
-    served, plain = LocalExecutor(), LocalExecutor(fork_server=False)
+    served, plain = _served(), LocalExecutor(fork_server=False)
     try:
         return _run(served, launch), _run(plain, launch)
     finally:
@@ -184,7 +195,7 @@ def test_a_forked_step_sees_what_a_fresh_process_sees(tmp_path: Path) -> None:
 
 def test_no_state_passes_from_one_forked_step_to_the_next(tmp_path: Path) -> None:
     entry = _script(tmp_path, "probe.py", PROBE)
-    executor = LocalExecutor()
+    executor = _served()
     try:
         first = _probe(_run(executor, _launch(tmp_path, entry, 0)))
         second = _probe(_run(executor, _launch(tmp_path, entry, 1)))
@@ -217,7 +228,7 @@ def test_a_forked_step_ends_as_a_fresh_process_would(tmp_path: Path, how: str, s
 def test_a_killed_forked_step_dies_with_its_children(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     launch = _launch(tmp_path, _script(tmp_path, "spawns.py", SPAWNS), step_input=str(pids_file))
-    executor = LocalExecutor()
+    executor = _served()
     try:
         executor.start(launch)
         deadline = time.monotonic() + 60
@@ -249,7 +260,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_step_with_another_start_up_environment_starts_the_plain_way(tmp_path: Path) -> None:
     launch = _launch(tmp_path, _script(tmp_path, "probe.py", PROBE), PYTHONHASHSEED="7")
-    executor = LocalExecutor()
+    executor = _served()
     try:
         seen = _probe(_run(executor, launch))
     finally:
@@ -263,7 +274,7 @@ def test_steps_of_a_fork_server_that_died_fail_and_the_next_start_plainly(
 ) -> None:
     pids_file = tmp_path / "pids"
     entry = _script(tmp_path, "spawns.py", SPAWNS)
-    executor = LocalExecutor()
+    executor = _served()
     try:
         executor.start(_launch(tmp_path, entry, step_input=str(pids_file)))
         deadline = time.monotonic() + 60
@@ -288,7 +299,7 @@ def test_steps_of_a_fork_server_that_died_fail_and_the_next_start_plainly(
         assert time.monotonic() < deadline, "the step or its child still runs"
         time.sleep(0.05)
     # A new executor starts a new server.
-    again = LocalExecutor()
+    again = _served()
     try:
         seen = _probe(_run(again, _launch(tmp_path, entry.replace("spawns", "p"), 2)))
     finally:

@@ -49,11 +49,11 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PRELOAD", "Channel", "forkable", "server_channel", "warm"]
+__all__ = ["PRELOAD", "Channel", "forkable", "ready", "server_channel", "warm"]
 
 # Imported once by the server: what the built-in Python steps import.
 PRELOAD = (
@@ -88,6 +88,14 @@ class _Server:
         theirs.close()
         self.control = ours
         self.lock = threading.Lock()
+        self._ready = False
+
+    def ready(self) -> bool:
+        """Whether it has imported ``PRELOAD`` (it says so once, on the control socket)."""
+        if not self._ready:
+            with self.lock, contextlib.suppress(OSError):
+                self._ready = self.control.recv(16, socket.MSG_DONTWAIT) == b"ready"
+        return self._ready
 
     def channel(self) -> Channel | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -99,7 +107,7 @@ class _Server:
             return None
         finally:
             theirs.close()
-        return Channel(ours, self.base)
+        return Channel(ours, self.base, self.ready)
 
     def close(self) -> None:
         self.control.close()  # the server exits when it sees the end
@@ -129,6 +137,13 @@ def _running(base_env: dict[str, str]) -> _Server | None:
             except OSError:
                 return None
         return _server[0]
+
+
+def ready() -> bool:
+    """Whether this process's fork server runs and has imported ``PRELOAD``."""
+    with _server_lock:
+        server = _server[0] if _server else None
+    return server is not None and server.proc.poll() is None and server.ready()
 
 
 def warm() -> None:
@@ -161,9 +176,12 @@ def forkable(argv: tuple[str, ...] | list[str]) -> bool:
 class Channel:
     """One executor's channel to the server: start and kill steps, learn their ends."""
 
-    def __init__(self, sock: socket.socket, base: dict[str, str]) -> None:
+    def __init__(
+        self, sock: socket.socket, base: dict[str, str], ready: Callable[[], bool]
+    ) -> None:
         self.sock = sock
         self.base = base
+        self.ready = ready
         self._next = 0
         self.pids: dict[int, int] = {}  # id -> pid, once the server said
 
@@ -174,8 +192,10 @@ class Channel:
         self, argv: tuple[str, ...], env: dict[str, str], cwd: str, log_fd: int
     ) -> int | None:
         """Ask for the step to be forked; its id, or None if it must be started
-        the plain way (other start-up environment, too big, server gone)."""
-        if not forkable(argv) or _startup_part(env) != self.base:
+        the plain way (other start-up environment, too big, server gone, or
+        still importing: a fresh process imports the step's own modules
+        first and DuckDB beside its checks, so it starts no later)."""
+        if not forkable(argv) or not self.ready() or _startup_part(env) != self.base:
             return None
         self._next += 1
         message = {"op": "start", "id": self._next, "argv": list(argv), "env": env, "cwd": cwd}
@@ -363,6 +383,8 @@ def _run(entry: str) -> int:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     _preload()
+    with contextlib.suppress(OSError):
+        control.send(b"ready")
     step = _serve(control)
     if step is None:
         return
