@@ -120,7 +120,7 @@ def _launch(tmp: Path, entry: str, step: int = 0, step_input: str = "", **env: s
 def _served() -> LocalExecutor:
     """A local executor whose fork server has its modules imported (until then
     steps start the plain way)."""
-    executor = _served()
+    executor = LocalExecutor()
     deadline = time.monotonic() + 120
     while not forkserver.ready():
         assert time.monotonic() < deadline, "the fork server did not get ready"
