@@ -67,6 +67,9 @@ def report(*a, **k):
 qs._check_later, qs._compute, qs._report = check_later, compute, report
 qs.query_step()
 print("TIMELINE " + " ".join(f"{k}={v}" for k, v in _t.items()), file=sys.stderr)
+import warehouse.step
+if hasattr(warehouse.step, "done"):  # as builtin:query ends, where it does
+    warehouse.step.done()
 """
 
 ORDER = [
