@@ -10,16 +10,21 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jobs_helpers import make_text, put_function
+from warehouse import jobs
+from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs import forkserver
 from warehouse.jobs.executors import Finished, Launch, LocalExecutor
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
+from warehouse.jobs.records import request_control
 
 PROBE = r"""
 import json, os, signal, sys, tempfile, threading
@@ -305,3 +310,52 @@ def test_steps_of_a_fork_server_that_died_fail_and_the_next_start_plainly(
     finally:
         again.close()
     assert seen["ppid"] != os.getpid()
+
+
+PY_SLEEPERS = r"""
+import os, subprocess, time
+from pathlib import Path
+from warehouse import step
+if step.level() == 0:
+    step.queue(1, "a", "b")
+    raise SystemExit(0)
+child = subprocess.Popen(["sleep", "120"])
+pids = Path(os.environ["WH_HOME"]).parent / "pids"
+(pids / f"{step.number()}.tmp").write_text(f"{os.getpid()} {os.getppid()} {child.pid}")
+(pids / f"{step.number()}.tmp").rename(pids / str(step.number()))
+time.sleep(120)
+"""
+
+
+def test_cancelling_a_job_kills_its_forked_steps_and_their_children(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    pids = wh.home.parent / "pids"
+    pids.mkdir()
+    fn = put_function(wh, tmp_path, "sleepers.py", PY_SLEEPERS)
+    _served().close()  # the server ready: the steps are forked
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    manager = threading.Thread(
+        target=jobs.run_manager, args=(wh, "local"), kwargs={"until_job": record.id}
+    )
+    manager.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len([p for p in pids.iterdir() if p.suffix != ".tmp"]) < 2:
+            assert time.monotonic() < deadline, "the steps did not start"
+            time.sleep(0.05)
+        request_control(wh.engine, record.id, "cancel")
+        manager.join(60)
+        assert not manager.is_alive(), "the manager did not finish the cancelled job"
+    finally:
+        if manager.is_alive():
+            request_control(wh.engine, record.id, "cancel")
+            manager.join(150)
+    assert jobs.get_job(wh.engine, record.id).state == "cancelled"
+    for marker in [p for p in pids.iterdir() if p.suffix != ".tmp"]:
+        step_pid, parent, child_pid = map(int, marker.read_text().split())
+        assert parent != os.getpid(), "not forked by the fork server"
+        deadline = time.monotonic() + 30
+        while _alive(step_pid) or _alive(child_pid):
+            assert time.monotonic() < deadline, f"step {marker.name} or its child still runs"
+            time.sleep(0.05)
