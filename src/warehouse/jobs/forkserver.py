@@ -53,6 +53,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from warehouse.jobs.protocol import ENV_VARS, process_environment
+
 __all__ = ["PRELOAD", "Channel", "forkable", "ready", "server_channel", "warm"]
 
 # Imported once by the server: what the built-in Python steps import.
@@ -150,8 +152,6 @@ def warm() -> None:
     """Start this process's fork server now, so that its imports overlap
     whatever comes before the first step (``wh query`` compiling and
     submitting)."""
-    from warehouse.jobs.protocol import process_environment
-
     _running(process_environment({}))
 
 
@@ -163,8 +163,6 @@ def server_channel(base_env: dict[str, str]) -> Channel | None:
 
 
 def _startup_part(env: Mapping[str, str]) -> dict[str, str]:
-    from warehouse.jobs.protocol import ENV_VARS
-
     return {k: v for k, v in env.items() if k not in ENV_VARS}
 
 
@@ -297,7 +295,14 @@ def _serve(control: socket.socket) -> _Step | None:
                     continue
                 (log_fd,) = fds
                 step = _Step(message["argv"], message["env"], message["cwd"], log_fd)
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError as e:  # out of processes or memory: a failed attempt
+                    with contextlib.suppress(OSError):
+                        os.write(log_fd, f"wh: the step could not be forked: {e}\n".encode())
+                    os.close(log_fd)
+                    _send(channel, {"op": "exited", "id": message["id"], "status": 1})
+                    continue
                 if pid == 0:
                     sel.close()
                     for fd in children:
