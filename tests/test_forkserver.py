@@ -125,6 +125,7 @@ def _launch(tmp: Path, entry: str, step: int = 0, step_input: str = "", **env: s
 def _served() -> LocalExecutor:
     """A local executor whose fork server has its modules imported (until then
     steps start the plain way)."""
+    forkserver.warm()
     executor = LocalExecutor()
     deadline = time.monotonic() + 120
     while not forkserver.ready():
@@ -359,3 +360,25 @@ def test_cancelling_a_job_kills_its_forked_steps_and_their_children(
         while _alive(step_pid) or _alive(child_pid):
             assert time.monotonic() < deadline, f"step {marker.name} or its child still runs"
             time.sleep(0.05)
+
+
+def test_the_server_starts_after_a_first_step_and_serves_the_next(tmp_path: Path) -> None:
+    """A process that runs one Python step never pays for a second interpreter:
+    the server starts once a step started the plain way has ended."""
+    forkserver._stop_server()  # as in a fresh process
+    entry = _script(tmp_path, "probe.py", PROBE)
+    executor = LocalExecutor()
+    try:
+        assert not forkserver._server, "started before any step"
+        first = _probe(_run(executor, _launch(tmp_path, entry, 0)))
+        assert first["ppid"] == os.getpid()
+        assert forkserver._server, "not started after the first step"
+        deadline = time.monotonic() + 120
+        while not forkserver.ready():
+            assert time.monotonic() < deadline, "the fork server did not get ready"
+            time.sleep(0.02)
+        second = _probe(_run(executor, _launch(tmp_path, entry, 0)))
+    finally:
+        executor.close()
+    assert second["ppid"] != os.getpid()
+    assert _normal(first) == _normal(second)

@@ -176,15 +176,10 @@ def query(
     joins partition by partition, a small side broadcast, otherwise shuffled
     by the key; a final step merges. The result is a table collection.
     """
-    from warehouse.embedded import EmbeddedWarehouse
     from warehouse.query.catalog import compile_query, read_rows
     from warehouse.query.planner import explain as explain_plan
 
     wh = open_warehouse(ctx)
-    if wait and not explain and isinstance(wh, EmbeddedWarehouse):
-        from warehouse.jobs.forkserver import warm
-
-        warm()  # its imports go on while the query is compiled and submitted
     plan, input_pdh, params = compile_query(wh, sql, how)
     if explain:
         if as_json:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from warehouse.jobs.forkserver import Channel, server_channel
+from warehouse.jobs.forkserver import Channel, forkable, server_channel
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
@@ -269,9 +269,9 @@ class LocalExecutor:
     """Subprocesses on this machine; ``capacity`` defaults to one slot per core.
 
     With a ``sandbox`` (a controller's steps) each step runs inside it.
-    Without one, Python steps are forked from a warm fork server
-    (``warehouse.jobs.forkserver``, unless ``fork_server`` is False); any
-    other step is started as a subprocess.
+    Without one, Python steps are forked from this process's fork server
+    (``warehouse.jobs.forkserver``, unless ``fork_server`` is False), once
+    it runs and is ready; any other step is started as a subprocess.
     """
 
     def __init__(
@@ -292,12 +292,15 @@ class LocalExecutor:
         # Work directories are reused, one per slot, so a step costs no mkdir/rmdir.
         self._free: list[_Workdir] = []
         self._all: list[_Workdir] = []
-        # Started now, so its imports overlap what comes before the first step.
+        self._fork = sandbox is None and fork_server
         self._channel: Channel | None = None
-        if sandbox is None and fork_server:
-            self._channel = server_channel(process_environment({}))
-            if self._channel is not None:
-                self._selector.register(self._channel, selectors.EVENT_READ, None)
+        if self._fork:
+            self._connect(start=False)  # to a server this process runs already
+
+    def _connect(self, *, start: bool) -> None:
+        self._channel = server_channel(process_environment({}), start=start)
+        if self._channel is not None:
+            self._selector.register(self._channel, selectors.EVENT_READ, None)
 
     def start(self, launch: Launch) -> None:
         if self._free:
@@ -344,6 +347,10 @@ class LocalExecutor:
             done.append(run.work.collect(run.launch, status, self._host, run.started))
             run.work.reset()
             self._free.append(run.work)
+            if self._fork and self._channel is None and forkable(run.launch.argv):
+                # Started only now, not beside that step: a process that runs one
+                # Python step never pays for a second interpreter's imports.
+                self._connect(start=True)
         return done
 
     def _served_ended(self) -> list[tuple[tuple[int, int], int]]:

@@ -3,9 +3,9 @@
 Starting a Python step costs an interpreter start and its imports (the
 warehouse's step modules, DuckDB): a few tenths of a second on an idle
 machine, seconds under load, which is most of a short query's time. The
-fork server is one Python process, started once per manager process with
-those modules imported (``PRELOAD``); each Python step (``python -P FILE``)
-is a child forked from it, set up as a fresh process would be:
+fork server is one Python process per manager process with those modules
+imported (``PRELOAD``); each Python step (``python -P FILE``) is a child
+forked from it, set up as a fresh process would be:
 
 - its own session and process group (the whole group is killed on cancel);
 - the working directory, and the environment replaced wholesale by the
@@ -16,7 +16,11 @@ is a child forked from it, set up as a fresh process would be:
 - the exit status as the interpreter gives it (``SystemExit``, a traceback
   and 1, or the signal that killed it), reported to the executor.
 
-Only a step whose environment equals the server's apart from the step
+It is started once a Python step started the plain way has ended (so a
+process that runs one step, such as ``wh query`` with its own manager,
+never pays for a second interpreter's imports beside that step's), and
+used once it has its modules imported; until then steps start the plain
+way. Only a step whose environment equals the server's apart from the step
 protocol's variables is forked (Python reads the rest at start-up: ``PYTHON*``,
 the locale, ``HOME``...); any other step, and every step run in a sandbox,
 is started the plain way. A preloaded module must not read the environment
@@ -129,16 +133,16 @@ def _stop_server() -> None:
         _server.clear()
 
 
-def _running(base_env: dict[str, str]) -> _Server | None:
+def _running(base_env: dict[str, str], start: bool = True) -> _Server | None:
     with _server_lock:
         if _server and _server[0].proc.poll() is not None:  # it died: start another
             _server.pop().control.close()
-        if not _server:
+        if not _server and start:
             try:
                 _server.append(_Server(base_env))
             except OSError:
                 return None
-        return _server[0]
+        return _server[0] if _server else None
 
 
 def ready() -> bool:
@@ -149,16 +153,15 @@ def ready() -> bool:
 
 
 def warm() -> None:
-    """Start this process's fork server now, so that its imports overlap
-    whatever comes before the first step (``wh query`` compiling and
-    submitting)."""
+    """Start this process's fork server now (else the local executor starts
+    it once a Python step it started the plain way has ended)."""
     _running(process_environment({}))
 
 
-def server_channel(base_env: dict[str, str]) -> Channel | None:
-    """A channel to this process's fork server (started the first time, with
-    ``base_env`` as its environment); None if it cannot be had."""
-    server = _running(base_env)
+def server_channel(base_env: dict[str, str], *, start: bool = True) -> Channel | None:
+    """A channel to this process's fork server, started now with ``base_env``
+    as its environment if none runs (and ``start``); None if there is none."""
+    server = _running(base_env, start)
     return None if server is None else server.channel()
 
 
@@ -267,7 +270,10 @@ def _serve(control: socket.socket) -> _Step | None:
     while True:
         for key, _ in sel.select():
             if key.data is None:  # control: a new channel, or the end
-                _, fds, _, _ = socket.recv_fds(control, 64, 1)
+                try:
+                    _, fds, _, _ = socket.recv_fds(control, 64, 1)
+                except OSError:  # reset: that process ended with our "ready" unread
+                    fds = []
                 if not fds:
                     return None
                 channel = socket.socket(fileno=fds[0])
