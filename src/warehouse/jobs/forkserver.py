@@ -116,9 +116,11 @@ class _Server:
         return Channel(ours, self.base, self.ready)
 
     def close(self) -> None:
-        self.control.close()  # the server exits when it sees the end
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(5)
+        # Not waited for (it may still be importing): steps it forked are in
+        # their own sessions and go on, as plain subprocesses would.
+        self.control.close()
+        self.proc.kill()
+        self.proc.wait()
 
 
 _server: list[_Server] = []
