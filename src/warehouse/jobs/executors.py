@@ -359,8 +359,9 @@ class LocalExecutor:
         if found is not None:
             return [(self._served.pop(ident), status) for ident, status in found]
         # The server is gone: its steps are killed and fail (they are retried),
-        # and the next steps start the plain way.
+        # and this executor's next steps start the plain way.
         channel, self._channel = self._channel, None
+        self._fork = False
         self._selector.unregister(channel)
         for pid in channel.pids.values():
             with contextlib.suppress(ProcessLookupError):
