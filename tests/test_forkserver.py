@@ -231,6 +231,20 @@ def test_a_forked_step_ends_as_a_fresh_process_would(tmp_path: Path, how: str, s
         assert b"a message to stderr\n" in served.log
 
 
+@pytest.mark.parametrize(
+    ("text", "status"), [("x = (\n", 1), (None, 2)], ids=["syntax-error", "no-file"]
+)
+def test_a_file_that_does_not_run_fails_as_in_a_fresh_process(
+    tmp_path: Path, text: str | None, status: int
+) -> None:
+    entry = _script(tmp_path, "bad.py", text or "")
+    if text is None:
+        os.unlink(entry)
+    served, plain = _both(tmp_path, _launch(tmp_path, entry))
+    assert served.exit_status == plain.exit_status == status
+    assert served.log == plain.log and served.log
+
+
 def test_a_killed_forked_step_dies_with_its_children(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     launch = _launch(tmp_path, _script(tmp_path, "spawns.py", SPAWNS), step_input=str(pids_file))

@@ -375,7 +375,13 @@ def _run(entry: str) -> int:
     sys.modules["__main__"] = main
     try:
         with open(entry, "rb") as f:
-            code = compile(f.read(), entry, "exec", dont_inherit=True)
+            source = f.read()
+    except OSError as e:  # as the interpreter says it
+        why = f"[Errno {e.errno}] {e.strerror}"
+        print(f"{sys.orig_argv[0]}: can't open file {entry!r}: {why}", file=sys.stderr)
+        return 2
+    try:
+        code = compile(source, entry, "exec", dont_inherit=True)
         exec(code, main.__dict__)
     except SystemExit:
         raise
@@ -383,7 +389,7 @@ def _run(entry: str) -> int:
         tb = e.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != entry:
             tb = tb.tb_next
-        e.with_traceback(tb or e.__traceback__)  # what the hook prints
+        e.with_traceback(tb)  # none for a syntax error: the hook prints where it is
         sys.excepthook(type(e), e, e.__traceback__)
         if isinstance(e, KeyboardInterrupt):
             sys.stdout.flush()
