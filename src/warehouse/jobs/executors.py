@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from warehouse.jobs.forkserver import Channel, forkable, server_channel
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
@@ -254,25 +255,52 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
     return done
 
 
+@dataclass(slots=True)
+class _Running:
+    launch: Launch
+    work: _Workdir
+    started: float
+    proc: subprocess.Popen[bytes] | None = None  # started the plain way
+    pidfd: int = -1
+    served: int = 0  # else: its id on the fork server's channel
+
+
 class LocalExecutor:
     """Subprocesses on this machine; ``capacity`` defaults to one slot per core.
 
     With a ``sandbox`` (a controller's steps) each step runs inside it.
+    Without one, Python steps are forked from this process's fork server
+    (``warehouse.jobs.forkserver``, unless ``fork_server`` is False), once
+    it runs and is ready; any other step is started as a subprocess.
     """
 
-    def __init__(self, capacity: Resources | None = None, sandbox: Sandbox | None = None) -> None:
+    def __init__(
+        self,
+        capacity: Resources | None = None,
+        sandbox: Sandbox | None = None,
+        *,
+        fork_server: bool = True,
+    ) -> None:
         self.capacity = capacity or local_capacity()
         self.sandbox = sandbox
         self._prepared: set[str] = set()
         self.largest = self.capacity
         self._selector = selectors.DefaultSelector()
-        self._procs: dict[
-            tuple[int, int], tuple[Launch, subprocess.Popen[bytes], _Workdir, float]
-        ] = {}
+        self._procs: dict[tuple[int, int], _Running] = {}
+        self._served: dict[int, tuple[int, int]] = {}  # server id -> (job, step)
         self._host = socket.gethostname()
         # Work directories are reused, one per slot, so a step costs no mkdir/rmdir.
         self._free: list[_Workdir] = []
         self._all: list[_Workdir] = []
+        self._fork = sandbox is None and fork_server
+        self._channel: Channel | None = None
+        if self._fork:
+            self._connect(start=False)  # to a server this process runs already
+
+    def _connect(self, *, start: bool) -> None:
+        self._channel = server_channel(process_environment({}), start=start)
+        if self._channel is not None:
+            self._selector.register(self._channel, selectors.EVENT_READ, None)
 
     def start(self, launch: Launch) -> None:
         if self._free:
@@ -285,32 +313,77 @@ class LocalExecutor:
             self.sandbox.prepare_function(Path(function_dir))
             self._prepared.add(function_dir)
         started = time.time()
+        key = (launch.job, launch.step)
+        served = None
+        if self._channel is not None:
+            served = self._channel.start(launch.argv, work.env(launch), work.tmp, work.log_fd)
+        if served is not None:
+            self._served[served] = key
+            self._procs[key] = _Running(launch, work, started, served=served)
+            return
         proc = work.spawn(launch)
         fd = os.pidfd_open(proc.pid)
-        self._selector.register(fd, selectors.EVENT_READ, (launch.job, launch.step))
-        self._procs[(launch.job, launch.step)] = (launch, proc, work, started)
+        self._selector.register(fd, selectors.EVENT_READ, key)
+        self._procs[key] = _Running(launch, work, started, proc, fd)
 
     def poll(self, timeout: float) -> list[Finished]:
         if not self._procs:
             time.sleep(timeout)
             return []
-        done = []
+        ended: list[tuple[tuple[int, int], int]] = []
         for key, _ in self._selector.select(timeout):
+            if key.data is None:  # the fork server's channel
+                ended += self._served_ended()
+                continue
             fd = key.fd
             self._selector.unregister(fd)
             os.close(fd)
-            launch, proc, work, started = self._procs.pop(key.data)
-            status = proc.wait()
-            done.append(work.collect(launch, status, self._host, started))
-            work.reset()
-            self._free.append(work)
+            run = self._procs[key.data]
+            assert run.proc is not None
+            ended.append((key.data, run.proc.wait()))
+        done = []
+        for step_key, status in ended:
+            run = self._procs.pop(step_key)
+            done.append(run.work.collect(run.launch, status, self._host, run.started))
+            run.work.reset()
+            self._free.append(run.work)
+            if self._fork and self._channel is None and forkable(run.launch.argv):
+                # Started only now, not beside that step: a process that runs one
+                # Python step never pays for a second interpreter's imports.
+                self._connect(start=True)
         return done
 
-    def kill(self, job: int, step: int) -> None:
-        entry = self._procs.get((job, step))
-        if entry is not None:
+    def _served_ended(self) -> list[tuple[tuple[int, int], int]]:
+        assert self._channel is not None
+        found = self._channel.receive()
+        if found is not None:
+            return [(self._served.pop(ident), status) for ident, status in found]
+        # The server is gone: its steps are killed and fail (they are retried),
+        # and this executor's next steps start the plain way.
+        channel, self._channel = self._channel, None
+        self._fork = False
+        self._selector.unregister(channel)
+        for pid in channel.pids.values():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(entry[1].pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)
+        channel.close()
+        lost = []
+        for key in self._served.values():
+            os.write(self._procs[key].work.log_fd, b"\nwh: the fork server exited\n")
+            lost.append((key, -signal.SIGKILL))
+        self._served.clear()
+        return lost
+
+    def kill(self, job: int, step: int) -> None:
+        run = self._procs.get((job, step))
+        if run is None:
+            return
+        if run.proc is None:
+            if self._channel is not None:
+                self._channel.kill(run.served)  # the server kills its process group
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.proc.pid, signal.SIGKILL)
 
     def running(self) -> int:
         return len(self._procs)
@@ -321,5 +394,7 @@ class LocalExecutor:
         while self._procs:
             self.poll(1.0)
         self._selector.close()
+        if self._channel is not None:
+            self._channel.close()
         for work in self._all:
             work.remove()

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from warehouse import step
 from warehouse.query.steps import table_step
 
 if __name__ == "__main__":
     table_step()
+    step.done()  # all reported and durable: no interpreter teardown
