@@ -13,7 +13,8 @@ from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore, StoredBlock
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.reader import CollectionReader
-from warehouse.collection.writer import write_tree
+from warehouse.collection.scan import scan_paths
+from warehouse.collection.writer import SMALL_FILE, FileChangedError, write_tree
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
 
@@ -219,3 +220,36 @@ def test_a_failed_block_write_ends_the_put_with_its_error(tmp_path: Path, ok: in
     store = FailingStore(LocalVolume(tmp_path / "vol"), ok)
     with pytest.raises(OSError, match="No space left"):
         write_tree(store, [tmp_path / "d"], block_size=1000, workers=2)
+
+
+def test_a_small_file_gone_after_the_scan_is_named(tmp_path: Path, store: LocalBlockStore) -> None:
+    """Small files are read ahead on other threads; an error still names its
+    file and ends the put where that file comes."""
+    root = tmp_path / "d"
+    root.mkdir()
+    for i in range(300):
+        (root / f"f{i:03}").write_bytes(os.urandom(i))
+    tree = scan_paths([root])
+    (root / "f200").unlink()
+    with pytest.raises(NotFoundError, match=f"cannot read {root / 'f200'}"):
+        write_tree(store, tree)
+
+
+@pytest.mark.parametrize("grown", [150, SMALL_FILE + 1])
+def test_a_small_file_grown_after_the_scan_is_a_change(
+    tmp_path: Path, store: LocalBlockStore, grown: int
+) -> None:
+    root = tmp_path / "d"
+    root.mkdir()
+    for i in range(100):
+        (root / f"f{i:03}").write_bytes(os.urandom(100))
+    tree = scan_paths([root])
+    (root / "f050").write_bytes(os.urandom(grown))
+    with pytest.raises(FileChangedError, match=f"from 100 to {grown} bytes before it was read"):
+        write_tree(store, tree)
+    result = write_tree(store, tree, allow_changing=True, block_size=4096)
+    assert result.changed == ("f050",)
+    assert result.file_md5s == _md5s(root)
+    reader = CollectionReader(store, result.manifest)
+    for path in result.file_md5s:
+        assert reader.read_file(path) == (root / path).read_bytes()
