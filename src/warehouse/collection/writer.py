@@ -454,6 +454,25 @@ def _pack_dir(
     return blocks, segments, stream_pos
 
 
+def _laid_out_normalized(stream: Stream) -> bool:
+    """Whether a stream of ``write_tree`` is in the normalized form already.
+
+    The writer lays a tree out as that form does: directories depth first in
+    name order (the scan's), one stream each, its files in name order, each
+    in one segment at its place in the stream, an empty one 0:0, an empty
+    directory a marker stream. What it can do otherwise: name a block twice
+    (two stretches of the same bytes), or end a stream with an empty block
+    (empty files after a file of a block or more); normalizing then lists a
+    block once and drops the empty one.
+    """
+    locators = stream.locators
+    if len(locators) == 1:
+        return True
+    return len({loc.key for loc in locators}) == len(locators) and not any(
+        loc.is_empty for loc in locators
+    )
+
+
 def write_tree(
     store: BlockStore,
     paths: Sequence[Path] | DirNode,
@@ -500,7 +519,12 @@ def write_tree(
         Stream(name, tuple(b.locator for b in sb) or (EMPTY_LOCATOR,), tuple(segments))
         for (name, _, segments), sb in zip(planned, stored, strict=True)
     ]
-    manifest = Manifest(tuple(streams)).normalized()
+    manifest = Manifest(tuple(streams))
+    if all(_laid_out_normalized(stream) for stream in streams):
+        # Normalizing it would build every file's entry to find it unchanged.
+        manifest.__dict__["_normalized"] = manifest
+    else:
+        manifest = manifest.normalized()
     return WriteResult(
         manifest=manifest,
         blocks=tuple(b for sb in stored for b in sb if not b.locator.is_empty),
