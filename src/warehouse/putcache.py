@@ -51,7 +51,7 @@ from warehouse.manifest.entries import FileEntry, FilePiece
 
 __all__ = ["MIN_CACHED", "CacheStats", "PutCache", "write_with_cache"]
 
-MIN_CACHED = 64 << 10  # the mean file size of a directory whose files are cached
+MIN_CACHED = 32 << 10  # the mean file size of a directory whose files are cached
 MAX_ENTRIES = 4_000_000  # files remembered per store (~1 GiB of cache at most)
 MAX_CACHE_FILES = 32  # stores remembered per user
 MARGIN = 24 * 3600  # a signature expiring sooner than this is not reused

@@ -120,7 +120,7 @@ def put(
     prints the stored PDH, so it can be named.
 
     A file stored before from the same path, with the same size, mtime,
-    ctime and inode, in a directory whose files average 64 KiB or more, is
+    ctime and inode, in a directory whose files average 32 KiB or more, is
     not read again: its blocks are checked to be still stored and reused
     (the resume cache, under $XDG_CACHE_HOME/warehouse; --no-cache reads
     everything).
