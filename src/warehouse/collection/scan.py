@@ -165,8 +165,8 @@ def scan_paths(paths: Sequence[Path | str], keep: Filter | None = None) -> DirNo
         raise UsageError("nothing to store: give at least one path")
     keep = keep or Filter()
     root = DirNode("")
-    if len(paths) == 1 and stat.S_ISDIR((st := _stat(os.fspath(paths[0]))).st_mode):
-        _fill(root, os.fspath(paths[0]), frozenset({(st.st_dev, st.st_ino)}), keep)
+    if len(paths) == 1 and stat.S_ISDIR((st := _stat(str(Path(paths[0])))).st_mode):
+        _fill(root, str(Path(paths[0])), frozenset({(st.st_dev, st.st_ino)}), keep)
         return root
     seen: set[str] = set()
     for p in map(Path, paths):
