@@ -13,9 +13,11 @@ from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore, StoredBlock
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.reader import CollectionReader
-from warehouse.collection.writer import write_tree
+from warehouse.collection.scan import scan_paths
+from warehouse.collection.writer import SMALL_FILE, FileChangedError, write_tree
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
+from warehouse.manifest.normalize import normalized_streams
 
 
 @pytest.fixture
@@ -219,3 +221,65 @@ def test_a_failed_block_write_ends_the_put_with_its_error(tmp_path: Path, ok: in
     store = FailingStore(LocalVolume(tmp_path / "vol"), ok)
     with pytest.raises(OSError, match="No space left"):
         write_tree(store, [tmp_path / "d"], block_size=1000, workers=2)
+
+
+def test_a_small_file_gone_after_the_scan_is_named(tmp_path: Path, store: LocalBlockStore) -> None:
+    """Small files are read ahead on other threads; an error still names its
+    file and ends the put where that file comes."""
+    root = tmp_path / "d"
+    root.mkdir()
+    for i in range(300):
+        (root / f"f{i:03}").write_bytes(os.urandom(i))
+    tree = scan_paths([root])
+    (root / "f200").unlink()
+    with pytest.raises(NotFoundError, match=f"cannot read {root / 'f200'}"):
+        write_tree(store, tree)
+
+
+@pytest.mark.parametrize("grown", [150, SMALL_FILE + 1])
+def test_a_small_file_grown_after_the_scan_is_a_change(
+    tmp_path: Path, store: LocalBlockStore, grown: int
+) -> None:
+    root = tmp_path / "d"
+    root.mkdir()
+    for i in range(100):
+        (root / f"f{i:03}").write_bytes(os.urandom(100))
+    tree = scan_paths([root])
+    (root / "f050").write_bytes(os.urandom(grown))
+    with pytest.raises(FileChangedError, match=f"from 100 to {grown} bytes before it was read"):
+        write_tree(store, tree)
+    result = write_tree(store, tree, allow_changing=True, block_size=4096)
+    assert result.changed == ("f050",)
+    assert result.file_md5s == _md5s(root)
+    reader = CollectionReader(store, result.manifest)
+    for path in result.file_md5s:
+        assert reader.read_file(path) == (root / path).read_bytes()
+
+
+@pytest.mark.parametrize("block_size", [7, 64, 1000, 4096, 64 * 1024 * 1024])
+def test_the_writers_manifest_is_the_normalized_form(
+    tmp_path: Path, store: LocalBlockStore, block_size: int
+) -> None:
+    """The writer's manifest is taken as normalized without normalizing it
+    when its layout allows: it must be what normalizing its files gives."""
+    root = make_tree(tmp_path / "tree")
+    same = os.urandom(3000)
+    (root / "twins").mkdir()  # the same blocks twice in one stream
+    (root / "twins" / "a").write_bytes(same)
+    (root / "twins" / "b").write_bytes(same)
+    (root / "tail").mkdir()  # empty files after a file of a block or more
+    (root / "tail" / "big").write_bytes(os.urandom(5000))
+    (root / "tail" / "y-empty").write_bytes(b"")
+    (root / "tail" / "z-empty").write_bytes(b"")
+    (root / "empties").mkdir()
+    for name in ("e1", "e2"):
+        (root / "empties" / name).write_bytes(b"")
+    result = write_tree(store, [root], block_size=block_size, workers=2)
+    manifest = result.manifest
+    files = manifest.files()
+    normal = Manifest(normalized_streams(files.values(), manifest.empty_directories()))
+    assert manifest.format() == normal.format()
+    assert manifest.pdh == normal.pdh == Manifest.parse(manifest.format()).pdh
+    assert manifest.size == sum(f.size for f in files.values()) == normal.size
+    assert manifest.file_count() == len(files) == normal.file_count()
+    assert manifest.file_paths() == set(files) == set(normal.files())

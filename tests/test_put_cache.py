@@ -1,32 +1,43 @@
 """`wh put`'s resume cache: an unchanged file is not read again (docs/cli.md).
 
-The tests run as root too, where an unreadable file can still be read, so a
-read is seen another way: a file is rewritten with other bytes of the same
-size and its mtime set back. The cache (keyed by path, size, mtime and inode)
-cannot tell, so a put that did not read it stores the old bytes; one that
-read it (--no-cache) stores the new ones.
+A file is unchanged for the cache when its path, size, mtime, ctime and inode
+are as they were when it was stored; what the put read is seen in its
+``bytes_read``. The files of a directory whose files average less than
+``MIN_CACHED`` bytes are always read. A change the cache must see even with
+the size and mtime kept (a file rewritten in place with its mtime set back, a
+file replaced by another, a chmod) is made and the put checked to read that
+file and store its new bytes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from installations import Installation
 from warehouse.cli import cli
 from warehouse.manifest import Manifest
+from warehouse.putcache import MIN_CACHED, PutCache
 
+# The root's files average over MIN_CACHED bytes: all cached, the small one
+# too. Those of d and d/e average less: read every time.
 ORIGINAL = {
     "big.bin": os.urandom(3 << 20),
-    "a.txt": b"alpha\n",
-    "b.txt": b"bravo\n",
-    "d/c.txt": b"charlie\n",
+    "a.txt": b"alpha\n" * (MIN_CACHED // 6 + 1),
+    "b.txt": os.urandom(MIN_CACHED),
+    "tiny.txt": b"tiny\n",
+    "d/c.txt": os.urandom(MIN_CACHED + 7),
+    "d/small.txt": b"charlie\n",
     "d/e/empty": b"",
 }
+CACHED = ["big.bin", "a.txt", "b.txt", "tiny.txt"]
+ALWAYS_READ = sum(len(data) for rel, data in ORIGINAL.items() if rel not in CACHED)
 
 
 def wh(tmp_path: Path, *args: str, home: Path | None = None) -> tuple[int, str, str]:
@@ -75,27 +86,53 @@ def test_unchanged_files_are_not_read_again_and_a_changed_one_is(
     src = make_tree(tmp_path / "src")
     first = put(tmp_path, str(src))
     assert first["cached_files"] == 0 and first["bytes_read"] == first["bytes"]
-    for rel, data in ORIGINAL.items():
-        if data:
-            tamper(src / rel)
 
     again = put(tmp_path, str(src))
-    assert again["pdh"] == first["pdh"]  # the old bytes: nothing was read
-    assert again["cached_files"] == len(ORIGINAL) and again["bytes_read"] == 0
+    assert again["pdh"] == first["pdh"]
+    assert again["cached_files"] == len(CACHED)
+    assert again["cached_bytes"] == sum(len(ORIGINAL[rel]) for rel in CACHED)
+    assert again["bytes_read"] == ALWAYS_READ  # only the files of d
     assert again["bytes"] == first["bytes"] and again["blocks_new"] == 0
-    # Without the cache the same put reads the rewritten files: another PDH.
     uncached = put(tmp_path, "--no-cache", str(src))
-    assert uncached["pdh"] != first["pdh"] and uncached["cached_files"] is None
+    assert uncached["pdh"] == first["pdh"] and uncached["cached_files"] is None
+    assert uncached["bytes_read"] == first["bytes"]
 
-    (src / "a.txt").write_bytes(b"ALPHA, longer now\n")
+    # Rewritten in place, same size, mtime set back: its ctime moved.
+    tamper(src / "a.txt")
+    rewritten = put(tmp_path, str(src))
+    assert rewritten["cached_files"] == len(CACHED) - 1
+    assert rewritten["bytes_read"] == ALWAYS_READ + len(ORIGINAL["a.txt"])
+    assert rewritten["pdh"] != first["pdh"]
+    expected = ORIGINAL | {"a.txt": (src / "a.txt").read_bytes()}
+    assert expected["a.txt"] != ORIGINAL["a.txt"]
+    assert stored(tmp_path, str(rewritten["pdh"]), "out1") == expected
+
+    # Replaced by another file of the same size and mtime: another inode.
+    st = (src / "b.txt").stat()
+    other = os.urandom(len(ORIGINAL["b.txt"]))
+    (src / "b.new").write_bytes(other)
+    os.utime(src / "b.new", ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(src / "b.new", src / "b.txt")
+    replaced = put(tmp_path, str(src))
+    assert replaced["cached_files"] == len(CACHED) - 1
+    assert replaced["bytes_read"] == ALWAYS_READ + len(other)
+    expected["b.txt"] = other
+    assert stored(tmp_path, str(replaced["pdh"]), "out2") == expected
+
+    # Grown, and (apart) only its mode changed: both read again.
+    with (src / "tiny.txt").open("ab") as f:
+        f.write(b"more")
+    os.chmod(src / "big.bin", 0o600)
     changed = put(tmp_path, str(src))
-    assert changed["cached_files"] == len(ORIGINAL) - 1
-    assert changed["bytes_read"] == len(b"ALPHA, longer now\n")
-    assert changed["pdh"] not in (first["pdh"], uncached["pdh"])
-    expected = ORIGINAL | {"a.txt": b"ALPHA, longer now\n"}
-    assert stored(tmp_path, str(changed["pdh"]), "out") == expected
-    # What was learnt is kept: the same tree again reads nothing, same PDH.
-    assert put(tmp_path, str(src))["pdh"] == changed["pdh"]
+    assert changed["cached_files"] == len(CACHED) - 2
+    grown = len(ORIGINAL["tiny.txt"]) + 4
+    assert changed["bytes_read"] == ALWAYS_READ + grown + len(ORIGINAL["big.bin"])
+    expected["tiny.txt"] = ORIGINAL["tiny.txt"] + b"more"
+    assert stored(tmp_path, str(changed["pdh"]), "out3") == expected
+    # What was learnt is kept: the same tree again reads only the files of d.
+    last = put(tmp_path, str(src))
+    assert last["pdh"] == changed["pdh"] and last["bytes_read"] == ALWAYS_READ
+    assert last["cached_files"] == len(CACHED)
 
     cache_dir = tmp_path / "xdg-cache" / "warehouse"
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
@@ -118,7 +155,8 @@ def test_an_entry_whose_block_is_gone_is_read_again(
         for copy in copies:
             copy.unlink()
     again = put(tmp_path, str(src))
-    assert again["pdh"] == first["pdh"] and again["cached_files"] == 1  # only the empty file
+    assert again["pdh"] == first["pdh"] and again["cached_files"] == 0
+    assert again["bytes_read"] == again["bytes"]
     assert again["blocks_new"] == len(blocks)  # stored again
     assert stored(tmp_path, str(again["pdh"]), "out") == ORIGINAL
 
@@ -128,7 +166,50 @@ def test_the_cache_is_per_store(tmp_path: Path) -> None:
     code, out, err = wh(tmp_path, "put", "--json", str(src), home=tmp_path / "one")
     assert code == 0 and json.loads(out)["cached_files"] == 0, err
     code, out, err = wh(tmp_path, "put", "--json", str(src), home=tmp_path / "one")
-    assert code == 0 and json.loads(out)["cached_files"] == len(ORIGINAL), err
+    assert code == 0 and json.loads(out)["cached_files"] == len(CACHED), err
     code, out, err = wh(tmp_path, "put", "--json", str(src), home=tmp_path / "two")
     assert code == 0, err
     assert json.loads(out)["cached_files"] == 0  # another home: its own cache
+
+
+def test_a_save_that_fails_leaves_the_cache_as_it_was(tmp_path: Path) -> None:
+    def rows(n: int, fail: bool = False):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            if fail and i == n // 2:
+                raise OSError("the put failed midway")
+            yield "/d", f"f{i}", MIN_CACHED, i, i, i, "0" * 32, ""
+
+    with PutCache("home:/x", tmp_path) as cache:
+        cache.save(rows(10), ())
+        with pytest.raises(OSError, match="midway"):
+            cache.save(rows(20, fail=True), ())
+        assert set(cache.lookup("/d", [f"f{i}" for i in range(20)])) == {f"f{i}" for i in range(10)}
+
+
+def test_a_cache_of_the_first_layout_is_replaced(
+    installation: Installation, tmp_path: Path
+) -> None:
+    src = make_tree(tmp_path / "src")
+    assert put(tmp_path, str(src))["cached_files"] == 0
+    (path,) = (tmp_path / "xdg-cache" / "warehouse").glob("put-*.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE entries")
+    db.execute(
+        "CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+        "mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL, md5 TEXT NOT NULL, "
+        "pieces TEXT NOT NULL, used INTEGER NOT NULL)"
+    )
+    db.execute("PRAGMA user_version = 0")
+    db.commit()
+    db.close()
+    assert put(tmp_path, str(src))["cached_files"] == 0  # the old one dropped
+    assert put(tmp_path, str(src))["cached_files"] == len(CACHED)
+
+
+def test_the_least_recently_used_entries_go_first(tmp_path: Path) -> None:
+    with PutCache("home:/x", tmp_path, max_entries=3) as cache:
+        for i in range(3):
+            cache.save([("/d", f"f{i}", MIN_CACHED, i, i, i, "0" * 32, "")], ())
+        cache.save([], [("/d", "f0")])  # f0 used again: f1 is now the oldest
+        cache.save([("/d", "f3", MIN_CACHED, 3, 3, 3, "0" * 32, "")], ())
+        assert set(cache.lookup("/d", ["f0", "f1", "f2", "f3"])) == {"f0", "f2", "f3"}

@@ -1,10 +1,19 @@
 """The resume cache of ``wh put``: files already stored are not read again.
 
-A file is taken as unchanged when its path, size, modification time (ns) and
-inode are what they were when it was last stored (as restic and arv-put
-decide); its pieces (block, offset, length) and MD5 are then taken from the
-cache instead of from reading it. A changed file, or one that is not in the
-cache, is read and stored as usual.
+A file is taken as unchanged when its path, size, modification time (ns),
+status change time (ns) and inode are what they were when it was last stored
+(as restic decides); its pieces (block, offset, length) and MD5 are then
+taken from the cache instead of from reading it. A changed file, or one that
+is not in the cache, is read and stored as usual.
+
+Only the files of a directory whose files average ``MIN_CACHED`` bytes or
+more are cached: for a small file, the stat and the lookup that would spare
+its read cost about what reading and hashing it costs, and remembering
+every one would make a first put of many small files slower, not a later
+one faster (docs/benchmarks.md). The choice is made for a directory's files
+together, so an unchanged directory is either all taken from the cache or
+all read and packed as before: its stream, and so the collection's PDH,
+stay the same.
 
 The cache is only trusted as far as the store agrees: before a put uses an
 entry, every block it names is checked to exist (one local stat or one HEAD
@@ -13,21 +22,21 @@ is not used. An entry naming a missing block is read again.
 
 One SQLite file per store (a local home, or a controller URL and token) under
 ``$XDG_CACHE_HOME/warehouse``, private to the user (0600 in a 0700 folder).
-What one put learns is written in one transaction at its end, so a crash
-leaves the cache as it was. It is bounded: at most ``max_entries`` files per
-store (the least recently used go first) and ``MAX_CACHE_FILES`` stores.
-
-Like restic's, the decision is a trade: a file rewritten with the same size
-and its modification time set back is not seen as changed (``--no-cache``).
+Its entries are looked up a directory at a time (one query per up to
+``LOOKUP_BATCH`` files). What one put learns is written in one transaction
+at its end, so a crash leaves the cache as it was. It is bounded: at most
+``max_entries`` files per store (the least recently used go first; an
+entry's time of use is rewritten at most once a day) and ``MAX_CACHE_FILES``
+stores.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,36 +49,39 @@ from warehouse.collection.writer import WriteResult
 from warehouse.manifest import Manifest
 from warehouse.manifest.entries import FileEntry, FilePiece
 
-__all__ = ["CacheStats", "PutCache", "write_with_cache"]
+__all__ = ["MIN_CACHED", "CacheStats", "PutCache", "write_with_cache"]
 
+MIN_CACHED = 32 << 10  # the mean file size of a directory whose files are cached
 MAX_ENTRIES = 4_000_000  # files remembered per store (~1 GiB of cache at most)
 MAX_CACHE_FILES = 32  # stores remembered per user
 MARGIN = 24 * 3600  # a signature expiring sooner than this is not reused
 CHECKERS = 16  # blocks checked at once (HEAD requests to keep servers)
+LOOKUP_BATCH = 500  # names in one query (SQLite allows 999 variables at least)
+TOUCH_AFTER = 24 * 3600 * 10**9  # ns: an entry's time of use is kept to a day
+_VERSION = 2  # PRAGMA user_version of the layout below
 
+# One row per file; a directory's rows sit together (looked up together).
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS files (
-    path TEXT PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS entries (
+    dir TEXT NOT NULL,
+    name TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
     inode INTEGER NOT NULL,
     md5 TEXT NOT NULL,
     pieces TEXT NOT NULL,
-    used INTEGER NOT NULL
-)
+    used INTEGER NOT NULL,
+    PRIMARY KEY (dir, name)
+) WITHOUT ROWID
 """
+
+_UNSAVED = -1  # the size noted for a file that is not to be saved
 
 
 def default_directory() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "warehouse"
-
-
-@dataclass(frozen=True)
-class _Stat:
-    size: int
-    mtime_ns: int
-    inode: int
 
 
 @dataclass
@@ -87,6 +99,10 @@ class _Hit:
     md5: str
 
 
+# A cached row: size, mtime_ns, ctime_ns, inode, md5, pieces, used.
+_Row = tuple[int, int, int, int, str, str, int]
+
+
 class PutCache:
     """The cache of one store; ``identity`` says which (a home, a URL and token)."""
 
@@ -100,10 +116,31 @@ class PutCache:
         self.max_entries = max_entries
         # Created 0600 before SQLite opens it; its journal takes the same mode.
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        self._db = sqlite3.connect(self.path, timeout=30)
-        self._db.execute(_SCHEMA)
-        self._db.commit()
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            self._layout()
+        except BaseException:
+            self._db.close()
+            raise
         _bound_files(self.directory, keep=self.path)
+
+    def _layout(self) -> None:
+        """Make the table, dropping a cache of an older layout (it is only a cache)."""
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version == _VERSION:
+            return
+        self._db.execute("BEGIN IMMEDIATE")  # one process upgrades, the others wait
+        try:
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
+            if version != _VERSION:
+                self._db.execute("DROP TABLE IF EXISTS files")  # the first layout
+                self._db.execute("DROP TABLE IF EXISTS entries")
+                self._db.execute(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version = {_VERSION}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         self._db.close()
@@ -114,64 +151,73 @@ class PutCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def lookup(self, source: str, st: _Stat) -> _Hit | None:
-        row = self._db.execute(
-            "SELECT size, mtime_ns, inode, md5, pieces FROM files WHERE path = ?", (source,)
-        ).fetchone()
-        if row is None or tuple(row[:3]) != (st.size, st.mtime_ns, st.inode):
-            return None
-        try:
-            pieces = tuple(
-                FilePiece(Locator.parse(loc), off, n) for loc, off, n in json.loads(row[4])
+    def lookup(self, directory: str, names: list[str]) -> dict[str, _Row]:
+        """The rows of the files ``names`` of ``directory`` (an absolute path) it holds."""
+        found: dict[str, _Row] = {}
+        for i in range(0, len(names), LOOKUP_BATCH):
+            chunk = names[i : i + LOOKUP_BATCH]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                "SELECT name, size, mtime_ns, ctime_ns, inode, md5, pieces, used FROM entries "
+                f"WHERE dir = ? AND name IN ({marks})",
+                (directory, *chunk),
             )
-        except (ValueError, TypeError):
-            return None  # an entry this version cannot read is only a miss
-        if sum(p.length for p in pieces) != st.size:
-            return None
-        return _Hit(FileEntry("", st.size, pieces), row[3])
+            for row in rows:
+                found[row[0]] = row[1:]
+        return found
 
-    def stage(self, rows: Iterable[tuple[str, _Stat]]) -> None:
-        """Note the stat of files about to be read, taken before the read.
-
-        They wait in the cache file as unusable rows (no digest, so a lookup
-        misses them) until ``save`` completes them: a put of millions of files
-        holds none of them in memory. Committed at once, so no transaction
-        stays open while the put reads (another put of the same user can
-        use the cache meanwhile); rows a failed put left are evicted first."""
-        with self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, '', '', 0)",
-                ((source, st.size, st.mtime_ns, st.inode) for source, st in rows),
-            )
-
-    def save(self, rows: Iterable[tuple[str, int, str, FileEntry]], used: Iterable[str]) -> None:
-        """Complete the staged rows of the files just stored (source, size as
-        stored, MD5, entry) and mark those used, in one transaction."""
+    def save(
+        self,
+        rows: Iterable[tuple[str, str, int, int, int, int, str, str]],
+        used: Iterable[tuple[str, str]],
+    ) -> None:
+        """Remember the files just stored (directory, name, size, mtime_ns,
+        ctime_ns, inode, MD5, pieces as text) and note the use of ``used``
+        (directory, name), in one transaction."""
         now = time.time_ns()
-        with self._db:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            before = self._db.total_changes
             self._db.executemany(
-                "UPDATE files SET md5 = ?, pieces = ?, used = ? WHERE path = ? AND size = ?",
-                (
-                    (
-                        md5,
-                        json.dumps([[str(p.locator), p.offset, p.length] for p in e.pieces]),
-                        now,
-                        source,
-                        size,
+                "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((*row, now) for row in rows),
+            )
+            added = self._db.total_changes != before
+            self._db.executemany(
+                "UPDATE entries SET used = ? WHERE dir = ? AND name = ?",
+                ((now, d, n) for d, n in used),
+            )
+            if added:
+                (count,) = self._db.execute("SELECT count(*) FROM entries").fetchone()
+                if count > self.max_entries:
+                    self._db.execute(
+                        "DELETE FROM entries WHERE (dir, name) IN "
+                        "(SELECT dir, name FROM entries ORDER BY used LIMIT ?)",
+                        (count - self.max_entries,),
                     )
-                    for source, size, md5, e in rows
-                ),
-            )
-            self._db.executemany(
-                "UPDATE files SET used = ? WHERE path = ?", ((now, s) for s in used)
-            )
-            (count,) = self._db.execute("SELECT count(*) FROM files").fetchone()
-            if count > self.max_entries:
-                self._db.execute(
-                    "DELETE FROM files WHERE path IN "
-                    "(SELECT path FROM files ORDER BY used LIMIT ?)",
-                    (count - self.max_entries,),
-                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+
+def _pieces_text(entry: FileEntry) -> str:
+    """``locator offset length`` for each piece, space-separated (no JSON: one
+    str.join per file)."""
+    return " ".join(f"{p.locator} {p.offset} {p.length}" for p in entry.pieces)
+
+
+def _pieces(text: str) -> tuple[FilePiece, ...] | None:
+    words = text.split()
+    if len(words) % 3:
+        return None
+    try:
+        return tuple(
+            FilePiece(Locator.parse(words[i]), int(words[i + 1]), int(words[i + 2]))
+            for i in range(0, len(words), 3)
+        )
+    except ValueError:
+        return None  # an entry this version cannot read is only a miss
 
 
 def _bound_files(directory: Path, keep: Path) -> None:
@@ -186,12 +232,9 @@ def _bound_files(directory: Path, keep: Path) -> None:
                 p.unlink(missing_ok=True)
 
 
-def _stat(path: Path) -> _Stat | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None  # the writer says why it cannot read it
-    return _Stat(st.st_size, st.st_mtime_ns, st.st_ino)
+def _signed(inode: int) -> int:
+    """An inode number as SQLite's signed 64-bit integer (some file systems use all 64 bits)."""
+    return inode - (1 << 64) if inode >= 1 << 63 else inode
 
 
 def _usable(locator: Locator, now: float) -> bool:
@@ -216,33 +259,59 @@ def _present(store: BlockStore, locators: dict[str, Locator]) -> set[str]:
 @dataclass
 class _Plan:
     hits: dict[str, _Hit] = field(default_factory=dict)  # collection path -> hit
-    # Collection path of a hit -> its file and stat (staged again if its blocks are gone).
-    sources: dict[str, tuple[str, _Stat]] = field(default_factory=dict)
+    # Collection path of a hit -> where the cache keeps it and when it was last used.
+    where: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    # Size, mtime_ns, ctime_ns and inode of each file of a cached directory,
+    # in the order of the tree's walk, as they were before it was read (size
+    # _UNSAVED: not to be saved). 32 bytes a file, not an object.
+    stats: array[int] = field(default_factory=lambda: array("q"))
+    dropped: int = 0  # hits not used because a block they name is gone
 
 
-STAGE_BATCH = 10_000
+def _rel(node: DirNode, name: str) -> str:
+    return f"{node.rel}/{name}" if node.rel else name
 
 
-def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> tuple[_Plan, int]:
+def _cached(node: DirNode) -> bool:
+    """Whether the cache answers for this directory's files."""
+    files = node.files
+    return bool(files) and sum(size for _, _, size in files) >= MIN_CACHED * len(files)
+
+
+def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
+    """Stat every file worth caching, look each directory's up at once, and
+    keep the hits whose blocks are all still stored."""
     plan = _Plan()
-    staged: list[tuple[str, _Stat]] = []
+    stats = plan.stats
     for node in tree.walk():
-        for name, source, size in node.files:
-            st = _stat(source)
-            if st is None or st.size != size:
+        if not _cached(node):
+            continue
+        files = [
+            (name, size, os.path.split(os.path.abspath(source)))
+            for name, source, size in node.files
+        ]
+        names: dict[str, list[str]] = {}
+        for _, _, (d, n) in files:
+            names.setdefault(d, []).append(n)
+        rows = {d: cache.lookup(d, ns) for d, ns in names.items()}
+        for name, size, (d, n) in files:
+            try:
+                st = os.stat(os.path.join(d, n))
+            except OSError:
+                stats.extend((_UNSAVED, 0, 0, 0))  # the writer says why it cannot read it
                 continue
-            rel = f"{node.rel}/{name}" if node.rel else name
-            key = os.path.abspath(source)
-            hit = cache.lookup(key, st)
-            if hit is None:
-                staged.append((key, st))
-                if len(staged) >= STAGE_BATCH:
-                    cache.stage(staged)
-                    staged.clear()
+            mark = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, _signed(st.st_ino))
+            # Changed since the scan: the writer reads it and decides.
+            stats.extend(mark if st.st_size == size else (_UNSAVED, 0, 0, 0))
+            row = rows[d].get(n)
+            if row is None or row[:4] != mark:
                 continue
-            plan.hits[rel] = _Hit(FileEntry(rel, hit.entry.size, hit.entry.pieces), hit.md5)
-            plan.sources[rel] = (key, st)
-    cache.stage(staged)
+            pieces = _pieces(row[5])
+            if pieces is None or sum(p.length for p in pieces) != size:
+                continue
+            rel = _rel(node, name)
+            plan.hits[rel] = _Hit(FileEntry(rel, size, pieces), row[4])
+            plan.where[rel] = (d, n, row[6])
     named = {p.locator.key: p.locator for h in plan.hits.values() for p in h.entry.pieces}
     there = _present(store, named) if named else set()
     gone = [
@@ -250,37 +319,51 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> tuple[_Plan, int
         for rel, h in plan.hits.items()
         if any(p.locator.key not in there for p in h.entry.pieces)
     ]
-    for rel in gone:
+    for rel in gone:  # read again (and saved again: its stat is noted)
         del plan.hits[rel]
-        cache.stage([plan.sources.pop(rel)])
-    return plan, len(gone)
+        del plan.where[rel]
+    plan.dropped = len(gone)
+    return plan
 
 
 def _without(node: DirNode, hits: dict[str, _Hit]) -> DirNode:
     """The tree less the files the cache answers for."""
     return DirNode(
         node.rel,
-        [f for f in node.files if (f"{node.rel}/{f[0]}" if node.rel else f[0]) not in hits],
+        [f for f in node.files if _rel(node, f[0]) not in hits],
         [_without(d, hits) for d in node.dirs],
     )
 
 
 def _learned(
-    tree: DirNode, hits: dict[str, _Hit], result: WriteResult
-) -> Iterator[tuple[str, int, str, FileEntry]]:
-    """What a put teaches the cache: every file it read whole and unchanged
-    (``save`` keeps it only if its staged stat has the size stored)."""
+    tree: DirNode, plan: _Plan, result: WriteResult
+) -> Iterator[tuple[str, str, int, int, int, int, str, str]]:
+    """What a put teaches the cache: every file of a cached directory that it
+    read whole and unchanged, with its stat from before the read."""
+    if not plan.stats:
+        return  # nothing to learn: no file table built for it
     written = result.manifest.files_view()
+    md5s = result.file_md5s
     changed = set(result.changed)
+    stats = plan.stats
+    i = 0
     for node in tree.walk():
-        for name, source, _size in node.files:
-            rel = f"{node.rel}/{name}" if node.rel else name
-            if rel in hits or rel in changed:
+        if not _cached(node):
+            continue
+        for name, source, _ in node.files:
+            size, mtime_ns, ctime_ns, inode = stats[i : i + 4]
+            i += 4
+            if size == _UNSAVED:
+                continue
+            rel = _rel(node, name)
+            if rel in plan.hits or rel in changed:
                 continue
             entry = written.get(rel)
-            md5 = result.file_md5s.get(rel)
-            if entry is not None and md5 is not None:
-                yield os.path.abspath(source), entry.size, md5, entry
+            md5 = md5s.get(rel)
+            if entry is None or md5 is None or entry.size != size:
+                continue
+            d, n = os.path.split(os.path.abspath(source))
+            yield d, n, size, mtime_ns, ctime_ns, inode, md5, _pieces_text(entry)
 
 
 def write_with_cache(
@@ -290,13 +373,13 @@ def write_with_cache(
     write: Callable[[DirNode], WriteResult],
 ) -> tuple[WriteResult, CacheStats]:
     """Store ``tree`` with ``write``, reading only the files the cache cannot vouch for."""
-    plan, dropped = _plan(cache, store, tree)
+    plan = _plan(cache, store, tree)
     if not plan.hits:
         # Nothing to merge (a first put): the writer's result as it is, and
         # no second manifest or digest table held beside it.
         result = write(tree)
-        cache.save(_learned(tree, plan.hits, result), ())
-        return result, CacheStats(files=0, bytes=0, dropped=dropped)
+        cache.save(_learned(tree, plan, result), ())
+        return result, CacheStats(files=0, bytes=0, dropped=plan.dropped)
     result = write(_without(tree, plan.hits))
     written = result.manifest.files_view()
     entries: list[FileEntry] = []
@@ -306,7 +389,7 @@ def write_with_cache(
         if node.rel and node.is_empty:
             empty.append(node.rel)
         for name, _source, _size in node.files:
-            rel = f"{node.rel}/{name}" if node.rel else name
+            rel = _rel(node, name)
             hit = plan.hits.get(rel)
             if hit is not None:
                 entries.append(hit.entry)
@@ -328,8 +411,13 @@ def write_with_cache(
         file_md5s=md5s,
         changed=result.changed,
     )
-    cache.save(_learned(tree, plan.hits, result), (plan.sources[rel][0] for rel in plan.hits))
+    # An entry's time of use only orders eviction: rewritten once a day at most.
+    stale = time.time_ns() - TOUCH_AFTER
+    touch = [(d, n) for d, n, used in plan.where.values() if used < stale]
+    cache.save(_learned(tree, plan, result), touch)
     stats = CacheStats(
-        files=len(plan.hits), bytes=sum(h.entry.size for h in plan.hits.values()), dropped=dropped
+        files=len(plan.hits),
+        bytes=sum(h.entry.size for h in plan.hits.values()),
+        dropped=plan.dropped,
     )
     return merged, stats

@@ -83,7 +83,7 @@ __all__ = ["put"]
     "--no-cache",
     is_flag=True,
     help="Read every file, even those the resume cache knows unchanged (by path, size, "
-    "mtime and inode) since they were last stored.",
+    "mtime, ctime and inode) since they were last stored.",
 )
 @click.option("--no-progress", is_flag=True, help="Draw no progress bar.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no warnings; errors only.")
@@ -119,10 +119,11 @@ def put(
     read where it can be. A conflict found after the data is stored still
     prints the stored PDH, so it can be named.
 
-    A file stored before from the same path, with the same size, mtime and
-    inode, is not read again: its blocks are checked to be still stored and
-    reused (the resume cache, under $XDG_CACHE_HOME/warehouse; --no-cache
-    reads everything).
+    A file stored before from the same path, with the same size, mtime,
+    ctime and inode, in a directory whose files average 32 KiB or more, is
+    not read again: its blocks are checked to be still stored and reused
+    (the resume cache, under $XDG_CACHE_HOME/warehouse; --no-cache reads
+    everything).
 
     A file whose size or mtime changes while it is read fails the put
     (exit 1, nothing named) unless --allow-changing is given. Ctrl-C stops it

@@ -27,12 +27,13 @@ def check_listing(manifest: Manifest, file_md5s: object) -> dict[str, str]:
     """
     if not isinstance(file_md5s, dict):
         raise UsageError("file_md5s: want an object {path: md5}")
+    paths = manifest.file_paths()
     for path, md5 in file_md5s.items():
-        if not manifest.has_file(path):
+        if path not in paths:
             raise UsageError(f"file_md5s: {path!r} is not a file of the manifest")
         if not isinstance(md5, str) or _MD5.fullmatch(md5) is None:
             raise UsageError(f"file_md5s: the digest of {path!r} is not 32 lowercase hex digits")
-    if len(file_md5s) != manifest.file_count():
+    if len(file_md5s) != len(paths):
         missing = next(p for p in manifest.files() if p not in file_md5s)
         raise UsageError(f"file_md5s: no digest for {missing!r}")
     return file_md5s

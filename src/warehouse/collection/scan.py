@@ -64,7 +64,9 @@ class DirNode:
     """One directory of the collection being written (``rel`` is "" at the root)."""
 
     rel: str
-    files: list[tuple[str, Path, int]] = field(default_factory=list)  # (name, source, size)
+    # (name, source path, size): the path a str, not a Path (a put of a
+    # million files holds them all).
+    files: list[tuple[str, str, int]] = field(default_factory=list)
     dirs: list[DirNode] = field(default_factory=list)
 
     def walk(self) -> Iterator[DirNode]:
@@ -86,19 +88,20 @@ class DirNode:
         return sum(len(d.files) for d in self.walk())
 
 
-def _name(entry: str, where: Path) -> str:
+def _name(entry: str, where: str) -> str:
     try:
         entry.encode("utf-8")
     except UnicodeEncodeError:
-        raise UsageError(f"file name is not valid UTF-8: {os.fsencode(where / entry)!r}") from None
+        full = os.path.join(os.fsencode(where), os.fsencode(entry))
+        raise UsageError(f"file name is not valid UTF-8: {full!r}") from None
     return entry
 
 
-def _stat(path: Path) -> os.stat_result:
+def _stat(path: str) -> os.stat_result:
     try:
-        return path.stat()  # follows symbolic links
+        return os.stat(path)  # follows symbolic links
     except FileNotFoundError:
-        if path.is_symlink():
+        if os.path.islink(path):
             raise UsageError(f"dangling symbolic link: {path}") from None
         raise NotFoundError(f"no such file or directory: {path}") from None
     except OSError as e:
@@ -111,7 +114,7 @@ def _stat(path: Path) -> os.stat_result:
 def _add(
     node: DirNode,
     name: str,
-    path: Path,
+    path: str,
     ancestors: frozenset[tuple[int, int]],
     keep: Filter,
 ) -> None:
@@ -137,43 +140,43 @@ def _add(
         # Not a bad name (refused always): what is there but cannot be read.
         if not keep.skip_unreadable or str(e).startswith("file name is not valid UTF-8"):
             raise
-        keep.skipped.append((str(path), str(e)))
+        keep.skipped.append((path, str(e)))
     except OSError as e:
         if not keep.skip_unreadable:
             raise os_error(e, f"cannot read {path}") from None
-        keep.skipped.append((str(path), e.strerror or str(e)))
+        keep.skipped.append((path, e.strerror or str(e)))
 
 
-def _fill(node: DirNode, path: Path, ancestors: frozenset[tuple[int, int]], keep: Filter) -> None:
+def _fill(node: DirNode, path: str, ancestors: frozenset[tuple[int, int]], keep: Filter) -> None:
     try:
         entries = os.listdir(path)
     except OSError as e:
         raise os_error(e, f"cannot read directory {path}") from None
+    prefix = path if path.endswith("/") else path + "/"
     for entry in sorted(_name(e, path) for e in entries):
-        _add(node, entry, path / entry, ancestors, keep)
+        _add(node, entry, prefix + entry, ancestors, keep)
     node.files.sort(key=lambda f: f[0])
     node.dirs.sort(key=lambda d: d.rel.rsplit("/", 1)[-1])
 
 
-def scan_paths(paths: Sequence[Path], keep: Filter | None = None) -> DirNode:
+def scan_paths(paths: Sequence[Path | str], keep: Filter | None = None) -> DirNode:
     """The tree that ``wh put paths`` stores (less what ``keep`` leaves out)."""
     if not paths:
         raise UsageError("nothing to store: give at least one path")
     keep = keep or Filter()
     root = DirNode("")
-    if len(paths) == 1 and stat.S_ISDIR((st := _stat(Path(paths[0]))).st_mode):
-        p = Path(paths[0])
-        _fill(root, p, frozenset({(st.st_dev, st.st_ino)}), keep)
+    if len(paths) == 1 and stat.S_ISDIR((st := _stat(str(Path(paths[0])))).st_mode):
+        _fill(root, str(Path(paths[0])), frozenset({(st.st_dev, st.st_ino)}), keep)
         return root
     seen: set[str] = set()
     for p in map(Path, paths):
-        name = _name(p.resolve().name if p.name in ("", ".", "..") else p.name, p.parent)
+        name = _name(p.resolve().name if p.name in ("", ".", "..") else p.name, str(p.parent))
         if not name:
             raise UsageError(f"cannot store the file system root: {p}")
         if name in seen:
             raise UsageError(f"two arguments would both be stored as {name!r}")
         seen.add(name)
-        _add(root, name, p, frozenset(), keep)
+        _add(root, name, str(p), frozenset(), keep)
     root.files.sort(key=lambda f: f[0])
     root.dirs.sort(key=lambda d: d.rel)
     return root

@@ -13,6 +13,7 @@ import hashlib
 import os
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -257,13 +258,64 @@ class _Packer:
         self.hasher.shutdown(wait=True, cancel_futures=True)
 
 
-def _changed(scanned: int, before: os.stat_result, after: os.stat_result, read: int) -> str:
-    """Why a file read between two stats is not one version of it ("" if it is)."""
-    if before.st_size != scanned:
-        return f"its size went from {scanned} to {before.st_size} bytes before it was read"
-    if after.st_size != before.st_size or read != before.st_size:
-        return f"its size went from {before.st_size} to {after.st_size} bytes while it was read"
-    if after.st_mtime_ns != before.st_mtime_ns:
+# Files of at most SMALL_FILE bytes are opened AHEAD files before they are
+# read, each with posix_fadvise(WILLNEED): the kernel starts reading them at
+# once, so the reads of a tree of small files not in memory wait on the disk
+# together instead of one after the other (6.5-9.6 s -> 2.1 s for 100,000
+# files of 1-8 KB here). Threads reading them did worse: each holds the GIL
+# between its system calls.
+SMALL_FILE = 1 << 20
+AHEAD = 64
+
+
+class _ReadAhead:
+    """The small files of a tree, opened ahead in the order of the tree's
+    walk (the order the packer takes them in)."""
+
+    def __init__(self, root: DirNode) -> None:
+        self._paths = (
+            path for node in root.walk() for _, path, size in node.files if size <= SMALL_FILE
+        )
+        self._open: deque[int | OSError] = deque()
+        for _ in range(AHEAD):
+            self._ahead()
+
+    def _ahead(self) -> None:
+        path = next(self._paths, None)
+        if path is None:
+            return
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as e:
+            self._open.append(e)  # raised when its turn comes
+            return
+        try:  # noqa: SIM105 - once a file: cheaper than contextlib.suppress
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass  # only a hint
+        self._open.append(fd)
+
+    def next(self) -> int | OSError:
+        """The open descriptor of the next small file of the walk (the caller closes it)."""
+        fd = self._open.popleft()
+        self._ahead()
+        return fd
+
+    def close(self) -> None:
+        while self._open:
+            fd = self._open.popleft()
+            if isinstance(fd, int):
+                os.close(fd)
+
+
+def _changed(scanned: int, before: tuple[int, int], after: tuple[int, int], read: int) -> str:
+    """Why a file read between two stats (size, mtime_ns) is not one version
+    of it ("" if it is)."""
+    if before[0] != scanned:
+        return f"its size went from {scanned} to {before[0]} bytes before it was read"
+    if after[0] != before[0] or read != before[0]:
+        return f"its size went from {before[0]} to {after[0]} bytes while it was read"
+    if after[1] != before[1]:
         return "it was modified while it was read"
     return ""
 
@@ -271,6 +323,7 @@ def _changed(scanned: int, before: os.stat_result, after: os.stat_result, read: 
 def _pack_dir(
     node: DirNode,
     packer: _Packer,
+    reads: _ReadAhead,
     progress: Progress | None,
     allow_changing: bool = False,
     changed: list[str] | None = None,
@@ -293,11 +346,42 @@ def _pack_dir(
     whole: list[tuple[str, int, int]] = []  # files wholly inside the current buffer
     stream_pos = 0
 
+    file_start = 0  # where the file being read starts in the buffer
+
     def cut() -> None:
         nonlocal lease, buf, fill, whole
         blocks.append(packer.submit(lease, fill, whole))
         lease = packer.lease(rest)
         buf, fill, whole = lease.buf, 0, []
+
+    def fill_from(fd: int, left: int) -> _FileHash | None:
+        """Read a file of ``left`` bytes into the buffers, cutting blocks as
+        they fill; its hash if it spans blocks (None: it lies in one)."""
+        nonlocal lease, buf, fill, whole, stream_pos, file_start
+        fh: _FileHash | None = None
+        while True:
+            if fill == block_size:
+                if fh is None and file_start == 0:
+                    seed: Future[Any] = Future()
+                    fh = _FileHash(seed)
+                    blocks.append(packer.submit(lease, fill, whole, seed))
+                else:
+                    fh = fh or _FileHash()
+                    packer.hash_part(fh, lease, file_start, fill)
+                    blocks.append(packer.submit(lease, fill, whole))
+                lease = packer.lease(left + rest)
+                buf, fill, file_start, whole = lease.buf, 0, 0, []
+            want = min(block_size - fill, left)
+            if fill + want > len(buf):
+                buf = packer.grow(lease, fill, fill + want + rest)
+            n = os.readv(fd, (memoryview(buf)[fill : fill + want],)) if want else 0
+            if not n:
+                return fh
+            left -= n
+            fill += n
+            stream_pos += n
+            if progress is not None:
+                progress(n)
 
     for name, path, size in node.files:
         key = f"{node.rel}/{name}" if node.rel else name
@@ -309,39 +393,43 @@ def _pack_dir(
         file_start = fill
         fh: _FileHash | None = None
         try:
-            f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
+            fd = reads.next() if size <= SMALL_FILE else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            if isinstance(fd, OSError):
+                raise fd
         except OSError as e:
             raise os_error(e, f"cannot read {path}") from None
-        with f:
+        try:
             # Stat before and after: a file written meanwhile would be stored
             # torn. Reading stops at the size it had when opened, so a file
             # that keeps growing does not keep the put going.
-            before = os.fstat(f.fileno())
+            before = os.fstat(fd)
             left = before.st_size
-            while True:
-                if fill == block_size:
-                    if fh is None and file_start == 0:
-                        seed: Future[Any] = Future()
-                        fh = _FileHash(seed)
-                        blocks.append(packer.submit(lease, fill, whole, seed))
-                    else:
-                        fh = fh or _FileHash()
-                        packer.hash_part(fh, lease, file_start, fill)
-                        blocks.append(packer.submit(lease, fill, whole))
-                    lease = packer.lease(left + rest)
-                    buf, fill, file_start, whole = lease.buf, 0, 0, []
-                want = min(block_size - fill, left)
-                if fill + want > len(buf):
-                    buf = packer.grow(lease, fill, fill + want + rest)
-                n = f.readinto(memoryview(buf)[fill : fill + want]) if want else 0
-                if not n:
-                    break
-                left -= n
+            if 0 < left <= block_size - fill and left <= SMALL_FILE:
+                # Nearly every small file: it fits the block, one read.
+                if fill + left > len(buf):
+                    buf = packer.grow(lease, fill, fill + left + rest)
+                view = memoryview(buf)[fill : fill + left]
+                n = os.readv(fd, (view,))
+                while 0 < n < left:  # a short read: on to the size it had
+                    more = os.readv(fd, (view[n:],))
+                    if not more:
+                        break
+                    n += more
                 fill += n
                 stream_pos += n
                 if progress is not None:
                     progress(n)
-            why = _changed(size, before, os.fstat(f.fileno()), before.st_size - left)
+            else:
+                fh = fill_from(fd, left)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        why = _changed(
+            size,
+            (before.st_size, before.st_mtime_ns),
+            (after.st_size, after.st_mtime_ns),
+            stream_pos - start,
+        )
         if why and not allow_changing:
             raise FileChangedError(
                 f"{path} changed while it was read ({why}): nothing was stored under a name; "
@@ -354,7 +442,9 @@ def _pack_dir(
         else:
             packer.hash_part(fh, lease, file_start, fill)
             packer.file_done(key, fh)
-        segments.append(Segment(start, stream_pos - start, name))
+        # An empty file is written 0:0:name, as the normalized form has it.
+        length = stream_pos - start
+        segments.append(Segment(start if length else 0, length, name))
         if big and fill:
             cut()
     if fill or whole:
@@ -362,6 +452,25 @@ def _pack_dir(
     else:
         lease.release()
     return blocks, segments, stream_pos
+
+
+def _laid_out_normalized(stream: Stream) -> bool:
+    """Whether a stream of ``write_tree`` is in the normalized form already.
+
+    The writer lays a tree out as that form does: directories depth first in
+    name order (the scan's), one stream each, its files in name order, each
+    in one segment at its place in the stream, an empty one 0:0, an empty
+    directory a marker stream. What it can do otherwise: name a block twice
+    (two stretches of the same bytes), or end a stream with an empty block
+    (empty files after a file of a block or more); normalizing then lists a
+    block once and drops the empty one.
+    """
+    locators = stream.locators
+    if len(locators) == 1:
+        return True
+    return len({loc.key for loc in locators}) == len(locators) and not any(
+        loc.is_empty for loc in locators
+    )
 
 
 def write_tree(
@@ -383,6 +492,7 @@ def write_tree(
     """
     root = paths if isinstance(paths, DirNode) else scan_paths(paths)
     packer = _Packer(store, workers or default_workers(), block_size, check)
+    reads = _ReadAhead(root)
     planned: list[tuple[str, list[Future[StoredBlock]], list[Segment]]] = []
     changed: list[str] = []
     total = 0
@@ -390,7 +500,9 @@ def write_tree(
         for node in root.walk():
             name = f"./{node.rel}" if node.rel else "."
             if node.files:
-                blocks, segments, size = _pack_dir(node, packer, progress, allow_changing, changed)
+                blocks, segments, size = _pack_dir(
+                    node, packer, reads, progress, allow_changing, changed
+                )
                 planned.append((name, blocks, segments))
                 total += size
             elif node.is_empty and node.rel:
@@ -398,6 +510,7 @@ def write_tree(
         stored = [[f.result() for f in blocks] for _, blocks, _ in planned]
         packer.finish()
     finally:
+        reads.close()
         packer.close()
     store.flush()
     if packer.error is not None:
@@ -406,7 +519,12 @@ def write_tree(
         Stream(name, tuple(b.locator for b in sb) or (EMPTY_LOCATOR,), tuple(segments))
         for (name, _, segments), sb in zip(planned, stored, strict=True)
     ]
-    manifest = Manifest(tuple(streams)).normalized()
+    manifest = Manifest(tuple(streams))
+    if all(_laid_out_normalized(stream) for stream in streams):
+        # Normalizing it would build every file's entry to find it unchanged.
+        manifest.__dict__["_normalized"] = manifest
+    else:
+        manifest = manifest.normalized()
     return WriteResult(
         manifest=manifest,
         blocks=tuple(b for sb in stored for b in sb if not b.locator.is_empty),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
@@ -80,7 +80,18 @@ class Manifest:
 
     def file_count(self) -> int:
         """How many files (``len(files())`` without copying them)."""
-        return len(self._files)
+        return len(self._paths)
+
+    def file_paths(self) -> Set[str]:
+        """The paths of every file, as a set (no file table built for it)."""
+        return self._paths
+
+    @cached_property
+    def _paths(self) -> Set[str]:
+        if "_files" in self.__dict__:
+            return self._files.keys()
+        # A file is named in one segment or more: the names, without the pieces.
+        return frozenset(path for stream in self.streams for path in _segment_paths(stream))
 
     def has_file(self, path: str) -> bool:
         return path in self._files
@@ -130,8 +141,9 @@ class Manifest:
 
     @cached_property
     def size(self) -> int:
-        """Total bytes of all files."""
-        return sum(entry.size for entry in self._files.values())
+        """Total bytes of all files (the sum of the segments: a file's size is
+        the sum of its own)."""
+        return sum(seg.length for stream in self.streams for seg in stream.segments)
 
 
 def _segment_paths(stream: Stream) -> Iterator[str]:
