@@ -3,23 +3,28 @@
 
 Generates a tree of ``benchmarks/ingest.py`` (``--tree``, default
 ``small100k``: 100,000 files of 1-8 KB), stores it once with ``wh put``
-(untimed; every build reads the same warehouse) and, if restic is installed
-and ``--restic`` is given, backs it up once with restic. Then, round after
+(untimed; every build reads the same warehouse) and, with ``--restic`` and
+``--borg`` (when installed), backs it up once with each (restic's
+repository encrypted, borg's not, neither compressed). Then, round after
 round, each variant gets the tree into a fresh directory under the work
-directory: every build of wh (``--src NAME=DIR`` runs this wh with
-``PYTHONPATH=DIR``, so DIR's ``warehouse`` package is the one imported;
-the name ``this`` is always there and runs this checkout) and restic
-restore, in the same order each round. Before each timed command the
-script syncs and drops every file of the warehouse and of the restic
-repository from the page cache (``posix_fadvise(DONTNEED)``); after it, the
-output is checked (every file's size, a sample's MD5) and deleted, untimed.
+directory, each round starting with the next variant: every build of wh
+(``--src NAME=DIR`` runs this wh with ``PYTHONPATH=DIR``, so DIR's
+``warehouse`` package is the one imported; the name ``this`` is always
+there and runs this checkout), restic restore and borg extract. Before each timed command the
+script syncs and drops every file of the warehouse and of the other
+repositories from the page cache (``posix_fadvise(DONTNEED)``); after it, the
+output is checked (every file's size, a sample's MD5), untimed. Outputs are
+deleted only at the end: on ext4 without a journal, creating files just
+after many were deleted is several times slower (the inode allocator skips,
+one by one, inodes freed in the last minute), which made whichever variant
+came after a deletion the slow one.
 
 Prints each round's seconds and peak resident MB (``wait4``), the load
 average before each round, the medians and each variant's median over
 the first one's.
 
     .venv/bin/python benchmarks/get_ab.py --workdir /tmp/get-ab --rounds 3 \\
-        --src main=../main/src --restic
+        --src main=../main/src --restic --borg
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from pathlib import Path
 
 import ingest  # the tree generator, the timed runner and the checks
 
+INSIDE = "<run inside the output directory>"
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -42,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--src", action="append", default=[], help="NAME=DIR: a build to compare")
     p.add_argument("--restic", action="store_true", help="restic restore in each round too")
+    p.add_argument("--borg", action="store_true", help="borg extract in each round too")
     p.add_argument("--wh", default=str(Path(sys.executable).with_name("wh")))
     args = p.parse_args(argv)
 
@@ -65,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         marker.write_text(out.strip())
     pdh = marker.read_text().strip()
 
+    # name, the command (the output directory is added at its end; None: the
+    # command runs inside it), its environment
     variants: list[tuple[str, list[str], dict[str, str]]] = [
         ("this", [args.wh, "get", pdh], wh_env)
     ]
@@ -73,6 +83,22 @@ def main(argv: list[str] | None = None) -> int:
         env = {**wh_env, "PYTHONPATH": str(Path(src).resolve())}
         variants.append((name, [args.wh, "get", pdh], env))
     caches = [home]
+    borg = shutil.which("borg")
+    if args.borg and borg is not None:
+        b_repo = work / f"borg-repo-{args.tree}"
+        b_env = {
+            **base_env,
+            "BORG_BASE_DIR": str(work / "borg-base"),
+            "BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK": "yes",
+            "BORG_RELOCATED_REPO_ACCESS_IS_OK": "yes",
+        }
+        if not (b_repo / "config").is_file():
+            shutil.rmtree(b_repo, ignore_errors=True)
+            ingest.run([borg, "init", "--encryption=none", str(b_repo)], b_env)
+            create = [borg, "create", "--compression", "none", f"{b_repo}::a", tree.name]
+            ingest.run(create, b_env, cwd=tree.parent)
+        variants.append(("borg", [borg, "extract", f"{b_repo}::a", INSIDE], b_env))
+        caches.append(b_repo)
     restic = shutil.which("restic")
     if args.restic and restic is not None:
         repo = work / f"restic-repo-{args.tree}"
@@ -84,29 +110,39 @@ def main(argv: list[str] | None = None) -> int:
         }
         if not (repo / "config").is_file():
             shutil.rmtree(repo, ignore_errors=True)
-            ingest.run([restic, "init"], r_env)
-            ingest.run([restic, "backup", "--quiet", tree.name], r_env, cwd=tree.parent)
+            # As benchmarks/ingest.py: repository v2, compression off.
+            ingest.run([restic, "init", "--repository-version", "2"], r_env)
+            backup = [restic, "backup", "--compression", "off", "--quiet", tree.name]
+            ingest.run(backup, r_env, cwd=tree.parent)
         variants.append(("restic", [restic, "restore", "latest", "--quiet", "--target"], r_env))
         caches.append(repo)
     ingest.CACHE_MODE = "drop"
     ingest.CACHE_PATHS = caches
 
+    outputs = work / "outputs"
+    shutil.rmtree(outputs, ignore_errors=True)
+    outputs.mkdir()
     times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     peaks: dict[str, list[int]] = {name: [] for name, _, _ in variants}
     for number in range(1, args.rounds + 1):
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         cells = []
-        for name, command, env in variants:
-            out = work / f"out-{name}"
-            shutil.rmtree(out, ignore_errors=True)
-            seconds, _ = ingest.run([*command, str(out)], env)
+        # Each round starts with the next variant: none always follows the same one.
+        shift = (number - 1) % len(variants)
+        for name, command, env in variants[shift:] + variants[:shift]:
+            out = outputs / f"{name}-{number}"
+            if command[-1] == INSIDE:
+                out.mkdir()
+                seconds, _ = ingest.run(command[:-1], env, cwd=out)
+            else:
+                seconds, _ = ingest.run([*command, str(out)], env)
             times[name].append(seconds)
             peaks[name].append(ingest.LAST_PEAK[0])
             ingest.verify_restore(out, original, digests, name)
-            shutil.rmtree(out)
             cells.append(f"{name} {seconds:6.2f} s {ingest.LAST_PEAK[0] / 1e6:5.0f} MB")
         print(f"round {number} (load {load}): " + " | ".join(cells), flush=True)
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    shutil.rmtree(outputs)
     first = variants[0][0]
     median_first = statistics.median(times[first])
     for name, _, _ in variants:

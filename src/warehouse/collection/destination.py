@@ -214,24 +214,19 @@ class Destination:
     def commit(self, parts: Parts, tmp: str, name: str, *, replace: bool) -> None:
         """Give the temporary file its name; ``replace``: whatever holds it goes."""
         fd = self.directory(parts, create=False)
-        shown = _shown(self.root, (*parts, name))
         try:
             if not replace and _renameat2.usable:
                 try:
                     if _renameat2(fd, tmp, name):
                         return
                 except FileExistsError:
-                    raise WarehouseError(
-                        f"{shown} appeared while the get ran; use --force to overwrite it"
-                    ) from None
+                    raise self._appeared(parts, name) from None
             if not replace:
                 try:
                     # Fails if anything appeared under the name since the checks.
                     os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
                 except FileExistsError:
-                    raise WarehouseError(
-                        f"{shown} appeared while the get ran; use --force to overwrite it"
-                    ) from None
+                    raise self._appeared(parts, name) from None
                 except OSError as e:
                     if e.errno not in _NO_LINKS:
                         raise
@@ -240,9 +235,14 @@ class Destination:
                     return
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except IsADirectoryError:
+            shown = _shown(self.root, (*parts, name))
             raise WarehouseError(f"{shown} exists and is a directory") from None
         except OSError as e:
-            raise os_error(e, f"cannot write {shown}") from None
+            raise os_error(e, f"cannot write {_shown(self.root, (*parts, name))}") from None
+
+    def _appeared(self, parts: Parts, name: str) -> WarehouseError:
+        shown = _shown(self.root, (*parts, name))
+        return WarehouseError(f"{shown} appeared while the get ran; use --force to overwrite it")
 
     def discard(self, parts: Parts, tmp: str) -> None:
         # Best effort, on the way out of a failure that must stay the one reported.

@@ -35,6 +35,7 @@ from warehouse.collection.destination import Destination, Parts
 from warehouse.collection.reader import CollectionReader
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.manifest import FileEntry
+from warehouse.manifest.normal import iter_normal_files
 
 __all__ = ["ExtractedFile", "extract", "select", "selected_size"]
 
@@ -67,7 +68,7 @@ def select(reader: CollectionReader, subpath: str) -> tuple[list[tuple[str, File
 def selected_size(reader: CollectionReader, subpath: str) -> int:
     """The bytes of the files under ``subpath`` (all of them for ``""``)."""
     if not subpath.strip("/") and reader.normal_text is not None:
-        return sum(entry.size for _, entry in _streamed(reader, None))
+        return sum(size or 0 for _, size in iter_normal_files(reader.normal_text))
     return sum(entry.size for _, entry in select(reader, subpath)[0])
 
 
@@ -77,9 +78,15 @@ def _check_rel(rel: str) -> None:
         raise UsageError(f"refusing unsafe path {rel!r}: it could escape the destination")
 
 
-def _checked_rel(rel: str) -> str:
-    _check_rel(rel)
-    return rel
+def _streamed_paths(text: bytes, dirs: list[str]) -> Iterator[str]:
+    """Every file's path in normalized manifest ``text``, checked to be safe;
+    the empty directories are added to ``dirs`` as they come."""
+    for path, size in iter_normal_files(text):
+        _check_rel(path)
+        if size is None:
+            dirs.append(path)
+        else:
+            yield path
 
 
 def _streamed(reader: CollectionReader, dirs: list[str] | None) -> Iterator[tuple[str, FileEntry]]:
@@ -285,8 +292,7 @@ def extract(
         # a stream at a time; no table of every file.
         chosen = functools.partial(_streamed, reader, None)
         if dest is not None:
-            rels = (_checked_rel(rel) for rel, _ in _streamed(reader, dirs))
-            _check_dest(dest, rels, dirs, force)
+            _check_dest(dest, _streamed_paths(reader.normal_text, dirs), dirs, force)
     else:
         listed, dirs = select(reader, subpath)
         if dest is not None:
