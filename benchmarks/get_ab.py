@@ -19,7 +19,8 @@ after many were deleted is several times slower (the inode allocator skips,
 one by one, inodes freed in the last minute), which made whichever variant
 came after a deletion the slow one.
 
-Prints each round's seconds and peak resident MB (``wait4``), the load
+Prints each round's seconds, CPU seconds (user, system) and peak resident
+MB (``wait4``), the load
 average before each round, the medians and each variant's median over
 the first one's.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -131,15 +133,21 @@ def main(argv: list[str] | None = None) -> int:
         shift = (number - 1) % len(variants)
         for name, command, env in variants[shift:] + variants[:shift]:
             out = outputs / f"{name}-{number}"
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             if command[-1] == INSIDE:
                 out.mkdir()
                 seconds, _ = ingest.run(command[:-1], env, cwd=out)
             else:
                 seconds, _ = ingest.run([*command, str(out)], env)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
             times[name].append(seconds)
             peaks[name].append(ingest.LAST_PEAK[0])
             ingest.verify_restore(out, original, digests, name)
-            cells.append(f"{name} {seconds:6.2f} s {ingest.LAST_PEAK[0] / 1e6:5.0f} MB")
+            cells.append(
+                f"{name} {seconds:6.2f} s (user {user:.1f}, sys {system:.1f}) "
+                f"{ingest.LAST_PEAK[0] / 1e6:4.0f} MB"
+            )
         print(f"round {number} (load {load}): " + " | ".join(cells), flush=True)
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     shutil.rmtree(outputs)
