@@ -377,9 +377,12 @@ def extract(
 
 
 # Threads that write small files at once. Creating a file, writing it and
-# renaming it are system calls that release the GIL; with one writer a get
-# of 100,000 small files spent most of its time waiting on them one by one.
-WRITERS = 4
+# renaming it are system calls that release the GIL, so a writer beside the
+# reading thread overlaps them with reading and verifying. Each create and
+# rename locks its directory, and consecutive files share one: writers
+# beyond the cores mostly spin on that lock (on 2 cores, 4 writers spent
+# more system time than 2 for the same files, and were no faster).
+WRITERS = max(2, min(4, os.cpu_count() or 1))
 # A small file is written by the pool, whole, in a batch of files written in
 # order by one thread; a larger one by the reading thread, chunk by chunk.
 _SMALL_FILE = 1 << 20
