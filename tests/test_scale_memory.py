@@ -116,15 +116,16 @@ def _put_get(tmp_path: Path) -> None:
 
 
 # A manifest of 200,000 files (2,000 streams of 100) stored with
-# `wh put --manifest` and listed with `wh ls`: both go stream by stream, so
-# they hold one stream, the text and little else. Holding every file entry
-# (as both did) peaked near 300 MB here.
+# `wh put --manifest`, listed with `wh ls` and read with `wh get --no-write`:
+# each goes stream by stream, so they hold a few streams, the text and
+# little else. Holding every file entry (as put and ls did, and get did
+# before it read the stored text stream by stream) peaked near 300 MB here.
 MANIFEST_STREAMS = 2_000
 MANIFEST_MAX_RSS = 150 << 20
 
 
 @pytest.mark.slow
-def test_manifest_of_200k_files_put_and_listed_in_bounded_memory(tmp_path: Path) -> None:
+def test_manifest_of_200k_files_put_listed_and_read_in_bounded_memory(tmp_path: Path) -> None:
     with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
         _put_ls_manifest(Path(d))
 
@@ -157,3 +158,13 @@ def _put_ls_manifest(tmp_path: Path) -> None:
     assert len(listed) == MANIFEST_STREAMS * 100
     assert listed[0].split() == ["10", "d0000/f00"]
     assert listed[-1].split() == ["10", f"d{MANIFEST_STREAMS - 1:04d}/f99"]
+
+    # A get reads it stream by stream too: no table of every file is built.
+    out, get_rss = _run(["get", "--no-write", pdh], env, tmp_path)
+    assert get_rss < MANIFEST_MAX_RSS, f"get --no-write peaked at {get_rss >> 20} MB"
+    got = out.decode().splitlines()
+    assert len(got) == MANIFEST_STREAMS * 100
+    last = MANIFEST_STREAMS - 1
+    first_md5, last_md5 = (hashlib.md5(b"%09d\n" % i).hexdigest() for i in (0, last))
+    assert got[0] == f"{first_md5}  d0000/f00"
+    assert got[-1] == f"{last_md5}  d{last:04d}/f99"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Self
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile, extract
-from warehouse.collection.reader import CollectionReader
+from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
 from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
@@ -75,6 +75,11 @@ class WarehouseBase:
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         raise NotImplementedError
 
+    def _collection_text(self, pdh: str) -> tuple[bytes, dict[str, str] | None] | None:
+        """Like ``_collection``, the manifest as its stored normalized text
+        (read stream by stream), or None where that is not at hand."""
+        return None
+
     def _copies(self) -> int:
         return 1
 
@@ -118,9 +123,24 @@ class WarehouseBase:
     def reader(self, key: str | Key, *, one_pass: bool = False) -> CollectionReader:
         """A reader of the collection; ``one_pass``: it reads each block once
         (as a get does), so the blocks are not kept in the RAM cache."""
-        manifest, digests = self._collection(self.resolve(key))
-        extra = {} if self.readahead is None else {"readahead": self.readahead}
-        return CollectionReader(self.store, manifest, file_md5s=digests, one_pass=one_pass, **extra)
+        pdh = self.resolve(key)
+        readahead = DEFAULT_READAHEAD if self.readahead is None else self.readahead
+        # A one-pass reader (a get) goes through the files once, in order: the
+        # text is enough, and a million files' table is never built.
+        if one_pass and (stored := self._collection_text(pdh)) is not None:
+            text, digests = stored
+            return CollectionReader(
+                self.store,
+                None,
+                normal_text=text,
+                file_md5s=digests,
+                one_pass=True,
+                readahead=readahead,
+            )
+        manifest, digests = self._collection(pdh)
+        return CollectionReader(
+            self.store, manifest, file_md5s=digests, one_pass=one_pass, readahead=readahead
+        )
 
     def scan(self, paths: Sequence[Path], keep: Filter | None = None) -> DirNode:
         return scan_paths(paths, keep)

@@ -22,6 +22,7 @@ from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.records import (
     load_manifest,
     load_manifest_text,
+    load_normal_text,
     store_manifest,
     store_portable,
 )
@@ -162,6 +163,9 @@ class EmbeddedWarehouse(WarehouseBase):
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)
+
+    def _collection_text(self, pdh: str) -> tuple[bytes, dict[str, str] | None] | None:
+        return load_normal_text(self.store, self.engine, pdh, self.user)
 
     # -- names ---------------------------------------------------------------
 

@@ -84,8 +84,13 @@ def open_warehouse(ctx: click.Context, **options: int | None) -> Warehouse:
 
 
 @contextmanager
-def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
-    """A bar with bytes, rate and ETA on a terminal; nothing otherwise."""
+def byte_progress(
+    label: str, total: int | Callable[[], int] | None
+) -> Iterator[Callable[[int], None] | None]:
+    """A bar with bytes, rate and ETA on a terminal; nothing otherwise.
+
+    ``total`` may be a function, called only when there is a bar to show.
+    """
     # sys.stderr is None when the process started with its stderr closed.
     isatty = getattr(sys.stderr, "isatty", None)
     if not (isatty and isatty()) or not (stderr := _stderr()).is_terminal:
@@ -108,7 +113,7 @@ def byte_progress(label: str, total: int | None) -> Iterator[Callable[[int], Non
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=stderr, transient=False) as bar:
-        task = bar.add_task(label, total=total)
+        task = bar.add_task(label, total=total() if callable(total) else total)
         yield lambda n: bar.advance(task, n)
 
 

@@ -8,7 +8,7 @@ import click
 
 from warehouse.cli._common import LineOut, byte_progress, emit_json, open_warehouse
 from warehouse.cli.completion import complete_keys
-from warehouse.collection.extract import extract, select
+from warehouse.collection.extract import extract, selected_size
 from warehouse.keys import parse_key
 from warehouse.manifest import md5sum_line
 
@@ -48,11 +48,9 @@ def get(
     wh = open_warehouse(ctx)
     k = parse_key(key)
     reader = wh.reader(k, one_pass=True)
-    chosen, _ = select(reader, k.path)
-    total = sum(e.size for _, e in chosen)
-    del chosen
     target = None if no_write else (dest or Path("."))
-    with byte_progress("get", total) as progress:
+    # The total is summed only for a bar on a terminal: it is a pass of its own.
+    with byte_progress("get", lambda: selected_size(reader, k.path)) as progress:
         if as_json:
             files = extract(
                 reader, target, subpath=k.path, force=force, rehash=rehash, progress=progress

@@ -6,9 +6,10 @@ directory and so steer the write elsewhere. So, below DEST, no path is ever
 resolved by name: each directory is opened relative to its parent's
 descriptor with ``O_NOFOLLOW``, each file is created under a fresh,
 unguessable, short name with ``O_CREAT|O_EXCL|O_NOFOLLOW`` and then renamed
-(or, without ``--force``, hard-linked) to its name in the same directory. A
-link that appears after the checks is refused, or, when it sits where a
-file goes and ``--force`` was given, replaced itself, never followed.
+to its name in the same directory (without ``--force``, with
+``RENAME_NOREPLACE``, or hard-linked where that is not offered). A link that
+appears after the checks is refused, or, when it sits where a file goes and
+``--force`` was given, replaced itself, never followed.
 
 DEST itself is what the user named: it may be a link to a directory.
 """
@@ -16,12 +17,16 @@ DEST itself is what the user named: it may be a link to a directory.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import itertools
 import os
 import secrets
 import stat
+import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from warehouse.errors import UsageError, WarehouseError, os_error
 
@@ -33,17 +38,63 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # Hard links are not offered by every file system; there a rename is used.
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
+# renameat2() without replacing: one directory operation where a link and an
+# unlink are two. Not offered by every C library, kernel or file system.
+_RENAME_NOREPLACE = 1
+_NO_RENAMEAT2 = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP}
+
+
+class _Renameat2:
+    """libc's renameat2, looked up once; ``usable`` turns False where it fails."""
+
+    def __init__(self) -> None:
+        self.usable = True
+        self._call: Any = None  # the C function, once found
+
+    def __call__(self, dir_fd: int, old: str, new: str) -> bool:
+        """Rename without replacing; False if renameat2 is not offered here."""
+        call = self._call
+        if call is None:
+            try:
+                call = ctypes.CDLL(None, use_errno=True).renameat2
+            except (OSError, AttributeError):
+                self.usable = False
+                return False
+            call.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
+            call.argtypes += (ctypes.c_uint,)
+            call.restype = ctypes.c_int
+            self._call = call
+        if call(dir_fd, os.fsencode(old), dir_fd, os.fsencode(new), _RENAME_NOREPLACE) == 0:
+            return True
+        code = ctypes.get_errno()
+        if code in _NO_RENAMEAT2:
+            self.usable = False
+            return False
+        raise OSError(code, os.strerror(code))
+
+
+_renameat2 = _Renameat2()
 
 
 def _shown(root: Path, parts: Parts) -> Path:
     return root.joinpath(*parts)
 
 
+@dataclass(slots=True)
+class _Cursor:
+    """The directory a thread last asked for, kept open for its next file."""
+
+    parts: Parts
+    fd: int
+
+
 class Destination:
     """DEST, opened once; directories below it reached by descriptor only.
 
-    One file is written at a time: ``directory`` keeps the descriptor of the
-    last directory asked for and closes it when another one is asked for.
+    Several threads may write files at once. Each keeps the descriptor of the
+    last directory it asked for (its cursor) and closes it when it asks for
+    another one, so files written in order, a directory after another, open
+    each directory once per thread.
     """
 
     def __init__(self, root: Path) -> None:
@@ -66,24 +117,35 @@ class Destination:
             if e.errno == errno.ENOTDIR:
                 raise WarehouseError(f"{root} exists and is not a directory") from None
             raise os_error(e, f"cannot open {root}") from None
-        self._made: list[Parts] = []  # directories below DEST made here, in order
-        self._parts: Parts = ()
-        self._fd = self._root_fd
+        self._made: list[Parts] = []  # directories below DEST made here
+        self._local = threading.local()
+        self._cursors: list[_Cursor] = []
+        self._lock = threading.Lock()
         self._prefix = f".wh-{secrets.token_hex(4)}-"
         self._count = itertools.count()
 
     # -- directories -----------------------------------------------------------
 
+    def _cursor(self) -> _Cursor:
+        cursor: _Cursor | None = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._local.cursor = _Cursor((), self._root_fd)
+            with self._lock:
+                self._cursors.append(cursor)
+        return cursor
+
     def directory(self, parts: Parts, *, create: bool = True) -> int:
-        """The descriptor of DEST/parts (made if missing), valid until the next call."""
-        if parts == self._parts:
-            return self._fd
+        """The descriptor of DEST/parts (made if missing), valid until this
+        thread's next call."""
+        cursor = self._cursor()
+        if parts == cursor.parts:
+            return cursor.fd
         common = 0
-        if parts[: len(self._parts)] == self._parts:
-            common = len(self._parts)  # going deeper: start from where we are
+        if parts[: len(cursor.parts)] == cursor.parts:
+            common = len(cursor.parts)  # going deeper: start from where we are
         else:
-            self._close_current()
-        fd = self._fd if common else self._root_fd
+            self._close_current(cursor)
+        fd = cursor.fd if common else self._root_fd
         try:
             for depth in range(common, len(parts)):
                 child = self._open_child(fd, parts[: depth + 1], create)
@@ -93,9 +155,9 @@ class Destination:
         except BaseException:
             if fd != self._root_fd:
                 os.close(fd)
-            self._parts, self._fd = (), self._root_fd
+            cursor.parts, cursor.fd = (), self._root_fd
             raise
-        self._parts, self._fd = parts, fd
+        cursor.parts, cursor.fd = parts, fd
         return fd
 
     def _open_child(self, parent: int, parts: Parts, create: bool) -> int:
@@ -129,10 +191,10 @@ class Destination:
             return UsageError(f"refusing to write through symbolic link {shown}")
         return WarehouseError(f"{shown} exists and is not a directory")
 
-    def _close_current(self) -> None:
-        if self._fd != self._root_fd:
-            os.close(self._fd)
-        self._parts, self._fd = (), self._root_fd
+    def _close_current(self, cursor: _Cursor) -> None:
+        if cursor.fd != self._root_fd:
+            os.close(cursor.fd)
+        cursor.parts, cursor.fd = (), self._root_fd
 
     # -- files -----------------------------------------------------------------
 
@@ -152,16 +214,19 @@ class Destination:
     def commit(self, parts: Parts, tmp: str, name: str, *, replace: bool) -> None:
         """Give the temporary file its name; ``replace``: whatever holds it goes."""
         fd = self.directory(parts, create=False)
-        shown = _shown(self.root, (*parts, name))
         try:
+            if not replace and _renameat2.usable:
+                try:
+                    if _renameat2(fd, tmp, name):
+                        return
+                except FileExistsError:
+                    raise self._appeared(parts, name) from None
             if not replace:
                 try:
                     # Fails if anything appeared under the name since the checks.
                     os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
                 except FileExistsError:
-                    raise WarehouseError(
-                        f"{shown} appeared while the get ran; use --force to overwrite it"
-                    ) from None
+                    raise self._appeared(parts, name) from None
                 except OSError as e:
                     if e.errno not in _NO_LINKS:
                         raise
@@ -170,9 +235,14 @@ class Destination:
                     return
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except IsADirectoryError:
+            shown = _shown(self.root, (*parts, name))
             raise WarehouseError(f"{shown} exists and is a directory") from None
         except OSError as e:
-            raise os_error(e, f"cannot write {shown}") from None
+            raise os_error(e, f"cannot write {_shown(self.root, (*parts, name))}") from None
+
+    def _appeared(self, parts: Parts, name: str) -> WarehouseError:
+        shown = _shown(self.root, (*parts, name))
+        return WarehouseError(f"{shown} appeared while the get ran; use --force to overwrite it")
 
     def discard(self, parts: Parts, tmp: str) -> None:
         # Best effort, on the way out of a failure that must stay the one reported.
@@ -182,15 +252,20 @@ class Destination:
     # -- the end ---------------------------------------------------------------
 
     def close(self, *, failed: bool) -> None:
-        """Close; after a failure, remove the directories made here that are still empty."""
+        """Close; after a failure, remove the directories made here that are still empty.
+
+        Only once no other thread writes here any more.
+        """
         try:
             if failed:
-                for parts in reversed(self._made):
+                # Deepest first: threads may have recorded a child before its parent.
+                for parts in sorted(self._made, key=len, reverse=True):
                     with contextlib.suppress(OSError, WarehouseError):
                         parent = self.directory(parts[:-1], create=False)
                         os.rmdir(parts[-1], dir_fd=parent)
         finally:
-            self._close_current()
+            for cursor in self._cursors:
+                self._close_current(cursor)
             os.close(self._root_fd)
         if failed:
             self._remove_made_above()

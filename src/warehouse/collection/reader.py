@@ -4,20 +4,29 @@ Blocks are fetched ahead of the reader on a thread pool (``readahead``
 blocks in flight), so verification of the next block overlaps the use of
 the current one. A block that fails its check raises ``CorruptDataError``
 naming the block and the files that hold data in it.
+
+A reader made from a stored manifest's normalized text parses it whole only
+when asked for the whole table (``manifest``, ``files``); ``iter_streams``
+and ``iter_chunks`` go stream by stream, so a pass over a million files
+holds a few streams at a time.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cached_property
 from typing import Any
 
 from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
-from warehouse.manifest import FileEntry, Manifest
+from warehouse.manifest import FileEntry, Manifest, Segment, Stream
+from warehouse.manifest.layout import file_entries, marked_directories
+from warehouse.manifest.parse import iter_raw_streams
 
 __all__ = ["CollectionReader"]
 
@@ -28,14 +37,21 @@ class CollectionReader:
     def __init__(
         self,
         store: BlockStore,
-        manifest: Manifest,
+        manifest: Manifest | None,
         *,
         readahead: int = DEFAULT_READAHEAD,
         file_md5s: dict[str, str] | None = None,
         one_pass: bool = False,
+        normal_text: bytes | None = None,
     ) -> None:
+        """``normal_text``: the manifest's stored text (normalized, checked
+        against its PDH), read stream by stream instead of ``manifest``."""
+        if manifest is None and normal_text is None:
+            raise ValueError("a reader needs a manifest or its text")
         self.store = store
-        self.manifest = manifest
+        if manifest is not None:
+            self.__dict__["manifest"] = manifest
+        self.normal_text = None if manifest is not None else normal_text
         self.readahead = max(1, readahead)
         # One pass over the collection (a get) reuses no block: the RAM
         # cache would only hold memory and push out what others reuse.
@@ -43,9 +59,26 @@ class CollectionReader:
         # Every file's MD5 as recorded when it was stored, or None if unknown.
         self.file_md5s = file_md5s
 
+    @cached_property
+    def manifest(self) -> Manifest:
+        assert self.normal_text is not None
+        return Manifest.parse(self.normal_text)
+
     @property
     def files(self) -> Mapping[str, FileEntry]:
         return self.manifest.files_view()
+
+    def iter_streams(self) -> Iterator[tuple[list[FileEntry], list[str]]]:
+        """The files of each stream and the empty directories it marks, in
+        manifest order; one group of them all when the manifest is parsed."""
+        if self.normal_text is None or "manifest" in self.__dict__:
+            yield list(self.files.values()), self.manifest.empty_directories()
+            return
+        # Normalized text: each file lies in one stream, each empty directory
+        # is a stream of its own marker.
+        for _, (name, locators, raw) in iter_raw_streams(self.normal_text):
+            stream = Stream(name, locators, tuple(itertools.starmap(Segment, raw)))
+            yield list(file_entries((stream,)).values()), marked_directories((stream,))
 
     def entry(self, path: str) -> FileEntry:
         entry = self.files.get(path.strip("/"))
@@ -55,7 +88,12 @@ class CollectionReader:
 
     def files_using(self, locator: Locator) -> list[str]:
         key = locator.key
-        return [e.path for e in self.files.values() if any(p.locator.key == key for p in e.pieces)]
+        return [
+            e.path
+            for entries, _ in self.iter_streams()
+            for e in entries
+            if any(p.locator.key == key for p in e.pieces)
+        ]
 
     def get_block(self, locator: Locator) -> bytes:
         """One verified block; errors name the files it belongs to."""
@@ -85,15 +123,22 @@ class CollectionReader:
                     f.cancel()
 
     def iter_chunks(self, entries: Iterable[FileEntry]) -> Iterator[tuple[FileEntry, memoryview]]:
-        """Every file's data as (entry, chunk) pairs, in order; an empty file yields nothing."""
-        entries = list(entries)
-        pieces = [(e, p) for e in entries for p in e.pieces]
-        # Consecutive pieces in one block share one fetch.
-        needed: list[Locator] = []
-        for _, p in pieces:
-            if not needed or needed[-1].key != p.locator.key:
-                needed.append(p.locator)
-        blocks = self._blocks(needed)
+        """Every file's data as (entry, chunk) pairs, in order; an empty file yields nothing.
+
+        ``entries`` is consumed as the blocks are fetched: only the pieces
+        between the block being read and those fetched ahead are held.
+        """
+        pieces, ahead = itertools.tee((e, p) for e in entries for p in e.pieces)
+
+        def needed() -> Iterator[Locator]:
+            # Consecutive pieces in one block share one fetch.
+            last: str | None = None
+            for _, p in ahead:
+                if p.locator.key != last:
+                    last = p.locator.key
+                    yield p.locator
+
+        blocks = self._blocks(needed())
         current_key: str | None = None
         data = memoryview(b"")
         try:

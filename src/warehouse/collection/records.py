@@ -25,6 +25,7 @@ __all__ = [
     "load_manifest",
     "load_manifest_text",
     "load_manifests",
+    "load_normal_text",
     "manifest_from_blocks",
     "store_manifest",
     "store_portable",
@@ -130,6 +131,23 @@ def load_manifest(
     from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
 
     return manifest, parse_listing(get_listing(engine, pdh, user))
+
+
+def load_normal_text(
+    store: BlockStore, engine: sa.Engine, pdh: str, user: str | None
+) -> tuple[bytes, dict[str, str] | None] | None:
+    """A collection's stored manifest text, if it hashes to ``pdh`` (so it is
+    the normalized text), and ``user``'s own listing; None for text stored
+    some other way (the caller parses it whole)."""
+    record = catalog.get_collection(engine, pdh)
+    text = _stored_text(store, pdh, record.manifest_blocks)
+    if _text_pdh(text) != pdh:
+        return None
+    if user is None:
+        return text, None
+    from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
+
+    return text, parse_listing(get_listing(engine, pdh, user))
 
 
 def manifest_from_blocks(store: BlockStore, pdh: str, manifest_blocks: str) -> Manifest:
