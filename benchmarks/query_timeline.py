@@ -44,6 +44,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
+from query_ab import wait_for_fork_server  # noqa: E402
+
 from tpch.queries import QUERIES  # noqa: E402
 
 STEP = """
@@ -148,18 +150,6 @@ def one_run(wh: Any, sql: str, fn: str) -> dict[str, float]:
     out = {"pin": pin * 1000}
     out.update({k: (v - t0) * 1000 for k, v in marks.items()})
     return out
-
-
-def wait_for_fork_server(limit: float = 30.0) -> None:
-    """Untimed: let this process's fork server (where the code has one, started
-    after the first step) finish its imports, as in a long-lived manager."""
-    try:
-        from warehouse.jobs import forkserver
-    except ImportError:
-        return
-    deadline = time.monotonic() + limit
-    while not forkserver.ready() and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def main() -> None:

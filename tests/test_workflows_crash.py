@@ -102,14 +102,7 @@ printf '{"op":"output","manifest":". %s 0:0:%s.done\\\\n"}\\n' "$empty" "$n" >> 
 def test_a_driver_killed_as_it_submits_resumes_without_submitting_twice(
     wh: EmbeddedWarehouse, home: Path, tmp_path: Path
 ) -> None:
-    src = tmp_path / "source"
-    src.mkdir()
-    (src / "in.txt").write_text("in\n")
-    wh.put([src], name="source")
-    fn = tmp_path / "fn"
-    fn.mkdir()
-    (fn / "step.sh").write_text(STEP)
-    function = f"{wh.put([fn]).pdh}/step.sh"
+    function = _source_and_step(wh, tmp_path)
     wf = tmp_path / "wf.yml"
     wf.write_text(
         "workflow: two-then-one\n"
@@ -194,7 +187,8 @@ def test_progress_held_back_by_the_driver_is_in_the_jobs_and_written_by_a_cancel
         executor.close()
 
 
-def _three_jobs(wh: EmbeddedWarehouse, tmp_path: Path) -> list[JobRecord]:
+def _source_and_step(wh: EmbeddedWarehouse, tmp_path: Path) -> str:
+    """Put the collection named ``source`` and the step script; the function."""
     src = tmp_path / "source"
     src.mkdir()
     (src / "in.txt").write_text("in\n")
@@ -202,7 +196,11 @@ def _three_jobs(wh: EmbeddedWarehouse, tmp_path: Path) -> list[JobRecord]:
     fn = tmp_path / "fn"
     fn.mkdir()
     (fn / "step.sh").write_text(STEP)
-    function = f"{wh.put([fn]).pdh}/step.sh"
+    return f"{wh.put([fn]).pdh}/step.sh"
+
+
+def _three_jobs(wh: EmbeddedWarehouse, tmp_path: Path) -> list[JobRecord]:
+    function = _source_and_step(wh, tmp_path)
     requests = [(JobRequest(function, "source", {"n": f"j{i}"}), None) for i in range(3)]
     return submit_many(wh, requests)
 
