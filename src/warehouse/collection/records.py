@@ -125,12 +125,16 @@ def load_manifest(
     """A collection's manifest (checked against its PDH) and ``user``'s own
     listing of its file digests, if that user recorded one (None: nobody's)."""
     record = catalog.get_collection(engine, pdh)
-    manifest = manifest_from_blocks(store, pdh, record.manifest_blocks)
+    return manifest_from_blocks(store, pdh, record.manifest_blocks), _listing(engine, pdh, user)
+
+
+def _listing(engine: sa.Engine, pdh: str, user: str | None) -> dict[str, str] | None:
+    """``user``'s own listing of the collection's file digests (None: nobody's)."""
     if user is None:
-        return manifest, None
+        return None
     from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
 
-    return manifest, parse_listing(get_listing(engine, pdh, user))
+    return parse_listing(get_listing(engine, pdh, user))
 
 
 def load_normal_text(
@@ -139,15 +143,8 @@ def load_normal_text(
     """A collection's stored manifest text, if it hashes to ``pdh`` (so it is
     the normalized text), and ``user``'s own listing; None for text stored
     some other way (the caller parses it whole)."""
-    record = catalog.get_collection(engine, pdh)
-    text = _stored_text(store, pdh, record.manifest_blocks)
-    if _text_pdh(text) != pdh:
-        return None
-    if user is None:
-        return text, None
-    from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
-
-    return text, parse_listing(get_listing(engine, pdh, user))
+    text = load_manifest_text(store, engine, pdh)
+    return None if text is None else (text, _listing(engine, pdh, user))
 
 
 def manifest_from_blocks(store: BlockStore, pdh: str, manifest_blocks: str) -> Manifest:

@@ -261,7 +261,6 @@ class _Running:
     work: _Workdir
     started: float
     proc: subprocess.Popen[bytes] | None = None  # started the plain way
-    pidfd: int = -1
     served: int = 0  # else: its id on the fork server's channel
 
 
@@ -324,7 +323,7 @@ class LocalExecutor:
         proc = work.spawn(launch)
         fd = os.pidfd_open(proc.pid)
         self._selector.register(fd, selectors.EVENT_READ, key)
-        self._procs[key] = _Running(launch, work, started, proc, fd)
+        self._procs[key] = _Running(launch, work, started, proc)
 
     def poll(self, timeout: float) -> list[Finished]:
         if not self._procs:
