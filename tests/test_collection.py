@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import mmap
 import os
 from pathlib import Path
 
@@ -283,3 +285,56 @@ def test_the_writers_manifest_is_the_normalized_form(
     assert manifest.size == sum(f.size for f in files.values()) == normal.size
     assert manifest.file_count() == len(files) == normal.file_count()
     assert manifest.file_paths() == set(files) == set(normal.files())
+
+
+def _drop_from_page_cache(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # only clean pages can be dropped
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _share_cached(path: Path) -> float:
+    """The share of a file's pages in the page cache (mincore(2))."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        pages = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)  # writable: has an address
+    start = ctypes.c_char.from_buffer(pages)
+    count = -(-size // mmap.PAGESIZE)
+    vec = (ctypes.c_ubyte * count)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mincore(ctypes.c_void_p(ctypes.addressof(start)), ctypes.c_size_t(size), vec) == 0
+    del start
+    pages.close()
+    return sum(v & 1 for v in vec) / count
+
+
+@pytest.mark.parametrize("block_size", [1 << 20, (1 << 20) + 512, 64 * 1024 * 1024])
+def test_files_not_in_the_page_cache_are_read_directly(
+    tmp_path: Path, store: LocalBlockStore, block_size: int
+) -> None:
+    """A big file read from the disk lands in the block buffers with O_DIRECT
+    (not through the page cache, which it leaves as it was); its bytes,
+    blocks and digests are those of an ordinary read."""
+    root = tmp_path / "cold"
+    root.mkdir()
+    contents = {
+        "a-big": os.urandom(3 * (1 << 20) + 123),  # first: starts the block, at 0
+        "b-exact": os.urandom(2 << 20),
+        "c-small": b"x" * 100,
+    }
+    for name, data in contents.items():
+        (root / name).write_bytes(data)
+        _drop_from_page_cache(root / name)
+    assert _share_cached(root / "a-big") < 0.1
+    result = write_tree(store, [root], block_size=block_size)
+    assert result.file_md5s == {n: hashlib.md5(d).hexdigest() for n, d in contents.items()}
+    if block_size % 4096 == 0:
+        assert _share_cached(root / "a-big") < 0.1  # read around the cache
+    reader = CollectionReader(store, result.manifest)
+    for name, data in contents.items():
+        assert reader.read_file(name) == data
+    plain = LocalBlockStore(LocalVolume(tmp_path / "plain"))
+    assert write_tree(plain, [root], block_size=block_size).pdh == result.pdh  # cached now

@@ -19,7 +19,9 @@ before it counts (see docs/storage.md).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import fcntl
 import hashlib
 import mmap
 import os
@@ -51,6 +53,10 @@ VERIFIED_ATTR = "user.wh.verified"
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 _IOV_MAX = 1024  # pieces one writev may take (POSIX guarantees at least 16; Linux 1024)
 _TEMP = re.compile(r"\.[0-9a-f]{32}\..*\.tmp")
+# O_DIRECT wants buffer addresses, offsets and lengths in multiples of the
+# disk's logical block size (512 or 4096).
+_ALIGN = 4096
+_DIRECT_MIN = 1 << 20  # smaller blocks go through the page cache as usual
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +209,55 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _page_aligned(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` starts on a page (only a writable buffer can tell)."""
+    try:
+        start = ctypes.c_char.from_buffer(data)
+    except (TypeError, ValueError):  # bytes, or an empty buffer
+        return False
+    aligned = ctypes.addressof(start) % _ALIGN == 0
+    del start  # releases the buffer
+    return aligned
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_block(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write a new block's bytes to ``fd``; its page-aligned part with O_DIRECT.
+
+    A block buffer that starts on a page (a put's big blocks) goes to the
+    disk straight from it: no copy into the page cache, which cost a put of
+    a 2 GB file more CPU time than reading it, and no pages to drop after
+    the fsync. The tail past the last whole 4 KiB, and any other buffer, is
+    written as usual.
+    """
+    view = memoryview(data).cast("B")
+    direct = len(view) // _ALIGN * _ALIGN
+    if direct >= _DIRECT_MIN and _page_aligned(view):
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+        except OSError:
+            direct = 0  # a file system without O_DIRECT (tmpfs)
+        if direct:
+            try:
+                _write_all(fd, view[:direct])
+            except OSError as e:
+                if e.errno != errno.EINVAL:
+                    raise
+                # An alignment this disk refuses: start again the usual way.
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                direct = 0
+            finally:
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+            view = view[direct:]
+    _write_all(fd, view)
+
+
 def _check_md5(md5: str) -> None:
     if not _MD5.fullmatch(md5):
         raise UsageError(f"not a block hash: {md5!r}")
@@ -299,8 +354,7 @@ class LocalVolume:
         shard.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=shard)
         try:
-            with os.fdopen(fd, "wb", closefd=False) as f:
-                f.write(data)
+            _write_block(fd, data)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(FileNotFoundError):

@@ -9,7 +9,9 @@ size of the tree.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import mmap
 import os
 import queue
 import threading
@@ -37,6 +39,20 @@ Progress = Callable[[int], None]
 
 # The smallest buffer made: below this, allocation costs nothing worth saving.
 _MIN_BUFFER = 1 << 16
+# What O_DIRECT asks to be aligned: buffer addresses, file offsets, lengths
+# (the logical block size of the disk: 512 or 4096 bytes).
+_ALIGN = 4096
+# Buffers of this size and more are page-aligned, and files of this size and
+# more are read with O_DIRECT where they are not in the page cache.
+_DIRECT_MIN = 1 << 20
+
+Buffer = bytearray | mmap.mmap
+
+
+def _buffer(size: int) -> Buffer:
+    """A block buffer; from ``_DIRECT_MIN`` bytes on an anonymous mapping, so
+    it starts on a page and O_DIRECT reads can land in it."""
+    return mmap.mmap(-1, size) if size >= _DIRECT_MIN else bytearray(size)
 
 
 def default_workers() -> int:
@@ -69,7 +85,7 @@ class WriteResult:
 class _Lease:
     """A block buffer and how many jobs still read it; free again at zero."""
 
-    def __init__(self, buf: bytearray, free: queue.SimpleQueue[bytearray]) -> None:
+    def __init__(self, buf: Buffer, free: queue.SimpleQueue[Buffer]) -> None:
         self.buf = buf
         self._free = free
         self._users = 1  # the reading thread, until it hands the buffer on
@@ -85,6 +101,61 @@ class _Lease:
             done = self._users == 0
         if done:
             self._free.put(self.buf)
+
+
+class _DirectReads:
+    """O_DIRECT reads of one file, for the parts of it not in the page cache.
+
+    With O_DIRECT the disk's bytes land in the block buffer itself. A
+    buffered read copies them out of the page cache: 1.5 of the 7-9 CPU
+    seconds of a put of a 2 GB file on two cores (copies ran at 1.9 GB/s on
+    the machine measured), for pages nobody reads again. A part already in
+    the page cache is read as usual, from memory rather than the disk.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        try:
+            # Opened again through the descriptor: the very file being read,
+            # even if its path was renamed or replaced meanwhile.
+            self._direct = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECT)
+        except OSError:
+            self._direct = -1  # no O_DIRECT here (tmpfs) or no /proc: read as usual
+        self._probe = bytearray(1)
+
+    def read(self, buf: Buffer, at: int, want: int, pos: int) -> int | None:
+        """Read up to ``want`` bytes of the file from ``pos`` into ``buf[at:]``
+        directly; None if this part is to be read as usual."""
+        span = -(-want // _ALIGN) * _ALIGN  # O_DIRECT reads whole aligned blocks
+        if (
+            self._direct < 0
+            or not isinstance(buf, mmap.mmap)  # page-aligned, unlike a bytearray
+            or at % _ALIGN
+            or pos % _ALIGN
+            or want < _ALIGN
+            or at + span > len(buf)
+        ):
+            return None
+        try:
+            # RWF_NOWAIT reads only what the page cache holds: it answers
+            # whether this part is there.
+            os.preadv(self._fd, (self._probe,), pos, os.RWF_NOWAIT)
+            return None
+        except OSError:
+            pass  # not cached (EAGAIN), or no answer: read it directly
+        try:
+            n = os.preadv(self._direct, (memoryview(buf)[at : at + span],), pos)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            self.close()  # an alignment this disk refuses: read as usual from now on
+            return None
+        return min(n, want)  # a file grown since: only the size it had
+
+    def close(self) -> None:
+        if self._direct >= 0:
+            os.close(self._direct)
+            self._direct = -1
 
 
 class _FileHash:
@@ -121,7 +192,7 @@ class _Packer:
         self.hasher = ThreadPoolExecutor(1, thread_name_prefix="wh-file-md5")
         # workers + 2 buffers: every worker busy while the reader fills one
         # more and the file hasher may still read another.
-        self.free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
+        self.free: queue.SimpleQueue[Buffer] = queue.SimpleQueue()
         self.unallocated = workers + 2
         self.error: BaseException | None = None
         self.digests: dict[str, str] = {}  # path -> MD5 of the file's bytes
@@ -137,16 +208,16 @@ class _Packer:
         want = min(max(need, _MIN_BUFFER), self.block_size)
         if self.unallocated and self.free.empty():
             self.unallocated -= 1
-            return _Lease(bytearray(want), self.free)
+            return _Lease(_buffer(want), self.free)
         buf = self.free.get()
         if len(buf) < want:
-            buf = bytearray(want)  # the smaller one is dropped: the count stays
+            buf = _buffer(want)  # the smaller one is dropped: the count stays
         return _Lease(buf, self.free)
 
-    def grow(self, lease: _Lease, fill: int, need: int) -> bytearray:
+    def grow(self, lease: _Lease, fill: int, need: int) -> Buffer:
         """Enlarge the reading thread's buffer (no other thread holds it yet)."""
         size = min(max(need, 2 * len(lease.buf)), self.block_size)
-        buf = bytearray(size)
+        buf = _buffer(size)
         buf[:fill] = memoryview(lease.buf)[:fill]
         lease.buf = buf
         return buf
@@ -354,11 +425,12 @@ def _pack_dir(
         lease = packer.lease(rest)
         buf, fill, whole = lease.buf, 0, []
 
-    def fill_from(fd: int, left: int) -> _FileHash | None:
+    def fill_from(fd: int, left: int, direct: _DirectReads | None) -> _FileHash | None:
         """Read a file of ``left`` bytes into the buffers, cutting blocks as
         they fill; its hash if it spans blocks (None: it lies in one)."""
         nonlocal lease, buf, fill, whole, stream_pos, file_start
         fh: _FileHash | None = None
+        pos = 0  # read by offset: a direct read does not move the descriptor
         while True:
             if fill == block_size:
                 if fh is None and file_start == 0:
@@ -374,11 +446,14 @@ def _pack_dir(
             want = min(block_size - fill, left)
             if fill + want > len(buf):
                 buf = packer.grow(lease, fill, fill + want + rest)
-            n = os.readv(fd, (memoryview(buf)[fill : fill + want],)) if want else 0
+            n = None if direct is None or not want else direct.read(buf, fill, want, pos)
+            if n is None:
+                n = os.preadv(fd, (memoryview(buf)[fill : fill + want],), pos) if want else 0
             if not n:
                 return fh
             left -= n
             fill += n
+            pos += n
             stream_pos += n
             if progress is not None:
                 progress(n)
@@ -420,7 +495,12 @@ def _pack_dir(
                 if progress is not None:
                     progress(n)
             else:
-                fh = fill_from(fd, left)
+                direct = _DirectReads(fd) if left >= _DIRECT_MIN else None
+                try:
+                    fh = fill_from(fd, left, direct)
+                finally:
+                    if direct is not None:
+                        direct.close()
             after = os.fstat(fd)
         finally:
             os.close(fd)
