@@ -338,3 +338,25 @@ def test_files_not_in_the_page_cache_are_read_directly(
         assert reader.read_file(name) == data
     plain = LocalBlockStore(LocalVolume(tmp_path / "plain"))
     assert write_tree(plain, [root], block_size=block_size).pdh == result.pdh  # cached now
+
+
+def test_a_one_pass_read_of_a_big_block_checks_its_mapped_pages(
+    tmp_path: Path, store: LocalBlockStore
+) -> None:
+    """A one-pass read maps a big block's pages instead of copying them; they
+    are checked all the same, and a damaged copy is moved aside."""
+    root = tmp_path / "d"
+    root.mkdir()
+    data = os.urandom(3 << 20)
+    (root / "f").write_bytes(data)
+    result = write_tree(store, [root])
+    (block,) = result.blocks
+    assert isinstance(store.get(block.locator, cache=False), memoryview)  # mapped, not read
+    assert CollectionReader(store, result.manifest, one_pass=True).read_file("f") == data
+    path = store.volume.path_for(block.locator.md5)
+    damaged = bytearray(path.read_bytes())
+    damaged[len(damaged) // 2] ^= 1
+    path.write_bytes(damaged)
+    with pytest.raises(CorruptDataError, match=block.locator.md5):
+        CollectionReader(store, result.manifest, one_pass=True).read_file("f")
+    assert not path.exists()  # moved aside: the next put stores it anew

@@ -95,7 +95,7 @@ class CollectionReader:
             if any(p.locator.key == key for p in e.pieces)
         ]
 
-    def get_block(self, locator: Locator) -> bytes:
+    def get_block(self, locator: Locator) -> bytes | memoryview:
         """One verified block; errors name the files it belongs to."""
         try:
             return self.store.get(locator, cache=not self.one_pass)
@@ -106,10 +106,10 @@ class CollectionReader:
             )
             raise CorruptDataError(f"{e}; it holds data of: {shown or '(no file)'}") from e
 
-    def _blocks(self, locators: Iterable[Locator]) -> Iterator[bytes]:
+    def _blocks(self, locators: Iterable[Locator]) -> Iterator[bytes | memoryview]:
         """Verified blocks in the given order, fetched ``readahead`` ahead."""
         with ThreadPoolExecutor(self.readahead, thread_name_prefix="wh-read") as pool:
-            window: deque[Future[bytes]] = deque()
+            window: deque[Future[bytes | memoryview]] = deque()
             it = iter(locators)
             try:
                 for loc in it:

@@ -108,7 +108,7 @@ class _Ranges:
     def __init__(self, reader: CollectionReader) -> None:
         self.reader = reader
         self._key: str | None = None
-        self._block = b""
+        self._block: bytes | memoryview = b""
 
     def read(self, entry: FileEntry, offset: int, length: int) -> bytes:
         out = bytearray()
