@@ -25,6 +25,7 @@ from warehouse.jobs.executors import Finished, Launch, LocalExecutor
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.records import request_control
+from warehouse.jobs.service import make_executor
 
 PROBE = r"""
 import json, os, signal, sys, tempfile, threading
@@ -396,3 +397,33 @@ def test_the_server_starts_after_a_first_step_and_serves_the_next(tmp_path: Path
         executor.close()
     assert second["ppid"] != os.getpid()
     assert _normal(first) == _normal(second)
+
+
+@pytest.mark.parametrize("value", ["false", "0", "off"])
+def test_the_fork_server_setting_false_starts_every_step_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """WH_FORK_SERVER=false (docs/cli.md): the local executor forks nothing,
+    even with a ready server in the process."""
+    forkserver.warm()
+    deadline = time.monotonic() + 120
+    while not forkserver.ready():
+        assert time.monotonic() < deadline, "the fork server did not get ready"
+        time.sleep(0.02)
+    entry = _script(tmp_path, "probe.py", PROBE)
+    monkeypatch.setenv("WH_FORK_SERVER", value)
+    executor = make_executor("local")
+    assert isinstance(executor, LocalExecutor)
+    try:
+        seen = [_probe(_run(executor, _launch(tmp_path, entry, n))) for n in range(2)]
+    finally:
+        executor.close()
+    assert [s["ppid"] for s in seen] == [os.getpid()] * 2
+    monkeypatch.setenv("WH_FORK_SERVER", "true")
+    executor = make_executor("local")
+    assert isinstance(executor, LocalExecutor)
+    try:
+        forked = _probe(_run(executor, _launch(tmp_path, entry, 0)))
+    finally:
+        executor.close()
+    assert forked["ppid"] != os.getpid()

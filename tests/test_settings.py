@@ -44,7 +44,12 @@ def test_a_bad_replication_is_refused_like_the_option(tmp_path: Path, value: str
 
 
 def test_other_bad_values_name_their_variable(tmp_path: Path) -> None:
-    for var, value in [("WH_WAIT", "soon"), ("WH_WAIT", "-3"), ("WH_URL", "ftp://x")]:
+    for var, value in [
+        ("WH_WAIT", "soon"),
+        ("WH_WAIT", "-3"),
+        ("WH_URL", "ftp://x"),
+        ("WH_FORK_SERVER", "maybe"),
+    ]:
         code, _, err = wh(tmp_path, "config", **{var: value})
         assert code == 2 and err.startswith(f"Error: {var}: "), (var, err)
 

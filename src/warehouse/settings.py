@@ -25,6 +25,7 @@ __all__ = [
     "OtherCluster",
     "clusters",
     "config_path",
+    "is_off",
     "load",
     "wanted",
 ]
@@ -39,6 +40,7 @@ FIELDS: dict[str, str] = {
     "wait": "seconds a client waits for a starting controller (0 to 3600)",
     "user": "the user named in the embedded warehouse's records",
     "cluster_name": "this installation's cluster name, in its locators' +K hints (`wh serve`)",
+    "fork_server": "fork the local executor's Python steps from a warm server (true or false)",
 }
 _SECRET = {"token"}
 MAX_CONFIG_BYTES = 64 * 1024
@@ -52,6 +54,19 @@ _applied: set[str] = set()
 # Settings apply() took from another variable's name (WH_CLUSTER): named so in errors.
 _aliased: set[str] = set()
 _ALIASES = {"cluster_name": "WH_CLUSTER"}
+
+
+# The words pydantic reads as false (apply() writes a file's false as "False").
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+def is_off(name: str) -> bool:
+    """Whether the true-or-false setting ``name`` is false (default true).
+
+    Read from the environment, where apply() put a config file's value once
+    load() had validated it.
+    """
+    return os.environ.get(f"WH_{name.upper()}", "").strip().lower() in _FALSE
 
 
 def config_path() -> Path:
@@ -180,6 +195,7 @@ def _model() -> Any:
         wait: float = Field(default=30.0, ge=0, le=3600)
         user: str | None = None
         cluster_name: str | None = None
+        fork_server: bool = True
 
         @field_validator("cluster_name")
         @classmethod

@@ -81,7 +81,10 @@ def make_executor(
     steps run (docs/security.md); ``owner``: the installation's work directory (Slurm
     jobs are tagged with it)."""
     if name == "local":
-        return LocalExecutor(local_capacity(cpus, memory), sandbox)
+        from warehouse.settings import is_off
+
+        fork = not is_off("fork_server")
+        return LocalExecutor(local_capacity(cpus, memory), sandbox, fork_server=fork)
     if name == "dask" or name.startswith("dask:"):
         from warehouse.jobs.daskexec import DaskExecutor
 
