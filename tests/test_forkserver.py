@@ -87,6 +87,8 @@ elif how == "os_exit":
     os._exit(5)
 elif how == "signal":
     os.kill(os.getpid(), signal.SIGTERM)
+elif how == "interrupt":
+    raise KeyboardInterrupt
 """
 
 SPAWNS = r"""
@@ -215,14 +217,22 @@ def test_no_state_passes_from_one_forked_step_to_the_next(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     ("how", "status"),
-    [("ok", 0), ("exit3", 3), ("message", 1), ("raise", 1), ("os_exit", 5), ("signal", -15)],
+    [
+        ("ok", 0),
+        ("exit3", 3),
+        ("message", 1),
+        ("raise", 1),
+        ("os_exit", 5),
+        ("signal", -15),
+        ("interrupt", -2),  # killed by SIGINT once it has ended as usual
+    ],
 )
 def test_a_forked_step_ends_as_a_fresh_process_would(tmp_path: Path, how: str, status: int) -> None:
     launch = _launch(tmp_path, _script(tmp_path, "endings.py", ENDINGS), step_input=how)
     served, plain = _both(tmp_path, launch)
     assert served.exit_status == plain.exit_status == status
     assert served.log == plain.log  # the same lines, tracebacks included
-    if how in ("ok", "exit3", "message", "raise"):
+    if how in ("ok", "exit3", "message", "raise", "interrupt"):
         assert b"exit handler ran" in served.log and b"thread finished" in served.log
         assert b"buffered, not flushed" in served.log
     if how == "raise":

@@ -392,7 +392,12 @@ def _run(entry: str) -> int:
         e.with_traceback(tb)  # none for a syntax error: the hook prints where it is
         sys.excepthook(type(e), e, e.__traceback__)
         if isinstance(e, KeyboardInterrupt):
+            # As the interpreter ends on one: threads joined, exit handlers
+            # run, output flushed, then killed by SIGINT.
+            threading._shutdown()  # type: ignore[attr-defined]
+            atexit._run_exitfuncs()
             sys.stdout.flush()
+            sys.stderr.flush()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         return 1
