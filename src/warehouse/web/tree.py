@@ -95,7 +95,7 @@ class Outline:
     def _add_directory(self, directory: str) -> None:
         while directory not in self.sizes:
             self.sizes[directory] = self.counts[directory] = 0
-            self.subdirs[directory] = []
+            self.subdirs.setdefault(directory, [])  # its first child may be in already
             parent = directory.rpartition("/")[0]
             self.subdirs.setdefault(parent, []).append(directory)
             directory = parent
