@@ -232,3 +232,35 @@ def test_the_outline_lists_what_the_manifest_holds() -> None:
         assert outline.size(path) == sum(f.size for f in under)
     assert not outline.is_dir("nothing") and not outline.is_dir("z")
     assert listing(outline, "deep", None)[0] == Entry("er", "deep/er", True, 1, 2)
+
+
+def test_a_manifest_stored_another_way_is_normalized_for_its_pages(tmp_path: Path) -> None:
+    """Text not stored normalized (here with a hint, its streams out of order)
+    is parsed whole and normalized: the same pages, and the manifest as stored."""
+    from warehouse import catalog
+    from warehouse.embedded import EmbeddedWarehouse
+    from warehouse.web.site import Site
+
+    with EmbeddedWarehouse(tmp_path / "wh") as wh:
+        one = wh.store.put(b"abcdef").locator
+        two = wh.store.put(b"0123456789").locator
+        wh.store.flush()
+        text = f"./sub {two}+Xhint 0:4:q 4:6:p\n. {one} 0:3:b 3:3:a\n".encode()
+        manifest = Manifest.parse(text)
+        stored = wh.store.put(text).locator
+        wh.store.flush()
+        pdh = manifest.pdh
+        catalog.add_collection(wh.engine, pdh, str(stored), 16, 4, wh.user)
+        site = Site.for_embedded(wh)
+        assert site.outlined(pdh).normalized_here
+        outline, root = site.listing(pdh, "")
+        assert list(root) == [
+            Entry("sub", "sub", True, 10, 2),
+            Entry("a", "a", False, 3, 1),
+            Entry("b", "b", False, 3, 1),
+        ]
+        assert [e.name for e in site.listing(pdh, "sub")[1]] == ["p", "q"]
+        assert outline.count("") == 4 and outline.size("") == 16
+        assert site.file_reader(pdh, "sub/q").read_file("sub/q") == b"0123"
+        assert site.folder_reader(pdh, "sub").read_file("sub/p") == b"456789"
+        assert site.manifest_text(pdh) == manifest.format().encode()

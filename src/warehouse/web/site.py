@@ -37,9 +37,10 @@ from warehouse.web.tree import DIRECTORY_BYTES, Listing, Outline, listing
 
 __all__ = ["OUTLINE_BUDGET", "Outlined", "Site"]
 
-# Bytes of outlines kept (their directories, and the text of a manifest that
-# was not stored normalized). The stored text itself is read through the
-# block store, whose RAM cache keeps it between pages.
+# Bytes of outlines kept: their directories and, when it fits, the manifest
+# text (a million files' is 12 MB), so that a page slices its stream out of
+# it; a text that does not fit is read again, only its blocks holding the
+# stream shown.
 OUTLINE_BUDGET = 64 << 20
 
 
@@ -48,10 +49,11 @@ class Outlined:
     """A collection's outline and where its normalized manifest text is."""
 
     outline: Outline
-    # The stored text's blocks with the offset each starts at; or, for text
-    # stored some other way, the normalized text itself.
+    # The stored text's blocks with the offset each starts at (none for text
+    # stored some other way), and the normalized text if it is held.
     blocks: tuple[tuple[int, Locator], ...]
     text: bytes | None
+    normalized_here: bool = False  # stored some other way: normalized and held
 
     @property
     def cost(self) -> int:
@@ -116,12 +118,14 @@ class Site:
                 locator = Locator.parse(s)
                 blocks.append((offset, locator))
                 offset += locator.size
-            return Outlined(Outline(text), tuple(blocks), None)
+            outline = Outline(text)
+            held = len(text) + DIRECTORY_BYTES * outline.directories <= OUTLINE_BUDGET
+            return Outlined(outline, tuple(blocks), text if held else None)
         # Stored some other way (not normalized): parsed whole, normalized and held.
         record = catalog.get_collection(self.engine, pdh)
         manifest = manifest_from_blocks(self.store, pdh, record.manifest_blocks)
         normal = manifest.normalized().portable_text().encode()
-        return Outlined(Outline(normal), (), normal)
+        return Outlined(Outline(normal), (), normal, normalized_here=True)
 
     def _read(self, outlined: Outlined, span: tuple[int, int]) -> bytes:
         """Bytes ``span`` of the normalized text: only the blocks holding them."""
@@ -146,7 +150,7 @@ class Site:
     def manifest_text(self, pdh: str) -> bytes:
         """The collection's manifest text, as stored (its MD5 is the PDH's)."""
         outlined = self.outlined(pdh)
-        if outlined.text is not None:  # stored some other way: formatted as parsed
+        if outlined.normalized_here:  # stored some other way: formatted as parsed
             record = catalog.get_collection(self.engine, pdh)
             return manifest_from_blocks(self.store, pdh, record.manifest_blocks).format().encode()
         return self._read(outlined, (0, outlined.outline.text_bytes))

@@ -69,6 +69,8 @@ class Outline:
         while (end := find(b"\n", start)) >= 0:
             self._add_stream(text, start, end)
             start = end + 1
+        for children in self.subdirs.values():
+            children.sort()  # siblings share their parent's prefix: sorted by name
 
     def _add_stream(self, text: bytes, start: int, end: int) -> None:
         space = text.find(b" ", start, end)
@@ -133,24 +135,25 @@ class Outline:
             yield d, self.lines.get(d)
             todo.extend(self.subdirs.get(d, ()))
 
-    def directory_entries(self, path: str) -> list[Entry]:
-        """The subdirectories of ``path``, sorted by name, with their sums."""
+    def subdirectories(self, path: str) -> list[str]:
+        """The paths of the subdirectories of ``path``, sorted by name."""
         path = path.strip("/")
         if path not in self.sizes:
             raise NotFoundError(f"no directory {path!r} in this collection")
-        out = [
-            Entry(d.rpartition("/")[2], d, True, self.sizes[d], self.counts[d])
-            for d in self.subdirs[path]
-        ]
-        out.sort(key=lambda e: e.name)
-        return out
+        return self.subdirs[path]
+
+    def directory_entry(self, path: str) -> Entry:
+        return Entry(path.rpartition("/")[2], path, True, self.sizes[path], self.counts[path])
 
 
 class Listing(Sequence[Entry]):
     """One directory's entries, directories first, each group sorted by name;
-    a file's :class:`Entry` is made only when asked for (a page of them)."""
+    an :class:`Entry` is made only when asked for (a page of them)."""
 
-    def __init__(self, dirs: list[Entry], prefix: str, names: list[str], sizes: list[int]) -> None:
+    def __init__(
+        self, outline: Outline, dirs: list[str], prefix: str, names: list[str], sizes: list[int]
+    ) -> None:
+        self._outline = outline
         self._dirs = dirs
         self._prefix = prefix
         self._names = names
@@ -161,7 +164,7 @@ class Listing(Sequence[Entry]):
 
     def _entry(self, i: int) -> Entry:
         if i < len(self._dirs):
-            return self._dirs[i]
+            return self._outline.directory_entry(self._dirs[i])
         i -= len(self._dirs)
         name = self._names[i]
         return Entry(name, self._prefix + name, False, self._sizes[i], 1)
@@ -186,9 +189,9 @@ def listing(outline: Outline, path: str, stream: bytes | None) -> Listing:
     """The entries of directory ``path`` ("" is the root); ``stream``: the
     text of its own stream (``outline.stream_span(path)``), None if it has none."""
     path = path.strip("/")
-    dirs = outline.directory_entries(path)
+    dirs = outline.subdirectories(path)
     if stream is None:
-        return Listing(dirs, "", [], [])
+        return Listing(outline, dirs, "", [], [])
     prefix, names, sizes = next(iter_normal_dirs(stream + b"\n"))
     if names is None:
         names, sizes = [], []
@@ -197,4 +200,4 @@ def listing(outline: Outline, path: str, stream: bytes | None) -> Listing:
         # safeguard, since the page promises that order.
         pairs = sorted(zip(names, sizes, strict=True))
         names, sizes = [n for n, _ in pairs], [s for _, s in pairs]
-    return Listing(dirs, prefix, names, sizes)
+    return Listing(outline, dirs, prefix, names, sizes)
