@@ -80,13 +80,12 @@ class Outline:
         line = text[space:end]
         if line.endswith(_MARKER_TAIL) and len(line) == len(_MARKER_TAIL):
             return  # an empty directory: a stream of its own marker
-        files = size = 0
-        previous = b""
-        for length, segment_name in _SEGMENT.findall(line):
-            size += int(length)
-            if segment_name != previous:  # a file's segments come together
-                files += 1
-                previous = segment_name
+        segments = _SEGMENT.findall(line)
+        if not segments:
+            return
+        lengths, names = zip(*segments, strict=True)
+        size = sum(map(int, lengths))
+        files = len(set(names))  # a file's segments come together, each file once
         self.lines[directory] = (start, end)
         d: str | None = directory
         while d is not None:
