@@ -264,3 +264,43 @@ def test_a_manifest_stored_another_way_is_normalized_for_its_pages(tmp_path: Pat
         assert site.file_reader(pdh, "sub/q").read_file("sub/q") == b"0123"
         assert site.folder_reader(pdh, "sub").read_file("sub/p") == b"456789"
         assert site.manifest_text(pdh) == manifest.format().encode()
+
+
+def test_outlines_are_kept_within_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last used outlines are kept within the byte budget; a text too big
+    to keep with its outline is read again from its blocks for each page."""
+    from warehouse.embedded import EmbeddedWarehouse
+    from warehouse.web import site as site_module
+
+    with EmbeddedWarehouse(tmp_path / "wh") as wh:
+        pdhs = []
+        for i in range(3):
+            loc = wh.store.put(b"%09d\n" % i * 20).locator
+            wh.store.flush()
+            names = [f"f{j:02d}" for j in range(20)]
+            text = _line(".", str(loc), [*names[1:], "top"]) + _line(f"./d{i}", str(loc), names)
+            pdhs.append(wh.put_manifest(Manifest.parse(text)).pdh)
+        site = site_module.Site.for_embedded(wh)
+        costs = [site.outlined(pdh).cost for pdh in pdhs]
+        assert len(set(costs)) == 1
+        site = site_module.Site.for_embedded(wh)
+        monkeypatch.setattr(site_module, "OUTLINE_BUDGET", 2 * costs[0])
+        for pdh in pdhs:
+            site.outlined(pdh)
+        site.outlined(pdhs[1])  # used again: the first is the least recently used
+        site.outlined(pdhs[0])
+        assert list(site._outlined) == [pdhs[1], pdhs[0]]
+        assert site._outlined_bytes == 2 * costs[0]
+
+        # A budget too small for the text: the outline is kept without it.
+        site = site_module.Site.for_embedded(wh)
+        monkeypatch.setattr(site_module, "OUTLINE_BUDGET", costs[0] - 1)
+        outlined = site.outlined(pdhs[2])
+        assert outlined.text is None and list(site._outlined) == [pdhs[2]]
+        outline, entries = site.listing(pdhs[2], "d2")
+        assert [e.name for e in entries] == [f"f{j:02d}" for j in range(20)]
+        assert outline.count("") == 40 and outline.size("") == 400
+        assert site.file_reader(pdhs[2], "d2/f03").read_file("d2/f03") == b"%09d\n" % 2
+        assert site.manifest_text(pdhs[2]) == wh.manifest_text(pdhs[2])
