@@ -304,3 +304,21 @@ def test_outlines_are_kept_within_their_budget(
         assert outline.count("") == 40 and outline.size("") == 400
         assert site.file_reader(pdhs[2], "d2/f03").read_file("d2/f03") == b"%09d\n" % 2
         assert site.manifest_text(pdhs[2]) == wh.manifest_text(pdhs[2])
+
+
+def test_requests_at_once_for_a_new_collection_make_one_outline(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from warehouse.embedded import EmbeddedWarehouse
+    from warehouse.web.site import Site
+
+    with EmbeddedWarehouse(tmp_path / "wh") as wh:
+        loc = wh.store.put(b"x" * 10_000).locator
+        wh.store.flush()
+        lines = [_line(f"./d{i:04d}", str(loc), [f"f{j}" for j in range(10)]) for i in range(2000)]
+        pdh = wh.put_manifest(Manifest.parse("".join(lines))).pdh
+        site = Site.for_embedded(wh)
+        with ThreadPoolExecutor(4) as pool:
+            made = list(pool.map(site.outlined, [pdh] * 8))
+        assert all(m is made[0] for m in made)
+        assert made[0].outline.count("") == 20_000

@@ -72,6 +72,7 @@ class Site:
     keep_token: str | None = None
     _outlined: OrderedDict[str, Outlined] = field(default_factory=OrderedDict, repr=False)
     _outlined_bytes: int = field(default=0, repr=False)
+    _making: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -93,21 +94,44 @@ class Site:
         return [] if self.embedded is None else [self.embedded.volume.root]
 
     def outlined(self, pdh: str) -> Outlined:
-        """A collection's outline, made once and kept among the last used."""
+        """A collection's outline, made once and kept among the last used.
+
+        Requests for one collection that come while its outline is being
+        made wait for it, instead of each making one (and holding its text).
+        """
         with self._lock:
-            found = self._outlined.get(pdh)
+            found = self._kept(pdh)
             if found is not None:
-                self._outlined.move_to_end(pdh)
                 return found
-        made = self._outline(pdh)
-        with self._lock:
-            if made.cost <= OUTLINE_BUDGET and pdh not in self._outlined:
-                self._outlined[pdh] = made
-                self._outlined_bytes += made.cost
-                while self._outlined_bytes > OUTLINE_BUDGET:
-                    _, dropped = self._outlined.popitem(last=False)
-                    self._outlined_bytes -= dropped.cost
-        return made
+            making = self._making.setdefault(pdh, threading.Lock())
+        try:
+            with making:
+                with self._lock:
+                    found = self._kept(pdh)  # made while this one waited
+                if found is not None:
+                    return found
+                made = self._outline(pdh)
+                with self._lock:
+                    self._keep(pdh, made)
+                return made
+        finally:
+            with self._lock:
+                self._making.pop(pdh, None)
+
+    def _kept(self, pdh: str) -> Outlined | None:
+        found = self._outlined.get(pdh)
+        if found is not None:
+            self._outlined.move_to_end(pdh)
+        return found
+
+    def _keep(self, pdh: str, made: Outlined) -> None:
+        if made.cost > OUTLINE_BUDGET or pdh in self._outlined:
+            return
+        self._outlined[pdh] = made
+        self._outlined_bytes += made.cost
+        while self._outlined_bytes > OUTLINE_BUDGET:
+            _, dropped = self._outlined.popitem(last=False)
+            self._outlined_bytes -= dropped.cost
 
     def _outline(self, pdh: str) -> Outlined:
         text = load_manifest_text(self.store, self.engine, pdh)
