@@ -56,9 +56,9 @@ def collection(
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
     site = site_of(request)
     record = catalog.get_collection(site.engine, pdh)
-    loaded = site.load(pdh)
     path = path.strip("/")
-    entries = paginate(loaded.tree.listing(path), page, ENTRIES_PER_PAGE)
+    outline, entries_of_dir = site.listing(pdh, path)
+    entries = paginate(entries_of_dir, page, ENTRIES_PER_PAGE)
     return render(
         request,
         "collection.html",
@@ -67,8 +67,8 @@ def collection(
         path=path,
         crumbs=parent_paths(path),
         entries=entries,
-        dir_size=loaded.tree.size(path),
-        dir_files=loaded.tree.count(path),
+        dir_size=outline.size(path),
+        dir_files=outline.count(path),
         names=queries.names_for(site.engine, pdh),
         kinds=collection_kinds(site.engine, [pdh])[pdh],
         made_by=queries.jobs_making(site.engine, pdh),

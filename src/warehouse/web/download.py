@@ -97,7 +97,7 @@ def download(
 ) -> Response:
     if not is_pdh(pdh):
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
-    reader = site_of(request).reader(pdh)
+    reader = site_of(request).file_reader(pdh, path)
     entry = reader.entry(path)
     size = entry.size
     etag = '"' + hashlib.md5(f"{pdh}/{entry.path}".encode()).hexdigest() + '"'
@@ -140,7 +140,7 @@ def manifest(request: Request, pdh: str, user: SignedIn) -> Response:
     """The manifest text (unsigned: it is the collection's content, as its PDH hashes)."""
     if not is_pdh(pdh):
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
-    text = site_of(request).load(pdh).manifest.format()
+    text = site_of(request).manifest_text(pdh)
     name = pdh.replace("+", "_") + ".manifest"
     return PlainTextResponse(
         text, headers={"Content-Disposition": f'attachment; filename="{name}"'}

@@ -47,7 +47,7 @@ def folder_entries(reader: CollectionReader, folder: str) -> list[tuple[str, Fil
 @router.get("/c/{pdh}/preview/{path:path}")
 def preview(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
     _checked(pdh)
-    reader = site_of(request).reader(pdh)
+    reader = site_of(request).file_reader(pdh, path)
     entry = reader.entry(path)
     image = image_type(entry.path) is not None
     text: str | None = None
@@ -78,7 +78,7 @@ def archive(
     _checked(pdh)
     if format not in FORMATS:
         raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {format[:20]!r}")
-    reader = site_of(request).reader(pdh)
+    reader = site_of(request).folder_reader(pdh, path)
     entries = folder_entries(reader, path)
     root = path.strip("/").rpartition("/")[2] or pdh.partition("+")[0]
     name = f"{root}.{format}"

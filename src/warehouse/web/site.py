@@ -1,9 +1,11 @@
 """What the pages read from: the catalog, a block store and, embedded, the warehouse.
 
 A ``Site`` is made once per app, either over the controller's state (``wh
-serve``) or over an embedded warehouse (``wh web``). Manifests are parsed
-once and kept (a PDH names immutable content), so paging through a
-collection of many files does not parse it again for every page.
+serve``) or over an embedded warehouse (``wh web``). A collection's outline
+(its directories, from one pass over the stored manifest text; nothing per
+file) is made once and kept among the last used, within a byte budget (a PDH
+names immutable content). A page, a download or a folder's archive then
+reads only the streams it needs from the stored text.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from warehouse import catalog
+from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.reader import CollectionReader
-from warehouse.collection.records import load_manifest
+from warehouse.collection.records import load_manifest_text, manifest_from_blocks
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.errors import ForbiddenError, UsageError
+from warehouse.errors import ForbiddenError, NotFoundError, UsageError
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.jobs.records import get_job, request_control
 from warehouse.jobs.service import ensure_manager
@@ -30,20 +33,32 @@ from warehouse.jobs.submission import submit as submit_job
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 from warehouse.server.controller.state import ControllerState
-from warehouse.web.tree import Tree
+from warehouse.web.tree import DIRECTORY_BYTES, Listing, Outline, listing
 
-__all__ = ["Loaded", "Site"]
+__all__ = ["OUTLINE_BUDGET", "Outlined", "Site"]
 
-MANIFESTS_KEPT = 8
+# Bytes of outlines kept: their directories and, when it fits, the manifest
+# text (a million files' is 12 MB), so that a page slices its stream out of
+# it; a text that does not fit is read again, only its blocks holding the
+# stream shown.
+OUTLINE_BUDGET = 64 << 20
 
 
 @dataclass(frozen=True)
-class Loaded:
-    """A parsed collection: its manifest, recorded digests and directory tree."""
+class Outlined:
+    """A collection's outline and where its normalized manifest text is."""
 
-    manifest: Manifest
-    digests: dict[str, str] | None
-    tree: Tree
+    outline: Outline
+    # The stored text's blocks with the offset each starts at (none for text
+    # stored some other way), and the normalized text if it is held.
+    blocks: tuple[tuple[int, Locator], ...]
+    text: bytes | None
+    normalized_here: bool = False  # stored some other way: normalized and held
+
+    @property
+    def cost(self) -> int:
+        held = 0 if self.text is None else len(self.text)
+        return held + DIRECTORY_BYTES * self.outline.directories
 
 
 @dataclass
@@ -55,7 +70,9 @@ class Site:
     controller: ControllerState | None = None
     # An admin token the keep servers accept (to read their /status).
     keep_token: str | None = None
-    _loaded: OrderedDict[str, Loaded] = field(default_factory=OrderedDict, repr=False)
+    _outlined: OrderedDict[str, Outlined] = field(default_factory=OrderedDict, repr=False)
+    _outlined_bytes: int = field(default=0, repr=False)
+    _making: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -76,25 +93,117 @@ class Site:
         """The embedded warehouse's local volume (none for a controller)."""
         return [] if self.embedded is None else [self.embedded.volume.root]
 
-    def load(self, pdh: str) -> Loaded:
-        """A collection parsed once and kept among the last few used."""
-        with self._lock:
-            found = self._loaded.get(pdh)
-            if found is not None:
-                self._loaded.move_to_end(pdh)
-                return found
-        # Kept for every visitor alike: so no user's own listing.
-        manifest, digests = load_manifest(self.store, self.engine, pdh, None)
-        loaded = Loaded(manifest, digests, Tree(manifest))
-        with self._lock:
-            self._loaded[pdh] = loaded
-            while len(self._loaded) > MANIFESTS_KEPT:
-                self._loaded.popitem(last=False)
-        return loaded
+    def outlined(self, pdh: str) -> Outlined:
+        """A collection's outline, made once and kept among the last used.
 
-    def reader(self, pdh: str) -> CollectionReader:
-        loaded = self.load(pdh)
-        return CollectionReader(self.store, loaded.manifest, file_md5s=loaded.digests)
+        Requests for one collection that come while its outline is being
+        made wait for it, instead of each making one (and holding its text).
+        """
+        with self._lock:
+            found = self._kept(pdh)
+            if found is not None:
+                return found
+            making = self._making.setdefault(pdh, threading.Lock())
+        try:
+            with making:
+                with self._lock:
+                    found = self._kept(pdh)  # made while this one waited
+                if found is not None:
+                    return found
+                made = self._outline(pdh)
+                with self._lock:
+                    self._keep(pdh, made)
+                return made
+        finally:
+            with self._lock:
+                self._making.pop(pdh, None)
+
+    def _kept(self, pdh: str) -> Outlined | None:
+        found = self._outlined.get(pdh)
+        if found is not None:
+            self._outlined.move_to_end(pdh)
+        return found
+
+    def _keep(self, pdh: str, made: Outlined) -> None:
+        if made.cost > OUTLINE_BUDGET or pdh in self._outlined:
+            return
+        self._outlined[pdh] = made
+        self._outlined_bytes += made.cost
+        while self._outlined_bytes > OUTLINE_BUDGET:
+            _, dropped = self._outlined.popitem(last=False)
+            self._outlined_bytes -= dropped.cost
+
+    def _outline(self, pdh: str) -> Outlined:
+        text = load_manifest_text(self.store, self.engine, pdh)
+        if text is not None:
+            blocks: list[tuple[int, Locator]] = []
+            offset = 0
+            for s in catalog.get_collection(self.engine, pdh).manifest_blocks.split():
+                locator = Locator.parse(s)
+                blocks.append((offset, locator))
+                offset += locator.size
+            outline = Outline(text)
+            held = len(text) + DIRECTORY_BYTES * outline.directories <= OUTLINE_BUDGET
+            return Outlined(outline, tuple(blocks), text if held else None)
+        # Stored some other way (not normalized): parsed whole, normalized and held.
+        record = catalog.get_collection(self.engine, pdh)
+        manifest = manifest_from_blocks(self.store, pdh, record.manifest_blocks)
+        normal = manifest.normalized().portable_text().encode()
+        return Outlined(Outline(normal), (), normal, normalized_here=True)
+
+    def _read(self, outlined: Outlined, span: tuple[int, int]) -> bytes:
+        """Bytes ``span`` of the normalized text: only the blocks holding them."""
+        first, end = span
+        if outlined.text is not None:
+            return outlined.text[first:end]
+        pieces: list[bytes] = []
+        for offset, locator in outlined.blocks:
+            if offset < end and offset + locator.size > first:
+                data = self.store.get(locator)  # verified (or cached verified)
+                pieces.append(bytes(data[max(first - offset, 0) : end - offset]))
+        return b"".join(pieces)
+
+    def listing(self, pdh: str, path: str) -> tuple[Outline, Listing]:
+        """Directory ``path`` of a collection: its outline and its entries."""
+        outlined = self.outlined(pdh)
+        outline = outlined.outline
+        span = outline.stream_span(path) if outline.is_dir(path) else None
+        stream = None if span is None else self._read(outlined, span)
+        return outline, listing(outline, path, stream)
+
+    def manifest_text(self, pdh: str) -> bytes:
+        """The collection's manifest text, as stored (its MD5 is the PDH's)."""
+        outlined = self.outlined(pdh)
+        if outlined.normalized_here:  # stored some other way: formatted as parsed
+            record = catalog.get_collection(self.engine, pdh)
+            return manifest_from_blocks(self.store, pdh, record.manifest_blocks).format().encode()
+        return self._read(outlined, (0, outlined.outline.text_bytes))
+
+    def file_reader(self, pdh: str, path: str) -> CollectionReader:
+        """A reader of the one stream that holds file ``path``."""
+        path = path.strip("/")
+        outlined = self.outlined(pdh)
+        span = outlined.outline.stream_span(path.rpartition("/")[0])
+        reader = None if span is None else self._part(outlined, span)
+        if reader is None or path not in reader.files:
+            raise NotFoundError(f"no file {path!r} in collection {pdh}")
+        return reader
+
+    def folder_reader(self, pdh: str, folder: str) -> CollectionReader:
+        """A reader of the streams of ``folder`` and below ("": all of them)."""
+        folder = folder.strip("/")
+        outlined = self.outlined(pdh)
+        span = outlined.outline.tree_span(folder) if outlined.outline.is_dir(folder) else None
+        if span is None:
+            if folder:
+                raise NotFoundError(f"no folder {folder!r} in collection {pdh}")
+            return CollectionReader(self.store, Manifest(()))
+        return self._part(outlined, span)
+
+    def _part(self, outlined: Outlined, span: tuple[int, int]) -> CollectionReader:
+        # The streams' own lines: paths stay the collection's.
+        text = self._read(outlined, (span[0], span[1] + 1))
+        return CollectionReader(self.store, Manifest.parse(text))
 
     @property
     def runs_jobs(self) -> bool:
