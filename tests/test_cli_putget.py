@@ -396,3 +396,35 @@ def test_get_json_after_a_failure_lists_the_files_written(tmp_path: Path, run: R
     refused = run("get", "--json", pdh, str(out), code=1)
     assert refused.stdout == "", "nothing is listed when nothing is written"
     assert json.loads(run("get", "--json", "--no-write", f"{pdh}/empty dir").stdout) == []
+
+
+def test_the_controller_sends_the_stored_manifest_signed_as_the_whole_one(
+    tmp_path: Path, run: Runner
+) -> None:
+    import re
+
+    import httpx
+
+    if "WH_URL" not in os.environ:
+        pytest.skip("the controller's requests")
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    api = os.environ["WH_URL"].rstrip("/") + "/api/v1/collections/"
+    auth = {"Authorization": f"Bearer {os.environ['WH_TOKEN']}"}
+    whole = httpx.get(api + pdh, headers=auth).json()
+    streamed = httpx.get(api + pdh + "/manifest", headers=auth)
+    assert streamed.status_code == 200
+    assert streamed.headers["content-type"].startswith("text/plain")
+    # The same text but for the signatures' expiry times (made a moment apart).
+    expiry = re.compile(r"\+A[0-9a-f]+@[0-9a-f]+")
+    assert expiry.sub("+A", streamed.text) == expiry.sub("+A", whole["manifest_text"])
+    assert "+A" in streamed.text
+    listing = httpx.get(api + pdh + "/listing", headers=auth)
+    assert listing.json() == whole["file_md5s"]
+    assert list(listing.json()) == list(Manifest.parse(streamed.text).files())
+    # A collection recorded from manifest text has no listing: no content.
+    text = run("manifest", pdh).stdout.replace("hello.txt", "renamed.txt")
+    other = run("put", "--manifest", "-", input=text.encode()).stdout.strip()
+    assert httpx.get(api + other + "/listing", headers=auth).status_code == 204
+    for missing in ("/manifest", "/listing"):
+        assert httpx.get(api + "0" * 32 + "+1" + missing, headers=auth).status_code == 404
