@@ -11,9 +11,11 @@ link (``destination.py``).
 Blocks are read and verified in manifest order by one thread; small files,
 whole and verified, go in batches to a few writer threads (creating many
 small files is mostly waiting on system calls), bigger ones are written by
-the reading thread. The listing keeps manifest order. A whole collection
-read from its stored text is gone through stream by stream, twice (to check,
-then to write), so no table of every file is built.
+the reading thread. The listing keeps manifest order. A collection read
+from its stored text (the whole of it, or a directory: only its streams are
+made into entries; or one file: its directory's stream) is gone through
+stream by stream, twice (to check, then to write), and its recorded digests
+are read in step with it, so no table of every file is built.
 """
 
 from __future__ import annotations
