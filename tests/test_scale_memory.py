@@ -31,6 +31,11 @@ PER_DIR = 1_000
 LIMIT_AS = 560 << 20
 # Resident peak allowed: about 1.3 KB a file over the interpreter's own.
 MAX_RSS = 400 << 20
+# A get holds no per-file table (files, digests or listed items): it peaked
+# near 79 MB here (whole, sub-path, --json, remote alike). Holding the
+# recorded digests as a dict took a whole get to 123 MB; building the file
+# table (a sub-path, --json, or a get through a controller) to 215-240 MB.
+GET_MAX_RSS = 110 << 20
 
 WH = str(Path(sys.executable).with_name("wh"))
 
@@ -116,7 +121,7 @@ def _put_get(tmp_path: Path) -> None:
 
     dest = tmp_path / "out"
     out, get_rss = _run(["get", pdh, str(dest)], env, tmp_path)
-    assert get_rss < MAX_RSS, f"get peaked at {get_rss >> 20} MB"
+    assert get_rss < GET_MAX_RSS, f"get peaked at {get_rss >> 20} MB"
     lines = out.decode().splitlines()
     beside_line = f"{hashlib.md5(BESIDE).hexdigest()}  beside"
     assert lines[0] == beside_line, "the root's stream comes first"
@@ -127,14 +132,14 @@ def _put_get(tmp_path: Path) -> None:
 
     # A sub-path: its files only, read from the stored text stream by stream.
     out, sub_rss = _run(["get", f"{pdh}/{TOP}", str(dest)], env, tmp_path)
-    assert sub_rss < MAX_RSS, f"get of a sub-path peaked at {sub_rss >> 20} MB"
+    assert sub_rss < GET_MAX_RSS, f"get of a sub-path peaked at {sub_rss >> 20} MB"
     _check_listing(out.decode().splitlines(), "")
     _check_files(dest)
     _remove(dest)
 
     # --json prints each file's item as it goes: the whole list is not held.
     out, json_rss = _run(["get", "--json", "--no-write", "--rehash", pdh], env, tmp_path)
-    assert json_rss < MAX_RSS, f"get --json peaked at {json_rss >> 20} MB"
+    assert json_rss < GET_MAX_RSS, f"get --json peaked at {json_rss >> 20} MB"
     items = json.loads(out)
     assert items[0] == {"path": "beside", "md5": hashlib.md5(BESIDE).hexdigest(), "size": 7}
     assert len(items) == FILES + 1
@@ -161,13 +166,13 @@ def _remote_get(tmp_path: Path, src: Path, env: dict[str, str], dest: Path) -> N
         pdh = put.stdout.decode().strip()
 
         out, rss = _run(["get", "--no-write", pdh], alice, tmp_path)
-        assert rss < MAX_RSS, f"a remote get --no-write peaked at {rss >> 20} MB"
+        assert rss < GET_MAX_RSS, f"a remote get --no-write peaked at {rss >> 20} MB"
         lines = out.decode().splitlines()
         assert lines[0] == f"{hashlib.md5(BESIDE).hexdigest()}  beside"
         _check_listing(lines[1:], f"{TOP}/")
 
         out, rss = _run(["get", f"{pdh}/{TOP}", str(dest)], alice, tmp_path)
-        assert rss < MAX_RSS, f"a remote get of a sub-path peaked at {rss >> 20} MB"
+        assert rss < GET_MAX_RSS, f"a remote get of a sub-path peaked at {rss >> 20} MB"
         _check_listing(out.decode().splitlines(), "")
         _check_files(dest)
     finally:
