@@ -17,7 +17,7 @@ import pytest
 
 from conftest import Runner, make_tree, wh_process
 from installations import Installation
-from warehouse.manifest import Manifest
+from warehouse.manifest import Manifest, md5sum_line
 
 
 @pytest.fixture
@@ -324,3 +324,107 @@ def test_remote_commands_never_load_the_database_library(
     result = tmp_path / "result"
     wh("step", "queue", "--level", "1", "a", WH_RESULT=str(result))
     assert json.loads(result.read_text()) == {"op": "queue", "level": 1, "input": "a"}
+
+
+# Sub-paths of make_tree's tree: directories (with subdirectories, empty
+# ones, names to escape), single files, and the whole collection.
+SUB_PATHS = [
+    "",
+    "sub",
+    "sub/deeper",
+    "a",
+    "a b",
+    "empty dir",
+    "empty dir/inner empty",
+    "hello.txt",
+    "empty",
+    "sub/deeper/tab\tand\nnewline",
+    "a b/x",
+]
+
+
+def test_a_get_read_from_the_stored_text_lists_and_writes_what_the_parsed_manifest_does(
+    tmp_path: Path, run: Runner
+) -> None:
+    import warehouse
+    from warehouse.collection.extract import extract
+
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    with warehouse.open() as wh:
+        for sub in SUB_PATHS:
+            key = f"{pdh}/{sub}" if sub else pdh
+            streamed = wh.reader(key, one_pass=True)
+            assert streamed.normal_text is not None, "a get reads the stored text"
+            parsed = wh.reader(key)
+            assert parsed.normal_text is None
+            expected = extract(parsed, None, subpath=sub)
+            assert extract(streamed, None, subpath=sub) == expected, sub
+            assert expected or sub.startswith("empty dir"), sub
+            for rehash in (False, True):
+                got = extract(wh.reader(key, one_pass=True), None, subpath=sub, rehash=rehash)
+                assert got == expected, (sub, rehash)
+            # Written: into a new path (a single file takes its name) and into
+            # a directory that exists.
+            for i, made in enumerate((False, True)):
+                a, b = tmp_path / "a" / f"{sub}-{i}", tmp_path / "b" / f"{sub}-{i}"
+                if made:
+                    a.mkdir(parents=True)
+                    b.mkdir(parents=True)
+                assert extract(wh.reader(key), a, subpath=sub) == extract(
+                    wh.reader(key, one_pass=True), b, subpath=sub
+                )
+                assert snapshot(tmp_path / "a") == snapshot(tmp_path / "b"), sub
+            # The command prints the same, as lines and as JSON.
+            lines = "".join(md5sum_line(f.md5, f.path) + "\n" for f in expected)
+            assert run("get", "--no-write", key).stdout == lines, sub
+            as_dicts = [{"path": f.path, "md5": f.md5, "size": f.size} for f in expected]
+            printed = run("get", "--no-write", "--json", key).stdout
+            assert printed == json.dumps(as_dicts, indent=2, sort_keys=True) + "\n", sub
+        for missing in ("nope", "sub/nope", "hello.txt/x", "su"):
+            with pytest.raises(warehouse.errors.NotFoundError):
+                extract(wh.reader(f"{pdh}/{missing}", one_pass=True), None, subpath=missing)
+            run("get", "--json", "--no-write", f"{pdh}/{missing}", code=4)
+
+
+def test_get_json_after_a_failure_lists_the_files_written(tmp_path: Path, run: Runner) -> None:
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "hello.txt").write_bytes(b"mine")
+    refused = run("get", "--json", pdh, str(out), code=1)
+    assert refused.stdout == "", "nothing is listed when nothing is written"
+    assert json.loads(run("get", "--json", "--no-write", f"{pdh}/empty dir").stdout) == []
+
+
+def test_the_controller_sends_the_stored_manifest_signed_as_the_whole_one(
+    tmp_path: Path, run: Runner
+) -> None:
+    import re
+
+    import httpx
+
+    if "WH_URL" not in os.environ:
+        pytest.skip("the controller's requests")
+    src = make_tree(tmp_path / "src")
+    pdh = run("put", str(src)).stdout.strip()
+    api = os.environ["WH_URL"].rstrip("/") + "/api/v1/collections/"
+    auth = {"Authorization": f"Bearer {os.environ['WH_TOKEN']}"}
+    whole = httpx.get(api + pdh, headers=auth).json()
+    streamed = httpx.get(api + pdh + "/manifest", headers=auth)
+    assert streamed.status_code == 200
+    assert streamed.headers["content-type"].startswith("text/plain")
+    # The same text but for the signatures' expiry times (made a moment apart).
+    expiry = re.compile(r"\+A[0-9a-f]+@[0-9a-f]+")
+    assert expiry.sub("+A", streamed.text) == expiry.sub("+A", whole["manifest_text"])
+    assert "+A" in streamed.text
+    listing = httpx.get(api + pdh + "/listing", headers=auth)
+    assert listing.json() == whole["file_md5s"]
+    assert list(listing.json()) == list(Manifest.parse(streamed.text).files())
+    # A collection recorded from manifest text has no listing: no content.
+    text = run("manifest", pdh).stdout.replace("hello.txt", "renamed.txt")
+    other = run("put", "--manifest", "-", input=text.encode()).stdout.strip()
+    assert httpx.get(api + other + "/listing", headers=auth).status_code == 204
+    for missing in ("/manifest", "/listing"):
+        assert httpx.get(api + "0" * 32 + "+1" + missing, headers=auth).status_code == 404

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Self
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile, extract
+from warehouse.collection.listings import Digests
 from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
 from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult, write_tree
@@ -75,7 +76,7 @@ class WarehouseBase:
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         raise NotImplementedError
 
-    def _collection_text(self, pdh: str) -> tuple[bytes, dict[str, str] | None] | None:
+    def _collection_text(self, pdh: str) -> tuple[bytes, Digests | None] | None:
         """Like ``_collection``, the manifest as its stored normalized text
         (read stream by stream), or None where that is not at hand."""
         return None
@@ -136,6 +137,7 @@ class WarehouseBase:
                 file_md5s=digests,
                 one_pass=True,
                 readahead=readahead,
+                pdh=pdh,
             )
         manifest, digests = self._collection(pdh)
         return CollectionReader(

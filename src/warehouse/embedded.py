@@ -19,6 +19,7 @@ from warehouse.base import BlockWrites, PutResult, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
+from warehouse.collection.listings import Digests
 from warehouse.collection.records import (
     load_manifest,
     load_manifest_text,
@@ -164,7 +165,7 @@ class EmbeddedWarehouse(WarehouseBase):
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)
 
-    def _collection_text(self, pdh: str) -> tuple[bytes, dict[str, str] | None] | None:
+    def _collection_text(self, pdh: str) -> tuple[bytes, Digests | None] | None:
         return load_normal_text(self.store, self.engine, pdh, self.user)
 
     # -- names ---------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 
 import click
 
-from warehouse.cli._common import LineOut, byte_progress, emit_json, open_warehouse
+from warehouse.cli._common import LineOut, byte_progress, open_warehouse
 from warehouse.cli.completion import complete_keys
-from warehouse.collection.extract import extract, selected_size
+from warehouse.collection.extract import ExtractedFile, extract, selected_size
 from warehouse.keys import parse_key
 from warehouse.manifest import md5sum_line
 
@@ -50,15 +51,15 @@ def get(
     reader = wh.reader(k, one_pass=True)
     target = None if no_write else (dest or Path("."))
     # The total is summed only for a bar on a terminal: it is a pass of its own.
-    with byte_progress("get", lambda: selected_size(reader, k.path)) as progress:
-        if as_json:
-            files = extract(
-                reader, target, subpath=k.path, force=force, rehash=rehash, progress=progress
-            )
-            emit_json([{"path": f.path, "md5": f.md5, "size": f.size} for f in files])
-            return
-        # Each file's line goes out once it is written: nothing per file is held.
-        with LineOut() as out:
+    # Each file's line (or JSON item) goes out once it is written: nothing per
+    # file is held.
+    with (
+        byte_progress("get", lambda: selected_size(reader, k.path)) as progress,
+        LineOut() as out,
+    ):
+        listed = _JsonList(out) if as_json else None
+        failed = True
+        try:
             extract(
                 reader,
                 target,
@@ -66,5 +67,45 @@ def get(
                 force=force,
                 rehash=rehash,
                 progress=progress,
-                on_file=lambda f: out.line(md5sum_line(f.md5, f.path)),
+                on_file=(
+                    (lambda f: out.line(md5sum_line(f.md5, f.path)))
+                    if listed is None
+                    else listed.add
+                ),
             )
+            failed = False
+        finally:
+            if listed is not None:
+                listed.close(failed)
+
+
+class _JsonList:
+    """The files as ``emit_json`` prints a list of {"path", "md5", "size"},
+    byte for byte, an item at a time (one item held, for the comma after it).
+
+    After a failure once files were written, the list of those is closed
+    (the output stays one JSON document); before any, nothing is printed.
+    """
+
+    def __init__(self, out: LineOut) -> None:
+        self.out = out
+        self.held: str | None = None
+
+    def add(self, f: ExtractedFile) -> None:
+        # What json.dumps(..., indent=2, sort_keys=True) makes of the item,
+        # indented as a member of a list.
+        item = (
+            f'  {{\n    "md5": "{f.md5}",\n    "path": {_json_string(f.path)},\n'
+            f'    "size": {f.size}\n  }}'
+        )
+        self.out.line("[" if self.held is None else self.held + ",")
+        self.held = item
+
+    def close(self, failed: bool = False) -> None:
+        if self.held is None:
+            if not failed:
+                self.out.line("[]")
+        else:
+            self.out.line(self.held)
+            self.out.line("]")
+        self.held = None

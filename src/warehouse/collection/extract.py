@@ -11,9 +11,11 @@ link (``destination.py``).
 Blocks are read and verified in manifest order by one thread; small files,
 whole and verified, go in batches to a few writer threads (creating many
 small files is mostly waiting on system calls), bigger ones are written by
-the reading thread. The listing keeps manifest order. A whole collection
-read from its stored text is gone through stream by stream, twice (to check,
-then to write), so no table of every file is built.
+the reading thread. The listing keeps manifest order. A collection read
+from its stored text (the whole of it, or a directory: only its streams are
+made into entries; or one file: its directory's stream) is gone through
+stream by stream, twice (to check, then to write), and its recorded digests
+are read in step with it, so no table of every file is built.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from warehouse.collection.destination import Destination, Parts
+from warehouse.collection.listings import Digests
 from warehouse.collection.reader import CollectionReader
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.manifest import FileEntry
-from warehouse.manifest.normal import iter_normal_files
+from warehouse.manifest.normal import iter_normal_dirs, iter_normal_files
 
 __all__ = ["ExtractedFile", "extract", "select", "selected_size"]
 
@@ -61,15 +64,45 @@ def select(reader: CollectionReader, subpath: str) -> tuple[list[tuple[str, File
     chosen = [(p[len(prefix) :], e) for p, e in files.items() if p.startswith(prefix)]
     dirs = [d[len(prefix) :] for d in reader.manifest.empty_directories() if d.startswith(prefix)]
     if not chosen and not dirs and sub not in reader.manifest.empty_directories():
-        raise NotFoundError(f"no file or directory {sub!r} in collection {reader.manifest.pdh}")
+        raise NotFoundError(f"no file or directory {sub!r} in collection {reader.pdh}")
     return chosen, dirs
 
 
 def selected_size(reader: CollectionReader, subpath: str) -> int:
     """The bytes of the files under ``subpath`` (all of them for ``""``)."""
-    if not subpath.strip("/") and reader.normal_text is not None:
-        return sum(size or 0 for _, size in iter_normal_files(reader.normal_text))
+    if reader.normal_text is not None:
+        sub = subpath.strip("/")
+        under = sub + "/" if sub else ""
+        return sum(
+            size or 0
+            for path, size in iter_normal_files(reader.normal_text)
+            if path.startswith(under) or path == sub
+        )
     return sum(entry.size for _, entry in select(reader, subpath)[0])
+
+
+def _kind(text: bytes, sub: str) -> bool | None:
+    """Whether ``sub`` is a file (True) or a directory (False) of normalized
+    manifest ``text``; None if it is neither. Stops at the first sign."""
+    under = sub + "/"
+    parent, _, name = sub.rpartition("/")
+    parent_prefix = parent + "/" if parent else ""
+    for prefix, names, _ in iter_normal_dirs(text):
+        if prefix.startswith(under):
+            return False
+        if prefix == parent_prefix and names is not None and name in names:
+            return True
+    return None
+
+
+def _one_file(reader: CollectionReader, sub: str) -> FileEntry:
+    """File ``sub`` of a reader of stored text, from its directory's stream only."""
+    parent = sub.rpartition("/")[0]
+    for entries, _ in reader.iter_streams(lambda d: d == parent):
+        for entry in entries:
+            if entry.path == sub:
+                return entry
+    raise NotFoundError(f"no file {sub!r} in collection {reader.pdh}")
 
 
 def _check_rel(rel: str) -> None:
@@ -78,25 +111,32 @@ def _check_rel(rel: str) -> None:
         raise UsageError(f"refusing unsafe path {rel!r}: it could escape the destination")
 
 
-def _streamed_paths(text: bytes, dirs: list[str]) -> Iterator[str]:
-    """Every file's path in normalized manifest ``text``, checked to be safe;
-    the empty directories are added to ``dirs`` as they come."""
-    for path, size in iter_normal_files(text):
-        _check_rel(path)
-        if size is None:
-            dirs.append(path)
-        else:
-            yield path
+def _streamed_paths(text: bytes, dirs: list[str], under: str = "") -> Iterator[str]:
+    """The path below ``under`` (``""`` or a directory and a '/') of every file
+    under it in normalized manifest ``text``, checked to be safe; the empty
+    directories below it are added to ``dirs`` as they come."""
+    cut = len(under)
+    for prefix, names, _ in iter_normal_dirs(text):
+        if not prefix.startswith(under):
+            continue
+        if names is None:
+            _check_rel(prefix[:-1])
+            if len(prefix) > cut:  # not ``under`` itself
+                dirs.append(prefix[cut:-1])
+            continue
+        for name in names:
+            _check_rel(prefix + name)
+            yield prefix[cut:] + name
 
 
-def _streamed(reader: CollectionReader, dirs: list[str] | None) -> Iterator[tuple[str, FileEntry]]:
-    """Every file of the collection with its path, stream by stream; the empty
-    directories are added to ``dirs`` as they come."""
-    for entries, marked in reader.iter_streams():
-        if dirs is not None:
-            dirs.extend(marked)
+def _streamed(reader: CollectionReader, under: str = "") -> Iterator[tuple[str, FileEntry]]:
+    """Every file of the collection under ``under`` (``""`` or a directory and
+    a '/') with its path below it, stream by stream; other streams are skipped."""
+    cut = len(under)
+    keep = None if not under else lambda d: (d + "/").startswith(under)
+    for entries, _ in reader.iter_streams(keep):
         for entry in entries:
-            yield entry.path, entry
+            yield entry.path[cut:], entry
 
 
 class _Dirs:
@@ -287,16 +327,24 @@ def extract(
     sub = subpath.strip("/")
     dirs: list[str] = []
     chosen: Callable[[], Iterator[tuple[str, FileEntry]]]
-    if not sub and reader.normal_text is not None:
-        # The whole collection from its text: once to check, once to write,
-        # a stream at a time; no table of every file.
-        chosen = functools.partial(_streamed, reader, None)
+    text = reader.normal_text
+    kind = None if text is None or not sub else _kind(text, sub)
+    if text is not None and sub and kind is None:
+        raise NotFoundError(f"no file or directory {sub!r} in collection {reader.pdh}")
+    if text is not None and kind is not True:
+        # The whole collection, or a directory of it, from its text: once to
+        # check, once to write, a stream at a time; no table of every file.
+        under = sub + "/" if sub else ""
+        chosen = functools.partial(_streamed, reader, under)
         if dest is not None:
-            _check_dest(dest, _streamed_paths(reader.normal_text, dirs), dirs, force)
+            _check_dest(dest, _streamed_paths(text, dirs, under), dirs, force)
     else:
-        listed, dirs = select(reader, subpath)
+        if text is not None:
+            listed = [(sub.rsplit("/", 1)[-1], _one_file(reader, sub))]
+        else:
+            listed, dirs = select(reader, subpath)
         if dest is not None:
-            if sub and sub in reader.files and not dest.is_dir():
+            if sub and (kind or sub in reader.files) and not dest.is_dir():
                 # A single file and a destination that is not a directory: the file's new name.
                 listed = [(dest.name, listed[0][1])]
                 dest = dest.parent if str(dest.parent) else Path(".")
@@ -550,7 +598,7 @@ class _Sink:
         entry: FileEntry,
         target: Destination | None,
         hasher: ThreadPoolExecutor,
-        known: dict[str, str] | None,
+        known: Digests | None,
         force: bool = False,
     ) -> None:
         self.hasher = hasher

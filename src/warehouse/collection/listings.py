@@ -11,11 +11,26 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Protocol
 
 from warehouse.errors import UsageError
 from warehouse.manifest import Manifest
 
-__all__ = ["check_listing", "listing_text", "parse_listing"]
+__all__ = [
+    "Digests",
+    "OrderedListing",
+    "check_listing",
+    "listing_text",
+    "ordered_listing",
+    "parse_listing",
+]
+
+
+class Digests(Protocol):
+    """Each file's recorded MD5 by its path (a dict, or an ``OrderedListing``)."""
+
+    def get(self, path: str, /) -> str | None: ...
+
 
 _MD5 = re.compile(r"[0-9a-f]{32}")
 
@@ -40,14 +55,19 @@ def check_listing(manifest: Manifest, file_md5s: object) -> dict[str, str]:
 
 
 def listing_text(manifest: Manifest, file_md5s: dict[str, str] | None) -> str | None:
-    """The listing as stored (JSON), or None when there is none or it is not well formed."""
+    """The listing as stored (JSON), or None when there is none or it is not well formed.
+
+    The files come in the order of ``manifest`` (normalized, as stored), so
+    that a get reads the listing in step with the manifest (``OrderedListing``).
+    """
     if file_md5s is None:
         return None
     try:
         checked = check_listing(manifest, file_md5s)
     except UsageError:
         return None
-    return json.dumps(checked, ensure_ascii=False, separators=(",", ":"))
+    ordered = {path: checked[path] for path in manifest.files()}
+    return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
 
 
 def parse_listing(text: str | None) -> dict[str, str] | None:
@@ -56,3 +76,50 @@ def parse_listing(text: str | None) -> dict[str, str] | None:
     value = json.loads(text)
     assert isinstance(value, dict)
     return value
+
+
+# One entry of a listing as ``listing_text`` writes it: "path":"md5" and then
+# the comma or brace after it. A path's JSON escapes are undone only where a
+# backslash occurs.
+_ENTRY = re.compile(r'"((?:[^"\\]|\\.)*)":"([0-9a-f]{32})"([,}])')
+
+
+class OrderedListing:
+    """A stored listing read in step with the manifest, without a table of it.
+
+    ``listing_text`` writes the files in manifest order, so a get, which
+    asks for its files in that order too, finds each one at or after the
+    previous one: the text is scanned forward, an entry at a time. A listing
+    stored in another order or layout (written before it was kept in
+    manifest order) is parsed into a dict on the first path not found ahead,
+    and answered from that from then on.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._pos = 1  # after the opening brace
+        self._table: dict[str, str] | None = None
+
+    def get(self, path: str, /) -> str | None:
+        if self._table is not None:
+            return self._table.get(path)
+        text, pos, match = self._text, self._pos, _ENTRY.match
+        if text.startswith("{"):
+            while (found := match(text, pos)) is not None:
+                pos = found.end()
+                key = found[1]
+                if "\\" in key:
+                    key = json.loads(f'"{key}"')
+                if key == path:
+                    self._pos = pos
+                    return found[2]
+                if found[3] == "}":
+                    break
+        table = self._table = parse_listing(text) or {}
+        self._text = ""
+        return table.get(path)
+
+
+def ordered_listing(text: str | None) -> OrderedListing | None:
+    """``text`` (a stored listing) read in manifest order; None: no listing."""
+    return None if text is None else OrderedListing(text)

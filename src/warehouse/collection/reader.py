@@ -16,13 +16,14 @@ from __future__ import annotations
 import io
 import itertools
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from typing import Any
 
 from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore
+from warehouse.collection.listings import Digests
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories
@@ -40,12 +41,14 @@ class CollectionReader:
         manifest: Manifest | None,
         *,
         readahead: int = DEFAULT_READAHEAD,
-        file_md5s: dict[str, str] | None = None,
+        file_md5s: Digests | None = None,
         one_pass: bool = False,
         normal_text: bytes | None = None,
+        pdh: str | None = None,
     ) -> None:
         """``normal_text``: the manifest's stored text (normalized, checked
-        against its PDH), read stream by stream instead of ``manifest``."""
+        against its PDH), read stream by stream instead of ``manifest``;
+        ``pdh``: the collection's, named in errors without parsing that text."""
         if manifest is None and normal_text is None:
             raise ValueError("a reader needs a manifest or its text")
         self.store = store
@@ -58,6 +61,11 @@ class CollectionReader:
         self.one_pass = one_pass
         # Every file's MD5 as recorded when it was stored, or None if unknown.
         self.file_md5s = file_md5s
+        self._pdh = pdh
+
+    @property
+    def pdh(self) -> str:
+        return self._pdh if self._pdh is not None else self.manifest.pdh
 
     @cached_property
     def manifest(self) -> Manifest:
@@ -68,22 +76,31 @@ class CollectionReader:
     def files(self) -> Mapping[str, FileEntry]:
         return self.manifest.files_view()
 
-    def iter_streams(self) -> Iterator[tuple[list[FileEntry], list[str]]]:
+    def iter_streams(
+        self, keep: Callable[[str], bool] | None = None
+    ) -> Iterator[tuple[list[FileEntry], list[str]]]:
         """The files of each stream and the empty directories it marks, in
-        manifest order; one group of them all when the manifest is parsed."""
+        manifest order; one group of them all when the manifest is parsed.
+
+        ``keep``: read from the text, only the streams of the directories
+        (paths, ``""`` for the root) it keeps; the others are not made into
+        entries. Ignored for a parsed manifest.
+        """
         if self.normal_text is None or "manifest" in self.__dict__:
             yield list(self.files.values()), self.manifest.empty_directories()
             return
         # Normalized text: each file lies in one stream, each empty directory
         # is a stream of its own marker.
         for _, (name, locators, raw) in iter_raw_streams(self.normal_text):
+            if keep is not None and not keep("" if name == "." else name[2:]):
+                continue
             stream = Stream(name, locators, tuple(itertools.starmap(Segment, raw)))
             yield list(file_entries((stream,)).values()), marked_directories((stream,))
 
     def entry(self, path: str) -> FileEntry:
         entry = self.files.get(path.strip("/"))
         if entry is None:
-            raise NotFoundError(f"no file {path!r} in collection {self.manifest.pdh}")
+            raise NotFoundError(f"no file {path!r} in collection {self.pdh}")
         return entry
 
     def files_using(self, locator: Locator) -> list[str]:

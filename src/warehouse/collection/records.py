@@ -14,7 +14,12 @@ from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.locator import EMPTY_LOCATOR
 from warehouse.blocks.store import BlockStore
-from warehouse.collection.listings import listing_text, parse_listing
+from warehouse.collection.listings import (
+    OrderedListing,
+    listing_text,
+    ordered_listing,
+    parse_listing,
+)
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
 
@@ -22,6 +27,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 __all__ = [
+    "listing_of",
     "load_manifest",
     "load_manifest_text",
     "load_manifests",
@@ -130,21 +136,27 @@ def load_manifest(
 
 def _listing(engine: sa.Engine, pdh: str, user: str | None) -> dict[str, str] | None:
     """``user``'s own listing of the collection's file digests (None: nobody's)."""
+    return parse_listing(listing_of(engine, pdh, user))
+
+
+def listing_of(engine: sa.Engine, pdh: str, user: str | None) -> str | None:
+    """``user``'s own listing as stored (JSON text), or None: nobody's."""
     if user is None:
         return None
     from warehouse.catalog.records import get_listing  # SQLAlchemy: loaded when used
 
-    return parse_listing(get_listing(engine, pdh, user))
+    return get_listing(engine, pdh, user)
 
 
 def load_normal_text(
     store: BlockStore, engine: sa.Engine, pdh: str, user: str | None
-) -> tuple[bytes, dict[str, str] | None] | None:
+) -> tuple[bytes, OrderedListing | None] | None:
     """A collection's stored manifest text, if it hashes to ``pdh`` (so it is
-    the normalized text), and ``user``'s own listing; None for text stored
-    some other way (the caller parses it whole)."""
+    the normalized text), and ``user``'s own listing, read in manifest order
+    (no table of it); None for text stored some other way (the caller parses
+    it whole)."""
     text = load_manifest_text(store, engine, pdh)
-    return None if text is None else (text, _listing(engine, pdh, user))
+    return None if text is None else (text, ordered_listing(listing_of(engine, pdh, user)))
 
 
 def manifest_from_blocks(store: BlockStore, pdh: str, manifest_blocks: str) -> Manifest:

@@ -68,6 +68,15 @@ class ApiClient:
         self.http.close()
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
+        resp = self._send(method, path, **kw)
+        return None if resp.status_code == 204 else resp.json()
+
+    def get_bytes(self, path: str) -> bytes | None:
+        """The body of a GET that answers other than JSON; None for no content (204)."""
+        resp = self._send("GET", path)
+        return None if resp.status_code == 204 else resp.content
+
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         # A GET changes nothing, so a connection that broke under it (a kept-
         # alive one the server closed) earns it one more try; not a timeout, and
         # not other methods, which may have taken effect. A refused connection
@@ -101,7 +110,7 @@ class ApiClient:
             except ValueError:
                 message = resp.text
             raise _ERRORS.get(resp.status_code, WarehouseError)(message)
-        return None if resp.status_code == 204 else resp.json()
+        return resp
 
     def wait_until_ready(self) -> None:
         """Wait (bounded by $WH_WAIT) for a starting controller; see remote/wait.py."""

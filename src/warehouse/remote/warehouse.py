@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
-from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.collection.listings import Digests, ordered_listing
+from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.manifest import Manifest
 from warehouse.remote.api import ApiClient, check_token
 from warehouse.remote.keepclient import KeepClient
@@ -159,6 +160,21 @@ class RemoteWarehouse(WarehouseBase):
     def _own_collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         out = self.api.get(f"/collections/{pdh}")
         return Manifest.parse(out["manifest_text"]), out.get("file_md5s")
+
+    def _collection_text(self, pdh: str) -> tuple[bytes, Digests | None] | None:
+        """The manifest as the controller stores it (normalized), signed, and
+        the caller's own listing read in manifest order: a get goes through
+        them stream by stream. None where the controller does not hold it
+        that way (another cluster's, stored otherwise, or an older controller
+        without these requests): the caller asks for the whole manifest."""
+        try:
+            text = self.api.get_bytes(f"/collections/{pdh}/manifest")
+        except (NotFoundError, ConflictError):
+            return None
+        if text is None:
+            return None
+        listing = self.api.get_bytes(f"/collections/{pdh}/listing")
+        return text, ordered_listing(None if listing is None else listing.decode())
 
     def holds(self, pdh: str) -> bool:
         """Whether this cluster itself records the collection."""

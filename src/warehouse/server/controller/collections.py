@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Response
 from fastapi import Request as _Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
@@ -13,9 +15,15 @@ from warehouse.blocks import Locator
 from warehouse.blocks.signing import Check, check_signature, sign
 from warehouse.catalog.records import get_listing
 from warehouse.collection.listings import check_listing, parse_listing
-from warehouse.collection.records import load_manifest, store_manifest
+from warehouse.collection.records import (
+    listing_of,
+    load_manifest,
+    load_manifest_text,
+    store_manifest,
+)
 from warehouse.errors import UsageError
 from warehouse.manifest import Manifest
+from warehouse.manifest.parse import iter_raw_streams
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.state import ControllerState
 
@@ -159,6 +167,70 @@ def get_collection(pdh: str, user: Caller, token: CallerToken, request: _Request
     state = state_of(request)
     manifest, digests = load_manifest(state.keep(), state.engine, pdh, user.name)
     return _out(manifest, digests, token, state)
+
+
+@router.get(
+    "/{pdh}/manifest",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/plain": {}}}, 409: {"description": "not stored normalized"}},
+)
+def get_collection_text(
+    pdh: str, user: Caller, token: CallerToken, request: _Request
+) -> StreamingResponse:
+    """The collection's manifest text as stored (normalized), signed for the
+    caller, sent a stream at a time: no table of its files is built here or
+    by a client reading it stream by stream. 409 for a collection stored
+    another way (ask ``GET /collections/{pdh}``)."""
+    state = state_of(request)
+    text = load_manifest_text(state.keep(), state.engine, pdh)
+    if text is None:
+        raise HTTPException(409, f"the manifest of {pdh} is not stored normalized")
+    return StreamingResponse(_signed_chunks(text, token, state), media_type="text/plain")
+
+
+@router.get(
+    "/{pdh}/listing",
+    response_class=Response,
+    responses={200: {"content": {"application/json": {}}}, 204: {"description": "none"}},
+)
+def get_listing_text(pdh: str, user: Caller, request: _Request) -> Response:
+    """The caller's own listing of the collection's file MD5s as stored (a JSON
+    object {path: md5}, in manifest order when recorded by this version);
+    204 when the caller recorded none."""
+    state = state_of(request)
+    catalog.get_collection(state.engine, pdh)  # 404 for no such collection
+    text = listing_of(state.engine, pdh, user.name)
+    if text is None:
+        return Response(status_code=204)
+    return Response(text.encode(), media_type="application/json")
+
+
+# Signed lines are sent in pieces of about this many bytes.
+_CHUNK = 1 << 18
+
+
+def _signed_chunks(text: bytes, token: str, state: ControllerState) -> Iterator[bytes]:
+    """Stored normalized ``text`` with each locator signed for ``token`` (as
+    ``signed_text`` writes it), line by line: a line is the stored one with
+    its locator tokens replaced."""
+    cfg = state.config
+    key = state.signing_key
+    where = f"K@{cfg.cluster}"
+    lines: list[str] = []
+    size = 0
+    for line, (_, locators, _) in iter_raw_streams(text):
+        tokens = line.split(" ")
+        for i, loc in enumerate(locators, 1):
+            if not loc.is_empty:
+                tokens[i] = str(sign(loc, token, key, cfg.signature_ttl).with_hint(where))
+        lines.append(" ".join(tokens))
+        size += len(line)
+        if size >= _CHUNK:
+            yield ("\n".join(lines) + "\n").encode()
+            lines.clear()
+            size = 0
+    if lines:
+        yield ("\n".join(lines) + "\n").encode()
 
 
 @router.get("", response_model=list[CollectionSummary])
