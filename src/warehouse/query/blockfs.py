@@ -71,7 +71,7 @@ class BlockFiles:
         self.files: dict[str, _File] = {}
         self.error: CorruptDataError | None = None  # the first check that failed
         self.checked_bytes = 0
-        self._kept: OrderedDict[str, bytes] = OrderedDict()
+        self._kept: OrderedDict[str, memoryview] = OrderedDict()
         self._kept_bytes = 0
         self._lock = threading.Lock()
         self.fs = _BlockFS(self)
@@ -86,7 +86,7 @@ class BlockFiles:
         if self.files and self.fs.protocol not in con.list_filesystems():
             con.register_filesystem(self.fs)
 
-    def block(self, f: _File, i: int) -> bytes:
+    def block(self, f: _File, i: int) -> memoryview:
         """Block ``i`` of ``f``, checked in this step."""
         md5 = f.md5s[i]
         with self._lock:
@@ -95,9 +95,12 @@ class BlockFiles:
             return data
         end = f.starts[i + 1] if i + 1 < len(f.starts) else f.size
         try:
-            # Read whole and checked (a bad copy is moved aside) by the volume,
-            # never from the warehouse's block cache: each step checks anew.
-            data = self.volume.get(md5)
+            # Mapped whole and checked (a bad copy is moved aside) by the
+            # volume, never from the warehouse's block cache: each step checks
+            # anew. Mapped, not read: no copy, no fresh pages to fault in.
+            data = self.volume.get_mapped(md5)
+            if data is None:  # this system cannot fault a mapping in ahead
+                data = memoryview(self.volume.get(md5))
             if len(data) != end - f.starts[i]:
                 size = end - f.starts[i]
                 raise CorruptDataError(f"block {md5} has {len(data)} bytes, not {size}")
@@ -118,21 +121,17 @@ class BlockFiles:
 
     def read(self, f: _File, pos: int, n: int) -> bytes:
         end = min(pos + n, f.size)
-        parts: list[bytes | memoryview] = []
+        parts: list[memoryview] = []
         i = bisect.bisect_right(f.starts, pos) - 1
         while pos < end:
             data = self.block(f, i)
             start = f.starts[i]
             take = min(end - pos, start + len(data) - pos)
-            if pos == start and take == len(data):
-                parts.append(data)
-            else:
-                parts.append(memoryview(data)[pos - start : pos - start + take])
+            parts.append(data[pos - start : pos - start + take])
             pos += take
             i += 1
-        if len(parts) == 1 and isinstance(parts[0], bytes):
-            return parts[0]
-        return b"".join(parts)
+        # DuckDB takes bytes (it copies them out under the GIL).
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
 
 
 class _Reader(io.RawIOBase):
