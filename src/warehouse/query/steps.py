@@ -324,8 +324,11 @@ def table_step() -> None:
     target = step.scratch() / part_name(p, fmt)
     _copy_out(con, sql, target, fmt, table=True)
     # The partition alone in its block(s): a query step can read it in place,
-    # checking only the column chunks it reads.
-    if fmt == "parquet" and target.stat().st_size > 4:
+    # checking only the column chunks it reads. (Blocks on keep servers are
+    # copied whole by a query step: there, many small blocks would only cost
+    # a request each.)
+    local = isinstance(step.warehouse().store, LocalBlockStore)
+    if fmt == "parquet" and local and target.stat().st_size > 4:
         fragment, written = _write_cut(".", part_name(p, fmt), target, _chunk_cuts(con, target))
     else:
         fragment, written = _write(".", [(part_name(p, fmt), target)])
