@@ -217,12 +217,12 @@ def chunk_block(home: Path, table: str, part: str, column: str) -> Path:
         copy = home.parent / "partition.parquet"
         copy.write_bytes(reader.read_file(part))
     assert len(entry.pieces) > 16  # head, a chunk per column per row group, tail
-    found = duckdb.execute(
-        "SELECT dictionary_page_offset, data_page_offset FROM parquet_metadata(?) "
-        "WHERE path_in_schema = ? AND row_group_id = 0",
-        [str(copy), column],
-    ).fetchone()
-    assert found is not None, column
+    with duckdb.connect() as con:  # not the module's shared connection
+        (found,) = con.execute(
+            "SELECT dictionary_page_offset, data_page_offset FROM parquet_metadata(?) "
+            "WHERE path_in_schema = ? AND row_group_id = 0",
+            [str(copy), column],
+        ).fetchall()
     start = found[0] or found[1]
     pos = 0
     for piece in entry.pieces:

@@ -69,7 +69,9 @@ class BlockFiles:
     def __init__(self, volume: LocalVolume) -> None:
         self.volume = volume
         self.files: dict[str, _File] = {}
-        self.error: CorruptDataError | None = None  # the first check that failed
+        # The first block that failed its check (or could not be read): DuckDB
+        # reports a failed read in its own words; the step raises this.
+        self.error: Exception | None = None
         self.checked_bytes = 0
         self._kept: OrderedDict[str, memoryview] = OrderedDict()
         self._kept_bytes = 0
@@ -104,8 +106,9 @@ class BlockFiles:
             if len(data) != end - f.starts[i]:
                 size = end - f.starts[i]
                 raise CorruptDataError(f"block {md5} has {len(data)} bytes, not {size}")
-        except (CorruptDataError, NotFoundError) as e:
-            error = CorruptDataError(f"{e}; it holds data of: {f.name}")
+        except (CorruptDataError, NotFoundError, OSError) as e:
+            kind = CorruptDataError if isinstance(e, CorruptDataError | NotFoundError) else OSError
+            error = kind(f"{e}; it holds data of: {f.name}")
             with self._lock:
                 self.error = self.error or error
             raise error from e

@@ -302,6 +302,14 @@ def _source_files(manifest: Manifest, under: str) -> tuple[str, list[FileEntry]]
 
 
 def table_step() -> None:
+    try:
+        _table_step()
+    except Exception:
+        _lazy_failed()  # a source block that failed its check, in our words
+        raise
+
+
+def _table_step() -> None:
     params = step.params()
     fmt, by, n = params["format"], params.get("partition_by"), int(params["partitions"])
     if step.level() == 0:
@@ -497,6 +505,7 @@ def _query_step() -> None:
             sql = f"SELECT * FROM {_scan(t['format'], paths)} WHERE hash({key}) % {n} = {p}"
             _copy_out(con, sql, target, "parquet")
             out.append((f"{name}.{part_name(p, 'parquet')}", target))
+        _lazy_failed()
         fragment, written = _write(f"./shuffle-{step.number()}", out)
         step.intermediate(fragment)
         step.counters(scan_bytes=read, shuffle_bytes=written)
