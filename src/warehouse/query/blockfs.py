@@ -4,8 +4,9 @@ A table partition is stored with each Parquet column chunk in blocks of its
 own (``builtin:table``), so a query that reads three columns of sixteen
 needs only their blocks. DuckDB opens such a file through this filesystem
 (registered with the connection); the first read that touches any byte of
-a block reads the whole block from the local volume and checks its MD5,
-and every byte DuckDB gets is a slice of a block so checked, in this step.
+a block maps the whole block file of the local volume and checks its MD5,
+and every byte DuckDB gets is copied out of a block so checked, in this
+step.
 A block that fails its check is moved aside by the volume (as on any read)
 and the read fails; the query step then fails with the reason.
 
@@ -138,13 +139,20 @@ class BlockFiles:
 
 
 class _Reader(io.RawIOBase):
-    """An open file: DuckDB seeks, then reads."""
+    """An open file: DuckDB seeks, then reads.
+
+    DuckDB's threads share one handle per file and read at a position as a
+    seek and a read, two calls between which another thread may run: the
+    position is each thread's own, so no thread reads where another sought.
+    (A thread that has not sought yet starts where the handle was last.)
+    """
 
     def __init__(self, files: BlockFiles, f: _File) -> None:
         super().__init__()
         self._files = files
         self._f = f
-        self._pos = 0
+        self._pos: dict[int, int] = {}  # thread id -> position
+        self._last = 0
 
     def readable(self) -> bool:
         return True
@@ -153,22 +161,25 @@ class _Reader(io.RawIOBase):
         return True
 
     def tell(self) -> int:
-        return self._pos
+        return self._pos.get(threading.get_ident(), self._last)
+
+    def _moved(self, pos: int) -> int:
+        self._pos[threading.get_ident()] = self._last = pos
+        return pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_SET:
-            self._pos = offset
-        elif whence == io.SEEK_CUR:
-            self._pos += offset
-        else:
-            self._pos = self._f.size + offset
-        return self._pos
+        if whence == io.SEEK_CUR:
+            offset += self.tell()
+        elif whence == io.SEEK_END:
+            offset += self._f.size
+        return self._moved(offset)
 
     def read(self, size: int | None = -1) -> bytes:
+        pos = self.tell()
         if size is None or size < 0:
-            size = self._f.size - self._pos
-        data = self._files.read(self._f, self._pos, size)
-        self._pos += len(data)
+            size = self._f.size - pos
+        data = self._files.read(self._f, pos, size)
+        self._moved(pos + len(data))
         return data
 
     def readinto(self, buffer: Any) -> int:

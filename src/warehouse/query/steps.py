@@ -1,10 +1,10 @@
 """What the steps of ``builtin:table`` and ``builtin:query`` run (DuckDB inside a step).
 
-A Parquet partition written by ``builtin:table`` is stored with each column
-chunk in blocks of its own (and the file's head and tail in theirs). On a
-local block store, such a file is read by DuckDB through a filesystem that
-checks each block when DuckDB first touches it (``blockfs``): only the
-column chunks a query reads are checked. A file that is one whole block of
+A Parquet partition written by ``builtin:table`` on a local block store (the
+embedded warehouse) is stored with each column chunk in blocks of its own
+(and the file's head and tail in theirs). Such a file is read by DuckDB
+through a filesystem that checks each block when DuckDB first touches it
+(``blockfs``): only the column chunks a query reads are checked. A file that is one whole block of
 a local store is read by DuckDB where it lies, after its MD5 is checked
 over the same open file; any other file is copied into the step's scratch
 directory through the verifying reader. Bytes are counted either way, and
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warehouse import step
 from warehouse.blocks import MAX_BLOCK_SIZE
@@ -30,6 +30,9 @@ from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
 from warehouse.query.tables import META_FILE, TableMeta, hash_id, part_name
+
+if TYPE_CHECKING:
+    from warehouse.query.blockfs import BlockFiles
 
 __all__ = ["query_step", "table_step"]
 
@@ -71,10 +74,10 @@ def _cores() -> int:
 _held: list[int] = []
 _copied = [0]  # bytes this step copied to scratch rather than read in place
 _in_place: dict[str, str | None] = {}  # block MD5 -> where DuckDB reads it (None: copy)
-_lazy: list[Any] = []  # the step's blockfs.BlockFiles, once a many-block file is read
+_lazy: list[BlockFiles] = []  # the step's many-block files, once one is read
 
 
-def _block_files(store: LocalBlockStore) -> Any:
+def _block_files(store: LocalBlockStore) -> BlockFiles:
     if not _lazy:
         from warehouse.query.blockfs import BlockFiles
 
