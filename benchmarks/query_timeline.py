@@ -19,7 +19,9 @@ a timeline of each run, in milliseconds from the submission:
 - ``reported``: the result's blocks stored and fsynced, its record written;
 - ``exited``: the manager saw the step's end;
 - ``written``: the job's rows and manifests committed;
-- ``returned``: the waiter (``run_manager``) returned.
+- ``returned``: the waiter (``run_manager``) returned;
+- ``step_cpu``: the CPU time the step's process used (a forked step's own
+  since its fork), less sensitive to other load than the times above.
 
 The step is the built-in query step, run from a copy of ``builtin:query``
 that notes those moments on stderr (the same code path, timestamps added).
@@ -70,6 +72,7 @@ def report(*a, **k):
     _t["reported"] = time.time()
 qs._check_later, qs._compute, qs._report = check_later, compute, report
 qs.query_step()
+print(f"STEPCPU {time.process_time()}", file=sys.stderr)
 print("TIMELINE " + " ".join(f"{k}={v}" for k, v in _t.items()), file=sys.stderr)
 import warehouse.step
 if hasattr(warehouse.step, "done"):  # as builtin:query ends, where it does
@@ -89,6 +92,7 @@ ORDER = [
     "exited",
     "written",
     "returned",
+    "step_cpu",
 ]
 
 
@@ -99,13 +103,16 @@ def one_run(wh: Any, sql: str, fn: str) -> dict[str, float]:
     from warehouse.query.catalog import compile_query
 
     marks: dict[str, float] = {}
+    cpu = [float("nan")]  # the step process's CPU time (ms), as it reports it
     _, input_pdh, params = compile_query(wh, sql, "auto")
     t = time.time()
     resolve(wh, "builtin:query")
     pin = time.time() - t
 
     orig_load, orig_start = manager.Manager._load, executors.LocalExecutor.start
-    orig_exited, orig_write = manager.Manager._exited, manager.Manager._write
+    # Newer managers write the job's rows on a writer thread (no ``_write``):
+    # "written" is then not marked.
+    orig_exited, orig_write = manager.Manager._exited, getattr(manager.Manager, "_write", None)
 
     def load(self: Any, record: Any, job: Any) -> None:
         orig_load(self, record, job)
@@ -118,6 +125,8 @@ def one_run(wh: Any, sql: str, fn: str) -> dict[str, float]:
     def exited(self: Any, done: Any) -> None:
         marks.setdefault("exited", time.time())
         for line in done.log.decode("utf-8", "replace").splitlines():
+            if line.startswith("STEPCPU "):
+                cpu[0] = float(line.split()[1]) * 1000
             if line.startswith("TIMELINE "):
                 for item in line.split()[1:]:
                     k, v = item.split("=")
@@ -125,6 +134,7 @@ def one_run(wh: Any, sql: str, fn: str) -> dict[str, float]:
         orig_exited(self, done)
 
     def write(self: Any, *args: Any) -> None:
+        assert orig_write is not None
         orig_write(self, *args)
         if "exited" in marks:
             marks["written"] = time.time()
@@ -132,7 +142,8 @@ def one_run(wh: Any, sql: str, fn: str) -> dict[str, float]:
     manager.Manager._load = load  # type: ignore[method-assign]
     executors.LocalExecutor.start = start  # type: ignore[method-assign]
     manager.Manager._exited = exited  # type: ignore[method-assign]
-    manager.Manager._write = write  # type: ignore[method-assign]
+    if orig_write is not None:
+        manager.Manager._write = write  # type: ignore[attr-defined]
     try:
         t0 = time.time()
         record = jobs.submit(wh, jobs.JobRequest(fn, input_pdh, params, reuse=False))
@@ -143,12 +154,14 @@ def one_run(wh: Any, sql: str, fn: str) -> dict[str, float]:
         manager.Manager._load = orig_load  # type: ignore[method-assign]
         executors.LocalExecutor.start = orig_start  # type: ignore[method-assign]
         manager.Manager._exited = orig_exited  # type: ignore[method-assign]
-        manager.Manager._write = orig_write  # type: ignore[method-assign]
+        if orig_write is not None:
+            manager.Manager._write = orig_write  # type: ignore[attr-defined]
     done = jobs.get_job(wh.engine, record.id)
     if done.state != "complete":
         raise SystemExit(f"job {done.id} {done.state}: {done.error}")
     out = {"pin": pin * 1000}
     out.update({k: (v - t0) * 1000 for k, v in marks.items()})
+    out["step_cpu"] = cpu[0]
     return out
 
 
@@ -190,7 +203,11 @@ def main() -> None:
             runs.append(marks)
             cells = "  ".join(f"{k} {marks[k]:.0f}" for k in ORDER if k in marks)
             print(f"{args.query}: {cells}  (ms; load {marks['load']:.2f})", flush=True)
-    medians = {k: statistics.median(r[k] for r in runs if k in r) for k in ORDER}
+    medians = {
+        k: statistics.median(r[k] for r in runs if k in r)
+        for k in ORDER
+        if any(k in r for r in runs)
+    }
     print("median: " + "  ".join(f"{k} {v:.0f}" for k, v in medians.items()))
     if args.json:
         json.dump({"query": args.query, "runs": runs, "median": medians}, sys.stdout, indent=2)

@@ -7,6 +7,7 @@ import dataclasses
 import decimal
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from cluster import controller
 from conftest import Runner
 from tpch.queries import QUERIES
+from warehouse.embedded import EmbeddedWarehouse
 from warehouse.query.planner import STEP_BYTES, plan
 from warehouse.query.tables import TableMeta
 
@@ -204,3 +206,110 @@ def test_query_through_a_controller(  # type: ignore[no-untyped-def]
         shown = run("job", "show", str(out["job"])).stdout
         assert "partial_bytes" in shown and "scan_bytes" in shown
         assert "level 2" in run("query", "--explain", "--plan", "distributed", QUERIES["q6"]).stdout
+
+
+def chunk_block(home: Path, table: str, part: str, column: str) -> Path:
+    """The stored copy of the block that holds ``column``'s chunk in the
+    first row group of a table's partition (each chunk is in blocks of its own)."""
+    with EmbeddedWarehouse(home) as wh:
+        reader = wh.reader(wh.get_name(table).pdh)
+        entry = reader.entry(part)
+        copy = home.parent / "partition.parquet"
+        copy.write_bytes(reader.read_file(part))
+    assert len(entry.pieces) > 16  # head, a chunk per column per row group, tail
+    with duckdb.connect() as con:  # not the module's shared connection
+        (found,) = con.execute(
+            "SELECT dictionary_page_offset, data_page_offset FROM parquet_metadata(?) "
+            "WHERE path_in_schema = ? AND row_group_id = 0",
+            [str(copy), column],
+        ).fetchall()
+    start = found[0] or found[1]
+    pos = 0
+    for piece in entry.pieces:
+        if pos == start:  # the chunk begins its block
+            return home / "blocks" / piece.locator.md5[:3] / piece.locator.md5
+        pos += piece.length
+    raise AssertionError(f"no block begins at {start}")
+
+
+def rot(path: Path) -> None:
+    """One byte changed in place with the mtime kept, as bit rot would: the
+    copy's verified mark still holds, so only a read that checks it sees it."""
+    st = path.stat()
+    with open(path, "r+b") as f:
+        f.seek(10)
+        byte = f.read(1)
+        f.seek(10)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_damaged_chunk_a_query_reads_fails_it(  # type: ignore[no-untyped-def]
+    run, home: Path, tpch: Path
+) -> None:
+    """A bad block of a column Q6 reads: the step's check finds it (the copy
+    is moved aside) and the query fails, naming the file; no rows come back."""
+    run("put", str(tpch), "--name", "tpch")
+    run(
+        "table",
+        "create",
+        "lineitem",
+        "--from",
+        "tpch/lineitem.parquet",
+        "--partition-by",
+        "l_orderkey",
+        "--partitions",
+        "2",
+    )
+    block = chunk_block(home, "lineitem", "part-00000.parquet", "l_extendedprice")
+    rot(block)
+    result = run("query", "--json", QUERIES["q6"], code=1)
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error: job ") and result.stderr.count("\n") == 1
+    job = result.stderr.split()[2].rstrip(":")
+    # The last attempt's log: the first moved the copy aside as corrupt.
+    assert "it holds data of: lineitem/part-00000.parquet" in run("job", "logs", job).stdout
+    assert not block.exists()  # moved aside by the step's check
+    assert list(block.parent.glob(block.name + ".corrupt.*"))
+    # The only copy gone, a query job over the table is refused at once.
+    result = run("query", "--json", "--plan", "distributed", QUERIES["q6"], code=4)
+    assert result.stdout == "" and "is not stored" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_damaged_chunk_a_query_does_not_read_leaves_it_whole(  # type: ignore[no-untyped-def]
+    run, home: Path, tpch: Path
+) -> None:
+    """A bad block of a column Q6 never reads (l_comment): Q6 still returns
+    DuckDB's rows, by both plans, as only the blocks it reads are checked; a
+    query that reads the column finds the damage."""
+    run("put", str(tpch), "--name", "tpch")
+    run(
+        "table",
+        "create",
+        "lineitem",
+        "--from",
+        "tpch/lineitem.parquet",
+        "--partition-by",
+        "l_orderkey",
+        "--partitions",
+        "2",
+    )
+    block = chunk_block(home, "lineitem", "part-00000.parquet", "l_comment")
+    rot(block)
+    want = oracle(tpch, QUERIES["q6"])
+    for how in ("auto", "distributed"):
+        rows, counters = query(run, QUERIES["q6"], how)
+        assert same(rows, want), (how, rows, want)
+        assert counters.get("copied_bytes", 0) == 0, how  # read in its blocks
+    assert block.exists()  # never read, so never checked
+    sql = "SELECT count(*) FROM lineitem WHERE l_comment LIKE '%fluffily%'"
+    result = run("query", "--json", sql, code=1)
+    assert result.stdout == ""
+    job = result.stderr.split()[2].rstrip(":")
+    assert "it holds data of: lineitem/part-00000.parquet" in run("job", "logs", job).stdout
+    assert not block.exists()  # read, checked, moved aside
+    assert list(block.parent.glob(block.name + ".corrupt.*"))

@@ -1,0 +1,224 @@
+"""Files of many blocks, read by DuckDB block by block, each checked when first touched.
+
+A table partition is stored with each Parquet column chunk in blocks of its
+own (``builtin:table``), so a query that reads three columns of sixteen
+needs only their blocks. DuckDB opens such a file through this filesystem
+(registered with the connection); the first read that touches any byte of
+a block maps the whole block file of the local volume and checks its MD5,
+and every byte DuckDB gets is copied out of a block so checked, in this
+step.
+A block that fails its check is moved aside by the volume (as on any read)
+and the read fails; the query step then fails with the reason.
+
+Checked blocks are kept, up to ``KEEP_BYTES``, while the step runs (DuckDB
+reads a column chunk once, but a read may straddle two blocks); one
+dropped is read and checked again if touched again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from fsspec import AbstractFileSystem  # type: ignore[import-untyped]
+
+from warehouse.blocks.volume import LocalVolume
+from warehouse.errors import CorruptDataError, NotFoundError
+from warehouse.manifest import FileEntry
+
+__all__ = ["KEEP_BYTES", "PROTOCOL", "BlockFiles", "lazy_layout"]
+
+PROTOCOL = "whblocks"
+KEEP_BYTES = 256 << 20
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def lazy_layout(entry: FileEntry) -> list[tuple[str, int]] | None:
+    """The (MD5, size) of each block of a file made of more than one whole
+    block, in order; None for any other file (read as before)."""
+    if len(entry.pieces) < 2:
+        return None
+    out = []
+    for piece in entry.pieces:
+        size = piece.locator.size
+        if piece.offset != 0 or piece.length != size or not size:
+            return None
+        out.append((piece.locator.md5, size))
+    return out
+
+
+class _File:
+    def __init__(self, name: str, blocks: Sequence[tuple[str, int]]) -> None:
+        self.name = name
+        self.md5s = [md5 for md5, _ in blocks]
+        self.starts = []
+        pos = 0
+        for _, size in blocks:
+            self.starts.append(pos)
+            pos += size
+        self.size = pos
+
+
+class BlockFiles:
+    """The many-block files of one step, by the path DuckDB opens them at."""
+
+    def __init__(self, volume: LocalVolume) -> None:
+        self.volume = volume
+        self.files: dict[str, _File] = {}
+        # The first block that failed its check (or could not be read): DuckDB
+        # reports a failed read in its own words; the step raises this.
+        self.error: Exception | None = None
+        self.checked_bytes = 0
+        self._kept: OrderedDict[str, memoryview] = OrderedDict()
+        self._kept_bytes = 0
+        self._lock = threading.Lock()
+        self.fs = _BlockFS(self)
+
+    def add(self, name: str, blocks: Sequence[tuple[str, int]]) -> str:
+        """The path DuckDB reads the file at (``name`` ends as the file's does)."""
+        path = f"{len(self.files)}/{name.rsplit('/', 1)[-1]}"
+        self.files[path] = _File(name, blocks)
+        return f"{PROTOCOL}://{path}"
+
+    def register(self, con: Any) -> None:
+        if self.files and self.fs.protocol not in con.list_filesystems():
+            con.register_filesystem(self.fs)
+
+    def block(self, f: _File, i: int) -> memoryview:
+        """Block ``i`` of ``f``, checked in this step."""
+        md5 = f.md5s[i]
+        with self._lock:
+            data = self._kept.get(md5)
+        if data is not None:
+            return data
+        end = f.starts[i + 1] if i + 1 < len(f.starts) else f.size
+        try:
+            # Mapped whole and checked (a bad copy is moved aside) by the
+            # volume, never from the warehouse's block cache: each step checks
+            # anew. Mapped, not read: no copy, no fresh pages to fault in.
+            data = self.volume.get_mapped(md5)
+            if data is None:  # this system cannot fault a mapping in ahead
+                data = memoryview(self.volume.get(md5))
+            if len(data) != end - f.starts[i]:
+                size = end - f.starts[i]
+                raise CorruptDataError(f"block {md5} has {len(data)} bytes, not {size}")
+        except (CorruptDataError, NotFoundError, OSError) as e:
+            kind = CorruptDataError if isinstance(e, CorruptDataError | NotFoundError) else OSError
+            error = kind(f"{e}; it holds data of: {f.name}")
+            with self._lock:
+                self.error = self.error or error
+            raise error from e
+        with self._lock:
+            self.checked_bytes += len(data)
+            if md5 not in self._kept:
+                self._kept[md5] = data
+                self._kept_bytes += len(data)
+            while self._kept_bytes > KEEP_BYTES and len(self._kept) > 1:
+                _, old = self._kept.popitem(last=False)
+                self._kept_bytes -= len(old)
+        return data
+
+    def read(self, f: _File, pos: int, n: int) -> bytes:
+        end = min(pos + n, f.size)
+        parts: list[memoryview] = []
+        i = bisect.bisect_right(f.starts, pos) - 1
+        while pos < end:
+            data = self.block(f, i)
+            start = f.starts[i]
+            take = min(end - pos, start + len(data) - pos)
+            parts.append(data[pos - start : pos - start + take])
+            pos += take
+            i += 1
+        # DuckDB takes bytes (it copies them out under the GIL).
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+
+class _Reader(io.RawIOBase):
+    """An open file: DuckDB seeks, then reads.
+
+    DuckDB's threads share one handle per file and read at a position as a
+    seek and a read, two calls between which another thread may run: the
+    position is each thread's own, so no thread reads where another sought.
+    (A thread that has not sought yet starts where the handle was last.)
+    """
+
+    def __init__(self, files: BlockFiles, f: _File) -> None:
+        super().__init__()
+        self._files = files
+        self._f = f
+        self._pos: dict[int, int] = {}  # thread id -> position
+        self._last = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos.get(threading.get_ident(), self._last)
+
+    def _moved(self, pos: int) -> int:
+        self._pos[threading.get_ident()] = self._last = pos
+        return pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self.tell()
+        elif whence == io.SEEK_END:
+            offset += self._f.size
+        return self._moved(offset)
+
+    def read(self, size: int | None = -1) -> bytes:
+        pos = self.tell()
+        if size is None or size < 0:
+            size = self._f.size - pos
+        data = self._files.read(self._f, pos, size)
+        self._moved(pos + len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _BlockFS(AbstractFileSystem):  # type: ignore[misc]
+    protocol = PROTOCOL
+    cachable = False  # one per step, never shared through fsspec's instance cache
+
+    def __init__(self, files: BlockFiles) -> None:
+        super().__init__()
+        self._files = files
+
+    def _file(self, path: str) -> _File:
+        key = path.split("://", 1)[-1]
+        try:
+            return self._files.files[key]
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> _Reader:
+        if mode != "rb":
+            raise PermissionError(f"{path} is read-only")
+        return _Reader(self._files, self._file(path))
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        f = self._file(path)
+        return {"name": path.split("://", 1)[-1], "size": f.size, "type": "file"}
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        found = self.info(path)
+        return [found] if detail else [found["name"]]
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        return path.split("://", 1)[-1] in self._files.files
+
+    def modified(self, path: str) -> datetime.datetime:
+        self._file(path)
+        return _EPOCH
