@@ -100,11 +100,15 @@ def test_a_one_step_query_reports_nothing_read_from_a_corrupt_block(
     assert len(steps) == 1 and '"copied_bytes": 0' in (steps[0].counters or ""), steps
 
     entry = wh.manifest(table).files()["part-00000.parquet"]
-    block = wh.volume.path_for(entry.pieces[0].locator.md5)
-    block.chmod(0o600)
-    data = bytearray(block.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # in the column data: DuckDB may read it without noticing
-    block.write_bytes(bytes(data))
+    # Every block of column data (the partition is cut at its column chunks,
+    # between a head and a tail block): DuckDB may read it without noticing.
+    data_pieces = entry.pieces[1:-1] if len(entry.pieces) > 2 else entry.pieces
+    for piece in data_pieces:
+        block = wh.volume.path_for(piece.locator.md5)
+        block.chmod(0o600)
+        data = bytearray(block.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        block.write_bytes(bytes(data))
     bad = run_job(wh, "builtin:query", input_pdh, params=params, reuse=False, max_attempts=1)
     assert bad.state == "failed"
     assert bad.output_pdh is None
