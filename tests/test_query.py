@@ -244,6 +244,13 @@ def rot(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def _lineitem_in_two(run, tpch: Path) -> None:  # type: ignore[no-untyped-def]
+    """TPC-H's lineitem as a table of 2 partitions on the order key."""
+    run("put", str(tpch), "--name", "tpch")
+    args = ["--partition-by", "l_orderkey", "--partitions", "2"]
+    run("table", "create", "lineitem", "--from", "tpch/lineitem.parquet", *args)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_damaged_chunk_a_query_reads_fails_it(  # type: ignore[no-untyped-def]
@@ -251,18 +258,7 @@ def test_a_damaged_chunk_a_query_reads_fails_it(  # type: ignore[no-untyped-def]
 ) -> None:
     """A bad block of a column Q6 reads: the step's check finds it (the copy
     is moved aside) and the query fails, naming the file; no rows come back."""
-    run("put", str(tpch), "--name", "tpch")
-    run(
-        "table",
-        "create",
-        "lineitem",
-        "--from",
-        "tpch/lineitem.parquet",
-        "--partition-by",
-        "l_orderkey",
-        "--partitions",
-        "2",
-    )
+    _lineitem_in_two(run, tpch)
     block = chunk_block(home, "lineitem", "part-00000.parquet", "l_extendedprice")
     rot(block)
     result = run("query", "--json", QUERIES["q6"], code=1)
@@ -286,18 +282,7 @@ def test_a_damaged_chunk_a_query_does_not_read_leaves_it_whole(  # type: ignore[
     """A bad block of a column Q6 never reads (l_comment): Q6 still returns
     DuckDB's rows, by both plans, as only the blocks it reads are checked; a
     query that reads the column finds the damage."""
-    run("put", str(tpch), "--name", "tpch")
-    run(
-        "table",
-        "create",
-        "lineitem",
-        "--from",
-        "tpch/lineitem.parquet",
-        "--partition-by",
-        "l_orderkey",
-        "--partitions",
-        "2",
-    )
+    _lineitem_in_two(run, tpch)
     block = chunk_block(home, "lineitem", "part-00000.parquet", "l_comment")
     rot(block)
     want = oracle(tpch, QUERIES["q6"])

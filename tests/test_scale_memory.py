@@ -15,13 +15,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from cluster import admin_and_alice, listening, wh_serve
+from memory_helpers import WH, limited
 
 FILES = 200_000
 PER_DIR = 1_000
@@ -36,8 +36,6 @@ MAX_RSS = 400 << 20
 # recorded digests as a dict took a whole get to 123 MB; building the file
 # table (a sub-path, --json, or a get through a controller) to 215-240 MB.
 GET_MAX_RSS = 110 << 20
-
-WH = str(Path(sys.executable).with_name("wh"))
 
 
 def _content(i: int) -> bytes:
@@ -55,28 +53,10 @@ TOP = "top"
 BESIDE = b"beside\n"
 
 
-# wh runs as the child of a small launcher that sets the limit, waits and
-# writes the child's peak resident size to a file. Not a child of this
-# process: a child's peak counts what its parent had mapped when it forked
-# (the memory is its own until exec), so it measured the test-grown pytest.
-_LAUNCH = """\
-import os, resource, sys
-limit = int(sys.argv[1])
-pid = os.fork()
-if pid == 0:
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    os.execv(sys.argv[3], sys.argv[3:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[2], "w") as f:
-    f.write(str(usage.ru_maxrss * 1024))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-
-
 def _run(args: list[str], env: dict[str, str], tmp: Path) -> tuple[bytes, int]:
     """stdout and the peak resident bytes of ``wh args`` run under the limit."""
     out, err, peak = tmp / "stdout", tmp / "stderr", tmp / "peak"
-    launch = [sys.executable, "-S", "-c", _LAUNCH, str(LIMIT_AS), str(peak), WH, *args]
+    launch = limited(LIMIT_AS, peak, *args)
     with out.open("wb") as o, err.open("wb") as e:
         done = subprocess.run(launch, env=env, stdout=o, stderr=e, check=False)
     assert done.returncode == 0, err.read_text()[-2000:]

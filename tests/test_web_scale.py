@@ -18,13 +18,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import httpx
 import pytest
 
+from memory_helpers import WH, limited
 from test_web import sign_in
 from warehouse.manifest import Manifest
 from warehouse.web.tree import Entry, Outline, listing
@@ -42,25 +42,6 @@ STREAMS = 1 + TOPS * SUBS + 1
 # server peaked at 208 MB resident here; after, at 88 MB.
 LIMIT_AS = 480 << 20
 MAX_RSS = 140 << 20
-
-WH = str(Path(sys.executable).with_name("wh"))
-
-# wh runs as the child of a small launcher that sets the limit, passes on a
-# SIGTERM, waits and writes the child's peak resident size to a file (not a
-# child of pytest, whose memory it would count until exec).
-_LAUNCH = """\
-import os, resource, signal, sys
-limit = int(sys.argv[1])
-pid = os.fork()
-if pid == 0:
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    os.execv(sys.argv[3], sys.argv[3:])
-signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGTERM))
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[2], "w") as f:
-    f.write(str(usage.ru_maxrss * 1024))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
 
 
 def _block(tag: int, files: int) -> bytes:
@@ -116,7 +97,7 @@ def _serve(tmp: Path) -> None:
     assert pdh == f"{hashlib.md5(text).hexdigest()}+{len(text)}"
 
     peak = tmp / "peak"
-    launch = [sys.executable, "-S", "-c", _LAUNCH, str(LIMIT_AS), str(peak), WH, "web"]
+    launch = limited(LIMIT_AS, peak, "web")
     proc = subprocess.Popen(launch, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
