@@ -136,7 +136,10 @@ def _streamed(reader: CollectionReader, under: str = "") -> Iterator[tuple[str, 
     keep = None if not under else lambda d: (d + "/").startswith(under)
     for entries, _ in reader.iter_streams(keep):
         for entry in entries:
-            yield entry.path[cut:], entry
+            # Checked here too: a reader whose manifest is parsed already
+            # gives every stream, whatever ``keep`` says.
+            if entry.path.startswith(under):
+                yield entry.path[cut:], entry
 
 
 class _Dirs:

@@ -46,8 +46,10 @@ class CollectionReader:
         normal_text: bytes | None = None,
         pdh: str | None = None,
     ) -> None:
-        """``normal_text``: the manifest's stored text (normalized, checked
-        against its PDH), read stream by stream instead of ``manifest``;
+        """``normal_text``: the manifest's stored text (normalized; checked
+        against its PDH where it was read from the catalog, taken as the
+        controller sends it on a remote get, whose blocks are checked as
+        read all the same), read stream by stream instead of ``manifest``;
         ``pdh``: the collection's, named in errors without parsing that text."""
         if manifest is None and normal_text is None:
             raise ValueError("a reader needs a manifest or its text")

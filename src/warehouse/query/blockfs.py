@@ -92,11 +92,12 @@ class BlockFiles:
     def block(self, f: _File, i: int) -> memoryview:
         """Block ``i`` of ``f``, checked in this step."""
         md5 = f.md5s[i]
+        end = f.starts[i + 1] if i + 1 < len(f.starts) else f.size
+        size = end - f.starts[i]
         with self._lock:
             data = self._kept.get(md5)
-        if data is not None:
+        if data is not None and len(data) == size:  # a file may list it with another size
             return data
-        end = f.starts[i + 1] if i + 1 < len(f.starts) else f.size
         try:
             # Mapped whole and checked (a bad copy is moved aside) by the
             # volume, never from the warehouse's block cache: each step checks
@@ -104,8 +105,7 @@ class BlockFiles:
             data = self.volume.get_mapped(md5)
             if data is None:  # this system cannot fault a mapping in ahead
                 data = memoryview(self.volume.get(md5))
-            if len(data) != end - f.starts[i]:
-                size = end - f.starts[i]
+            if len(data) != size:
                 raise CorruptDataError(f"block {md5} has {len(data)} bytes, not {size}")
         except (CorruptDataError, NotFoundError, OSError) as e:
             kind = CorruptDataError if isinstance(e, CorruptDataError | NotFoundError) else OSError

@@ -277,12 +277,15 @@ def _chunk_cuts(con: Any, path: Path) -> list[int]:
 def _write_cut(stream: str, name: str, path: Path, cuts: Sequence[int]) -> tuple[str, int]:
     """One file in a stream of its own, its blocks beginning at ``cuts``."""
     store = step.warehouse().store
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as pages:
-        # Mapped, not read: a partition may be far bigger than memory.
-        size = len(pages)
-        ends = [*cuts[1:], size]
-        with memoryview(pages) as view:
-            locators = tuple(store.put(view[a:b]).locator for a, b in zip(cuts, ends, strict=True))
+    with open(path, "rb") as f:
+        # Mapped, not read: a partition may be far bigger than memory. Not
+        # closed by hand: after a failed put a traceback still holds a slice
+        # (the mapping goes with the last view), and the put's error stands.
+        pages = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    size = len(pages)
+    ends = [*cuts[1:], size]
+    view = memoryview(pages)
+    locators = tuple(store.put(view[a:b]).locator for a, b in zip(cuts, ends, strict=True))
     store.flush()
     return Stream(stream, locators, (Segment(0, size, name),)).format(), size
 
