@@ -14,6 +14,7 @@ from conftest import make_tree
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore, StoredBlock
 from warehouse.blocks.volume import LocalVolume
+from warehouse.collection.extract import extract
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.scan import scan_paths
 from warehouse.collection.writer import SMALL_FILE, FileChangedError, write_tree
@@ -360,3 +361,22 @@ def test_a_one_pass_read_of_a_big_block_checks_its_mapped_pages(
     with pytest.raises(CorruptDataError, match=block.locator.md5):
         CollectionReader(store, result.manifest, one_pass=True).read_file("f")
     assert not path.exists()  # moved aside: the next put stores it anew
+
+
+@pytest.mark.parametrize("parsed", [False, True])
+def test_a_sub_path_get_from_the_stored_text_writes_only_its_files(
+    tmp_path: Path, store: LocalBlockStore, parsed: bool
+) -> None:
+    """Whether or not the reader has parsed its manifest already."""
+    root = tmp_path / "t"
+    for rel in ("a/x", "a/y", "b/z", "top"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(rel.encode())
+    text = write_tree(store, [root]).manifest.portable_text().encode()
+    reader = CollectionReader(store, None, normal_text=text, one_pass=True)
+    if parsed:
+        assert len(reader.files) == 4
+    out = tmp_path / "out"
+    done = extract(reader, out, subpath="a")
+    assert sorted(f.path for f in done) == ["x", "y"]
+    assert tree_files(out) == {"x": b"a/x", "y": b"a/y"}
