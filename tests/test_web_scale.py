@@ -14,12 +14,16 @@ over several blocks checks the outline's listing against the parsed manifest.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import signal
 import subprocess
+import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -162,6 +166,45 @@ def _check_pages(client: httpx.Client, pdh: str, text: bytes) -> None:
     assert got.status_code == 200 and got.content == b"%09d\n" % (1 + 7 * SUBS + 42)
     assert client.get(f"{base}/f/a07/s042/nothing").status_code == 404
     assert client.get(f"{base}/manifest").content == text
+    _check_whole_archive(client, base)
+
+
+class _Body(io.RawIOBase):
+    """A streamed response body as a file tarfile can read in stream mode."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._left:
+            self._left = next(self._chunks, b"")
+            if not self._left:
+                return 0
+        n = min(len(buffer), len(self._left))
+        buffer[:n] = self._left[:n]
+        self._left = self._left[n:]
+        return n
+
+
+def _check_whole_archive(client: httpx.Client, base: str) -> None:
+    """The tar of the whole collection streams every file (the server makes
+    no table of them: it stays under the memory bound)."""
+    count, seen = 0, {}
+    with client.stream("GET", f"{base}/archive", params={"format": "tar"}) as answer:
+        assert answer.status_code == 200
+        body = io.BufferedReader(_Body(answer.iter_bytes()), 1 << 16)
+        with tarfile.open(fileobj=body, mode="r|") as tar:
+            for member in tar:
+                count += 1
+                if member.name in ("a07/s042/f13", "big/g0600"):
+                    seen[member.name] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    assert count == FILES
+    assert seen["a07/s042/f13"] == b"%09d\n" % (1 + 7 * SUBS + 42)
+    assert len(seen["big/g0600"]) == 10
 
 
 _AWKWARD = """\

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from urllib.parse import quote
 
@@ -29,19 +30,32 @@ def _checked(pdh: str) -> None:
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
 
 
-def folder_entries(reader: CollectionReader, folder: str) -> list[tuple[str, FileEntry]]:
-    """The files under ``folder`` ("" for all), named from the folder's own name down."""
+def folder_entries(reader: CollectionReader, folder: str) -> Iterator[tuple[str, FileEntry]]:
+    """The files under ``folder`` ("" for all), named from the folder's own
+    name down, in manifest order, a stream at a time; NotFoundError at once
+    for a folder with no file."""
     folder = folder.strip("/")
     base = folder.rpartition("/")[0]
     cut = len(base) + 1 if base else 0
-    found = [
+    found = (
         (e.path[cut:], e)
-        for path, e in sorted(reader.files.items())
-        if not folder or path.startswith(folder + "/")
-    ]
-    if folder and not found:
-        raise NotFoundError(f"no folder {folder!r} in collection {reader.manifest.pdh}")
-    return found
+        for entries, _ in reader.iter_streams()
+        for e in entries
+        if not folder or e.path.startswith(folder + "/")
+    )
+    first = next(found, None)
+    if first is None:
+        if folder:
+            raise NotFoundError(f"no folder {folder!r} in collection {reader.pdh}")
+        return iter(())
+    return itertools.chain((first,), found)
+
+
+def _file_chunks(reader: CollectionReader, entry: FileEntry) -> Iterator[bytes]:
+    """A file's bytes, a block piece at a time, each block verified."""
+    for piece in entry.pieces:
+        block = reader.get_block(piece.locator)
+        yield bytes(block[piece.offset : piece.offset + piece.length])
 
 
 @router.get("/c/{pdh}/preview/{path:path}")
@@ -91,8 +105,7 @@ def archive(
     }
 
     def chunks(entry: FileEntry) -> Iterator[bytes]:
-        if entry.size:
-            yield from iter_range(reader, entry.path, 0, entry.size - 1)
+        return _file_chunks(reader, entry)
 
     if format == "zip":
         body, media = stream_zip(entries, chunks), "application/zip"

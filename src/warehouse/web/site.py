@@ -190,7 +190,9 @@ class Site:
         return reader
 
     def folder_reader(self, pdh: str, folder: str) -> CollectionReader:
-        """A reader of the streams of ``folder`` and below ("": all of them)."""
+        """A reader of the streams of ``folder`` and below ("": all of them),
+        over their text, read a stream at a time (``iter_streams``): an
+        archive of the whole of a million files makes no table of them."""
         folder = folder.strip("/")
         outlined = self.outlined(pdh)
         span = outlined.outline.tree_span(folder) if outlined.outline.is_dir(folder) else None
@@ -198,7 +200,8 @@ class Site:
             if folder:
                 raise NotFoundError(f"no folder {folder!r} in collection {pdh}")
             return CollectionReader(self.store, Manifest(()))
-        return self._part(outlined, span)
+        text = self._read(outlined, (span[0], span[1] + 1))
+        return CollectionReader(self.store, None, normal_text=text, pdh=pdh)
 
     def _part(self, outlined: Outlined, span: tuple[int, int]) -> CollectionReader:
         # The streams' own lines: paths stay the collection's.
