@@ -127,6 +127,8 @@ def test_normalized_text_round_trips(case: tuple[Manifest, Blocks, dict[str, byt
 def test_messy_manifest_text_round_trips(case: tuple[Manifest, Blocks, dict[str, bytes]]) -> None:
     m, _, _ = case
     assert Manifest.parse(m.format()) == m
+    # The paths alone, unmade into entries, in the entries' order.
+    assert list(Manifest.parse(m.format()).file_paths_in_order()) == list(m.files())
 
 
 @SETTINGS

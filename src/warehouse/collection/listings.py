@@ -66,7 +66,7 @@ def listing_text(manifest: Manifest, file_md5s: dict[str, str] | None) -> str | 
         checked = check_listing(manifest, file_md5s)
     except UsageError:
         return None
-    ordered = {path: checked[path] for path in manifest.files()}
+    ordered = {path: checked[path] for path in manifest.file_paths_in_order()}
     return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -93,6 +93,13 @@ class Manifest:
         # A file is named in one segment or more: the names, without the pieces.
         return frozenset(path for stream in self.streams for path in _segment_paths(stream))
 
+    def file_paths_in_order(self) -> Iterator[str]:
+        """Every file's path once, in the order of ``files()``, without
+        making its entry."""
+        if "_files" in self.__dict__:
+            return iter(self._files)
+        return iter(dict.fromkeys(p for stream in self.streams for p in _segment_paths(stream)))
+
     def has_file(self, path: str) -> bool:
         return path in self._files
 
