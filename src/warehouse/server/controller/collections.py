@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from fastapi import APIRouter, HTTPException, Response
 from fastapi import Request as _Request
@@ -71,20 +71,24 @@ class CollectionSummary(BaseModel):
     kinds: list[str] | None = None
 
 
-def signed_text(manifest: Manifest, token: str, state: ControllerState) -> str:
+def _signer(token: str, state: ControllerState) -> Callable[[Locator], Locator]:
+    """A locator as sent to ``token``'s holder: signed for it (not the empty
+    block's), with "+K@name" so that a client elsewhere that knows this
+    cluster reads the block here."""
     cfg = state.config
     key = state.signing_key
-    # "+K@name": a client elsewhere that knows this cluster reads the block here.
     where = f"K@{cfg.cluster}"
+
+    def signed(loc: Locator) -> Locator:
+        return loc if loc.is_empty else sign(loc, token, key, cfg.signature_ttl).with_hint(where)
+
+    return signed
+
+
+def signed_text(manifest: Manifest, token: str, state: ControllerState) -> str:
+    signed = _signer(token, state)
     streams = tuple(
-        dataclasses.replace(
-            s,
-            locators=tuple(
-                loc if loc.is_empty else sign(loc, token, key, cfg.signature_ttl).with_hint(where)
-                for loc in s.locators
-            ),
-        )
-        for s in manifest.streams
+        dataclasses.replace(s, locators=tuple(map(signed, s.locators))) for s in manifest.streams
     )
     return Manifest(streams).format()
 
@@ -213,16 +217,14 @@ def _signed_chunks(text: bytes, token: str, state: ControllerState) -> Iterator[
     """Stored normalized ``text`` with each locator signed for ``token`` (as
     ``signed_text`` writes it), line by line: a line is the stored one with
     its locator tokens replaced."""
-    cfg = state.config
-    key = state.signing_key
-    where = f"K@{cfg.cluster}"
+    signed = _signer(token, state)
     lines: list[str] = []
     size = 0
     for line, (_, locators, _) in iter_raw_streams(text):
         tokens = line.split(" ")
         for i, loc in enumerate(locators, 1):
             if not loc.is_empty:
-                tokens[i] = str(sign(loc, token, key, cfg.signature_ttl).with_hint(where))
+                tokens[i] = str(signed(loc))
         lines.append(" ".join(tokens))
         size += len(line)
         if size >= _CHUNK:
