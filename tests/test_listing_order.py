@@ -69,3 +69,24 @@ def test_a_put_stores_its_listing_in_manifest_order_and_a_get_reads_it_so(
         listed = extract(reader, None)
         assert reader.file_md5s._table is None, "read in step, no table"
         assert {f.path: f.md5 for f in listed} == result.write.file_md5s
+
+
+def test_the_stored_listing_is_the_json_of_the_files_in_manifest_order_or_none() -> None:
+    from warehouse.manifest import Manifest
+
+    empty = "d41d8cd98f00b204e9800998ecf8427e+0"
+    escaped = ["".join(f"\\{ord(c):03o}" if c in "\\ " or c < " " else c for c in n) for n in NAMES]
+    text = "".join(f"./d{i} {empty} 0:0:{n}\n" for i, n in enumerate(escaped))
+    manifest = Manifest.parse(text.encode()).normalized()
+    bare = Manifest(manifest.streams)  # known normalized, as a put's own manifest is
+    bare.__dict__["_normalized"] = bare
+    md5s = {p: _md5(p) for p in reversed(list(manifest.files()))}
+    want = json.dumps(
+        {p: md5s[p] for p in manifest.files()}, ensure_ascii=False, separators=(",", ":")
+    )
+    assert listing_text(bare, md5s) == listing_text(manifest, md5s) == want
+    some = next(iter(md5s))
+    assert listing_text(bare, {p: m for p, m in md5s.items() if p != some}) is None
+    assert listing_text(bare, md5s | {"not/a/file": _md5("x")}) is None
+    assert listing_text(bare, md5s | {some: "F" * 32}) is None
+    assert listing_text(bare, None) is None

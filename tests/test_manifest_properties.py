@@ -141,6 +141,11 @@ def test_normalize_preserves_every_file(case: tuple[Manifest, Blocks, dict[str, 
     # Depth first: a directory's files, then its subdirectories in name order.
     order = sorted(n.files(), key=lambda p: (p.split("/")[:-1], p.rpartition("/")[2]))
     assert list(n.files()) == order
+    # Known normalized (as a put's own manifest is), its paths come without a table.
+    bare = Manifest(n.streams)
+    bare.__dict__["_normalized"] = bare
+    assert list(bare.file_paths_in_order()) == order
+    assert "_files" not in bare.__dict__
     assert n.size == m.size == sum(len(v) for v in expected.values())
     assert n.directories() == m.directories()
     assert n.empty_directories() == m.empty_directories()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Protocol
 
 from warehouse.errors import UsageError
@@ -59,15 +60,36 @@ def listing_text(manifest: Manifest, file_md5s: dict[str, str] | None) -> str | 
 
     The files come in the order of ``manifest`` (normalized, as stored), so
     that a get reads the listing in step with the manifest (``OrderedListing``).
+    Checked and written in that one pass, a chunk at a time: no table of the
+    manifest's paths, no second dict of the listing (a put of a million files
+    holds the first).
     """
-    if file_md5s is None:
+    if not isinstance(file_md5s, dict):
         return None
-    try:
-        checked = check_listing(manifest, file_md5s)
-    except UsageError:
+    quote = _json_string
+    chunks = ["{"]  # joined once at the end: the text is made once, not copied again
+    chunk: list[str] = []
+    found = 0
+    for path in manifest.file_paths_in_order():
+        md5 = file_md5s.get(path)
+        if not isinstance(md5, str) or _MD5.fullmatch(md5) is None:
+            return None
+        chunk.append(f'{quote(path)}:"{md5}"')
+        found += 1
+        if len(chunk) == _CHUNK:
+            chunks += (",", ",".join(chunk)) if len(chunks) > 1 else (",".join(chunk),)
+            chunk = []
+    if found != len(file_md5s):  # a digest of a file the manifest does not have
         return None
-    ordered = {path: checked[path] for path in manifest.file_paths_in_order()}
-    return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
+    if chunk:
+        chunks += (",", ",".join(chunk)) if len(chunks) > 1 else (",".join(chunk),)
+    chunks.append("}")
+    return "".join(chunks)
+
+
+_CHUNK = 4096
+# JSON's own string encoder (C), as json.dumps(..., ensure_ascii=False) writes a key.
+_json_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def parse_listing(text: str | None) -> dict[str, str] | None:

@@ -98,6 +98,10 @@ class Manifest:
         making its entry."""
         if "_files" in self.__dict__:
             return iter(self._files)
+        if self.__dict__.get("_normalized") is self:
+            # Normalized, a file's segments are side by side in its own
+            # directory's stream: dropping repeats needs no table of paths.
+            return _unrepeated(p for stream in self.streams for p in _segment_paths(stream))
         return iter(dict.fromkeys(p for stream in self.streams for p in _segment_paths(stream)))
 
     def has_file(self, path: str) -> bool:
@@ -151,6 +155,14 @@ class Manifest:
         """Total bytes of all files (the sum of the segments: a file's size is
         the sum of its own)."""
         return sum(seg.length for stream in self.streams for seg in stream.segments)
+
+
+def _unrepeated(paths: Iterator[str]) -> Iterator[str]:
+    last = None
+    for path in paths:
+        if path != last:
+            yield path
+            last = path
 
 
 def _segment_paths(stream: Stream) -> Iterator[str]:
