@@ -7,6 +7,7 @@ Each test performs one attack and asserts it fails.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,10 @@ import httpx
 import pytest
 
 from cluster import Controller, KeepPool, controller
+from conftest import Runner
+from jobs_helpers import make_text
+from warehouse.cli import cli
+from warehouse.jobs import protocol
 
 EMPTY = "d41d8cd98f00b204e9800998ecf8427e+0"
 
@@ -78,3 +83,42 @@ def test_a_git_spec_cannot_fetch_through_a_command_transport(
         )
         assert r.status_code == 400, r.text
         assert not ran.exists()
+
+
+PRINTS_ITS_ENVIRONMENT = """#!/bin/sh
+env
+"""
+
+
+def test_a_sandboxed_step_gets_none_of_the_controllers_other_environment(
+    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's own environment may hold secrets of the installation
+    (the catalog's PGPASSWORD, a cloud key): a step of alice's sees none of
+    them, only what a program needs and its own protocol variables."""
+    monkeypatch.setenv("PGPASSWORD", "catalog-password")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cloud-key")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    protocol._inherited.cache_clear()  # the environment is read once per process
+    try:
+        with controller(tmp_path / "controller.db", keep_servers) as c:
+            c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=1)
+            monkeypatch.setenv("WH_URL", c.url)
+            monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+            monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+            run = Runner()
+            fn = tmp_path / "fn"
+            fn.mkdir()
+            (fn / "env.sh").write_text(PRINTS_ITS_ENVIRONMENT)
+            fn_pdh = run("put", str(fn)).output.split()[-1]
+            key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
+            args = ["job", "submit", f"{fn_pdh}/env.sh", "--input", key, "--wait", "--json"]
+            out = Runner().runner.invoke(cli, args, catch_exceptions=False).output
+            job = json.loads(out[out.index("{") : out.rindex("}") + 1])
+            assert job["state"] == "complete", out
+            log = run("job", "logs", str(job["id"]), "--step", "0").output
+    finally:
+        protocol._inherited.cache_clear()
+    assert "catalog-password" not in log and "cloud-key" not in log, log
+    assert "WH_TOKEN=" in log and "WH_SCRATCH=" in log and "PATH=" in log, log
+    assert "LC_ALL=C.UTF-8" in log, log

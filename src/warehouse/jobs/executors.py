@@ -112,12 +112,10 @@ class _Workdir:
         self.log_fd = os.open(self.path + "/log", flags, 0o600)
 
     def env(self, launch: Launch) -> dict[str, str]:
-        return {
-            **process_environment(launch.env),
-            "WH_SCRATCH": self.tmp,
-            "TMPDIR": self.tmp,
-            "WH_RESULT": self.result,
-        }
+        env = process_environment(launch.env)
+        if self.sandbox is not None:
+            env = self.sandbox.environment(env)
+        return {**env, "WH_SCRATCH": self.tmp, "TMPDIR": self.tmp, "WH_RESULT": self.result}
 
     def spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
         argv: tuple[str, ...] | list[str] = launch.argv

@@ -352,8 +352,11 @@ class SlurmExecutor(LabelledWorkers):
             path = tempfile.mkdtemp(prefix=f"{launch.job}-{launch.step}-", dir=root)
             os.mkdir(path + "/tmp")
             steps[(launch.job, launch.step)] = _Step(launch, path)
+            given = process_environment(launch.env)
+            if self.sandbox is not None:
+                given = self.sandbox.environment(given)
             env = {
-                **process_environment(launch.env),
+                **given,
                 "WH_SCRATCH": path + "/tmp",
                 "TMPDIR": path + "/tmp",
                 "WH_RESULT": path + "/result",
