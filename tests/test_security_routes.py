@@ -85,6 +85,51 @@ def test_a_git_spec_cannot_fetch_through_a_command_transport(
         assert not ran.exists()
 
 
+MINTS_A_TOKEN = r"""
+import json, os, urllib.error, urllib.request
+
+request = urllib.request.Request(
+    os.environ["WH_URL"] + "/api/v1/tokens",
+    data=json.dumps({"label": "kept"}).encode(),
+    headers={
+        "Authorization": "Bearer " + os.environ["WH_TOKEN"],
+        "Content-Type": "application/json",
+    },
+)
+try:
+    with urllib.request.urlopen(request) as r:
+        print("MINTED", json.load(r)["token"])
+except urllib.error.HTTPError as e:
+    print("REFUSED", e.code, json.load(e)["error"])
+"""
+
+
+def test_a_step_cannot_make_a_token_that_outlives_its_job(
+    ctl: Controller, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step acts for its submitter only while the job runs (its token is
+    revoked when the job ends): it may not make itself a lasting token, as
+    someone else's function run by alice could."""
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    run = Runner()
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    (fn / "mint.py").write_text(MINTS_A_TOKEN)
+    fn_pdh = run("put", str(fn)).output.split()[-1]
+    key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
+    args = ["job", "submit", f"{fn_pdh}/mint.py", "--input", key, "--wait", "--json"]
+    out = run(*args).output
+    job = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    log = run("job", "logs", str(job["id"]), "--step", "0").output
+    assert "REFUSED 403 a job's token cannot make tokens" in log, log
+    assert "MINTED" not in log
+    assert "kept" not in [t["label"] for t in json.loads(run("token", "ls", "--json").output)]
+    # alice herself still can.
+    assert run("token", "create", "--label", "mine").exit_code == 0
+
+
 PRINTS_ITS_ENVIRONMENT = """#!/bin/sh
 env
 """
