@@ -18,7 +18,7 @@ from cluster import Controller, KeepPool, controller
 from conftest import Runner
 from jobs_helpers import make_text
 from warehouse.cli import cli
-from warehouse.jobs import protocol
+from warehouse.jobs import executors, protocol
 
 EMPTY = "d41d8cd98f00b204e9800998ecf8427e+0"
 
@@ -167,3 +167,53 @@ def test_a_sandboxed_step_gets_none_of_the_controllers_other_environment(
     assert "catalog-password" not in log and "cloud-key" not in log, log
     assert "WH_TOKEN=" in log and "WH_SCRATCH=" in log and "PATH=" in log, log
     assert "LC_ALL=C.UTF-8" in log, log
+
+
+FLOODS = r"""
+import os, sys
+
+what = os.environ["WH_PARAMS"]
+if "log" in what:
+    sys.stdout.write("first line\n" + "x" * (3 << 20) + "\nlast line\n")
+else:
+    with open(os.environ["WH_RESULT"], "w") as f:
+        f.write(" " * (2 << 20))
+"""
+
+
+def test_a_step_cannot_make_the_controller_read_a_huge_log_or_result(
+    ctl: Controller, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manager reads a step's log and result file into its memory: a step
+    writing gigabytes would take the controller down. A long log keeps its two
+    ends; a long result fails the step. (The bounds are lowered here to keep
+    the test small.)"""
+    monkeypatch.setattr(executors, "MAX_LOG", 1 << 20)
+    monkeypatch.setattr(executors, "MAX_RESULT", 1 << 20)
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    run = Runner()
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    (fn / "flood.py").write_text(FLOODS)
+    fn_pdh = run("put", str(fn)).output.split()[-1]
+    key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
+
+    def job(what: str, code: int) -> dict[str, object]:
+        args = ["job", "submit", f"{fn_pdh}/flood.py", "--input", key, "--json"]
+        args += ["--param", f"what={what}", "--attempts", "1", "--wait"]
+        out = run(*args, code=code).output
+        made = json.loads(out[out.index("{") : out.rindex("}") + 1])
+        assert isinstance(made, dict)
+        return made
+
+    long_log = job("log", 0)
+    assert long_log["state"] == "complete", long_log
+    log = run("job", "logs", str(long_log["id"]), "--step", "0").output
+    assert log.startswith("first line") and log.rstrip().endswith("last line"), log[-200:]
+    assert "bytes of the log left out" in log and len(log) < (1 << 20) + 1000
+    long_result = job("result", 1)
+    assert long_result["state"] == "failed", long_result
+    log = run("job", "logs", str(long_result["id"]), "--step", "0").output
+    assert f"result file is over {1 << 20} bytes: refused" in log, log
