@@ -8,6 +8,8 @@ Each test performs one attack and asserts it fails.
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -217,3 +219,61 @@ def test_a_step_cannot_make_the_controller_read_a_huge_log_or_result(
     assert long_result["state"] == "failed", long_result
     log = run("job", "logs", str(long_result["id"]), "--step", "0").output
     assert f"result file is over {1 << 20} bytes: refused" in log, log
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def _complete(client: httpx.Client, job: dict[str, object]) -> None:
+    deadline = time.monotonic() + 120
+    while job["state"] not in ("complete", "failed", "cancelled"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+        job = client.get(f"/api/v1/jobs/{job['id']}").json()
+    assert job["state"] == "complete", job
+
+
+def test_regol_runs_a_watch_only_for_its_owner_and_as_its_owner(
+    ctl: Controller, alice: httpx.Client, one_file: str, tmp_path: Path
+) -> None:
+    """A watch runs code its owner chose (their branch). Another user, or an
+    admin, asking for runs must not hand that code their own job token: bob
+    may not run or bisect alice's watch, his runs by default are his own
+    watches', and an admin's runs of alice's watch are submitted as alice."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "f.sh").write_text("#!/bin/sh\necho one\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    first = _git(repo, "rev-parse", "HEAD")
+    body = {"function": f"git:{repo}@main:f.sh", "input": one_file}
+    job = alice.post("/api/v1/jobs", json=body).json()
+    _complete(alice, job)
+    watch = alice.post("/api/v1/regol/watches", json={"job": job["id"]}).json()
+    (repo / "f.sh").write_text("#!/bin/sh\necho two\n")
+    _git(repo, "commit", "-q", "-am", "two")
+
+    with _client(ctl, ctl.user("bob")) as bob:
+        assert bob.post("/api/v1/regol/runs", json={}).json() == []
+        named = bob.post("/api/v1/regol/runs", json={"watches": [watch["id"]]})
+        assert named.status_code == 403, named.text
+        assert named.json()["error"] == f"watch {watch['id']} belongs to alice"
+        bisect = {"good": first, "bad": "main"}
+        refused = bob.post(f"/api/v1/regol/watches/{watch['id']}/bisect", json=bisect)
+        assert refused.status_code == 403, refused.text
+        assert [j for j in bob.get("/api/v1/jobs").json() if j["submitted_by"] == "bob"] == []
+
+    with _client(ctl, ctl.admin_token) as admin:
+        runs = admin.post("/api/v1/regol/runs", json={}).json()
+    assert runs, "the admin's request ran nothing"
+    for r in runs:
+        made = alice.get(f"/api/v1/jobs/{r['job']}").json()
+        assert made["submitted_by"] == "alice", made
