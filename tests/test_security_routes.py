@@ -277,3 +277,26 @@ def test_regol_runs_a_watch_only_for_its_owner_and_as_its_owner(
     for r in runs:
         made = alice.get(f"/api/v1/jobs/{r['job']}").json()
         assert made["submitted_by"] == "alice", made
+
+
+def test_ids_beyond_the_catalogs_integers_name_nothing(
+    catalog_url: str, keep_servers: KeepPool
+) -> None:
+    """An id no catalog row can have is 404, on PostgreSQL too (where it was a
+    500 with a traceback in the log), and a negative list limit is no way
+    around the bound."""
+    big = 2**31
+    with controller(catalog_url, keep_servers) as c, _client(c, c.user("alice")) as alice:
+        for path in (
+            f"/api/v1/workflows/{big}",
+            f"/api/v1/regol/watches/{big}",
+            f"/api/v1/regol/watches/{big}/runs",
+        ):
+            r = alice.get(path)
+            assert r.status_code == 404, (path, r.text)
+        r = alice.post(f"/api/v1/workflows/{big}/cancel")
+        assert r.status_code == 404 and r.json()["error"] == f"no workflow run {big}", r.text
+        r = alice.delete(f"/api/v1/regol/watches/{big}")
+        assert r.status_code == 404 and r.json()["error"] == f"no watch {big}", r.text
+        r = alice.get("/api/v1/workflows", params={"limit": -1})
+        assert r.status_code == 200 and r.json() == [], r.text
