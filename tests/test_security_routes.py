@@ -300,3 +300,15 @@ def test_ids_beyond_the_catalogs_integers_name_nothing(
         assert r.status_code == 404 and r.json()["error"] == f"no watch {big}", r.text
         r = alice.get("/api/v1/workflows", params={"limit": -1})
         assert r.status_code == 200 and r.json() == [], r.text
+        # A NUL where PostgreSQL can keep none: bad input, not a server error.
+        for path in (
+            "/api/v1/names?prefix=%00",
+            "/api/v1/names/a%00b",
+            "/api/v1/jobs?state=%00",
+            "/api/v1/workflows?state=%00",
+            "/api/v1/collections?created_by=%00",
+        ):
+            r = alice.get(path)
+            assert r.status_code in (200, 400, 404), (path, r.text)
+        r = alice.post("/api/v1/tokens", json={"label": "a\u0000b"})
+        assert r.status_code in (200, 400), r.text
