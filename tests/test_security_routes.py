@@ -8,7 +8,10 @@ Each test performs one attack and asserts it fails.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -312,3 +315,41 @@ def test_ids_beyond_the_catalogs_integers_name_nothing(
             assert r.status_code in (200, 400, 404), (path, r.text)
         r = alice.post("/api/v1/tokens", json={"label": "a\u0000b"})
         assert r.status_code in (200, 400), r.text
+
+
+TWO_STEPS = r"""
+import sys
+from warehouse.jobs.executors import Launch, LocalExecutor
+from warehouse.jobs.model import Resources
+
+one = Resources(1, 1 << 30)
+executor = LocalExecutor(capacity=one, fork_server=False)
+steps = [
+    "mkdir -p x/y && echo planted > x/y/f && chmod 000 x/y x . && echo left",
+    "ls -A; echo listed",
+]
+for n, script in enumerate(steps):
+    executor.start(Launch(n + 1, 0, 1, ("/bin/sh", "-c", script), {}, sys.argv[1], one))
+    done = []
+    while not done:
+        done = executor.poll(1.0)
+    print(done[0].log.decode(), end="")
+executor.close()
+"""
+
+
+def test_a_step_cannot_leave_files_in_the_scratch_the_next_step_gets() -> None:
+    """A work directory is reused by the next step, maybe another user's. A step
+    running as the controller's own user (not root) can take away its own
+    permission to a directory it made; the executor must still hand the next
+    step an empty scratch, and carry on."""
+    argv = [sys.executable, "-c", TWO_STEPS]
+    with tempfile.TemporaryDirectory(prefix="wh-scratch-") as root:
+        if os.geteuid() == 0:  # as an installation not run as root would be
+            os.chmod(root, 0o777)
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        done = subprocess.run(
+            [*argv, root], capture_output=True, text=True, timeout=120, check=False
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["left", "listed"], done.stdout

@@ -167,15 +167,43 @@ class _Workdir:
             os.lseek(self.log_fd, 0, os.SEEK_SET)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.result)
-        with os.scandir(self.tmp) as it:
-            dirty = next(it, None) is not None
+        try:
+            with os.scandir(self.tmp) as it:
+                dirty = next(it, None) is not None
+        except OSError:  # the step took its permissions away, or removed it
+            dirty = True
         if dirty:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            _clear(self.tmp, self.path)
             os.mkdir(self.tmp)
 
     def remove(self) -> None:
         os.close(self.log_fd)
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _clear(tree: str, aside: str) -> None:
+    """Remove a step's scratch ``tree``, whatever the step did to it.
+
+    A step running as our own user (not root) can take its own permissions
+    away from directories it made, and rmtree then leaves them: give them
+    back and try again; what still stays is moved into ``aside`` (the work
+    directory, which no step sees) so the next step, perhaps another user's,
+    starts empty."""
+    shutil.rmtree(tree, ignore_errors=True)
+    if not os.path.lexists(tree):
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(tree, 0o700)
+    # Top down: each directory is opened up before the walk goes into it.
+    for root, dirs, _ in os.walk(tree):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+    shutil.rmtree(tree, ignore_errors=True)
+    if os.path.lexists(tree):
+        os.rename(tree, tempfile.mkdtemp(prefix="left-", dir=aside) + "/tmp")
 
 
 class ResultTooLong(Exception):
