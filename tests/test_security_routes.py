@@ -19,11 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cluster import Controller, KeepPool, controller
+from cluster import WH_BIN, Controller, KeepPool, controller
 from conftest import Runner
 from jobs_helpers import make_text
 from warehouse.cli import cli
+from warehouse.errors import UsageError
 from warehouse.jobs import executors, protocol
+from warehouse.jobs.sandbox import Sandbox, StepsUser
 
 EMPTY = "d41d8cd98f00b204e9800998ecf8427e+0"
 
@@ -353,3 +355,41 @@ def test_a_step_cannot_leave_files_in_the_scratch_the_next_step_gets() -> None:
         )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["left", "listed"], done.stdout
+
+
+def test_steps_running_as_the_controllers_user_must_not_see_its_files(tmp_path: Path) -> None:
+    """Without a steps user of their own (a controller not run as root), steps
+    run as the controller's user: only what the sandbox leaves unmounted keeps
+    its files from them. A catalog or job directory under a path every step
+    sees (/usr, /opt, the Python installation) is refused."""
+    install = tmp_path / "install"
+    (install / "home").mkdir(parents=True)
+    box = Sandbox("/usr/bin/bwrap", None, None, (str(install),))
+    with pytest.raises(UsageError, match="which every job step sees"):
+        box.check_hidden({"the catalog": install / "home" / "controller.db"})
+    box.check_hidden({"the catalog": tmp_path / "elsewhere" / "controller.db"})
+    as_root = Sandbox("/usr/bin/bwrap", "/usr/bin/setpriv", StepsUser("s", 999, 999), ())
+    as_root.check_hidden({"the catalog": install / "home" / "controller.db"})  # modes do
+
+    if os.geteuid() != 0:
+        return
+    # A real `wh serve` as an unprivileged user, its home under /opt.
+    top = tempfile.mkdtemp(prefix="wh-test-", dir="/opt")
+    try:
+        os.chown(top, 65534, 65534)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("WH_", "XDG_"))}
+        env |= {"WH_HOME": f"{top}/home", "HOME": top}
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", WH_BIN]
+        done = subprocess.run(
+            [*argv, "serve", "--listen", "127.0.0.1:0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode != 0, done.stdout
+        assert done.stderr.startswith(f"Error: the job directory {top}/home/"), done.stderr
+        assert "lies under /opt" in done.stderr and "Traceback" not in done.stderr
+    finally:
+        subprocess.run(["rm", "-rf", "--", top], check=True)

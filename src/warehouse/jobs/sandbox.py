@@ -160,6 +160,34 @@ class Sandbox:
         less everything a step need not see: see ``_ENV_NAMES``."""
         return {k: v for k, v in env.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
 
+    def seen_under(self, path: str | Path) -> str | None:
+        """The path this sandbox binds (read-only, for every step) that holds
+        ``path``, or None: a file of the controller's must never be there."""
+        real = os.path.realpath(path)
+        for bound in (*_SYSTEM, *self.readonly):
+            if not os.path.exists(bound):
+                continue
+            top = os.path.realpath(bound)
+            if real == top or real.startswith(top.rstrip("/") + "/"):
+                return bound
+        return None
+
+    def check_hidden(self, private: dict[str, str | Path]) -> None:
+        """Refuse (UsageError) when a step would see one of the controller's
+        ``private`` files (by what they are): without a steps user of their
+        own, steps run as the controller's user, so its file modes do not
+        keep them out; only what is not mounted does."""
+        if self.user is not None:
+            return
+        for what, path in private.items():
+            under = self.seen_under(path)
+            if under is not None:
+                raise UsageError(
+                    f"{what} {path} lies under {under}, which every job step sees "
+                    "(read-only) and, running as this same user, could read: move it "
+                    "elsewhere (docs/security.md)"
+                )
+
     def prepare_scratch(self, scratch: str, result: str) -> None:
         """Give the step user its scratch directory and (empty) result file."""
         fd = os.open(result, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
