@@ -196,7 +196,9 @@ def serve(
         host_map=_host_map(host_map),
     )
     if sandbox is not None:  # steps would see the catalog: refused before it is made
-        sandbox.check_hidden(private_paths(config.db_url, default_home() / "controller-jobs"))
+        keep = (keep_dir or default_home() / "keep") if keep_count else None
+        work = default_home() / "controller-jobs"
+        sandbox.check_hidden(private_paths(config.db_url, work, keep))
     state = ControllerState.open(config)
     state.starting = True
     children: list[KeepChild] = []

@@ -224,10 +224,13 @@ class ControllerState:
         self.engine.dispose()
 
 
-def private_paths(db_url: str, work_dir: Path) -> dict[str, str | Path]:
+def private_paths(db_url: str, work_dir: Path, keep: Path | None = None) -> dict[str, str | Path]:
     """What no job step may read, by what it is: the controller's job
-    directory and its catalog file (SQLite: it holds the signing key)."""
+    directory, its catalog file (SQLite: it holds the signing key) and the
+    volumes of the keep servers it starts."""
     private: dict[str, str | Path] = {"the job directory": work_dir}
+    if keep is not None:
+        private["the keep volumes"] = keep
     url = sa.engine.make_url(db_url)
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         private["the catalog"] = url.database
