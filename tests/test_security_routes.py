@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import pytest
 from cluster import WH_BIN, Controller, KeepPool, controller
 from conftest import Runner
 from jobs_helpers import make_text
+from warehouse import catalog
 from warehouse.cli import cli
 from warehouse.errors import UsageError
 from warehouse.jobs import executors, protocol
@@ -393,3 +395,39 @@ def test_steps_running_as_the_controllers_user_must_not_see_its_files(tmp_path: 
         assert "lies under /opt" in done.stderr and "Traceback" not in done.stderr
     finally:
         subprocess.run(["rm", "-rf", "--", top], check=True)
+
+
+# Open to anyone (docs/security.md): the health check, the API's description, metrics.
+ANONYMOUS = {"/api/v1/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/metrics"}
+
+
+def test_every_api_route_answers_401_without_a_valid_token(ctl: Controller) -> None:
+    """No token, a wrong one, an expired one and a revoked one: 401 on every
+    route of the API, whatever it is (new routes included), before anything
+    else is looked at."""
+    from warehouse.catalog.auth import revoke_secret
+    from warehouse.server.controller import create_app
+
+    ctl.user("carol")
+    expired = catalog.create_token(ctl.state.engine, "carol", ttl=-1)
+    revoked = catalog.create_token(ctl.state.engine, "carol")
+    revoke_secret(ctl.state.engine, revoked)
+    tries: dict[str, dict[str, str]] = {
+        "none": {},
+        "wrong": {"Authorization": "Bearer wh" + "x" * 40},
+        "expired": {"Authorization": f"Bearer {expired}"},
+        "revoked": {"Authorization": f"Bearer {revoked}"},
+        "not bearer": {"Authorization": f"Basic {expired}"},
+    }
+    described = create_app(ctl.state.config, ctl.state).openapi()["paths"]
+    routes = [(p, m.upper()) for p, ops in described.items() for m in ops if p not in ANONYMOUS]
+    assert len(routes) > 40, routes
+    checked = 0
+    with httpx.Client(base_url=ctl.url, timeout=60) as client:
+        for template, method in routes:
+            path = re.sub(r"\{[^}]+\}", "1", template)
+            for why, headers in tries.items():
+                r = client.request(method, path, headers=headers, json={})
+                assert r.status_code == 401, (method, template, why, r.text)
+                checked += 1
+    assert checked == 5 * len(routes)
