@@ -16,6 +16,7 @@ from warehouse.errors import UsageError
 from warehouse.private import private_dir
 from warehouse.server.accesslog import configure_access_log
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
+from warehouse.server.controller.state import private_paths
 from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 from warehouse.server.supervise import KeepChild
@@ -169,11 +170,13 @@ def serve(
             "--executor dask without --dask-scheduler runs steps on this machine, "
             "unsandboxed: give --dask-scheduler (workers elsewhere), or --unsafe-steps"
         )
+    sandbox = None
     if executor in ("local", "slurm"):
         # Refused before anything starts rather than once listening.
         from warehouse.jobs.sandbox import find_sandbox
 
-        if find_sandbox(steps_user) is None and not unsafe_steps:
+        sandbox = find_sandbox(steps_user)
+        if sandbox is None and not unsafe_steps:
             raise UsageError(
                 f"bubblewrap (bwrap) is not installed or cannot run here: {executor} job "
                 "steps cannot be sandboxed; install it (Debian: apt-get install bubblewrap), "
@@ -192,6 +195,10 @@ def serve(
         cluster=check_cluster_name(cluster_name),
         host_map=_host_map(host_map),
     )
+    if sandbox is not None:  # steps would see the catalog: refused before it is made
+        keep = (keep_dir or default_home() / "keep") if keep_count else None
+        work = default_home() / "controller-jobs"
+        sandbox.check_hidden(private_paths(config.db_url, work, keep))
     state = ControllerState.open(config)
     state.starting = True
     children: list[KeepChild] = []

@@ -31,15 +31,27 @@ from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
 
 __all__ = [
+    "MAX_LOG",
+    "MAX_RESULT",
     "Executor",
     "Finished",
     "Launch",
     "LocalExecutor",
+    "ResultTooLong",
     "RunKey",
     "local_capacity",
+    "read_log",
+    "read_result",
     "run_step",
     "stop_steps",
 ]
+
+
+# What the manager takes of a step's log and result file is read into its
+# memory: a step (anyone's program) must not make it read gigabytes. A longer
+# log keeps its first and last halves of this; a longer result fails the step.
+MAX_LOG = 64 * 1024 * 1024
+MAX_RESULT = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +124,10 @@ class _Workdir:
         self.log_fd = os.open(self.path + "/log", flags, 0o600)
 
     def env(self, launch: Launch) -> dict[str, str]:
-        return {
-            **process_environment(launch.env),
-            "WH_SCRATCH": self.tmp,
-            "TMPDIR": self.tmp,
-            "WH_RESULT": self.result,
-        }
+        env = process_environment(launch.env)
+        if self.sandbox is not None:
+            env = self.sandbox.environment(env)
+        return {**env, "WH_SCRATCH": self.tmp, "TMPDIR": self.tmp, "WH_RESULT": self.result}
 
     def spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
         argv: tuple[str, ...] | list[str] = launch.argv
@@ -138,11 +148,14 @@ class _Workdir:
         )
 
     def collect(self, launch: Launch, status: int, host: str, started: float) -> Finished:
-        size = os.lseek(self.log_fd, 0, os.SEEK_END)
-        log = os.pread(self.log_fd, size, 0) if size else b""
+        log = read_log(self.log_fd)
         result = ""
         if status == 0:
-            result = _read_result(self.result)
+            try:
+                result = read_result(self.result)
+            except ResultTooLong as e:
+                log += f"\nwh: {e}\n".encode()
+                status = 1
         return Finished(
             launch.job, launch.step, launch.attempt, status, host, started, time.time(), log, result
         )
@@ -154,10 +167,13 @@ class _Workdir:
             os.lseek(self.log_fd, 0, os.SEEK_SET)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.result)
-        with os.scandir(self.tmp) as it:
-            dirty = next(it, None) is not None
+        try:
+            with os.scandir(self.tmp) as it:
+                dirty = next(it, None) is not None
+        except OSError:  # the step took its permissions away, or removed it
+            dirty = True
         if dirty:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            _clear(self.tmp, self.path)
             os.mkdir(self.tmp)
 
     def remove(self) -> None:
@@ -165,14 +181,56 @@ class _Workdir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _read_result(path: str) -> str:
+def _clear(tree: str, aside: str) -> None:
+    """Remove a step's scratch ``tree``, whatever the step did to it.
+
+    A step running as our own user (not root) can take its own permissions
+    away from directories it made, and rmtree then leaves them: give them
+    back and try again; what still stays is moved into ``aside`` (the work
+    directory, which no step sees) so the next step, perhaps another user's,
+    starts empty."""
+    shutil.rmtree(tree, ignore_errors=True)
+    if not os.path.lexists(tree):
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(tree, 0o700)
+    # Top down: each directory is opened up before the walk goes into it.
+    for root, dirs, _ in os.walk(tree):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+    shutil.rmtree(tree, ignore_errors=True)
+    if os.path.lexists(tree):
+        os.rename(tree, tempfile.mkdtemp(prefix="left-", dir=aside) + "/tmp")
+
+
+class ResultTooLong(Exception):
+    """A step's result file over ``MAX_RESULT`` bytes."""
+
+
+def read_log(fd: int) -> bytes:
+    """The log written to ``fd``; over ``MAX_LOG`` bytes, its two ends."""
+    size = os.lseek(fd, 0, os.SEEK_END)
+    if size <= MAX_LOG:
+        return os.pread(fd, size, 0) if size else b""
+    half = MAX_LOG // 2
+    cut = f"\nwh: {size - 2 * half} bytes of the log left out (a log keeps {MAX_LOG} bytes)\n"
+    return os.pread(fd, half, 0) + cut.encode() + os.pread(fd, half, size - half)
+
+
+def read_result(path: str) -> str:
     # Never through a link: a step could point its result at a file of ours.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:  # none written, or a link
         return ""
     with open(fd, "rb") as f:
-        return f.read().decode("utf-8", "replace")
+        data = f.read(MAX_RESULT + 1)
+    if len(data) > MAX_RESULT:
+        raise ResultTooLong(f"the step's result file is over {MAX_RESULT} bytes: refused")
+    return data.decode("utf-8", "replace")
 
 
 # Work directories of this process kept for the next step (a Dask worker runs

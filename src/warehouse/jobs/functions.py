@@ -122,8 +122,20 @@ def _stored(wh: _Store, files: list[Path]) -> str:
     return wh.put(files).pdh
 
 
+# Fetches reach only these transports: a spec comes from any user, and the
+# controller runs git as itself, so no "ext::" command, "fd::" or other helper.
+# Local repositories are read by path (``git -C``), never fetched.
+_GIT_ENV = {"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "http:https:git:ssh"}
+
+
 def _git_run(args: list[str]) -> str:
-    done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **_GIT_ENV},
+    )
     if done.returncode != 0:
         raise UsageError(f"git {' '.join(args[:3])}: {done.stderr.strip()}")
     return done.stdout
@@ -157,13 +169,18 @@ def pin_code(wh: _Store, spec: str) -> tuple[str, str | None]:
 
 def _git_tree(wh: _Store, repo: str, revision: str) -> tuple[str, str]:
     """The commit ``revision`` names, and its tree stored as a collection."""
+    # A leading "-" would be read by git as an option ("--upload-pack=CMD" runs
+    # CMD on this machine): neither may be one.
+    for what, value in (("repository", repo), ("revision", revision)):
+        if value.startswith("-"):
+            raise UsageError(f"git {what} {value!r} starts with '-'")
     with tempfile.TemporaryDirectory(prefix="wh-git-") as tmp:
         if Path(repo).is_dir():
             gitdir = repo
         else:  # a URL: fetch just that revision
             gitdir = os.path.join(tmp, "repo.git")
             _git_run(["init", "--quiet", "--bare", gitdir])
-            _git_run(["-C", gitdir, "fetch", "--quiet", "--depth=1", repo, revision])
+            _git_run(["-C", gitdir, "fetch", "--quiet", "--depth=1", "--", repo, revision])
             revision = "FETCH_HEAD"
         commit = _git_run(["-C", gitdir, "rev-parse", "--verify", f"{revision}^{{commit}}"])
         commit = commit.strip()

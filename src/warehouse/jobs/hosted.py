@@ -34,11 +34,19 @@ from warehouse.jobs.service import make_executor
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 
-__all__ = ["JOB_TOKEN_TTL", "CatalogWarehouse", "ControllerHost", "ManagerThread"]
+__all__ = [
+    "JOB_TOKEN_LABEL",
+    "JOB_TOKEN_TTL",
+    "CatalogWarehouse",
+    "ControllerHost",
+    "ManagerThread",
+]
 
 log = logging.getLogger("warehouse.jobs")
 
 JOB_TOKEN_TTL = 7 * 24 * 3600
+# A job's token is labelled this and the job's id (docs/security.md).
+JOB_TOKEN_LABEL = "job "
 
 
 class CatalogWarehouse(WarehouseBase):
@@ -101,7 +109,7 @@ class ControllerHost(CatalogWarehouse):
         self._tokens: dict[int, str] = {}
 
     def step_location(self, record: JobRecord) -> dict[str, str]:
-        label = f"job {record.id}"
+        label = f"{JOB_TOKEN_LABEL}{record.id}"
         # One token per job: one a stopped controller made is revoked now.
         revoke_label(self.engine, record.submitted_by, label)
         token = catalog.create_token(

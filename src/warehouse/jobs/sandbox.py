@@ -29,6 +29,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,30 @@ _ETC = (
 
 
 _XDG = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
+
+# Of the controller's own environment a sandboxed step gets only these (and
+# its protocol variables): anything else may be a secret of the installation
+# (PGPASSWORD of the catalog, a cloud key) that a step must not read.
+_ENV_NAMES = frozenset(
+    (
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "VIRTUAL_ENV",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+    )
+)
+# Locale, ours, Python's and the math libraries' CPU and thread settings.
+_ENV_PREFIXES = ("LC_", "WH_", "PYTHON", "OPENBLAS_", "OMP_", "MKL_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +154,39 @@ class Sandbox:
             cmd += ["--inh-caps=-all", "--bounding-set=-all"]
         cmd += ["--", *argv]
         return cmd
+
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` (the controller's own with the step's protocol variables)
+        less everything a step need not see: see ``_ENV_NAMES``."""
+        return {k: v for k, v in env.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
+
+    def seen_under(self, path: str | Path) -> str | None:
+        """The path this sandbox binds (read-only, for every step) that holds
+        ``path``, or None: a file of the controller's must never be there."""
+        real = os.path.realpath(path)
+        for bound in (*_SYSTEM, *self.readonly):
+            if not os.path.exists(bound):
+                continue
+            top = os.path.realpath(bound)
+            if real == top or real.startswith(top.rstrip("/") + "/"):
+                return bound
+        return None
+
+    def check_hidden(self, private: dict[str, str | Path]) -> None:
+        """Refuse (UsageError) when a step would see one of the controller's
+        ``private`` files (by what they are): without a steps user of their
+        own, steps run as the controller's user, so its file modes do not
+        keep them out; only what is not mounted does."""
+        if self.user is not None:
+            return
+        for what, path in private.items():
+            under = self.seen_under(path)
+            if under is not None:
+                raise UsageError(
+                    f"{what} {path} lies under {under}, which every job step sees "
+                    "(read-only) and, running as this same user, could read: move it "
+                    "elsewhere (docs/security.md)"
+                )
 
     def prepare_scratch(self, scratch: str, result: str) -> None:
         """Give the step user its scratch directory and (empty) result file."""

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from warehouse.clusters.placement import LabelledWorkers, slurm_nodes, slurm_unpin
 from warehouse.errors import UsageError
-from warehouse.jobs.executors import Finished, Launch
+from warehouse.jobs.executors import Finished, Launch, ResultTooLong, read_log, read_result
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
@@ -352,8 +352,11 @@ class SlurmExecutor(LabelledWorkers):
             path = tempfile.mkdtemp(prefix=f"{launch.job}-{launch.step}-", dir=root)
             os.mkdir(path + "/tmp")
             steps[(launch.job, launch.step)] = _Step(launch, path)
+            given = process_environment(launch.env)
+            if self.sandbox is not None:
+                given = self.sandbox.environment(given)
             env = {
-                **process_environment(launch.env),
+                **given,
                 "WH_SCRATCH": path + "/tmp",
                 "TMPDIR": path + "/tmp",
                 "WH_RESULT": path + "/result",
@@ -456,8 +459,14 @@ class SlurmExecutor(LabelledWorkers):
             return
         # bash reports a death by signal N as 128 + N.
         status = -(rc - 128) if 128 < rc < 128 + 65 else rc
-        log_bytes = _read(step.path + "/log")
-        result = _read(step.path + "/result").decode("utf-8", "replace") if status == 0 else ""
+        log_bytes = _read_log(step.path + "/log")
+        result = ""
+        if status == 0:
+            try:
+                result = read_result(step.path + "/result")
+            except ResultTooLong as e:
+                log_bytes += f"\nwh: {e}\n".encode()
+                status = 1
         self._done.append(
             Finished(
                 job, number, attempt, status, host, started, ended, log_bytes, result, worker=host
@@ -558,14 +567,16 @@ class SlurmExecutor(LabelledWorkers):
         return found
 
 
-def _read(path: str) -> bytes:
-    # Never through a link: a step could point its result at a file of ours.
+def _read_log(path: str) -> bytes:
+    # Never through a link: a step could point its log at a file of ours.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return b""
-    with open(fd, "rb") as f:
-        return f.read()
+    try:
+        return read_log(fd)
+    finally:
+        os.close(fd)
 
 
 def _size(path: str | None) -> int:

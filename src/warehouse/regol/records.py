@@ -26,6 +26,8 @@ __all__ = [
     "unfinished_jobs",
 ]
 
+_MAX_ID = 2**31 - 1
+
 
 def _watch(row: sa.Row[tuple[object, ...]]) -> WatchRecord:
     return WatchRecord(**row._mapping)
@@ -63,6 +65,9 @@ def add_watch(
 
 
 def get_watch(engine: sa.Engine, watch_id: int) -> WatchRecord:
+    # Ids are 32-bit in the catalog: PostgreSQL would refuse a larger one.
+    if not 0 < watch_id <= _MAX_ID:
+        raise NotFoundError(f"no watch {watch_id}")
     with connect(engine) as conn:
         row = conn.execute(sa.select(regol_watches).where(regol_watches.c.id == watch_id)).first()
     if row is None:

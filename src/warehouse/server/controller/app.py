@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -136,6 +137,15 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     async def warehouse_error(request: Request, exc: errors.WarehouseError) -> JSONResponse:
         status = next(code for cls, code in _STATUS if isinstance(exc, cls))
         return _error(status, str(exc))
+
+    @app.exception_handler(sa.exc.DataError)
+    async def bad_value(request: Request, exc: sa.exc.DataError) -> JSONResponse:
+        # The database refused a value the request carried (PostgreSQL: a NUL
+        # in a string, an integer out of range): bad input, not a failure here.
+        said = str(exc.orig or "").strip().splitlines()
+        return _error(
+            400, f"the catalog cannot take a value of this request: {said[0] if said else exc}"
+        )
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:

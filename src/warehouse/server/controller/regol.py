@@ -2,9 +2,12 @@
 
 Git is read here, on the controller, as for any ``git:`` job submitted to it;
 runs go to the controller's own job manager at the lowest priority. Any user
-may read watches; only the owner (or an admin) may stop one. A bisect is
-driven by the client one step at a time (``POST …/bisect`` answers the run
-to wait for, or the commit found), so no request waits for a job.
+may read watches; only the owner (or an admin) may stop one, run one or
+bisect with it. Runs are submitted as the watch's owner, whoever asks: a
+watch runs its owner's chosen code, which must never get the rights (the
+job token) of another user, least of all an admin's. A bisect is driven by
+the client one step at a time (``POST …/bisect`` answers the run to wait
+for, or the commit found), so no request waits for a job.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from fastapi import APIRouter, HTTPException
 from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
+from warehouse import catalog
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import records, service
+from warehouse.regol.values import WatchRecord
 from warehouse.server.controller.auth import Caller, state_of
 from warehouse.server.controller.state import ControllerState
 
@@ -52,6 +57,11 @@ def _host(state: ControllerState, user: str) -> tuple[CatalogWarehouse, str]:
     return CatalogWarehouse(state.engine, state.keep, user), manager.executor_name
 
 
+def _owned(found: WatchRecord, user: catalog.User) -> None:
+    if not user.admin and found.owner != user.name:
+        raise HTTPException(403, f"watch {found.id} belongs to {found.owner}")
+
+
 @router.post("/watches")
 def create_watch(body: WatchCreate, user: Caller, request: _Request) -> dict[str, Any]:
     """Follow a completed job whose function is ``git:`` along a branch."""
@@ -73,9 +83,7 @@ def get_watch(watch_id: int, user: Caller, request: _Request) -> dict[str, Any]:
 def delete_watch(watch_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     """Stop following (the history stays)."""
     engine = state_of(request).engine
-    found = records.get_watch(engine, watch_id)
-    if not user.admin and found.owner != user.name:
-        raise HTTPException(403, f"watch {watch_id} belongs to {found.owner}")
+    _owned(records.get_watch(engine, watch_id), user)
     return records.set_active(engine, watch_id, False).as_dict()
 
 
@@ -87,17 +95,30 @@ def history(watch_id: int, user: Caller, request: _Request) -> list[dict[str, An
 
 @router.post("/runs")
 def run(body: RunCreate, user: Caller, request: _Request) -> list[dict[str, Any]]:
-    """Submit a run for every commit not run yet (or each commit of a range)."""
+    """Submit a run for every commit not run yet (or each commit of a range), for
+    the watches named (the caller's own or, for admins, anyone's), by default
+    every active one of the caller's (admins: every active one); each as its
+    watch's owner."""
     state = state_of(request)
-    host, executor = _host(state, user.name)
-    chosen = service.runnable_watches(records.list_watches(state.engine), body.watches)
-    return [r.as_dict() for w in chosen for r in service.run_watch(host, w, body.commits, executor)]
+    watches = records.list_watches(state.engine)
+    if not body.watches and not user.admin:
+        watches = [w for w in watches if w.owner == user.name]
+    chosen = service.runnable_watches(watches, body.watches)
+    for w in chosen:
+        _owned(w, user)
+    made: list[dict[str, Any]] = []
+    for w in chosen:
+        host, executor = _host(state, w.owner)
+        made += [r.as_dict() for r in service.run_watch(host, w, body.commits, executor)]
+    return made
 
 
 @router.post("/watches/{watch_id}/bisect")
 def bisect(watch_id: int, body: BisectCreate, user: Caller, request: _Request) -> dict[str, Any]:
-    """One bisect step: the run to wait for (made now if needed), or the answer."""
+    """One bisect step: the run to wait for (made now if needed, as the
+    watch's owner), or the answer. The owner's or an admin's only."""
     state = state_of(request)
-    host, executor = _host(state, user.name)
     found = records.get_watch(state.engine, watch_id)
+    _owned(found, user)
+    host, executor = _host(state, found.owner)
     return service.bisect_step(host, found, body.good, body.bad, executor).as_dict()

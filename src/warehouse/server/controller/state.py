@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from warehouse.regol.auto import RegolRunner
     from warehouse.workflows.hosted import WorkflowThread
 
-__all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState"]
+__all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState", "private_paths"]
 
 SYSTEM_USER = "system"
 
@@ -169,6 +169,7 @@ class ControllerState:
                 name = sandbox.user.name
                 log.info("%s job steps run sandboxed (bwrap) as user %s", executor, name)
             else:
+                sandbox.check_hidden(private_paths(self.config.db_url, work_dir))
                 log.info("%s job steps run sandboxed (bwrap)", executor)
         work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
@@ -221,6 +222,19 @@ class ControllerState:
         if self._keep is not None:
             self._keep.close()
         self.engine.dispose()
+
+
+def private_paths(db_url: str, work_dir: Path, keep: Path | None = None) -> dict[str, str | Path]:
+    """What no job step may read, by what it is: the controller's job
+    directory, its catalog file (SQLite: it holds the signing key) and the
+    volumes of the keep servers it starts."""
+    private: dict[str, str | Path] = {"the job directory": work_dir}
+    if keep is not None:
+        private["the keep volumes"] = keep
+    url = sa.engine.make_url(db_url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        private["the catalog"] = url.database
+    return private
 
 
 def sandboxed_executor(executor: str) -> bool:

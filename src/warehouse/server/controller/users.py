@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
 from warehouse.catalog import auth as tokens
-from warehouse.server.controller.auth import Admin, Caller, state_of
+from warehouse.jobs.hosted import JOB_TOKEN_LABEL
+from warehouse.server.controller.auth import Admin, Caller, CallerToken, state_of
 
 __all__ = ["router"]
 
@@ -102,14 +104,27 @@ def add_user(body: UserCreate, user: Admin, request: Request) -> UserOut:
     return UserOut(name=made.name, admin=made.admin)
 
 
+def _is_job_token(engine: sa.Engine, user: str, token: str) -> bool:
+    """Whether ``token`` is the one a job manager made for a job's steps."""
+    ident = tokens.token_id(token)
+    return any(
+        t.id == ident and t.label.startswith(JOB_TOKEN_LABEL)
+        for t in tokens.list_tokens(engine, user)
+    )
+
+
 @router.post("/tokens", response_model=TokenOut)
-def create_token(body: TokenCreate, user: Caller, request: Request) -> TokenOut:
-    """A new token: for yourself, or (admins) for anyone."""
+def create_token(body: TokenCreate, user: Caller, token: CallerToken, request: Request) -> TokenOut:
+    """A new token: for yourself, or (admins) for anyone; never with a job's token."""
     whose = body.user or user.name
     if whose != user.name and not user.admin:
         raise HTTPException(403, "user: only admins make tokens for others")
-    token = catalog.create_token(state_of(request).engine, whose, label=body.label, ttl=body.ttl)
-    return TokenOut(user=whose, token=token, id=tokens.token_id(token))
+    engine = state_of(request).engine
+    # A job's token dies with its job: a step must not make one that outlives it.
+    if _is_job_token(engine, user.name, token):
+        raise HTTPException(403, "a job's token cannot make tokens")
+    made = catalog.create_token(engine, whose, label=body.label, ttl=body.ttl)
+    return TokenOut(user=whose, token=made, id=tokens.token_id(made))
 
 
 @router.get("/tokens", response_model=list[TokenInfoOut])

@@ -14,6 +14,7 @@ from fastapi import APIRouter, HTTPException
 from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
+from warehouse.errors import NotFoundError
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.server.controller.auth import Caller, state_of
 from warehouse.workflows import records
@@ -62,27 +63,38 @@ def start_workflow(body: WorkflowCreate, user: Caller, request: _Request) -> dic
     return {**records.run_view(state.engine, started.run.id), "resumed": started.resumed}
 
 
+# Run ids are 32-bit in the catalog: PostgreSQL refuses a larger one.
+_MAX_ID = 2**31 - 1
+
+
+def _run_id(run_id: int) -> int:
+    if not 0 < run_id <= _MAX_ID:
+        raise NotFoundError(f"no workflow run {run_id}")
+    return run_id
+
+
 @router.get("")
 def list_workflows(
     user: Caller, request: _Request, state: str | None = None, limit: int = 1000
 ) -> list[dict[str, Any]]:
-    """Runs (optionally in these comma-separated states), newest first."""
+    """Runs (optionally in these comma-separated states), newest first; 1 to 10000."""
     states = state.split(",") if state else None
-    found = records.list_runs(state_of(request).engine, states=states, limit=min(limit, 10000))
+    limit = min(max(limit, 1), 10000)  # a negative LIMIT is none at all (SQLite) or an error
+    found = records.list_runs(state_of(request).engine, states=states, limit=limit)
     return [r.as_dict() for r in found]
 
 
 @router.get("/{run_id}")
 def get_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     """A run with its nodes (each with its job's steps done)."""
-    return records.run_view(state_of(request).engine, run_id)
+    return records.run_view(state_of(request).engine, _run_id(run_id))
 
 
 @router.post("/{run_id}/cancel")
 def cancel_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     """Ask the run's driver to cancel it (its running jobs are cancelled too)."""
     engine = state_of(request).engine
-    run = records.get_run(engine, run_id)
+    run = records.get_run(engine, _run_id(run_id))
     if not user.admin and run.owner != user.name:
         raise HTTPException(403, f"workflow run {run_id} belongs to {run.owner}")
     records.request_cancel(engine, run_id)
