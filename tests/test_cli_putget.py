@@ -273,6 +273,14 @@ def test_usage_errors(run: Runner, tmp_path: Path) -> None:
     run("get", "not a name!", code=2)
 
 
+def test_manifest_of_a_sub_path_is_refused(tmp_path: Path, run: Runner) -> None:
+    """The whole manifest printed for KEY/sub would read as the sub-path's own."""
+    pdh = run("put", str(make_tree(tmp_path / "src"))).stdout.strip()
+    refused = run("manifest", f"{pdh}/sub", code=2)
+    assert refused.stdout == "" and "give KEY without /sub" in refused.stderr
+    assert run("manifest", f"{pdh}/").stdout == run("manifest", pdh).stdout
+
+
 def test_recorded_and_recomputed_digests_agree(tmp_path: Path, run: Runner) -> None:
     src = make_tree(tmp_path / "src")
     pdh = run("put", str(src)).stdout.strip()

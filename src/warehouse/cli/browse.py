@@ -102,6 +102,11 @@ def cat(ctx: click.Context, key: str) -> None:
 def manifest(ctx: click.Context, key: str) -> None:
     """Print the manifest of KEY (a PDH or a name)."""
     k = parse_key(key)
+    if k.path:
+        # The whole manifest under a sub-path would read as that path's own.
+        raise click.UsageError(
+            f"wh manifest prints a whole collection's manifest: give KEY without /{k.path}"
+        )
     wh = open_warehouse(ctx)
     text = wh.manifest_text(k)  # stored as is: printed with no parse
     if text is not None:
