@@ -281,6 +281,20 @@ def test_manifest_of_a_sub_path_is_refused(tmp_path: Path, run: Runner) -> None:
     assert run("manifest", f"{pdh}/").stdout == run("manifest", pdh).stdout
 
 
+def test_an_empty_dest_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pdh = run("put", str(make_tree(tmp_path / "src"))).stdout.strip()
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    refused = run("get", pdh, "", code=2)
+    assert refused.stdout == "" and "DEST" in refused.stderr and "empty" in refused.stderr
+    assert list(here.iterdir()) == []
+    run("get", f"{pdh}/hello.txt", "", code=2)
+    assert list(here.iterdir()) == []
+
+
 def test_recorded_and_recomputed_digests_agree(tmp_path: Path, run: Runner) -> None:
     src = make_tree(tmp_path / "src")
     pdh = run("put", str(src)).stdout.strip()

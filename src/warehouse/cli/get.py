@@ -16,9 +16,17 @@ from warehouse.manifest import md5sum_line
 __all__ = ["get"]
 
 
+def _dest(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    # An empty DEST (an unset variable in a script) is not the current
+    # directory, which is what Path("") would make of it.
+    if value == "":
+        raise click.BadParameter("empty: give a directory or a file name", ctx, param)
+    return None if value is None else Path(value)
+
+
 @click.command()
 @click.argument("key", shell_complete=complete_keys)
-@click.argument("dest", required=False, type=click.Path(path_type=Path))
+@click.argument("dest", required=False, type=click.Path(), callback=_dest)
 @click.option("--force", is_flag=True, help="Overwrite files that exist in DEST.")
 @click.option("--no-write", is_flag=True, help="Only read, verify and list; write nothing.")
 @click.option(
