@@ -450,3 +450,45 @@ def test_the_controller_sends_the_stored_manifest_signed_as_the_whole_one(
     assert httpx.get(api + other + "/listing", headers=auth).status_code == 204
     for missing in ("/manifest", "/listing"):
         assert httpx.get(api + "0" * 32 + "+1" + missing, headers=auth).status_code == 404
+
+
+def _store_unparsable(installation: Installation, text: bytes) -> str:
+    """Record a collection whose stored text hashes to its PDH but does not
+    parse (damage, or a text an older version let through); its PDH."""
+    import hashlib
+
+    from warehouse.collection.records import store_portable
+    from warehouse.embedded import EmbeddedWarehouse
+
+    pdh = f"{hashlib.md5(text).hexdigest()}+{len(text)}"
+    if installation.controller is None:
+        with EmbeddedWarehouse(Path(installation.env["WH_HOME"]), user="alice") as wh:
+            store_portable(wh.store, wh.engine, pdh, text, size=2, file_count=2, user="alice")
+    else:
+        state = installation.controller.state
+        store_portable(state.keep(), state.engine, pdh, text, size=2, file_count=2, user="alice")
+    return pdh
+
+
+def test_a_stored_manifest_that_does_not_parse_is_reported_as_corrupt(
+    tmp_path: Path, run: Runner, installation: Installation
+) -> None:
+    """Over a controller too: not "cannot reach the controller" from a stream
+    broken after its 200, but the damage, exit 5, and nothing written."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"x")
+    run("put", str(src))  # the block of "x" is stored
+    block = "9dd4e461268c8034f5c8564e155c67a6+1"
+    # Each line well formed; "a" is a file and also a directory, found at the end.
+    text = f". {block} 0:1:a\n./a {block} 0:1:b\n".encode()
+    pdh = _store_unparsable(installation, text)
+    out = tmp_path / "out"
+    for args in (("get", pdh, str(out)), ("get", "--no-write", pdh), ("ls", pdh)):
+        failed = run(*args, code=5)
+        # ls lists as it reads; what it printed before the last line stays.
+        assert failed.stdout == "" or args[0] == "ls", args
+        errors = failed.stderr.strip().splitlines()
+        assert len(errors) == 1 and errors[0].startswith("Error: "), (args, errors)
+        assert "cannot reach" not in errors[0] and "file and also a directory" in errors[0]
+    assert not out.exists()

@@ -9,7 +9,9 @@ import click
 from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
-from warehouse.keys import parse_key
+from warehouse.collection.reader import stored_text_damage
+from warehouse.interface import Warehouse
+from warehouse.keys import Key, parse_key
 from warehouse.manifest.normal import iter_normal_dirs
 
 __all__ = ["cat", "ls", "manifest"]
@@ -26,6 +28,11 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
     """List the files of KEY (a PDH or name, optionally /sub/path)."""
     k = parse_key(key)
     wh = open_warehouse(ctx)
+    with stored_text_damage(k.head):
+        _ls(wh, k, long, as_json)
+
+
+def _ls(wh: Warehouse, k: Key, long: bool, as_json: bool) -> None:
     # The stored text is listed line by line, with no file table: a million
     # files list in the memory of one stream.
     text = None if as_json or k.path else wh.manifest_text(k)
@@ -91,8 +98,9 @@ def cat(ctx: click.Context, key: str) -> None:
     if not k.path:
         raise click.UsageError("give a file: KEY/path/to/file")
     out = sys.stdout.buffer
-    for chunk in open_warehouse(ctx).reader(k).iter_file(k.path):
-        out.write(chunk)
+    with stored_text_damage(k.head):
+        for chunk in open_warehouse(ctx).reader(k).iter_file(k.path):
+            out.write(chunk)
     out.flush()
 
 

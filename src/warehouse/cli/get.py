@@ -10,6 +10,7 @@ import click
 from warehouse.cli._common import LineOut, byte_progress, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import ExtractedFile, extract, selected_size
+from warehouse.collection.reader import stored_text_damage
 from warehouse.keys import parse_key
 from warehouse.manifest import md5sum_line
 
@@ -56,35 +57,36 @@ def get(
         raise click.UsageError("--no-write takes no DEST")
     wh = open_warehouse(ctx)
     k = parse_key(key)
-    reader = wh.reader(k, one_pass=True)
-    target = None if no_write else (dest or Path("."))
-    # The total is summed only for a bar on a terminal: it is a pass of its own.
-    # Each file's line (or JSON item) goes out once it is written: nothing per
-    # file is held.
-    with (
-        byte_progress("get", lambda: selected_size(reader, k.path)) as progress,
-        LineOut() as out,
-    ):
-        listed = _JsonList(out) if as_json else None
-        failed = True
-        try:
-            extract(
-                reader,
-                target,
-                subpath=k.path,
-                force=force,
-                rehash=rehash,
-                progress=progress,
-                on_file=(
-                    (lambda f: out.line(md5sum_line(f.md5, f.path)))
-                    if listed is None
-                    else listed.add
-                ),
-            )
-            failed = False
-        finally:
-            if listed is not None:
-                listed.close(failed)
+    with stored_text_damage(k.head):
+        reader = wh.reader(k, one_pass=True)
+        target = None if no_write else (dest or Path("."))
+        # The total is summed only for a bar on a terminal: it is a pass of its own.
+        # Each file's line (or JSON item) goes out once it is written: nothing per
+        # file is held.
+        with (
+            byte_progress("get", lambda: selected_size(reader, k.path)) as progress,
+            LineOut() as out,
+        ):
+            listed = _JsonList(out) if as_json else None
+            failed = True
+            try:
+                extract(
+                    reader,
+                    target,
+                    subpath=k.path,
+                    force=force,
+                    rehash=rehash,
+                    progress=progress,
+                    on_file=(
+                        (lambda f: out.line(md5sum_line(f.md5, f.path)))
+                        if listed is None
+                        else listed.add
+                    ),
+                )
+                failed = False
+            finally:
+                if listed is not None:
+                    listed.close(failed)
 
 
 class _JsonList:
