@@ -492,3 +492,26 @@ def test_a_stored_manifest_that_does_not_parse_is_reported_as_corrupt(
         assert len(errors) == 1 and errors[0].startswith("Error: "), (args, errors)
         assert "cannot reach" not in errors[0] and "file and also a directory" in errors[0]
     assert not out.exists()
+
+
+def test_a_listing_larger_than_one_piece_arrives_whole(tmp_path: Path, run: Runner) -> None:
+    """The controller sends a caller's listing in pieces of 256 Ki
+    characters; one of more than a piece is still one JSON object, in
+    manifest order, with every non-ASCII name intact across the cuts."""
+    import httpx
+
+    if "WH_URL" not in os.environ:
+        pytest.skip("the controller's requests")
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3000):  # about 330,000 characters of listing
+        (src / f"{i:05d}-Übergrößé-{'x' * 40}").write_bytes(b"")
+    pdh = run("put", str(src)).stdout.strip()
+    api = os.environ["WH_URL"].rstrip("/") + "/api/v1/collections/" + pdh
+    auth = {"Authorization": f"Bearer {os.environ['WH_TOKEN']}"}
+    listing = httpx.get(api + "/listing", headers=auth)
+    assert listing.status_code == 200 and len(listing.text) > 1 << 18
+    got = listing.json()
+    assert list(got) == sorted(p.name for p in src.iterdir())
+    assert set(got.values()) == {"d41d8cd98f00b204e9800998ecf8427e"}
+    assert got == httpx.get(api, headers=auth).json()["file_md5s"]

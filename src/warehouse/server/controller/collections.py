@@ -215,7 +215,10 @@ def get_listing_text(pdh: str, user: Caller, request: _Request) -> Response:
     text = listing_of(state.engine, pdh, user.name)
     if text is None:
         return Response(status_code=204)
-    return Response(text.encode(), media_type="application/json")
+    # Encoded and sent in pieces: no second, encoded copy of a whole
+    # listing of a million files (a slice ends between characters).
+    pieces = (text[i : i + _CHUNK].encode() for i in range(0, len(text), _CHUNK))
+    return StreamingResponse(pieces, media_type="application/json")
 
 
 # Signed lines are sent in pieces of about this many bytes.
