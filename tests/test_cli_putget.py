@@ -515,3 +515,23 @@ def test_a_listing_larger_than_one_piece_arrives_whole(tmp_path: Path, run: Runn
     assert list(got) == sorted(p.name for p in src.iterdir())
     assert set(got.values()) == {"d41d8cd98f00b204e9800998ecf8427e"}
     assert got == httpx.get(api, headers=auth).json()["file_md5s"]
+
+
+def test_ls_never_prints_two_names_alike(tmp_path: Path, run: Runner) -> None:
+    """A line of `wh ls` starting with a backslash is always escaped, so a
+    name that starts with one cannot pass for an escaped name."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "a\nb").write_bytes(b"1")  # a newline in the name
+    (src / "\\a\\nb").write_bytes(b"2")  # backslashes, and the letter n
+    (src / "\\lead").write_bytes(b"3")
+    (src / "d" / "\\x").write_bytes(b"4")  # not at the start of the line
+    (src / "plain").write_bytes(b"5")
+    pdh = run("put", str(src)).stdout.strip()
+    lines = run("ls", pdh).stdout.splitlines()
+    # The leading backslash says "escaped", then each backslash is doubled.
+    want = ["\\a\\nb", "\\" + "\\\\a\\\\nb", "\\" + "\\\\lead", "plain", "d/\\x"]
+    assert sorted(lines) == sorted(want)
+    longer = [line.split(None, 1)[1] for line in run("ls", "-l", pdh).stdout.splitlines()]
+    assert longer == lines
+    assert run("ls", f"{pdh}/d").stdout == "\\" + "\\\\x\n"  # here the name starts the line

@@ -66,7 +66,11 @@ def _ls_text(text: bytes, long: bool) -> None:
             elif long:
                 for name, length in zip(names, sizes, strict=True):
                     out.line(f"{size(length):>14}  {_shown(prefix + name)}")
-            elif _plain(prefix) and _plain("\0".join(names)):
+            elif (
+                _plain(prefix)
+                and _plain(joined := "\0".join(names))
+                and (prefix or "\0\\" not in "\0" + joined)
+            ):
                 # A stream's lines at once: a million files list in seconds.
                 out.lines(prefix + ("\n" + prefix).join(names))
             else:
@@ -77,14 +81,17 @@ def _ls_text(text: bytes, long: bool) -> None:
 
 
 def _plain(text: str) -> bool:
-    return "\n" not in text and "\r" not in text
+    """No line break in ``text``, and it does not start with a backslash."""
+    return "\n" not in text and "\r" not in text and not text.startswith("\\")
 
 
 def _shown(path: str) -> str:
     """One line per path: a name is shown as it is, unless it holds a line
-    break; then, as md5sum does, its backslashes and breaks are escaped and
-    the line starts with a backslash to say so."""
-    if "\n" not in path and "\r" not in path:
+    break or starts with a backslash; then, as md5sum does, its backslashes
+    and breaks are escaped and the line starts with a backslash to say so
+    (so a line starting with one is always escaped: a name ``\\a\\nb`` and
+    one of "a", a newline and "b" do not print alike)."""
+    if _plain(path):
         return path
     return "\\" + path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
