@@ -535,3 +535,19 @@ def test_ls_never_prints_two_names_alike(tmp_path: Path, run: Runner) -> None:
     longer = [line.split(None, 1)[1] for line in run("ls", "-l", pdh).stdout.splitlines()]
     assert longer == lines
     assert run("ls", f"{pdh}/d").stdout == "\\" + "\\\\x\n"  # here the name starts the line
+
+
+def test_a_file_got_into_a_new_dest_ending_in_a_slash_goes_inside_it(
+    tmp_path: Path, run: Runner
+) -> None:
+    """`DEST/` says a directory, as it does to cp: the file goes inside."""
+    pdh = run("put", str(make_tree(tmp_path / "src"))).stdout.strip()
+    listed = run("get", f"{pdh}/hello.txt", str(tmp_path / "new") + "/").stdout
+    assert (tmp_path / "new" / "hello.txt").read_bytes() == b"hello\n"
+    assert listed == md5sum_line("b1946ac92492d2347c6235b4d2611184", "hello.txt") + "\n"
+    # Without the slash a new DEST is the file's new name, as documented.
+    run("get", f"{pdh}/hello.txt", str(tmp_path / "renamed"))
+    assert (tmp_path / "renamed").read_bytes() == b"hello\n"
+    (tmp_path / "file").write_bytes(b"mine")
+    run("get", f"{pdh}/hello.txt", str(tmp_path / "file") + "/", code=1)
+    assert (tmp_path / "file").read_bytes() == b"mine"

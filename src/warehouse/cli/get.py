@@ -22,6 +22,8 @@ def _dest(ctx: click.Context, param: click.Parameter, value: str | None) -> Path
     # directory, which is what Path("") would make of it.
     if value == "":
         raise click.BadParameter("empty: give a directory or a file name", ctx, param)
+    # Path() drops a trailing "/", which says DEST is a directory: kept aside.
+    ctx.meta["wh.get.raw_dest"] = value
     return None if value is None else Path(value)
 
 
@@ -53,6 +55,7 @@ def get(
     written files from inside DEST. Existing files are not overwritten
     without --force; no path may escape DEST.
     """
+    raw_dest = ctx.meta.get("wh.get.raw_dest")
     if no_write and dest is not None:
         raise click.UsageError("--no-write takes no DEST")
     wh = open_warehouse(ctx)
@@ -76,6 +79,7 @@ def get(
                     subpath=k.path,
                     force=force,
                     rehash=rehash,
+                    into=raw_dest is not None and raw_dest.endswith("/"),
                     progress=progress,
                     on_file=(
                         (lambda f: out.line(md5sum_line(f.md5, f.path)))
