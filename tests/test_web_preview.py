@@ -39,6 +39,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Clien
     (tree / "docs" / "deep" / "empty").write_bytes(b"")
     (tree / "docs" / "pic.png").write_bytes(PNG)
     (tree / "docs" / "void" / "hollow").mkdir(parents=True)  # empty directories
+    (tree / "docs" / "new\nline.txt").write_text("two\nlines\n")
     (tree / "blob.bin").write_bytes(b"\0" + os.urandom(200_000))
     with EmbeddedWarehouse(root / "home", user="alice") as wh:
         pdh = wh.put([tree]).pdh
@@ -163,3 +164,19 @@ def test_archives_stream_before_the_input_ends(stream: object) -> None:
     while len(first) < (1 << 20):
         first += next(out)
     assert read < 4 << 20  # 1 MiB out after at most 4 MiB in, not all 16
+
+
+def test_a_name_with_a_line_break_downloads_and_previews(
+    site: tuple[httpx.Client, str, Path],
+) -> None:
+    """The page links such a file; the link must lead to it, not to a 404."""
+    client, pdh, _ = site
+    page = client.get(f"/web/c/{pdh}", params={"path": "docs"}).text
+    link = f"/web/c/{pdh}/f/docs/new%0Aline.txt"
+    assert f'href="{link}"' in page
+    answer = client.get(link)
+    assert answer.status_code == 200 and answer.content == b"two\nlines\n"
+    assert "filename*=UTF-8''new%0Aline.txt" in answer.headers["content-disposition"]
+    preview = client.get(f"/web/c/{pdh}/preview/docs/new%0Aline.txt")
+    assert preview.status_code == 200 and "two\nlines" in preview.text
+    assert client.get(f"/web/c/{pdh}/f/docs/new%0Anothing").status_code == 404

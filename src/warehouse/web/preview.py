@@ -64,7 +64,7 @@ def _file_chunks(reader: CollectionReader, entry: FileEntry) -> Iterator[bytes]:
         yield bytes(block[piece.offset : piece.offset + piece.length])
 
 
-@router.get("/c/{pdh}/preview/{path:path}")
+@router.get("/c/{pdh}/preview/{path:file_path}")
 def preview(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
     _checked(pdh)
     reader = site_of(request).file_reader(pdh, path)
