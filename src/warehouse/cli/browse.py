@@ -10,6 +10,7 @@ from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
 from warehouse.collection.reader import stored_text_damage
+from warehouse.errors import UsageError
 from warehouse.interface import Warehouse
 from warehouse.keys import Key, parse_key
 from warehouse.manifest.normal import iter_normal_dirs
@@ -119,7 +120,7 @@ def manifest(ctx: click.Context, key: str) -> None:
     k = parse_key(key)
     if k.path:
         # The whole manifest under a sub-path would read as that path's own.
-        raise click.UsageError(
+        raise UsageError(
             f"wh manifest prints a whole collection's manifest: give KEY without /{k.path}"
         )
     wh = open_warehouse(ctx)

@@ -11,6 +11,7 @@ from warehouse.cli._common import LineOut, byte_progress, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import ExtractedFile, extract, selected_size
 from warehouse.collection.reader import stored_text_damage
+from warehouse.errors import UsageError
 from warehouse.keys import parse_key
 from warehouse.manifest import md5sum_line
 
@@ -21,7 +22,7 @@ def _dest(ctx: click.Context, param: click.Parameter, value: str | None) -> Path
     # An empty DEST (an unset variable in a script) is not the current
     # directory, which is what Path("") would make of it.
     if value == "":
-        raise click.BadParameter("empty: give a directory or a file name", ctx, param)
+        raise UsageError("DEST is empty: give a directory or a file name")
     # Path() drops a trailing "/", which says DEST is a directory: kept aside.
     ctx.meta["wh.get.raw_dest"] = value
     return None if value is None else Path(value)
