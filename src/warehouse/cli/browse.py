@@ -104,7 +104,7 @@ def cat(ctx: click.Context, key: str) -> None:
     """Write one file of a collection (KEY/path) to standard output, verified."""
     k = parse_key(key)
     if not k.path:
-        raise click.UsageError("give a file: KEY/path/to/file")
+        raise UsageError("give a file: KEY/path/to/file")
     out = sys.stdout.buffer
     with stored_text_damage(k.head):
         for chunk in open_warehouse(ctx).reader(k).iter_file(k.path):

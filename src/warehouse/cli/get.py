@@ -58,7 +58,7 @@ def get(
     """
     raw_dest = ctx.meta.get("wh.get.raw_dest")
     if no_write and dest is not None:
-        raise click.UsageError("--no-write takes no DEST")
+        raise UsageError("--no-write takes no DEST")
     wh = open_warehouse(ctx)
     k = parse_key(key)
     with stored_text_damage(k.head):
