@@ -273,6 +273,31 @@ def test_usage_errors(run: Runner, tmp_path: Path) -> None:
     run("get", "not a name!", code=2)
 
 
+def test_manifest_of_a_sub_path_is_refused(tmp_path: Path, run: Runner) -> None:
+    """The whole manifest printed for KEY/sub would read as the sub-path's own."""
+    pdh = run("put", str(make_tree(tmp_path / "src"))).stdout.strip()
+    refused = run("manifest", f"{pdh}/sub", code=2)
+    assert refused.stdout == "" and refused.stderr.startswith("Error: ")
+    assert len(refused.stderr.splitlines()) == 1 and "give KEY without /sub" in refused.stderr
+    assert run("manifest", f"{pdh}/").stdout == run("manifest", pdh).stdout
+
+
+def test_an_empty_dest_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pdh = run("put", str(make_tree(tmp_path / "src"))).stdout.strip()
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    refused = run("get", pdh, "", code=2)
+    assert refused.stdout == "" and refused.stderr == (
+        "Error: DEST is empty: give a directory or a file name\n"
+    )
+    assert list(here.iterdir()) == []
+    run("get", f"{pdh}/hello.txt", "", code=2)
+    assert list(here.iterdir()) == []
+
+
 def test_recorded_and_recomputed_digests_agree(tmp_path: Path, run: Runner) -> None:
     src = make_tree(tmp_path / "src")
     pdh = run("put", str(src)).stdout.strip()
@@ -428,3 +453,104 @@ def test_the_controller_sends_the_stored_manifest_signed_as_the_whole_one(
     assert httpx.get(api + other + "/listing", headers=auth).status_code == 204
     for missing in ("/manifest", "/listing"):
         assert httpx.get(api + "0" * 32 + "+1" + missing, headers=auth).status_code == 404
+
+
+def _store_unparsable(installation: Installation, text: bytes) -> str:
+    """Record a collection whose stored text hashes to its PDH but does not
+    parse (damage, or a text an older version let through); its PDH."""
+    import hashlib
+
+    from warehouse.collection.records import store_portable
+    from warehouse.embedded import EmbeddedWarehouse
+
+    pdh = f"{hashlib.md5(text).hexdigest()}+{len(text)}"
+    if installation.controller is None:
+        with EmbeddedWarehouse(Path(installation.env["WH_HOME"]), user="alice") as wh:
+            store_portable(wh.store, wh.engine, pdh, text, size=2, file_count=2, user="alice")
+    else:
+        state = installation.controller.state
+        store_portable(state.keep(), state.engine, pdh, text, size=2, file_count=2, user="alice")
+    return pdh
+
+
+def test_a_stored_manifest_that_does_not_parse_is_reported_as_corrupt(
+    tmp_path: Path, run: Runner, installation: Installation
+) -> None:
+    """Over a controller too: not "cannot reach the controller" from a stream
+    broken after its 200, but the damage, exit 5, and nothing written."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a").write_bytes(b"x")
+    run("put", str(src))  # the block of "x" is stored
+    block = "9dd4e461268c8034f5c8564e155c67a6+1"
+    # Each line well formed; "a" is a file and also a directory, found at the end.
+    text = f". {block} 0:1:a\n./a {block} 0:1:b\n".encode()
+    pdh = _store_unparsable(installation, text)
+    out = tmp_path / "out"
+    for args in (("get", pdh, str(out)), ("get", "--no-write", pdh), ("ls", pdh)):
+        failed = run(*args, code=5)
+        # ls lists as it reads; what it printed before the last line stays.
+        assert failed.stdout == "" or args[0] == "ls", args
+        errors = failed.stderr.strip().splitlines()
+        assert len(errors) == 1 and errors[0].startswith("Error: "), (args, errors)
+        assert "cannot reach" not in errors[0] and "file and also a directory" in errors[0]
+    assert not out.exists()
+
+
+def test_a_listing_larger_than_one_piece_arrives_whole(tmp_path: Path, run: Runner) -> None:
+    """The controller sends a caller's listing in pieces of 256 Ki
+    characters; one of more than a piece is still one JSON object, in
+    manifest order, with every non-ASCII name intact across the cuts."""
+    import httpx
+
+    if "WH_URL" not in os.environ:
+        pytest.skip("the controller's requests")
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3000):  # about 330,000 characters of listing
+        (src / f"{i:05d}-Übergrößé-{'x' * 40}").write_bytes(b"")
+    pdh = run("put", str(src)).stdout.strip()
+    api = os.environ["WH_URL"].rstrip("/") + "/api/v1/collections/" + pdh
+    auth = {"Authorization": f"Bearer {os.environ['WH_TOKEN']}"}
+    listing = httpx.get(api + "/listing", headers=auth)
+    assert listing.status_code == 200 and len(listing.text) > 1 << 18
+    got = listing.json()
+    assert list(got) == sorted(p.name for p in src.iterdir())
+    assert set(got.values()) == {"d41d8cd98f00b204e9800998ecf8427e"}
+    assert got == httpx.get(api, headers=auth).json()["file_md5s"]
+
+
+def test_ls_never_prints_two_names_alike(tmp_path: Path, run: Runner) -> None:
+    """A line of `wh ls` starting with a backslash is always escaped, so a
+    name that starts with one cannot pass for an escaped name."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "a\nb").write_bytes(b"1")  # a newline in the name
+    (src / "\\a\\nb").write_bytes(b"2")  # backslashes, and the letter n
+    (src / "\\lead").write_bytes(b"3")
+    (src / "d" / "\\x").write_bytes(b"4")  # not at the start of the line
+    (src / "plain").write_bytes(b"5")
+    pdh = run("put", str(src)).stdout.strip()
+    lines = run("ls", pdh).stdout.splitlines()
+    # The leading backslash says "escaped", then each backslash is doubled.
+    want = ["\\a\\nb", "\\" + "\\\\a\\\\nb", "\\" + "\\\\lead", "plain", "d/\\x"]
+    assert sorted(lines) == sorted(want)
+    longer = [line.split(None, 1)[1] for line in run("ls", "-l", pdh).stdout.splitlines()]
+    assert longer == lines
+    assert run("ls", f"{pdh}/d").stdout == "\\" + "\\\\x\n"  # here the name starts the line
+
+
+def test_a_file_got_into_a_new_dest_ending_in_a_slash_goes_inside_it(
+    tmp_path: Path, run: Runner
+) -> None:
+    """`DEST/` says a directory, as it does to cp: the file goes inside."""
+    pdh = run("put", str(make_tree(tmp_path / "src"))).stdout.strip()
+    listed = run("get", f"{pdh}/hello.txt", str(tmp_path / "new") + "/").stdout
+    assert (tmp_path / "new" / "hello.txt").read_bytes() == b"hello\n"
+    assert listed == md5sum_line("b1946ac92492d2347c6235b4d2611184", "hello.txt") + "\n"
+    # Without the slash a new DEST is the file's new name, as documented.
+    run("get", f"{pdh}/hello.txt", str(tmp_path / "renamed"))
+    assert (tmp_path / "renamed").read_bytes() == b"hello\n"
+    (tmp_path / "file").write_bytes(b"mine")
+    run("get", f"{pdh}/hello.txt", str(tmp_path / "file") + "/", code=1)
+    assert (tmp_path / "file").read_bytes() == b"mine"

@@ -115,6 +115,36 @@ def test_put_under_a_directory_one_cannot_enter(
     assert named(home) == []
 
 
+def test_skipped_unreadable_entries_are_named(
+    tmp_path: Path, home: Path, unprivileged: list[str]
+) -> None:
+    """`Skipped: REASON` says what was skipped, for a file as for a directory."""
+    src = tmp_path / "src"
+    (src / "closed").mkdir(parents=True)
+    (src / "closed" / "f").write_text("c")
+    (src / "ok").write_text("a")
+    (src / "secret").write_text("s")
+    (src / "secret").chmod(0)
+    (src / "closed").chmod(0)
+    try:
+        done = wh(home, "put", "--skip-unreadable", "--json", str(src), prefix=unprivileged)
+    finally:
+        (src / "closed").chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    skipped = sorted(done.stderr.splitlines())
+    assert skipped == sorted(
+        [
+            f"Skipped: cannot read directory {src / 'closed'}: Permission denied",
+            f"Skipped: cannot read {src / 'secret'}: Permission denied",
+        ]
+    )
+    put = json.loads(done.stdout)
+    assert sorted(s["reason"] for s in put["skipped"]) == [
+        line.removeprefix("Skipped: ") for line in skipped
+    ]
+    assert put["files"] == 1
+
+
 def test_get_into_a_directory_one_cannot_write(
     tmp_path: Path, home: Path, unprivileged: list[str]
 ) -> None:

@@ -38,6 +38,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Clien
     (tree / "docs" / "deep" / "big.log").write_bytes(b"line\n" * 30_000)  # 150 kB
     (tree / "docs" / "deep" / "empty").write_bytes(b"")
     (tree / "docs" / "pic.png").write_bytes(PNG)
+    (tree / "docs" / "void" / "hollow").mkdir(parents=True)  # empty directories
+    (tree / "docs" / "new\nline.txt").write_text("two\nlines\n")
     (tree / "blob.bin").write_bytes(b"\0" + os.urandom(200_000))
     with EmbeddedWarehouse(root / "home", user="alice") as wh:
         pdh = wh.put([tree]).pdh
@@ -91,14 +93,51 @@ def test_a_folder_downloads_as_zip_and_as_tar(site: tuple[httpx.Client, str, Pat
     assert 'filename="docs.zip"' in answer.headers["content-disposition"]
     with zipfile.ZipFile(io.BytesIO(answer.content)) as z:
         assert z.testzip() is None
-        assert {n: z.read(n) for n in z.namelist()} == want
+        # Files here; empty directories in test_archives_keep_empty_directories.
+        assert {n: z.read(n) for n in z.namelist() if not n.endswith("/")} == want
     answer = client.get(f"/web/c/{pdh}/archive", params={"path": "docs", "format": "tar"})
     with tarfile.open(fileobj=io.BytesIO(answer.content)) as t:
-        got = {m.name: t.extractfile(m).read() for m in t.getmembers()}  # type: ignore[union-attr]
+        got = {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}  # type: ignore[union-attr]
     assert got == want
     whole = client.get(f"/web/c/{pdh}/archive", params={"format": "tar"})
     with tarfile.open(fileobj=io.BytesIO(whole.content)) as t:
-        assert len(t.getmembers()) == len(_files(tree))
+        assert len(t.getmembers()) == len(_files(tree)) + 1  # the empty directory
+
+
+def _unpacked(into: Path) -> dict[str, bytes | None]:
+    """Every path under ``into``: a file's bytes, None for a directory."""
+    return {
+        str(p.relative_to(into)): p.read_bytes() if p.is_file() else None
+        for p in sorted(into.rglob("*"))
+    }
+
+
+def test_archives_keep_empty_directories(
+    site: tuple[httpx.Client, str, Path], tmp_path: Path
+) -> None:
+    """An archive unpacks to the tree that was stored, empty directories too."""
+    client, pdh, tree = site
+    want = {f"docs/{k}": v for k, v in _unpacked(tree / "docs").items()} | {"docs": None}
+    for fmt in ("zip", "tar"):
+        answer = client.get(f"/web/c/{pdh}/archive", params={"path": "docs", "format": fmt})
+        assert answer.status_code == 200
+        into = tmp_path / fmt
+        into.mkdir()
+        if fmt == "zip":
+            with zipfile.ZipFile(io.BytesIO(answer.content)) as z:
+                assert z.testzip() is None
+                z.extractall(into)
+        else:
+            with tarfile.open(fileobj=io.BytesIO(answer.content)) as t:
+                t.extractall(into, filter="data")
+        assert _unpacked(into) == want, fmt
+    # A folder that is itself empty downloads as that one directory.
+    answer = client.get(
+        f"/web/c/{pdh}/archive", params={"path": "docs/void/hollow", "format": "tar"}
+    )
+    assert answer.status_code == 200
+    with tarfile.open(fileobj=io.BytesIO(answer.content)) as t:
+        assert [(m.name, m.isdir()) for m in t.getmembers()] == [("hollow", True)]
 
 
 def test_bad_archive_requests_are_refused(site: tuple[httpx.Client, str, Path]) -> None:
@@ -125,3 +164,19 @@ def test_archives_stream_before_the_input_ends(stream: object) -> None:
     while len(first) < (1 << 20):
         first += next(out)
     assert read < 4 << 20  # 1 MiB out after at most 4 MiB in, not all 16
+
+
+def test_a_name_with_a_line_break_downloads_and_previews(
+    site: tuple[httpx.Client, str, Path],
+) -> None:
+    """The page links such a file; the link must lead to it, not to a 404."""
+    client, pdh, _ = site
+    page = client.get(f"/web/c/{pdh}", params={"path": "docs"}).text
+    link = f"/web/c/{pdh}/f/docs/new%0Aline.txt"
+    assert f'href="{link}"' in page
+    answer = client.get(link)
+    assert answer.status_code == 200 and answer.content == b"two\nlines\n"
+    assert "filename*=UTF-8''new%0Aline.txt" in answer.headers["content-disposition"]
+    preview = client.get(f"/web/c/{pdh}/preview/docs/new%0Aline.txt")
+    assert preview.status_code == 200 and "two\nlines" in preview.text
+    assert client.get(f"/web/c/{pdh}/f/docs/new%0Anothing").status_code == 404

@@ -9,7 +9,10 @@ import click
 from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import select
-from warehouse.keys import parse_key
+from warehouse.collection.reader import stored_text_damage
+from warehouse.errors import UsageError
+from warehouse.interface import Warehouse
+from warehouse.keys import Key, parse_key
 from warehouse.manifest.normal import iter_normal_dirs
 
 __all__ = ["cat", "ls", "manifest"]
@@ -26,6 +29,11 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
     """List the files of KEY (a PDH or name, optionally /sub/path)."""
     k = parse_key(key)
     wh = open_warehouse(ctx)
+    with stored_text_damage(k.head):
+        _ls(wh, k, long, as_json)
+
+
+def _ls(wh: Warehouse, k: Key, long: bool, as_json: bool) -> None:
     # The stored text is listed line by line, with no file table: a million
     # files list in the memory of one stream.
     text = None if as_json or k.path else wh.manifest_text(k)
@@ -59,7 +67,11 @@ def _ls_text(text: bytes, long: bool) -> None:
             elif long:
                 for name, length in zip(names, sizes, strict=True):
                     out.line(f"{size(length):>14}  {_shown(prefix + name)}")
-            elif _plain(prefix) and _plain("\0".join(names)):
+            elif (
+                _plain(prefix)
+                and _plain(joined := "\0".join(names))
+                and (prefix or "\0\\" not in "\0" + joined)
+            ):
                 # A stream's lines at once: a million files list in seconds.
                 out.lines(prefix + ("\n" + prefix).join(names))
             else:
@@ -70,14 +82,17 @@ def _ls_text(text: bytes, long: bool) -> None:
 
 
 def _plain(text: str) -> bool:
-    return "\n" not in text and "\r" not in text
+    """No line break in ``text``, and it does not start with a backslash."""
+    return "\n" not in text and "\r" not in text and not text.startswith("\\")
 
 
 def _shown(path: str) -> str:
     """One line per path: a name is shown as it is, unless it holds a line
-    break; then, as md5sum does, its backslashes and breaks are escaped and
-    the line starts with a backslash to say so."""
-    if "\n" not in path and "\r" not in path:
+    break or starts with a backslash; then, as md5sum does, its backslashes
+    and breaks are escaped and the line starts with a backslash to say so
+    (so a line starting with one is always escaped: a name ``\\a\\nb`` and
+    one of "a", a newline and "b" do not print alike)."""
+    if _plain(path):
         return path
     return "\\" + path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
@@ -89,10 +104,11 @@ def cat(ctx: click.Context, key: str) -> None:
     """Write one file of a collection (KEY/path) to standard output, verified."""
     k = parse_key(key)
     if not k.path:
-        raise click.UsageError("give a file: KEY/path/to/file")
+        raise UsageError("give a file: KEY/path/to/file")
     out = sys.stdout.buffer
-    for chunk in open_warehouse(ctx).reader(k).iter_file(k.path):
-        out.write(chunk)
+    with stored_text_damage(k.head):
+        for chunk in open_warehouse(ctx).reader(k).iter_file(k.path):
+            out.write(chunk)
     out.flush()
 
 
@@ -102,6 +118,11 @@ def cat(ctx: click.Context, key: str) -> None:
 def manifest(ctx: click.Context, key: str) -> None:
     """Print the manifest of KEY (a PDH or a name)."""
     k = parse_key(key)
+    if k.path:
+        # The whole manifest under a sub-path would read as that path's own.
+        raise UsageError(
+            f"wh manifest prints a whole collection's manifest: give KEY without /{k.path}"
+        )
     wh = open_warehouse(ctx)
     text = wh.manifest_text(k)  # stored as is: printed with no parse
     if text is not None:

@@ -12,6 +12,7 @@ from warehouse.base import NameConflictAfterPut, PutResult
 from warehouse.cli._common import Failure, byte_progress, check_pdh, emit_json, open_warehouse
 from warehouse.collection.scan import DirNode, Filter, scan_paths
 from warehouse.collection.writer import WriteResult
+from warehouse.errors import UsageError
 from warehouse.interface import Warehouse
 
 if TYPE_CHECKING:
@@ -130,15 +131,15 @@ def put(
     (exit 130) with nothing named.
     """
     if (expect or create or replace) and not name:
-        raise click.UsageError("--expect, --create and --replace need --name")
+        raise UsageError("--expect, --create and --replace need --name")
     if sum(map(bool, (expect, create, replace))) > 1:
-        raise click.UsageError("give one of --expect, --create or --replace")
+        raise UsageError("give one of --expect, --create or --replace")
     if bool(paths) == bool(manifest_file):
-        raise click.UsageError("give PATHS or --manifest FILE")
+        raise UsageError("give PATHS or --manifest FILE")
     if manifest_file is not None and (excludes or skip_unreadable or dry_run):
-        raise click.UsageError("--exclude, --skip-unreadable and --dry-run go with PATHS")
+        raise UsageError("--exclude, --skip-unreadable and --dry-run go with PATHS")
     if dry_run and name:
-        raise click.UsageError("--dry-run names nothing: leave out --name")
+        raise UsageError("--dry-run names nothing: leave out --name")
     keep = Filter(exclude=excludes, skip_unreadable=skip_unreadable)
     if dry_run:
         _dry_run(scan_paths(list(paths), keep), keep, as_json)
@@ -146,7 +147,7 @@ def put(
     wh = open_warehouse(ctx, replication=replication, min_copies=min_copies)
     if manifest_file is not None:
         if replace or allow_changing:
-            raise click.UsageError("--replace and --allow-changing go with PATHS")
+            raise UsageError("--replace and --allow-changing go with PATHS")
         text = _read_manifest(manifest_file)
         record = wh.put_manifest_text(text, name=name, expect=expect, create=create)
         del text
@@ -192,7 +193,7 @@ def _read_manifest(f: BinaryIO) -> bytes:
     while chunk := f.read(1 << 24):
         data += chunk
         if len(data) > MAX_MANIFEST_BYTES:
-            raise click.UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
+            raise UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
     return bytes(data)
 
 

@@ -311,8 +311,12 @@ def extract(
     progress: Progress | None = None,
     on_file: Callable[[ExtractedFile], None] | None = None,
     writers: int | None = None,
+    into: bool = False,
 ) -> list[ExtractedFile]:
     """Write (or, with ``dest=None``, only read and verify) files; return their digests.
+
+    ``into``: ``dest`` is a directory even if it does not exist yet (it was
+    given with a trailing ``/``): a single file goes inside it, not as it.
 
     ``on_file``: called with each file's digest as soon as it is written,
     instead of returning them all (a million files' digests are not held).
@@ -347,7 +351,7 @@ def extract(
         else:
             listed, dirs = select(reader, subpath)
         if dest is not None:
-            if sub and (kind or sub in reader.files) and not dest.is_dir():
+            if sub and (kind or sub in reader.files) and not into and not dest.is_dir():
                 # A single file and a destination that is not a directory: the file's new name.
                 listed = [(dest.name, listed[0][1])]
                 dest = dest.parent if str(dest.parent) else Path(".")

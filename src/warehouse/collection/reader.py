@@ -18,6 +18,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
 
@@ -27,11 +28,22 @@ from warehouse.collection.listings import Digests
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories
-from warehouse.manifest.parse import iter_raw_streams
+from warehouse.manifest.parse import ManifestError, iter_raw_streams
 
-__all__ = ["CollectionReader"]
+__all__ = ["CollectionReader", "stored_text_damage"]
 
 DEFAULT_READAHEAD = 3
+
+
+@contextmanager
+def stored_text_damage(collection: str) -> Iterator[None]:
+    """A stored manifest (or the one a controller sent) that does not parse
+    is damage, exit 5 as a bad block is, not the caller's bad input (2): the
+    text was checked against its PDH, or the controller stands for it."""
+    try:
+        yield
+    except ManifestError as e:
+        raise CorruptDataError(f"the stored manifest of {collection} does not parse: {e}") from None
 
 
 class CollectionReader:

@@ -20,6 +20,7 @@ from warehouse.collection.listings import (
     ordered_listing,
     parse_listing,
 )
+from warehouse.collection.reader import stored_text_damage
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
 
@@ -106,7 +107,8 @@ def _checked(text: bytes, pdh: str) -> Manifest:
     files' manifest) is not needed; text stored any other way is hashed the
     long way.
     """
-    manifest = Manifest.parse(text)
+    with stored_text_damage(pdh):
+        manifest = Manifest.parse(text)
     if _text_pdh(text) == pdh:
         manifest.__dict__["pdh"] = pdh  # the cached property, known already
     elif manifest.pdh != pdh:

@@ -144,7 +144,8 @@ def _add(
     except OSError as e:
         if not keep.skip_unreadable:
             raise os_error(e, f"cannot read {path}") from None
-        keep.skipped.append((path, e.strerror or str(e)))
+        # Named as an error would be: "Skipped: REASON" must say what.
+        keep.skipped.append((path, f"cannot read {path}: {e.strerror or e}"))
 
 
 def _fill(node: DirNode, path: str, ancestors: frozenset[tuple[int, int]], keep: Filter) -> None:

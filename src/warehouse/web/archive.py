@@ -3,7 +3,9 @@
 Each file is read one block piece at a time and written through the standard
 library's ``zipfile`` (to a stream it cannot seek: sizes go in data
 descriptors) or as tar headers from ``tarfile`` followed by the data, so only
-a block and what the archiver buffers are held at any time.
+a block and what the archiver buffers are held at any time. An entry with
+no file (``None``) is an empty directory: it goes in as a directory entry,
+so the archive holds what the collection does.
 """
 
 from __future__ import annotations
@@ -53,13 +55,21 @@ class _Sink(io.RawIOBase):
 
 
 def stream_zip(
-    entries: Iterable[tuple[str, FileEntry]], chunks: Chunks, mtime: float | None = None
+    entries: Iterable[tuple[str, FileEntry | None]], chunks: Chunks, mtime: float | None = None
 ) -> Iterator[bytes]:
-    """A zip of ``(name in the archive, file)`` pairs, deflated at level 1."""
+    """A zip of ``(name in the archive, file or None for an empty
+    directory)`` pairs, deflated at level 1."""
     stamp = time.gmtime(time.time() if mtime is None else mtime)[:6]
     sink = _Sink()
     with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for name, entry in entries:
+            if entry is None:
+                folder = zipfile.ZipInfo(name + "/", date_time=stamp)
+                # The Unix mode of a directory, and the MS-DOS directory bit.
+                folder.external_attr = (0o40755 << 16) | 0x10
+                archive.writestr(folder, b"")
+                yield sink.take()
+                continue
             info = zipfile.ZipInfo(name, date_time=stamp)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
@@ -73,11 +83,19 @@ def stream_zip(
 
 
 def stream_tar(
-    entries: Iterable[tuple[str, FileEntry]], chunks: Chunks, mtime: float | None = None
+    entries: Iterable[tuple[str, FileEntry | None]], chunks: Chunks, mtime: float | None = None
 ) -> Iterator[bytes]:
-    """A POSIX (pax) tar of ``(name in the archive, file)`` pairs."""
+    """A POSIX (pax) tar of ``(name in the archive, file or None for an
+    empty directory)`` pairs."""
     when = int(time.time() if mtime is None else mtime)
     for name, entry in entries:
+        if entry is None:
+            folder = tarfile.TarInfo(name)
+            folder.type = tarfile.DIRTYPE
+            folder.mtime = when
+            folder.mode = 0o755
+            yield folder.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+            continue
         info = tarfile.TarInfo(name)
         info.size = entry.size
         info.mtime = when

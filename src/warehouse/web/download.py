@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.convertors import Convertor, register_url_convertor
 
 from warehouse.collection.reader import CollectionReader
 from warehouse.errors import NotFoundError
@@ -39,6 +40,21 @@ def image_type(path: str) -> str | None:
     name = path.rpartition("/")[2]
     return IMAGE_TYPES.get(name.rpartition(".")[2].lower()) if "." in name else None
 
+
+class _FilePath(Convertor[str]):
+    """A path in a collection, as ``path`` but across line breaks too: a
+    name may hold a newline, and ``path``'s ``.*`` stops at one (404)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("file_path", _FilePath())
 
 router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
 
@@ -91,7 +107,7 @@ def _disposition(path: str) -> str:
     return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
-@router.get("/c/{pdh}/f/{path:path}")
+@router.get("/c/{pdh}/f/{path:file_path}")
 def download(
     request: Request, pdh: str, path: str, user: SignedIn, inline: bool = False
 ) -> Response:

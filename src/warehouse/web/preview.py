@@ -30,18 +30,24 @@ def _checked(pdh: str) -> None:
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
 
 
-def folder_entries(reader: CollectionReader, folder: str) -> Iterator[tuple[str, FileEntry]]:
+def folder_entries(reader: CollectionReader, folder: str) -> Iterator[tuple[str, FileEntry | None]]:
     """The files under ``folder`` ("" for all), named from the folder's own
-    name down, in manifest order, a stream at a time; NotFoundError at once
-    for a folder with no file."""
+    name down, in manifest order, a stream at a time, with each empty
+    directory there as ``(name, None)`` (a folder that is itself empty is
+    one); NotFoundError at once for a folder with neither."""
     folder = folder.strip("/")
     base = folder.rpartition("/")[0]
     cut = len(base) + 1 if base else 0
-    found = (
-        (e.path[cut:], e)
-        for entries, _ in reader.iter_streams()
-        for e in entries
-        if not folder or e.path.startswith(folder + "/")
+
+    def under(path: str) -> bool:
+        return not folder or path.startswith(folder + "/")
+
+    found: Iterator[tuple[str, FileEntry | None]] = itertools.chain.from_iterable(
+        itertools.chain(
+            ((e.path[cut:], e) for e in entries if under(e.path)),
+            ((d[cut:], None) for d in dirs if d and (d == folder or under(d))),
+        )
+        for entries, dirs in reader.iter_streams()
     )
     first = next(found, None)
     if first is None:
@@ -58,7 +64,7 @@ def _file_chunks(reader: CollectionReader, entry: FileEntry) -> Iterator[bytes]:
         yield bytes(block[piece.offset : piece.offset + piece.length])
 
 
-@router.get("/c/{pdh}/preview/{path:path}")
+@router.get("/c/{pdh}/preview/{path:file_path}")
 def preview(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
     _checked(pdh)
     reader = site_of(request).file_reader(pdh, path)

@@ -64,6 +64,8 @@ class Outline:
         self.counts: dict[str, int] = {"": 0}
         self.subdirs: dict[str, list[str]] = {"": []}
         self.lines: dict[str, tuple[int, int]] = {}  # directory -> [start, end) of its stream
+        # An empty directory -> its marker stream, so a folder's archive holds it too.
+        self.markers: dict[str, tuple[int, int]] = {}
         self.text_bytes = len(text)
         start = 0
         find = text.find
@@ -80,7 +82,8 @@ class Outline:
         self._add_directory(directory)
         line = text[space:end]
         if line.endswith(_MARKER_TAIL) and len(line) == len(_MARKER_TAIL):
-            return  # an empty directory: a stream of its own marker
+            self.markers[directory] = (start, end)  # an empty directory: its marker alone
+            return
         segments = _SEGMENT.findall(line)
         if not segments:
             return
@@ -121,9 +124,15 @@ class Outline:
 
     def tree_span(self, path: str) -> tuple[int, int] | None:
         """The byte range of the streams of ``path`` and everything below it
-        (consecutive in normalized text); None if no file is under it."""
+        (consecutive in normalized text), the marker streams of empty
+        directories included; None if neither a file nor one is under it."""
         path = path.strip("/")
-        spans = [span for d, span in self._below(path) if span is not None]
+        spans = [
+            span
+            for d, own in self._below(path)
+            for span in (own, self.markers.get(d))
+            if span is not None
+        ]
         if not spans:
             return None
         return min(s for s, _ in spans), max(e for _, e in spans)

@@ -15,6 +15,7 @@ from warehouse.blocks import Locator
 from warehouse.blocks.signing import Check, check_signature, sign
 from warehouse.catalog.records import get_listing
 from warehouse.collection.listings import check_listing, parse_listing
+from warehouse.collection.reader import stored_text_damage
 from warehouse.collection.records import (
     listing_of,
     load_manifest,
@@ -182,14 +183,22 @@ def get_collection_text(
     pdh: str, user: Caller, token: CallerToken, request: _Request
 ) -> StreamingResponse:
     """The collection's manifest text as stored (normalized), signed for the
-    caller, sent a stream at a time: no table of its files is built here or
-    by a client reading it stream by stream. 409 for a collection stored
-    another way (ask ``GET /collections/{pdh}``)."""
+    caller, a stream at a time: no table of its files is built here or by a
+    client reading it stream by stream. 409 for a collection stored another
+    way (ask ``GET /collections/{pdh}``); 502 for a stored text that does
+    not parse.
+
+    The whole text is signed before the status is sent (pieces of it, about
+    as large as the text): an error found at its last line, a file that is
+    also a directory, is then an answer of its own, where a body broken
+    after 200 read as "cannot reach the controller"."""
     state = state_of(request)
     text = load_manifest_text(state.keep(), state.engine, pdh)
     if text is None:
         raise HTTPException(409, f"the manifest of {pdh} is not stored normalized")
-    return StreamingResponse(_signed_chunks(text, token, state), media_type="text/plain")
+    with stored_text_damage(pdh):
+        pieces = list(_signed_chunks(text, token, state))
+    return StreamingResponse(iter(pieces), media_type="text/plain")
 
 
 @router.get(
@@ -206,7 +215,10 @@ def get_listing_text(pdh: str, user: Caller, request: _Request) -> Response:
     text = listing_of(state.engine, pdh, user.name)
     if text is None:
         return Response(status_code=204)
-    return Response(text.encode(), media_type="application/json")
+    # Encoded and sent in pieces: no second, encoded copy of a whole
+    # listing of a million files (a slice ends between characters).
+    pieces = (text[i : i + _CHUNK].encode() for i in range(0, len(text), _CHUNK))
+    return StreamingResponse(pieces, media_type="application/json")
 
 
 # Signed lines are sent in pieces of about this many bytes.
