@@ -151,8 +151,27 @@ BAD = [
     ),
 ]
 
+_JOB = "workflow: x\njobs:\n  a: {function: builtin:copy, input: reads, "
+_LAUGHS = (
+    "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: reads\n    params:\n"
+    "      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9))
+)
+_NOBODY = "0" * 32 + "+5"
 
-@pytest.mark.parametrize(("text", "line", "message"), BAD)
+# YAML that stands for more than it says, or for what JSON cannot hold.
+BAD_VALUES = [
+    (_JOB + "params: {p: &a [*a]}}\n", 3, "jobs.a.params.p[0]: an alias refers to a value holding"),
+    (_LAUGHS, 7, "more than 1000000 values (aliases)"),
+    (_JOB + "params: {p: " + "[" * 100 + "]" * 100 + "}}\n", 3, "nested deeper than 64 levels"),
+    (_JOB + "params: {d: 2020-01-01}}\n", 3, "jobs.a.params.d: a date is not a JSON value"),
+    (_JOB + "params: {b: !!binary aGVsbG8=}}\n", 3, "jobs.a.params.b: bytes is not a JSON"),
+    (_JOB + "params: {n: .nan}}\n", 3, "jobs.a.params.n: nan is not a number JSON holds"),
+    (_JOB + "params: {t: !!python/name:os.system x}}\n", 3, "could not determine a constructor"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD + BAD_VALUES)
 def test_a_bad_file_is_refused_with_its_line_and_key_before_anything_runs(
     run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, text: str, line: int, message: str
 ) -> None:

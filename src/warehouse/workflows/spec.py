@@ -26,7 +26,9 @@ naming the file, line and key, raised before anything is submitted.
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +56,10 @@ __all__ = [
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_JOBS = 20_000
+# Aliases let a small file stand for a huge (or endless) value: what a file
+# expands to is bounded, as is how deep it nests (the checks recurse).
+MAX_VALUES = 1_000_000
+MAX_DEPTH = 64
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
 _REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_-]{0,127})")
@@ -120,13 +126,32 @@ class _Reader:
         self.source = source
         self.lines: dict[str, int] = {}
         self._constructor = yaml.constructor.SafeConstructor()
+        self._count = 0
+        self._open: set[int] = set()  # the collections being read (a recursive alias)
 
     def fail(self, key: str, reason: str, line: int | None = None) -> WorkflowError:
         at = line if line is not None else self.lines.get(key, 1)
         return WorkflowError(f"{self.source}:{at}: {key or '(top)'}: {reason}")
 
-    def value(self, node: yaml.Node, key: str) -> Any:
-        self.lines.setdefault(key, node.start_mark.line + 1)
+    def value(self, node: yaml.Node, key: str, depth: int = 0) -> Any:
+        line = node.start_mark.line + 1
+        self.lines.setdefault(key, line)
+        self._count += 1
+        if self._count > MAX_VALUES:
+            raise self.fail(key, f"the file stands for more than {MAX_VALUES} values (aliases)")
+        if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            return self._scalar(node, key)
+        if depth >= MAX_DEPTH:
+            raise self.fail(key, f"nested deeper than {MAX_DEPTH} levels", line)
+        if id(node) in self._open:
+            raise self.fail(key, "an alias refers to a value holding it", line)
+        self._open.add(id(node))
+        try:
+            return self._collection(node, key, depth)
+        finally:
+            self._open.discard(id(node))
+
+    def _collection(self, node: yaml.MappingNode | yaml.SequenceNode, key: str, depth: int) -> Any:
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k_node, v_node in node.value:
@@ -140,14 +165,27 @@ class _Reader:
                 if name in out:
                     raise self.fail(sub, "given twice", k_node.start_mark.line + 1)
                 self.lines[sub] = k_node.start_mark.line + 1
-                out[name] = self.value(v_node, sub)
+                out[name] = self.value(v_node, sub, depth + 1)
             return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.value(v, f"{key}[{i}]") for i, v in enumerate(node.value)]
+        return [self.value(v, f"{key}[{i}]", depth + 1) for i, v in enumerate(node.value)]
+
+    def _scalar(self, node: yaml.Node, key: str) -> Any:
+        line = node.start_mark.line + 1
         try:
-            return self._constructor.construct_object(node, deep=True)
+            value = self._constructor.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as e:
+            raise self.fail(key, f"bad value: {e.problem or e.context}", line) from None
         except yaml.YAMLError as e:
-            raise self.fail(key, f"bad value: {e}", node.start_mark.line + 1) from None
+            raise self.fail(key, f"bad value: {e}".splitlines()[0], line) from None
+        # Only what JSON holds: params are stored and compared as JSON.
+        if value is None or isinstance(value, str | bool | int):
+            return value
+        if isinstance(value, float) and math.isfinite(value):
+            return value
+        if isinstance(value, float):
+            raise self.fail(key, f"{value} is not a number JSON holds", line)
+        kind = "a date" if isinstance(value, datetime.date) else type(value).__name__
+        raise self.fail(key, f"{kind} is not a JSON value (quote it to make it a string)", line)
 
 
 def _load(text: str, source: str) -> tuple[Any, dict[str, int]]:
