@@ -170,8 +170,15 @@ BAD_VALUES = [
     (_JOB + "params: {t: !!python/name:os.system x}}\n", 3, "could not determine a constructor"),
 ]
 
+# Values the catalog cannot take: refused before a run is recorded.
+BAD_BINDINGS = [
+    (_JOB + "resources: {cpus: 99999999999}}\n", 3, "resources.cpus: must be within ±2147483647"),
+    (_JOB + "resources: {priority: -2147483648}}\n", 3, "resources.priority: must be within"),
+    (_JOB + "resources: {memory: 99999999T}}\n", 3, "resources.memory: must be under 2**63"),
+]
 
-@pytest.mark.parametrize(("text", "line", "message"), BAD + BAD_VALUES)
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD + BAD_VALUES + BAD_BINDINGS)
 def test_a_bad_file_is_refused_with_its_line_and_key_before_anything_runs(
     run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, text: str, line: int, message: str
 ) -> None:

@@ -60,6 +60,7 @@ MAX_JOBS = 20_000
 # expands to is bounded, as is how deep it nests (the checks recurse).
 MAX_VALUES = 1_000_000
 MAX_DEPTH = 64
+_MAX_INT = 2**31 - 1
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
 _REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_-]{0,127})")
@@ -398,11 +399,16 @@ def parse_workflow(
                 size = _size(v)
                 if size is None:
                     raise fail(rkey, "a size like 512M or 4G")
+                if size >= 2**63:
+                    raise fail(rkey, "must be under 2**63 bytes")
                 values[k] = size
             elif not isinstance(v, int) or isinstance(v, bool) or (k != "priority" and v < 1):
                 raise fail(
                     rkey, "must be a whole number" + (" of at least 1" if k != "priority" else "")
                 )
+            elif abs(v) > _MAX_INT:
+                # The catalog keeps them in 32-bit columns.
+                raise fail(rkey, f"must be within ±{_MAX_INT}")
             else:
                 values[k] = v
         deps: list[str] = []
