@@ -170,11 +170,27 @@ BAD_VALUES = [
     (_JOB + "params: {t: !!python/name:os.system x}}\n", 3, "could not determine a constructor"),
 ]
 
-# Values the catalog cannot take: refused before a run is recorded.
+# Values the catalog or the warehouse cannot take: refused before a run is recorded.
 BAD_BINDINGS = [
     (_JOB + "resources: {cpus: 99999999999}}\n", 3, "resources.cpus: must be within ±2147483647"),
     (_JOB + "resources: {priority: -2147483648}}\n", 3, "resources.priority: must be within"),
     (_JOB + "resources: {memory: 99999999T}}\n", 3, "resources.memory: must be under 2**63"),
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: nosuch\n",
+        5,
+        "jobs.a.input: 'nosuch': no name 'nosuch'",
+    ),
+    (
+        f"workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: {{d: {_NOBODY}}}\n",
+        5,
+        f"jobs.a.input.d: '{_NOBODY}': no collection {_NOBODY}",
+    ),
+    (
+        f"workflow: x\ninputs:\n  r: {{default: {_NOBODY}}}\njobs:\n"
+        "  a: {function: builtin:copy, input: $r}\n",
+        3,
+        f"inputs.r: '{_NOBODY}': no collection",
+    ),
 ]
 
 
