@@ -13,7 +13,7 @@ from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.workflows import records
 from warehouse.workflows.plan import NodeState, decide, may_move, readers_of
-from warehouse.workflows.spec import parse_workflow
+from warehouse.workflows.spec import parse_input_option, parse_workflow
 from workflow_helpers import json_out, make_lab, new_commit, ran, write_diamond
 
 
@@ -229,6 +229,14 @@ def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
     assert "not NAME=VALUE" in run("workflow", "run", str(wf), "-i", "novalue", code=2).stderr
     assert run("workflow", "run", str(tmp_path / "missing.yml"), code=2).stderr.startswith("Error:")
     assert records.list_runs(wh.engine) == []
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_an_input_json_cannot_hold_as_a_number_is_its_text(text: str) -> None:
+    # JSON's reader takes these for floats that no JSON text may hold: the
+    # run's params and its --json would not be JSON.
+    assert parse_input_option(f"k={text}") == ("k", text)
+    assert parse_input_option("k=1.5") == ("k", 1.5)
 
 
 @pytest.mark.slow

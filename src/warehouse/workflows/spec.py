@@ -509,8 +509,10 @@ def parse_input_option(text: str) -> tuple[str, Any]:
         parsed: Any = json.loads(value)
     except ValueError:
         parsed = value
-    if not isinstance(parsed, str | int | float | bool):
-        parsed = value
+    if not isinstance(parsed, str | int | float | bool) or (
+        isinstance(parsed, float) and not math.isfinite(parsed)
+    ):
+        parsed = value  # JSON holds no NaN or infinity: the text is meant
     return name, parsed
 
 
