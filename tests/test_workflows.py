@@ -231,6 +231,16 @@ def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
     assert records.list_runs(wh.engine) == []
 
 
+@pytest.mark.parametrize("command", ["show", "cancel", "drive"])
+@pytest.mark.parametrize("run_id", [str(2**31), str(10**30), str(-(10**30))])
+def test_a_run_id_beyond_what_the_catalog_holds_names_no_run(
+    run: Runner, wh: EmbeddedWarehouse, command: str, run_id: str
+) -> None:
+    # Such an id made the query itself fail (a traceback, or a 500 from the API).
+    err = run("workflow", command, "--", run_id, code=4).stderr
+    assert err == f"Error: no workflow run {run_id}\n"
+
+
 @pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400"])
 def test_an_input_json_cannot_hold_as_a_number_is_its_text(text: str) -> None:
     # JSON's reader takes these for floats that no JSON text may hold: the
