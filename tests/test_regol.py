@@ -156,3 +156,21 @@ def test_runs_start_at_the_watched_commit_at_the_lowest_priority(
         records = [jobs.get_job(wh.engine, r["job"]) for r in made]
     assert {r.priority for r in records} == {REGOL_PRIORITY}
     assert [r.function_commit for r in records] == commits[5:]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", "99999999999999999999999"],
+        ["unwatch", "99999999999999999999999"],
+        ["bisect", "99999999999999999999999", "--good", "a", "--bad", "b"],
+        ["run", "99999999999999999999999"],
+        ["show", "--", "-99999999999999999999999"],
+    ],
+)
+def test_a_watch_id_beyond_what_the_catalog_holds_names_no_watch(
+    run: Runner, args: list[str]
+) -> None:
+    # Such an id made the query itself fail (a traceback, or a 500 from the API).
+    err = run("regol", *args, code=4).stderr
+    assert err == f"Error: no watch {args[-1] if args[0] == 'show' else args[1]}\n"

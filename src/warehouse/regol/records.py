@@ -62,7 +62,18 @@ def add_watch(
     return get_watch(engine, watch_id)
 
 
+# Watch ids are INTEGER columns (32-bit in PostgreSQL): a larger one names no
+# watch, and would make the query itself fail.
+_MAX_ID = 2**31 - 1
+
+
+def _no_watch(watch_id: int) -> bool:
+    return not -_MAX_ID <= watch_id <= _MAX_ID
+
+
 def get_watch(engine: sa.Engine, watch_id: int) -> WatchRecord:
+    if _no_watch(watch_id):
+        raise NotFoundError(f"no watch {watch_id}")
     with connect(engine) as conn:
         row = conn.execute(sa.select(regol_watches).where(regol_watches.c.id == watch_id)).first()
     if row is None:
@@ -79,6 +90,8 @@ def list_watches(engine: sa.Engine, *, active_only: bool = False) -> list[WatchR
 
 
 def set_active(engine: sa.Engine, watch_id: int, active: bool) -> WatchRecord:
+    if _no_watch(watch_id):
+        raise NotFoundError(f"no watch {watch_id}")
     with write(engine) as conn:
         done = conn.execute(
             regol_watches.update().where(regol_watches.c.id == watch_id).values(active=active)
