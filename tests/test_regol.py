@@ -174,3 +174,12 @@ def test_a_watch_id_beyond_what_the_catalog_holds_names_no_watch(
     # Such an id made the query itself fail (a traceback, or a 500 from the API).
     err = run("regol", *args, code=4).stderr
     assert err == f"Error: no watch {args[-1] if args[0] == 'show' else args[1]}\n"
+
+
+def test_with_no_watch_there_is_nothing_to_run_and_no_history(run: Runner) -> None:
+    assert run("regol", "run").output == (
+        "nothing to run: no active watch (wh regol watch JOB makes one)\n"
+    )
+    assert as_json(run, "regol", "run", "--wait") == []
+    assert as_json(run, "regol", "ls") == []
+    assert run("regol", "show", "1", code=4).stderr == "Error: no watch 1\n"
