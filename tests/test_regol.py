@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from cluster import KeepPool, controller
 from conftest import Runner
 from postgres import fresh_schema
+from regol_helpers import git as helpers_git
 from regol_helpers import make_repo
 from warehouse.regol.model import REGOL_PRIORITY
 
@@ -183,3 +184,15 @@ def test_with_no_watch_there_is_nothing_to_run_and_no_history(run: Runner) -> No
     assert as_json(run, "regol", "run", "--wait") == []
     assert as_json(run, "regol", "ls") == []
     assert run("regol", "show", "1", code=4).stderr == "Error: no watch 1\n"
+
+
+def test_a_fetched_repository_that_is_gone_is_one_error_line(run: Runner, tmp_path: Path) -> None:
+    commits, _ = watched_job(run, tmp_path)
+    helpers_git(tmp_path / "repo", "branch", "good", commits[5])
+    spec = f"git:file://{tmp_path / 'repo'}@good:fn.py"
+    job = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")
+    watch = as_json(run, "regol", "watch", str(job["id"]))["id"]
+    (tmp_path / "repo").rename(tmp_path / "moved")
+    err = run("regol", "run", str(watch), code=2).stderr
+    assert err.startswith("Error: ") and "git fetch --quiet: fatal: " in err
+    assert len(err.splitlines()) == 1  # not git's advice besides
