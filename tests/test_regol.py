@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,28 @@ def test_with_no_watch_there_is_nothing_to_run_and_no_history(run: Runner) -> No
     assert as_json(run, "regol", "run", "--wait") == []
     assert as_json(run, "regol", "ls") == []
     assert run("regol", "show", "1", code=4).stderr == "Error: no watch 1\n"
+
+
+def test_a_watch_whose_repository_is_gone_fails_the_run_naming_it_and_submits_nothing(
+    run: Runner, tmp_path: Path
+) -> None:
+    commits, job = watched_job(run, tmp_path)
+    shutil.copytree(tmp_path / "repo", tmp_path / "other")
+    spec = f"git:{tmp_path / 'other'}@{commits[0]}:fn.py"
+    other = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")
+    first = as_json(run, "regol", "watch", str(job))["id"]
+    second = as_json(run, "regol", "watch", str(other["id"]))["id"]
+    (tmp_path / "other").rename(tmp_path / "moved")
+    err = run("regol", "run", code=4).stderr
+    assert err == f"Error: watch {second}: no git repository at {tmp_path / 'other'}\n"
+    # The first watch's runs were not submitted before the second one failed.
+    assert as_json(run, "regol", "show", str(first))["runs"] == []
+    (tmp_path / "other").mkdir()  # a directory, but no repository
+    assert "no git repository" in run("regol", "run", str(second), code=4).stderr
+    (tmp_path / "other").rmdir()
+    (tmp_path / "moved").rename(tmp_path / "other")
+    made = as_json(run, "regol", "run", "--wait")
+    assert {r["watch"] for r in made} == {first, second}
 
 
 def test_a_fetched_repository_that_is_gone_is_one_error_line(run: Runner, tmp_path: Path) -> None:

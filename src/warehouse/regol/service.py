@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from warehouse.errors import NotFoundError, UsageError
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.records import get_job
 from warehouse.jobs.submission import JobRequest, submit
@@ -115,6 +115,14 @@ def run_watch(
     watched job's own commit on, when the branch holds it), or for each
     commit of ``commits`` (``A..B``) without a good or pending run; oldest
     first, at most ``limit`` of them."""
+    job, todo = _to_run(host, w, commits)
+    return [_submit(host, w, job, c, executor or job.executor) for c in todo[: max(limit, 0)]]
+
+
+def _to_run(
+    host: SubmitHost, w: WatchRecord, commits: str | None
+) -> tuple[JobRecord, list[model.Commit]]:
+    """The watched job and the commits ``run_watch`` would submit, in order."""
     job = get_job(host.engine, w.job)
     with open_repository(w.repository, w.branch) as repo:
         if commits is None:
@@ -124,9 +132,8 @@ def run_watch(
                 found = found[shas.index(job.function_commit) :]
         else:
             found = repo.commits(*parse_range(commits))
-        known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()}
-        todo = model.to_run(found, known, retry_failed=commits is not None)[: max(limit, 0)]
-        return [_submit(host, w, job, c, executor or job.executor) for c in todo]
+    known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()}
+    return job, model.to_run(found, known, retry_failed=commits is not None)
 
 
 def bisect_step(
@@ -165,10 +172,22 @@ def run_watches(
     executor: str | None = None,
 ) -> list[RunRecord]:
     """``run_watch`` for each watch in turn, at most ``MAX_COMMITS`` runs in all
-    (a later call goes on where this one stopped)."""
-    made: list[RunRecord] = []
+    (a later call goes on where this one stopped).
+
+    Every watch's commits are found before any run is submitted: a watch whose
+    repository is gone (or lacks the range) fails the call, naming the watch,
+    with nothing submitted for the others either.
+    """
+    plans = []
     for w in chosen:
-        made += run_watch(host, w, commits, executor, MAX_COMMITS - len(made))
+        try:
+            plans.append((w, *_to_run(host, w, commits)))
+        except WarehouseError as e:
+            raise type(e)(f"watch {w.id}: {e}") from None
+    made: list[RunRecord] = []
+    for w, job, todo in plans:
+        for c in todo[: max(MAX_COMMITS - len(made), 0)]:
+            made.append(_submit(host, w, job, c, executor or job.executor))
     return made
 
 
