@@ -219,3 +219,11 @@ def test_a_fetched_repository_that_is_gone_is_one_error_line(run: Runner, tmp_pa
     err = run("regol", "run", str(watch), code=2).stderr
     assert err.startswith("Error: ") and "git fetch --quiet: fatal: " in err
     assert len(err.splitlines()) == 1  # not git's advice besides
+
+
+def test_bisect_between_a_commit_and_itself_says_so(run: Runner, tmp_path: Path) -> None:
+    commits, job = watched_job(run, tmp_path)
+    watch = as_json(run, "regol", "watch", str(job))["id"]
+    err = run("regol", "bisect", str(watch), "--good", "main", "--bad", commits[-1], code=2).stderr
+    tip = commits[-1]
+    assert err == f"Error: --good main and --bad {tip} are the same commit {tip[:12]}\n"

@@ -144,7 +144,9 @@ def bisect_step(
     job = get_job(host.engine, w.job)
     with open_repository(w.repository, w.branch) as repo:
         g, b = repo.commit(good), repo.commit(bad)
-        if g == b or not repo.is_ancestor(g, b):
+        if g == b:
+            raise UsageError(f"--good {good} and --bad {bad} are the same commit {g[:12]}")
+        if not repo.is_ancestor(g, b):
             raise UsageError(f"--good {good} must be an ancestor of --bad {bad}")
         candidates = repo.commits(g, b, MAX_BISECT)
         runs = _known(host, w.id)
