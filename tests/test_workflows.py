@@ -191,6 +191,12 @@ BAD_BINDINGS = [
         3,
         f"inputs.r: '{_NOBODY}': no collection",
     ),
+    # git says why in several lines: the first is kept (one Error: line).
+    (
+        "workflow: x\njobs:\n  a: {function: 'git:./nolab@main:f.py', input: reads}\n",
+        3,
+        "does not appear to be a git repository",
+    ),
 ]
 
 

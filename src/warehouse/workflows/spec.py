@@ -114,7 +114,10 @@ class Workflow:
     lines: dict[str, int] = field(default_factory=dict)  # "jobs.a.input" -> line
 
     def error(self, key: str, reason: str) -> WorkflowError:
-        return WorkflowError(f"{self.source}:{self.lines.get(key, 1)}: {key}: {reason}")
+        # One line, as every error: a reason from elsewhere (git's) may hold more;
+        # its first line says what went wrong, the rest is advice.
+        said = next((line for line in reason.splitlines() if line.strip()), reason)
+        return WorkflowError(f"{self.source}:{self.lines.get(key, 1)}: {key}: {said}")
 
 
 # -- reading YAML with lines ---------------------------------------------------
