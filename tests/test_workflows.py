@@ -191,6 +191,18 @@ BAD_BINDINGS = [
         3,
         f"inputs.r: '{_NOBODY}': no collection",
     ),
+    # A path inside a collection: the job would quietly read the whole collection.
+    (
+        "workflow: x\ninputs:\n  r: {default: reads/x}\njobs:\n"
+        "  a: {function: builtin:copy, input: $r}\n",
+        3,
+        "inputs.r: 'reads/x': a job reads a whole collection",
+    ),
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: {d: reads/x}\n",
+        5,
+        "jobs.a.input.d: 'reads/x': a job reads a whole collection",
+    ),
     # git says why in several lines: the first is kept (one Error: line).
     (
         "workflow: x\njobs:\n  a: {function: 'git:./nolab@main:f.py', input: reads}\n",
