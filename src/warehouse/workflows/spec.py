@@ -73,6 +73,12 @@ _SIZE = re.compile(r"(\d+)\s*([kmgt]?)(i?b?)", re.IGNORECASE)
 class WorkflowError(UsageError):
     """A bad workflow file: ``FILE:LINE: KEY: reason``."""
 
+    def __init__(self, message: str) -> None:
+        # One line whatever a file name or key holds (a newline, a control character).
+        super().__init__(
+            "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in message)
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Ref:
