@@ -251,6 +251,15 @@ def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
     assert records.list_runs(wh.engine) == []
 
 
+def test_a_file_without_a_size_is_read_only_up_to_the_bound(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    # A device (or a pipe) says size 0: reading it whole ran out of memory.
+    err = run("workflow", "run", "/dev/zero", code=2).stderr
+    assert err == "Error: /dev/zero: over 4194304 bytes\n"
+    assert records.list_runs(wh.engine) == []
+
+
 @pytest.mark.parametrize("command", ["show", "cancel", "drive"])
 @pytest.mark.parametrize("run_id", [str(2**31), str(10**30), str(-(10**30))])
 def test_a_run_id_beyond_what_the_catalog_holds_names_no_run(
