@@ -168,6 +168,11 @@ BAD_VALUES = [
     (_JOB + "params: {b: !!binary aGVsbG8=}}\n", 3, "jobs.a.params.b: bytes is not a JSON"),
     (_JOB + "params: {n: .nan}}\n", 3, "jobs.a.params.n: nan is not a number JSON holds"),
     (_JOB + "params: {t: !!python/name:os.system x}}\n", 3, "could not determine a constructor"),
+    (
+        "workflow: x\nbase: &b {function: builtin:copy}\njobs:\n  a: {<<: *b, input: reads}\n",
+        4,
+        "jobs.a: merge keys (<<) are not supported",
+    ),
     # A key holding a newline is named escaped, on the one line.
     ('workflow: x\njobs:\n  "a\\nb": {function: builtin:copy}\n', 3, "jobs.a\\nb: a job's name"),
 ]

@@ -165,11 +165,11 @@ class _Reader:
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k_node, v_node in node.value:
-                if (
-                    not isinstance(k_node, yaml.ScalarNode)
-                    or k_node.tag == "tag:yaml.org,2002:merge"
-                ):
-                    raise self.fail(key, "keys must be plain strings", k_node.start_mark.line + 1)
+                at = k_node.start_mark.line + 1
+                if k_node.tag == "tag:yaml.org,2002:merge":
+                    raise self.fail(key, "merge keys (<<) are not supported: write the keys", at)
+                if not isinstance(k_node, yaml.ScalarNode):
+                    raise self.fail(key, "keys must be plain strings", at)
                 name = str(self._constructor.construct_object(k_node))
                 sub = f"{key}.{name}" if key else name
                 if name in out:
