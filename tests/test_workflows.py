@@ -265,6 +265,20 @@ def test_a_file_without_a_size_is_read_only_up_to_the_bound(
     assert records.list_runs(wh.engine) == []
 
 
+def test_keys_are_the_text_written_not_what_yaml_reads_them_as() -> None:
+    # YAML 1.1 reads `on`, `yes` and `null` as true and None: the key `on`
+    # became "True", and `$on` named nothing.
+    text = (
+        "workflow: x\ninputs:\n  on: {default: reads}\njobs:\n"
+        "  yes: {function: builtin:copy, input: $on, params: {0x10: 1}}\n"
+        "  no: {function: builtin:copy, input: $yes}\noutputs:\n  null: $no\n"
+    )
+    wf = parse_workflow(text, builtins=frozenset({"copy"}))
+    assert list(wf.inputs) == ["on"] and list(wf.jobs) == ["yes", "no"]
+    assert list(wf.outputs) == ["null"] and wf.jobs["yes"].params == {"0x10": 1}
+    assert wf.jobs["no"].depends_on == ("yes",)
+
+
 @pytest.mark.parametrize("command", ["show", "cancel", "drive"])
 @pytest.mark.parametrize("run_id", [str(2**31), str(10**30), str(-(10**30))])
 def test_a_run_id_beyond_what_the_catalog_holds_names_no_run(

@@ -170,7 +170,7 @@ class _Reader:
                     raise self.fail(key, "merge keys (<<) are not supported: write the keys", at)
                 if not isinstance(k_node, yaml.ScalarNode):
                     raise self.fail(key, "keys must be plain strings", at)
-                name = str(self._constructor.construct_object(k_node))
+                name = str(k_node.value)  # as written: `yes` or `0x1` stays that text
                 sub = f"{key}.{name}" if key else name
                 if name in out:
                     raise self.fail(sub, "given twice", k_node.start_mark.line + 1)
