@@ -210,6 +210,12 @@ BAD_BINDINGS = [
         5,
         "jobs.a.input.d: 'reads/x': a job reads a whole collection",
     ),
+    # Parts known at the start that cannot be combined.
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: {d: reads, d/x: reads}\n",
+        5,
+        "jobs.a.input: combined input: 'd/x' is both a file and a directory",
+    ),
     # git says why in several lines: the first is kept (one Error: line).
     (
         "workflow: x\njobs:\n  a: {function: 'git:./nolab@main:f.py', input: reads}\n",

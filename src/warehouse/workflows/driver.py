@@ -189,6 +189,7 @@ def start_run(
         except WarehouseError as e:
             raise wf.error(f"inputs.{name}", f"{values[name]!r}: {e}") from None
     _check_literal_inputs(host, wf)
+    _check_known_combined(host, wf, values)
     file_pdh = _store_file(host, text, filename)
     _remember(file_pdh, wf)
     key_text = json.dumps([file_pdh, values, name_outputs], sort_keys=True, default=str)
@@ -249,6 +250,25 @@ def _check_literal_inputs(host: RunHost, wf: Workflow) -> None:
                 key = f"jobs.{job.name}.input" + (f".{d}" if d else "")
                 raise wf.error(key, f"{part!r}: {e}") from None
             seen.add(part)
+
+
+def _check_known_combined(host: RunHost, wf: Workflow, values: Mapping[str, Any]) -> None:
+    """A combined input whose parts are all known now (inputs, names, PDHs; no
+    job's output) is put together once here: two parts giving one path would
+    otherwise only fail the run when its job is submitted."""
+    for job in wf.jobs.values():
+        if not isinstance(job.input, dict) or any(
+            isinstance(p, Ref) and p.name in wf.jobs for p in job.input.values()
+        ):
+            continue
+        parts = job_input(job, values, {})
+        assert isinstance(parts, list)
+        pdhs = [(d, host.resolve(k)) for d, k in parts]
+        manifests = load_manifests(host.store, host.engine, {p for _, p in pdhs})
+        try:
+            combine([(d, manifests[p] if p in manifests else host.manifest(p)) for d, p in pdhs])
+        except WarehouseError as e:
+            raise wf.error(f"jobs.{job.name}.input", str(e)) from None
 
 
 def _resolvable(spec: str, base_dir: Path | None) -> str:
