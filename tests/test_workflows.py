@@ -394,3 +394,13 @@ def test_a_failure_skips_a_chain_listed_backwards_in_one_pass() -> None:
     got = decide(wf, states)
     assert got.skip == [f"j{i}" for i in range(n - 1)] and got.run_state == "failed"
     assert counted.passes <= 3
+
+
+def test_a_fan_in_depends_on_each_job_once_in_order_of_first_reference() -> None:
+    n = 2000  # each reference was looked up in a list of those before it
+    copy = {"function": "builtin:copy", "input": "reads"}
+    jobs: dict[str, Any] = {f"j{i}": copy for i in range(n)}
+    parts = {f"p{i}": f"$j{i}" for i in range(n)}
+    jobs["all"] = {"function": "builtin:copy", "input": parts, "params": {"again": "$j0"}}
+    wf = parse_workflow({"workflow": "fan", "jobs": jobs}, builtins=frozenset({"copy"}))
+    assert wf.jobs["all"].depends_on == tuple(f"j{i}" for i in range(n))

@@ -420,7 +420,7 @@ def parse_workflow(
                 raise fail(rkey, f"must be within ±{_MAX_INT}")
             else:
                 values[k] = v
-        deps: list[str] = []
+        deps: dict[str, None] = {}  # in order of first reference; a set for the fan-ins
         for ref in _walk_refs([job_input, params]):
             if isinstance(ref, _BadRef):
                 raise fail(_ref_key(key, body, ref.text), f"bad reference {ref.text!r}")
@@ -428,8 +428,8 @@ def parse_workflow(
                 raise fail(_ref_key(key, body, "$" + ref.name), f"unknown reference ${ref.name}")
             if ref.name == jname:
                 raise fail(_ref_key(key, body, "$" + ref.name), "a job cannot read its own output")
-            if ref.name in raw_jobs and ref.name not in deps:
-                deps.append(ref.name)
+            if ref.name in raw_jobs:
+                deps[ref.name] = None
         jobs[jname] = JobSpec(
             jname,
             lines.get(key, 1),
