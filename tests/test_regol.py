@@ -227,3 +227,30 @@ def test_bisect_between_a_commit_and_itself_says_so(run: Runner, tmp_path: Path)
     err = run("regol", "bisect", str(watch), "--good", "main", "--bad", commits[-1], code=2).stderr
     tip = commits[-1]
     assert err == f"Error: --good main and --bad {tip} are the same commit {tip[:12]}\n"
+
+
+def test_a_commit_without_the_function_file_has_no_run_and_does_not_stop_the_others(
+    run: Runner, tmp_path: Path
+) -> None:
+    commits, _ = watched_job(run, tmp_path)
+    repo = tmp_path / "repo"
+    spec = f"git:{repo}@{commits[5]}:fn.py"  # few commits after it: a short test
+    job = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")["id"]
+    kept = (repo / "fn.py").read_text()
+    (repo / "README").write_text("the function is gone for one commit\n")
+    helpers_git(repo, "add", "README")
+    helpers_git(repo, "rm", "-q", "fn.py")
+    helpers_git(repo, "commit", "-qm", "c9 removes fn.py")
+    gone = helpers_git(repo, "rev-parse", "HEAD")
+    (repo / "fn.py").write_text(kept.replace("raise SystemExit(3)", ""))
+    helpers_git(repo, "add", "fn.py")
+    helpers_git(repo, "commit", "-qm", "c10 brings it back")
+    back = helpers_git(repo, "rev-parse", "HEAD")
+    watch = as_json(run, "regol", "watch", str(job))["id"]
+    # Pinning the function at c9 failed and stopped the whole command there,
+    # at every later call too.
+    made = as_json(run, "regol", "run", "--wait")
+    assert [r["commit"] for r in made] == [*commits[5:], back]
+    history = as_json(run, "regol", "show", str(watch))["runs"]
+    assert gone not in {r["commit"] for r in history} and history[-1]["state"] == "complete"
+    assert as_json(run, "regol", "run") == []

@@ -70,6 +70,23 @@ class Repository:
             raise NotFoundError(f"no commit {revision!r} in the repository")
         return done.stdout.strip()
 
+    def lacking(self, commits: list[str], path: str) -> set[str]:
+        """The commits whose tree has no file ``path`` (one git process for all)."""
+        if not commits:
+            return set()
+        done = subprocess.run(
+            ["git", "-C", self.gitdir, "cat-file", "--batch-check=%(objecttype)"],
+            input="".join(f"{sha}:{path}\n" for sha in commits),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            said = next((x.strip() for x in done.stderr.splitlines() if x.strip()), "failed")
+            raise UsageError(f"git cat-file: {said}")
+        answers = done.stdout.splitlines()
+        return {sha for sha, kind in zip(commits, answers, strict=True) if kind != "blob"}
+
     def is_branch(self, name: str) -> bool:
         done = subprocess.run(
             ["git", "-C", self.gitdir, "show-ref", "--verify", "--quiet", f"refs/heads/{name}"],

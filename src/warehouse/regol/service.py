@@ -132,8 +132,14 @@ def _to_run(
                 found = found[shas.index(job.function_commit) :]
         else:
             found = repo.commits(*parse_range(commits))
-    known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()}
-    return job, model.to_run(found, known, retry_failed=commits is not None)
+        known = {
+            sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()
+        }
+        todo = model.to_run(found, known, retry_failed=commits is not None)
+        # A commit whose tree lacks the function's file has nothing to run (it
+        # could not be pinned, and would stop every later run at it).
+        lacking = repo.lacking([c.sha for c in todo], w.path)
+    return job, [c for c in todo if c.sha not in lacking]
 
 
 def bisect_step(
