@@ -161,11 +161,19 @@ _LAUGHS = (
 )
 _NOBODY = "0" * 32 + "+5"
 
-# YAML that stands for more than it says, or for what JSON cannot hold.
+# YAML that stands for more than it says, or for what JSON cannot hold. (An
+# alias is named by where it is used, on the line of the value it names.)
 BAD_VALUES = [
     (_JOB + "params: {p: &a [*a]}}\n", 3, "jobs.a.params.p[0]: an alias refers to a value holding"),
-    (_LAUGHS, 7, "more than 1000000 values (aliases)"),
+    (_LAUGHS, 11, "jobs.a.params.l5[7]: the file stands for more than 1000000 values"),
     (_JOB + "params: {p: " + "[" * 100 + "]" * 100 + "}}\n", 3, "nested deeper than 64 levels"),
+    (
+        _JOB.replace("input: reads, ", "input: reads, params: {p0: &p0 [x], ")
+        + ", ".join(f"p{i}: &p{i} [*p{i - 1}]" for i in range(1, 70))
+        + "}}\n",
+        3,
+        "nested deeper than 64 levels",
+    ),
     (_JOB + "params: {d: 2020-01-01}}\n", 3, "jobs.a.params.d: a date is not a JSON value"),
     (_JOB + "params: {b: !!binary aGVsbG8=}}\n", 3, "jobs.a.params.b: bytes is not a JSON"),
     (_JOB + "params: {n: .nan}}\n", 3, "jobs.a.params.n: nan is not a number JSON holds"),
@@ -404,3 +412,15 @@ def test_a_fan_in_depends_on_each_job_once_in_order_of_first_reference() -> None
     jobs["all"] = {"function": "builtin:copy", "input": parts, "params": {"again": "$j0"}}
     wf = parse_workflow({"workflow": "fan", "jobs": jobs}, builtins=frozenset({"copy"}))
     assert wf.jobs["all"].depends_on == tuple(f"j{i}" for i in range(n))
+
+
+def test_an_alias_within_the_bounds_stands_for_its_value() -> None:
+    text = (
+        "workflow: x\njobs:\n"
+        "  a: {function: builtin:copy, input: reads, params: {opts: &o {k: [1, 2], m: x}}}\n"
+        "  b: {function: builtin:copy, input: $a, params: {opts: *o, both: [*o, *o]}}\n"
+    )
+    wf = parse_workflow(text, builtins=frozenset({"copy"}))
+    opts = {"k": [1, 2], "m": "x"}
+    assert wf.jobs["a"].params == {"opts": opts}
+    assert wf.jobs["b"].params == {"opts": opts, "both": [opts, opts]}

@@ -138,6 +138,10 @@ class _Reader:
         self._constructor = yaml.constructor.SafeConstructor()
         self._count = 0
         self._open: set[int] = set()  # the collections being read (a recursive alias)
+        # Each collection read whole: its value, how many values it stands for and
+        # how deep it nests. An alias of it is counted from here, not read again,
+        # so a file whose aliases expand past the bound is refused at once.
+        self._done: dict[int, tuple[Any, int, int]] = {}
 
     def fail(self, key: str, reason: str, line: int | None = None) -> WorkflowError:
         at = line if line is not None else self.lines.get(key, 1)
@@ -146,20 +150,29 @@ class _Reader:
     def value(self, node: yaml.Node, key: str, depth: int = 0) -> Any:
         line = node.start_mark.line + 1
         self.lines.setdefault(key, line)
-        self._count += 1
+        done = self._done.get(id(node))
+        size, height = (done[1], done[2]) if done is not None else (1, 1)
+        self._count += size
         if self._count > MAX_VALUES:
             raise self.fail(key, f"the file stands for more than {MAX_VALUES} values (aliases)")
         if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
             return self._scalar(node, key)
-        if depth >= MAX_DEPTH:
+        if depth + height > MAX_DEPTH:
             raise self.fail(key, f"nested deeper than {MAX_DEPTH} levels", line)
+        if done is not None:  # an alias of a collection read before
+            return done[0]
         if id(node) in self._open:
             raise self.fail(key, "an alias refers to a value holding it", line)
         self._open.add(id(node))
+        before = self._count
         try:
-            return self._collection(node, key, depth)
+            value = self._collection(node, key, depth)
         finally:
             self._open.discard(id(node))
+        children = [v for _, v in node.value] if isinstance(node, yaml.MappingNode) else node.value
+        height = 1 + max((self._done[id(c)][2] for c in children if id(c) in self._done), default=0)
+        self._done[id(node)] = (value, self._count - before + 1, height)
+        return value
 
     def _collection(self, node: yaml.MappingNode | yaml.SequenceNode, key: str, depth: int) -> Any:
         if isinstance(node, yaml.MappingNode):
