@@ -132,9 +132,7 @@ def _to_run(
                 found = found[shas.index(job.function_commit) :]
         else:
             found = repo.commits(*parse_range(commits))
-        known = {
-            sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()
-        }
+        known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()}
         todo = model.to_run(found, known, retry_failed=commits is not None)
         # A commit whose tree lacks the function's file has nothing to run (it
         # could not be pinned, and would stop every later run at it).
