@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import sqlalchemy as sa
 from cluster import KeepPool, controller
 from conftest import Runner
 from postgres import fresh_schema
+from regol_helpers import git as helpers_git
 from regol_helpers import make_repo
 from warehouse.regol.model import REGOL_PRIORITY
 
@@ -156,3 +158,99 @@ def test_runs_start_at_the_watched_commit_at_the_lowest_priority(
         records = [jobs.get_job(wh.engine, r["job"]) for r in made]
     assert {r.priority for r in records} == {REGOL_PRIORITY}
     assert [r.function_commit for r in records] == commits[5:]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", "99999999999999999999999"],
+        ["unwatch", "99999999999999999999999"],
+        ["bisect", "99999999999999999999999", "--good", "a", "--bad", "b"],
+        ["run", "99999999999999999999999"],
+        ["show", "--", "-99999999999999999999999"],
+    ],
+)
+def test_a_watch_id_beyond_what_the_catalog_holds_names_no_watch(
+    run: Runner, args: list[str]
+) -> None:
+    # Such an id made the query itself fail (a traceback, or a 500 from the API).
+    err = run("regol", *args, code=4).stderr
+    assert err == f"Error: no watch {args[-1] if args[0] == 'show' else args[1]}\n"
+
+
+def test_with_no_watch_there_is_nothing_to_run_and_no_history(run: Runner) -> None:
+    assert run("regol", "run").output == (
+        "nothing to run: no active watch (wh regol watch JOB makes one)\n"
+    )
+    assert as_json(run, "regol", "run", "--wait") == []
+    assert as_json(run, "regol", "ls") == []
+    assert run("regol", "show", "1", code=4).stderr == "Error: no watch 1\n"
+
+
+def test_a_watch_whose_repository_is_gone_fails_the_run_naming_it_and_submits_nothing(
+    run: Runner, tmp_path: Path
+) -> None:
+    commits, job = watched_job(run, tmp_path)
+    shutil.copytree(tmp_path / "repo", tmp_path / "other")
+    spec = f"git:{tmp_path / 'other'}@{commits[0]}:fn.py"
+    other = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")
+    first = as_json(run, "regol", "watch", str(job))["id"]
+    second = as_json(run, "regol", "watch", str(other["id"]))["id"]
+    (tmp_path / "other").rename(tmp_path / "moved")
+    err = run("regol", "run", code=4).stderr
+    assert err == f"Error: watch {second}: no git repository at {tmp_path / 'other'}\n"
+    # The first watch's runs were not submitted before the second one failed.
+    assert as_json(run, "regol", "show", str(first))["runs"] == []
+    (tmp_path / "other").mkdir()  # a directory, but no repository
+    assert "no git repository" in run("regol", "run", str(second), code=4).stderr
+    (tmp_path / "other").rmdir()
+    (tmp_path / "moved").rename(tmp_path / "other")
+    made = as_json(run, "regol", "run", "--wait")
+    assert {r["watch"] for r in made} == {first, second}
+
+
+def test_a_fetched_repository_that_is_gone_is_one_error_line(run: Runner, tmp_path: Path) -> None:
+    commits, _ = watched_job(run, tmp_path)
+    helpers_git(tmp_path / "repo", "branch", "good", commits[5])
+    spec = f"git:file://{tmp_path / 'repo'}@good:fn.py"
+    job = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")
+    watch = as_json(run, "regol", "watch", str(job["id"]))["id"]
+    (tmp_path / "repo").rename(tmp_path / "moved")
+    err = run("regol", "run", str(watch), code=2).stderr
+    assert err.startswith("Error: ") and "git fetch --quiet: fatal: " in err
+    assert len(err.splitlines()) == 1  # not git's advice besides
+
+
+def test_bisect_between_a_commit_and_itself_says_so(run: Runner, tmp_path: Path) -> None:
+    commits, job = watched_job(run, tmp_path)
+    watch = as_json(run, "regol", "watch", str(job))["id"]
+    err = run("regol", "bisect", str(watch), "--good", "main", "--bad", commits[-1], code=2).stderr
+    tip = commits[-1]
+    assert err == f"Error: --good main and --bad {tip} are the same commit {tip[:12]}\n"
+
+
+def test_a_commit_without_the_function_file_has_no_run_and_does_not_stop_the_others(
+    run: Runner, tmp_path: Path
+) -> None:
+    commits, _ = watched_job(run, tmp_path)
+    repo = tmp_path / "repo"
+    spec = f"git:{repo}@{commits[5]}:fn.py"  # few commits after it: a short test
+    job = as_json(run, "job", "submit", spec, "--input", "input", "--attempts", "1", "--wait")["id"]
+    kept = (repo / "fn.py").read_text()
+    (repo / "README").write_text("the function is gone for one commit\n")
+    helpers_git(repo, "add", "README")
+    helpers_git(repo, "rm", "-q", "fn.py")
+    helpers_git(repo, "commit", "-qm", "c9 removes fn.py")
+    gone = helpers_git(repo, "rev-parse", "HEAD")
+    (repo / "fn.py").write_text(kept.replace("raise SystemExit(3)", ""))
+    helpers_git(repo, "add", "fn.py")
+    helpers_git(repo, "commit", "-qm", "c10 brings it back")
+    back = helpers_git(repo, "rev-parse", "HEAD")
+    watch = as_json(run, "regol", "watch", str(job))["id"]
+    # Pinning the function at c9 failed and stopped the whole command there,
+    # at every later call too.
+    made = as_json(run, "regol", "run", "--wait")
+    assert [r["commit"] for r in made] == [*commits[5:], back]
+    history = as_json(run, "regol", "show", str(watch))["runs"]
+    assert gone not in {r["commit"] for r in history} and history[-1]["state"] == "complete"
+    assert as_json(run, "regol", "run") == []

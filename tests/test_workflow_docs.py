@@ -7,12 +7,14 @@ import os
 import re
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
 
 import warehouse
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.workflows import records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,3 +99,20 @@ def test_a_generated_workflow_from_python(wh: EmbeddedWarehouse, tmp_path: Path)
     with pytest.raises(warehouse.UsageError, match=r"jobs\.count\.input\.c0: unknown reference"):
         bad = {**definition, "jobs": {"count": jobs["count"]}}
         warehouse.workflow(bad, wh=wh)
+
+
+def test_a_mapping_or_path_python_cannot_take_is_a_usage_error(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    job = {"function": "builtin:copy", "input": "reads"}
+    with pytest.raises(warehouse.UsageError, match="cannot be written as YAML"):
+        warehouse.workflow(
+            {"workflow": "x", "jobs": {"a": {**job, "params": {"o": object()}}}}, wh=wh
+        )
+    with pytest.raises(warehouse.UsageError, match=r"jobs\.a\.params\.d: a date is not a JSON"):
+        warehouse.workflow(
+            {"workflow": "x", "jobs": {"a": {**job, "params": {"d": date.today()}}}}, wh=wh
+        )
+    with pytest.raises(warehouse.UsageError, match="over 4194304 bytes"):
+        warehouse.workflow(Path("/dev/zero"), wh=wh)
+    assert records.list_runs(wh.engine) == []

@@ -3,8 +3,10 @@ a diamond of real git functions and real step processes, reuse, a change, failur
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +15,7 @@ from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.workflows import records
 from warehouse.workflows.plan import NodeState, decide, may_move, readers_of
-from warehouse.workflows.spec import parse_workflow
+from warehouse.workflows.spec import parse_input_option, parse_workflow
 from workflow_helpers import json_out, make_lab, new_commit, ran, write_diamond
 
 
@@ -151,8 +153,89 @@ BAD = [
     ),
 ]
 
+_JOB = "workflow: x\njobs:\n  a: {function: builtin:copy, input: reads, "
+_LAUGHS = (
+    "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: reads\n    params:\n"
+    "      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n"
+    + "".join(f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9))
+)
+_NOBODY = "0" * 32 + "+5"
 
-@pytest.mark.parametrize(("text", "line", "message"), BAD)
+# YAML that stands for more than it says, or for what JSON cannot hold. (An
+# alias is named by where it is used, on the line of the value it names.)
+BAD_VALUES = [
+    (_JOB + "params: {p: &a [*a]}}\n", 3, "jobs.a.params.p[0]: an alias refers to a value holding"),
+    (_LAUGHS, 11, "jobs.a.params.l5[7]: the file stands for more than 1000000 values"),
+    (_JOB + "params: {p: " + "[" * 100 + "]" * 100 + "}}\n", 3, "nested deeper than 64 levels"),
+    (
+        _JOB.replace("input: reads, ", "input: reads, params: {p0: &p0 [x], ")
+        + ", ".join(f"p{i}: &p{i} [*p{i - 1}]" for i in range(1, 70))
+        + "}}\n",
+        3,
+        "nested deeper than 64 levels",
+    ),
+    (_JOB + "params: {d: 2020-01-01}}\n", 3, "jobs.a.params.d: a date is not a JSON value"),
+    (_JOB + "params: {b: !!binary aGVsbG8=}}\n", 3, "jobs.a.params.b: bytes is not a JSON"),
+    (_JOB + "params: {n: .nan}}\n", 3, "jobs.a.params.n: nan is not a number JSON holds"),
+    (_JOB + "params: {t: !!python/name:os.system x}}\n", 3, "could not determine a constructor"),
+    (
+        "workflow: x\nbase: &b {function: builtin:copy}\njobs:\n  a: {<<: *b, input: reads}\n",
+        4,
+        "jobs.a: merge keys (<<) are not supported",
+    ),
+    # A key holding a newline is named escaped, on the one line.
+    ('workflow: x\njobs:\n  "a\\nb": {function: builtin:copy}\n', 3, "jobs.a\\nb: a job's name"),
+]
+
+# Values the catalog or the warehouse cannot take: refused before a run is recorded.
+BAD_BINDINGS = [
+    (_JOB + "resources: {cpus: 99999999999}}\n", 3, "resources.cpus: must be within ±2147483647"),
+    (_JOB + "resources: {priority: -2147483648}}\n", 3, "resources.priority: must be within"),
+    (_JOB + "resources: {memory: 99999999T}}\n", 3, "resources.memory: must be under 2**63"),
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: nosuch\n",
+        5,
+        "jobs.a.input: 'nosuch': no name 'nosuch'",
+    ),
+    (
+        f"workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: {{d: {_NOBODY}}}\n",
+        5,
+        f"jobs.a.input.d: '{_NOBODY}': no collection {_NOBODY}",
+    ),
+    (
+        f"workflow: x\ninputs:\n  r: {{default: {_NOBODY}}}\njobs:\n"
+        "  a: {function: builtin:copy, input: $r}\n",
+        3,
+        f"inputs.r: '{_NOBODY}': no collection",
+    ),
+    # A path inside a collection: the job would quietly read the whole collection.
+    (
+        "workflow: x\ninputs:\n  r: {default: reads/x}\njobs:\n"
+        "  a: {function: builtin:copy, input: $r}\n",
+        3,
+        "inputs.r: 'reads/x': a job reads a whole collection",
+    ),
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: {d: reads/x}\n",
+        5,
+        "jobs.a.input.d: 'reads/x': a job reads a whole collection",
+    ),
+    # Parts known at the start that cannot be combined.
+    (
+        "workflow: x\njobs:\n  a:\n    function: builtin:copy\n    input: {d: reads, d/x: reads}\n",
+        5,
+        "jobs.a.input: combined input: 'd/x' is both a file and a directory",
+    ),
+    # git says why in several lines: the first is kept (one Error: line).
+    (
+        "workflow: x\njobs:\n  a: {function: 'git:./nolab@main:f.py', input: reads}\n",
+        3,
+        "does not appear to be a git repository",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD + BAD_VALUES + BAD_BINDINGS)
 def test_a_bad_file_is_refused_with_its_line_and_key_before_anything_runs(
     run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, text: str, line: int, message: str
 ) -> None:
@@ -187,6 +270,47 @@ def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
     assert "not NAME=VALUE" in run("workflow", "run", str(wf), "-i", "novalue", code=2).stderr
     assert run("workflow", "run", str(tmp_path / "missing.yml"), code=2).stderr.startswith("Error:")
     assert records.list_runs(wh.engine) == []
+
+
+def test_a_file_without_a_size_is_read_only_up_to_the_bound(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    # A device (or a pipe) says size 0: reading it whole ran out of memory.
+    err = run("workflow", "run", "/dev/zero", code=2).stderr
+    assert err == "Error: /dev/zero: over 4194304 bytes\n"
+    assert records.list_runs(wh.engine) == []
+
+
+def test_keys_are_the_text_written_not_what_yaml_reads_them_as() -> None:
+    # YAML 1.1 reads `on`, `yes` and `null` as true and None: the key `on`
+    # became "True", and `$on` named nothing.
+    text = (
+        "workflow: x\ninputs:\n  on: {default: reads}\njobs:\n"
+        "  yes: {function: builtin:copy, input: $on, params: {0x10: 1}}\n"
+        "  no: {function: builtin:copy, input: $yes}\noutputs:\n  null: $no\n"
+    )
+    wf = parse_workflow(text, builtins=frozenset({"copy"}))
+    assert list(wf.inputs) == ["on"] and list(wf.jobs) == ["yes", "no"]
+    assert list(wf.outputs) == ["null"] and wf.jobs["yes"].params == {"0x10": 1}
+    assert wf.jobs["no"].depends_on == ("yes",)
+
+
+@pytest.mark.parametrize("command", ["show", "cancel", "drive"])
+@pytest.mark.parametrize("run_id", [str(2**31), str(10**30), str(-(10**30))])
+def test_a_run_id_beyond_what_the_catalog_holds_names_no_run(
+    run: Runner, wh: EmbeddedWarehouse, command: str, run_id: str
+) -> None:
+    # Such an id made the query itself fail (a traceback, or a 500 from the API).
+    err = run("workflow", command, "--", run_id, code=4).stderr
+    assert err == f"Error: no workflow run {run_id}\n"
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_an_input_json_cannot_hold_as_a_number_is_its_text(text: str) -> None:
+    # JSON's reader takes these for floats that no JSON text may hold: the
+    # run's params and its --json would not be JSON.
+    assert parse_input_option(f"k={text}") == ("k", text)
+    assert parse_input_option("k=1.5") == ("k", 1.5)
 
 
 @pytest.mark.slow
@@ -249,3 +373,54 @@ def test_a_follow_up_says_whether_decide_may_move_in_agreement_with_decide() -> 
                     assert may_move(wf, after, [name], readers), (states, name, end)
                 if end == "complete" and not moves:
                     assert not may_move(wf, after, [name], readers), (states, name, end)
+
+
+class _CountedJobs(dict[str, Any]):
+    """A workflow's jobs that count the passes made over them."""
+
+    passes = 0
+
+    def items(self) -> Any:
+        self.passes += 1
+        return super().items()
+
+
+def test_a_failure_skips_a_chain_listed_backwards_in_one_pass() -> None:
+    # Each job reads the one listed after it, and the last one failed: a pass
+    # over the file per level of the chain made a 20,000-job run's turn
+    # quadratic (minutes).
+    n = 200
+    jobs = {
+        f"j{i}": {"function": "builtin:copy", "input": f"$j{i + 1}" if i < n - 1 else "reads"}
+        for i in range(n)
+    }
+    wf = parse_workflow({"workflow": "backwards", "jobs": jobs}, builtins=frozenset({"copy"}))
+    counted = _CountedJobs(wf.jobs)
+    wf = dataclasses.replace(wf, jobs=counted)
+    states = {name: NodeState("waiting") for name in wf.jobs}
+    states[f"j{n - 1}"] = NodeState("failed")
+    got = decide(wf, states)
+    assert got.skip == [f"j{i}" for i in range(n - 1)] and got.run_state == "failed"
+    assert counted.passes <= 3
+
+
+def test_a_fan_in_depends_on_each_job_once_in_order_of_first_reference() -> None:
+    n = 2000  # each reference was looked up in a list of those before it
+    copy = {"function": "builtin:copy", "input": "reads"}
+    jobs: dict[str, Any] = {f"j{i}": copy for i in range(n)}
+    parts = {f"p{i}": f"$j{i}" for i in range(n)}
+    jobs["all"] = {"function": "builtin:copy", "input": parts, "params": {"again": "$j0"}}
+    wf = parse_workflow({"workflow": "fan", "jobs": jobs}, builtins=frozenset({"copy"}))
+    assert wf.jobs["all"].depends_on == tuple(f"j{i}" for i in range(n))
+
+
+def test_an_alias_within_the_bounds_stands_for_its_value() -> None:
+    text = (
+        "workflow: x\njobs:\n"
+        "  a: {function: builtin:copy, input: reads, params: {opts: &o {k: [1, 2], m: x}}}\n"
+        "  b: {function: builtin:copy, input: $a, params: {opts: *o, both: [*o, *o]}}\n"
+    )
+    wf = parse_workflow(text, builtins=frozenset({"copy"}))
+    opts = {"k": [1, 2], "m": "x"}
+    assert wf.jobs["a"].params == {"opts": opts}
+    assert wf.jobs["b"].params == {"opts": opts, "both": [opts, opts]}

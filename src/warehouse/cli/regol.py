@@ -107,7 +107,9 @@ def run(
         return
     for r in made:
         click.echo(_run_line(r))
-    if not made:
+    if not made and not watch_ids and not any(w.active for w in view.watches()):
+        click.echo("nothing to run: no active watch (wh regol watch JOB makes one)")
+    elif not made:
         click.echo("nothing to run: every commit has a run")
 
 

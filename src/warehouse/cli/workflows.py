@@ -79,7 +79,12 @@ def run(
         size = file.stat().st_size
         if size > MAX_FILE_BYTES:
             raise UsageError(f"{file}: over {MAX_FILE_BYTES} bytes")
-        text = file.read_text(encoding="utf-8")
+        # Read at most one byte past the bound: a device or a pipe has no size.
+        with file.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise UsageError(f"{file}: over {MAX_FILE_BYTES} bytes")
+        text = data.decode("utf-8")
     except OSError as e:
         raise UsageError(f"{file}: {e.strerror}") from None
     except UnicodeDecodeError:

@@ -46,7 +46,9 @@ def parse_spec(spec: str) -> GitSpec:
 def _git(gitdir: str, *args: str) -> str:
     done = subprocess.run(["git", "-C", gitdir, *args], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise UsageError(f"git {' '.join(args[:2])}: {done.stderr.strip() or 'failed'}")
+        # git's first line says what went wrong; the rest is advice (one Error: line).
+        said = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "failed")
+        raise UsageError(f"git {' '.join(args[:2])}: {said}")
     return done.stdout
 
 
@@ -67,6 +69,23 @@ class Repository:
         if done.returncode != 0:
             raise NotFoundError(f"no commit {revision!r} in the repository")
         return done.stdout.strip()
+
+    def lacking(self, commits: list[str], path: str) -> set[str]:
+        """The commits whose tree has no file ``path`` (one git process for all)."""
+        if not commits:
+            return set()
+        done = subprocess.run(
+            ["git", "-C", self.gitdir, "cat-file", "--batch-check=%(objecttype)"],
+            input="".join(f"{sha}:{path}\n" for sha in commits),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            said = next((x.strip() for x in done.stderr.splitlines() if x.strip()), "failed")
+            raise UsageError(f"git cat-file: {said}")
+        answers = done.stdout.splitlines()
+        return {sha for sha, kind in zip(commits, answers, strict=True) if kind != "blob"}
 
     def is_branch(self, name: str) -> bool:
         done = subprocess.run(
@@ -115,8 +134,16 @@ class Repository:
 def open_repository(location: str, branch: str | None = None) -> Iterator[Repository]:
     """A repository to read: the directory itself, or a fetch of ``branch``."""
     if Path(location).is_dir():
+        is_git = subprocess.run(
+            ["git", "-C", location, "rev-parse", "--git-dir"], capture_output=True, check=False
+        )
+        if is_git.returncode != 0:
+            raise NotFoundError(f"no git repository at {location}")
         yield Repository(location)
         return
+    if location.startswith(("/", "./", "../", "~")):
+        # A path, not a URL: fetching it would only say so in git's words.
+        raise NotFoundError(f"no git repository at {location}")
     with tempfile.TemporaryDirectory(prefix="wh-regol-") as tmp:
         gitdir = os.path.join(tmp, "repo.git")
         _git(tmp, "init", "--quiet", "--bare", gitdir)

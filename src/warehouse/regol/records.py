@@ -64,9 +64,13 @@ def add_watch(
     return get_watch(engine, watch_id)
 
 
-def get_watch(engine: sa.Engine, watch_id: int) -> WatchRecord:
+def _no_watch(watch_id: int) -> bool:
     # Ids are 32-bit in the catalog: PostgreSQL would refuse a larger one.
-    if not 0 < watch_id <= _MAX_ID:
+    return not 0 < watch_id <= _MAX_ID
+
+
+def get_watch(engine: sa.Engine, watch_id: int) -> WatchRecord:
+    if _no_watch(watch_id):
         raise NotFoundError(f"no watch {watch_id}")
     with connect(engine) as conn:
         row = conn.execute(sa.select(regol_watches).where(regol_watches.c.id == watch_id)).first()
@@ -84,6 +88,8 @@ def list_watches(engine: sa.Engine, *, active_only: bool = False) -> list[WatchR
 
 
 def set_active(engine: sa.Engine, watch_id: int, active: bool) -> WatchRecord:
+    if _no_watch(watch_id):
+        raise NotFoundError(f"no watch {watch_id}")
     with write(engine) as conn:
         done = conn.execute(
             regol_watches.update().where(regol_watches.c.id == watch_id).values(active=active)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from warehouse.errors import NotFoundError, UsageError
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.records import get_job
 from warehouse.jobs.submission import JobRequest, submit
@@ -115,6 +115,14 @@ def run_watch(
     watched job's own commit on, when the branch holds it), or for each
     commit of ``commits`` (``A..B``) without a good or pending run; oldest
     first, at most ``limit`` of them."""
+    job, todo = _to_run(host, w, commits)
+    return [_submit(host, w, job, c, executor or job.executor) for c in todo[: max(limit, 0)]]
+
+
+def _to_run(
+    host: SubmitHost, w: WatchRecord, commits: str | None
+) -> tuple[JobRecord, list[model.Commit]]:
+    """The watched job and the commits ``run_watch`` would submit, in order."""
     job = get_job(host.engine, w.job)
     with open_repository(w.repository, w.branch) as repo:
         if commits is None:
@@ -125,8 +133,11 @@ def run_watch(
         else:
             found = repo.commits(*parse_range(commits))
         known = {sha: model.Outcome(r.state, r.output_pdh) for sha, r in _known(host, w.id).items()}
-        todo = model.to_run(found, known, retry_failed=commits is not None)[: max(limit, 0)]
-        return [_submit(host, w, job, c, executor or job.executor) for c in todo]
+        todo = model.to_run(found, known, retry_failed=commits is not None)
+        # A commit whose tree lacks the function's file has nothing to run (it
+        # could not be pinned, and would stop every later run at it).
+        lacking = repo.lacking([c.sha for c in todo], w.path)
+    return job, [c for c in todo if c.sha not in lacking]
 
 
 def bisect_step(
@@ -137,7 +148,9 @@ def bisect_step(
     job = get_job(host.engine, w.job)
     with open_repository(w.repository, w.branch) as repo:
         g, b = repo.commit(good), repo.commit(bad)
-        if g == b or not repo.is_ancestor(g, b):
+        if g == b:
+            raise UsageError(f"--good {good} and --bad {bad} are the same commit {g[:12]}")
+        if not repo.is_ancestor(g, b):
             raise UsageError(f"--good {good} must be an ancestor of --bad {bad}")
         candidates = repo.commits(g, b, MAX_BISECT)
         runs = _known(host, w.id)
@@ -165,10 +178,22 @@ def run_watches(
     executor: str | None = None,
 ) -> list[RunRecord]:
     """``run_watch`` for each watch in turn, at most ``MAX_COMMITS`` runs in all
-    (a later call goes on where this one stopped)."""
-    made: list[RunRecord] = []
+    (a later call goes on where this one stopped).
+
+    Every watch's commits are found before any run is submitted: a watch whose
+    repository is gone (or lacks the range) fails the call, naming the watch,
+    with nothing submitted for the others either.
+    """
+    plans = []
     for w in chosen:
-        made += run_watch(host, w, commits, executor, MAX_COMMITS - len(made))
+        try:
+            plans.append((w, *_to_run(host, w, commits)))
+        except WarehouseError as e:
+            raise type(e)(f"watch {w.id}: {e}") from None
+    made: list[RunRecord] = []
+    for w, job, todo in plans:
+        for c in todo[: max(MAX_COMMITS - len(made), 0)]:
+            made.append(_submit(host, w, job, c, executor or job.executor))
     return made
 
 

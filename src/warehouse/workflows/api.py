@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from warehouse.errors import UsageError
+from warehouse.workflows.spec import MAX_FILE_BYTES
 
 __all__ = ["workflow"]
 
@@ -33,12 +34,22 @@ def workflow(
     from warehouse.workflows.client import workflows_view
 
     if isinstance(definition, Path):
-        text = definition.read_text(encoding="utf-8")
+        with definition.open("rb") as f:  # bounded: a device or a pipe has no size
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise UsageError(f"{definition}: over {MAX_FILE_BYTES} bytes")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"{definition}: not UTF-8 text") from None
         filename = definition.name
         base_dir = base_dir or definition.resolve().parent
     elif isinstance(definition, Mapping):
         dumper = yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper
-        text = yaml.dump(dict(definition), Dumper=dumper, sort_keys=False, allow_unicode=True)
+        try:
+            text = yaml.dump(dict(definition), Dumper=dumper, sort_keys=False, allow_unicode=True)
+        except yaml.YAMLError as e:  # a value YAML cannot hold (an object, a function)
+            raise UsageError(f"the workflow mapping cannot be written as YAML: {e}") from None
         name = definition.get("workflow")
         filename = f"{name if isinstance(name, str) else 'workflow'}.wf.yml"
     elif isinstance(definition, str):

@@ -32,7 +32,7 @@ from warehouse import catalog
 from warehouse.base import PutResult
 from warehouse.blocks import EMPTY_LOCATOR, Locator
 from warehouse.blocks.store import BlockStore
-from warehouse.catalog.records import add_collection_in
+from warehouse.catalog.records import add_collection_in, require_collection
 from warehouse.catalog.values import CollectionRecord, check_name
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.records import load_manifests
@@ -44,6 +44,7 @@ from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.jobs.values import JobRecord
+from warehouse.keys import parse_key
 from warehouse.manifest import Manifest, escape_name
 from warehouse.workflows import records
 from warehouse.workflows.combine import combine
@@ -58,6 +59,7 @@ from warehouse.workflows.plan import (
     readers_of,
 )
 from warehouse.workflows.spec import (
+    Ref,
     Workflow,
     bind_inputs,
     collection_inputs,
@@ -183,9 +185,11 @@ def start_run(
     values = bind_inputs(wf, given)
     for name in sorted(collection_inputs(wf)):
         try:
-            values[name] = host.resolve(str(values[name]))
+            values[name] = _existing(host, str(values[name]))
         except WarehouseError as e:
             raise wf.error(f"inputs.{name}", f"{values[name]!r}: {e}") from None
+    _check_literal_inputs(host, wf)
+    _check_known_combined(host, wf, values)
     file_pdh = _store_file(host, text, filename)
     _remember(file_pdh, wf)
     key_text = json.dumps([file_pdh, values, name_outputs], sort_keys=True, default=str)
@@ -219,6 +223,52 @@ def start_run(
         ],
     )
     return StartResult(run, False)
+
+
+def _existing(host: RunHost, key: str) -> str:
+    """The PDH ``key`` names now, refused unless the catalog holds that collection
+    (a PDH nothing stored would only fail the run once its job is submitted)."""
+    if parse_key(key).path:  # resolving would quietly drop the path
+        raise UsageError("a job reads a whole collection: this names a path inside one")
+    pdh = host.resolve(key)
+    require_collection(host.engine, pdh)
+    return pdh
+
+
+def _check_literal_inputs(host: RunHost, wf: Workflow) -> None:
+    """Every name or PDH written as a job's input must name a collection now; it is
+    still resolved when the job is submitted (docs/workflows.md)."""
+    seen: set[str] = set()
+    for job in wf.jobs.values():
+        parts = job.input.items() if isinstance(job.input, dict) else [("", job.input)]
+        for d, part in parts:
+            if isinstance(part, Ref) or part in seen:
+                continue
+            try:
+                _existing(host, part)
+            except WarehouseError as e:
+                key = f"jobs.{job.name}.input" + (f".{d}" if d else "")
+                raise wf.error(key, f"{part!r}: {e}") from None
+            seen.add(part)
+
+
+def _check_known_combined(host: RunHost, wf: Workflow, values: Mapping[str, Any]) -> None:
+    """A combined input whose parts are all known now (inputs, names, PDHs; no
+    job's output) is put together once here: two parts giving one path would
+    otherwise only fail the run when its job is submitted."""
+    for job in wf.jobs.values():
+        if not isinstance(job.input, dict) or any(
+            isinstance(p, Ref) and p.name in wf.jobs for p in job.input.values()
+        ):
+            continue
+        parts = job_input(job, values, {})
+        assert isinstance(parts, list)
+        pdhs = [(d, host.resolve(k)) for d, k in parts]
+        manifests = load_manifests(host.store, host.engine, {p for _, p in pdhs})
+        try:
+            combine([(d, manifests[p] if p in manifests else host.manifest(p)) for d, p in pdhs])
+        except WarehouseError as e:
+            raise wf.error(f"jobs.{job.name}.input", str(e)) from None
 
 
 def _resolvable(spec: str, base_dir: Path | None) -> str:

@@ -48,20 +48,20 @@ class Decision:
 
 def decide(wf: Workflow, nodes: Mapping[str, NodeState]) -> Decision:
     submit: list[str] = []
-    skip: list[str] = []
     states = {name: nodes[name].state for name in wf.jobs}
-    # In file order a job may read one listed after it: repeat until nothing
-    # new is skipped, so one call settles every skip (cheap: rarely > 1 pass).
-    changed = True
-    while changed:
-        changed = False
-        for name, job in wf.jobs.items():
-            if states[name] != "waiting":
-                continue
-            if any(states[d] in _NOT_COMPLETE for d in job.depends_on):
-                states[name] = "skipped"
-                skip.append(name)
-                changed = True
+    # Skips spread from every job that did not complete to its waiting readers,
+    # and on from them: one pass over the edges, whatever the file's order (a
+    # pass over the file per level was quadratic in a chain listed backwards).
+    readers = readers_of(wf)
+    spread = [name for name, state in states.items() if state in _NOT_COMPLETE]
+    skipped: set[str] = set()
+    while spread:
+        for reader in readers[spread.pop()]:
+            if states[reader] == "waiting":
+                states[reader] = "skipped"
+                skipped.add(reader)
+                spread.append(reader)
+    skip = [name for name in wf.jobs if name in skipped]
     for name, job in wf.jobs.items():
         if states[name] == "waiting" and all(states[d] == "complete" for d in job.depends_on):
             submit.append(name)

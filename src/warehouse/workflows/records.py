@@ -86,7 +86,18 @@ def _node_row(run_id: int, position: int, node: Mapping[str, Any]) -> dict[str, 
     }
 
 
+# Run ids are INTEGER columns (32-bit in PostgreSQL): a larger one names no run,
+# and would make the query itself fail.
+_MAX_ID = 2**31 - 1
+
+
+def _no_run(run_id: int) -> bool:
+    return not -_MAX_ID <= run_id <= _MAX_ID
+
+
 def get_run(engine: sa.Engine, run_id: int) -> RunRecord:
+    if _no_run(run_id):
+        raise NotFoundError(f"no workflow run {run_id}")
     with connect(engine) as conn:
         row = conn.execute(sa.select(workflow_runs).where(workflow_runs.c.id == run_id)).first()
     if row is None:
@@ -115,6 +126,8 @@ def list_runs(
 
 def list_nodes(engine: sa.Engine, run_id: int) -> list[NodeRecord]:
     """A run's nodes in the order the file lists its jobs."""
+    if _no_run(run_id):
+        return []
     query = (
         sa.select(workflow_nodes)
         .where(workflow_nodes.c.run_id == run_id)
@@ -230,6 +243,8 @@ def heartbeat(engine: sa.Engine, run_id: int, driver: str) -> bool:
 
 def request_cancel(engine: sa.Engine, run_id: int) -> RunRecord:
     """Ask the run's driver to cancel it (its running jobs are cancelled too)."""
+    if _no_run(run_id):
+        raise NotFoundError(f"no workflow run {run_id}")
     with write(engine) as conn:
         state = conn.execute(
             sa.select(workflow_runs.c.state).where(workflow_runs.c.id == run_id)

@@ -26,7 +26,9 @@ naming the file, line and key, raised before anything is submitted.
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +56,11 @@ __all__ = [
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_JOBS = 20_000
+# Aliases let a small file stand for a huge (or endless) value: what a file
+# expands to is bounded, as is how deep it nests (the checks recurse).
+MAX_VALUES = 1_000_000
+MAX_DEPTH = 64
+_MAX_INT = 2**31 - 1
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
 _REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_-]{0,127})")
@@ -65,6 +72,12 @@ _SIZE = re.compile(r"(\d+)\s*([kmgt]?)(i?b?)", re.IGNORECASE)
 
 class WorkflowError(UsageError):
     """A bad workflow file: ``FILE:LINE: KEY: reason``."""
+
+    def __init__(self, message: str) -> None:
+        # One line whatever a file name or key holds (a newline, a control character).
+        super().__init__(
+            "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in message)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +120,10 @@ class Workflow:
     lines: dict[str, int] = field(default_factory=dict)  # "jobs.a.input" -> line
 
     def error(self, key: str, reason: str) -> WorkflowError:
-        return WorkflowError(f"{self.source}:{self.lines.get(key, 1)}: {key}: {reason}")
+        # One line, as every error: a reason from elsewhere (git's) may hold more;
+        # its first line says what went wrong, the rest is advice.
+        said = next((line for line in reason.splitlines() if line.strip()), reason)
+        return WorkflowError(f"{self.source}:{self.lines.get(key, 1)}: {key}: {said}")
 
 
 # -- reading YAML with lines ---------------------------------------------------
@@ -120,34 +136,79 @@ class _Reader:
         self.source = source
         self.lines: dict[str, int] = {}
         self._constructor = yaml.constructor.SafeConstructor()
+        self._count = 0
+        self._open: set[int] = set()  # the collections being read (a recursive alias)
+        # Each collection read whole: its value, how many values it stands for and
+        # how deep it nests. An alias of it is counted from here, not read again,
+        # so a file whose aliases expand past the bound is refused at once.
+        self._done: dict[int, tuple[Any, int, int]] = {}
 
     def fail(self, key: str, reason: str, line: int | None = None) -> WorkflowError:
         at = line if line is not None else self.lines.get(key, 1)
         return WorkflowError(f"{self.source}:{at}: {key or '(top)'}: {reason}")
 
-    def value(self, node: yaml.Node, key: str) -> Any:
-        self.lines.setdefault(key, node.start_mark.line + 1)
+    def value(self, node: yaml.Node, key: str, depth: int = 0) -> Any:
+        line = node.start_mark.line + 1
+        self.lines.setdefault(key, line)
+        done = self._done.get(id(node))
+        size, height = (done[1], done[2]) if done is not None else (1, 1)
+        self._count += size
+        if self._count > MAX_VALUES:
+            raise self.fail(key, f"the file stands for more than {MAX_VALUES} values (aliases)")
+        if not isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            return self._scalar(node, key)
+        if depth + height > MAX_DEPTH:
+            raise self.fail(key, f"nested deeper than {MAX_DEPTH} levels", line)
+        if done is not None:  # an alias of a collection read before
+            return done[0]
+        if id(node) in self._open:
+            raise self.fail(key, "an alias refers to a value holding it", line)
+        self._open.add(id(node))
+        before = self._count
+        try:
+            value = self._collection(node, key, depth)
+        finally:
+            self._open.discard(id(node))
+        children = [v for _, v in node.value] if isinstance(node, yaml.MappingNode) else node.value
+        height = 1 + max((self._done[id(c)][2] for c in children if id(c) in self._done), default=0)
+        self._done[id(node)] = (value, self._count - before + 1, height)
+        return value
+
+    def _collection(self, node: yaml.MappingNode | yaml.SequenceNode, key: str, depth: int) -> Any:
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             for k_node, v_node in node.value:
-                if (
-                    not isinstance(k_node, yaml.ScalarNode)
-                    or k_node.tag == "tag:yaml.org,2002:merge"
-                ):
-                    raise self.fail(key, "keys must be plain strings", k_node.start_mark.line + 1)
-                name = str(self._constructor.construct_object(k_node))
+                at = k_node.start_mark.line + 1
+                if k_node.tag == "tag:yaml.org,2002:merge":
+                    raise self.fail(key, "merge keys (<<) are not supported: write the keys", at)
+                if not isinstance(k_node, yaml.ScalarNode):
+                    raise self.fail(key, "keys must be plain strings", at)
+                name = str(k_node.value)  # as written: `yes` or `0x1` stays that text
                 sub = f"{key}.{name}" if key else name
                 if name in out:
                     raise self.fail(sub, "given twice", k_node.start_mark.line + 1)
                 self.lines[sub] = k_node.start_mark.line + 1
-                out[name] = self.value(v_node, sub)
+                out[name] = self.value(v_node, sub, depth + 1)
             return out
-        if isinstance(node, yaml.SequenceNode):
-            return [self.value(v, f"{key}[{i}]") for i, v in enumerate(node.value)]
+        return [self.value(v, f"{key}[{i}]", depth + 1) for i, v in enumerate(node.value)]
+
+    def _scalar(self, node: yaml.Node, key: str) -> Any:
+        line = node.start_mark.line + 1
         try:
-            return self._constructor.construct_object(node, deep=True)
+            value = self._constructor.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as e:
+            raise self.fail(key, f"bad value: {e.problem or e.context}", line) from None
         except yaml.YAMLError as e:
-            raise self.fail(key, f"bad value: {e}", node.start_mark.line + 1) from None
+            raise self.fail(key, f"bad value: {e}".splitlines()[0], line) from None
+        # Only what JSON holds: params are stored and compared as JSON.
+        if value is None or isinstance(value, str | bool | int):
+            return value
+        if isinstance(value, float) and math.isfinite(value):
+            return value
+        if isinstance(value, float):
+            raise self.fail(key, f"{value} is not a number JSON holds", line)
+        kind = "a date" if isinstance(value, datetime.date) else type(value).__name__
+        raise self.fail(key, f"{kind} is not a JSON value (quote it to make it a string)", line)
 
 
 def _load(text: str, source: str) -> tuple[Any, dict[str, int]]:
@@ -360,14 +421,19 @@ def parse_workflow(
                 size = _size(v)
                 if size is None:
                     raise fail(rkey, "a size like 512M or 4G")
+                if size >= 2**63:
+                    raise fail(rkey, "must be under 2**63 bytes")
                 values[k] = size
             elif not isinstance(v, int) or isinstance(v, bool) or (k != "priority" and v < 1):
                 raise fail(
                     rkey, "must be a whole number" + (" of at least 1" if k != "priority" else "")
                 )
+            elif abs(v) > _MAX_INT:
+                # The catalog keeps them in 32-bit columns.
+                raise fail(rkey, f"must be within ±{_MAX_INT}")
             else:
                 values[k] = v
-        deps: list[str] = []
+        deps: dict[str, None] = {}  # in order of first reference; a set for the fan-ins
         for ref in _walk_refs([job_input, params]):
             if isinstance(ref, _BadRef):
                 raise fail(_ref_key(key, body, ref.text), f"bad reference {ref.text!r}")
@@ -375,8 +441,8 @@ def parse_workflow(
                 raise fail(_ref_key(key, body, "$" + ref.name), f"unknown reference ${ref.name}")
             if ref.name == jname:
                 raise fail(_ref_key(key, body, "$" + ref.name), "a job cannot read its own output")
-            if ref.name in raw_jobs and ref.name not in deps:
-                deps.append(ref.name)
+            if ref.name in raw_jobs:
+                deps[ref.name] = None
         jobs[jname] = JobSpec(
             jname,
             lines.get(key, 1),
@@ -465,8 +531,10 @@ def parse_input_option(text: str) -> tuple[str, Any]:
         parsed: Any = json.loads(value)
     except ValueError:
         parsed = value
-    if not isinstance(parsed, str | int | float | bool):
-        parsed = value
+    if not isinstance(parsed, str | int | float | bool) or (
+        isinstance(parsed, float) and not math.isfinite(parsed)
+    ):
+        parsed = value  # JSON holds no NaN or infinity: the text is meant
     return name, parsed
 
 
