@@ -84,7 +84,7 @@ def test_a_git_spec_cannot_pass_options_to_git_on_the_controller(
 def test_a_git_spec_cannot_fetch_through_a_command_transport(
     alice: httpx.Client, one_file: str, tmp_path: Path
 ) -> None:
-    """Only http(s), git and ssh are fetched: no "ext::" command, no other helper."""
+    """Only http(s), git, ssh and file are fetched: no "ext::" command, no other helper."""
     ran = tmp_path / "ran"
     for repo in (f"ext::sh -c touch% {ran}", "fd::3"):
         r = alice.post(

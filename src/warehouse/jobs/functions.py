@@ -124,8 +124,9 @@ def _stored(wh: _Store, files: list[Path]) -> str:
 
 # Fetches reach only these transports: a spec comes from any user, and the
 # controller runs git as itself, so no "ext::" command, "fd::" or other helper.
-# Local repositories are read by path (``git -C``), never fetched.
-_GIT_ENV = {"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "http:https:git:ssh"}
+# A local repository is read by path (``git -C``); a file:// URL reads the
+# same files, fetched.
+_GIT_ENV = {"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "http:https:git:ssh:file"}
 
 
 def _git_run(args: list[str]) -> str:
