@@ -144,3 +144,35 @@ def test_shell_completion_offers_names_and_job_ids(tmp_path: Path) -> None:
     # No warehouse to ask: nothing offered, no error in the command line.
     broken = _env(tmp_path, WH_URL=_closed_url(), WH_TOKEN="t" * 32, WH_WAIT="0")
     assert _complete(broken, "wh name get ru") == []
+
+
+def test_output_to_a_reader_that_went_away_stops_quietly(tmp_path: Path) -> None:
+    """`wh ls | head`: 141 (as SIGPIPE ends a command in a shell) and nothing
+    said; a full disk behind standard output is still an error."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3000):  # more than a pipe holds: the writes meet the closed end
+        (src / f"f{i:05d}").write_bytes(b"x")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
+    env.update(_env(tmp_path))
+    assert _run(_env(tmp_path), "put", str(src), "--name", "many").returncode == 0
+    for args in (["ls", "many", "--json"], ["get", "many", "--no-write"], ["ls", "many"]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = subprocess.run(
+                [WH_BIN, *args], env=env, stdout=write, stderr=subprocess.PIPE, text=True
+            )
+        finally:
+            os.close(write)
+        assert (done.returncode, done.stderr) == (141, ""), (args, done.stderr)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [WH_BIN, "get", "many", "--no-write"],
+            env=env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: ") and len(done.stderr.splitlines()) == 1

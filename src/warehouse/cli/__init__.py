@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import select
 import sys
 from typing import Any
 
@@ -153,8 +155,12 @@ class _Group(click.Group):
             # As shells expect of an interrupted command: 128 + SIGINT, no message.
             raise click.exceptions.Exit(130) from None
         except WarehouseError as e:
+            if _reader_gone():
+                raise click.exceptions.Exit(_SIGPIPE_EXIT) from None
             raise Failure(e) from e
         except OSError as e:
+            if _reader_gone():
+                raise click.exceptions.Exit(_SIGPIPE_EXIT) from None
             # What the library did not name itself: a full disk, a read error…
             where = e.filename if e.filename is not None else "the operating system refused"
             raise Failure(os_error(e, str(where))) from e
@@ -162,6 +168,29 @@ class _Group(click.Group):
             if (failure := _catalog_failure(e)) is not None:
                 raise failure from e
             raise
+
+
+# As a command killed by SIGPIPE exits in a shell (128 + 13).
+_SIGPIPE_EXIT = 141
+
+
+def _reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``wh ls |
+    head``): the command then stops quietly, as other tools do, not with an
+    error. Its output is sent nowhere from here on, so that the final flush
+    of what is left does not fail again."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone
 
 
 # The optional parts of an install, by the top-level module each brings.
