@@ -118,6 +118,32 @@ def test_signing_out_revokes_the_session_token(ctl: Controller) -> None:
     assert _works(ctl.url, alice)  # the typed token is not the session's
 
 
+def test_a_session_never_outlives_the_token_signed_in_with(ctl: Controller) -> None:
+    """A job's token cannot sign in (its session would outlive the job); any
+    other token's session ends when that token would, so a session cannot
+    renew itself by signing in with itself."""
+    from warehouse.jobs.hosted import JOB_TOKEN_LABEL
+
+    ctl.user("alice")
+    engine = ctl.state.engine
+    as_job = catalog.create_token(engine, "alice", label=f"{JOB_TOKEN_LABEL}7", ttl=3600)
+    short = catalog.create_token(engine, "alice", label="short", ttl=120)
+    with httpx.Client(base_url=ctl.url, timeout=30) as browser:
+        refused = browser.post("/web/signin", data={"token": as_job, "next": "/web/"})
+        assert refused.status_code == 403 and "wh_session" not in browser.cookies
+        assert "job" in refused.text
+        answer = browser.post("/web/signin", data={"token": short, "next": "/web/"})
+        assert answer.status_code == 303
+        first = browser.cookies["wh_session"]
+        again = browser.post("/web/signin", data={"token": first, "next": "/web/"})
+        assert again.status_code == 303
+        second = browser.cookies["wh_session"]
+    expiry = {t.id: t.expires_at for t in list_tokens(engine, "alice")}
+    assert expiry[token_id(first)] <= expiry[token_id(short)]
+    assert expiry[token_id(second)] <= expiry[token_id(short)]
+    assert [t.label for t in list_tokens(engine, "alice")].count("web session") == 2
+
+
 def test_a_jobs_token_is_revoked_when_the_job_ends(
     ctl: Controller, run: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

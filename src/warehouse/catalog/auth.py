@@ -98,11 +98,22 @@ def list_users(engine: sa.Engine) -> list[User]:
     return [User(r.name, bool(r.admin)) for r in rows]
 
 
-def create_token(engine: sa.Engine, user: str, *, label: str = "", ttl: float | None = None) -> str:
-    """A new secret token for ``user`` (returned once, never stored in clear)."""
+def create_token(
+    engine: sa.Engine,
+    user: str,
+    *,
+    label: str = "",
+    ttl: float | None = None,
+    not_after: float | None = None,
+) -> str:
+    """A new secret token for ``user`` (returned once, never stored in clear),
+    valid for ``ttl`` seconds but never past the time ``not_after``."""
     get_user(engine, user)
     token = "wh" + secrets.token_urlsafe(30)
     now = time.time()
+    expires_at = None if ttl is None else now + ttl
+    if not_after is not None:
+        expires_at = not_after if expires_at is None else min(expires_at, not_after)
     with write(engine) as conn:
         conn.execute(
             tokens.insert().values(
@@ -110,7 +121,7 @@ def create_token(engine: sa.Engine, user: str, *, label: str = "", ttl: float | 
                 user=user,
                 label=label,
                 created_at=now,
-                expires_at=None if ttl is None else now + ttl,
+                expires_at=expires_at,
             )
         )
     return token
@@ -128,6 +139,15 @@ def user_for_token(engine: sa.Engine, token: str) -> User | None:
     if row is None or (row.expires_at is not None and row.expires_at < time.time()):
         return None
     return User(row.name, bool(row.admin))
+
+
+def token_info(engine: sa.Engine, token: str) -> TokenInfo | None:
+    """What the catalog knows of a secret token, or None if it is unknown or expired."""
+    with connect(engine) as conn:
+        r = conn.execute(sa.select(tokens).where(tokens.c.token_hash == _hash(token))).first()
+    if r is None or (r.expires_at is not None and r.expires_at < time.time()):
+        return None
+    return TokenInfo(r.token_hash[:ID_LENGTH], r.user, r.label, r.created_at, r.expires_at)
 
 
 def list_tokens(engine: sa.Engine, user: str | None = None) -> list[TokenInfo]:

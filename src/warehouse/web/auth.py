@@ -10,6 +10,8 @@ site is refused.
 
 from __future__ import annotations
 
+import functools
+import time
 from typing import Annotated
 from urllib.parse import parse_qs
 
@@ -18,8 +20,9 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
-from warehouse.catalog.auth import revoke_secret
+from warehouse.catalog.auth import revoke_secret, token_info
 from warehouse.errors import ForbiddenError
+from warehouse.jobs.hosted import JOB_TOKEN_LABEL
 from warehouse.server.accesslog import note_user
 from warehouse.web.pages import PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
@@ -83,16 +86,33 @@ async def signin(request: Request) -> Response:
     target = _safe_next(form.get("next", ""))
     token = form.get("token", "").strip()
     user = await run_in_threadpool(site.user, token) if token else None
-    if user is None:
+    info = await run_in_threadpool(token_info, site.engine, token) if user else None
+    if user is None or info is None:
         return render(request, "signin.html", 401, next=target, error="That token is not valid.")
+    if info.label.startswith(JOB_TOKEN_LABEL):
+        # A job's token dies with its job: no session may outlive it.
+        return render(
+            request, "signin.html", 403, next=target, error="A job's token cannot sign in."
+        )
+    # Never longer than the token signed in with: a session cannot renew itself.
+    ttl = (
+        SESSION_TTL if info.expires_at is None else min(SESSION_TTL, info.expires_at - time.time())
+    )
     session = await run_in_threadpool(
-        catalog.create_token, site.engine, user.name, label="web session", ttl=SESSION_TTL
+        functools.partial(
+            catalog.create_token,
+            site.engine,
+            user.name,
+            label="web session",
+            ttl=SESSION_TTL,
+            not_after=info.expires_at,
+        )
     )
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         COOKIE,
         session,
-        max_age=SESSION_TTL,
+        max_age=max(1, int(ttl)),
         path=PREFIX,
         httponly=True,
         samesite="strict",
