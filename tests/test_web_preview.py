@@ -180,3 +180,19 @@ def test_a_name_with_a_line_break_downloads_and_previews(
     preview = client.get(f"/web/c/{pdh}/preview/docs/new%0Aline.txt")
     assert preview.status_code == 200 and "two\nlines" in preview.text
     assert client.get(f"/web/c/{pdh}/f/docs/new%0Anothing").status_code == 404
+
+
+def test_a_backslash_in_a_name_cannot_climb_out_of_a_zip() -> None:
+    """A zip's only separator is "/"; Windows extractors also split at "\\",
+    so a name "..\\..\\evil.bat" would land above the folder. In a zip a
+    backslash becomes "_"; a tar (POSIX names) keeps the name as it is."""
+    name = "docs/..\\..\\evil.bat"
+    entry = FileEntry(name, 3, ())
+    entries = [(name, entry), ("docs/a\\b", None)]
+    zipped = b"".join(stream_zip(entries, lambda e: [b"bad"]))
+    with zipfile.ZipFile(io.BytesIO(zipped)) as z:
+        assert z.namelist() == ["docs/.._.._evil.bat", "docs/a_b/"]
+        assert z.read("docs/.._.._evil.bat") == b"bad"
+    tarred = b"".join(stream_tar(entries, lambda e: [b"bad"]))
+    with tarfile.open(fileobj=io.BytesIO(tarred)) as t:
+        assert t.getnames() == [name, "docs/a\\b"]

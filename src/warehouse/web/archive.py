@@ -54,6 +54,13 @@ class _Sink(io.RawIOBase):
         return out
 
 
+def _zip_name(name: str) -> str:
+    """A zip separates names with "/" only; extractors on Windows read a
+    backslash as a separator too, so "..\\x" would land outside the folder
+    extracted into. A backslash, ordinary in a collection's names, is "_" there."""
+    return name.replace("\\", "_")
+
+
 def stream_zip(
     entries: Iterable[tuple[str, FileEntry | None]], chunks: Chunks, mtime: float | None = None
 ) -> Iterator[bytes]:
@@ -64,13 +71,13 @@ def stream_zip(
     with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for name, entry in entries:
             if entry is None:
-                folder = zipfile.ZipInfo(name + "/", date_time=stamp)
+                folder = zipfile.ZipInfo(_zip_name(name) + "/", date_time=stamp)
                 # The Unix mode of a directory, and the MS-DOS directory bit.
                 folder.external_attr = (0o40755 << 16) | 0x10
                 archive.writestr(folder, b"")
                 yield sink.take()
                 continue
-            info = zipfile.ZipInfo(name, date_time=stamp)
+            info = zipfile.ZipInfo(_zip_name(name), date_time=stamp)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             with archive.open(info, "w", force_zip64=True) as out:
