@@ -110,6 +110,24 @@ def test_without_a_sign_in_every_page_is_the_sign_in_page(site: Site) -> None:
         assert forged.get("/web/collections").status_code == 401
 
 
+def test_a_bad_address_is_a_page_saying_which_part(site: Site) -> None:
+    """/web/jobs/abc is an HTML page (400) naming the part, not the API's JSON;
+    signed out, it is the sign-in page like any other."""
+    for path, part in (
+        ("/web/jobs/abc", "job_id"),
+        ("/web/workflows/abc", "run_id"),
+        ("/web/regol/x1", "watch_id"),
+        ("/web/jobs/1/steps/abc", "number"),
+        ("/web/jobs?page=abc", "page"),
+    ):
+        answer = site.get(path)
+        assert answer.status_code == 400, path
+        assert answer.headers["content-type"].startswith("text/html"), path
+        assert f"bad address: {part}: " in html.unescape(answer.text), path
+    with httpx.Client(base_url=site.url) as anonymous:
+        assert anonymous.get("/web/jobs/abc").status_code == 401
+
+
 def test_a_bad_token_is_refused_and_a_good_one_sets_a_strict_cookie(site: Site) -> None:
     client = httpx.Client(base_url=site.url)
     site.closing.append(client)

@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from fastapi.routing import APIRoute
 
@@ -128,6 +129,12 @@ def _signin(request: Request) -> HTMLResponse:
     return response
 
 
+def _bad_address(error: RequestValidationError) -> str:
+    first = error.errors()[0] if error.errors() else {}
+    field = str(first.get("loc", ("", "address"))[-1])
+    return f"bad address: {field}: {first.get('msg', 'not understood')}"
+
+
 class PageRoute(APIRoute):
     """Library errors as HTML pages; missing sign-in as the sign-in page; timing."""
 
@@ -143,6 +150,9 @@ class PageRoute(APIRoute):
             except errors.WarehouseError as e:
                 status = next(code for cls, code in _STATUS if isinstance(e, cls))
                 response = render(request, "error.html", status, message=str(e))
+            except RequestValidationError as e:
+                # A page's address with a bad part (/web/jobs/abc): a page, not JSON.
+                response = render(request, "error.html", 400, message=_bad_address(e))
             spent = (time.perf_counter() - start) * 1000
             response.headers["Server-Timing"] = f"app;dur={spent:.1f}"
             response.headers.setdefault("X-Content-Type-Options", "nosniff")
