@@ -132,6 +132,28 @@ def test_git_function_is_pinned_and_a_new_revision_runs_again(
     assert pinned.reused_from == one.id
 
 
+def test_a_git_function_that_cannot_be_had_is_one_error_line(
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+) -> None:
+    """A commit of no files is 'not found' (4), not tarfile's traceback; a
+    repository that is not there is git's first line, not its advice."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "fn.sh").write_text(SHELL_STEPS)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "one")
+    git(repo, "rm", "-q", "fn.sh")
+    git(repo, "commit", "-q", "-m", "none")
+    key = wh.put([make_text(tmp_path / "in")]).pdh
+    err = run("job", "submit", f"git:{repo}@main:fn.sh", "--input", key, code=4).stderr
+    assert err.startswith("Error: commit ") and err.endswith(" holds no files\n"), err
+    missing = f"git:file://{tmp_path / 'nowhere'}@main:fn.sh"
+    err = run("job", "submit", missing, "--input", key, code=2).stderr
+    assert err.startswith("Error: git ") and len(err.splitlines()) == 1, err
+    assert run("job", "ls").output.count("\n") == 1  # the header: nothing submitted
+
+
 def test_cli_submit_in_the_background_watch_ls_and_logs(
     wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
 ) -> None:
@@ -152,6 +174,13 @@ def test_cli_submit_in_the_background_watch_ls_and_logs(
     ).output
     assert f"reused from {job_id}" in reused
     run("job", "cancel", str(job_id), code=2)  # already finished
+    # A path inside the input is refused, not dropped (the job ran on everything).
+    wh.set_name("in", key, expect=None)
+    before = len(jobs.list_jobs(wh.engine))
+    for inside in (f"{key}/a.txt", "in/a.txt"):
+        err = run("job", "submit", "builtin:zhash", "--input", inside, code=2).stderr
+        assert err.startswith("Error: input ") and "inside a collection" in err, err
+    assert len(jobs.list_jobs(wh.engine)) == before
 
 
 SLEEPERS = """#!/bin/sh

@@ -138,7 +138,9 @@ def _git_run(args: list[str]) -> str:
         env={**os.environ, **_GIT_ENV},
     )
     if done.returncode != 0:
-        raise UsageError(f"git {' '.join(args[:3])}: {done.stderr.strip()}")
+        # git's first line says what failed; the lines after it are advice.
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+        raise UsageError(f"git {' '.join(args[:3])}: {said}")
     return done.stdout
 
 
@@ -188,6 +190,9 @@ def _git_tree(wh: _Store, repo: str, revision: str) -> tuple[str, str]:
         tree = Path(tmp) / "tree"
         tree.mkdir()
         archive = Path(tmp) / "tree.tar"
+        # A commit of no files archives to a tar that tarfile cannot open.
+        if not _git_run(["-C", gitdir, "ls-tree", "--name-only", commit]).strip():
+            raise NotFoundError(f"commit {commit[:12]} of {repo} holds no files")
         _git_run(["-C", gitdir, "archive", "--format=tar", f"--output={archive}", commit])
         with tarfile.open(archive) as tar:
             tar.extractall(tree, filter="data")

@@ -24,6 +24,7 @@ from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
+from warehouse.keys import parse_key
 from warehouse.manifest import Manifest
 
 __all__ = [
@@ -118,6 +119,14 @@ def _check(request: JobRequest) -> None:
     if max(small) > _MAX_INT or request.memory > _MAX_BIG:
         raise UsageError(
             f"cpus, attempts and priority must be within ±{_MAX_INT}, memory under 2**63 bytes"
+        )
+    # A job reads a whole collection: a path after the key would be dropped
+    # without a word (the job then ran on everything), so it is refused.
+    inside = parse_key(request.input).path
+    if inside:
+        raise UsageError(
+            f"input {request.input!r} names {inside!r} inside a collection: "
+            "a job's input is a whole collection (a PDH or a name)"
         )
 
 
