@@ -73,7 +73,7 @@ def compile_query(
     for name in table_names(tree):
         try:
             pdhs[name] = wh.resolve(name)
-        except NotFoundError:
+        except (NotFoundError, UsageError):  # UsageError: not even a name ('/etc/passwd')
             raise NotFoundError(f"query: unknown table {name!r}") from None
         metas[name] = table_meta(wh, pdhs[name])
     compiled = plan(sql, metas, how)

@@ -70,6 +70,13 @@ def parse(sql: str) -> Any:
     tree = statements[0]
     if not isinstance(tree, exp.Query):
         raise UsageError("query: only a SELECT can run")
+    for table in tree.find_all(exp.Table):
+        # A table function (read_csv, read_text, glob, range...) reads no
+        # catalog table; a step's DuckDB could not read its files anyway.
+        if not isinstance(table.this, exp.Identifier):
+            raise UsageError(
+                f"query: only tables named in the catalog can be read, not {table.sql(DIALECT)}"
+            )
     return tree
 
 

@@ -56,6 +56,27 @@ def _connect(threads: int = 1) -> Any:
     return con
 
 
+def _seal(con: Any, paths: Iterable[str]) -> None:
+    """From here on the connection reads only ``paths`` (the step's inputs),
+    the step's scratch directory and its many-block files, loads no
+    extension, and its settings stay: the user's SQL can read or write no
+    other file (``read_csv('/etc/passwd')``, ``read_text``, ``glob``)."""
+
+    def quoted(p: str) -> str:
+        return "'" + p.replace("'", "''") + "'"
+
+    if _lazy:
+        _lazy[0].register(con)
+    files = ", ".join(quoted(p) for p in paths if not p.startswith(_BLOCKS))
+    con.execute(f"SET allowed_paths = [{files}]")
+    con.execute(f"SET allowed_directories = [{quoted(str(step.scratch()) + '/')}, '{_BLOCKS}']")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+_BLOCKS = "whblocks://"  # blockfs.PROTOCOL (not imported: it brings fsspec)
+
+
 def _load_duckdb() -> None:
     """Import DuckDB (half a second or more) on a thread; ``_connect``'s own
     import then waits for it. MD5 releases the GIL, so both go on at once."""
@@ -406,23 +427,24 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
 _broadcast: dict[str, tuple[list[str], int]] = {}  # table -> (paths, bytes) in this step
 
 
-def _partition_views(
-    con: Any, tables: dict[str, dict[str, Any]], columns: dict[str, Any], p: int
-) -> dict[str, int]:
-    """Views of partition ``p`` of every table; the bytes read, by kind."""
+def _partition_paths(
+    tables: dict[str, dict[str, Any]], p: int
+) -> tuple[dict[str, tuple[str, list[str]]], dict[str, int]]:
+    """Where partition ``p`` of every table is read (format, paths); the bytes, by kind."""
     reader = step.reader()
     moved = {"scan_bytes": 0, "broadcast_bytes": 0, "shuffle_bytes": 0}
+    found: dict[str, tuple[str, list[str]]] = {}
     for name, t in tables.items():
         into = step.scratch() / f"{name}-{p}"
         if t["role"] == "partitioned":
             paths, n = _fetch(reader, _table_files(name, t["format"], p), into)
             moved["scan_bytes"] += n
-            _view(con, name, t["format"], paths, columns.get(name))
+            found[name] = (t["format"], paths)
         elif t["role"] == "broadcast":  # read once per step, whatever its partitions
             if name not in _broadcast:
                 _broadcast[name] = _fetch(reader, _table_files(name, t["format"], None), into)
                 moved["broadcast_bytes"] += _broadcast[name][1]
-            _view(con, name, t["format"], _broadcast[name][0], columns.get(name))
+            found[name] = (t["format"], _broadcast[name][0])
         else:
             wanted = f"{name}.{part_name(p, 'parquet')}"
             paths = []
@@ -432,8 +454,8 @@ def _partition_views(
                 got, n = _fetch(sub, entries, into / str(len(paths)))
                 paths += got
                 moved["shuffle_bytes"] += n
-            _view(con, name, "parquet", paths, columns.get(name))
-    return moved
+            found[name] = ("parquet", paths)
+    return found, moved
 
 
 def _drop_views(con: Any, tables: dict[str, dict[str, Any]]) -> None:
@@ -486,6 +508,7 @@ def _query_step() -> None:
                 mine = paths[start : start + len(wanted[name])]
                 start += len(wanted[name])
                 _view(con, name, t["format"], mine, columns.get(name))
+            _seal(con, paths)
             try:
                 target, error = _compute(con, plan["sql"]), None
             except Exception as e:  # bad bytes may fail the query: checked below
@@ -531,9 +554,17 @@ def _query_step() -> None:
             ],
         )
         con = _connect()
-        for i, p in enumerate(group):
-            for kind, n in _partition_views(con, tables, columns, p).items():
+        # Every partition's files first: the connection is then sealed to them.
+        where = []
+        for p in group:
+            found, counted = _partition_paths(tables, p)
+            where.append(found)
+            for kind, n in counted.items():
                 moved[kind] += n
+        _seal(con, [path for found in where for _, paths in found.values() for path in paths])
+        for i, found in enumerate(where):
+            for name, (fmt, paths) in found.items():
+                _view(con, name, fmt, paths, columns.get(name))
             verb = "CREATE TEMP TABLE wh_partial AS" if i == 0 else "INSERT INTO wh_partial"
             con.execute(f"{verb} {plan['partial']}")
             _drop_views(con, tables)
@@ -553,5 +584,6 @@ def _query_step() -> None:
             merged += n
         con = _connect()
         con.execute(f"CREATE VIEW partials AS SELECT * FROM {_scan('parquet', partials)}")
+        _seal(con, partials)
         _result(con, plan["final"])
         step.counters(partial_bytes_merged=merged)
