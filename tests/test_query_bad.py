@@ -55,3 +55,42 @@ def test_a_query_reads_no_file_but_its_tables(small: Runner) -> None:
     job = run("job", "submit", "builtin:query", *args, "--attempts", "1", "--wait", code=1)
     number = job.stdout.split()[1].rstrip(":")
     assert "file system operations are disabled" in run("job", "logs", number).stdout
+
+
+def duckdb_rows(tmp_path: Path, sql: str) -> list[list[object]]:
+    """What DuckDB alone returns over the source CSV (as JSON would carry it)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(f"CREATE VIEW t AS SELECT * FROM read_csv('{tmp_path / 'src' / 't.csv'}')")
+        return json.loads(json.dumps([list(r) for r in con.execute(sql).fetchall()]))
+
+
+def both_plans(run: Runner, tmp_path: Path, sql: str) -> None:
+    """The rows of both plans are DuckDB's, exactly, types included."""
+    want = duckdb_rows(tmp_path, sql)
+    ordered = "ORDER BY" in sql
+    for how in ("auto", "distributed"):
+        got = json.loads(run("query", "--json", "--plan", how, sql).stdout)["rows"]
+        if not ordered:
+            got, want = sorted(got, key=repr), sorted(want, key=repr)
+        assert [[(type(v), v) for v in r] for r in got] == [
+            [(type(v), v) for v in r] for r in want
+        ], (how, sql, got, want)
+
+
+def test_sums_and_counts_of_integers_stay_integers(small: Runner, tmp_path: Path) -> None:
+    """sum() of integers is HUGEINT, which Parquet cannot hold: it was written
+    as DOUBLE, so results came back as floats and big sums rounded."""
+    for sql in (
+        "SELECT g, sum(n) AS s, count(*) AS c, count(n) AS cn FROM t GROUP BY g ORDER BY g",
+        "SELECT sum(id) + 9007199254740993 AS big FROM t",
+        "SELECT count(*) AS c, sum(n) AS s FROM t WHERE id < 0",
+    ):
+        both_plans(small, tmp_path, sql)
+    # A result named and queried again keeps its integers.
+    small(
+        "query", "--name", "sums", "SELECT g, sum(id) + 9007199254740993 AS big FROM t GROUP BY g"
+    )
+    out = json.loads(small("query", "--json", "SELECT max(big) AS m FROM sums").stdout)
+    assert out["rows"] == [[9007199254740993 + 14]]  # group c: 6 + 8

@@ -105,7 +105,11 @@ def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tupl
         scan = "read_parquet" if meta.format == "parquet" else "read_csv"
         source = f"{scan}({paths!r})"
         total = con.execute(f"SELECT count(*) FROM {source}").fetchone()
-        cursor = con.execute(f"SELECT * FROM {source} LIMIT {min(limit, MAX_ROWS)}")
+        # HUGEINT columns are stored as DECIMAL(38,0) (Parquet has none): as they were.
+        huge = ['"' + c.replace('"', '""') + '"' for c, t in meta.columns if t == "HUGEINT"]
+        cast = ", ".join(f"CAST({c} AS HUGEINT) AS {c}" for c in huge)
+        star = f"* REPLACE ({cast})" if huge else "*"
+        cursor = con.execute(f"SELECT {star} FROM {source} LIMIT {min(limit, MAX_ROWS)}")
         rows = cursor.fetchall()
         columns = [d[0] for d in cursor.description]
         return columns, rows, int(total[0]) if total else 0

@@ -361,7 +361,9 @@ def _merge_aggregate(node: Any, partial_cols: list[Any]) -> Any:
     if isinstance(node, exp.Sum):
         return exp.func("sum", add(node.copy()))
     if isinstance(node, exp.Count):
-        return exp.func("coalesce", exp.func("sum", add(node.copy())), exp.Literal.number(0))
+        # A count, as in one step (a sum of counts is HUGEINT).
+        total = exp.func("coalesce", exp.func("sum", add(node.copy())), exp.Literal.number(0))
+        return exp.cast(total, "BIGINT")
     if isinstance(node, exp.Min | exp.Max):
         return node.__class__(this=add(node.copy()))
     if isinstance(node, exp.Avg):

@@ -394,12 +394,30 @@ def _table_files(table: str, fmt: str, partition: int | None) -> list[FileEntry]
     ]
 
 
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _exact(con: Any, sql: str) -> tuple[str, list[tuple[str, str]]]:
+    """``sql`` with its HUGEINT columns as DECIMAL(38,0), and its columns
+    (name, type). Parquet has no 128-bit integer: DuckDB writes HUGEINT (the
+    type of ``sum`` over integers) as DOUBLE, so sums and counts would come
+    back as floats, rounded beyond 2^53. A reader casts them back (``_view``,
+    ``catalog.read_rows``): ``_table.json`` names them HUGEINT."""
+    described = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+    huge = [n for n, t in described if t == "HUGEINT"]
+    if not huge:
+        return sql, described
+    cast = ", ".join(f"CAST({_ident(n)} AS DECIMAL(38,0)) AS {_ident(n)}" for n in huge)
+    return f"SELECT * REPLACE ({cast}) FROM ({sql})", described
+
+
 def _compute(con: Any, sql: str) -> Path:
     """The result as a table in scratch (its Parquet file and ``_table.json``)."""
     target = step.scratch() / part_name(0, "parquet")
-    _copy_out(con, sql, target, "parquet")
-    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{target}')").fetchall()
-    meta = TableMeta("parquet", None, 1, hash_id(), [(r[0], r[1]) for r in described])
+    stored, described = _exact(con, sql)
+    _copy_out(con, stored, target, "parquet")
+    meta = TableMeta("parquet", None, 1, hash_id(), described)
     (step.scratch() / META_FILE).write_text(meta.to_json())
     return target
 
@@ -418,7 +436,11 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
     if _lazy:
         _lazy[0].register(con)
     if paths:
-        con.execute(f"CREATE VIEW {quoted} AS SELECT * FROM {_scan(fmt, paths)}")
+        # HUGEINT columns are stored as DECIMAL(38,0) (``_exact``): read back as they were.
+        huge = [c for c, t in columns or [] if t == "HUGEINT"]
+        cast = ", ".join(f"CAST({_ident(c)} AS HUGEINT) AS {_ident(c)}" for c in huge)
+        star = f"* REPLACE ({cast})" if huge else "*"
+        con.execute(f"CREATE VIEW {quoted} AS SELECT {star} FROM {_scan(fmt, paths)}")
     else:  # no rows here: an empty view with the table's columns
         cols = ", ".join(f'NULL::{t} AS "{c}"' for c, t in columns) or "NULL AS none"
         con.execute(f"CREATE VIEW {quoted} AS SELECT {cols} WHERE false")
@@ -569,7 +591,7 @@ def _query_step() -> None:
             con.execute(f"{verb} {plan['partial']}")
             _drop_views(con, tables)
         target = step.scratch() / f"partial-{group[0]:05d}.parquet"
-        _copy_out(con, "SELECT * FROM wh_partial", target, "parquet")
+        _copy_out(con, _exact(con, "SELECT * FROM wh_partial")[0], target, "parquet")
         _lazy_failed()
         fragment, written = _write(".", [(target.name, target)])
         step.intermediate(fragment)
@@ -583,7 +605,13 @@ def _query_step() -> None:
             partials += got
             merged += n
         con = _connect()
-        con.execute(f"CREATE VIEW partials AS SELECT * FROM {_scan('parquet', partials)}")
+        # Partial sums of integers were stored as DECIMAL(38,0) (``_exact``): HUGEINT again.
+        scan = _scan("parquet", partials)
+        kinds = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+        huge = [_ident(r[0]) for r in kinds if r[1] == "DECIMAL(38,0)"]
+        cast = ", ".join(f"CAST({c} AS HUGEINT) AS {c}" for c in huge)
+        star = f"* REPLACE ({cast})" if huge else "*"
+        con.execute(f"CREATE VIEW partials AS SELECT {star} FROM {scan}")
         _seal(con, partials)
         _result(con, plan["final"])
         step.counters(partial_bytes_merged=merged)
