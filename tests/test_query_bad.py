@@ -62,7 +62,9 @@ def duckdb_rows(tmp_path: Path, sql: str) -> list[list[object]]:
     import duckdb
 
     with duckdb.connect() as con:
-        con.execute(f"CREATE VIEW t AS SELECT * FROM read_csv('{tmp_path / 'src' / 't.csv'}')")
+        for name in ("t", "u"):  # u: the same rows, partitioned otherwise
+            source = tmp_path / "src" / "t.csv"
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_csv('{source}')")
         return json.loads(json.dumps([list(r) for r in con.execute(sql).fetchall()]))
 
 
@@ -94,3 +96,32 @@ def test_sums_and_counts_of_integers_stay_integers(small: Runner, tmp_path: Path
     )
     out = json.loads(small("query", "--json", "SELECT max(big) AS m FROM sums").stdout)
     assert out["rows"] == [[9007199254740993 + 14]]  # group c: 6 + 8
+
+
+SHAPES = (
+    # OFFSET: each partition kept its own first rows after skipping OFFSET.
+    "SELECT id, n FROM t ORDER BY id LIMIT 3 OFFSET 2",
+    "SELECT g, count(*) AS c FROM t GROUP BY g ORDER BY c DESC, g LIMIT 2 OFFSET 1",
+    # GROUP BY an output name, a position, ALL; FILTER; ORDER BY a qualified column.
+    "SELECT g AS x, count(*) AS c FROM t GROUP BY x ORDER BY x",
+    "SELECT g, count(*) AS c FROM t GROUP BY 1 ORDER BY 1",
+    "SELECT g, count(*) AS c FROM t GROUP BY ALL ORDER BY g",
+    "SELECT sum(n) FILTER (WHERE id > 2) AS s, avg(n) FILTER (WHERE id > 2) AS a FROM t",
+    "SELECT g, count(*) FILTER (WHERE n > 5) AS c FROM t GROUP BY g ORDER BY g",
+    "SELECT t.id, u.g FROM t JOIN u ON t.id = u.id WHERE t.id < 6 ORDER BY t.id",
+    # And the usual shapes: NULLs in keys and values, AVG, strings, joins.
+    "SELECT g, count(*) AS c, sum(n) AS s FROM t GROUP BY g HAVING count(*) > 1 ORDER BY g",
+    "SELECT k, avg(n) AS a, min(g) AS lo, max(g) AS hi FROM t GROUP BY k ORDER BY k",
+    "SELECT DISTINCT g FROM t ORDER BY g",
+    "SELECT count(DISTINCT g) AS c FROM t",
+    "SELECT a.id, b.id AS other FROM t a JOIN t b ON a.k = b.k WHERE a.id < b.id ORDER BY 1, 2",
+    "SELECT id FROM t WHERE k IN (SELECT k FROM u WHERE g = 'a') ORDER BY id",
+    "SELECT id, row_number() OVER (PARTITION BY g ORDER BY id) AS r FROM t ORDER BY id",
+    "WITH s AS (SELECT g, sum(n) AS s FROM t GROUP BY g) SELECT * FROM s ORDER BY g",
+)
+
+
+@pytest.mark.parametrize("sql", SHAPES)
+def test_shapes_return_duckdbs_rows(small: Runner, tmp_path: Path, sql: str) -> None:
+    small("table", "create", "u", "--from", "src/t.csv", "--partition-by", "g", "--partitions=3")
+    both_plans(small, tmp_path, sql)

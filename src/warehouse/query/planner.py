@@ -276,6 +276,7 @@ def _split(tree: exp.Select) -> tuple[str, str]:
     select = tree.copy()
     order = select.args.pop("order", None)
     limit = select.args.pop("limit", None)
+    offset = select.args.pop("offset", None)
     group = select.args.pop("group", None)
     having = select.args.pop("having", None)
     aggregates = any(
@@ -283,29 +284,36 @@ def _split(tree: exp.Select) -> tuple[str, str]:
     )
     if not aggregates and group is None:
         # Scan, filter, project: each partition keeps its own top rows under a LIMIT.
-        names = {_output_name(e) for e in select.expressions}
+        outputs = [_output_name(e) for e in select.expressions]
+        star = any(isinstance(e, exp.Star) for e in select.expressions)
+        if len(set(outputs)) != len(outputs) or (star and len(_tables(tree)) > 1):
+            raise _Unsplittable("two columns of the same name")
         if order is not None:
             for o in order.expressions:
-                if not (isinstance(o.this, exp.Column) and o.this.name in names) and not any(
-                    isinstance(e, exp.Star) for e in select.expressions
-                ):
+                if not (isinstance(o.this, exp.Column) and o.this.name in outputs) and not star:
                     raise _Unsplittable("ORDER BY something not selected")
         partial = select.copy()
         if limit is not None:
+            # Each partition's first LIMIT + OFFSET rows; the final step skips OFFSET.
             partial.set("order", order)
-            partial.set("limit", limit)
+            partial.set("limit", exp.Limit(expression=_literal_sum(limit, offset)))
         final = exp.select("*").from_("partials")
         if order is not None:
-            final.set("order", order)
-        if limit is not None:
-            final.set("limit", limit)
+            # Over the partials, columns by their bare names (``ORDER BY f.id``: ``id``).
+            final.set("order", order.transform(_bare))
+        final.set("limit", limit)
+        final.set("offset", offset)
         return partial.sql(DIALECT), final.sql(DIALECT)
 
-    groups = list(group.expressions) if group is not None else []
+    if group is not None and group.args.get("all"):
+        raise _Unsplittable("GROUP BY ALL")
+    groups = [_group_key(g, select) for g in group.expressions] if group is not None else []
     partial_cols: list[Any] = [exp.alias_(g.copy(), f"_g{j}") for j, g in enumerate(groups)]
     group_names = {g.sql(DIALECT): f"_g{j}" for j, g in enumerate(groups)}
 
     def merge(node: Any) -> Any:
+        if isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc):
+            return _merge_aggregate(node.this, partial_cols, node.expression)
         if isinstance(node, exp.AggFunc):
             return _merge_aggregate(node, partial_cols)
         if node.sql(DIALECT) in group_names:
@@ -339,8 +347,8 @@ def _split(tree: exp.Select) -> tuple[str, str]:
                 )
             ),
         )
-    if limit is not None:
-        final.set("limit", limit)
+    final.set("limit", limit)
+    final.set("offset", offset)
     partial = select.copy()
     partial.set("expressions", partial_cols)  # filled by merge() above
     if groups:
@@ -350,9 +358,55 @@ def _split(tree: exp.Select) -> tuple[str, str]:
     return partial.sql(DIALECT), final.sql(DIALECT)
 
 
-def _merge_aggregate(node: Any, partial_cols: list[Any]) -> Any:
+def _tables(tree: exp.Expression) -> list[exp.Table]:
+    return list(tree.find_all(exp.Table))
+
+
+def _bare(node: Any) -> Any:
+    return exp.column(node.name) if isinstance(node, exp.Column) and node.table else node
+
+
+def _literal_sum(limit: exp.Expression, offset: exp.Expression | None) -> exp.Expression:
+    """LIMIT + OFFSET as one number (both must be plain integers)."""
+    total = 0
+    for part in (limit, offset):
+        value = part.args.get("expression") if part is not None else None
+        if value is None:
+            continue
+        if not (isinstance(value, exp.Literal) and value.is_int):
+            raise _Unsplittable("a LIMIT or OFFSET that is not a number")
+        total += int(value.this)
+    return exp.Literal.number(total)
+
+
+def _group_key(key: exp.Expression, select: exp.Select) -> exp.Expression:
+    """A GROUP BY key as an expression over the tables: ``GROUP BY 1`` is the
+    first selected expression; an output alias is refused (one step)."""
+    if isinstance(key, exp.Literal) and key.is_int:
+        n = int(key.this)
+        if not 1 <= n <= len(select.expressions):
+            raise _Unsplittable("a GROUP BY position out of range")
+        chosen: exp.Expression = select.expressions[n - 1]
+        if isinstance(chosen, exp.Alias):
+            chosen = chosen.this
+        return chosen.copy()
+    aliases = {e.alias: e.this for e in select.expressions if isinstance(e, exp.Alias)}
+    if isinstance(key, exp.Column) and not key.table and key.name in aliases:
+        body = aliases[key.name]
+        if not (isinstance(body, exp.Column) and body.name == key.name):
+            # An alias or a table's column of that name: DuckDB decides which.
+            raise _Unsplittable("GROUP BY an output name")
+    return key
+
+
+def _merge_aggregate(node: Any, partial_cols: list[Any], where: Any = None) -> Any:
+    """The final step's form of an aggregate; its partial ones are added to
+    ``partial_cols`` (each under ``FILTER (where)``, if given)."""
+
     def add(e: Any) -> Any:
         name = f"_a{len(partial_cols)}"
+        if where is not None:
+            e = exp.Filter(this=e, expression=where.copy())
         partial_cols.append(exp.alias_(e, name))
         return exp.column(name)
 
