@@ -125,3 +125,25 @@ SHAPES = (
 def test_shapes_return_duckdbs_rows(small: Runner, tmp_path: Path, sql: str) -> None:
     small("table", "create", "u", "--from", "src/t.csv", "--partition-by", "g", "--partitions=3")
     both_plans(small, tmp_path, sql)
+
+
+def test_bad_sql_is_one_line_and_changes_nothing(small: Runner) -> None:
+    """Huge, deeply nested, several or non-SELECT statements: one `Error:`
+    line, exit 2, and no job or collection made (a plan over 128 KiB could
+    not even start its steps: it travels in their environment)."""
+    run = small
+    before = run("job", "ls").stdout
+    collections = run("collection", "ls").stdout
+    cases = {
+        "SELECT " + "+".join(["1"] * 20_000) + " AS x FROM t": "over 32768 characters",
+        "SELECT " + "(" * 2000 + "1" + ")" * 2000 + " AS x FROM t": "nested too deeply",
+        "EXPLAIN SELECT * FROM t": "only a SELECT",  # sqlglot warned on stderr too
+        "LOAD httpfs": "only a SELECT",
+        "SELECT 1 FROM t; SELECT 2 FROM t": "exactly one statement",
+        "": "exactly one statement",
+    }
+    for sql, says in cases.items():
+        err = one_error(run("query", sql, code=2))
+        assert says in err, (sql[:40], err)
+    assert run("job", "ls").stdout == before
+    assert run("collection", "ls").stdout == collections

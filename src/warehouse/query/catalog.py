@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.interface import Warehouse
 from warehouse.manifest import Manifest
-from warehouse.query.planner import parse, plan, table_names
+from warehouse.query.planner import MAX_PARAMS, parse, plan, table_names
 from warehouse.query.tables import FORMATS, MAX_PARTITIONS, META_FILE, TableMeta
 
 __all__ = [
@@ -77,13 +78,17 @@ def compile_query(
             raise NotFoundError(f"query: unknown table {name!r}") from None
         metas[name] = table_meta(wh, pdhs[name])
     compiled = plan(sql, metas, how)
+    columns = {n: [list(c) for c in m.columns] for n, m in metas.items()}
+    params = {"plan": compiled, "columns": columns}
+    if len(json.dumps(params)) > MAX_PARAMS:
+        # Steps get their params in one environment variable (at most 128 KiB).
+        raise UsageError(f"query: the compiled plan is over {MAX_PARAMS} bytes: shorten the SQL")
     entries = []
     for name, pdh in pdhs.items():
         for path, entry in wh.manifest(pdh).files().items():
             entries.append(dataclasses.replace(entry, path=f"{name}/{path}"))
     record = wh.put_manifest(Manifest.from_files(entries))
-    columns = {n: [list(c) for c in m.columns] for n, m in metas.items()}
-    return compiled, record.pdh, {"plan": compiled, "columns": columns}
+    return compiled, record.pdh, params
 
 
 def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tuple[Any, ...]], int]:

@@ -22,6 +22,7 @@ A plan is JSON (the params of the ``builtin:query`` job):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "BROADCAST_LIMIT",
     "DEFAULT_SHUFFLE_PARTITIONS",
     "HOW",
+    "MAX_PARAMS",
     "ONE_STEP_BYTES",
     "STEP_BYTES",
     "explain",
@@ -50,6 +52,12 @@ STEP_BYTES = 256 << 20  # a partition step reads about this much at least, if th
 MIN_PARTITION_STEPS = 2  # but partitions are spread over two steps at least (two cores)
 HOW = ("auto", "one-step", "distributed")
 DIALECT = "duckdb"
+MAX_SQL = 32768  # characters of SQL
+MAX_PARAMS = 96 << 10  # bytes of a query job's params (JSON): under 128 KiB, see catalog
+
+# sqlglot warns on stderr of SQL it cannot parse fully ("falling back to
+# parsing as a 'Command'"); such SQL is refused here in one line anyway.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
 class _Unsplittable(Exception):
@@ -58,8 +66,13 @@ class _Unsplittable(Exception):
 
 def parse(sql: str) -> Any:
     """The one statement of ``sql``; errors name line and column."""
+    if len(sql) > MAX_SQL:
+        # The plan travels in each step's environment (at most 128 KiB a variable).
+        raise UsageError(f"query: the SQL is over {MAX_SQL} characters")
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except RecursionError:
+        raise UsageError("query: the SQL is nested too deeply") from None
     except ParseError as e:
         where = e.errors[0] if e.errors else {}
         at = f" at line {where.get('line')}, column {where.get('col')}" if where else ""
