@@ -147,3 +147,20 @@ def test_bad_sql_is_one_line_and_changes_nothing(small: Runner) -> None:
         assert says in err, (sql[:40], err)
     assert run("job", "ls").stdout == before
     assert run("collection", "ls").stdout == collections
+
+
+def test_sql_duckdb_refuses_is_refused_at_submission(small: Runner) -> None:
+    """An unknown function, a bad GROUP BY, an expression too deep for
+    DuckDB: refused before any job (they failed a job three times, saying
+    only its exit status)."""
+    run = small
+    before = run("job", "ls").stdout
+    for sql, code, says in (
+        ("SELECT nosuchfn(id) FROM t", 4, "nosuchfn does not exist"),
+        ("SELECT id FROM t GROUP BY g", 2, "must appear in the GROUP BY"),
+        ("SELECT x.id FROM t", 4, 'table "x" not found'),
+        ("SELECT " + "+".join(["1"] * 1100) + " AS x FROM t", 2, "expression depth"),
+    ):
+        err = one_error(run("query", sql, code=code))
+        assert says in err, (sql[:40], err)
+    assert run("job", "ls").stdout == before

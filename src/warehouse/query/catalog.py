@@ -78,6 +78,8 @@ def compile_query(
             raise NotFoundError(f"query: unknown table {name!r}") from None
         metas[name] = table_meta(wh, pdhs[name])
     compiled = plan(sql, metas, how)
+    if all(m.columns for m in metas.values()):
+        compiled = _bound(sql, compiled, metas)
     columns = {n: [list(c) for c in m.columns] for n, m in metas.items()}
     params = {"plan": compiled, "columns": columns}
     if len(json.dumps(params)) > MAX_PARAMS:
@@ -89,6 +91,50 @@ def compile_query(
             entries.append(dataclasses.replace(entry, path=f"{name}/{path}"))
     record = wh.put_manifest(Manifest.from_files(entries))
     return compiled, record.pdh, params
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _bound(sql: str, compiled: dict[str, Any], metas: dict[str, TableMeta]) -> dict[str, Any]:
+    """The plan, once DuckDB has bound its SQL over empty tables of the same
+    columns: an unknown function, a column of the wrong type, an expression
+    too deep is the user's error now (in one line), not a job's three failed
+    attempts. A distributed form that does not bind (a shape the compiler
+    got wrong) runs as one step instead."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute("SET enable_external_access = false")  # no file, here either
+        for name, meta in metas.items():
+            cols = ", ".join(f"NULL::{kind} AS {_quoted(c)}" for c, kind in meta.columns)
+            try:
+                con.execute(f"CREATE VIEW {_quoted(name)} AS SELECT {cols} WHERE false")
+            except duckdb.Error:
+                return compiled  # a type DuckDB does not spell back: left to the step
+        single = compiled.get("sql")
+        if compiled["mode"] != "single":
+            try:
+                kinds = con.execute(f"DESCRIBE {compiled['partial']}").fetchall()
+                cols = ", ".join(f"NULL::{r[1]} AS {_quoted(r[0])}" for r in kinds)
+                con.execute(f"CREATE VIEW partials AS SELECT {cols} WHERE false")
+                con.execute(f"DESCRIBE {compiled['final']}")
+                return compiled
+            except duckdb.Error as e:
+                why = f"its distributed form does not bind: {str(e).splitlines()[0]}"
+                compiled = {**plan(sql, metas, "one-step"), "why": why}
+                single = compiled["sql"]
+        try:
+            con.execute(f"DESCRIBE {single}")
+        except (duckdb.CatalogException, duckdb.BinderException) as e:
+            message = str(e).splitlines()[0]
+            if "not found" in message or "does not exist" in message:
+                raise NotFoundError(f"query: {message}") from None
+            raise UsageError(f"query: {message}") from None
+        except duckdb.Error as e:
+            raise UsageError(f"query: {str(e).splitlines()[0]}") from None
+    return compiled
 
 
 def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tuple[Any, ...]], int]:
