@@ -164,3 +164,38 @@ def test_sql_duckdb_refuses_is_refused_at_submission(small: Runner) -> None:
         err = one_error(run("query", sql, code=code))
         assert says in err, (sql[:40], err)
     assert run("job", "ls").stdout == before
+
+
+def test_table_create_bad_input(run: Runner, tmp_path: Path) -> None:
+    """No such file, --partitions 0, a ragged CSV row, a partition column that
+    does not exist: one `Error:` line each, naming the reason, and no name set."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "t.csv").write_text(CSV)
+    (src / "ragged.csv").write_text("id,x\n1,2\n3,4,5\n6\n")
+    run("put", str(src), "--name", "src")
+    before = run("job", "ls").stdout
+    err = one_error(run("table", "create", "x", "--from", "src/nosuch.csv", code=4))
+    assert "no .parquet or .csv file under nosuch.csv" in err
+    for n in ("0", "-1", "100000"):
+        args = ["--partition-by", "k", "--partitions", n]
+        err = one_error(run("table", "create", "x", "--from", "src/t.csv", *args, code=2))
+        assert "partitions must be 1 to 1024" in err, (n, err)
+    assert run("job", "ls").stdout == before  # refused before any job
+    # Read as one column of whole lines, the ragged file made a wrong table.
+    err = one_error(run("table", "create", "x", "--from", "src/ragged.csv", code=1))
+    assert "ragged.csv" in err and "failed 3 times" in err, err
+    args = ["--partition-by", "nocol", "--partitions", "2"]
+    err = one_error(run("table", "create", "x", "--from", "src/t.csv", *args, code=1))
+    assert "no column 'nocol' (there are: id, k, g, n)" in err, err
+    one_error(run("table", "show", "x", code=4))  # no name set
+    # A query that fails on the data says DuckDB's reason, not only the exit status.
+    run("table", "create", "t", "--from", "src/t.csv")
+    err = one_error(run("query", "SELECT CAST(g AS INTEGER) AS i FROM t", code=1))
+    assert "Could not convert string 'a' to INT32" in err, err
+    shown = run("table", "show", "t").stdout.splitlines()
+    assert (
+        shown[1]
+        == "format: parquet, partitions: 1, partitioned by: -, bytes: "
+        + (shown[1].rsplit(" ", 1)[-1])
+    )

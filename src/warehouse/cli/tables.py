@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 from typing import Any
 
 import click
@@ -30,6 +31,31 @@ def _run(ctx: click.Context, request: jobs.JobRequest, wait: bool) -> JobRecord:
     return _submit_here(view.wh, request, wait)
 
 
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+
+
+def _failed(ctx: click.Context, record: JobRecord) -> WarehouseError:
+    """The job's failure, with the last line its failed step logged (DuckDB's
+    error, or the step's own message): the reason, not only the exit status."""
+    from warehouse.cli.jobs import _view
+
+    reason = ""
+    try:
+        steps = _view(ctx).steps(record.id, failed=True)
+    except WarehouseError:
+        steps = []
+    for s in sorted(steps, key=lambda s: s.state != "failed"):
+        lines = [line.rstrip() for line in (s.log_tail or "").splitlines() if line.strip()]
+        # A traceback's exception line (DuckDB's message goes on with the
+        # SQL and a caret under it), else the step's last line.
+        raised = [line for line in lines if _RAISED.match(line)]
+        if raised or lines:
+            reason = _RAISED.sub("", (raised or lines)[-1]).strip()
+            break
+    said = f"job {record.id} {record.state}: {record.error or ''}"
+    return WarehouseError(f"{said}: {reason}" if reason else said)
+
+
 @click.group()
 def table() -> None:
     """Tables: partitioned Parquet or CSV collections that `wh query` reads."""
@@ -54,13 +80,15 @@ def table_create(
 ) -> None:
     """Make table NAME from the CSV or Parquet files of KEY (a job), and name it."""
     from warehouse.query.catalog import table_params
+    from warehouse.query.tables import source_files
 
     key, _, path = source.partition("/")
     params = table_params(fmt, partition_by, partitions, path)
     wh = open_warehouse(ctx)
+    source_files(wh.manifest(key), path)  # none there: said now, not by a failed job
     record = _run(ctx, jobs.JobRequest("builtin:table", key, params), wait=True)
     if record.state != "complete" or record.output_pdh is None:
-        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}")
+        raise _failed(ctx, record)
     named = wh.set_name(name, record.output_pdh, expect=_current(wh, name))
     if as_json:
         emit_json({"name": name, "pdh": named.pdh, "job": record.id})
@@ -122,8 +150,11 @@ def table_show(ctx: click.Context, key: str, as_json: bool) -> None:
         emit_json(desc)
         return
     by = desc["partitioned_by"] or "-"
-    click.echo(f"{key} {pdh}\nformat: {desc['format']}, partitions: {desc['partitions']}, ")
-    click.echo(f"partitioned by: {by}, bytes: {desc['bytes']}")
+    click.echo(f"{key} {pdh}")
+    click.echo(
+        f"format: {desc['format']}, partitions: {desc['partitions']}, "
+        f"partitioned by: {by}, bytes: {desc['bytes']}"
+    )
     for column, kind in desc["columns"]:
         click.echo(f"  {column}\t{kind}")
 
@@ -192,7 +223,7 @@ def query(
         click.echo(f"job {record.id} {record.state}")
         return
     if record.state != "complete" or record.output_pdh is None:
-        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}")
+        raise _failed(ctx, record)
     if name_:
         wh.set_name(name_, record.output_pdh, expect=_current(wh, name_))
     if as_json:

@@ -52,7 +52,7 @@ def table_params(
         raise UsageError(f"table: format must be one of {', '.join(FORMATS)}")
     if partition_by is None and partitions not in (None, 1):
         raise UsageError("table: --partitions needs --partition-by")
-    n = partitions or (4 if partition_by else 1)
+    n = partitions if partitions is not None else (4 if partition_by else 1)
     if not 1 <= n <= MAX_PARTITIONS:
         raise UsageError(f"table: partitions must be 1 to {MAX_PARTITIONS}")
     params: dict[str, Any] = {"format": fmt, "partitions": n}

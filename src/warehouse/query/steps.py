@@ -28,8 +28,8 @@ from warehouse import step
 from warehouse.blocks import MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.reader import CollectionReader
-from warehouse.manifest import FileEntry, Manifest, Segment, Stream
-from warehouse.query.tables import META_FILE, TableMeta, hash_id, part_name
+from warehouse.manifest import FileEntry, Segment, Stream
+from warehouse.query.tables import META_FILE, TableMeta, hash_id, part_name, source_files
 
 if TYPE_CHECKING:
     from warehouse.query.blockfs import BlockFiles
@@ -247,7 +247,9 @@ def _fetch(
 def _scan(fmt: str, paths: Sequence[str]) -> str:
     listed = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
     if fmt == "csv":
-        return f"read_csv({listed}, header = true, auto_detect = true)"
+        # Comma-separated, as named: left to guess, DuckDB takes a file with a
+        # ragged row for one column of whole lines, and the table is wrong.
+        return f"read_csv({listed}, header = true, auto_detect = true, delim = ',')"
     return f"read_parquet({listed})"
 
 
@@ -314,22 +316,6 @@ def _write_cut(stream: str, name: str, path: Path, cuts: Sequence[int]) -> tuple
 # -- wh table create -----------------------------------------------------------
 
 
-def _source_files(manifest: Manifest, under: str) -> tuple[str, list[FileEntry]]:
-    prefix = under.strip("/")
-    found = [
-        e
-        for path, e in sorted(manifest.files().items())
-        if (not prefix or path == prefix or path.startswith(prefix + "/"))
-        and path.rsplit(".", 1)[-1] in ("parquet", "csv")
-    ]
-    if not found:
-        raise SystemExit(f"table: no .parquet or .csv file under {under or 'the collection'}")
-    kinds = {e.path.rsplit(".", 1)[-1] for e in found}
-    if len(kinds) > 1:
-        raise SystemExit("table: the files are of more than one format")
-    return kinds.pop(), found
-
-
 def table_step() -> None:
     try:
         _table_step()
@@ -346,7 +332,7 @@ def _table_step() -> None:
         return
     _load_duckdb()  # on a thread, while the source is read here
     p = int(step.step_input())
-    src_fmt, entries = _source_files(step.input_manifest(), params.get("path", ""))
+    src_fmt, entries = source_files(step.input_manifest(), params.get("path", ""))
     paths, read = _fetch(step.reader(), entries, step.scratch() / "src")
     con = _connect()
     source = _scan(src_fmt, paths)
