@@ -199,3 +199,31 @@ def test_table_create_bad_input(run: Runner, tmp_path: Path) -> None:
         == "format: parquet, partitions: 1, partitioned by: -, bytes: "
         + (shown[1].rsplit(" ", 1)[-1])
     )
+
+
+def test_every_value_prints(small: Runner) -> None:
+    """--json is well-formed whatever a query returns (NaN, INTERVAL, UUID,
+    nested values failed with a traceback or wrote bare NaN); text is one row
+    a line (a tab or newline in a value is escaped)."""
+    sql = (
+        "SELECT 'nan'::DOUBLE AS x, '-inf'::DOUBLE AS y, INTERVAL 3 DAY IS NOT NULL AS i, "
+        "[1.5::DECIMAL(4,2)] AS l, {'a': DATE '2020-01-01'} AS s, "
+        "'00000000-0000-0000-0000-000000000001'::UUID AS u, INTERVAL 3 DAY AS d FROM t LIMIT 1"
+    )
+    text = small("query", "--json", sql).stdout
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    rows = json.loads(text, parse_constant=refuse)["rows"]
+    assert rows[0][:6] == [
+        "NaN",
+        "-Infinity",
+        True,
+        ["1.50"],
+        {"a": "2020-01-01"},
+        "00000000-0000-0000-0000-000000000001",
+    ]
+    assert isinstance(rows[0][6], str)
+    sql = "SELECT 'a' || chr(9) || 'b' AS x, 'c' || chr(10) || 'd' AS y, NULL AS z FROM t LIMIT 1"
+    assert small("query", sql).stdout == "x\ty\tz\na\\tb\tc\\nd\t-\n"

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
+import math
 import re
 from typing import Any
 
 import click
 
 from warehouse import jobs
-from warehouse.cli._common import emit_json, emit_rows, open_warehouse
+from warehouse.cli._common import _cell, emit_json, emit_rows, open_warehouse
 from warehouse.errors import WarehouseError
 from warehouse.jobs.values import JobRecord
 
@@ -159,14 +161,32 @@ def table_show(ctx: click.Context, key: str, as_json: bool) -> None:
         click.echo(f"  {column}\t{kind}")
 
 
+def _text(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, list | dict) else str(v)
+
+
 def _plain(v: Any) -> Any:
+    """A value as JSON holds it: nested lists, structs and maps too (any
+    other type, such as an INTERVAL or a UUID, as its text); a float that
+    is not a number as the string ``NaN``, ``Infinity`` or ``-Infinity``
+    (JSON has none)."""
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        return v if math.isfinite(v) else ("Infinity" if v > 0 else "-Infinity")
     if isinstance(v, decimal.Decimal):
         return str(v)
     if isinstance(v, dt.date | dt.datetime | dt.time):
         return v.isoformat()
     if isinstance(v, bytes):
         return v.hex()
-    return v
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return str(v)
 
 
 @click.command()
@@ -239,7 +259,8 @@ def query(
         )
         return
     columns, rows, total = read_rows(wh, record.output_pdh, limit)
-    click.echo("\t".join(columns))
+    # One row a line, as every listing: a tab, newline or backslash escaped, NULL as -.
+    click.echo("\t".join(map(_cell, columns)))
     for r in rows:
-        click.echo("\t".join("" if v is None else str(_plain(v)) for v in r))
+        click.echo("\t".join(_cell(None if v is None else _text(_plain(v))) for v in r))
     click.echo(f"({total} rows; job {record.id}, result {record.output_pdh})", err=True)
