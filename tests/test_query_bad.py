@@ -227,3 +227,20 @@ def test_every_value_prints(small: Runner) -> None:
     assert isinstance(rows[0][6], str)
     sql = "SELECT 'a' || chr(9) || 'b' AS x, 'c' || chr(10) || 'd' AS y, NULL AS z FROM t LIMIT 1"
     assert small("query", sql).stdout == "x\ty\tz\na\\tb\tc\\nd\t-\n"
+
+
+def test_odd_names(small: Runner, tmp_path: Path) -> None:
+    """A table named as a step's own temporary table, or with a dash; a
+    column with a space or a quote, partitioned on."""
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "o.csv").write_text('my col,"we""ird",k\n1,a,1\n2,b,2\n3,c,1\n')
+    small("put", str(tmp_path / "odd"), "--name", "odd")
+    for name, by in (("wh_partial", "k"), ("my-t", "my col")):
+        args = ["--partition-by", by, "--partitions", "2"]
+        small("table", "create", name, "--from", "odd/o.csv", *args)
+        for how in ("auto", "distributed"):
+            sql = (
+                f'SELECT k, count(*) AS c, min("we""ird") AS w FROM "{name}" GROUP BY k ORDER BY k'
+            )
+            out = json.loads(small("query", "--json", "--plan", how, sql).stdout)
+            assert out["rows"] == [[1, 2, "a"], [2, 1, "b"]], (name, how, out)

@@ -432,6 +432,8 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
         con.execute(f"CREATE VIEW {quoted} AS SELECT {cols} WHERE false")
 
 
+# The partials of a step's partitions: a name no table can have (names hold no space).
+_PARTIAL = '"wh partial"'
 _broadcast: dict[str, tuple[list[str], int]] = {}  # table -> (paths, bytes) in this step
 
 
@@ -573,11 +575,11 @@ def _query_step() -> None:
         for i, found in enumerate(where):
             for name, (fmt, paths) in found.items():
                 _view(con, name, fmt, paths, columns.get(name))
-            verb = "CREATE TEMP TABLE wh_partial AS" if i == 0 else "INSERT INTO wh_partial"
+            verb = f"CREATE TEMP TABLE {_PARTIAL} AS" if i == 0 else f"INSERT INTO {_PARTIAL}"
             con.execute(f"{verb} {plan['partial']}")
             _drop_views(con, tables)
         target = step.scratch() / f"partial-{group[0]:05d}.parquet"
-        _copy_out(con, _exact(con, "SELECT * FROM wh_partial")[0], target, "parquet")
+        _copy_out(con, _exact(con, f"SELECT * FROM {_PARTIAL}")[0], target, "parquet")
         _lazy_failed()
         fragment, written = _write(".", [(target.name, target)])
         step.intermediate(fragment)
