@@ -244,3 +244,12 @@ def test_odd_names(small: Runner, tmp_path: Path) -> None:
             )
             out = json.loads(small("query", "--json", "--plan", how, sql).stdout)
             assert out["rows"] == [[1, 2, "a"], [2, 1, "b"]], (name, how, out)
+
+
+def test_a_bad_name_is_refused_before_any_job(small: Runner) -> None:
+    before = small("job", "ls").stdout
+    err = one_error(small("query", "--name", "bad name!", "SELECT 1 AS x FROM t", code=2))
+    assert "bad name" in err
+    err = one_error(small("table", "create", "bad name!", "--from", "src/t.csv", code=2))
+    assert "bad name" in err
+    assert small("job", "ls").stdout == before

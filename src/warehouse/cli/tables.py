@@ -81,9 +81,11 @@ def table_create(
     as_json: bool,
 ) -> None:
     """Make table NAME from the CSV or Parquet files of KEY (a job), and name it."""
+    from warehouse.catalog.values import check_name
     from warehouse.query.catalog import table_params
     from warehouse.query.tables import source_files
 
+    check_name(name)  # before the job: a bad name changes nothing
     key, _, path = source.partition("/")
     params = table_params(fmt, partition_by, partitions, path)
     wh = open_warehouse(ctx)
@@ -227,9 +229,12 @@ def query(
     joins partition by partition, a small side broadcast, otherwise shuffled
     by the key; a final step merges. The result is a table collection.
     """
+    from warehouse.catalog.values import check_name
     from warehouse.query.catalog import compile_query, read_rows
     from warehouse.query.planner import explain as explain_plan
 
+    if name_ is not None:
+        check_name(name_)  # before the job: a bad name changes nothing
     wh = open_warehouse(ctx)
     plan, input_pdh, params = compile_query(wh, sql, how)
     if explain:
