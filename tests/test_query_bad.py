@@ -253,3 +253,14 @@ def test_a_bad_name_is_refused_before_any_job(small: Runner) -> None:
     err = one_error(small("table", "create", "bad name!", "--from", "src/t.csv", code=2))
     assert "bad name" in err
     assert small("job", "ls").stdout == before
+
+
+def test_json_rows_up_to_the_limit_given(small: Runner) -> None:
+    """--json --limit 2 printed 10,000 rows (the limit could only raise it)."""
+    out = json.loads(
+        small("query", "--json", "--limit", "2", "SELECT id FROM t ORDER BY id").stdout
+    )
+    assert out["rows"] == [[1], [2]] and out["total_rows"] == 8
+    out = json.loads(small("query", "--json", "SELECT id FROM t ORDER BY id").stdout)
+    assert len(out["rows"]) == 8
+    assert small("query", "SELECT id FROM t ORDER BY id").stdout.count("\n") == 9

@@ -208,9 +208,7 @@ def _plain(v: Any) -> Any:
 @click.option(
     "--limit",
     type=click.IntRange(1, 100_000),
-    default=20,
-    show_default=True,
-    help="Rows printed (--json: default 10000).",
+    help="Rows printed (default 20; --json: 10000).",
 )
 @click.pass_context
 def query(
@@ -221,7 +219,7 @@ def query(
     explain: bool,
     name_: str | None,
     how: str,
-    limit: int,
+    limit: int | None,
 ) -> None:
     """Run SQL over tables (names resolve through the catalog) as a job.
 
@@ -252,7 +250,7 @@ def query(
     if name_:
         wh.set_name(name_, record.output_pdh, expect=_current(wh, name_))
     if as_json:
-        columns, rows, total = read_rows(wh, record.output_pdh, max(limit, 10_000))
+        columns, rows, total = read_rows(wh, record.output_pdh, limit or 10_000)
         emit_json(
             {
                 "job": record.id,
@@ -263,7 +261,7 @@ def query(
             }
         )
         return
-    columns, rows, total = read_rows(wh, record.output_pdh, limit)
+    columns, rows, total = read_rows(wh, record.output_pdh, limit or 20)
     # One row a line, as every listing: a tab, newline or backslash escaped, NULL as -.
     click.echo("\t".join(map(_cell, columns)))
     for r in rows:
