@@ -88,6 +88,7 @@ def test_sums_and_counts_of_integers_stay_integers(small: Runner, tmp_path: Path
         "SELECT g, sum(n) AS s, count(*) AS c, count(n) AS cn FROM t GROUP BY g ORDER BY g",
         "SELECT sum(id) + 9007199254740993 AS big FROM t",
         "SELECT count(*) AS c, sum(n) AS s FROM t WHERE id < 0",
+        "SELECT g, sum(n), sum(n) FROM t GROUP BY g",  # two columns of one name
     ):
         both_plans(small, tmp_path, sql)
     # A result named and queried again keeps its integers.

@@ -390,7 +390,9 @@ def _exact(con: Any, sql: str) -> tuple[str, list[tuple[str, str]]]:
     type of ``sum`` over integers) as DOUBLE, so sums and counts would come
     back as floats, rounded beyond 2^53. A reader casts them back (``_view``,
     ``catalog.read_rows``): ``_table.json`` names them HUGEINT."""
-    described = [(r[0], r[1]) for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+    # Over a subquery: columns of one name are told apart (s, s_1), as in the file.
+    found = con.execute(f"DESCRIBE SELECT * FROM ({sql})").fetchall()
+    described = [(r[0], r[1]) for r in found]
     huge = [n for n, t in described if t == "HUGEINT"]
     if not huge:
         return sql, described
