@@ -265,3 +265,14 @@ def test_json_rows_up_to_the_limit_given(small: Runner) -> None:
     out = json.loads(small("query", "--json", "SELECT id FROM t ORDER BY id").stdout)
     assert len(out["rows"]) == 8
     assert small("query", "SELECT id FROM t ORDER BY id").stdout.count("\n") == 9
+
+
+def test_a_csv_table_reads_with_its_own_types(small: Runner, tmp_path: Path) -> None:
+    """A CSV table's partitions were typed by guessing each file: a partition
+    whose n is all NULL made n text, and sum(n) failed the partition step."""
+    small("table", "create", "u", "--from", "src/t.csv", "--format", "csv", "--partition-by=id")
+    for sql in (
+        "SELECT g, sum(n) AS s, count(*) AS c, max(k) AS m FROM u GROUP BY g ORDER BY g",
+        "SELECT id, k, g, n FROM u ORDER BY id",
+    ):
+        both_plans(small, tmp_path, sql)

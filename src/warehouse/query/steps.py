@@ -244,8 +244,17 @@ def _fetch(
     return paths, total
 
 
-def _scan(fmt: str, paths: Sequence[str]) -> str:
+def _scan(fmt: str, paths: Sequence[str], columns: Any = None) -> str:
+    """A scan of the files; a CSV table's partitions with the columns and types
+    of its ``_table.json`` (guessed from each file, a partition whose values of
+    a column are all NULL would make it text: ``sum(VARCHAR)``)."""
     listed = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    if fmt == "csv" and columns:
+        kinds = ", ".join(
+            "'" + c.replace("'", "''") + "': '" + t.replace("'", "''") + "'" for c, t in columns
+        )
+        dialect = "header = true, delim = ',', quote = '\"', escape = '\"', auto_detect = false"
+        return f"read_csv({listed}, {dialect}, columns = {{{kinds}}})"
     if fmt == "csv":
         # Comma-separated, as named: left to guess, DuckDB takes a file with a
         # ragged row for one column of whole lines, and the table is wrong.
@@ -428,7 +437,7 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
         huge = [c for c, t in columns or [] if t == "HUGEINT"]
         cast = ", ".join(f"CAST({_ident(c)} AS HUGEINT) AS {_ident(c)}" for c in huge)
         star = f"* REPLACE ({cast})" if huge else "*"
-        con.execute(f"CREATE VIEW {quoted} AS SELECT {star} FROM {_scan(fmt, paths)}")
+        con.execute(f"CREATE VIEW {quoted} AS SELECT {star} FROM {_scan(fmt, paths, columns)}")
     else:  # no rows here: an empty view with the table's columns
         cols = ", ".join(f'NULL::{t} AS "{c}"' for c, t in columns) or "NULL AS none"
         con.execute(f"CREATE VIEW {quoted} AS SELECT {cols} WHERE false")
@@ -545,7 +554,8 @@ def _query_step() -> None:
         out = []
         for p in range(n):
             target = step.scratch() / f"{name}-{p}.parquet"
-            sql = f"SELECT * FROM {_scan(t['format'], paths)} WHERE hash({key}) % {n} = {p}"
+            scan = _scan(t["format"], paths, columns.get(name))
+            sql = f"SELECT * FROM {scan} WHERE hash({key}) % {n} = {p}"
             _copy_out(con, sql, target, "parquet")
             out.append((f"{name}.{part_name(p, 'parquet')}", target))
         _lazy_failed()
