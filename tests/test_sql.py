@@ -93,3 +93,11 @@ def test_through_the_controller_admins_only(
         for query in REFUSED:
             wh_sql(query, code=2, env=env)
         assert names_of(ctl.state.engine) == [("kept", PDH, 1)]
+
+
+def test_a_missing_sqlite_file_is_not_made(tmp_path: Path) -> None:
+    """`--db sqlite:///PATH` with no file there made an empty catalog and ran on it."""
+    missing = tmp_path / "nosuch.db"
+    _, err = wh_sql("--db", f"sqlite:///{missing}", "SELECT 1", code=4)
+    assert err == f"Error: sql: no catalog database at {missing}\n"
+    assert not missing.exists()
