@@ -110,6 +110,9 @@ SHAPES = (
     "SELECT sum(n) FILTER (WHERE id > 2) AS s, avg(n) FILTER (WHERE id > 2) AS a FROM t",
     "SELECT g, count(*) FILTER (WHERE n > 5) AS c FROM t GROUP BY g ORDER BY g",
     "SELECT t.id, u.g FROM t JOIN u ON t.id = u.id WHERE t.id < 6 ORDER BY t.id",
+    # Columns in another case (DuckDB's identifiers are not case-sensitive).
+    "SELECT G, count(*) AS c FROM t GROUP BY g ORDER BY 1",
+    'SELECT t.ID, u."G" FROM t JOIN u ON t.ID = u.Id WHERE t.id < 4 ORDER BY 1',
     # And the usual shapes: NULLs in keys and values, AVG, strings, joins.
     "SELECT g, count(*) AS c, sum(n) AS s FROM t GROUP BY g HAVING count(*) > 1 ORDER BY g",
     "SELECT k, avg(n) AS a, min(g) AS lo, max(g) AS hi FROM t GROUP BY k ORDER BY k",
@@ -276,3 +279,10 @@ def test_a_csv_table_reads_with_its_own_types(small: Runner, tmp_path: Path) -> 
         "SELECT id, k, g, n FROM u ORDER BY id",
     ):
         both_plans(small, tmp_path, sql)
+
+
+def test_a_join_key_in_another_case_is_still_the_partition_key(small: Runner) -> None:
+    small("table", "create", "u", "--from", "src/t.csv", "--partition-by", "k", "--partitions=2")
+    sql = "SELECT count(*) AS c FROM t JOIN u ON t.K = u.k"
+    explained = small("query", "--explain", "--plan", "distributed", sql).stdout
+    assert "t: partitioned on k" in explained and "u: partitioned on k" in explained, explained

@@ -103,13 +103,15 @@ def check_names(tree: exp.Expression, tables: Mapping[str, TableMeta]) -> None:
     for name in table_names(tree):
         if name not in tables:
             raise NotFoundError(f"query: unknown table {name!r}")
-    known = {c for t in tables.values() for c, _ in t.columns}
-    known |= {a.alias for a in tree.find_all(exp.Alias)}
-    known |= {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    known |= {t.name for t in tree.find_all(exp.TableAlias)}
-    known |= {c.name for t in tree.find_all(exp.TableAlias) for c in t.columns}
+    # DuckDB's identifiers are not case-sensitive (quoted or not): neither is this.
+    known = {c.casefold() for t in tables.values() for c, _ in t.columns}
+    known |= {a.alias.casefold() for a in tree.find_all(exp.Alias)}
+    known |= {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
+    known |= {t.name.casefold() for t in tree.find_all(exp.TableAlias)}
+    known |= {c.name.casefold() for t in tree.find_all(exp.TableAlias) for c in t.columns}
     for column in tree.find_all(exp.Column):
-        if column.name and column.name not in known and tables_have_columns(tables):
+        name = column.name.casefold()
+        if name and name not in known and tables_have_columns(tables):
             raise NotFoundError(f"query: unknown column {column.name!r}")
 
 
@@ -217,7 +219,8 @@ def _owner(column: exp.Column, tree: exp.Select, used: Mapping[str, TableMeta]) 
             if column.table in (t.alias_or_name, t.name):
                 return t.name
         return None
-    owners = [n for n, t in used.items() if any(c == column.name for c, _ in t.columns)]
+    name = column.name.casefold()
+    owners = [n for n, t in used.items() if any(c.casefold() == name for c, _ in t.columns)]
     return owners[0] if len(owners) == 1 else None
 
 
@@ -234,8 +237,8 @@ def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[st
 
     for a, b in _equalities(tree):
         ta, tb = _owner(a, tree, used), _owner(b, tree, used)
-        if ta and tb and ta != tb:
-            parent[find((ta, a.name))] = find((tb, b.name))
+        if ta and tb and ta != tb:  # columns by their case-folded names, as DuckDB's
+            parent[find((ta, a.name.casefold()))] = find((tb, b.name.casefold()))
     partitioned = sorted(
         (n for n, t in used.items() if t.partitions > 1 and t.partitioned_by),
         key=lambda n: -used[n].size,
@@ -243,7 +246,7 @@ def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[st
     # The anchor class: the biggest partitioned table's key, else the biggest join key.
     if partitioned:
         anchor_table = partitioned[0]
-        anchor = find((anchor_table, used[anchor_table].partitioned_by or ""))
+        anchor = find((anchor_table, (used[anchor_table].partitioned_by or "").casefold()))
         n = used[anchor_table].partitions
     else:
         joined = [k for k in parent if find(k) != k or any(find(v) == k for v in parent)]
@@ -253,7 +256,7 @@ def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[st
         anchor, anchor_table, n = find(biggest), biggest[0], DEFAULT_SHUFFLE_PARTITIONS
     roles: dict[str, dict[str, Any]] = {}
     for name, meta in used.items():
-        key = next((c for c, _ in meta.columns if find((name, c)) == anchor), None)
+        key = next((c for c, _ in meta.columns if find((name, c.casefold())) == anchor), None)
         base = {"format": meta.format, "partitions": n, "key": key, "bytes": meta.size}
         on_key = key is not None and meta.partitioned_by == key
         anchor_meta = used[anchor_table]
