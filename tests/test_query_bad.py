@@ -145,6 +145,11 @@ def test_bad_sql_is_one_line_and_changes_nothing(small: Runner) -> None:
         "LOAD httpfs": "only a SELECT",
         "SELECT 1 FROM t; SELECT 2 FROM t": "exactly one statement",
         "": "exactly one statement",
+        # An unterminated string was a traceback; sqlglot's reprs were shown.
+        "SELECT * FROM t WHERE g = 'abc": "missing ' (opened at line 1, column 27)",
+        'SELECT "id FROM t': 'missing " (opened at line 1, column 8)',
+        "SELECT * FROM t WHERE": "missing for Where at line 1, column 21",
+        "SELECT FROM": "Expected table name but got the end at line 1, column 11",
     }
     for sql, says in cases.items():
         err = one_error(run("query", sql, code=2))

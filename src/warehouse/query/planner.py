@@ -23,12 +23,13 @@ A plan is JSON (the params of the ``builtin:query`` job):
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.query.tables import TableMeta, hash_id
@@ -64,6 +65,14 @@ class _Unsplittable(Exception):
     """This shape runs as one step."""
 
 
+def _plain_words(desc: str) -> str:
+    """sqlglot's description without its Python reprs: ``<class
+    '...expressions.query.Where'>`` is ``Where``, a token its text."""
+    desc = re.sub(r"<class '[\w.]*\.(\w+)'>", r"\1", desc)
+    desc = re.sub(r"<Token token_type: TokenType\.SENTINEL, [^>]*>", "the end", desc)
+    return re.sub(r"<Token token_type: [\w.]+, text: (.*?), line: [^>]*>", r"'\1'", desc)
+
+
 def parse(sql: str) -> Any:
     """The one statement of ``sql``; errors name line and column."""
     if len(sql) > MAX_SQL:
@@ -77,7 +86,17 @@ def parse(sql: str) -> Any:
         where = e.errors[0] if e.errors else {}
         at = f" at line {where.get('line')}, column {where.get('col')}" if where else ""
         desc = where.get("description") or str(e).splitlines()[0]
-        raise UsageError(f"query: {desc}{at}") from None
+        raise UsageError(f"query: {_plain_words(desc)}{at}") from None
+    except TokenError as e:  # an unterminated string or quoted name
+        found = re.search(r"Missing (.+) from (\d+):(\d+)", str(e.__cause__ or ""))
+        if found:
+            quote, line, col = found.groups()
+            raise UsageError(
+                f"query: missing {quote} (opened at line {line}, column {int(col) + 1})"
+            ) from None
+        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
+    except SqlglotError as e:
+        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
     if len(statements) != 1:
         raise UsageError("query: give exactly one statement")
     tree = statements[0]
