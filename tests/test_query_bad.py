@@ -261,6 +261,10 @@ def test_a_bad_name_is_refused_before_any_job(small: Runner) -> None:
     assert "bad name" in err
     err = one_error(small("table", "create", "bad name!", "--from", "src/t.csv", code=2))
     assert "bad name" in err
+    # With --no-wait or --explain the name was never set, and nothing said so.
+    for flag in ("--no-wait", "--explain"):
+        err = one_error(small("query", flag, "--name", "r", "SELECT 1 AS x FROM t", code=2))
+        assert "--name needs the result" in err
     assert small("job", "ls").stdout == before
 
 

@@ -13,7 +13,7 @@ import click
 
 from warehouse import jobs
 from warehouse.cli._common import _cell, emit_json, emit_rows, open_warehouse
-from warehouse.errors import WarehouseError
+from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.values import JobRecord
 
 __all__ = ["query", "table"]
@@ -233,6 +233,8 @@ def query(
 
     if name_ is not None:
         check_name(name_)  # before the job: a bad name changes nothing
+        if explain or not wait:  # the name would silently never be set
+            raise UsageError("query: --name needs the result: not with --explain or --no-wait")
     wh = open_warehouse(ctx)
     plan, input_pdh, params = compile_query(wh, sql, how)
     if explain:
