@@ -291,7 +291,9 @@ def test_a_csv_table_reads_with_its_own_types(small: Runner, tmp_path: Path) -> 
 
 
 def test_a_join_key_in_another_case_is_still_the_partition_key(small: Runner) -> None:
-    small("table", "create", "u", "--from", "src/t.csv", "--partition-by", "k", "--partitions=2")
+    # --partition-by K is column k (it failed the job: "no column 'K'").
+    small("table", "create", "u", "--from", "src/t.csv", "--partition-by", "K", "--partitions=2")
+    assert "partitioned by: k," in small("table", "show", "u").stdout
     sql = "SELECT count(*) AS c FROM t JOIN u ON t.K = u.k"
     explained = small("query", "--explain", "--plan", "distributed", sql).stdout
     assert "t: partitioned on k" in explained and "u: partitioned on k" in explained, explained

@@ -347,6 +347,8 @@ def _table_step() -> None:
     source = _scan(src_fmt, paths)
     if by is not None:
         columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
+        # The column as the file names it: DuckDB's names are not case-sensitive.
+        by = next((c for c in columns if c.casefold() == by.casefold()), by)
         if by not in columns:
             raise SystemExit(f"table: no column {by!r} (there are: {', '.join(columns)})")
         quoted = '"' + by.replace('"', '""') + '"'
