@@ -297,3 +297,20 @@ def test_a_join_key_in_another_case_is_still_the_partition_key(small: Runner) ->
     sql = "SELECT count(*) AS c FROM t JOIN u ON t.K = u.k"
     explained = small("query", "--explain", "--plan", "distributed", sql).stdout
     assert "t: partitioned on k" in explained and "u: partitioned on k" in explained, explained
+
+
+def test_a_crafted_table_description_runs_no_sql(run: Runner, tmp_path: Path) -> None:
+    """The column types of a `_table.json` go into SQL (an empty table's view);
+    a collection anyone may put with a type that ends the statement is refused."""
+    crafted = tmp_path / "crafted"
+    crafted.mkdir()
+    pwned = tmp_path / "pwned.csv"
+    kind = f"INTEGER AS x WHERE false; COPY (SELECT 1) TO '{pwned}'; SELECT NULL::INTEGER"
+    columns = [["x", kind]]
+    (crafted / "_table.json").write_text(
+        json.dumps({"format": "parquet", "partitions": 1, "hash": "h", "columns": columns})
+    )
+    run("put", str(crafted), "--name", "crafted")
+    err = one_error(run("query", "SELECT * FROM crafted", code=2))
+    assert "bad column 'x'" in err
+    assert not pwned.exists()

@@ -107,6 +107,7 @@ def _bound(sql: str, compiled: dict[str, Any], metas: dict[str, TableMeta]) -> d
 
     with duckdb.connect() as con:
         con.execute("SET enable_external_access = false")  # no file, here either
+        con.execute("SET lock_configuration = true")
         for name, meta in metas.items():
             cols = ", ".join(f"NULL::{kind} AS {_quoted(c)}" for c, kind in meta.columns)
             try:

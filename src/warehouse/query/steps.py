@@ -441,7 +441,7 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
         star = f"* REPLACE ({cast})" if huge else "*"
         con.execute(f"CREATE VIEW {quoted} AS SELECT {star} FROM {_scan(fmt, paths, columns)}")
     else:  # no rows here: an empty view with the table's columns
-        cols = ", ".join(f'NULL::{t} AS "{c}"' for c, t in columns) or "NULL AS none"
+        cols = ", ".join(f"NULL::{t} AS {_ident(c)}" for c, t in columns) or "NULL AS none"
         con.execute(f"CREATE VIEW {quoted} AS SELECT {cols} WHERE false")
 
 
@@ -526,12 +526,12 @@ def _query_step() -> None:
         for attempt in range(2):
             paths, read = _fetch(reader, entries, step.scratch() / f"in{attempt}")
             con = _connect(_cores() if level == 0 else 1)
+            _seal(con, paths)  # before the views too: their columns come from the input
             start = 0
             for name, t in tables.items():
                 mine = paths[start : start + len(wanted[name])]
                 start += len(wanted[name])
                 _view(con, name, t["format"], mine, columns.get(name))
-            _seal(con, paths)
             try:
                 target, error = _compute(con, plan["sql"]), None
             except Exception as e:  # bad bytes may fail the query: checked below
@@ -607,6 +607,7 @@ def _query_step() -> None:
             partials += got
             merged += n
         con = _connect()
+        _seal(con, partials)
         # Partial sums of integers were stored as DECIMAL(38,0) (``_exact``): HUGEINT again.
         scan = _scan("parquet", partials)
         kinds = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
@@ -614,6 +615,5 @@ def _query_step() -> None:
         cast = ", ".join(f"CAST({c} AS HUGEINT) AS {c}" for c in huge)
         star = f"* REPLACE ({cast})" if huge else "*"
         con.execute(f"CREATE VIEW partials AS SELECT {star} FROM {scan}")
-        _seal(con, partials)
         _result(con, plan["final"])
         step.counters(partial_bytes_merged=merged)

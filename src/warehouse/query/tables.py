@@ -87,6 +87,11 @@ class TableMeta:
             raise UsageError(f"{META_FILE} is not a table description: {e}") from None
         if meta.format not in FORMATS or not 1 <= meta.partitions <= MAX_PARTITIONS:
             raise UsageError(f"{META_FILE}: bad format or number of partitions")
+        for name, kind in meta.columns:
+            # A type goes into SQL as it is (``NULL::TYPE``): DuckDB's type
+            # names hold no statement end, string or comment.
+            if not name or any(bad in kind for bad in (";", "'", "--", "/*")) or not kind:
+                raise UsageError(f"{META_FILE}: bad column {name!r} of type {kind!r}")
         return meta
 
     def co_partitioned(self, other: TableMeta) -> bool:
