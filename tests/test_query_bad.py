@@ -314,3 +314,17 @@ def test_a_crafted_table_description_runs_no_sql(run: Runner, tmp_path: Path) ->
     err = one_error(run("query", "SELECT * FROM crafted", code=2))
     assert "bad column 'x'" in err
     assert not pwned.exists()
+
+
+def test_a_hand_made_table_job_cannot_write_outside_its_scratch(
+    small: Runner, tmp_path: Path
+) -> None:
+    """builtin:table takes its params from whoever submits the job: a format
+    that ended the SQL string wrote any file (the table step was not sealed)."""
+    pwned = tmp_path / "pwned.csv"
+    fmt = f"parquet' (FORMAT parquet); COPY (SELECT 1) TO '{pwned}' (FORMAT csv); --"
+    args = ["--input", "src", "--param", f"format={json.dumps(fmt)}", "--param", "partitions=1"]
+    job = small("job", "submit", "builtin:table", *args, "--attempts", "1", "--wait", code=1)
+    number = job.stdout.split()[1].rstrip(":")
+    assert "format must be one of" in small("job", "logs", number).stdout
+    assert not pwned.exists()

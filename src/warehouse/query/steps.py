@@ -29,7 +29,14 @@ from warehouse.blocks import MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.manifest import FileEntry, Segment, Stream
-from warehouse.query.tables import META_FILE, TableMeta, hash_id, part_name, source_files
+from warehouse.query.tables import (
+    FORMATS,
+    META_FILE,
+    TableMeta,
+    hash_id,
+    part_name,
+    source_files,
+)
 
 if TYPE_CHECKING:
     from warehouse.query.blockfs import BlockFiles
@@ -269,7 +276,7 @@ def _copy_out(con: Any, sql: str, target: Path, fmt: str, *, table: bool = False
         # split): about a fifth fewer bytes for a query to read and check, and
         # quicker to decode (docs/benchmarks.md).
         options += ", PARQUET_VERSION V2"
-    con.execute(f"COPY ({sql}) TO '{target}' ({options})")
+    con.execute(f"COPY ({sql}) TO '{str(target).replace(chr(39), chr(39) * 2)}' ({options})")
 
 
 def _write(stream: str, files: Sequence[tuple[str, Path]]) -> tuple[str, int]:
@@ -336,6 +343,8 @@ def table_step() -> None:
 def _table_step() -> None:
     params = step.params()
     fmt, by, n = params["format"], params.get("partition_by"), int(params["partitions"])
+    if fmt not in FORMATS or not (by is None or isinstance(by, str)):
+        raise SystemExit(f"table: format must be one of {', '.join(FORMATS)}")
     if step.level() == 0:
         step.queue(1, *(str(p) for p in range(n)))
         return
@@ -344,6 +353,7 @@ def _table_step() -> None:
     src_fmt, entries = source_files(step.input_manifest(), params.get("path", ""))
     paths, read = _fetch(step.reader(), entries, step.scratch() / "src")
     con = _connect()
+    _seal(con, paths)  # the job's params come from whoever submitted it
     source = _scan(src_fmt, paths)
     if by is not None:
         columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
@@ -551,8 +561,9 @@ def _query_step() -> None:
         t = tables[name]
         paths, read = _fetch(reader, [reader.entry(path)], step.scratch() / "in")
         con = _connect()
+        _seal(con, paths)  # the plan comes from whoever submitted the job
         key = '"' + t["key"].replace('"', '""') + '"'
-        n = plan["partitions"]
+        n = int(plan["partitions"])
         out = []
         for p in range(n):
             target = step.scratch() / f"{name}-{p}.parquet"
