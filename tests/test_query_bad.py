@@ -190,6 +190,10 @@ def test_table_create_bad_input(run: Runner, tmp_path: Path) -> None:
         args = ["--partition-by", "k", "--partitions", n]
         err = one_error(run("table", "create", "x", "--from", "src/t.csv", *args, code=2))
         assert "partitions must be 1 to 1024" in err, (n, err)
+    # An empty --partition-by made N partitions each holding every row.
+    args = ["--partition-by", "", "--partitions", "4"]
+    err = one_error(run("table", "create", "x", "--from", "src/t.csv", *args, code=2))
+    assert "--partition-by needs a column name" in err
     assert run("job", "ls").stdout == before  # refused before any job
     # Read as one column of whole lines, the ragged file made a wrong table.
     err = one_error(run("table", "create", "x", "--from", "src/ragged.csv", code=1))

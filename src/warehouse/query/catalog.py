@@ -50,6 +50,8 @@ def table_params(
 ) -> dict[str, Any]:
     if fmt not in FORMATS:
         raise UsageError(f"table: format must be one of {', '.join(FORMATS)}")
+    if partition_by is not None and not partition_by.strip():
+        raise UsageError("table: --partition-by needs a column name")
     if partition_by is None and partitions not in (None, 1):
         raise UsageError("table: --partitions needs --partition-by")
     n = partitions if partitions is not None else (4 if partition_by else 1)

@@ -345,6 +345,8 @@ def _table_step() -> None:
     fmt, by, n = params["format"], params.get("partition_by"), int(params["partitions"])
     if fmt not in FORMATS or not (by is None or isinstance(by, str)):
         raise SystemExit(f"table: format must be one of {', '.join(FORMATS)}")
+    if not by and n != 1:  # every partition would hold every row
+        raise SystemExit("table: more than one partition needs partition_by")
     if step.level() == 0:
         step.queue(1, *(str(p) for p in range(n)))
         return
