@@ -72,13 +72,17 @@ def both_plans(run: Runner, tmp_path: Path, sql: str) -> None:
     """The rows of both plans are DuckDB's, exactly, types included."""
     want = duckdb_rows(tmp_path, sql)
     ordered = "ORDER BY" in sql
+    names = []
     for how in ("auto", "distributed"):
-        got = json.loads(run("query", "--json", "--plan", how, sql).stdout)["rows"]
+        out = json.loads(run("query", "--json", "--plan", how, sql).stdout)
+        names.append(out["columns"])
+        got = out["rows"]
         if not ordered:
             got, want = sorted(got, key=repr), sorted(want, key=repr)
         assert [[(type(v), v) for v in r] for r in got] == [
             [(type(v), v) for v in r] for r in want
         ], (how, sql, got, want)
+    assert names[0] == names[1], (sql, names)  # named as one step names them: count_star()
 
 
 def test_sums_and_counts_of_integers_stay_integers(small: Runner, tmp_path: Path) -> None:

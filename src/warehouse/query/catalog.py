@@ -116,20 +116,10 @@ def _bound(sql: str, compiled: dict[str, Any], metas: dict[str, TableMeta]) -> d
                 con.execute(f"CREATE VIEW {_quoted(name)} AS SELECT {cols} WHERE false")
             except duckdb.Error:
                 return compiled  # a type DuckDB does not spell back: left to the step
-        single = compiled.get("sql")
-        if compiled["mode"] != "single":
-            try:
-                kinds = con.execute(f"DESCRIBE {compiled['partial']}").fetchall()
-                cols = ", ".join(f"NULL::{r[1]} AS {_quoted(r[0])}" for r in kinds)
-                con.execute(f"CREATE VIEW partials AS SELECT {cols} WHERE false")
-                con.execute(f"DESCRIBE {compiled['final']}")
-                return compiled
-            except duckdb.Error as e:
-                why = f"its distributed form does not bind: {str(e).splitlines()[0]}"
-                compiled = {**plan(sql, metas, "one-step"), "why": why}
-                single = compiled["sql"]
+        distributed = compiled["mode"] != "single"
+        one_step = plan(sql, metas, "one-step")["sql"] if distributed else compiled["sql"]
         try:
-            con.execute(f"DESCRIBE {single}")
+            wanted = [r[0] for r in con.execute(f"DESCRIBE {one_step}").fetchall()]
         except (duckdb.CatalogException, duckdb.BinderException) as e:
             message = str(e).splitlines()[0]
             if "not found" in message or "does not exist" in message:
@@ -137,6 +127,20 @@ def _bound(sql: str, compiled: dict[str, Any], metas: dict[str, TableMeta]) -> d
             raise UsageError(f"query: {message}") from None
         except duckdb.Error as e:
             raise UsageError(f"query: {str(e).splitlines()[0]}") from None
+        if distributed:
+            try:
+                kinds = con.execute(f"DESCRIBE {compiled['partial']}").fetchall()
+                cols = ", ".join(f"NULL::{r[1]} AS {_quoted(r[0])}" for r in kinds)
+                con.execute(f"CREATE VIEW partials AS SELECT {cols} WHERE false")
+                final = compiled["final"]
+                got = [r[0] for r in con.execute(f"DESCRIBE {final}").fetchall()]
+            except duckdb.Error as e:
+                why = f"its distributed form does not bind: {str(e).splitlines()[0]}"
+                return {**plan(sql, metas, "one-step"), "why": why}
+            if got != wanted and len(got) == len(wanted):
+                # The result's columns named as one step names them (count_star(), not COUNT(*)).
+                names = ", ".join(_quoted(n) for n in wanted)
+                compiled = {**compiled, "final": f"SELECT * FROM ({final}) AS wh_final({names})"}
     return compiled
 
 
