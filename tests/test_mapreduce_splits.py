@@ -86,3 +86,10 @@ def test_whole_files_are_never_cut() -> None:
     splits = plan_splits("./s", [300, 50, 60], "whole-file", 100, lambda i, o, n: b"")
     assert splits == [("./s", 0, 300), ("./s", 300, 350), ("./s", 350, 410)]
     assert [len(list(records("whole-file", f))) for f in files] == [1, 1, 1]
+
+
+def test_a_record_too_long_names_its_file() -> None:
+    data = b"short\n" + b"y" * 500 + b"\n"
+    read = lambda i, o, n: data[o : o + n]  # noqa: E731
+    with pytest.raises(UsageError, match=r"at byte 6 of logs/big\.txt is longer than split_size"):
+        plan_splits("./s", [len(data)], "lines", 100, read, ["logs/big.txt"])

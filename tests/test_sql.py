@@ -93,3 +93,23 @@ def test_through_the_controller_admins_only(
         for query in REFUSED:
             wh_sql(query, code=2, env=env)
         assert names_of(ctl.state.engine) == [("kept", PDH, 1)]
+
+
+def test_a_missing_sqlite_file_is_not_made(tmp_path: Path) -> None:
+    """`--db sqlite:///PATH` with no file there made an empty catalog and ran on it."""
+    missing = tmp_path / "nosuch.db"
+    _, err = wh_sql("--db", f"sqlite:///{missing}", "SELECT 1", code=4)
+    assert err == f"Error: sql: no catalog database at {missing}\n"
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize("catalog_url", ["postgresql"], indirect=True)
+def test_no_server_file_is_read(catalog_engine: sa.Engine) -> None:
+    """A read-only transaction does not stop a superuser's SELECT from reading
+    the server's files: such a session runs the query as pg_read_all_data.
+    (With a role that is not a superuser, as the tests' usually is, the
+    server refuses by itself.)"""
+    for query in ("SELECT pg_read_file('/etc/hostname')", "SELECT * FROM pg_ls_dir('.')"):
+        with pytest.raises(UsageError, match="permission denied"):
+            run_readonly(catalog_engine, query)
+    assert run_readonly(catalog_engine, "SELECT count(*) FROM names").rows == [[0]]

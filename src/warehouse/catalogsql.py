@@ -136,6 +136,7 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
             # The first statement of the transaction: nothing before it ran.
             cur.execute("SET TRANSACTION READ ONLY")
             cur.execute("SELECT set_config('statement_timeout', %s, true)", (f"{timeout}s",))
+            _not_superuser(cur)
             try:
                 # prepare=True: the extended protocol, which takes one statement only.
                 cur.execute(query.encode(), prepare=True)
@@ -148,6 +149,24 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
     finally:
         # Never back into the pool: whatever the query did to the session ends here.
         raw.invalidate()
+
+
+def _not_superuser(cur: Any) -> None:
+    """A read-only transaction still lets a superuser's SELECT read the
+    server's files (``pg_read_file``, ``pg_ls_dir``): such a session drops,
+    for this transaction, to ``pg_read_all_data`` (PostgreSQL 14 and later),
+    which reads every table and no file; without that role it is refused."""
+    cur.execute("SELECT current_setting('is_superuser')")
+    row = cur.fetchone()
+    if not row or row[0] != "on":
+        return
+    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pg_read_all_data'")
+    if cur.fetchone() is None:
+        raise UsageError(
+            "sql: the catalog's database role is a superuser, whose SELECT may read the "
+            "server's files, and this PostgreSQL has no pg_read_all_data role to run as"
+        )
+    cur.execute("SET LOCAL ROLE pg_read_all_data")
 
 
 def _pg_message(e: Any) -> str:

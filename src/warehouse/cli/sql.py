@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from warehouse.catalogsql import MAX_ROWS, SqlResult, Value, run_readonly
 from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.errors import NotFoundError
 
 __all__ = ["sql"]
 
@@ -51,8 +53,14 @@ def sql(ctx: click.Context, query: str, as_json: bool, limit: int, db_url: str |
 
 def _run(ctx: click.Context, query: str, limit: int, db_url: str | None) -> SqlResult:
     if db_url:
+        import sqlalchemy as sa
+
         from warehouse import catalog
 
+        database = sa.engine.make_url(db_url).database if db_url.startswith("sqlite") else None
+        if database and database != ":memory:" and not Path(database).is_file():
+            # Opening would make an empty catalog there: a mistyped path answers nothing.
+            raise NotFoundError(f"sql: no catalog database at {database}")
         engine = catalog.open_engine(db_url)
         try:
             return run_readonly(engine, query, limit=limit)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
+import math
+import re
 from typing import Any
 
 import click
 
 from warehouse import jobs
-from warehouse.cli._common import emit_json, emit_rows, open_warehouse
-from warehouse.errors import WarehouseError
+from warehouse.cli._common import _cell, emit_json, emit_rows, open_warehouse
+from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.values import JobRecord
 
 __all__ = ["query", "table"]
@@ -28,6 +31,31 @@ def _run(ctx: click.Context, request: jobs.JobRequest, wait: bool) -> JobRecord:
             record = _wait(view, record.id)
         return record
     return _submit_here(view.wh, request, wait)
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+
+
+def _failed(ctx: click.Context, record: JobRecord) -> WarehouseError:
+    """The job's failure, with the last line its failed step logged (DuckDB's
+    error, or the step's own message): the reason, not only the exit status."""
+    from warehouse.cli.jobs import _view
+
+    reason = ""
+    try:
+        steps = _view(ctx).steps(record.id, failed=True)
+    except WarehouseError:
+        steps = []
+    for s in sorted(steps, key=lambda s: s.state != "failed"):
+        lines = [line.rstrip() for line in (s.log_tail or "").splitlines() if line.strip()]
+        # A traceback's exception line (DuckDB's message goes on with the
+        # SQL and a caret under it), else the step's last line.
+        raised = [line for line in lines if _RAISED.match(line)]
+        if raised or lines:
+            reason = _RAISED.sub("", (raised or lines)[-1]).strip()
+            break
+    said = f"job {record.id} {record.state}: {record.error or ''}"
+    return WarehouseError(f"{said}: {reason}" if reason else said)
 
 
 @click.group()
@@ -53,14 +81,18 @@ def table_create(
     as_json: bool,
 ) -> None:
     """Make table NAME from the CSV or Parquet files of KEY (a job), and name it."""
+    from warehouse.catalog.values import check_name
     from warehouse.query.catalog import table_params
+    from warehouse.query.tables import source_files
 
+    check_name(name)  # before the job: a bad name changes nothing
     key, _, path = source.partition("/")
     params = table_params(fmt, partition_by, partitions, path)
     wh = open_warehouse(ctx)
+    source_files(wh.manifest(key), path)  # none there: said now, not by a failed job
     record = _run(ctx, jobs.JobRequest("builtin:table", key, params), wait=True)
     if record.state != "complete" or record.output_pdh is None:
-        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}")
+        raise _failed(ctx, record)
     named = wh.set_name(name, record.output_pdh, expect=_current(wh, name))
     if as_json:
         emit_json({"name": name, "pdh": named.pdh, "job": record.id})
@@ -122,20 +154,41 @@ def table_show(ctx: click.Context, key: str, as_json: bool) -> None:
         emit_json(desc)
         return
     by = desc["partitioned_by"] or "-"
-    click.echo(f"{key} {pdh}\nformat: {desc['format']}, partitions: {desc['partitions']}, ")
-    click.echo(f"partitioned by: {by}, bytes: {desc['bytes']}")
+    click.echo(f"{key} {pdh}")
+    click.echo(
+        f"format: {desc['format']}, partitions: {desc['partitions']}, "
+        f"partitioned by: {by}, bytes: {desc['bytes']}"
+    )
     for column, kind in desc["columns"]:
         click.echo(f"  {column}\t{kind}")
 
 
+def _text(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, list | dict) else str(v)
+
+
 def _plain(v: Any) -> Any:
+    """A value as JSON holds it: nested lists, structs and maps too (any
+    other type, such as an INTERVAL or a UUID, as its text); a float that
+    is not a number as the string ``NaN``, ``Infinity`` or ``-Infinity``
+    (JSON has none)."""
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        return v if math.isfinite(v) else ("Infinity" if v > 0 else "-Infinity")
     if isinstance(v, decimal.Decimal):
         return str(v)
     if isinstance(v, dt.date | dt.datetime | dt.time):
         return v.isoformat()
     if isinstance(v, bytes):
         return v.hex()
-    return v
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    return str(v)
 
 
 @click.command()
@@ -155,9 +208,7 @@ def _plain(v: Any) -> Any:
 @click.option(
     "--limit",
     type=click.IntRange(1, 100_000),
-    default=20,
-    show_default=True,
-    help="Rows printed (--json: default 10000).",
+    help="Rows printed (default 20; --json: 10000).",
 )
 @click.pass_context
 def query(
@@ -168,7 +219,7 @@ def query(
     explain: bool,
     name_: str | None,
     how: str,
-    limit: int,
+    limit: int | None,
 ) -> None:
     """Run SQL over tables (names resolve through the catalog) as a job.
 
@@ -176,9 +227,14 @@ def query(
     joins partition by partition, a small side broadcast, otherwise shuffled
     by the key; a final step merges. The result is a table collection.
     """
+    from warehouse.catalog.values import check_name
     from warehouse.query.catalog import compile_query, read_rows
     from warehouse.query.planner import explain as explain_plan
 
+    if name_ is not None:
+        check_name(name_)  # before the job: a bad name changes nothing
+        if explain or not wait:  # the name would silently never be set
+            raise UsageError("query: --name needs the result: not with --explain or --no-wait")
     wh = open_warehouse(ctx)
     plan, input_pdh, params = compile_query(wh, sql, how)
     if explain:
@@ -192,11 +248,11 @@ def query(
         click.echo(f"job {record.id} {record.state}")
         return
     if record.state != "complete" or record.output_pdh is None:
-        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}")
+        raise _failed(ctx, record)
     if name_:
         wh.set_name(name_, record.output_pdh, expect=_current(wh, name_))
     if as_json:
-        columns, rows, total = read_rows(wh, record.output_pdh, max(limit, 10_000))
+        columns, rows, total = read_rows(wh, record.output_pdh, limit or 10_000)
         emit_json(
             {
                 "job": record.id,
@@ -207,8 +263,9 @@ def query(
             }
         )
         return
-    columns, rows, total = read_rows(wh, record.output_pdh, limit)
-    click.echo("\t".join(columns))
+    columns, rows, total = read_rows(wh, record.output_pdh, limit or 20)
+    # One row a line, as every listing: a tab, newline or backslash escaped, NULL as -.
+    click.echo("\t".join(map(_cell, columns)))
     for r in rows:
-        click.echo("\t".join("" if v is None else str(_plain(v)) for v in r))
+        click.echo("\t".join(_cell(None if v is None else _text(_plain(v))) for v in r))
     click.echo(f"({total} rows; job {record.id}, result {record.output_pdh})", err=True)

@@ -138,7 +138,8 @@ def _plan(spec: MapReduceSpec) -> None:
             return ranges.read(entries[index], offset, length)
 
         sizes = [e.size for e in entries]
-        splits += plan_splits(name, sizes, spec.input_format, spec.split_size, read)
+        paths = [e.path for e in entries]
+        splits += plan_splits(name, sizes, spec.input_format, spec.split_size, read, paths)
     counters = {"map_splits": len(splits)}
     if spec.partitioner == "range":
         keys = _sample_keys(spec, splits, ranges)

@@ -25,8 +25,14 @@ _WINDOW = 1 << 16
 
 
 def plan_splits(
-    stream: str, sizes: Sequence[int], fmt: str, split_size: int, read: ReadRange
+    stream: str,
+    sizes: Sequence[int],
+    fmt: str,
+    split_size: int,
+    read: ReadRange,
+    paths: Sequence[str] = (),
 ) -> list[Split]:
+    """The splits of one stream's files (``paths``: their names, for errors)."""
     splits: list[Split] = []
     start = pos = 0  # the open split starts at `start`; files so far end at `pos`
     for index, size in enumerate(sizes):
@@ -35,7 +41,8 @@ def plan_splits(
             start = pos
         offset = 0
         while size - offset > split_size and fmt != "whole-file":
-            cut = _cut(fmt, index, offset, split_size, read)
+            where = paths[index] if index < len(paths) else f"file {index + 1} of the stream"
+            cut = _cut(fmt, index, offset, split_size, read, where)
             splits.append((stream, pos + offset, pos + cut))
             offset = cut
             start = pos + offset
@@ -45,7 +52,7 @@ def plan_splits(
     return splits
 
 
-def _cut(fmt: str, index: int, offset: int, split_size: int, read: ReadRange) -> int:
+def _cut(fmt: str, index: int, offset: int, split_size: int, read: ReadRange, where: str) -> int:
     """The last record boundary in (offset, offset + split_size] of file ``index``."""
     end = offset + split_size
     width = min(_WINDOW, split_size)
@@ -58,7 +65,7 @@ def _cut(fmt: str, index: int, offset: int, split_size: int, read: ReadRange) ->
             return lo + found
         if lo == offset:
             raise UsageError(
-                f"a record at byte {offset} of file {index + 1} of the stream is longer than "
+                f"a record at byte {offset} of {where} is longer than "
                 f"split_size ({split_size} bytes), or the input is not {fmt}"
             )
         width *= 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.interface import Warehouse
 from warehouse.manifest import Manifest
-from warehouse.query.planner import parse, plan, table_names
+from warehouse.query.planner import MAX_PARAMS, parse, plan, table_names
 from warehouse.query.tables import FORMATS, MAX_PARTITIONS, META_FILE, TableMeta
 
 __all__ = [
@@ -49,9 +50,11 @@ def table_params(
 ) -> dict[str, Any]:
     if fmt not in FORMATS:
         raise UsageError(f"table: format must be one of {', '.join(FORMATS)}")
+    if partition_by is not None and not partition_by.strip():
+        raise UsageError("table: --partition-by needs a column name")
     if partition_by is None and partitions not in (None, 1):
         raise UsageError("table: --partitions needs --partition-by")
-    n = partitions or (4 if partition_by else 1)
+    n = partitions if partitions is not None else (4 if partition_by else 1)
     if not 1 <= n <= MAX_PARTITIONS:
         raise UsageError(f"table: partitions must be 1 to {MAX_PARTITIONS}")
     params: dict[str, Any] = {"format": fmt, "partitions": n}
@@ -73,17 +76,72 @@ def compile_query(
     for name in table_names(tree):
         try:
             pdhs[name] = wh.resolve(name)
-        except NotFoundError:
+        except (NotFoundError, UsageError):  # UsageError: not even a name ('/etc/passwd')
             raise NotFoundError(f"query: unknown table {name!r}") from None
         metas[name] = table_meta(wh, pdhs[name])
     compiled = plan(sql, metas, how)
+    if all(m.columns for m in metas.values()):
+        compiled = _bound(sql, compiled, metas)
+    columns = {n: [list(c) for c in m.columns] for n, m in metas.items()}
+    params = {"plan": compiled, "columns": columns}
+    if len(json.dumps(params)) > MAX_PARAMS:
+        # Steps get their params in one environment variable (at most 128 KiB).
+        raise UsageError(f"query: the compiled plan is over {MAX_PARAMS} bytes: shorten the SQL")
     entries = []
     for name, pdh in pdhs.items():
         for path, entry in wh.manifest(pdh).files().items():
             entries.append(dataclasses.replace(entry, path=f"{name}/{path}"))
     record = wh.put_manifest(Manifest.from_files(entries))
-    columns = {n: [list(c) for c in m.columns] for n, m in metas.items()}
-    return compiled, record.pdh, {"plan": compiled, "columns": columns}
+    return compiled, record.pdh, params
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _bound(sql: str, compiled: dict[str, Any], metas: dict[str, TableMeta]) -> dict[str, Any]:
+    """The plan, once DuckDB has bound its SQL over empty tables of the same
+    columns: an unknown function, a column of the wrong type, an expression
+    too deep is the user's error now (in one line), not a job's three failed
+    attempts. A distributed form that does not bind (a shape the compiler
+    got wrong) runs as one step instead."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute("SET enable_external_access = false")  # no file, here either
+        con.execute("SET lock_configuration = true")
+        for name, meta in metas.items():
+            cols = ", ".join(f"NULL::{kind} AS {_quoted(c)}" for c, kind in meta.columns)
+            try:
+                con.execute(f"CREATE VIEW {_quoted(name)} AS SELECT {cols} WHERE false")
+            except duckdb.Error:
+                return compiled  # a type DuckDB does not spell back: left to the step
+        distributed = compiled["mode"] != "single"
+        one_step = plan(sql, metas, "one-step")["sql"] if distributed else compiled["sql"]
+        try:
+            wanted = [r[0] for r in con.execute(f"DESCRIBE {one_step}").fetchall()]
+        except (duckdb.CatalogException, duckdb.BinderException) as e:
+            message = str(e).splitlines()[0]
+            if "not found" in message or "does not exist" in message:
+                raise NotFoundError(f"query: {message}") from None
+            raise UsageError(f"query: {message}") from None
+        except duckdb.Error as e:
+            raise UsageError(f"query: {str(e).splitlines()[0]}") from None
+        if distributed:
+            try:
+                kinds = con.execute(f"DESCRIBE {compiled['partial']}").fetchall()
+                cols = ", ".join(f"NULL::{r[1]} AS {_quoted(r[0])}" for r in kinds)
+                con.execute(f"CREATE VIEW partials AS SELECT {cols} WHERE false")
+                final = compiled["final"]
+                got = [r[0] for r in con.execute(f"DESCRIBE {final}").fetchall()]
+            except duckdb.Error as e:
+                why = f"its distributed form does not bind: {str(e).splitlines()[0]}"
+                return {**plan(sql, metas, "one-step"), "why": why}
+            if got != wanted and len(got) == len(wanted):
+                # The result's columns named as one step names them (count_star(), not COUNT(*)).
+                names = ", ".join(_quoted(n) for n in wanted)
+                compiled = {**compiled, "final": f"SELECT * FROM ({final}) AS wh_final({names})"}
+    return compiled
 
 
 def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tuple[Any, ...]], int]:
@@ -105,7 +163,11 @@ def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tupl
         scan = "read_parquet" if meta.format == "parquet" else "read_csv"
         source = f"{scan}({paths!r})"
         total = con.execute(f"SELECT count(*) FROM {source}").fetchone()
-        cursor = con.execute(f"SELECT * FROM {source} LIMIT {min(limit, MAX_ROWS)}")
+        # HUGEINT columns are stored as DECIMAL(38,0) (Parquet has none): as they were.
+        huge = ['"' + c.replace('"', '""') + '"' for c, t in meta.columns if t == "HUGEINT"]
+        cast = ", ".join(f"CAST({c} AS HUGEINT) AS {c}" for c in huge)
+        star = f"* REPLACE ({cast})" if huge else "*"
+        cursor = con.execute(f"SELECT {star} FROM {source} LIMIT {min(limit, MAX_ROWS)}")
         rows = cursor.fetchall()
         columns = [d[0] for d in cursor.description]
         return columns, rows, int(total[0]) if total else 0

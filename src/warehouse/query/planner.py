@@ -22,12 +22,14 @@ A plan is JSON (the params of the ``builtin:query`` job):
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.query.tables import TableMeta, hash_id
@@ -36,6 +38,7 @@ __all__ = [
     "BROADCAST_LIMIT",
     "DEFAULT_SHUFFLE_PARTITIONS",
     "HOW",
+    "MAX_PARAMS",
     "ONE_STEP_BYTES",
     "STEP_BYTES",
     "explain",
@@ -50,26 +53,62 @@ STEP_BYTES = 256 << 20  # a partition step reads about this much at least, if th
 MIN_PARTITION_STEPS = 2  # but partitions are spread over two steps at least (two cores)
 HOW = ("auto", "one-step", "distributed")
 DIALECT = "duckdb"
+MAX_SQL = 32768  # characters of SQL
+MAX_PARAMS = 96 << 10  # bytes of a query job's params (JSON): under 128 KiB, see catalog
+
+# sqlglot warns on stderr of SQL it cannot parse fully ("falling back to
+# parsing as a 'Command'"); such SQL is refused here in one line anyway.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
 class _Unsplittable(Exception):
     """This shape runs as one step."""
 
 
+def _plain_words(desc: str) -> str:
+    """sqlglot's description without its Python reprs: ``<class
+    '...expressions.query.Where'>`` is ``Where``, a token its text."""
+    desc = re.sub(r"<class '[\w.]*\.(\w+)'>", r"\1", desc)
+    desc = re.sub(r"<Token token_type: TokenType\.SENTINEL, [^>]*>", "the end", desc)
+    return re.sub(r"<Token token_type: [\w.]+, text: (.*?), line: [^>]*>", r"'\1'", desc)
+
+
 def parse(sql: str) -> Any:
     """The one statement of ``sql``; errors name line and column."""
+    if len(sql) > MAX_SQL:
+        # The plan travels in each step's environment (at most 128 KiB a variable).
+        raise UsageError(f"query: the SQL is over {MAX_SQL} characters")
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except RecursionError:
+        raise UsageError("query: the SQL is nested too deeply") from None
     except ParseError as e:
         where = e.errors[0] if e.errors else {}
         at = f" at line {where.get('line')}, column {where.get('col')}" if where else ""
         desc = where.get("description") or str(e).splitlines()[0]
-        raise UsageError(f"query: {desc}{at}") from None
+        raise UsageError(f"query: {_plain_words(desc)}{at}") from None
+    except TokenError as e:  # an unterminated string or quoted name
+        found = re.search(r"Missing (.+) from (\d+):(\d+)", str(e.__cause__ or ""))
+        if found:
+            quote, line, col = found.groups()
+            raise UsageError(
+                f"query: missing {quote} (opened at line {line}, column {int(col) + 1})"
+            ) from None
+        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
+    except SqlglotError as e:
+        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
     if len(statements) != 1:
         raise UsageError("query: give exactly one statement")
     tree = statements[0]
     if not isinstance(tree, exp.Query):
         raise UsageError("query: only a SELECT can run")
+    for table in tree.find_all(exp.Table):
+        # A table function (read_csv, read_text, glob, range...) reads no
+        # catalog table; a step's DuckDB could not read its files anyway.
+        if not isinstance(table.this, exp.Identifier):
+            raise UsageError(
+                f"query: only tables named in the catalog can be read, not {table.sql(DIALECT)}"
+            )
     return tree
 
 
@@ -83,13 +122,15 @@ def check_names(tree: exp.Expression, tables: Mapping[str, TableMeta]) -> None:
     for name in table_names(tree):
         if name not in tables:
             raise NotFoundError(f"query: unknown table {name!r}")
-    known = {c for t in tables.values() for c, _ in t.columns}
-    known |= {a.alias for a in tree.find_all(exp.Alias)}
-    known |= {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    known |= {t.name for t in tree.find_all(exp.TableAlias)}
-    known |= {c.name for t in tree.find_all(exp.TableAlias) for c in t.columns}
+    # DuckDB's identifiers are not case-sensitive (quoted or not): neither is this.
+    known = {c.casefold() for t in tables.values() for c, _ in t.columns}
+    known |= {a.alias.casefold() for a in tree.find_all(exp.Alias)}
+    known |= {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
+    known |= {t.name.casefold() for t in tree.find_all(exp.TableAlias)}
+    known |= {c.name.casefold() for t in tree.find_all(exp.TableAlias) for c in t.columns}
     for column in tree.find_all(exp.Column):
-        if column.name and column.name not in known and tables_have_columns(tables):
+        name = column.name.casefold()
+        if name and name not in known and tables_have_columns(tables):
             raise NotFoundError(f"query: unknown column {column.name!r}")
 
 
@@ -197,7 +238,8 @@ def _owner(column: exp.Column, tree: exp.Select, used: Mapping[str, TableMeta]) 
             if column.table in (t.alias_or_name, t.name):
                 return t.name
         return None
-    owners = [n for n, t in used.items() if any(c == column.name for c, _ in t.columns)]
+    name = column.name.casefold()
+    owners = [n for n, t in used.items() if any(c.casefold() == name for c, _ in t.columns)]
     return owners[0] if len(owners) == 1 else None
 
 
@@ -214,8 +256,8 @@ def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[st
 
     for a, b in _equalities(tree):
         ta, tb = _owner(a, tree, used), _owner(b, tree, used)
-        if ta and tb and ta != tb:
-            parent[find((ta, a.name))] = find((tb, b.name))
+        if ta and tb and ta != tb:  # columns by their case-folded names, as DuckDB's
+            parent[find((ta, a.name.casefold()))] = find((tb, b.name.casefold()))
     partitioned = sorted(
         (n for n, t in used.items() if t.partitions > 1 and t.partitioned_by),
         key=lambda n: -used[n].size,
@@ -223,7 +265,7 @@ def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[st
     # The anchor class: the biggest partitioned table's key, else the biggest join key.
     if partitioned:
         anchor_table = partitioned[0]
-        anchor = find((anchor_table, used[anchor_table].partitioned_by or ""))
+        anchor = find((anchor_table, (used[anchor_table].partitioned_by or "").casefold()))
         n = used[anchor_table].partitions
     else:
         joined = [k for k in parent if find(k) != k or any(find(v) == k for v in parent)]
@@ -233,7 +275,7 @@ def _roles(tree: exp.Select, used: Mapping[str, TableMeta]) -> dict[str, dict[st
         anchor, anchor_table, n = find(biggest), biggest[0], DEFAULT_SHUFFLE_PARTITIONS
     roles: dict[str, dict[str, Any]] = {}
     for name, meta in used.items():
-        key = next((c for c, _ in meta.columns if find((name, c)) == anchor), None)
+        key = next((c for c, _ in meta.columns if find((name, c.casefold())) == anchor), None)
         base = {"format": meta.format, "partitions": n, "key": key, "bytes": meta.size}
         on_key = key is not None and meta.partitioned_by == key
         anchor_meta = used[anchor_table]
@@ -269,6 +311,7 @@ def _split(tree: exp.Select) -> tuple[str, str]:
     select = tree.copy()
     order = select.args.pop("order", None)
     limit = select.args.pop("limit", None)
+    offset = select.args.pop("offset", None)
     group = select.args.pop("group", None)
     having = select.args.pop("having", None)
     aggregates = any(
@@ -276,29 +319,36 @@ def _split(tree: exp.Select) -> tuple[str, str]:
     )
     if not aggregates and group is None:
         # Scan, filter, project: each partition keeps its own top rows under a LIMIT.
-        names = {_output_name(e) for e in select.expressions}
+        outputs = [_output_name(e) for e in select.expressions]
+        star = any(isinstance(e, exp.Star) for e in select.expressions)
+        if len(set(outputs)) != len(outputs) or (star and len(_tables(tree)) > 1):
+            raise _Unsplittable("two columns of the same name")
         if order is not None:
             for o in order.expressions:
-                if not (isinstance(o.this, exp.Column) and o.this.name in names) and not any(
-                    isinstance(e, exp.Star) for e in select.expressions
-                ):
+                if not (isinstance(o.this, exp.Column) and o.this.name in outputs) and not star:
                     raise _Unsplittable("ORDER BY something not selected")
         partial = select.copy()
         if limit is not None:
+            # Each partition's first LIMIT + OFFSET rows; the final step skips OFFSET.
             partial.set("order", order)
-            partial.set("limit", limit)
+            partial.set("limit", exp.Limit(expression=_literal_sum(limit, offset)))
         final = exp.select("*").from_("partials")
         if order is not None:
-            final.set("order", order)
-        if limit is not None:
-            final.set("limit", limit)
+            # Over the partials, columns by their bare names (``ORDER BY f.id``: ``id``).
+            final.set("order", order.transform(_bare))
+        final.set("limit", limit)
+        final.set("offset", offset)
         return partial.sql(DIALECT), final.sql(DIALECT)
 
-    groups = list(group.expressions) if group is not None else []
+    if group is not None and group.args.get("all"):
+        raise _Unsplittable("GROUP BY ALL")
+    groups = [_group_key(g, select) for g in group.expressions] if group is not None else []
     partial_cols: list[Any] = [exp.alias_(g.copy(), f"_g{j}") for j, g in enumerate(groups)]
     group_names = {g.sql(DIALECT): f"_g{j}" for j, g in enumerate(groups)}
 
     def merge(node: Any) -> Any:
+        if isinstance(node, exp.Filter) and isinstance(node.this, exp.AggFunc):
+            return _merge_aggregate(node.this, partial_cols, node.expression)
         if isinstance(node, exp.AggFunc):
             return _merge_aggregate(node, partial_cols)
         if node.sql(DIALECT) in group_names:
@@ -332,8 +382,8 @@ def _split(tree: exp.Select) -> tuple[str, str]:
                 )
             ),
         )
-    if limit is not None:
-        final.set("limit", limit)
+    final.set("limit", limit)
+    final.set("offset", offset)
     partial = select.copy()
     partial.set("expressions", partial_cols)  # filled by merge() above
     if groups:
@@ -343,9 +393,55 @@ def _split(tree: exp.Select) -> tuple[str, str]:
     return partial.sql(DIALECT), final.sql(DIALECT)
 
 
-def _merge_aggregate(node: Any, partial_cols: list[Any]) -> Any:
+def _tables(tree: exp.Expression) -> list[exp.Table]:
+    return list(tree.find_all(exp.Table))
+
+
+def _bare(node: Any) -> Any:
+    return exp.column(node.name) if isinstance(node, exp.Column) and node.table else node
+
+
+def _literal_sum(limit: exp.Expression, offset: exp.Expression | None) -> exp.Expression:
+    """LIMIT + OFFSET as one number (both must be plain integers)."""
+    total = 0
+    for part in (limit, offset):
+        value = part.args.get("expression") if part is not None else None
+        if value is None:
+            continue
+        if not (isinstance(value, exp.Literal) and value.is_int):
+            raise _Unsplittable("a LIMIT or OFFSET that is not a number")
+        total += int(value.this)
+    return exp.Literal.number(total)
+
+
+def _group_key(key: exp.Expression, select: exp.Select) -> exp.Expression:
+    """A GROUP BY key as an expression over the tables: ``GROUP BY 1`` is the
+    first selected expression; an output alias is refused (one step)."""
+    if isinstance(key, exp.Literal) and key.is_int:
+        n = int(key.this)
+        if not 1 <= n <= len(select.expressions):
+            raise _Unsplittable("a GROUP BY position out of range")
+        chosen: exp.Expression = select.expressions[n - 1]
+        if isinstance(chosen, exp.Alias):
+            chosen = chosen.this
+        return chosen.copy()
+    aliases = {e.alias: e.this for e in select.expressions if isinstance(e, exp.Alias)}
+    if isinstance(key, exp.Column) and not key.table and key.name in aliases:
+        body = aliases[key.name]
+        if not (isinstance(body, exp.Column) and body.name == key.name):
+            # An alias or a table's column of that name: DuckDB decides which.
+            raise _Unsplittable("GROUP BY an output name")
+    return key
+
+
+def _merge_aggregate(node: Any, partial_cols: list[Any], where: Any = None) -> Any:
+    """The final step's form of an aggregate; its partial ones are added to
+    ``partial_cols`` (each under ``FILTER (where)``, if given)."""
+
     def add(e: Any) -> Any:
         name = f"_a{len(partial_cols)}"
+        if where is not None:
+            e = exp.Filter(this=e, expression=where.copy())
         partial_cols.append(exp.alias_(e, name))
         return exp.column(name)
 
@@ -354,7 +450,9 @@ def _merge_aggregate(node: Any, partial_cols: list[Any]) -> Any:
     if isinstance(node, exp.Sum):
         return exp.func("sum", add(node.copy()))
     if isinstance(node, exp.Count):
-        return exp.func("coalesce", exp.func("sum", add(node.copy())), exp.Literal.number(0))
+        # A count, as in one step (a sum of counts is HUGEINT).
+        total = exp.func("coalesce", exp.func("sum", add(node.copy())), exp.Literal.number(0))
+        return exp.cast(total, "BIGINT")
     if isinstance(node, exp.Min | exp.Max):
         return node.__class__(this=add(node.copy()))
     if isinstance(node, exp.Avg):

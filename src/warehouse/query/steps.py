@@ -28,8 +28,15 @@ from warehouse import step
 from warehouse.blocks import MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.reader import CollectionReader
-from warehouse.manifest import FileEntry, Manifest, Segment, Stream
-from warehouse.query.tables import META_FILE, TableMeta, hash_id, part_name
+from warehouse.manifest import FileEntry, Segment, Stream
+from warehouse.query.tables import (
+    FORMATS,
+    META_FILE,
+    TableMeta,
+    hash_id,
+    part_name,
+    source_files,
+)
 
 if TYPE_CHECKING:
     from warehouse.query.blockfs import BlockFiles
@@ -54,6 +61,27 @@ def _connect(threads: int = 1) -> Any:
     if _lazy:
         _lazy[0].register(con)
     return con
+
+
+def _seal(con: Any, paths: Iterable[str]) -> None:
+    """From here on the connection reads only ``paths`` (the step's inputs),
+    the step's scratch directory and its many-block files, loads no
+    extension, and its settings stay: the user's SQL can read or write no
+    other file (``read_csv('/etc/passwd')``, ``read_text``, ``glob``)."""
+
+    def quoted(p: str) -> str:
+        return "'" + p.replace("'", "''") + "'"
+
+    if _lazy:
+        _lazy[0].register(con)
+    files = ", ".join(quoted(p) for p in paths if not p.startswith(_BLOCKS))
+    con.execute(f"SET allowed_paths = [{files}]")
+    con.execute(f"SET allowed_directories = [{quoted(str(step.scratch()) + '/')}, '{_BLOCKS}']")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+_BLOCKS = "whblocks://"  # blockfs.PROTOCOL (not imported: it brings fsspec)
 
 
 def _load_duckdb() -> None:
@@ -223,10 +251,21 @@ def _fetch(
     return paths, total
 
 
-def _scan(fmt: str, paths: Sequence[str]) -> str:
+def _scan(fmt: str, paths: Sequence[str], columns: Any = None) -> str:
+    """A scan of the files; a CSV table's partitions with the columns and types
+    of its ``_table.json`` (guessed from each file, a partition whose values of
+    a column are all NULL would make it text: ``sum(VARCHAR)``)."""
     listed = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    if fmt == "csv" and columns:
+        kinds = ", ".join(
+            "'" + c.replace("'", "''") + "': '" + t.replace("'", "''") + "'" for c, t in columns
+        )
+        dialect = "header = true, delim = ',', quote = '\"', escape = '\"', auto_detect = false"
+        return f"read_csv({listed}, {dialect}, columns = {{{kinds}}})"
     if fmt == "csv":
-        return f"read_csv({listed}, header = true, auto_detect = true)"
+        # Comma-separated, as named: left to guess, DuckDB takes a file with a
+        # ragged row for one column of whole lines, and the table is wrong.
+        return f"read_csv({listed}, header = true, auto_detect = true, delim = ',')"
     return f"read_parquet({listed})"
 
 
@@ -237,7 +276,7 @@ def _copy_out(con: Any, sql: str, target: Path, fmt: str, *, table: bool = False
         # split): about a fifth fewer bytes for a query to read and check, and
         # quicker to decode (docs/benchmarks.md).
         options += ", PARQUET_VERSION V2"
-    con.execute(f"COPY ({sql}) TO '{target}' ({options})")
+    con.execute(f"COPY ({sql}) TO '{str(target).replace(chr(39), chr(39) * 2)}' ({options})")
 
 
 def _write(stream: str, files: Sequence[tuple[str, Path]]) -> tuple[str, int]:
@@ -293,22 +332,6 @@ def _write_cut(stream: str, name: str, path: Path, cuts: Sequence[int]) -> tuple
 # -- wh table create -----------------------------------------------------------
 
 
-def _source_files(manifest: Manifest, under: str) -> tuple[str, list[FileEntry]]:
-    prefix = under.strip("/")
-    found = [
-        e
-        for path, e in sorted(manifest.files().items())
-        if (not prefix or path == prefix or path.startswith(prefix + "/"))
-        and path.rsplit(".", 1)[-1] in ("parquet", "csv")
-    ]
-    if not found:
-        raise SystemExit(f"table: no .parquet or .csv file under {under or 'the collection'}")
-    kinds = {e.path.rsplit(".", 1)[-1] for e in found}
-    if len(kinds) > 1:
-        raise SystemExit("table: the files are of more than one format")
-    return kinds.pop(), found
-
-
 def table_step() -> None:
     try:
         _table_step()
@@ -320,17 +343,24 @@ def table_step() -> None:
 def _table_step() -> None:
     params = step.params()
     fmt, by, n = params["format"], params.get("partition_by"), int(params["partitions"])
+    if fmt not in FORMATS or not (by is None or isinstance(by, str)):
+        raise SystemExit(f"table: format must be one of {', '.join(FORMATS)}")
+    if not by and n != 1:  # every partition would hold every row
+        raise SystemExit("table: more than one partition needs partition_by")
     if step.level() == 0:
         step.queue(1, *(str(p) for p in range(n)))
         return
     _load_duckdb()  # on a thread, while the source is read here
     p = int(step.step_input())
-    src_fmt, entries = _source_files(step.input_manifest(), params.get("path", ""))
+    src_fmt, entries = source_files(step.input_manifest(), params.get("path", ""))
     paths, read = _fetch(step.reader(), entries, step.scratch() / "src")
     con = _connect()
+    _seal(con, paths)  # the job's params come from whoever submitted it
     source = _scan(src_fmt, paths)
     if by is not None:
         columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
+        # The column as the file names it: DuckDB's names are not case-sensitive.
+        by = next((c for c in columns if c.casefold() == by.casefold()), by)
         if by not in columns:
             raise SystemExit(f"table: no column {by!r} (there are: {', '.join(columns)})")
         quoted = '"' + by.replace('"', '""') + '"'
@@ -373,12 +403,32 @@ def _table_files(table: str, fmt: str, partition: int | None) -> list[FileEntry]
     ]
 
 
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _exact(con: Any, sql: str) -> tuple[str, list[tuple[str, str]]]:
+    """``sql`` with its HUGEINT columns as DECIMAL(38,0), and its columns
+    (name, type). Parquet has no 128-bit integer: DuckDB writes HUGEINT (the
+    type of ``sum`` over integers) as DOUBLE, so sums and counts would come
+    back as floats, rounded beyond 2^53. A reader casts them back (``_view``,
+    ``catalog.read_rows``): ``_table.json`` names them HUGEINT."""
+    # Over a subquery: columns of one name are told apart (s, s_1), as in the file.
+    found = con.execute(f"DESCRIBE SELECT * FROM ({sql})").fetchall()
+    described = [(r[0], r[1]) for r in found]
+    huge = [n for n, t in described if t == "HUGEINT"]
+    if not huge:
+        return sql, described
+    cast = ", ".join(f"CAST({_ident(n)} AS DECIMAL(38,0)) AS {_ident(n)}" for n in huge)
+    return f"SELECT * REPLACE ({cast}) FROM ({sql})", described
+
+
 def _compute(con: Any, sql: str) -> Path:
     """The result as a table in scratch (its Parquet file and ``_table.json``)."""
     target = step.scratch() / part_name(0, "parquet")
-    _copy_out(con, sql, target, "parquet")
-    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{target}')").fetchall()
-    meta = TableMeta("parquet", None, 1, hash_id(), [(r[0], r[1]) for r in described])
+    stored, described = _exact(con, sql)
+    _copy_out(con, stored, target, "parquet")
+    meta = TableMeta("parquet", None, 1, hash_id(), described)
     (step.scratch() / META_FILE).write_text(meta.to_json())
     return target
 
@@ -397,32 +447,39 @@ def _view(con: Any, name: str, fmt: str, paths: Sequence[str], columns: Any = No
     if _lazy:
         _lazy[0].register(con)
     if paths:
-        con.execute(f"CREATE VIEW {quoted} AS SELECT * FROM {_scan(fmt, paths)}")
+        # HUGEINT columns are stored as DECIMAL(38,0) (``_exact``): read back as they were.
+        huge = [c for c, t in columns or [] if t == "HUGEINT"]
+        cast = ", ".join(f"CAST({_ident(c)} AS HUGEINT) AS {_ident(c)}" for c in huge)
+        star = f"* REPLACE ({cast})" if huge else "*"
+        con.execute(f"CREATE VIEW {quoted} AS SELECT {star} FROM {_scan(fmt, paths, columns)}")
     else:  # no rows here: an empty view with the table's columns
-        cols = ", ".join(f'NULL::{t} AS "{c}"' for c, t in columns) or "NULL AS none"
+        cols = ", ".join(f"NULL::{t} AS {_ident(c)}" for c, t in columns) or "NULL AS none"
         con.execute(f"CREATE VIEW {quoted} AS SELECT {cols} WHERE false")
 
 
+# The partials of a step's partitions: a name no table can have (names hold no space).
+_PARTIAL = '"wh partial"'
 _broadcast: dict[str, tuple[list[str], int]] = {}  # table -> (paths, bytes) in this step
 
 
-def _partition_views(
-    con: Any, tables: dict[str, dict[str, Any]], columns: dict[str, Any], p: int
-) -> dict[str, int]:
-    """Views of partition ``p`` of every table; the bytes read, by kind."""
+def _partition_paths(
+    tables: dict[str, dict[str, Any]], p: int
+) -> tuple[dict[str, tuple[str, list[str]]], dict[str, int]]:
+    """Where partition ``p`` of every table is read (format, paths); the bytes, by kind."""
     reader = step.reader()
     moved = {"scan_bytes": 0, "broadcast_bytes": 0, "shuffle_bytes": 0}
+    found: dict[str, tuple[str, list[str]]] = {}
     for name, t in tables.items():
         into = step.scratch() / f"{name}-{p}"
         if t["role"] == "partitioned":
             paths, n = _fetch(reader, _table_files(name, t["format"], p), into)
             moved["scan_bytes"] += n
-            _view(con, name, t["format"], paths, columns.get(name))
+            found[name] = (t["format"], paths)
         elif t["role"] == "broadcast":  # read once per step, whatever its partitions
             if name not in _broadcast:
                 _broadcast[name] = _fetch(reader, _table_files(name, t["format"], None), into)
                 moved["broadcast_bytes"] += _broadcast[name][1]
-            _view(con, name, t["format"], _broadcast[name][0], columns.get(name))
+            found[name] = (t["format"], _broadcast[name][0])
         else:
             wanted = f"{name}.{part_name(p, 'parquet')}"
             paths = []
@@ -432,8 +489,8 @@ def _partition_views(
                 got, n = _fetch(sub, entries, into / str(len(paths)))
                 paths += got
                 moved["shuffle_bytes"] += n
-            _view(con, name, "parquet", paths, columns.get(name))
-    return moved
+            found[name] = ("parquet", paths)
+    return found, moved
 
 
 def _drop_views(con: Any, tables: dict[str, dict[str, Any]]) -> None:
@@ -481,6 +538,7 @@ def _query_step() -> None:
         for attempt in range(2):
             paths, read = _fetch(reader, entries, step.scratch() / f"in{attempt}")
             con = _connect(_cores() if level == 0 else 1)
+            _seal(con, paths)  # before the views too: their columns come from the input
             start = 0
             for name, t in tables.items():
                 mine = paths[start : start + len(wanted[name])]
@@ -505,12 +563,14 @@ def _query_step() -> None:
         t = tables[name]
         paths, read = _fetch(reader, [reader.entry(path)], step.scratch() / "in")
         con = _connect()
+        _seal(con, paths)  # the plan comes from whoever submitted the job
         key = '"' + t["key"].replace('"', '""') + '"'
-        n = plan["partitions"]
+        n = int(plan["partitions"])
         out = []
         for p in range(n):
             target = step.scratch() / f"{name}-{p}.parquet"
-            sql = f"SELECT * FROM {_scan(t['format'], paths)} WHERE hash({key}) % {n} = {p}"
+            scan = _scan(t["format"], paths, columns.get(name))
+            sql = f"SELECT * FROM {scan} WHERE hash({key}) % {n} = {p}"
             _copy_out(con, sql, target, "parquet")
             out.append((f"{name}.{part_name(p, 'parquet')}", target))
         _lazy_failed()
@@ -531,14 +591,22 @@ def _query_step() -> None:
             ],
         )
         con = _connect()
-        for i, p in enumerate(group):
-            for kind, n in _partition_views(con, tables, columns, p).items():
+        # Every partition's files first: the connection is then sealed to them.
+        where = []
+        for p in group:
+            found, counted = _partition_paths(tables, p)
+            where.append(found)
+            for kind, n in counted.items():
                 moved[kind] += n
-            verb = "CREATE TEMP TABLE wh_partial AS" if i == 0 else "INSERT INTO wh_partial"
+        _seal(con, [path for found in where for _, paths in found.values() for path in paths])
+        for i, found in enumerate(where):
+            for name, (fmt, paths) in found.items():
+                _view(con, name, fmt, paths, columns.get(name))
+            verb = f"CREATE TEMP TABLE {_PARTIAL} AS" if i == 0 else f"INSERT INTO {_PARTIAL}"
             con.execute(f"{verb} {plan['partial']}")
             _drop_views(con, tables)
         target = step.scratch() / f"partial-{group[0]:05d}.parquet"
-        _copy_out(con, "SELECT * FROM wh_partial", target, "parquet")
+        _copy_out(con, _exact(con, f"SELECT * FROM {_PARTIAL}")[0], target, "parquet")
         _lazy_failed()
         fragment, written = _write(".", [(target.name, target)])
         step.intermediate(fragment)
@@ -552,6 +620,13 @@ def _query_step() -> None:
             partials += got
             merged += n
         con = _connect()
-        con.execute(f"CREATE VIEW partials AS SELECT * FROM {_scan('parquet', partials)}")
+        _seal(con, partials)
+        # Partial sums of integers were stored as DECIMAL(38,0) (``_exact``): HUGEINT again.
+        scan = _scan("parquet", partials)
+        kinds = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+        huge = [_ident(r[0]) for r in kinds if r[1] == "DECIMAL(38,0)"]
+        cast = ", ".join(f"CAST({c} AS HUGEINT) AS {c}" for c in huge)
+        star = f"* REPLACE ({cast})" if huge else "*"
+        con.execute(f"CREATE VIEW partials AS SELECT {star} FROM {scan}")
         _result(con, plan["final"])
         step.counters(partial_bytes_merged=merged)

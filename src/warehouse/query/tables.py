@@ -14,9 +14,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from warehouse.errors import UsageError
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.manifest import FileEntry, Manifest
 
-__all__ = ["FORMATS", "META_FILE", "TableMeta", "hash_id", "part_name"]
+__all__ = ["FORMATS", "META_FILE", "TableMeta", "hash_id", "part_name", "source_files"]
 
 META_FILE = "_table.json"
 FORMATS = ("parquet", "csv")
@@ -31,6 +32,24 @@ def hash_id() -> str:
 
 def part_name(p: int, fmt: str) -> str:
     return f"part-{p:05d}.{fmt}"
+
+
+def source_files(manifest: Manifest, under: str) -> tuple[str, list[FileEntry]]:
+    """The format and the ``.parquet`` or ``.csv`` files of a collection
+    (under a path) that ``wh table create`` reads."""
+    prefix = under.strip("/")
+    found = [
+        e
+        for path, e in sorted(manifest.files().items())
+        if (not prefix or path == prefix or path.startswith(prefix + "/"))
+        and path.rsplit(".", 1)[-1] in ("parquet", "csv")
+    ]
+    if not found:
+        raise NotFoundError(f"table: no .parquet or .csv file under {under or 'the collection'}")
+    kinds = {e.path.rsplit(".", 1)[-1] for e in found}
+    if len(kinds) > 1:
+        raise UsageError("table: the files are of more than one format")
+    return kinds.pop(), found
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,11 @@ class TableMeta:
             raise UsageError(f"{META_FILE} is not a table description: {e}") from None
         if meta.format not in FORMATS or not 1 <= meta.partitions <= MAX_PARTITIONS:
             raise UsageError(f"{META_FILE}: bad format or number of partitions")
+        for name, kind in meta.columns:
+            # A type goes into SQL as it is (``NULL::TYPE``): DuckDB's type
+            # names hold no statement end, string or comment.
+            if not name or any(bad in kind for bad in (";", "'", "--", "/*")) or not kind:
+                raise UsageError(f"{META_FILE}: bad column {name!r} of type {kind!r}")
         return meta
 
     def co_partitioned(self, other: TableMeta) -> bool:
