@@ -181,6 +181,19 @@ def test_cli_submit_in_the_background_watch_ls_and_logs(
         err = run("job", "submit", "builtin:zhash", "--input", inside, code=2).stderr
         assert err.startswith("Error: input ") and "inside a collection" in err, err
     assert len(jobs.list_jobs(wh.engine)) == before
+    # Params too big for a step's environment would stop the whole queue: refused.
+    err = run(
+        "job",
+        "submit",
+        "builtin:zhash",
+        "--input",
+        key,
+        "--param",
+        "x=" + "y" * (130 << 10),
+        code=2,
+    ).stderr
+    assert err.startswith("Error: params: ") and "at most" in err, err[:200]
+    assert len(jobs.list_jobs(wh.engine)) == before
 
 
 SLEEPERS = """#!/bin/sh

@@ -12,8 +12,9 @@ import pytest
 
 from jobs_helpers import run_job
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError
 from warehouse.jobs.counters import step_counters, totals
-from warehouse.jobs.records import list_steps
+from warehouse.jobs.records import list_jobs, list_steps
 
 PYTHON_CODE = """
 from warehouse.mapreduce import current_file
@@ -202,6 +203,14 @@ def test_a_mapper_line_without_a_tab_fails_its_step_naming_the_line(
     shown = run("job", "show", str(job.id)).stdout
     assert "without a tab" in shown
 
-    bad = run_job(wh, "builtin:mapreduce", pdh, params={"mapper": "x:y"}, max_attempts=1)
-    assert bad.state == "failed"
-    assert "the reducer parameter is needed" in run("job", "show", str(bad.id)).stdout
+    # Bad parameters are refused at submission: no job is made to fail later.
+    with pytest.raises(UsageError, match="the reducer parameter is needed"):
+        run_job(wh, "builtin:mapreduce", pdh, params={"mapper": "x:y"}, max_attempts=1)
+    submit = ["job", "submit", "builtin:mapreduce", "--input", pdh, "--param", "mapper=cat"]
+    for extra, said in (
+        (["--param", "reducer=cat", "--param", "reducers=0"], "reducers must be 1 to"),
+        (["--param", "reducer=cat", "--param", "split_size=abc"], "split_size must be"),
+        (["--param", "reducer=cat", "--param", "bogus=1"], "unknown parameters bogus"),
+    ):
+        assert said in run(*submit, *extra, code=2).stderr
+    assert len(list_jobs(wh.engine)) == 1

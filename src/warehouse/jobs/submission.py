@@ -28,6 +28,7 @@ from warehouse.keys import parse_key
 from warehouse.manifest import Manifest
 
 __all__ = [
+    "MAX_PARAMS_BYTES",
     "JobRequest",
     "Recorded",
     "canonical_params",
@@ -65,6 +66,7 @@ def reuse_key(function_pdh: str, function_path: str, input_pdh: str, params: str
 
 
 _MAX_INT, _MAX_BIG = 2**31 - 1, 2**63 - 1
+MAX_PARAMS_BYTES = 120 << 10
 _SIZE = re.compile(r"(\d+)\s*([kmgt]?)(i?b?)", re.IGNORECASE)
 
 
@@ -140,7 +142,19 @@ def _job_row(
     if input_pdh not in checked:
         wh.manifest(input_pdh)  # the input must be a known, readable collection
         checked.add(input_pdh)
-    params = canonical_params(_pinned(wh, request.params))
+    pinned = _pinned(wh, request.params)
+    if version.spec == "builtin:mapreduce":
+        from warehouse.mapreduce.spec import MapReduceSpec
+
+        MapReduceSpec.from_params(pinned)  # refused now, not by its first step
+    params = canonical_params(pinned)
+    if len(params.encode()) > MAX_PARAMS_BYTES:
+        # A step gets them in one environment variable, which the kernel
+        # bounds (128 KiB): a bigger one could start no step of any job.
+        raise UsageError(
+            f"params: {len(params.encode())} bytes as JSON, at most {MAX_PARAMS_BYTES}: "
+            "put big values in a collection and pass its key"
+        )
     return {
         "function": version.spec,
         "function_pdh": version.pdh,

@@ -24,7 +24,10 @@ def _size(value: Any, what: str) -> int:
 
     size = value if isinstance(value, int) and not isinstance(value, bool) else None
     if isinstance(value, str):
-        size = parse_size(value)
+        try:
+            size = parse_size(value)
+        except UsageError:
+            size = None
     if size is None or size < 1:
         raise UsageError(f"mapreduce: {what} must be a positive size (bytes, or like 64M)")
     return size
