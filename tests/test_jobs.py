@@ -68,6 +68,9 @@ def test_a_step_that_always_fails_fails_the_job_and_show_tells_why(
     data = json.loads(run("job", "show", str(job.id), "--json").output)
     assert data["failed_steps"][0]["exit_status"] == 7
     assert "boom" in run("job", "logs", str(job.id), "--step", "0").output
+    # `watch` (as `submit --wait`) ends with the step's own last line: the why.
+    err = run("job", "watch", str(job.id), code=1).stderr
+    assert err.splitlines()[-1].endswith("(last exit status 7): boom: something is wrong with"), err
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -120,7 +121,7 @@ def submit(
     else:
         click.echo(_summary(record))
     if wait:
-        _fail_unless_complete(record)
+        _fail_unless_complete(ctx, record)
 
 
 def _submit_here(wh: EmbeddedWarehouse, request: jobs.JobRequest, wait: bool) -> JobRecord:
@@ -303,13 +304,36 @@ def watch(ctx: click.Context, job_id: int) -> None:
             time.sleep(0.5)
             record = view.get(job_id)
     click.echo(_summary(record))
-    _fail_unless_complete(record)
+    _fail_unless_complete(ctx, record)
 
 
-def _fail_unless_complete(record: JobRecord) -> None:
+def _fail_unless_complete(ctx: click.Context, record: JobRecord) -> None:
     """Exit 1 for a job that failed or was cancelled (as ``submit --wait`` and ``watch`` do)."""
     if record.state != "complete":
-        raise WarehouseError(f"job {record.id} {record.state}: {record.error or ''}".rstrip(": "))
+        raise job_failure(ctx, record)
+
+
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+
+
+def job_failure(ctx: click.Context, record: JobRecord) -> WarehouseError:
+    """The job's failure, with the last line its failed step logged (DuckDB's
+    error, or the step's own message): the reason, not only the exit status."""
+    reason = ""
+    try:
+        steps = _view(ctx).steps(record.id, failed=True)
+    except WarehouseError:
+        steps = []
+    for s in sorted(steps, key=lambda s: s.state != "failed"):
+        lines = [line.rstrip() for line in (s.log_tail or "").splitlines() if line.strip()]
+        # A traceback's exception line (DuckDB's message goes on with the
+        # SQL and a caret under it), else the step's last line.
+        raised = [line for line in lines if _RAISED.match(line)]
+        if raised or lines:
+            reason = _RAISED.sub("", (raised or lines)[-1]).strip()
+            break
+    said = f"job {record.id} {record.state}: {record.error or ''}"
+    return WarehouseError(f"{said}: {reason}" if reason else said)
 
 
 @job.command()

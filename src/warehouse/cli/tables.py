@@ -6,7 +6,6 @@ import datetime as dt
 import decimal
 import json
 import math
-import re
 from typing import Any
 
 import click
@@ -33,29 +32,10 @@ def _run(ctx: click.Context, request: jobs.JobRequest, wait: bool) -> JobRecord:
     return _submit_here(view.wh, request, wait)
 
 
-_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
-
-
 def _failed(ctx: click.Context, record: JobRecord) -> WarehouseError:
-    """The job's failure, with the last line its failed step logged (DuckDB's
-    error, or the step's own message): the reason, not only the exit status."""
-    from warehouse.cli.jobs import _view
+    from warehouse.cli.jobs import job_failure  # the jobs commands: loaded when used
 
-    reason = ""
-    try:
-        steps = _view(ctx).steps(record.id, failed=True)
-    except WarehouseError:
-        steps = []
-    for s in sorted(steps, key=lambda s: s.state != "failed"):
-        lines = [line.rstrip() for line in (s.log_tail or "").splitlines() if line.strip()]
-        # A traceback's exception line (DuckDB's message goes on with the
-        # SQL and a caret under it), else the step's last line.
-        raised = [line for line in lines if _RAISED.match(line)]
-        if raised or lines:
-            reason = _RAISED.sub("", (raised or lines)[-1]).strip()
-            break
-    said = f"job {record.id} {record.state}: {record.error or ''}"
-    return WarehouseError(f"{said}: {reason}" if reason else said)
+    return job_failure(ctx, record)
 
 
 @click.group()
