@@ -677,7 +677,8 @@ class Driver:
                 if changes.get(n, {}).get("state", node.state) == "failed"
             ]
             if failed:
-                values["error"] = "failed: " + ", ".join(failed)
+                which = "job " if len(failed) == 1 else "jobs "
+                values["error"] = which + ", ".join(failed) + " failed"
         return values
 
     def _set_name(self, name: str, pdh: str) -> None:
