@@ -7,6 +7,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -147,6 +148,8 @@ def controller(
     """A controller in this process (a fresh catalog: a SQLite file, or a database
     URL) over the pool's keep servers; ``settings``: more ControllerConfig fields."""
     url = db if isinstance(db, str) else f"sqlite:///{db}"
+    # The tests' git repositories are made under the temporary directory.
+    settings.setdefault("git_roots", (tempfile.gettempdir(),))
     config = ControllerConfig(
         db_url=url, signing_key=pool.signing_key, replication=replication, **settings
     )

@@ -81,6 +81,59 @@ def test_a_git_spec_cannot_pass_options_to_git_on_the_controller(
         assert not ran.exists()
 
 
+def _repo(path: Path) -> Path:
+    """A git repository of one committed file, on branch main."""
+    path.mkdir(parents=True)
+    (path / "secret.txt").write_text("the installation's own\n")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "one"],
+    ):
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+    return path
+
+
+def test_a_repository_on_the_controllers_disk_is_read_only_under_its_git_roots(
+    tmp_path: Path, keep_servers: KeepPool
+) -> None:
+    """The controller reads a local repository as its own user, for any user:
+    outside the directories its admin allows (wh serve --git-root), by path,
+    file:// URL or a link out of an allowed one, a repository is refused
+    (403) and nothing of it stored."""
+    allowed = tmp_path / "allowed"
+    ok = _repo(allowed / "lab")
+    outside = _repo(tmp_path / "installation")
+    (allowed / "link").symlink_to(outside)
+    db = tmp_path / "controller.db"
+    with controller(db, keep_servers, git_roots=(str(allowed),)) as ctl:
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=1)
+        with _client(ctl, ctl.user("alice")) as alice:
+            r = alice.post("/api/v1/collections", json={"manifest_text": f". {EMPTY} 0:0:f\n"})
+            one_file = r.json()["pdh"]
+            for repo in (str(outside), f"file://{outside}", str(allowed / "link")):
+                for body in (
+                    {"function": f"git:{repo}@main:secret.txt", "input": one_file},
+                    {
+                        "function": "builtin:mapreduce",
+                        "input": one_file,
+                        "params": {"code": f"git:{repo}@main", "mapper": "m", "reducer": "r"},
+                    },
+                ):
+                    r = alice.post("/api/v1/jobs", json=body)
+                    assert r.status_code == 403, (repo, r.text)
+                    assert "--git-root" in r.json()["error"]
+            secret = b"the installation's own\n"
+            assert not any(
+                c.size == len(secret) for c in catalog.list_collections(ctl.state.engine)
+            )
+            # Under an allowed directory, it is read as before.
+            r = alice.post(
+                "/api/v1/jobs", json={"function": f"git:{ok}@main:secret.txt", "input": one_file}
+            )
+            assert r.status_code == 200, r.text
+
+
 def test_a_git_spec_cannot_fetch_through_a_command_transport(
     alice: httpx.Client, one_file: str, tmp_path: Path
 ) -> None:

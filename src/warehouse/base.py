@@ -95,6 +95,9 @@ class WarehouseBase:
     # None: the defaults (one writer per core, three blocks ahead).
     writers: int | None = None
     readahead: int | None = None
+    # Where a git: function's repository on this machine may be read; None:
+    # anywhere (a user's own machine), a controller's hosts list its roots.
+    git_roots: Sequence[str] | None = None
 
     def get_name(self, name: str) -> catalog.NameRecord:
         raise NotImplementedError

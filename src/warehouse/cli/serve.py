@@ -125,6 +125,15 @@ def default_db_url() -> str:
     "name, or Slurm node) host labels: steps prefer a worker on the host holding their input "
     "(docs/clusters.md; env WH_HOST_MAP).",
 )
+@click.option(
+    "--git-root",
+    "git_roots",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="A directory of this machine under which users may name git repositories "
+    "(git:/path@REV:FILE); repeatable. Without it, only repositories the controller "
+    "fetches by URL (docs/security.md).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -145,6 +154,7 @@ def serve(
     regol_interval: float,
     cluster_name: str,
     host_map: Path | None,
+    git_roots: tuple[Path, ...],
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -194,6 +204,7 @@ def serve(
         regol_interval=regol_interval,
         cluster=check_cluster_name(cluster_name),
         host_map=_host_map(host_map),
+        git_roots=tuple(str(p.resolve()) for p in git_roots),
     )
     if sandbox is not None:  # steps would see the catalog: refused before it is made
         keep = (keep_dir or default_home() / "keep") if keep_count else None

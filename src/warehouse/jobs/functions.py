@@ -15,14 +15,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from warehouse import gitcmd
 from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.reader import CollectionReader
@@ -43,6 +44,9 @@ __all__ = [
 
 
 class _Store(Protocol):
+    @property
+    def git_roots(self) -> Sequence[str] | None: ...  # None: read anywhere (gitcmd)
+
     @property
     def store(self) -> BlockStore: ...
 
@@ -122,28 +126,6 @@ def _stored(wh: _Store, files: list[Path]) -> str:
     return wh.put(files).pdh
 
 
-# Fetches reach only these transports: a spec comes from any user, and the
-# controller runs git as itself, so no "ext::" command, "fd::" or other helper.
-# A local repository is read by path (``git -C``); a file:// URL reads the
-# same files, fetched.
-_GIT_ENV = {"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "http:https:git:ssh:file"}
-
-
-def _git_run(args: list[str]) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **_GIT_ENV},
-    )
-    if done.returncode != 0:
-        # git's first line says what failed; the lines after it are advice.
-        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
-        raise UsageError(f"git {' '.join(args[:3])}: {said}")
-    return done.stdout
-
-
 def _git(wh: _Store, spec: str) -> FunctionVersion:
     body = spec.removeprefix("git:")
     repo, at, rest = body.rpartition("@")
@@ -172,28 +154,25 @@ def pin_code(wh: _Store, spec: str) -> tuple[str, str | None]:
 
 def _git_tree(wh: _Store, repo: str, revision: str) -> tuple[str, str]:
     """The commit ``revision`` names, and its tree stored as a collection."""
-    # A leading "-" would be read by git as an option ("--upload-pack=CMD" runs
-    # CMD on this machine): neither may be one.
-    for what, value in (("repository", repo), ("revision", revision)):
-        if value.startswith("-"):
-            raise UsageError(f"git {what} {value!r} starts with '-'")
+    gitcmd.no_option(repository=repo, revision=revision)
+    gitcmd.check_local(repo, wh.git_roots)
     with tempfile.TemporaryDirectory(prefix="wh-git-") as tmp:
         if Path(repo).is_dir():
             gitdir = repo
         else:  # a URL: fetch just that revision
             gitdir = os.path.join(tmp, "repo.git")
-            _git_run(["init", "--quiet", "--bare", gitdir])
-            _git_run(["-C", gitdir, "fetch", "--quiet", "--depth=1", "--", repo, revision])
+            gitcmd.run(["init", "--quiet", "--bare", gitdir])
+            gitcmd.run(["-C", gitdir, "fetch", "--quiet", "--depth=1", "--", repo, revision])
             revision = "FETCH_HEAD"
-        commit = _git_run(["-C", gitdir, "rev-parse", "--verify", f"{revision}^{{commit}}"])
+        commit = gitcmd.run(["-C", gitdir, "rev-parse", "--verify", f"{revision}^{{commit}}"])
         commit = commit.strip()
         tree = Path(tmp) / "tree"
         tree.mkdir()
         archive = Path(tmp) / "tree.tar"
         # A commit of no files archives to a tar that tarfile cannot open.
-        if not _git_run(["-C", gitdir, "ls-tree", "--name-only", commit]).strip():
+        if not gitcmd.run(["-C", gitdir, "ls-tree", "--name-only", commit]).strip():
             raise NotFoundError(f"commit {commit[:12]} of {repo} holds no files")
-        _git_run(["-C", gitdir, "archive", "--format=tar", f"--output={archive}", commit])
+        gitcmd.run(["-C", gitdir, "archive", "--format=tar", f"--output={archive}", commit])
         with tarfile.open(archive) as tar:
             tar.extractall(tree, filter="data")
         pdh = wh.put([tree]).pdh

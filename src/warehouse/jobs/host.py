@@ -38,6 +38,9 @@ class SubmitHost(Protocol):
     @property
     def store(self) -> BlockStore: ...
 
+    @property
+    def git_roots(self) -> Sequence[str] | None: ...
+
     def put(self, paths: Sequence[Path]) -> PutResult: ...
 
     def manifest(self, key: str) -> Manifest: ...
@@ -85,6 +88,10 @@ class EmbeddedHost:
     @property
     def store(self) -> BlockStore:
         return self.wh.store
+
+    @property
+    def git_roots(self) -> Sequence[str] | None:
+        return self.wh.git_roots
 
     def put(self, paths: Sequence[Path]) -> PutResult:
         return self.wh.put(paths)

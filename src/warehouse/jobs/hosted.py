@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -52,10 +52,18 @@ JOB_TOKEN_LABEL = "job "
 class CatalogWarehouse(WarehouseBase):
     """Collections and names straight on the catalog, blocks through ``keep()``."""
 
-    def __init__(self, engine: sa.Engine, keep: Callable[[], BlockStore], user: str) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        keep: Callable[[], BlockStore],
+        user: str,
+        git_roots: Sequence[str] = (),
+    ) -> None:
         self.engine = engine
         self._keep = keep
         self.user = user
+        # On the controller's disk, only these hold repositories a user may name.
+        self.git_roots = tuple(git_roots)
 
     @property
     def store(self) -> BlockStore:  # type: ignore[override] # the keep servers now

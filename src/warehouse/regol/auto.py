@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 
@@ -33,11 +33,14 @@ class RegolRunner:
         keep: Callable[[], BlockStore],
         executor: str,
         interval: float,
+        *,
+        git_roots: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.keep = keep
         self.executor = executor
         self.interval = interval
+        self.git_roots = tuple(git_roots)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wh-regol", daemon=True)
 
@@ -51,7 +54,7 @@ class RegolRunner:
             return []
         made: list[RunRecord] = []
         for w in records.list_watches(self.engine, active_only=True):
-            host = CatalogWarehouse(self.engine, self.keep, w.owner)
+            host = CatalogWarehouse(self.engine, self.keep, w.owner, self.git_roots)
             try:
                 made += service.run_watch(host, w, None, self.executor)
             except WarehouseError as e:  # one broken watch does not stop the others

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from warehouse import gitcmd
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.regol.model import Commit
 
@@ -44,7 +45,13 @@ def parse_spec(spec: str) -> GitSpec:
 
 
 def _git(gitdir: str, *args: str) -> str:
-    done = subprocess.run(["git", "-C", gitdir, *args], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", "-C", gitdir, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **gitcmd.GIT_ENV},  # no ext:: or fd:: transport
+    )
     if done.returncode != 0:
         # git's first line says what went wrong; the rest is advice (one Error: line).
         said = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "failed")
@@ -133,6 +140,7 @@ class Repository:
 @contextmanager
 def open_repository(location: str, branch: str | None = None) -> Iterator[Repository]:
     """A repository to read: the directory itself, or a fetch of ``branch``."""
+    gitcmd.no_option(repository=location, branch=branch or "")
     if Path(location).is_dir():
         is_git = subprocess.run(
             ["git", "-C", location, "rev-parse", "--git-dir"], capture_output=True, check=False
@@ -148,5 +156,6 @@ def open_repository(location: str, branch: str | None = None) -> Iterator[Reposi
         gitdir = os.path.join(tmp, "repo.git")
         _git(tmp, "init", "--quiet", "--bare", gitdir)
         ref = branch or "HEAD"
-        _git(gitdir, "fetch", "--quiet", location, f"+{ref}:refs/heads/{branch or 'fetched'}")
+        refspec = f"+{ref}:refs/heads/{branch or 'fetched'}"
+        _git(gitdir, "fetch", "--quiet", "--", location, refspec)
         yield Repository(gitdir)

@@ -759,6 +759,10 @@ class _AsOwner:
     def store(self) -> BlockStore:
         return self._host.store
 
+    @property
+    def git_roots(self) -> Sequence[str] | None:
+        return self._host.git_roots
+
     def put(self, paths: Sequence[Path]) -> PutResult:
         return self._host.put(paths)
 

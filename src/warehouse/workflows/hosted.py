@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
 
@@ -34,11 +34,13 @@ class WorkflowThread:
         executor: str,
         *,
         interval: float = 0.05,
+        git_roots: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.keep = keep
         self.executor = executor
         self.interval = interval
+        self.git_roots = tuple(git_roots)
         self.driver = driver_id()
         self._drivers: dict[int, Driver] = {}
         self._stop = threading.Event()
@@ -58,7 +60,7 @@ class WorkflowThread:
             if run.id in self._drivers:
                 continue
             try:
-                host = CatalogWarehouse(self.engine, self.keep, run.owner)
+                host = CatalogWarehouse(self.engine, self.keep, run.owner, self.git_roots)
                 driver = Driver(host, run.id, executor=self.executor, driver=self.driver)
                 if driver.claim():
                     self._drivers[run.id] = driver

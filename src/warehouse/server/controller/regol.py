@@ -54,7 +54,8 @@ def _host(state: ControllerState, user: str) -> tuple[CatalogWarehouse, str]:
     manager = state.job_manager
     if manager is None:
         raise HTTPException(400, "this controller runs no job manager")
-    return CatalogWarehouse(state.engine, state.keep, user), manager.executor_name
+    host = CatalogWarehouse(state.engine, state.keep, user, state.config.git_roots)
+    return host, manager.executor_name
 
 
 def _owned(found: WatchRecord, user: catalog.User) -> None:
@@ -65,7 +66,8 @@ def _owned(found: WatchRecord, user: catalog.User) -> None:
 @router.post("/watches")
 def create_watch(body: WatchCreate, user: Caller, request: _Request) -> dict[str, Any]:
     """Follow a completed job whose function is ``git:`` along a branch."""
-    host = CatalogWarehouse(state_of(request).engine, state_of(request).keep, user.name)
+    state = state_of(request)
+    host = CatalogWarehouse(state.engine, state.keep, user.name, state.config.git_roots)
     return service.watch(host, body.job, body.branch, body.label).as_dict()
 
 

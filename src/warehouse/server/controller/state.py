@@ -54,6 +54,9 @@ class ControllerConfig:
     keep_admin_token: str | None = None
     # Seconds between the idle Regol runner's looks (docs/regol.md); 0: off.
     regol_interval: float = 0.0
+    # Directories of this machine under which a git: function's repository
+    # may be read (`wh serve --git-root`); none: only fetched ones (gitcmd).
+    git_roots: tuple[str, ...] = ()
     # Keep servers' and workers' host labels: steps prefer workers beside
     # their input (docs/clusters.md, "Placement"); None: no placement.
     host_map: HostMap | None = None
@@ -199,11 +202,17 @@ class ControllerState:
             from warehouse.regol.auto import RegolRunner
 
             self.regol_runner = RegolRunner(
-                self.engine, self.keep, executor, self.config.regol_interval
+                self.engine,
+                self.keep,
+                executor,
+                self.config.regol_interval,
+                git_roots=self.config.git_roots,
             ).start()
         from warehouse.workflows.hosted import WorkflowThread
 
-        self.workflows = WorkflowThread(self.engine, self.keep, executor).start()
+        self.workflows = WorkflowThread(
+            self.engine, self.keep, executor, git_roots=self.config.git_roots
+        ).start()
         return self.job_manager
 
     def stop_jobs(self) -> None:

@@ -50,7 +50,7 @@ def start_workflow(body: WorkflowCreate, user: Caller, request: _Request) -> dic
     state = state_of(request)
     if state.workflows is None:
         raise HTTPException(400, "this controller runs no job manager")
-    wh = CatalogWarehouse(state.engine, state.keep, user.name)
+    wh = CatalogWarehouse(state.engine, state.keep, user.name, state.config.git_roots)
     started = start_run(
         wh,
         body.file,
