@@ -57,6 +57,15 @@ def test_expect_must_be_a_pdh(tmp_path: Path, home: Path, run: Runner) -> None:
     assert json.loads(run("name", "log", "n", "--json").stdout)[-1]["version"] == 1
 
 
+def test_a_wh_home_that_is_a_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a warehouse\n")
+    for home in (tmp_path / "file", tmp_path / "file" / "below"):
+        done = wh_process("name", "ls", home=home)
+        assert done.returncode == 1, done.stderr
+        assert one_error(done.stderr) == f"Error: {home}: Not a directory"
+    assert (tmp_path / "file").read_text() == "not a warehouse\n"
+
+
 def test_a_missing_manifest_block_is_corrupt_data(
     tmp_path: Path, installation: Installation
 ) -> None:

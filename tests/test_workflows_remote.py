@@ -122,9 +122,10 @@ def _jobs_that_ran(db: str, tag: str) -> int:
 
 
 def _serve(db: str, home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    # The test's repository is beside the home: under the one --git-root.
+    argv = [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--job-cpus", "4"]
     proc = subprocess.Popen(
-        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--job-cpus", "4"]
-        + ["--git-root", str(home.parent)],  # the test's repository is beside the home
+        [*argv, "--git-root", str(home.parent)],
         env={**env, "WH_HOME": str(home)},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -9,6 +9,7 @@ looser by an older version is tightened when opened, if it is ours.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from pathlib import Path
@@ -27,7 +28,10 @@ def _tighten(path: str | Path, mode: int) -> None:
 
 def private_dir(path: Path) -> Path:
     """``path`` as a directory only we may enter (its missing parents get the usual mode)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:  # mkdir's own words ("File exists") for a file there
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path)) from None
     _tighten(path, 0o700)
     return path
 
