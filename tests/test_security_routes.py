@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from warehouse.cli import cli
 from warehouse.errors import UsageError
 from warehouse.jobs import executors, protocol
 from warehouse.jobs.sandbox import Sandbox, StepsUser
+from workflow_helpers import git
 
 EMPTY = "d41d8cd98f00b204e9800998ecf8427e+0"
 
@@ -85,12 +87,9 @@ def _repo(path: Path) -> Path:
     """A git repository of one committed file, on branch main."""
     path.mkdir(parents=True)
     (path / "secret.txt").write_text("the installation's own\n")
-    for args in (
-        ["init", "-q", "-b", "main"],
-        ["add", "."],
-        ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "one"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "one")
     return path
 
 
@@ -166,6 +165,20 @@ except urllib.error.HTTPError as e:
 """
 
 
+def _run_step(run: Runner, tmp_path: Path, name: str, script: str) -> tuple[dict[str, Any], str]:
+    """Submit ``script`` as a one-step function (as the user ``WH_TOKEN``
+    names) and wait: the job's JSON and its step's log."""
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    (fn / name).write_text(script)
+    fn_pdh = run("put", str(fn)).output.split()[-1]
+    key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
+    args = ["job", "submit", f"{fn_pdh}/{name}", "--input", key, "--wait", "--json"]
+    out = run.runner.invoke(cli, args, catch_exceptions=False).output
+    job = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    return job, run("job", "logs", str(job["id"]), "--step", "0").output
+
+
 def test_a_step_cannot_make_a_token_that_outlives_its_job(
     ctl: Controller, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,15 +189,7 @@ def test_a_step_cannot_make_a_token_that_outlives_its_job(
     monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
     monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
     run = Runner()
-    fn = tmp_path / "fn"
-    fn.mkdir()
-    (fn / "mint.py").write_text(MINTS_A_TOKEN)
-    fn_pdh = run("put", str(fn)).output.split()[-1]
-    key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
-    args = ["job", "submit", f"{fn_pdh}/mint.py", "--input", key, "--wait", "--json"]
-    out = run(*args).output
-    job = json.loads(out[out.index("{") : out.rindex("}") + 1])
-    log = run("job", "logs", str(job["id"]), "--step", "0").output
+    _, log = _run_step(run, tmp_path, "mint.py", MINTS_A_TOKEN)
     assert "REFUSED 403 a job's token cannot make tokens" in log, log
     assert "MINTED" not in log
     assert "kept" not in [t["label"] for t in json.loads(run("token", "ls", "--json").output)]
@@ -213,17 +218,8 @@ def test_a_sandboxed_step_gets_none_of_the_controllers_other_environment(
             monkeypatch.setenv("WH_URL", c.url)
             monkeypatch.setenv("WH_TOKEN", c.user("alice"))
             monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
-            run = Runner()
-            fn = tmp_path / "fn"
-            fn.mkdir()
-            (fn / "env.sh").write_text(PRINTS_ITS_ENVIRONMENT)
-            fn_pdh = run("put", str(fn)).output.split()[-1]
-            key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
-            args = ["job", "submit", f"{fn_pdh}/env.sh", "--input", key, "--wait", "--json"]
-            out = Runner().runner.invoke(cli, args, catch_exceptions=False).output
-            job = json.loads(out[out.index("{") : out.rindex("}") + 1])
-            assert job["state"] == "complete", out
-            log = run("job", "logs", str(job["id"]), "--step", "0").output
+            job, log = _run_step(Runner(), tmp_path, "env.sh", PRINTS_ITS_ENVIRONMENT)
+            assert job["state"] == "complete", log
     finally:
         protocol._inherited.cache_clear()
     assert "catalog-password" not in log and "cloud-key" not in log, log
@@ -281,16 +277,6 @@ def test_a_step_cannot_make_the_controller_read_a_huge_log_or_result(
     assert f"result file is over {1 << 20} bytes: refused" in log, log
 
 
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 def _complete(client: httpx.Client, job: dict[str, object]) -> None:
     deadline = time.monotonic() + 120
     while job["state"] not in ("complete", "failed", "cancelled"):
@@ -309,17 +295,17 @@ def test_regol_runs_a_watch_only_for_its_owner_and_as_its_owner(
     watches', and an admin's runs of alice's watch are submitted as alice."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "f.sh").write_text("#!/bin/sh\necho one\n")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-q", "-m", "one")
-    first = _git(repo, "rev-parse", "HEAD")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "one")
+    first = git(repo, "rev-parse", "HEAD")
     body = {"function": f"git:{repo}@main:f.sh", "input": one_file}
     job = alice.post("/api/v1/jobs", json=body).json()
     _complete(alice, job)
     watch = alice.post("/api/v1/regol/watches", json={"job": job["id"]}).json()
     (repo / "f.sh").write_text("#!/bin/sh\necho two\n")
-    _git(repo, "commit", "-q", "-am", "two")
+    git(repo, "commit", "-q", "-am", "two")
 
     with _client(ctl, ctl.user("bob")) as bob:
         assert bob.post("/api/v1/regol/runs", json={}).json() == []
