@@ -74,7 +74,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
         return None
     if not m.group(1):  # the last n bytes
         n = int(m.group(2))
-        if n == 0:
+        if n == 0 or size == 0:  # an empty file has no last bytes
             raise Unsatisfiable()
         return max(0, size - n), size - 1
     first = int(m.group(1))
