@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
+from warehouse.catalog.db import write
+from warehouse.catalog.schema import steps
 from warehouse.cli.web import sign_in_token
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.jobs.records import insert_job
 from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app
 from warehouse.web.download import Unsatisfiable, parse_range
 
 HUGE = "9" * 30  # past any 64-bit integer
+JOBS = 51  # one more than a page of the job list
+STEPS = 10_000  # of the newest job
 
 
 class Site:
@@ -37,10 +42,83 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     (tree / "data.bin").write_bytes(os.urandom(1000))
     with EmbeddedWarehouse(root / "home", user="alice") as wh:
         wh.put([tree], name="sample")
+        _jobs(wh)
         with ServerThread(create_web_app(wh)) as server:
             made = Site(server.url, sign_in_token(wh), wh)
             yield made
             made.client.close()
+
+
+def _jobs(wh: EmbeddedWarehouse) -> None:
+    pdh = wh.resolve("sample")
+    for n in range(JOBS):
+        job = insert_job(
+            wh.engine,
+            {
+                "function": f"builtin:zhash<i>{n}</i>",
+                "function_pdh": pdh,
+                "function_path": "zhash.py",
+                "function_commit": None,
+                "input_pdh": pdh,
+                "params": '{"p": "<script>alert(1)</script>"}',
+                "cpus": 1,
+                "memory": 0,
+                "max_attempts": 3,
+                "priority": 0,
+                "executor": "nowhere",
+                "reuse_key": f"{n:064d}",
+                "submitted_by": "alice",
+                "state": "complete",
+                "steps_done": STEPS if n == JOBS - 1 else 0,
+                "steps_running": 0,
+                "steps_queued": 0,
+            },
+        )
+    rows = [
+        {
+            "job": job.id,
+            "number": n,
+            "level": 1,
+            "input": f"<b>in {n}</b>",
+            "state": "done",
+            "attempts": 1,
+            "failures": 0,
+            "exit_status": 0,
+            "started_at": 1_700_000_000.0 + n,
+            "finished_at": 1_700_000_001.0 + n,
+            "host": "<i>node</i>",
+            "log_tail": "</pre><script>alert(1)</script>",
+        }
+        for n in range(STEPS)
+    ]
+    with write(wh.engine) as conn:
+        conn.execute(sa.insert(steps), rows)
+
+
+def test_a_page_past_the_last_shows_the_last(site: Site) -> None:
+    """A page number past the end (or past any integer) shows the last page,
+    as the collection pages do: never an error, never an empty list."""
+    for page in ("3", HUGE):
+        answer = site.client.get("/web/jobs", params={"page": page})
+        assert answer.status_code == 200, answer.text
+        assert "page 2 of 2 (51)" in answer.text
+        assert answer.text.count('class="progress') == 1  # the oldest job alone
+    for page in ("0", "-" + HUGE):
+        assert "page 1 of 2 (51)" in site.client.get("/web/jobs", params={"page": page}).text
+    for path in ("/web/workflows", "/web/collections"):
+        answer = site.client.get(path, params={"page": HUGE})
+        assert answer.status_code == 200, (path, answer.text)
+    # A job of 10,000 steps: its last page, and past it.
+    newest = site.client.get("/web/jobs").text
+    job = newest.split('href="/web/jobs/', 2)[1].split('"')[0]
+    for page in ("100", HUGE):
+        answer = site.client.get(f"/web/jobs/{job}", params={"page": page})
+        assert answer.status_code == 200
+        assert "page 100 of 100 (10000)" in answer.text
+        assert "&lt;b&gt;in 9999&lt;/b&gt;" in answer.text
+        assert "<b>" not in answer.text and "<i>" not in answer.text
+    step = site.client.get(f"/web/jobs/{job}/steps/9999")
+    assert step.status_code == 200 and "<script>" not in step.text
 
 
 def test_the_last_bytes_of_an_empty_file_are_not_satisfiable(site: Site) -> None:
