@@ -142,3 +142,43 @@ def test_a_downloaded_page_never_runs_as_one(site: Site) -> None:
         assert answer.headers["Content-Type"] == "application/octet-stream"
         assert answer.headers["Content-Disposition"].startswith("attachment;")
         assert answer.headers["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+        {"Referer": "https://evil.example/page"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site", "Referer": "https://other.example/"},
+    ],
+)
+def test_a_form_from_another_site_is_refused(site: Site, headers: dict[str, str]) -> None:
+    """Without an ``Origin`` a form is judged by ``Sec-Fetch-Site`` and
+    ``Referer``: a submission, a sign-in (to a session of the attacker's) or
+    a sign-out from another site does nothing."""
+    form = {"function": "builtin:zhash", "input": "sample"}
+    before = site.client.get("/web/jobs").text
+    answer = site.client.post("/web/submit", data=form, headers=headers)
+    assert answer.status_code == 403, answer.text
+    assert site.client.get("/web/jobs").text.count('class="progress') == before.count(
+        'class="progress'
+    )
+    with httpx.Client(base_url=site.url) as victim:
+        signin = victim.post("/web/signin", data={"token": site.token}, headers=headers)
+        assert signin.status_code == 403 and "wh_session" not in signin.cookies
+    assert site.client.post("/web/signout", headers=headers).status_code == 403
+    assert site.client.get("/web/jobs").status_code == 200  # still signed in
+
+
+def test_a_form_from_our_own_pages_passes(site: Site) -> None:
+    here = {
+        "Origin": site.url,
+        "Referer": f"{site.url}/web/signin",
+        "Sec-Fetch-Site": "same-origin",
+    }
+    for headers in (here, {"Referer": f"{site.url}/web/signin"}, {"Sec-Fetch-Site": "none"}):
+        with httpx.Client(base_url=site.url) as other:
+            answer = other.post("/web/signin", data={"token": site.token}, headers=headers)
+            assert answer.status_code == 303, (headers, answer.text)

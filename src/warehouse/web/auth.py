@@ -4,8 +4,8 @@ The cookie holds a session token of its own, made at sign-in with a limited
 lifetime, so the token the user typed is never stored by the browser. Every
 page checks the cookie against the catalog; without a valid one a page shows
 the sign-in form and nothing else. Signing out revokes the session token.
-Forms that change something are POSTs, and a POST whose ``Origin`` is another
-site is refused.
+Forms that change something are POSTs, and a POST from another site (by its
+``Origin``, else its ``Sec-Fetch-Site`` or ``Referer``) is refused.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from typing import Annotated
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
@@ -58,10 +58,26 @@ def _signed_in(request: Request) -> catalog.User:
 SignedIn = Annotated[catalog.User, Depends(_signed_in)]
 
 
+def _from_here(request: Request) -> bool:
+    """Whether a POST came from one of our own pages: by ``Origin``; a browser
+    that sends none tells by ``Sec-Fetch-Site`` or ``Referer``, and a client
+    that sends none of them (not a browser: no cookie of a victim) passes."""
+    here = f"{request.url.scheme}://{request.url.netloc}"
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == here
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    referer = request.headers.get("referer")
+    if referer is None:
+        return True
+    parts = urlsplit(referer)
+    return f"{parts.scheme}://{parts.netloc}" == here
+
+
 async def read_form(request: Request) -> dict[str, str]:
     """A URL-encoded form (the last value of each field), after checking where it came from."""
-    origin = request.headers.get("origin")
-    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+    if not _from_here(request):
         raise ForbiddenError("a form from another site is refused")
     body = (await request.body()).decode("utf-8", errors="replace")
     return {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
