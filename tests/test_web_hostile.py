@@ -3,6 +3,7 @@ out of range, forms from other sites, bad form input, unknown addresses."""
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ from warehouse.jobs.records import insert_job
 from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app
 from warehouse.web.download import Unsatisfiable, parse_range
+from warehouse.web.submitting import parse_params
 
 HUGE = "9" * 30  # past any 64-bit integer
 JOBS = 51  # one more than a page of the job list
@@ -182,3 +184,41 @@ def test_a_form_from_our_own_pages_passes(site: Site) -> None:
         with httpx.Client(base_url=site.url) as other:
             answer = other.post("/web/signin", data={"token": site.token}, headers=headers)
             assert answer.status_code == 303, (headers, answer.text)
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"cpus": "--5"}, "cpus must be a whole number"),
+        ({"cpus": "٣"}, "cpus must be a whole number"),  # a digit, but not 0-9
+        ({"priority": "1_000"}, "priority must be a whole number"),
+        ({"cpus": HUGE}, "must be within"),
+        ({"attempts": "0"}, "at least 1"),
+        ({"params": "a=" + "[" * 100_000}, "parameter 'a' is nested too deeply"),
+        ({"params": "=1"}, "is not KEY=VALUE"),
+        ({"input": ""}, "choose an input"),
+        ({"function": ""}, "choose a function"),
+    ],
+)
+def test_a_bad_submission_is_one_message_and_submits_nothing(
+    site: Site, fields: dict[str, str], reason: str
+) -> None:
+    form = {"function": "builtin:zhash", "input": "sample", **fields}
+    before = site.client.get("/web/jobs").text
+    answer = site.client.post("/web/submit", data=form)
+    assert answer.status_code == 400, answer.text
+    messages = answer.text.count('class="error"')
+    assert messages == 1 and reason in html.unescape(answer.text), answer.text[-2000:]
+    assert site.client.get("/web/jobs").text == before
+
+
+def test_parameters_are_strict_json_or_strings() -> None:
+    parsed = parse_params('a=NaN\nb=1e999\nc=[1, Infinity]\nd=1.5\ne="x"\nf=plain')
+    assert parsed == {
+        "a": "NaN",
+        "b": "1e999",
+        "c": "[1, Infinity]",
+        "d": 1.5,
+        "e": "x",
+        "f": "plain",
+    }
