@@ -222,3 +222,15 @@ def test_parameters_are_strict_json_or_strings() -> None:
         "e": "x",
         "f": "plain",
     }
+
+
+def test_an_unknown_address_is_a_page(site: Site) -> None:
+    for path in ("/web/nosuch", "/web/c", "/web/jobs/1/steps", "/web/<script>alert(1)</script>"):
+        answer = site.client.get(path)
+        assert answer.status_code == 404, path
+        assert answer.headers["Content-Type"].startswith("text/html")
+        assert "<script>alert" not in answer.text
+        assert answer.headers["X-Frame-Options"] == "DENY"
+    with httpx.Client(base_url=site.url) as anonymous:
+        answer = anonymous.get("/web/nosuch")
+        assert answer.status_code == 401 and 'name="token"' in answer.text

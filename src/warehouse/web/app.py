@@ -22,6 +22,7 @@ from warehouse.web import (
     runpages,
     submitting,
 )
+from warehouse.web.auth import SignedIn
 from warehouse.web.pages import PREFIX, PageRoute
 from warehouse.web.site import Site
 
@@ -45,6 +46,18 @@ def _static_router() -> APIRouter:
     return router
 
 
+def _unknown_router() -> APIRouter:
+    router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
+
+    @router.get("/{rest:path}")
+    def unknown(rest: str, user: SignedIn) -> Response:
+        """Any other address under the pages: a page saying so (signed out:
+        the sign-in page, as everywhere), not the API's JSON."""
+        raise NotFoundError(f"no page /web/{rest[:200]}")
+
+    return router
+
+
 def web_router() -> APIRouter:
     """Every page under ``/web``; the site comes from ``app.state`` (see ``auth.site_of``)."""
     router = APIRouter()
@@ -62,6 +75,7 @@ def web_router() -> APIRouter:
     ):
         router.include_router(module.router)
     router.include_router(_static_router())
+    router.include_router(_unknown_router())  # last: it matches any address
     return router
 
 
