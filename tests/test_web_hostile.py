@@ -234,3 +234,13 @@ def test_an_unknown_address_is_a_page(site: Site) -> None:
     with httpx.Client(base_url=site.url) as anonymous:
         answer = anonymous.get("/web/nosuch")
         assert answer.status_code == 401 and 'name="token"' in answer.text
+
+
+def test_no_page_is_kept_by_a_cache(site: Site) -> None:
+    """After signing out, Back must not show a page from the browser's cache."""
+    pdh = site.wh.resolve("sample")
+    for path in ("/web/collections", f"/web/c/{pdh}", "/web/jobs", "/web/submit", "/web/nosuch"):
+        answer = site.client.get(path)
+        assert answer.headers["Cache-Control"] == "no-store", path
+    # The stylesheet and script hold nothing private: they may be kept.
+    assert "no-store" not in site.client.get("/web/static/style.css").headers["Cache-Control"]

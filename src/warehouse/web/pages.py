@@ -158,6 +158,10 @@ class PageRoute(APIRoute):
             response.headers.setdefault("X-Content-Type-Options", "nosniff")
             response.headers.setdefault("X-Frame-Options", "DENY")
             response.headers.setdefault("Content-Security-Policy", CSP)
+            if response.headers.get("content-type", "").startswith("text/html"):
+                # A page shows what only a signed-in user may see: kept by no
+                # cache, it is not shown again by Back after signing out.
+                response.headers.setdefault("Cache-Control", "no-store")
             return response
 
         return page
