@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 
 import httpx
 import pytest
 import sqlalchemy as sa
+from fastapi.routing import APIRoute
 
 from warehouse.catalog.db import write
 from warehouse.catalog.schema import steps
@@ -17,7 +19,7 @@ from warehouse.cli.web import sign_in_token
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.records import insert_job
 from warehouse.server.serving import ServerThread
-from warehouse.web import create_web_app
+from warehouse.web import create_web_app, web_router
 from warehouse.web.download import Unsatisfiable, parse_range
 from warehouse.web.submitting import parse_params
 
@@ -244,3 +246,58 @@ def test_no_page_is_kept_by_a_cache(site: Site) -> None:
         assert answer.headers["Cache-Control"] == "no-store", path
     # The stylesheet and script hold nothing private: they may be kept.
     assert "no-store" not in site.client.get("/web/static/style.css").headers["Cache-Control"]
+
+
+def _routes(routes: Iterable[object]) -> Iterator[APIRoute]:
+    """The pages' routes, through the routers they are included from."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        inner = getattr(route, "original_router", None) or getattr(route, "router", None)
+        if inner is not None:
+            yield from _routes(inner.routes)
+
+
+def _addresses(site: Site) -> list[tuple[str, str]]:
+    """Every page's method and address, its parts filled in."""
+    pdh = site.wh.resolve("sample")
+    fill = {
+        "{pdh}": pdh,
+        "{path:file_path}": "data.bin",
+        "{name}": "sample",
+        "{job_id}": "1",
+        "{number}": "1",
+        "{action}": "cancel",
+        "{run_id}": "1",
+        "{watch_id}": "1",
+        "{rest:path}": "nosuch",
+    }
+    found = []
+    for route in _routes(web_router().routes):
+        address = route.path
+        for part, value in fill.items():
+            address = address.replace(part, value)
+        assert "{" not in address, route.path  # a new part: name a value for it above
+        found.extend((method, address) for method in route.methods)
+    return found
+
+
+def test_signed_out_every_page_and_form_is_the_sign_in_page(site: Site) -> None:
+    """Every route of the app, found from its table (a new page is checked
+    without being listed here), answers a signed-out request, or a forged
+    cookie, with the sign-in page: nothing else shows, nothing is done."""
+    addresses = _addresses(site)
+    assert len(addresses) > 20
+    before = site.client.get("/web/jobs").text
+    for cookies in ({}, {"wh_session": "whforged"}):
+        with httpx.Client(base_url=site.url, cookies=cookies) as anonymous:
+            for method, address in addresses:
+                if address in ("/web/signin", "/web/signout") or "/static/" in address:
+                    continue  # open to all: they show nothing private
+                answer = anonymous.request(
+                    method, address, data={"function": "builtin:zhash", "input": "sample"}
+                )
+                assert answer.status_code == 401, (method, address, answer.status_code)
+                shown = re.sub(r'name="next" value="[^"]*"', "", answer.text)
+                assert 'name="token"' in shown and "data.bin" not in shown
+    assert site.client.get("/web/jobs").text == before
