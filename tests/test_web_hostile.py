@@ -301,3 +301,34 @@ def test_signed_out_every_page_and_form_is_the_sign_in_page(site: Site) -> None:
                 shown = re.sub(r'name="next" value="[^"]*"', "", answer.text)
                 assert 'name="token"' in shown and "data.bin" not in shown
     assert site.client.get("/web/jobs").text == before
+
+
+def test_every_page_loads_only_our_own_assets(site: Site) -> None:
+    """No CDN, no font or script from elsewhere: every address a page names
+    (links, scripts, styles, images, forms) is on this server."""
+    pdh = site.wh.resolve("sample")
+    job = site.client.get("/web/jobs").text.split('href="/web/jobs/', 2)[1].split('"')[0]
+    pages = [
+        "/web/collections",
+        f"/web/c/{pdh}",
+        f"/web/c/{pdh}/preview/page.html",
+        f"/web/lineage/{pdh}",
+        "/web/names/sample",
+        "/web/jobs",
+        f"/web/jobs/{job}",
+        f"/web/jobs/{job}/steps/1",
+        "/web/submit",
+        "/web/workflows",
+        "/web/regol",
+        "/web/cluster",
+        "/web/signin",
+    ]
+    css = site.client.get("/web/static/style.css").text
+    assert "url(" not in css.replace("url(data:", "") and "@import" not in css
+    for page in pages:
+        answer = site.client.get(page)
+        assert answer.status_code == 200, page
+        named = re.findall(r'(?:src|href|action|xlink:href)="([^"]*)"', answer.text)
+        assert named, page
+        for address in named:
+            assert address.startswith(("/web/", "#")), (page, address)
