@@ -236,6 +236,14 @@ def test_an_unknown_address_is_a_page(site: Site) -> None:
     with httpx.Client(base_url=site.url) as anonymous:
         answer = anonymous.get("/web/nosuch")
         assert answer.status_code == 401 and 'name="token"' in answer.text
+    # A page's address with a slash added still leads to the page (on this server).
+    for path, target in (
+        ("/web/jobs/?page=2", "/web/jobs?page=2"),
+        ("/web/collections/", "/web/collections"),
+        ("/web//evil.example/", "/web/evil.example"),
+    ):
+        answer = site.client.get(path)
+        assert answer.status_code == 307 and answer.headers["Location"] == target, path
 
 
 def test_no_page_is_kept_by_a_cache(site: Site) -> None:
