@@ -11,8 +11,10 @@ from collections.abc import Iterable, Iterator
 import httpx
 import pytest
 import sqlalchemy as sa
+from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
+from warehouse.catalog.auth import add_user, create_token
 from warehouse.catalog.db import write
 from warehouse.catalog.schema import steps
 from warehouse.cli.web import sign_in_token
@@ -21,6 +23,7 @@ from warehouse.jobs.records import insert_job
 from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app, web_router
 from warehouse.web.download import Unsatisfiable, parse_range
+from warehouse.web.site import Site as WebSite
 from warehouse.web.submitting import parse_params
 
 HUGE = "9" * 30  # past any 64-bit integer
@@ -340,3 +343,29 @@ def test_every_page_loads_only_our_own_assets(site: Site) -> None:
         assert named, page
         for address in named:
             assert address.startswith(("/web/", "#")), (page, address)
+
+
+def test_a_nul_character_is_a_bad_address_on_both_catalogs(catalog_engine: sa.Engine) -> None:
+    """PostgreSQL refuses text holding NUL: a query string, an address or a
+    form field with one is a 400 page on either backend, never a 500."""
+    app = FastAPI()
+    app.state.web_site = WebSite(catalog_engine, lambda: None, "controller")  # type: ignore[arg-type,return-value]
+    app.include_router(web_router())
+    add_user(catalog_engine, "alice")
+    token = create_token(catalog_engine, "alice")
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as client:
+        assert client.post("/web/signin", data={"token": token}).status_code == 303
+        for path in (
+            "/web/collections?q=%00",
+            "/web/collections?q=a%00b",
+            "/web/jobs?function=%00",
+            "/web/workflows?state=%00",
+            "/web/names/%00",
+            "/web/nosuch%00",
+        ):
+            answer = client.get(path)
+            assert answer.status_code == 400, (path, answer.text)
+            assert "NUL" in answer.text and answer.headers["Content-Type"].startswith("text/html")
+        answer = client.post("/web/submit", data={"function": "builtin:zhash", "input": "a\0"})
+        assert answer.status_code == 400 and "NUL" in answer.text
+        assert client.get("/web/collections?q=a").status_code == 200

@@ -21,10 +21,10 @@ from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
 from warehouse.catalog.auth import revoke_secret, token_info
-from warehouse.errors import ForbiddenError
+from warehouse.errors import ForbiddenError, UsageError
 from warehouse.jobs.hosted import JOB_TOKEN_LABEL
 from warehouse.server.accesslog import note_user
-from warehouse.web.pages import PREFIX, PageRoute, SignInNeeded, render
+from warehouse.web.pages import NUL_REFUSED, PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
 
 __all__ = ["COOKIE", "SESSION_TTL", "SignedIn", "read_form", "router", "site_of"]
@@ -80,7 +80,10 @@ async def read_form(request: Request) -> dict[str, str]:
     if not _from_here(request):
         raise ForbiddenError("a form from another site is refused")
     body = (await request.body()).decode("utf-8", errors="replace")
-    return {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
+    form = {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
+    if any("\x00" in k or "\x00" in v for k, v in form.items()):
+        raise UsageError(f"a form field: {NUL_REFUSED}")
+    return form
 
 
 def _safe_next(target: str) -> str:
