@@ -22,6 +22,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.records import insert_job
 from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app, web_router
+from warehouse.web.auth import FORM_LIMIT
 from warehouse.web.download import Unsatisfiable, parse_range
 from warehouse.web.site import Site as WebSite
 from warehouse.web.submitting import parse_params
@@ -369,3 +370,26 @@ def test_a_nul_character_is_a_bad_address_on_both_catalogs(catalog_engine: sa.En
         answer = client.post("/web/submit", data={"function": "builtin:zhash", "input": "a\0"})
         assert answer.status_code == 400 and "NUL" in answer.text
         assert client.get("/web/collections?q=a").status_code == 200
+
+
+def test_a_huge_form_is_refused_before_it_is_held(site: Site) -> None:
+    """The sign-in form takes posts from anyone: a body past the limit is
+    refused, whether it says its length or streams without one."""
+    big = b"token=" + b"x" * (FORM_LIMIT + 1)
+    with httpx.Client(base_url=site.url) as anyone:
+        answer = anyone.post("/web/signin", content=big)
+        assert answer.status_code == 400 and "MiB is refused" in answer.text
+
+        def chunks() -> Iterator[bytes]:
+            yield b"token="
+            for _ in range(FORM_LIMIT // 65536 + 2):
+                yield b"x" * 65536
+
+        answer = anyone.post("/web/signin", content=chunks())
+        assert answer.status_code == 400 and "MiB is refused" in answer.text
+    # A form of a fair size passes: parameters of hundreds of KiB.
+    params = "text=" + "y" * 300_000
+    answer = site.client.post(
+        "/web/submit", data={"function": "builtin:nosuch", "input": "sample", "params": params}
+    )
+    assert answer.status_code == 400 and "no built-in function" in answer.text

@@ -27,10 +27,11 @@ from warehouse.server.accesslog import note_user
 from warehouse.web.pages import NUL_REFUSED, PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
 
-__all__ = ["COOKIE", "SESSION_TTL", "SignedIn", "read_form", "router", "site_of"]
+__all__ = ["COOKIE", "FORM_LIMIT", "SESSION_TTL", "SignedIn", "read_form", "router", "site_of"]
 
 COOKIE = "wh_session"
 SESSION_TTL = 12 * 3600
+FORM_LIMIT = 1 << 20  # bytes of a posted form (the submit form's parameters fit)
 
 router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
 
@@ -75,11 +76,25 @@ def _from_here(request: Request) -> bool:
     return f"{parts.scheme}://{parts.netloc}" == here
 
 
+async def _body(request: Request) -> bytes:
+    """The request's body, refused past ``FORM_LIMIT`` bytes: the sign-in form
+    takes posts from anyone, and a body is held whole to be parsed."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > FORM_LIMIT:
+        raise UsageError(f"a form over {FORM_LIMIT >> 20} MiB is refused")
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > FORM_LIMIT:
+            raise UsageError(f"a form over {FORM_LIMIT >> 20} MiB is refused")
+    return bytes(data)
+
+
 async def read_form(request: Request) -> dict[str, str]:
     """A URL-encoded form (the last value of each field), after checking where it came from."""
     if not _from_here(request):
         raise ForbiddenError("a form from another site is refused")
-    body = (await request.body()).decode("utf-8", errors="replace")
+    body = (await _body(request)).decode("utf-8", errors="replace")
     form = {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
     if any("\x00" in k or "\x00" in v for k, v in form.items()):
         raise UsageError(f"a form field: {NUL_REFUSED}")
