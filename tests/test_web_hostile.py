@@ -47,6 +47,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     tree.mkdir()
     (tree / "empty").write_bytes(b"")
     (tree / "page.html").write_bytes(b"<script>alert(1)</script>")
+    (tree / "draw.svg").write_bytes(b'<svg xmlns="http://www.w3.org/2000/svg"><script/></svg>')
     (tree / "data.bin").write_bytes(os.urandom(1000))
     with EmbeddedWarehouse(root / "home", user="alice") as wh:
         wh.put([tree], name="sample")
@@ -144,7 +145,7 @@ def test_the_last_bytes_of_an_empty_file_are_not_satisfiable(site: Site) -> None
 
 def test_a_downloaded_page_never_runs_as_one(site: Site) -> None:
     pdh = site.wh.resolve("sample")
-    for path in ("f/page.html", "f/page.html?inline=1"):
+    for path in ("f/page.html", "f/page.html?inline=1", "f/draw.svg?inline=1"):
         answer = site.client.get(f"/web/c/{pdh}/{path}")
         assert answer.status_code == 200
         assert answer.headers["Content-Type"] == "application/octet-stream"
@@ -393,3 +394,33 @@ def test_a_huge_form_is_refused_before_it_is_held(site: Site) -> None:
         "/web/submit", data={"function": "builtin:nosuch", "input": "sample", "params": params}
     )
     assert answer.status_code == 400 and "no built-in function" in answer.text
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "//evil.example/",
+        "https://evil.example/web/",
+        "/\\evil.example",
+        "/web\\@evil.example",
+        "\t//evil.example",
+        "javascript:alert(1)",
+        "/webevil",
+        "",
+    ],
+)
+def test_after_signing_in_no_next_leads_off_the_pages(site: Site, target: str) -> None:
+    with httpx.Client(base_url=site.url) as other:
+        form = other.get("/web/signin", params={"next": target})
+        assert 'name="next" value="/web/"' in form.text
+        answer = other.post("/web/signin", data={"token": site.token, "next": target})
+        assert answer.status_code == 303 and answer.headers["Location"] == "/web/"
+
+
+def test_a_next_on_the_pages_is_kept_and_cannot_split_the_header(site: Site) -> None:
+    with httpx.Client(base_url=site.url) as other:
+        target = "/web/jobs?state=running\r\nSet-Cookie: a=b"
+        answer = other.post("/web/signin", data={"token": site.token, "next": target})
+        assert answer.status_code == 303
+        assert answer.headers["Location"].startswith("/web/jobs?state=running")
+        assert "a" not in answer.cookies and "\n" not in answer.headers["Location"]
