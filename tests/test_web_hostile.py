@@ -24,6 +24,8 @@ from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app, web_router
 from warehouse.web.auth import FORM_LIMIT
 from warehouse.web.download import Unsatisfiable, parse_range
+from warehouse.web.pages import paginate
+from warehouse.web.queries import page_number
 from warehouse.web.site import Site as WebSite
 from warehouse.web.submitting import parse_params
 
@@ -442,3 +444,23 @@ def test_head_of_a_download_answers_its_headers(site: Site) -> None:
     assert part.headers["Content-Length"] == "10"
     with httpx.Client(base_url=site.url) as anonymous:
         assert anonymous.head(f"/web/c/{pdh}/f/data.bin").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("count", "asked", "number", "shown"),
+    [
+        (0, 1, 1, 0),  # empty: one page, with nothing on it
+        (0, 5, 1, 0),
+        (10, 1, 1, 10),  # exactly one page
+        (10, 2, 1, 10),
+        (11, 2, 2, 1),  # the last page holds the rest
+        (20, 2, 2, 10),
+        (20, 3, 2, 10),
+        (20, -1, 1, 10),
+    ],
+)
+def test_pages_at_the_edges(count: int, asked: int, number: int, shown: int) -> None:
+    page = paginate(list(range(count)), asked, 10)
+    assert (page.number, len(page.items)) == (number, shown)
+    assert page.pages == max(1, -(-count // 10))
+    assert page_number(asked, count, 10) == number
