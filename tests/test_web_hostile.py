@@ -1,5 +1,7 @@
-"""The web pages against requests no browser sends: bad ranges, page numbers
-out of range, forms from other sites, bad form input, unknown addresses."""
+"""The web pages against requests a real browser seldom sends: bad ranges,
+HEAD, page numbers out of range, forms from other sites, bad or huge form
+input, NUL characters (on both catalogs), unknown addresses, ``next=`` off
+the pages; and, over every route, the sign-in page for a signed-out user."""
 
 from __future__ import annotations
 
