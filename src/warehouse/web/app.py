@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
 from warehouse.embedded import EmbeddedWarehouse
@@ -22,6 +22,7 @@ from warehouse.web import (
     runpages,
     submitting,
 )
+from warehouse.web.auth import SignedIn
 from warehouse.web.pages import PREFIX, PageRoute
 from warehouse.web.site import Site
 
@@ -45,6 +46,22 @@ def _static_router() -> APIRouter:
     return router
 
 
+def _unknown_router() -> APIRouter:
+    router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
+
+    @router.get("/{rest:path}")
+    def unknown(request: Request, rest: str, user: SignedIn) -> Response:
+        """Any other address under the pages: a page saying so (signed out:
+        the sign-in page, as everywhere), not the API's JSON. A page's
+        address with a slash added goes to the page (as without this route)."""
+        if rest.endswith("/") and rest.strip("/"):
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(f"{PREFIX}/{rest.strip('/')}{query}", status_code=307)
+        raise NotFoundError(f"no page /web/{rest[:200]}")
+
+    return router
+
+
 def web_router() -> APIRouter:
     """Every page under ``/web``; the site comes from ``app.state`` (see ``auth.site_of``)."""
     router = APIRouter()
@@ -62,6 +79,7 @@ def web_router() -> APIRouter:
     ):
         router.include_router(module.router)
     router.include_router(_static_router())
+    router.include_router(_unknown_router())  # last: it matches any address
     return router
 
 

@@ -4,8 +4,8 @@ The cookie holds a session token of its own, made at sign-in with a limited
 lifetime, so the token the user typed is never stored by the browser. Every
 page checks the cookie against the catalog; without a valid one a page shows
 the sign-in form and nothing else. Signing out revokes the session token.
-Forms that change something are POSTs, and a POST whose ``Origin`` is another
-site is refused.
+Forms that change something are POSTs, and a POST from another site (by its
+``Origin``, else its ``Sec-Fetch-Site`` or ``Referer``) is refused.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from typing import Annotated
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import RedirectResponse, Response
@@ -21,16 +21,17 @@ from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
 from warehouse.catalog.auth import revoke_secret, token_info
-from warehouse.errors import ForbiddenError
+from warehouse.errors import ForbiddenError, UsageError
 from warehouse.jobs.hosted import JOB_TOKEN_LABEL
 from warehouse.server.accesslog import note_user
-from warehouse.web.pages import PREFIX, PageRoute, SignInNeeded, render
+from warehouse.web.pages import NUL_REFUSED, PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
 
-__all__ = ["COOKIE", "SESSION_TTL", "SignedIn", "read_form", "router", "site_of"]
+__all__ = ["COOKIE", "FORM_LIMIT", "SESSION_TTL", "SignedIn", "read_form", "router", "site_of"]
 
 COOKIE = "wh_session"
 SESSION_TTL = 12 * 3600
+FORM_LIMIT = 1 << 20  # bytes of a posted form (the submit form's parameters fit)
 
 router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
 
@@ -58,13 +59,46 @@ def _signed_in(request: Request) -> catalog.User:
 SignedIn = Annotated[catalog.User, Depends(_signed_in)]
 
 
+def _from_here(request: Request) -> bool:
+    """Whether a POST came from one of our own pages: by ``Origin``; a browser
+    that sends none tells by ``Sec-Fetch-Site`` or ``Referer``, and a client
+    that sends none of them (not a browser: no cookie of a victim) passes."""
+    here = f"{request.url.scheme}://{request.url.netloc}"
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == here
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    referer = request.headers.get("referer")
+    if referer is None:
+        return True
+    parts = urlsplit(referer)
+    return f"{parts.scheme}://{parts.netloc}" == here
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, refused past ``FORM_LIMIT`` bytes: the sign-in form
+    takes posts from anyone, and a body is held whole to be parsed."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > FORM_LIMIT:
+        raise UsageError(f"a form over {FORM_LIMIT >> 20} MiB is refused")
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > FORM_LIMIT:
+            raise UsageError(f"a form over {FORM_LIMIT >> 20} MiB is refused")
+    return bytes(data)
+
+
 async def read_form(request: Request) -> dict[str, str]:
     """A URL-encoded form (the last value of each field), after checking where it came from."""
-    origin = request.headers.get("origin")
-    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+    if not _from_here(request):
         raise ForbiddenError("a form from another site is refused")
-    body = (await request.body()).decode("utf-8", errors="replace")
-    return {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
+    body = (await _body(request)).decode("utf-8", errors="replace")
+    form = {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
+    if any("\x00" in k or "\x00" in v for k, v in form.items()):
+        raise UsageError(f"a form field: {NUL_REFUSED}")
+    return form
 
 
 def _safe_next(target: str) -> str:

@@ -74,7 +74,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
         return None
     if not m.group(1):  # the last n bytes
         n = int(m.group(2))
-        if n == 0:
+        if n == 0 or size == 0:  # an empty file has no last bytes
             raise Unsatisfiable()
         return max(0, size - n), size - 1
     first = int(m.group(1))
@@ -107,7 +107,7 @@ def _disposition(path: str) -> str:
     return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
-@router.get("/c/{pdh}/f/{path:file_path}")
+@router.api_route("/c/{pdh}/f/{path:file_path}", methods=["GET", "HEAD"])
 def download(
     request: Request, pdh: str, path: str, user: SignedIn, inline: bool = False
 ) -> Response:
@@ -142,13 +142,11 @@ def download(
     headers["Content-Length"] = str(max(0, last - first + 1))
     if span is not None:
         headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+    status = 206 if span is not None else 200
+    if request.method == "HEAD":  # the headers alone (a client asking the size): no block read
+        return Response(status_code=status, media_type=media_type, headers=headers)
     body = iter_range(reader, entry.path, first, last) if size else iter(())
-    return StreamingResponse(
-        body,
-        status_code=206 if span is not None else 200,
-        media_type=media_type,
-        headers=headers,
-    )
+    return StreamingResponse(body, status_code=status, media_type=media_type, headers=headers)
 
 
 @router.get("/c/{pdh}/manifest")

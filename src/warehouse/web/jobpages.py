@@ -36,10 +36,7 @@ def job_list(
     request: Request, user: SignedIn, state: str = "all", function: str = "", page: int = 1
 ) -> Response:
     engine = site_of(request).engine
-    number = max(page, 1)
-    found, total = queries.jobs_page(
-        engine, state, function, (number - 1) * JOBS_PER_PAGE, JOBS_PER_PAGE
-    )
+    found, total, number = queries.jobs_page(engine, state, function, page, JOBS_PER_PAGE)
     return render(
         request,
         "jobs.html",

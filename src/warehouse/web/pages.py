@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 import jinja2
 from fastapi import Request
@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute
 import warehouse.errors as errors
 
 __all__ = [
+    "NUL_REFUSED",
     "PREFIX",
     "Page",
     "PageRoute",
@@ -135,6 +136,14 @@ def _bad_address(error: RequestValidationError) -> str:
     return f"bad address: {field}: {first.get('msg', 'not understood')}"
 
 
+NUL_REFUSED = "it holds a NUL character, which no name, path or value may hold"
+
+
+def _holds_nul(request: Request) -> bool:
+    # PostgreSQL refuses text with NUL (a 500): refused here, on every backend alike.
+    return "\x00" in request.url.path or "\x00" in unquote(request.url.query)
+
+
 class PageRoute(APIRoute):
     """Library errors as HTML pages; missing sign-in as the sign-in page; timing."""
 
@@ -144,6 +153,8 @@ class PageRoute(APIRoute):
         async def page(request: Request) -> Response:
             start = time.perf_counter()
             try:
+                if _holds_nul(request):
+                    raise errors.UsageError(f"bad address: {NUL_REFUSED}")
                 response = await handle(request)
             except SignInNeeded:
                 response = _signin(request)
@@ -158,6 +169,10 @@ class PageRoute(APIRoute):
             response.headers.setdefault("X-Content-Type-Options", "nosniff")
             response.headers.setdefault("X-Frame-Options", "DENY")
             response.headers.setdefault("Content-Security-Policy", CSP)
+            if response.headers.get("content-type", "").startswith("text/html"):
+                # A page shows what only a signed-in user may see: kept by no
+                # cache, it is not shown again by Back after signing out.
+                response.headers.setdefault("Cache-Control", "no-store")
             return response
 
         return page

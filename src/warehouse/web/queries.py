@@ -37,6 +37,7 @@ __all__ = [
     "names_for",
     "names_page",
     "node_counts",
+    "page_number",
     "runs_page",
     "step_counts",
     "steps_page",
@@ -108,15 +109,29 @@ def _job_filter(group: str, function: str) -> list[sa.ColumnElement[bool]]:
     return where
 
 
+def page_number(asked: int, total: int, per_page: int) -> int:
+    """``asked`` within the pages there are (a page past the last shows the last)."""
+    return min(max(asked, 1), max(1, -(-total // per_page)))
+
+
 def jobs_page(
-    engine: sa.Engine, group: str, function: str, offset: int, limit: int
-) -> tuple[list[JobRecord], int]:
-    """Jobs in ``group`` (all if unknown), newest first, and how many there are."""
+    engine: sa.Engine, group: str, function: str, page: int, per_page: int
+) -> tuple[list[JobRecord], int, int]:
+    """Page ``page`` (clamped) of the jobs in ``group`` (all if unknown), newest
+    first; how many there are; and the page's number."""
     where = _job_filter(group, function)
-    query = sa.select(jobs).where(*where).order_by(jobs.c.id.desc()).offset(offset).limit(limit)
     with connect(engine) as conn:
-        total = conn.execute(sa.select(sa.func.count()).select_from(jobs).where(*where)).scalar()
-        return [JobRecord(**r._mapping) for r in conn.execute(query)], int(total or 0)
+        count = sa.select(sa.func.count()).select_from(jobs).where(*where)
+        total = int(conn.execute(count).scalar() or 0)
+        number = page_number(page, total, per_page)
+        query = (
+            sa.select(jobs)
+            .where(*where)
+            .order_by(jobs.c.id.desc())
+            .offset((number - 1) * per_page)
+            .limit(per_page)
+        )
+        return [JobRecord(**r._mapping) for r in conn.execute(query)], total, number
 
 
 def jobs_by_id(engine: sa.Engine, ids: Sequence[int]) -> list[JobRecord]:
@@ -211,21 +226,23 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
 
 
 def runs_page(
-    engine: sa.Engine, group: str, offset: int, limit: int
-) -> tuple[list[RunRecord], int]:
-    """Workflow runs in ``group`` (all if unknown), newest first, and how many there are."""
+    engine: sa.Engine, group: str, page: int, per_page: int
+) -> tuple[list[RunRecord], int, int]:
+    """Page ``page`` (clamped) of the workflow runs in ``group`` (all if
+    unknown), newest first; how many there are; and the page's number."""
     where = [workflow_runs.c.state.in_(RUN_GROUPS[group])] if group in RUN_GROUPS else []
-    query = (
-        sa.select(workflow_runs)
-        .where(*where)
-        .order_by(workflow_runs.c.id.desc())
-        .offset(offset)
-        .limit(limit)
-    )
     count = sa.select(sa.func.count()).select_from(workflow_runs).where(*where)
     with connect(engine) as conn:
-        total = conn.execute(count).scalar()
-        return [RunRecord(**r._mapping) for r in conn.execute(query)], int(total or 0)
+        total = int(conn.execute(count).scalar() or 0)
+        number = page_number(page, total, per_page)
+        query = (
+            sa.select(workflow_runs)
+            .where(*where)
+            .order_by(workflow_runs.c.id.desc())
+            .offset((number - 1) * per_page)
+            .limit(per_page)
+        )
+        return [RunRecord(**r._mapping) for r in conn.execute(query)], total, number
 
 
 def node_counts(engine: sa.Engine, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:

@@ -22,8 +22,7 @@ router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False
 @router.get("/workflows")
 def run_list(request: Request, user: SignedIn, state: str = "all", page: int = 1) -> Response:
     engine = site_of(request).engine
-    number = max(page, 1)
-    found, total = queries.runs_page(engine, state, (number - 1) * RUNS_PER_PAGE, RUNS_PER_PAGE)
+    found, total, number = queries.runs_page(engine, state, page, RUNS_PER_PAGE)
     return render(
         request,
         "workflows.html",

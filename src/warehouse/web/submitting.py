@@ -4,6 +4,7 @@ an input from the names, and parameters; the job is queued and a manager started
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -46,6 +47,27 @@ def function_spec(form: dict[str, str]) -> str:
     raise UsageError("choose a function")
 
 
+def _not_json(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e999: no JSON number can hold it
+        raise ValueError(f"{text} is too big")
+    return value
+
+
+def _value(key: str, text: str) -> Any:
+    """JSON if it is strict JSON (no NaN, no number past a float), else the string."""
+    try:
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    except ValueError:
+        return text
+    except RecursionError:
+        raise UsageError(f"parameter {key!r} is nested too deeply") from None
+
+
 def parse_params(text: str) -> dict[str, Any]:
     """One ``KEY=VALUE`` a line; a value is JSON if it parses, else a string."""
     params: dict[str, Any] = {}
@@ -54,11 +76,8 @@ def parse_params(text: str) -> dict[str, Any]:
             continue
         key, eq, value = line.partition("=")
         if not eq or not key.strip():
-            raise UsageError(f"parameter line {line!r} is not KEY=VALUE")
-        try:
-            params[key.strip()] = json.loads(value)
-        except ValueError:
-            params[key.strip()] = value
+            raise UsageError(f"parameter line {line[:80]!r} is not KEY=VALUE")
+        params[key.strip()] = _value(key.strip(), value)
     return params
 
 
@@ -66,8 +85,9 @@ def _number(form: dict[str, str], field: str, default: int) -> int:
     text = form.get(field, "").strip()
     if not text:
         return default
-    if not text.lstrip("-").isdigit():
-        raise UsageError(f"{field} must be a whole number")
+    digits = text[1:] if text[:1] in "+-" else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise UsageError(f"{field} must be a whole number, not {text[:20]!r}")
     return int(text)
 
 
