@@ -7,6 +7,7 @@ import gzip
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -251,3 +252,21 @@ def test_bad_reads_or_parameters_fail_one_job_whose_log_ends_with_one_error_line
     shown = failed_step_log(run, wf, "bad", *inputs)
     assert says in shown and "Traceback" not in shown, shown
 
+
+def test_evaluate_names_a_missing_or_wrong_reference_in_one_line(tmp_path: Path) -> None:
+    contigs = tmp_path / "contigs.fasta"
+    contigs.write_text(">c\nACGT\n")
+    (tmp_path / "reads.fastq").write_bytes(FASTQ)
+    for ref, code, says in [
+        (tmp_path / "missing.fasta", 4, "missing.fasta: no such file"),
+        (tmp_path / "reads.fastq", 2, "reads.fastq: no FASTA record"),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLE / "evaluate.py"), str(ref), str(contigs)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == code, proc
+        assert proc.stderr.startswith("Error: ") and says in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr
