@@ -61,6 +61,11 @@ MAX_BATCH = 16  # steps run by one Slurm job at most
 SUBMIT_DELAY = 0.25  # seconds a freed step may wait for others to batch with
 STATE_INTERVAL = 0.5  # seconds between two looks at Slurm's own state
 PIN_GRACE = 5.0  # seconds a batch asking for its preferred nodes may wait for them
+# sbatch refused a batch: try again after a pause that doubles up to the
+# last figure, and report the steps lost only once it has refused them for
+# SUBMIT_PATIENCE seconds (a slurmctld restarting, a socket timing out).
+SUBMIT_RETRY = (0.5, 8.0)
+SUBMIT_PATIENCE = 60.0
 _COMMAND_TIMEOUT = 60.0
 _NICE_LIMIT = 2147483645  # Slurm's bound on --nice
 # Slurm states after which a job runs nothing any more.
@@ -155,6 +160,10 @@ class SlurmExecutor(LabelledWorkers):
         )
         self._pending: list[Launch] = []
         self._pending_since = 0.0
+        # Steps sbatch refused: when it first did, and no new try before _hold_until.
+        self._refused: dict[tuple[int, int, int], float] = {}
+        self._refusals = 0
+        self._hold_until = 0.0
         self._batches: dict[str, _Batch] = {}  # by Slurm job id
         self._where: dict[tuple[int, int], str] = {}  # step -> Slurm job id
         self._done: list[Finished] = []
@@ -234,6 +243,8 @@ class SlurmExecutor(LabelledWorkers):
         self._pending.append(launch)
 
     def _due(self) -> bool:
+        if self._hold_until and time.monotonic() < self._hold_until:
+            return False  # sbatch refused the last batch: wait before trying again
         # Steps freed one at a time would each pay Slurm's scheduling as a
         # job of their own: wait a moment for a batch, unless Slurm is idle.
         return (
@@ -259,6 +270,7 @@ class SlurmExecutor(LabelledWorkers):
     def kill(self, job: int, step: int) -> None:
         for launch in [x for x in self._pending if (x.job, x.step) == (job, step)]:
             self._pending.remove(launch)
+            self._refused.pop((launch.job, launch.step, launch.attempt), None)
             self._done.append(_lost(launch, "it was stopped before it was submitted"))
         jid = self._where.get((job, step))
         if jid is None:
@@ -278,6 +290,7 @@ class SlurmExecutor(LabelledWorkers):
     def close(self) -> None:
         # As the other executors do: no step of ours goes on running.
         self._pending.clear()
+        self._refused.clear()
         if self._batches:
             with contextlib.suppress(UsageError):
                 _run(["scancel", *self._batches])
@@ -407,14 +420,41 @@ class SlurmExecutor(LabelledWorkers):
         try:
             jid = _run(argv, stdin=script).strip().split(";")[0]
         except UsageError as e:
-            # Reported as the steps' failure: the job's attempts decide.
+            self._refused_batch([step.launch for step in steps.values()], e)
             for step in steps.values():
-                self._done.append(_lost(step.launch, f"sbatch refused it: {e}"))
                 step.remove()
             return
+        self._refusals = 0
+        self._hold_until = 0.0
+        for launch in launches:
+            self._refused.pop((launch.job, launch.step, launch.attempt), None)
         self._batches[jid] = _Batch(steps, time.time(), jid, pinned=bool(nodes))
         for key in steps:
             self._where[key] = jid
+
+    def _refused_batch(self, launches: list[Launch], error: UsageError) -> None:
+        """sbatch refused a batch: submit it again later, unless it has refused
+        these steps for SUBMIT_PATIENCE seconds; then they are lost and the
+        job's attempts decide. Refusals are often brief (slurmctld restarting,
+        a timeout), and failing each step at once spent every attempt within
+        a second."""
+        now = time.monotonic()
+        again: list[Launch] = []
+        for launch in launches:
+            first = self._refused.setdefault((launch.job, launch.step, launch.attempt), now)
+            if now - first >= SUBMIT_PATIENCE:
+                del self._refused[(launch.job, launch.step, launch.attempt)]
+                self._done.append(_lost(launch, f"sbatch refused it: {error}"))
+            else:
+                again.append(launch)
+        if again:
+            log.warning("sbatch refused %d steps, trying again: %s", len(again), error)
+            first_try, longest = SUBMIT_RETRY
+            self._hold_until = now + min(longest, first_try * 2**self._refusals)
+            self._refusals += 1
+            if not self._pending:
+                self._pending_since = now
+            self._pending[:0] = again
 
     def _wrap(self, launch: Launch, path: str) -> tuple[str, ...] | list[str]:
         """The step's command line: in the sandbox when there is one."""

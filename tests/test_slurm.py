@@ -1,0 +1,80 @@
+"""The Slurm executor when Slurm misbehaves (docs/slurm.md), on the real test cluster."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jobs_helpers import put_function, run_job
+from warehouse import jobs
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.jobs import slurmexec
+
+STEP = "#!/bin/sh\necho done\n"
+
+
+def refusing_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusals: int) -> Path:
+    """Put an sbatch first on PATH that refuses its first REFUSALS calls as a busy
+    slurmctld does, then hands over to the real one; returns the file counting calls."""
+    real = shutil.which("sbatch")
+    assert real, "the Slurm cluster fixture puts sbatch on PATH"
+    calls = tmp_path / "sbatch-calls"
+    calls.write_text("")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f"echo x >> {calls}\n"
+        f'if [ "$(wc -l < {calls})" -le {refusals} ]; then\n'
+        '    echo "sbatch: error: Batch job submission failed: Socket timed out" >&2\n'
+        "    exit 1\n"
+        "fi\n"
+        f'exec {real} "$@"\n'
+    )
+    (shim / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    return calls
+
+
+@pytest.mark.slow
+def test_a_brief_sbatch_refusal_is_waited_out_without_spending_attempts(
+    wh: EmbeddedWarehouse,
+    tmp_path: Path,
+    slurm_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = refusing_sbatch(tmp_path, monkeypatch, refusals=3)
+    fn = put_function(wh, tmp_path, "ok.sh", STEP)
+    key = wh.put([put_input(tmp_path)]).pdh
+    job = run_job(wh, fn, key, executor="slurm", max_attempts=2)
+    assert (job.state, job.failed_attempts) == ("complete", 0)
+    assert len(calls.read_text().splitlines()) == 4  # three refused, then submitted
+
+
+@pytest.mark.slow
+def test_sbatch_refusing_for_good_fails_the_job_saying_so(
+    wh: EmbeddedWarehouse,
+    tmp_path: Path,
+    slurm_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(slurmexec, "SUBMIT_PATIENCE", 1.0)
+    refusing_sbatch(tmp_path, monkeypatch, refusals=1_000_000)
+    fn = put_function(wh, tmp_path, "ok.sh", STEP)
+    key = wh.put([put_input(tmp_path)]).pdh
+    job = run_job(wh, fn, key, executor="slurm", max_attempts=2)
+    assert (job.state, job.failed_attempts) == ("failed", 2)
+    (step,) = jobs.list_steps(wh.engine, job.id)
+    assert "sbatch refused it: sbatch failed: sbatch: error: Batch job submission failed" in (
+        step.log_tail or ""
+    )
+
+
+def put_input(tmp_path: Path) -> Path:
+    d = tmp_path / "in"
+    d.mkdir(exist_ok=True)
+    (d / "a.txt").write_text("a\n")
+    return d
