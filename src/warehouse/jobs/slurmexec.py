@@ -150,9 +150,13 @@ class SlurmExecutor(LabelledWorkers):
         self._prepared: set[str] = set()  # function directories made readable
         self.comment = owner_tag(owner or os.getcwd())
         self.max_batch = max(1, max_batch)
+        self._unusable = ""  # nodes _nodes() left out, for a message
         nodes = self._nodes()
         if not nodes:
-            raise UsageError(f"Slurm has no node in partition {partition or '(default)'}")
+            raise UsageError(
+                f"Slurm has no node up in partition {partition or '(default)'}"
+                + (f" ({self._unusable})" if self._unusable else "")
+            )
         self.largest = Resources(max(c for c, _ in nodes), max(m for _, m in nodes))
         self._cpus = sum(c for c, _ in nodes)
         self.capacity = Resources(
@@ -185,12 +189,16 @@ class SlurmExecutor(LabelledWorkers):
         """(CPUs, memory in bytes) of each node that takes jobs."""
         out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%t", *self._partition_args()])
         nodes: dict[str, tuple[int, int]] = {}
+        unusable: dict[str, str] = {}
         for line in out.splitlines():
             name, cpus, mem, state = ([*line.split("|"), "", "", "", ""])[:4]
             if state.startswith(("down", "drain", "fail")) or not cpus.isdigit():
+                unusable[name] = state
                 continue
             memory = int(mem) * 2**20 if mem.isdigit() else 2**62
             nodes[name] = (int(cpus), memory)
+        # For the message when none is left: which nodes, in what state.
+        self._unusable = ", ".join(f"{n}: {st}" for n, st in sorted(unusable.items())[:5])
         return list(nodes.values())
 
     def _idle_cpus(self) -> dict[str, int]:
