@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,51 @@ def put_input(tmp_path: Path) -> Path:
     d.mkdir(exist_ok=True)
     (d / "a.txt").write_text("a\n")
     return d
+
+
+@pytest.mark.slow
+def test_a_manager_for_one_partition_leaves_the_other_managers_jobs_alone(
+    tmp_path: Path, slurm_cluster: str
+) -> None:
+    # A Slurm job as the plain `slurm` manager of this installation submits it.
+    place = str(tmp_path / "jobs")
+    jid = sbatch_sleeper(tmp_path, slurmexec.owner_tag(place))
+    try:
+        partition = squeue(jid)[1]
+        # `slurm:PARTITION`'s manager starting: not its job, left running.
+        slurmexec.SlurmExecutor(partition, owner=place).close()
+        assert squeue(jid)[0] in ("PENDING", "RUNNING")
+        # The plain `slurm` manager starting again: its own orphan, cancelled.
+        slurmexec.SlurmExecutor(None, owner=place).close()
+        assert squeue(jid)[0] not in ("PENDING", "RUNNING")
+    finally:
+        subprocess.run(["scancel", jid], check=False)
+
+
+def sbatch_sleeper(tmp_path: Path, comment: str) -> str:
+    out = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--job-name=wh-1-0",
+            f"--comment={comment}",
+            f"--output={tmp_path}/slurm-%j.out",
+            "--wrap=sleep 300",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip().split(";")[0]
+
+
+def squeue(jid: str) -> tuple[str, str]:
+    """A job's state and partition (states of ended jobs too)."""
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", jid, "-o", "%T|%P"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    state, _, partition = out.partition("|")
+    return state, partition

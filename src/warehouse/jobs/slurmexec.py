@@ -84,9 +84,13 @@ _ENDED = {
 }
 
 
-def owner_tag(place: str) -> str:
-    """The ``--comment`` marking an installation's Slurm jobs (from its work directory)."""
-    return "wh:" + hashlib.sha256(place.encode()).hexdigest()[:16]
+def owner_tag(place: str, partition: str | None = None) -> str:
+    """The ``--comment`` marking the Slurm jobs of an installation's manager
+    (from its work directory) for one partition: managers of ``slurm`` and
+    ``slurm:PARTITION`` run side by side, and neither may take the other's
+    jobs for orphans."""
+    key = place if not partition else f"{place}\0{partition}"
+    return "wh:" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _run(argv: list[str], stdin: str | None = None) -> str:
@@ -148,7 +152,7 @@ class SlurmExecutor(LabelledWorkers):
         self.pin_grace = PIN_GRACE if pin_grace is None else pin_grace
         self.sandbox = sandbox
         self._prepared: set[str] = set()  # function directories made readable
-        self.comment = owner_tag(owner or os.getcwd())
+        self.comment = owner_tag(owner or os.getcwd(), self.partition)
         self.max_batch = max(1, max_batch)
         self._unusable = ""  # nodes _nodes() left out, for a message
         nodes = self._nodes()
