@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,54 @@ def squeue(jid: str) -> tuple[str, str]:
     ).stdout.strip()
     state, _, partition = out.partition("|")
     return state, partition
+
+
+TWO_STEPS = """#!/bin/sh
+# Step 0 queues two steps; the first sleeps on its first attempt, long
+# enough for the test to end its Slurm job from outside.
+set -e
+if [ "$WH_STEP" = 0 ]; then wh step queue --level 1 slow quick; exit 0; fi
+marker="$WH_HOME/../began-$WH_STEP"
+if [ "$WH_STEP_INPUT" = slow ] && [ ! -e "$marker" ]; then touch "$marker"; sleep 120; fi
+echo "$WH_STEP_INPUT ran"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_step_its_batch_never_began_is_run_again_without_a_failed_attempt(
+    wh: EmbeddedWarehouse, tmp_path: Path, slurm_cluster: str
+) -> None:
+    # One CPU-wide request for the whole partition: both level-1 steps share a batch.
+    cpus = sum(
+        int(c)
+        for c in subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%c"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    fn = put_function(wh, tmp_path, "two.sh", TWO_STEPS)
+    key = wh.put([put_input(tmp_path)]).pdh
+    tag = slurmexec.owner_tag(str(wh.home.resolve()))
+    ended: list[str] = []
+
+    def end_the_batch_when_the_slow_step_runs() -> None:
+        while not list(tmp_path.glob("began-*")):
+            time.sleep(0.1)
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True, check=True
+        ).stdout
+        for line in out.splitlines():
+            jid, comment, state = line.split("|")
+            if comment == tag and state == "RUNNING":
+                subprocess.run(["scancel", jid], check=True)
+                ended.append(jid)
+
+    helper = threading.Thread(target=end_the_batch_when_the_slow_step_runs, daemon=True)
+    helper.start()
+    job = run_job(wh, fn, key, executor="slurm", cpus=cpus, max_attempts=2)
+    helper.join(timeout=60)
+    assert len(ended) == 1
+    assert job.state == "complete", job
+    steps = {s.number: s for s in jobs.list_steps(wh.engine, job.id)}
+    # The slow step was running: one failed attempt. The quick one never began.
+    assert [(s.attempts, s.failures) for _, s in sorted(steps.items())][1:] == [(2, 1), (1, 0)]

@@ -66,6 +66,10 @@ PIN_GRACE = 5.0  # seconds a batch asking for its preferred nodes may wait for t
 # SUBMIT_PATIENCE seconds (a slurmctld restarting, a socket timing out).
 SUBMIT_RETRY = (0.5, 8.0)
 SUBMIT_PATIENCE = 60.0
+# A batch that ends (time limit, node failure, an outside scancel) before
+# one of its steps started gives that step back to the queue, without a
+# failed attempt, this many times at most.
+UNSTARTED_RETRIES = 3
 _COMMAND_TIMEOUT = 60.0
 _NICE_LIMIT = 2147483645  # Slurm's bound on --nice
 # Slurm states after which a job runs nothing any more.
@@ -131,6 +135,7 @@ class _Batch:
     ended_at: float = 0.0
     unseen: int = 0  # state looks that did not find it
     killed: set[tuple[int, int]] = field(default_factory=set)
+    started: set[tuple[int, int]] = field(default_factory=set)  # steps the script began
     pinned: bool = False  # submitted with --nodelist (placement), not yet lifted
 
 
@@ -172,6 +177,7 @@ class SlurmExecutor(LabelledWorkers):
         self._refused: dict[tuple[int, int, int], float] = {}
         self._refusals = 0
         self._hold_until = 0.0
+        self._requeued: dict[tuple[int, int, int], int] = {}  # unstarted steps given back
         self._batches: dict[str, _Batch] = {}  # by Slurm job id
         self._where: dict[tuple[int, int], str] = {}  # step -> Slurm job id
         self._done: list[Finished] = []
@@ -303,6 +309,7 @@ class SlurmExecutor(LabelledWorkers):
         # As the other executors do: no step of ours goes on running.
         self._pending.clear()
         self._refused.clear()
+        self._requeued.clear()
         if self._batches:
             with contextlib.suppress(UsageError):
                 _run(["scancel", *self._batches])
@@ -404,10 +411,15 @@ class SlurmExecutor(LabelledWorkers):
                     "(exit 126); fi"
                 )
             lines += [
+                f'echo "{tag} start" >>{events}',
                 "s=$EPOCHREALTIME",
                 run,
                 "rc=$?",
                 f'echo "{tag} $rc $s $EPOCHREALTIME ${{SLURMD_NODENAME:-$HOSTNAME}}" >>{events}',
+                # A step killed by a signal (scancel, a time limit, the OOM
+                # killer) ends the batch: its later steps, never begun, go
+                # back to the queue rather than start in a dying job.
+                'if (( rc > 128 )); then exit "$rc"; fi',
             ]
         first = launches[0]
         script = "\n".join(lines) + "\n"
@@ -494,10 +506,20 @@ class SlurmExecutor(LabelledWorkers):
         self._partial = lines.pop()
         for line in lines:
             fields = line.decode("utf-8", "replace").split(" ")
+            if len(fields) == 4 and fields[3] == "start":
+                self._step_started(*(int(x) for x in fields[:3]))
+                continue
             if len(fields) < 6:
                 continue
             job, step, attempt, rc = (int(x) for x in fields[:4])
             self._step_ended(job, step, attempt, rc, float(fields[4]), float(fields[5]), fields[6])
+
+    def _step_started(self, job: int, number: int, attempt: int) -> None:
+        jid = self._where.get((job, number))
+        batch = self._batches.get(jid) if jid is not None else None
+        step = batch.steps.get((job, number)) if batch is not None else None
+        if batch is not None and step is not None and step.launch.attempt == attempt:
+            batch.started.add((job, number))
 
     def _step_ended(
         self, job: int, number: int, attempt: int, rc: int, started: float, ended: float, host: str
@@ -519,6 +541,7 @@ class SlurmExecutor(LabelledWorkers):
             except ResultTooLong as e:
                 log_bytes += f"\nwh: {e}\n".encode()
                 status = 1
+        self._requeued.pop((job, number, attempt), None)
         self._done.append(
             Finished(
                 job, number, attempt, status, host, started, ended, log_bytes, result, worker=host
@@ -571,9 +594,23 @@ class SlurmExecutor(LabelledWorkers):
             # batch script before Slurm records the job's end.
             if batch.ended and now - batch.ended_at >= 0.0 and jid in self._batches:
                 for key, step in list(batch.steps.items()):
-                    why = f"its Slurm job {jid} ended {batch.ended} before the step did"
-                    self._done.append(_lost(step.launch, why))
+                    launch = step.launch
+                    tried = (launch.job, launch.step, launch.attempt)
                     self._forget(jid, key)
+                    # A step the batch never began did not fail: a batch of
+                    # many steps outliving a time limit would otherwise spend
+                    # the attempts of steps that never ran.
+                    given_back = self._requeued.get(tried, 0)
+                    if (
+                        key not in batch.started
+                        and key not in batch.killed
+                        and given_back < UNSTARTED_RETRIES
+                    ):
+                        self._requeued[tried] = given_back + 1
+                        self.start(launch)
+                        continue
+                    why = f"its Slurm job {jid} ended {batch.ended} before the step did"
+                    self._done.append(_lost(launch, why))
 
     def _unpin(self, states: dict[str, str]) -> None:
         """Lift the node list of pinned batches still waiting: a preference only."""
