@@ -3,8 +3,11 @@ reads, `wh workflow run`, contigs aligned back to the reference with minimap2 (m
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -183,3 +186,87 @@ def test_bridges_bring_back_a_gap_of_true_kmers_seen_once_but_no_error() -> None
     (unitig,) = dbg.kmer_unitigs(keys[whole], counts[whole], k)
     assert unitig[0] in (seq.decode(), dbg.revcomp(seq.decode()))
     assert not dbg.bridges(keys, counts, solid, k, 4).any()  # longer than allowed
+
+
+FASTQ = b"@r1\nACGTACGTAC\n+\nIIIIIIIIII\n@r2\nacgtnacgta\n+r2\nIIIIIIIIII\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (FASTQ[:-12], "record 2 (@r2) is truncated: 3 of its 4 lines"),
+        (FASTQ.replace(b"IIIIIIIIII\n@r2", b"III\n@r2"), "record 1 (@r1): 10 bases but 3"),
+        (FASTQ.replace(b"@r2", b"r2"), "record 2 (r2): its header does not start with '@'"),
+        (FASTQ.replace(b"+r2", b"-r2"), "record 2 (@r2): its third line does not start with '+'"),
+        (b">chr1\nACGTACGT\nACGT\n", "record 1 (>chr1) is FASTA, not FASTQ"),
+        (gzip.compress(FASTQ), "gzip-compressed"),
+    ],
+)
+def test_fastq_reader_refuses_what_is_not_fastq_naming_the_record(data: bytes, says: str) -> None:
+    with pytest.raises(dbg.BadReads, match=re.escape(says)):
+        dbg.fastq_sequences(data)
+
+
+def test_fastq_reader_takes_windows_line_ends_lower_case_and_no_final_newline() -> None:
+    want = [b"ACGTACGTAC", b"acgtnacgta"]
+    assert dbg.fastq_sequences(FASTQ) == want
+    assert dbg.fastq_sequences(FASTQ.replace(b"\n", b"\r\n")) == want
+    assert dbg.fastq_sequences(FASTQ.rstrip(b"\n") + b"\n\n") == want
+    assert dbg.fastq_sequences(b"") == []
+
+
+def failed_step_log(run: Runner, wf: Path, reads: str, *inputs: str) -> str:
+    """Run the workflow on READS, which must fail; the end of the failed job's step log."""
+    args = [a for i in inputs for a in ("-i", i)]
+    run("workflow", "run", str(wf), "-i", f"reads={reads}", *args, "--wait", code=1)
+    view = json_out(run("workflow", "show", "1", "--json").output)
+    failed = [n for n in view["nodes"] if n["state"] == "failed"]
+    assert len(failed) == 1, view
+    return run("job", "show", str(failed[0]["job_id"])).output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("name", "content", "inputs", "says"),
+    [
+        ("r.fastq", FASTQ[:-12], (), "Error: r.fastq: record 2 (@r2) is truncated"),
+        ("r.fastq", FASTQ, ("k=30",), "Error: k must be an odd integer from 3 to 31, not 30"),
+        ("r.fastq", FASTQ, (), "Error: the reads hold no k-mer"),  # reads shorter than k
+        ("r.fastq", FASTQ, ("k=5", "tip_length=-1"), "Error: tip_length must be a whole number"),
+    ],
+)
+def test_bad_reads_or_parameters_fail_one_job_whose_log_ends_with_one_error_line(
+    run: Runner,
+    wh: EmbeddedWarehouse,
+    tmp_path: Path,
+    name: str,
+    content: bytes,
+    inputs: tuple[str, ...],
+    says: str,
+) -> None:
+    wf = checkout(tmp_path)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / name).write_bytes(content)
+    wh.put([tmp_path / "in"], name="bad")
+    shown = failed_step_log(run, wf, "bad", *inputs)
+    assert says in shown and "Traceback" not in shown, shown
+
+
+def test_evaluate_names_a_missing_or_wrong_reference_in_one_line(tmp_path: Path) -> None:
+    contigs = tmp_path / "contigs.fasta"
+    contigs.write_text(">c\nACGT\n")
+    (tmp_path / "reads.fastq").write_bytes(FASTQ)
+    for ref, code, says in [
+        (tmp_path / "missing.fasta", 4, "missing.fasta: no such file"),
+        (tmp_path / "reads.fastq", 2, "reads.fastq: no FASTA record"),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLE / "evaluate.py"), str(ref), str(contigs)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == code, proc
+        assert proc.stderr.startswith("Error: ") and says in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr

@@ -485,6 +485,54 @@ def simplify(graph: UnitigGraph, how: Simplify) -> UnitigGraph:
     return graph
 
 
+# ---- FASTQ reads ----
+
+
+class BadReads(ValueError):
+    """Input that is not FASTQ as the assembler reads it; the message names the record."""
+
+
+def fastq_sequences(data: bytes) -> list[bytes]:
+    """The sequences of FASTQ records (four lines each; Windows line ends allowed).
+
+    Raises BadReads naming the first record that is not one: compressed or
+    FASTA input, a truncated record, a header without ``@``, a third line
+    without ``+``, or a quality line not as long as its sequence. A mapper
+    that skipped such records would count k-mers of the wrong lines.
+    """
+    if data[:2] == b"\x1f\x8b":
+        raise BadReads("gzip-compressed: the assembler reads plain FASTQ; decompress it first")
+    lines = data.split(b"\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if any(line.endswith(b"\r") for line in lines[:4]):
+        lines = [line.rstrip(b"\r") for line in lines]
+    if lines and lines[0][:1] == b">":
+        name = _name(lines[0])
+        raise BadReads(f"record 1 ({name}) is FASTA, not FASTQ: the assembler reads FASTQ")
+    heads, seqs, plus, quals = lines[0::4], lines[1::4], lines[2::4], lines[3::4]
+    for i, (h, s, p, q) in enumerate(zip(heads, seqs, plus, quals, strict=False)):
+        if h[:1] != b"@" or p[:1] != b"+" or len(s) != len(q):
+            name = _name(h)
+            if h[:1] != b"@":
+                raise BadReads(f"record {i + 1} ({name}): its header does not start with '@'")
+            if p[:1] != b"+":
+                raise BadReads(f"record {i + 1} ({name}): its third line does not start with '+'")
+            raise BadReads(f"record {i + 1} ({name}): {len(s)} bases but {len(q)} quality values")
+    if len(lines) % 4:
+        i = len(lines) // 4
+        raise BadReads(
+            f"record {i + 1} ({_name(lines[4 * i])}) is truncated: {len(lines) % 4} of its 4 lines"
+        )
+    return seqs
+
+
+def _name(header: bytes) -> str:
+    """A record's header, short and printable, for a message."""
+    text = header[:60].decode("ascii", "replace")
+    return "".join(c if c.isprintable() else "?" for c in text) or "an empty line"
+
+
 # ---- FASTA and figures ----
 
 

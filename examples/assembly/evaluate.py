@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dbg
@@ -64,14 +64,31 @@ def evaluate(reference: str, contigs: list[str], min_length: int = 500) -> dict[
     }
 
 
+def fail(message: str, code: int) -> NoReturn:
+    print(f"Error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def read(path: Path) -> list[tuple[str, str]]:
+    """A FASTA file's records; a missing or unreadable file ends the program with one line."""
+    try:
+        return dbg.read_fasta(path.read_text())
+    except FileNotFoundError:
+        fail(f"{path}: no such file", 4)
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{path}: cannot read it as FASTA text ({e.__class__.__name__})", 2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("reference", type=Path)
     ap.add_argument("contigs", type=Path)
     ap.add_argument("--min-length", type=int, default=500)
     a = ap.parse_args()
-    ref = "".join(s for _, s in dbg.read_fasta(a.reference.read_text()))
-    contigs = [s for _, s in dbg.read_fasta(a.contigs.read_text())]
+    ref = "".join(s for _, s in read(a.reference))
+    if not ref:
+        fail(f"{a.reference}: no FASTA record: the reference must be FASTA", 2)
+    contigs = [s for _, s in read(a.contigs)]
     print(json.dumps(evaluate(ref, contigs, a.min_length), indent=1))
 
 

@@ -66,6 +66,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--files", type=int, default=2)
     a = ap.parse_args()
+    # Bad numbers are usage errors (exit 2, one line), not numpy tracebacks.
+    if a.read_length < 1 or a.genome_size < a.read_length:
+        ap.error("--read-length must be at least 1 and at most --genome-size")
+    if a.coverage < 0 or not 0 <= a.error_rate <= 1 or a.files < 1:
+        ap.error("--coverage must be >= 0, --error-rate from 0 to 1, --files >= 1")
     genome = random_genome(a.genome_size, a.seed)
     reads = simulate_reads(genome, a.coverage, a.read_length, a.error_rate, a.seed)
     write(a.out, genome, reads, a.files)

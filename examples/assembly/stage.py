@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from warehouse import step
 
@@ -16,7 +16,15 @@ def params() -> dict[str, Any]:
 def k() -> int:
     import dbg
 
-    return dbg.check_k(params().get("k", 31))
+    try:
+        return dbg.check_k(params().get("k", 31))
+    except ValueError as e:
+        fail(str(e))
+
+
+def fail(message: str) -> NoReturn:
+    """End the step with one line (the end of its log, as `wh job show` shows it), no traceback."""
+    raise SystemExit(f"Error: {message}")
 
 
 def files(under: str = "") -> list[str]:
@@ -34,13 +42,13 @@ def auto(value: Any, default: int, name: str) -> int:
     if value in (None, "auto"):
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SystemExit(f"{name} must be a whole number or auto, not {value!r}")
+        fail(f"{name} must be a whole number or auto, not {value!r}")
     return value
 
 
 def switch(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
-        raise SystemExit(f"{name} must be true or false, not {value!r}")
+        fail(f"{name} must be true or false, not {value!r}")
     return value
 
 

@@ -17,7 +17,13 @@ if given in (None, "auto"):
 elif isinstance(given, (int, float)) and not isinstance(given, bool) and given >= 0:
     chosen = given
 else:
-    raise SystemExit(f"min_count must be a number or auto, not {given!r}")
+    stage.fail(f"min_count must be a number or auto, not {given!r}")
+if not hist:
+    # Nothing to assemble: say why here rather than write an empty assembly.
+    stage.fail(
+        "the reads hold no k-mer: the input has no FASTQ records, "
+        "or every read is shorter than k or broken by bases other than ACGT"
+    )
 table = "".join(f"{c}\t{n}\n" for c, n in sorted(hist.items()))
 stage.write(
     {

@@ -61,6 +61,15 @@ MAX_BATCH = 16  # steps run by one Slurm job at most
 SUBMIT_DELAY = 0.25  # seconds a freed step may wait for others to batch with
 STATE_INTERVAL = 0.5  # seconds between two looks at Slurm's own state
 PIN_GRACE = 5.0  # seconds a batch asking for its preferred nodes may wait for them
+# sbatch refused a batch: try again after a pause that doubles up to the
+# last figure, and report the steps lost only once it has refused them for
+# SUBMIT_PATIENCE seconds (a slurmctld restarting, a socket timing out).
+SUBMIT_RETRY = (0.5, 8.0)
+SUBMIT_PATIENCE = 60.0
+# A batch that ends (time limit, node failure, an outside scancel) before
+# one of its steps started gives that step back to the queue, without a
+# failed attempt, this many times at most.
+UNSTARTED_RETRIES = 3
 _COMMAND_TIMEOUT = 60.0
 _NICE_LIMIT = 2147483645  # Slurm's bound on --nice
 # Slurm states after which a job runs nothing any more.
@@ -79,9 +88,13 @@ _ENDED = {
 }
 
 
-def owner_tag(place: str) -> str:
-    """The ``--comment`` marking an installation's Slurm jobs (from its work directory)."""
-    return "wh:" + hashlib.sha256(place.encode()).hexdigest()[:16]
+def owner_tag(place: str, partition: str | None = None) -> str:
+    """The ``--comment`` marking the Slurm jobs of an installation's manager
+    (from its work directory) for one partition: managers of ``slurm`` and
+    ``slurm:PARTITION`` run side by side, and neither may take the other's
+    jobs for orphans."""
+    key = place if not partition else f"{place}\0{partition}"
+    return "wh:" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _run(argv: list[str], stdin: str | None = None) -> str:
@@ -122,6 +135,7 @@ class _Batch:
     ended_at: float = 0.0
     unseen: int = 0  # state looks that did not find it
     killed: set[tuple[int, int]] = field(default_factory=set)
+    started: set[tuple[int, int]] = field(default_factory=set)  # steps the script began
     pinned: bool = False  # submitted with --nodelist (placement), not yet lifted
 
 
@@ -143,11 +157,15 @@ class SlurmExecutor(LabelledWorkers):
         self.pin_grace = PIN_GRACE if pin_grace is None else pin_grace
         self.sandbox = sandbox
         self._prepared: set[str] = set()  # function directories made readable
-        self.comment = owner_tag(owner or os.getcwd())
+        self.comment = owner_tag(owner or os.getcwd(), self.partition)
         self.max_batch = max(1, max_batch)
+        self._unusable = ""  # nodes _nodes() left out, for a message
         nodes = self._nodes()
         if not nodes:
-            raise UsageError(f"Slurm has no node in partition {partition or '(default)'}")
+            raise UsageError(
+                f"Slurm has no node up in partition {partition or '(default)'}"
+                + (f" ({self._unusable})" if self._unusable else "")
+            )
         self.largest = Resources(max(c for c, _ in nodes), max(m for _, m in nodes))
         self._cpus = sum(c for c, _ in nodes)
         self.capacity = Resources(
@@ -155,6 +173,11 @@ class SlurmExecutor(LabelledWorkers):
         )
         self._pending: list[Launch] = []
         self._pending_since = 0.0
+        # Steps sbatch refused: when it first did, and no new try before _hold_until.
+        self._refused: dict[tuple[int, int, int], float] = {}
+        self._refusals = 0
+        self._hold_until = 0.0
+        self._requeued: dict[tuple[int, int, int], int] = {}  # unstarted steps given back
         self._batches: dict[str, _Batch] = {}  # by Slurm job id
         self._where: dict[tuple[int, int], str] = {}  # step -> Slurm job id
         self._done: list[Finished] = []
@@ -176,12 +199,16 @@ class SlurmExecutor(LabelledWorkers):
         """(CPUs, memory in bytes) of each node that takes jobs."""
         out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%t", *self._partition_args()])
         nodes: dict[str, tuple[int, int]] = {}
+        unusable: dict[str, str] = {}
         for line in out.splitlines():
             name, cpus, mem, state = ([*line.split("|"), "", "", "", ""])[:4]
             if state.startswith(("down", "drain", "fail")) or not cpus.isdigit():
+                unusable[name] = state
                 continue
             memory = int(mem) * 2**20 if mem.isdigit() else 2**62
             nodes[name] = (int(cpus), memory)
+        # For the message when none is left: which nodes, in what state.
+        self._unusable = ", ".join(f"{n}: {st}" for n, st in sorted(unusable.items())[:5])
         return list(nodes.values())
 
     def _idle_cpus(self) -> dict[str, int]:
@@ -234,6 +261,8 @@ class SlurmExecutor(LabelledWorkers):
         self._pending.append(launch)
 
     def _due(self) -> bool:
+        if self._hold_until and time.monotonic() < self._hold_until:
+            return False  # sbatch refused the last batch: wait before trying again
         # Steps freed one at a time would each pay Slurm's scheduling as a
         # job of their own: wait a moment for a batch, unless Slurm is idle.
         return (
@@ -259,6 +288,7 @@ class SlurmExecutor(LabelledWorkers):
     def kill(self, job: int, step: int) -> None:
         for launch in [x for x in self._pending if (x.job, x.step) == (job, step)]:
             self._pending.remove(launch)
+            self._refused.pop((launch.job, launch.step, launch.attempt), None)
             self._done.append(_lost(launch, "it was stopped before it was submitted"))
         jid = self._where.get((job, step))
         if jid is None:
@@ -278,6 +308,8 @@ class SlurmExecutor(LabelledWorkers):
     def close(self) -> None:
         # As the other executors do: no step of ours goes on running.
         self._pending.clear()
+        self._refused.clear()
+        self._requeued.clear()
         if self._batches:
             with contextlib.suppress(UsageError):
                 _run(["scancel", *self._batches])
@@ -379,10 +411,15 @@ class SlurmExecutor(LabelledWorkers):
                     "(exit 126); fi"
                 )
             lines += [
+                f'echo "{tag} start" >>{events}',
                 "s=$EPOCHREALTIME",
                 run,
                 "rc=$?",
                 f'echo "{tag} $rc $s $EPOCHREALTIME ${{SLURMD_NODENAME:-$HOSTNAME}}" >>{events}',
+                # A step killed by a signal (scancel, a time limit, the OOM
+                # killer) ends the batch: its later steps, never begun, go
+                # back to the queue rather than start in a dying job.
+                'if (( rc > 128 )); then exit "$rc"; fi',
             ]
         first = launches[0]
         script = "\n".join(lines) + "\n"
@@ -407,14 +444,41 @@ class SlurmExecutor(LabelledWorkers):
         try:
             jid = _run(argv, stdin=script).strip().split(";")[0]
         except UsageError as e:
-            # Reported as the steps' failure: the job's attempts decide.
+            self._refused_batch([step.launch for step in steps.values()], e)
             for step in steps.values():
-                self._done.append(_lost(step.launch, f"sbatch refused it: {e}"))
                 step.remove()
             return
+        self._refusals = 0
+        self._hold_until = 0.0
+        for launch in launches:
+            self._refused.pop((launch.job, launch.step, launch.attempt), None)
         self._batches[jid] = _Batch(steps, time.time(), jid, pinned=bool(nodes))
         for key in steps:
             self._where[key] = jid
+
+    def _refused_batch(self, launches: list[Launch], error: UsageError) -> None:
+        """sbatch refused a batch: submit it again later, unless it has refused
+        these steps for SUBMIT_PATIENCE seconds; then they are lost and the
+        job's attempts decide. Refusals are often brief (slurmctld restarting,
+        a timeout), and failing each step at once spent every attempt within
+        a second."""
+        now = time.monotonic()
+        again: list[Launch] = []
+        for launch in launches:
+            first = self._refused.setdefault((launch.job, launch.step, launch.attempt), now)
+            if now - first >= SUBMIT_PATIENCE:
+                del self._refused[(launch.job, launch.step, launch.attempt)]
+                self._done.append(_lost(launch, f"sbatch refused it: {error}"))
+            else:
+                again.append(launch)
+        if again:
+            log.warning("sbatch refused %d steps, trying again: %s", len(again), error)
+            first_try, longest = SUBMIT_RETRY
+            self._hold_until = now + min(longest, first_try * 2**self._refusals)
+            self._refusals += 1
+            if not self._pending:
+                self._pending_since = now
+            self._pending[:0] = again
 
     def _wrap(self, launch: Launch, path: str) -> tuple[str, ...] | list[str]:
         """The step's command line: in the sandbox when there is one."""
@@ -442,10 +506,20 @@ class SlurmExecutor(LabelledWorkers):
         self._partial = lines.pop()
         for line in lines:
             fields = line.decode("utf-8", "replace").split(" ")
+            if len(fields) == 4 and fields[3] == "start":
+                self._step_started(*(int(x) for x in fields[:3]))
+                continue
             if len(fields) < 6:
                 continue
             job, step, attempt, rc = (int(x) for x in fields[:4])
             self._step_ended(job, step, attempt, rc, float(fields[4]), float(fields[5]), fields[6])
+
+    def _step_started(self, job: int, number: int, attempt: int) -> None:
+        jid = self._where.get((job, number))
+        batch = self._batches.get(jid) if jid is not None else None
+        step = batch.steps.get((job, number)) if batch is not None else None
+        if batch is not None and step is not None and step.launch.attempt == attempt:
+            batch.started.add((job, number))
 
     def _step_ended(
         self, job: int, number: int, attempt: int, rc: int, started: float, ended: float, host: str
@@ -467,6 +541,7 @@ class SlurmExecutor(LabelledWorkers):
             except ResultTooLong as e:
                 log_bytes += f"\nwh: {e}\n".encode()
                 status = 1
+        self._requeued.pop((job, number, attempt), None)
         self._done.append(
             Finished(
                 job, number, attempt, status, host, started, ended, log_bytes, result, worker=host
@@ -519,9 +594,23 @@ class SlurmExecutor(LabelledWorkers):
             # batch script before Slurm records the job's end.
             if batch.ended and now - batch.ended_at >= 0.0 and jid in self._batches:
                 for key, step in list(batch.steps.items()):
-                    why = f"its Slurm job {jid} ended {batch.ended} before the step did"
-                    self._done.append(_lost(step.launch, why))
+                    launch = step.launch
+                    tried = (launch.job, launch.step, launch.attempt)
                     self._forget(jid, key)
+                    # A step the batch never began did not fail: a batch of
+                    # many steps outliving a time limit would otherwise spend
+                    # the attempts of steps that never ran.
+                    given_back = self._requeued.get(tried, 0)
+                    if (
+                        key not in batch.started
+                        and key not in batch.killed
+                        and given_back < UNSTARTED_RETRIES
+                    ):
+                        self._requeued[tried] = given_back + 1
+                        self.start(launch)
+                        continue
+                    why = f"its Slurm job {jid} ended {batch.ended} before the step did"
+                    self._done.append(_lost(launch, why))
 
     def _unpin(self, states: dict[str, str]) -> None:
         """Lift the node list of pinned batches still waiting: a preference only."""
