@@ -29,6 +29,12 @@ echo "boom: something is wrong with $WH_STEP_INPUT" >&2
 exit 7
 """
 
+WRAPPED_ERROR = """#!/bin/sh
+echo "Error: record 7 is truncated" >&2
+echo "mapper.py exited with status 1" >&2
+exit 1
+"""
+
 SHELL_STEPS = """#!/bin/sh
 set -e
 if [ "$WH_STEP" = 0 ]; then
@@ -68,6 +74,11 @@ def test_a_step_that_always_fails_fails_the_job_and_show_tells_why(
     data = json.loads(run("job", "show", str(job.id), "--json").output)
     assert data["failed_steps"][0]["exit_status"] == 7
     assert "boom" in run("job", "logs", str(job.id), "--step", "0").output
+    # An "Error: …" line the step wrote wins over what a wrapper said after it.
+    wrapped = put_function(wh, tmp_path / "w", "wrapped.sh", WRAPPED_ERROR)
+    failed = run_job(wh, wrapped, key, max_attempts=1, executor=executor)
+    err = run("job", "watch", str(failed.id), code=1).stderr
+    assert err.splitlines()[-1].endswith("(last exit status 1): record 7 is truncated"), err
     # `watch` (as `submit --wait`) ends with the step's own last line: the why.
     err = run("job", "watch", str(job.id), code=1).stderr
     assert err.splitlines()[-1].endswith("(last exit status 7): boom: something is wrong with"), err

@@ -101,6 +101,16 @@ def test_too_big_a_request_fails_the_job() -> None:
     sched.add_job(Job(1, Resources(3, 0), steps=[Step(0, 0)]), 0.0)
     assert sched.jobs[1].state == "failed"
     assert "asks for 3 cpus" in (sched.jobs[1].error or "")
+    # Slots smaller than the whole (a Slurm node of a partition): the slot
+    # bounds a step, and the message says so, not the partition's total.
+    sched = Scheduler(Resources(32, 32000), largest=Resources(2, 2000))
+    sched.add_job(Job(1, Resources(4, 0), steps=[Step(0, 0)]), 0.0)
+    sched.add_job(Job(2, Resources(2, 2000), steps=[Step(0, 0)]), 0.0)
+    assert sched.jobs[1].error == (
+        "asks for 4 cpus and 0 bytes of memory; "
+        "a step can have at most 2 cpus and 2000 bytes of memory"
+    )
+    assert sched.jobs[2].state != "failed"
 
 
 def test_cancel_pause_resume() -> None:

@@ -313,7 +313,7 @@ def _fail_unless_complete(ctx: click.Context, record: JobRecord) -> None:
         raise job_failure(ctx, record)
 
 
-_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception): ")
 
 
 def job_failure(ctx: click.Context, record: JobRecord) -> WarehouseError:

@@ -66,7 +66,7 @@ class Manager:
         self._step_held: dict[tuple[int, int], tuple[dict[str, int], int]] = {}
         self.executor = executor
         self.executor_name = executor_name
-        self.sched = Scheduler(executor.capacity)
+        self.sched = Scheduler(executor.capacity, executor.largest)
         self.flush_interval = flush_interval
         self.refresh_interval = refresh_interval
         self.scratch = str(self.wh.work_dir / "scratch")
@@ -211,9 +211,6 @@ class Manager:
             self._inputs[job_id] = record.input_pdh
             self._placed[job_id] = [record.input_bytes, record.local_bytes]
         self.sched.add_job(job, time.time())
-        if not self.executor.largest.fits(job.request) and job.state not in FINISHED:
-            for kill in self.sched.fail(job_id, "no single executor slot is big enough", 0.0):
-                self.executor.kill(kill.job, kill.step)
         fn_dir = materialize(
             self.wh,
             self.wh.work_dir / "functions",

@@ -146,8 +146,10 @@ class Job:
 class Scheduler:
     """Every active job of one manager, and the slots of its executor."""
 
-    def __init__(self, capacity: Resources) -> None:
+    def __init__(self, capacity: Resources, largest: Resources | None = None) -> None:
         self.capacity = capacity
+        # The most one step may have (a Slurm node's; a local executor's all).
+        self.largest = largest or capacity
         self.in_use = Resources(0, 0)
         self.jobs: dict[int, Job] = {}
         self.changed_steps: set[tuple[int, int]] = set()
@@ -164,10 +166,10 @@ class Scheduler:
                 job._queued.setdefault(step.level, deque())
                 job._requeue(step)
                 self.changed_steps.add((job.id, step.number))
-        if not self.capacity.fits(job.request):
-            self._fail(
-                job, f"asks for {_show(job.request)}; the executor has {_show(self.capacity)}", now
-            )
+        if not self.largest.fits(job.request):
+            most = show_resources(self.largest)
+            why = f"asks for {show_resources(job.request)}; a step can have at most {most}"
+            self._fail(job, why, now)
 
     def step_exited(
         self,
@@ -316,5 +318,5 @@ class Scheduler:
         return kills
 
 
-def _show(r: Resources) -> str:
+def show_resources(r: Resources) -> str:
     return f"{r.cpus} cpus and {r.memory} bytes of memory"
