@@ -109,7 +109,8 @@ def test_a_failed_job_fails_the_run_while_independent_jobs_finish(
     wf = tmp_path / "half.yml"
     wf.write_text(text)
     out = run("workflow", "run", str(wf), "--wait", code=1).output
-    assert "workflow run 1 failed: job bad failed" in out
+    # The reason: the failed job's step's own last line.
+    assert "workflow run 1 failed: job bad failed: failing on purpose" in out
     (view,) = records.list_runs(wh.engine)
     nodes = {n.node: n.state for n in records.list_nodes(wh.engine, view.id)}
     assert nodes == {"a": "complete", "bad": "failed", "c": "complete", "d": "skipped"}

@@ -316,22 +316,25 @@ def _fail_unless_complete(ctx: click.Context, record: JobRecord) -> None:
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception): ")
 
 
-def job_failure(ctx: click.Context, record: JobRecord) -> WarehouseError:
-    """The job's failure, with the last line its failed step logged (DuckDB's
-    error, or the step's own message): the reason, not only the exit status."""
-    reason = ""
+def step_reason(ctx: click.Context, job_id: int) -> str:
+    """The last line a failed step of the job logged: an ``Error: …`` or a
+    traceback's exception line (DuckDB's message goes on with the SQL and a
+    caret under it) if there is one, else its last line; "" if none."""
     try:
-        steps = _view(ctx).steps(record.id, failed=True)
+        steps = _view(ctx).steps(job_id, failed=True)
     except WarehouseError:
-        steps = []
+        return ""
     for s in sorted(steps, key=lambda s: s.state != "failed"):
         lines = [line.rstrip() for line in (s.log_tail or "").splitlines() if line.strip()]
-        # A traceback's exception line (DuckDB's message goes on with the
-        # SQL and a caret under it), else the step's last line.
         raised = [line for line in lines if _RAISED.match(line)]
         if raised or lines:
-            reason = _RAISED.sub("", (raised or lines)[-1]).strip()
-            break
+            return _RAISED.sub("", (raised or lines)[-1]).strip()
+    return ""
+
+
+def job_failure(ctx: click.Context, record: JobRecord) -> WarehouseError:
+    """The job's failure, with the reason its failed step logged, not only the exit status."""
+    reason = step_reason(ctx, record.id)
     said = f"job {record.id} {record.state}: {record.error or ''}"
     return WarehouseError(f"{said}: {reason}" if reason else said)
 

@@ -110,9 +110,12 @@ def run(
     else:
         click.echo(f"workflow run {run_id}: {final['state']}")
     if wait and final["state"] != "complete":
-        raise WarehouseError(
-            f"workflow run {run_id} {final['state']}: {final.get('error') or ''}".rstrip(": ")
-        )
+        said = f"workflow run {run_id} {final['state']}: {final.get('error') or ''}".rstrip(": ")
+        from warehouse.cli.jobs import step_reason  # the jobs commands: loaded when used
+
+        failed = [n for n in final.get("nodes", []) if n["state"] == "failed" and n["job_id"]]
+        reason = step_reason(ctx, failed[0]["job_id"]) if failed else ""
+        raise WarehouseError(f"{said}: {reason}" if reason else said)
 
 
 def _outputs(view: dict[str, Any]) -> dict[str, str]:
