@@ -296,6 +296,12 @@ def test_an_empty_dest_is_refused_not_taken_for_the_current_directory(
     assert list(here.iterdir()) == []
     run("get", f"{pdh}/hello.txt", "", code=2)
     assert list(here.iterdir()) == []
+    # "-" is standard output elsewhere: pointed at `wh cat`, not made a file.
+    refused = run("get", f"{pdh}/hello.txt", "-", code=2)
+    assert "wh cat" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert list(here.iterdir()) == []
+    run("get", f"{pdh}/hello.txt", "./-")
+    assert [p.name for p in here.iterdir()] == ["-"]
 
 
 def test_recorded_and_recomputed_digests_agree(tmp_path: Path, run: Runner) -> None:

@@ -23,6 +23,8 @@ def _dest(ctx: click.Context, param: click.Parameter, value: str | None) -> Path
     # directory, which is what Path("") would make of it.
     if value == "":
         raise UsageError("DEST is empty: give a directory or a file name")
+    if value == "-":  # as other tools read it, standard output: that is `wh cat`
+        raise UsageError("DEST '-': to print a file use `wh cat KEY/PATH`; for a file named -, ./-")
     # Path() drops a trailing "/", which says DEST is a directory: kept aside.
     ctx.meta["wh.get.raw_dest"] = value
     return None if value is None else Path(value)
