@@ -39,7 +39,7 @@ class Warehouse(Protocol):
 
     def put(
         self,
-        paths: Sequence[Path] | DirNode,
+        paths: Sequence[Path | str] | Path | str | DirNode,
         *,
         name: str | None = None,
         expect: str | None = None,
