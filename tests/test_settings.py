@@ -85,3 +85,17 @@ def test_the_config_file_is_used_and_checked(tmp_path: Path) -> None:
     write_config(tmp_path, 'token = "s3cret"\n', mode=0o644)
     code, _, err = wh(tmp_path, "config")
     assert code == 2 and "others may read it" in err and "s3cret" not in err
+
+
+def test_a_bad_type_is_worded_like_the_rest(tmp_path: Path) -> None:
+    """Not pydantic's own "Input should be a valid boolean, unable to interpret input"."""
+    code, _, err = wh(tmp_path, "config", WH_FORK_SERVER="maybe")
+    assert code == 2
+    assert err == "Error: WH_FORK_SERVER: 'maybe' is not a valid boolean (true or false)\n"
+    path = write_config(tmp_path, "url = 5\n")
+    code, _, err = wh(tmp_path, "config")
+    assert code == 2 and err == f"Error: {path}: url: 5 is not a string\n", err
+    write_config(tmp_path, "fork_server = 'sometimes'\n")
+    code, _, err = wh(tmp_path, "config")
+    assert code == 2
+    assert err.endswith(": fork_server: 'sometimes' is not a valid boolean (true or false)\n")

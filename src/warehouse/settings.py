@@ -223,6 +223,10 @@ def _problem(name: str, error: dict[str, Any]) -> str:
         return f"{got!r} is not a valid integer"
     if kind.startswith("float_"):
         return f"{got!r} is not a valid float"
+    if kind.startswith("bool_"):
+        return f"{got!r} is not a valid boolean (true or false)"
+    if kind == "string_type":
+        return f"{got!r} is not a string"
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
