@@ -164,3 +164,16 @@ def test_ls_sizes_are_bytes_when_piped_and_human_on_a_terminal(home: Path, tmp_p
     os.close(leader)
     assert proc.returncode == 0
     assert shown.decode().split() == ["2.9", "MiB", "big"]
+
+
+def _strict(text: str) -> Any:
+    def refuse(word: str) -> Any:
+        raise AssertionError(f"not strict JSON: {word}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_even_for_infinite_floats(run: Runner) -> None:
+    """Python's json writes NaN and Infinity, which jq and JSON.parse refuse."""
+    doc = _strict(run("sql", "select 1e999 as a, -1e999 as b, 1.5 as c", "--json").stdout)
+    assert doc["rows"] == [[None, None, 1.5]]

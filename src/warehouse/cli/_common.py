@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -139,7 +140,10 @@ def text_time(t: float | None, never: str = "-") -> str:
 
 
 def conventional(value: Any, key: str = "") -> Any:
-    """``value`` as every ``--json`` prints it: times ISO 8601 UTC, JSON text as JSON."""
+    """``value`` as every ``--json`` prints it: times ISO 8601 UTC, JSON text as JSON,
+    a float that is not finite as null (strict JSON has no NaN or Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, dict):
         return {k: conventional(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -157,7 +161,7 @@ def conventional(value: Any, key: str = "") -> Any:
 
 
 def emit_json(value: Any) -> None:
-    json.dump(conventional(value), sys.stdout, indent=2, sort_keys=True)
+    json.dump(conventional(value), sys.stdout, indent=2, sort_keys=True, allow_nan=False)
     sys.stdout.write("\n")
 
 
