@@ -99,3 +99,17 @@ def test_a_bad_type_is_worded_like_the_rest(tmp_path: Path) -> None:
     code, _, err = wh(tmp_path, "config")
     assert code == 2
     assert err.endswith(": fork_server: 'sometimes' is not a valid boolean (true or false)\n")
+
+
+def test_config_text_follows_the_listing_convention(tmp_path: Path) -> None:
+    """Piped: tab-separated under the header, a missing value `-`, true/false as written."""
+    write_config(tmp_path, "fork_server = false\n")
+    code, out, err = wh(tmp_path, "config")
+    assert code == 0, err
+    rows = {line.split("\t")[0]: line.split("\t") for line in out.splitlines()[2:]}
+    assert rows["WH_URL"] == ["WH_URL", "-", "default"]
+    assert rows["WH_FORK_SERVER"][1] == "false"
+    assert all(len(r) == 3 and r[1] for r in rows.values())
+    code, out, err = wh(tmp_path, "config", "--json")
+    shown = {s["variable"]: s for s in json.loads(out)["settings"]}
+    assert shown["WH_FORK_SERVER"]["value"] == "false" and shown["WH_URL"]["value"] is None

@@ -96,6 +96,8 @@ class Effective:
             return "(set, hidden)"
         if self.name == "db_url":
             return _without_password(str(self.value))
+        if isinstance(self.value, bool):
+            return "true" if self.value else "false"  # as the file and variable say it
         return str(self.value)
 
 
