@@ -176,3 +176,31 @@ def test_output_to_a_reader_that_went_away_stops_quietly(tmp_path: Path) -> None
         )
     assert done.returncode == 1
     assert done.stderr.startswith("Error: ") and len(done.stderr.splitlines()) == 1
+
+
+def test_every_option_says_what_it_does() -> None:
+    """`wh serve --help` listed `--replication INTEGER [default: 2]` and nothing more."""
+    import click
+
+    ctx = click.Context(cli)
+
+    def commands(cmd: click.Command, path: str) -> list[tuple[str, click.Command]]:
+        found = [(path, cmd)]
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
+                found += commands(sub, f"{path} {name}")
+        return found
+
+    for path, cmd in commands(cli, "wh"):
+        assert cmd.help, path
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.hidden:
+                assert p.help, (path, p.opts)
+
+
+def test_serve_replication_has_the_range_of_the_others(tmp_path: Path) -> None:
+    for value in ("0", "9"):
+        done = _run(_env(tmp_path), "serve", "--listen", "127.0.0.1:0", "--replication", value)
+        assert done.returncode == 2 and "1<=x<=8" in done.stderr, done.stderr

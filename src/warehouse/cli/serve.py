@@ -66,7 +66,13 @@ def default_db_url() -> str:
     type=click.Path(path_type=Path),
     help="Where the --keep servers keep their volumes (default: $WH_HOME/keep).",
 )
-@click.option("--replication", type=int, default=2, show_default=True)
+@click.option(
+    "--replication",
+    type=click.IntRange(1, 8),
+    default=2,
+    show_default=True,
+    help="Copies of each block the controller writes itself (job outputs) and `wh balance` keeps.",
+)
 @click.option(
     "--executor",
     type=click.Choice(["local", "dask", "slurm", "none"]),
