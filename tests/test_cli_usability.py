@@ -204,3 +204,11 @@ def test_serve_replication_has_the_range_of_the_others(tmp_path: Path) -> None:
     for value in ("0", "9"):
         done = _run(_env(tmp_path), "serve", "--listen", "127.0.0.1:0", "--replication", value)
         assert done.returncode == 2 and "1<=x<=8" in done.stderr, done.stderr
+
+
+def test_completing_creates_no_warehouse(tmp_path: Path) -> None:
+    """TAB in a shell whose $WH_HOME does not exist yet offers nothing and makes nothing."""
+    env = {"WH_HOME": str(tmp_path / "not-yet")}
+    assert _complete(env, "wh ls ru") == []
+    assert _complete(env, "wh job show 1") == []
+    assert not (tmp_path / "not-yet").exists()
