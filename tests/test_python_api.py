@@ -25,3 +25,30 @@ def test_put_takes_one_path_as_a_string_or_a_path(tmp_path: Path, tree: Path) ->
         assert wh.put(str(tree)).write.pdh == listed
         assert wh.put(tree).write.pdh == listed
         assert wh.put([str(tree)]).write.pdh == listed
+
+
+def test_open_reads_the_settings_wh_reads(tmp_path: Path) -> None:
+    """The config file's `home` is where `warehouse.open()` works, as for `wh`; a bad
+    setting is a UsageError naming it. (A fresh interpreter: settings apply once.)"""
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "xdg" / "warehouse" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f"home = {str(tmp_path / 'from-file')!r}\n")
+    probe = "import warehouse\nwith warehouse.open() as wh:\n    print(wh.home)\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    env["HOME"] = str(tmp_path)  # nothing made in the real home, whatever happens
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path / "from-file")
+    bad = (
+        "import warehouse\n"
+        "try:\n    warehouse.open()\n"
+        "except warehouse.UsageError as e:\n    print(e)\n"
+    )
+    env["WH_REPLICATION"] = "9"
+    done = subprocess.run([sys.executable, "-c", bad], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "WH_REPLICATION: 9 is not in the range 1<=x<=8", done.stderr

@@ -60,8 +60,15 @@ def open(
     """The remote warehouse at ``$WH_URL`` (with ``$WH_TOKEN``) if set, else the
     embedded one in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse).
 
+    Settings come as for ``wh``: a variable, else the config file
+    (``$XDG_CONFIG_HOME/warehouse/config.toml``); a bad one raises ``UsageError``.
+
     ``replication`` and ``min_copies`` apply to a remote warehouse's block writes.
     """
+    from warehouse.settings import applied
+
+    # The settings `wh` uses: the environment, then the config file, checked.
+    applied()
     url = os.environ.get("WH_URL")
     if url and home is None:
         from warehouse.remote.warehouse import RemoteWarehouse

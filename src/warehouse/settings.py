@@ -23,6 +23,7 @@ __all__ = [
     "FIELDS",
     "Effective",
     "OtherCluster",
+    "applied",
     "clusters",
     "config_path",
     "is_off",
@@ -54,6 +55,8 @@ _applied: set[str] = set()
 # Settings apply() took from another variable's name (WH_CLUSTER): named so in errors.
 _aliased: set[str] = set()
 _ALIASES = {"cluster_name": "WH_CLUSTER"}
+# Whether apply() has run in this process (applied() runs it once).
+_done = False
 
 
 # The words pydantic reads as false (apply() writes a file's false as "False").
@@ -266,17 +269,25 @@ def load() -> list[Effective]:
 _RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600"}
 
 
+def applied() -> None:
+    """apply() once in this process, for the library (``warehouse.open``);
+    the command line applies the settings itself before every command."""
+    if not _done:
+        apply()
+
+
 def apply() -> None:
     """Validate the settings, then let the config file's values stand for unset variables."""
+    global _done
     _applied.clear()
     _aliased.clear()
     if os.environ.get("WH_CLUSTER") and not os.environ.get("WH_CLUSTER_NAME"):
         # DESIGN §4.4's name for the variable: validated and shown as cluster_name.
         os.environ["WH_CLUSTER_NAME"] = os.environ["WH_CLUSTER"]
         _aliased.add("cluster_name")
-    if not wanted():
-        return
-    for s in load():
-        if s.origin.startswith("config") and s.value is not None:
-            os.environ[s.variable] = str(s.value)
-            _applied.add(s.variable)
+    if wanted():
+        for s in load():
+            if s.origin.startswith("config") and s.value is not None:
+                os.environ[s.variable] = str(s.value)
+                _applied.add(s.variable)
+    _done = True
