@@ -52,3 +52,29 @@ def test_open_reads_the_settings_wh_reads(tmp_path: Path) -> None:
     env["WH_REPLICATION"] = "9"
     done = subprocess.run([sys.executable, "-c", bad], env=env, capture_output=True, text=True)
     assert done.stdout.strip() == "WH_REPLICATION: 9 is not in the range 1<=x<=8", done.stderr
+
+
+def test_failures_raise_the_documented_exceptions(tmp_path: Path, tree: Path) -> None:
+    """docs/python.md, "Errors": the class, the builtin it also is, and the exit code."""
+    with warehouse.open(tmp_path / "home") as wh:
+        pdh = wh.put(tree, name="run42").write.pdh
+        other = wh.put(tree / "reads").write.pdh
+        with pytest.raises(warehouse.NotFoundError) as missing:
+            wh.resolve("nosuch")
+        assert isinstance(missing.value, KeyError) and missing.value.exit_code == 4
+        with pytest.raises(warehouse.NotFoundError):
+            wh.reader("run42").open("no-such-file")
+        with pytest.raises(warehouse.UsageError) as bad:
+            wh.put([tree], name="a/b")
+        assert isinstance(bad.value, ValueError) and bad.value.exit_code == 2
+        with pytest.raises(warehouse.UsageError):
+            wh.put([])
+        with pytest.raises(warehouse.UsageError):
+            wh.set_name("run42", other, expect="not-a-pdh")
+        with pytest.raises(warehouse.ConflictError) as conflict:
+            wh.set_name("run42", other, expect=other)
+        assert conflict.value.exit_code == 3
+        assert wh.resolve("run42") == pdh
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(OSError):
+        warehouse.open(tmp_path / "a-file")
