@@ -177,3 +177,13 @@ def test_json_is_strict_even_for_infinite_floats(run: Runner) -> None:
     """Python's json writes NaN and Infinity, which jq and JSON.parse refuse."""
     doc = _strict(run("sql", "select 1e999 as a, -1e999 as b, 1.5 as c", "--json").stdout)
     assert doc["rows"] == [[None, None, 1.5]]
+
+
+def test_lineage_text_times_carry_their_zone(run: Runner, tmp_path: Path) -> None:
+    src = make_text(tmp_path / "in")
+    run("put", "--name", "reads", str(src))
+    run("job", "submit", "builtin:zhash", "--input", "reads", "--wait")
+    up = run("lineage", "reads").stdout
+    assert " at " in up and TEXT_TIME.search(up), up
+    down = run("lineage", "reads", "--down").stdout
+    assert ", ran " in down and TEXT_TIME.search(down.split(", ran ", 1)[1]), down
