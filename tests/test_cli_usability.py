@@ -212,3 +212,19 @@ def test_completing_creates_no_warehouse(tmp_path: Path) -> None:
     assert _complete(env, "wh ls ru") == []
     assert _complete(env, "wh job show 1") == []
     assert not (tmp_path / "not-yet").exists()
+
+
+def test_job_watch_draws_no_bar_when_piped(tmp_path: Path) -> None:
+    """A bar is for a terminal: piped, `wh job watch` says only how the job ended."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
+    env.update(_env(tmp_path))
+    assert _run(_env(tmp_path), "put", str(src), "--name", "in").returncode == 0
+    assert _run(_env(tmp_path), "job", "submit", "builtin:zhash", "--input", "in").returncode == 0
+    done = subprocess.run(
+        [WH_BIN, "job", "watch", "1"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("job 1: complete: ") and done.stderr == "", done.stderr

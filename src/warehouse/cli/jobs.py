@@ -284,7 +284,9 @@ def watch(ctx: click.Context, job_id: int) -> None:
         MofNCompleteColumn(),
         TextColumn("{task.description}"),
     )
-    with Progress(*columns, console=stderr, transient=False) as bar:
+    # Drawn only on a terminal; piped, the summary line alone says how it ended.
+    drawn = stderr.is_terminal
+    with Progress(*columns, console=stderr, transient=False, disable=not drawn) as bar:
         task = bar.add_task("", total=None, id=job_id)
         while True:
             total = record.steps_done + record.steps_running + record.steps_queued
