@@ -228,3 +228,18 @@ def test_job_watch_draws_no_bar_when_piped(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("job 1: complete: ") and done.stderr == "", done.stderr
+
+
+def test_counts_of_cpus_and_attempts_start_at_one(tmp_path: Path) -> None:
+    """`wh job manager --cpus 0` ran nothing and said nothing; `wh serve --job-cpus 0`
+    started a controller that could never run a step."""
+    env = _env(tmp_path)
+    for args, option in (
+        (("job", "submit", "builtin:zhash", "--input", "x", "--cpus", "0"), "--cpus"),
+        (("job", "submit", "builtin:zhash", "--input", "x", "--attempts", "0"), "--attempts"),
+        (("job", "manager", "--cpus", "0"), "--cpus"),
+        (("serve", "--listen", "127.0.0.1:0", "--job-cpus", "-1"), "--job-cpus"),
+    ):
+        done = _run(env, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert f"Invalid value for '{option}'" in done.stderr, done.stderr

@@ -76,9 +76,13 @@ def _summary(record: JobRecord) -> str:
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
 @click.option("--priority", type=int, default=0, help="Higher runs first (default 0).")
-@click.option("--cpus", type=int, default=1, help="CPUs each step needs (default 1).")
+@click.option(
+    "--cpus", type=click.IntRange(min=1), default=1, help="CPUs each step needs (default 1)."
+)
 @click.option("--memory", default="0", help="Memory each step needs (512M, 4G).")
-@click.option("--attempts", type=int, default=3, help="Attempts per step (default 3).")
+@click.option(
+    "--attempts", type=click.IntRange(min=1), default=3, help="Attempts per step (default 3)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 @click.pass_context
 def submit(
@@ -156,7 +160,11 @@ def _wait(view: JobsView, job_id: int) -> JobRecord:
 @click.option(
     "--executor", default="local", help="local, dask, dask:ADDRESS, slurm or slurm:PARTITION."
 )
-@click.option("--cpus", type=int, help="Slots (local: default one per core; dask: workers).")
+@click.option(
+    "--cpus",
+    type=click.IntRange(min=1),
+    help="Slots (local: default one per core; dask: workers).",
+)
 @click.pass_context
 def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:
     """Run the job manager here until no job is left (one per executor at a time)."""

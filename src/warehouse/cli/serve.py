@@ -82,7 +82,9 @@ def default_db_url() -> str:
     "of several sharing a catalog, or storage only).",
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
-@click.option("--job-cpus", type=int, help="Job slots (local: default one per core).")
+@click.option(
+    "--job-cpus", type=click.IntRange(min=1), help="Job slots (local: default one per core)."
+)
 @click.option(
     "--unsafe-steps",
     is_flag=True,
