@@ -93,7 +93,7 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
 @click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the users as a JSON list.")
 def user_ls(db_url: str | None, as_json: bool) -> None:
-    """List the users (admins only, through the API)."""
+    """List the users: through the API (admins only), else on the catalog itself."""
     api = None if db_url else _api()
     if api is not None:
         rows = [dict(r) for r in api.get("/users")]
