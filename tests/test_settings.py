@@ -113,3 +113,18 @@ def test_config_text_follows_the_listing_convention(tmp_path: Path) -> None:
     code, out, err = wh(tmp_path, "config", "--json")
     shown = {s["variable"]: s for s in json.loads(out)["settings"]}
     assert shown["WH_FORK_SERVER"]["value"] == "false" and shown["WH_URL"]["value"] is None
+
+
+def test_a_home_under_tilde_is_the_users(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`home = "~/wh"` in the config file made a folder named `~` in the current one."""
+    monkeypatch.chdir(tmp_path)
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    write_config(tmp_path, 'home = "~/wh"\n')
+    for env in ({"HOME": str(user_home)}, {"HOME": str(user_home), "WH_HOME": "~/wh"}):
+        base = {"WH_HOME": "", **env}  # empty: unset, so the config file's
+        code, _, err = wh(tmp_path, "put", str(tmp_path / "xdg"), "--name", "x", **base)
+        assert code == 0, err
+        assert (user_home / "wh").is_dir() and not (tmp_path / "~").exists()
+    code, out, _ = wh(tmp_path, "config", HOME=str(user_home), WH_HOME="")
+    assert f"WH_HOME\t{user_home / 'wh'}\t" in out, out

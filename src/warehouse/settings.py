@@ -209,6 +209,12 @@ def _model() -> Any:
                 raise ValueError("must be 1 to 32 letters, digits, _ or -")
             return v
 
+        @field_validator("home")
+        @classmethod
+        def _home(cls, v: Path | None) -> Path | None:
+            # A config file's "~/wh" is the user's, not a folder named "~" here.
+            return None if v is None else v.expanduser()
+
         @field_validator("url")
         @classmethod
         def _url(cls, v: str | None) -> str | None:
