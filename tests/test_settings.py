@@ -128,3 +128,12 @@ def test_a_home_under_tilde_is_the_users(tmp_path: Path, monkeypatch: pytest.Mon
         assert (user_home / "wh").is_dir() and not (tmp_path / "~").exists()
     code, out, _ = wh(tmp_path, "config", HOME=str(user_home), WH_HOME="")
     assert f"WH_HOME\t{user_home / 'wh'}\t" in out, out
+
+
+def test_a_url_with_blanks_is_refused(tmp_path: Path) -> None:
+    """WH_URL='  ' was taken for a controller at '  '; a trailing blank joined its address."""
+    for value in ("  ", "http://127.0.0.1:9 "):
+        code, _, err = wh(tmp_path, "ls", "x", WH_URL=value, WH_TOKEN="t" * 32)
+        assert code == 2 and err == f"Error: WH_URL: {value!r} has blanks around it\n", err
+    write_config(tmp_path, 'url = ""\n')
+    assert wh(tmp_path, "config")[0] == 0  # empty: the embedded warehouse

@@ -218,7 +218,10 @@ def _model() -> Any:
         @field_validator("url")
         @classmethod
         def _url(cls, v: str | None) -> str | None:
-            if v is not None and v.strip() and not v.startswith(("http://", "https://")):
+            if v is not None and v != v.strip():
+                # A pasted blank would reach the controller's address as is.
+                raise ValueError(f"{v!r} has blanks around it")
+            if v and not v.startswith(("http://", "https://")):
                 raise ValueError("must start with http:// or https://")
             return v
 
