@@ -243,3 +243,18 @@ def test_counts_of_cpus_and_attempts_start_at_one(tmp_path: Path) -> None:
         done = _run(env, *args)
         assert done.returncode == 2, (args, done.stderr)
         assert f"Invalid value for '{option}'" in done.stderr, done.stderr
+
+
+def test_logs_of_a_job_or_step_not_there_is_not_found(tmp_path: Path) -> None:
+    """`wh job logs 999` printed nothing and exited 0."""
+    env = _env(tmp_path)
+    done = _run(env, "job", "logs", "999")
+    assert (done.returncode, done.stderr) == (4, "Error: no job 999\n"), done.stderr
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data\n")
+    assert _run(env, "put", str(src), "--name", "in").returncode == 0
+    assert _run(env, "job", "submit", "builtin:zhash", "--input", "in", "--wait").returncode == 0
+    assert _run(env, "job", "logs", "1").returncode == 0
+    done = _run(env, "job", "logs", "1", "--step", "99")
+    assert (done.returncode, done.stderr) == (4, "Error: job 1 has no step 99\n"), done.stderr

@@ -16,7 +16,7 @@ from warehouse.blocks import Locator
 from warehouse.cli._common import emit_json, emit_rows, open_warehouse, stderr, text_time
 from warehouse.cli.completion import complete_job_ids
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.errors import UsageError, WarehouseError
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.client import JobsView, RemoteJobs, jobs_view
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.values import JobRecord
@@ -354,8 +354,10 @@ def logs(ctx: click.Context, job_id: int, number: int | None) -> None:
     """Print the steps' logs (the last attempt of each), in step order."""
     view = _view(ctx)
     steps = view.steps(job_id, number=number)
-    if number is not None and not steps:
-        raise UsageError(f"job {job_id} has no step {number}")
+    if not steps:
+        view.get(job_id)  # no such job: not found, not an empty answer
+        if number is not None:
+            raise NotFoundError(f"job {job_id} has no step {number}")
     for s in steps:
         if not s.log:
             continue
