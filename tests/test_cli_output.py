@@ -187,3 +187,41 @@ def test_lineage_text_times_carry_their_zone(run: Runner, tmp_path: Path) -> Non
     assert " at " in up and TEXT_TIME.search(up), up
     down = run("lineage", "reads", "--down").stdout
     assert ", ran " in down and TEXT_TIME.search(down.split(", ran ", 1)[1]), down
+
+
+def test_a_table_on_a_narrow_terminal_keeps_every_value_whole(home: Path, tmp_path: Path) -> None:
+    """A PDH cut to `799a55cc…` cannot be copied: the table is as wide as its cells."""
+    import os
+    import pty
+    import subprocess
+
+    from conftest import WH_BIN
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "f").write_bytes(b"x")
+    wh_env = {**os.environ, "WH_HOME": str(home), "COLUMNS": "50"}
+    put = subprocess.run(
+        [WH_BIN, "put", str(tmp_path / "t"), "--name", "t", "-q"],
+        env=wh_env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    pdh = put.stdout.strip()
+    leader, follower = pty.openpty()
+    with subprocess.Popen([WH_BIN, "collection", "ls"], env=wh_env, stdout=follower) as proc:
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closes when wh exits
+                break
+            if not chunk:
+                break
+            shown += chunk
+    os.close(leader)
+    assert proc.returncode == 0
+    text = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode())
+    assert pdh in text and "…" not in text, text
+    assert TEXT_TIME.search(text), text  # a time on one line

@@ -292,6 +292,7 @@ def emit_rows(
         return
     from rich.console import Console
     from rich.markup import escape
+    from rich.measure import Measurement
     from rich.table import Table
 
     table = Table(*header, box=None)
@@ -305,4 +306,10 @@ def emit_rows(
                 for i, v in enumerate(row)
             )
         )
-    Console().print(table)
+    console = Console()
+    # As wide as its cells: a PDH cut to "799a55cc…" or a time folded in two
+    # cannot be copied; a narrow terminal wraps the long lines instead.
+    wide = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+    if wide > console.width:
+        console = Console(width=wide)
+    console.print(table, crop=False)
