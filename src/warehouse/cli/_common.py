@@ -19,6 +19,7 @@ from warehouse.interface import Warehouse
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     stderr: Console
 
@@ -290,9 +291,7 @@ def emit_rows(
         for row in rows:
             click.echo("\t".join(map(_cell, row)))
         return
-    from rich.console import Console
     from rich.markup import escape
-    from rich.measure import Measurement
     from rich.table import Table
 
     table = Table(*header, box=None)
@@ -306,9 +305,17 @@ def emit_rows(
                 for i, v in enumerate(row)
             )
         )
+    print_whole(table)
+
+
+def print_whole(table: Table) -> None:
+    """Print a rich table as wide as its cells: a PDH cut to "799a55cc…" or a
+    time folded in two cannot be copied; a narrow terminal wraps the long
+    lines instead."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
     console = Console()
-    # As wide as its cells: a PDH cut to "799a55cc…" or a time folded in two
-    # cannot be copied; a narrow terminal wraps the long lines instead.
     wide = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
     if wide > console.width:
         console = Console(width=wide)
