@@ -225,3 +225,26 @@ def test_a_table_on_a_narrow_terminal_keeps_every_value_whole(home: Path, tmp_pa
     text = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode())
     assert pdh in text and "…" not in text, text
     assert TEXT_TIME.search(text), text  # a time on one line
+
+
+def test_a_param_is_json_or_a_string_never_nan(run: Runner, tmp_path: Path) -> None:
+    src = make_text(tmp_path / "in")
+    run("put", "--name", "reads", str(src))
+    job = as_json(run, "job", "submit", "builtin:wordcount", "--input", "reads",
+                  "--param", "n=8", "--param", "x=NaN", "--param", "y={bad")  # fmt: skip
+    shown = _strict(run("job", "show", str(job["id"]), "--json").stdout)
+    assert shown["params"] == {"n": 8, "x": "NaN", "y": "{bad"}
+
+
+def test_json_is_strict_inside_a_params_text_too(run: Runner, tmp_path: Path, home: Path) -> None:
+    """A job submitted through the library with a NaN param: its JSON is still strict."""
+    import warehouse
+    from warehouse import jobs
+
+    src = make_text(tmp_path / "in")
+    pdh = as_json(run, "put", str(src))["pdh"]
+    with warehouse.open(home) as wh:
+        job = jobs.submit(wh, jobs.JobRequest("builtin:wordcount", pdh, {"x": float("nan")}))
+    shown = _strict(run("job", "show", str(job.id), "--json").stdout)
+    assert shown["params"] == {"x": None}
+    assert _strict(run("job", "ls", "--json").stdout)[0]["params"] == {"x": None}

@@ -141,10 +141,7 @@ def text_time(t: float | None, never: str = "-") -> str:
 
 
 def conventional(value: Any, key: str = "") -> Any:
-    """``value`` as every ``--json`` prints it: times ISO 8601 UTC, JSON text as JSON,
-    a float that is not finite as null (strict JSON has no NaN or Infinity)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """``value`` as every ``--json`` prints it: times ISO 8601 UTC, JSON text as JSON."""
     if isinstance(value, dict):
         return {k: conventional(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -161,8 +158,19 @@ def conventional(value: Any, key: str = "") -> Any:
     return value
 
 
+def _finite(value: Any) -> Any:
+    """A float that is not finite as null, at any depth: strict JSON has no NaN or Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def emit_json(value: Any) -> None:
-    json.dump(conventional(value), sys.stdout, indent=2, sort_keys=True, allow_nan=False)
+    json.dump(_finite(conventional(value)), sys.stdout, indent=2, sort_keys=True, allow_nan=False)
     sys.stdout.write("\n")
 
 

@@ -49,10 +49,15 @@ def _param(values: tuple[str, ...]) -> dict[str, Any]:
         if not eq or not key:
             raise click.UsageError(f"--param {item!r} is not KEY=VALUE")
         try:
-            params[key] = json.loads(text)
+            # NaN and Infinity are not JSON: such a word stays a string.
+            params[key] = json.loads(text, parse_constant=_not_json)
         except ValueError:
             params[key] = text
     return params
+
+
+def _not_json(word: str) -> Any:
+    raise ValueError(word)
 
 
 def _summary(record: JobRecord) -> str:
@@ -66,7 +71,13 @@ def _summary(record: JobRecord) -> str:
 @job.command()
 @click.argument("function")
 @click.option("--input", "input_key", required=True, metavar="KEY|NAME", help="Input collection.")
-@click.option("--param", "params", multiple=True, metavar="K=V", help="A parameter (JSON value).")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="K=V",
+    help="A parameter, repeatable: V as JSON if it is JSON (8, true, [1,2]), else a string.",
+)
 @click.option("--wait", is_flag=True, help="Run or wait for the job; print its output PDH.")
 @click.option("--no-reuse", is_flag=True, help="Run even if an identical job completed.")
 @click.option(
