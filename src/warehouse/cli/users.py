@@ -96,7 +96,8 @@ def user_ls(db_url: str | None, as_json: bool) -> None:
     """List the users: through the API (admins only), else on the catalog itself."""
     api = None if db_url else _api()
     if api is not None:
-        rows = [dict(r) for r in api.get("/users")]
+        # The same keys as from the catalog (the API's `cluster` is for /users/current).
+        rows = [{"name": r["name"], "admin": r["admin"]} for r in api.get("/users")]
     else:
         engine = _engine(db_url)
         rows = [{"name": u.name, "admin": u.admin} for u in catalog.list_users(engine)]
