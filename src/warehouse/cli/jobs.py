@@ -70,7 +70,13 @@ def _summary(record: JobRecord) -> str:
 
 @job.command()
 @click.argument("function")
-@click.option("--input", "input_key", required=True, metavar="KEY|NAME", help="Input collection.")
+@click.option(
+    "--input",
+    "input_key",
+    required=True,
+    metavar="KEY",
+    help="The input collection: a name or a PDH.",
+)
 @click.option(
     "--param",
     "params",
