@@ -137,3 +137,27 @@ def test_a_url_with_blanks_is_refused(tmp_path: Path) -> None:
         assert code == 2 and err == f"Error: WH_URL: {value!r} has blanks around it\n", err
     write_config(tmp_path, 'url = ""\n')
     assert wh(tmp_path, "config")[0] == 0  # empty: the embedded warehouse
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("nonsense", "'nonsense' is not a catalog URL"),
+        ("mysql://u:s3cret@h/db", "mysql://… is not a catalog URL"),
+        ("postgresql://u:s3cret@h/db", "write postgresql+psycopg://"),
+    ],
+)
+def test_a_bad_catalog_url_is_one_error_not_a_traceback(
+    tmp_path: Path, url: str, said: str
+) -> None:
+    """SQLAlchemy's own refusal (no such driver, no URL at all) was a traceback."""
+    for args, env, label in (
+        (("user", "ls"), {"WH_DB_URL": url}, "WH_DB_URL: "),
+        (("user", "ls", "--db", url), {}, ""),
+        (("sql", "--db", url, "select 1"), {}, ""),
+        (("serve", "--listen", "127.0.0.1:0", "--db", url), {}, "--db: "),
+    ):
+        code, _, err = wh(tmp_path, *args, **env)
+        assert code == 2, (args, err)
+        assert err.startswith(f"Error: {label}") and said in err, (args, err)
+        assert "s3cret" not in err and "Traceback" not in err

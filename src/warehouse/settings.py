@@ -24,6 +24,7 @@ __all__ = [
     "Effective",
     "OtherCluster",
     "applied",
+    "catalog_url_problem",
     "clusters",
     "config_path",
     "is_off",
@@ -110,6 +111,22 @@ def _without_password(url: str) -> str:
     if not sep or not at or ":" not in creds:
         return url
     return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+
+
+# The catalog databases the package has drivers for (docs/postgresql.md).
+_CATALOG_SCHEMES = ("sqlite://", "postgresql+psycopg://")
+_CATALOG_WANT = "want sqlite:///PATH or postgresql+psycopg://USER:PASS@HOST/DB"
+
+
+def catalog_url_problem(url: str) -> str | None:
+    """What is wrong with a catalog URL, or None; never repeats a password."""
+    if url.startswith(_CATALOG_SCHEMES):
+        return None
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme in {"postgresql", "postgres", "postgresql+psycopg2"}:
+        return f"a catalog URL {scheme}://… needs the psycopg driver: write postgresql+psycopg://…"
+    shown = f"{scheme}://…" if sep else repr(url)
+    return f"{shown} is not a catalog URL: {_CATALOG_WANT}"
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -214,6 +231,13 @@ def _model() -> Any:
         def _home(cls, v: Path | None) -> Path | None:
             # A config file's "~/wh" is the user's, not a folder named "~" here.
             return None if v is None else v.expanduser()
+
+        @field_validator("db_url")
+        @classmethod
+        def _db_url(cls, v: str | None) -> str | None:
+            if v is not None and v and (problem := catalog_url_problem(v)) is not None:
+                raise ValueError(problem)
+            return v
 
         @field_validator("url")
         @classmethod

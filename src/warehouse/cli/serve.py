@@ -20,6 +20,7 @@ from warehouse.server.controller.state import private_paths
 from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 from warehouse.server.supervise import KeepChild
+from warehouse.settings import catalog_url_problem
 
 __all__ = ["check_cluster_name", "default_db_url", "serve"]
 
@@ -183,6 +184,8 @@ def serve(
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
+    if db_url and (problem := catalog_url_problem(db_url)) is not None:
+        raise UsageError(f"--db: {problem}")
     if executor == "dask" and not dask_scheduler and not unsafe_steps:
         raise UsageError(
             "--executor dask without --dask-scheduler runs steps on this machine, "
