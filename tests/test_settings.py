@@ -161,3 +161,19 @@ def test_a_bad_catalog_url_is_one_error_not_a_traceback(
         assert code == 2, (args, err)
         assert err.startswith(f"Error: {label}") and said in err, (args, err)
         assert "s3cret" not in err and "Traceback" not in err
+
+
+def test_the_config_files_types_are_checked(tmp_path: Path) -> None:
+    """`replication = true` was read as 1; `home = ""` was the current directory."""
+    for text, said in (
+        ("replication = true\n", "replication: true is not a valid integer"),
+        ("wait = false\n", "wait: false is not a valid float"),
+        ("home = 5\n", "home: 5 is not a string"),
+    ):
+        path = write_config(tmp_path, text)
+        code, _, err = wh(tmp_path, "config", WH_HOME="")  # the file's home, not the test's
+        assert code == 2 and err == f"Error: {path}: {said}\n", err
+    write_config(tmp_path, 'home = ""\nurl = ""\n')
+    code, out, err = wh(tmp_path, "config", WH_HOME="")
+    assert code == 0, err
+    assert "WH_HOME\t-\tdefault" in out and "WH_URL\t-\tdefault" in out, out

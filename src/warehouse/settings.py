@@ -191,7 +191,7 @@ def clusters() -> dict[str, OtherCluster]:
 
 def _model() -> Any:
     # Imported here: pydantic costs a noticeable part of a second to load.
-    from pydantic import Field, field_validator
+    from pydantic import Field, ValidationInfo, field_validator
     from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
     class Settings(BaseSettings):
@@ -224,6 +224,15 @@ def _model() -> Any:
         def _cluster_name(cls, v: str | None) -> str | None:
             if v is not None and CLUSTER_NAME.fullmatch(v) is None:
                 raise ValueError("must be 1 to 32 letters, digits, _ or -")
+            return v
+
+        @field_validator("replication", "wait", mode="before")
+        @classmethod
+        def _not_a_bool(cls, v: Any, info: ValidationInfo) -> Any:
+            # pydantic would read the file's `replication = true` as 1.
+            if isinstance(v, bool):
+                kind = "integer" if info.field_name == "replication" else "float"
+                raise ValueError(f"{str(v).lower()} is not a valid {kind}")
             return v
 
         @field_validator("home")
@@ -263,7 +272,7 @@ def _problem(name: str, error: dict[str, Any]) -> str:
         return f"{got!r} is not a valid float"
     if kind.startswith("bool_"):
         return f"{got!r} is not a valid boolean (true or false)"
-    if kind == "string_type":
+    if kind in {"string_type", "path_type"}:
         return f"{got!r} is not a string"
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
@@ -275,7 +284,9 @@ def load() -> list[Effective]:
     path = config_path()
     from_file = _read_file(path)
     origins: dict[str, str] = {}
-    from_file = {k: v for k, v in from_file.items() if k not in _TABLES}
+    # An empty string counts as unset, as an empty variable does (`home = ""`
+    # would otherwise be the current directory).
+    from_file = {k: v for k, v in from_file.items() if k not in _TABLES and v != ""}
     for name in FIELDS:
         var = f"WH_{name.upper()}"
         if os.environ.get(var) and var not in _applied:  # empty: as if unset
