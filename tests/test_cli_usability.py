@@ -258,3 +258,16 @@ def test_logs_of_a_job_or_step_not_there_is_not_found(tmp_path: Path) -> None:
     assert _run(env, "job", "logs", "1").returncode == 0
     done = _run(env, "job", "logs", "1", "--step", "99")
     assert (done.returncode, done.stderr) == (4, "Error: job 1 has no step 99\n"), done.stderr
+
+
+def test_adding_a_user_twice_says_how_to_get_a_token(tmp_path: Path) -> None:
+    """The README's recipe pasted a second time meets the user it made the first."""
+    env = _env(tmp_path)
+    assert _run(env, "user", "add", "alice", "--admin").returncode == 0
+    done = _run(env, "user", "add", "alice", "--admin")
+    assert done.returncode == 3
+    assert done.stderr == (
+        "Error: user 'alice' exists: `wh token create alice` prints a new token for it\n"
+    )
+    again = _run(env, "token", "create", "alice")
+    assert again.returncode == 0 and again.stdout.strip(), again.stderr
