@@ -78,3 +78,24 @@ def test_failures_raise_the_documented_exceptions(tmp_path: Path, tree: Path) ->
     (tmp_path / "a-file").write_text("")
     with pytest.raises(OSError):
         warehouse.open(tmp_path / "a-file")
+
+
+def test_the_documented_calls_type_check(tmp_path: Path) -> None:
+    """A program written from docs/python.md passes `mypy --strict` (the package
+    ships py.typed): `with warehouse.open() as wh:` was "Warehouse has no __enter__"."""
+    from mypy import api
+
+    program = tmp_path / "program.py"
+    program.write_text(
+        "from pathlib import Path\n\n"
+        "import warehouse\n\n"
+        "with warehouse.open(Path('home')) as wh:\n"
+        "    pdh: str = wh.put('data/run42', name='run42').write.pdh\n"
+        "    with wh.reader('run42').open('notes.txt') as f:\n"
+        "        first: bytes = f.readline()\n"
+        "    versions: list[int] = [c.version for c in wh.name_log('run42')]\n"
+        "with warehouse.open('home') as again:\n"
+        "    assert again.resolve('run42') == pdh\n"
+    )
+    out, err, code = api.run(["--strict", "--cache-dir", str(tmp_path / "cache"), str(program)])
+    assert code == 0, out + err

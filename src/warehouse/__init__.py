@@ -55,7 +55,10 @@ __all__ = [
 
 
 def open(
-    home: Path | None = None, *, replication: int | None = None, min_copies: int | None = None
+    home: Path | str | None = None,
+    *,
+    replication: int | None = None,
+    min_copies: int | None = None,
 ) -> Warehouse:
     """The remote warehouse at ``$WH_URL`` (with ``$WH_TOKEN``) if set, else the
     embedded one in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse).
@@ -83,7 +86,7 @@ def open(
         )
     from warehouse.embedded import EmbeddedWarehouse
 
-    return EmbeddedWarehouse(home)
+    return EmbeddedWarehouse(None if home is None else Path(home))
 
 
 def workflow(definition: Any, **options: Any) -> dict[str, Any]:
