@@ -99,3 +99,20 @@ def test_the_documented_calls_type_check(tmp_path: Path) -> None:
     )
     out, err, code = api.run(["--strict", "--cache-dir", str(tmp_path / "cache"), str(program)])
     assert code == 0, out + err
+
+
+def test_a_bad_job_request_is_a_usage_error(tmp_path: Path, tree: Path) -> None:
+    """Not a TypeError from json deep inside, nor a job no executor would ever take."""
+    from warehouse import jobs
+
+    with warehouse.open(tmp_path / "home") as wh:
+        pdh = wh.put(tree).write.pdh
+        for request, said in (
+            (jobs.JobRequest("builtin:zhash", pdh, {"p": Path("x")}), "JSON values"),
+            (jobs.JobRequest("builtin:zhash", pdh, {"x": float("nan")}), "JSON values"),
+            (jobs.JobRequest("builtin:zhash", pdh, [1, 2]), "a mapping"),  # type: ignore[arg-type]
+            (jobs.JobRequest("builtin:zhash", pdh, {}, executor="nope"), "unknown executor"),
+        ):
+            with pytest.raises(warehouse.UsageError, match=said):
+                jobs.submit(wh, request)
+        assert jobs.submit(wh, jobs.JobRequest("builtin:zhash", pdh, {})).state == "queued"
