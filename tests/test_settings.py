@@ -177,3 +177,12 @@ def test_the_config_files_types_are_checked(tmp_path: Path) -> None:
     code, out, err = wh(tmp_path, "config", WH_HOME="")
     assert code == 0, err
     assert "WH_HOME\t-\tdefault" in out and "WH_URL\t-\tdefault" in out, out
+
+
+def test_wh_user_is_a_user_name(tmp_path: Path) -> None:
+    """A tab or a blank name was recorded in names and accounting as given."""
+    for value in ("bad\tuser", "   ", "x" * 300):
+        code, _, err = wh(tmp_path, "put", str(tmp_path), WH_USER=value)
+        assert code == 2 and err.startswith(f"Error: WH_USER: {value!r} is not a user name"), err
+    code, _, err = wh(tmp_path / "ok", "config", WH_USER="alice.b@example")
+    assert code == 0, err

@@ -235,6 +235,22 @@ def _model() -> Any:
                 raise ValueError(f"{str(v).lower()} is not a valid {kind}")
             return v
 
+        @field_validator("user")
+        @classmethod
+        def _user(cls, v: str | None) -> str | None:
+            # Recorded in names and accounting: a user name as `wh user add` takes it.
+            from warehouse.catalog.values import check_name
+
+            if v:
+                try:
+                    check_name(v)
+                except UsageError:
+                    raise ValueError(
+                        f"{v!r} is not a user name: letters, digits and . _ @ + = -, starting "
+                        "with a letter or digit, at most 255 characters"
+                    ) from None
+            return v
+
         @field_validator("home")
         @classmethod
         def _home(cls, v: Path | None) -> Path | None:
