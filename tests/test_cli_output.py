@@ -237,14 +237,22 @@ def test_a_param_is_json_or_a_string_never_nan(run: Runner, tmp_path: Path) -> N
 
 
 def test_json_is_strict_inside_a_params_text_too(run: Runner, tmp_path: Path, home: Path) -> None:
-    """A job submitted through the library with a NaN param: its JSON is still strict."""
+    """A job row whose params text holds NaN (as an older version let the library
+    submit): its JSON is still strict."""
+    import sqlalchemy as sa
+
     import warehouse
     from warehouse import jobs
+    from warehouse.catalog import schema
 
     src = make_text(tmp_path / "in")
     pdh = as_json(run, "put", str(src))["pdh"]
     with warehouse.open(home) as wh:
-        job = jobs.submit(wh, jobs.JobRequest("builtin:wordcount", pdh, {"x": float("nan")}))
+        job = jobs.submit(wh, jobs.JobRequest("builtin:wordcount", pdh, {"x": 1}))
+        with wh.engine.begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(
+                sa.update(schema.jobs).where(schema.jobs.c.id == job.id).values(params='{"x": NaN}')
+            )
     shown = _strict(run("job", "show", str(job.id), "--json").stdout)
     assert shown["params"] == {"x": None}
     assert _strict(run("job", "ls", "--json").stdout)[0]["params"] == {"x": None}
