@@ -30,7 +30,10 @@ def render() -> str:
         "a test fails when it is out of date. See `cli.md` for the concepts.\n",
     ]
     for path, cmd in _walk(cli, ["wh"]):
-        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100)
+        # With wh's own context settings (its -h), as a user's `--help` shows them.
+        ctx = click.Context(
+            cmd, info_name=" ".join(path), terminal_width=100, **cli.context_settings
+        )
         parts.append(f"\n## `{' '.join(path)}`\n\n```text\n{cmd.get_help(ctx)}\n```\n")
     return "".join(parts)
 

@@ -164,3 +164,95 @@ def test_ls_sizes_are_bytes_when_piped_and_human_on_a_terminal(home: Path, tmp_p
     os.close(leader)
     assert proc.returncode == 0
     assert shown.decode().split() == ["2.9", "MiB", "big"]
+
+
+def _strict(text: str) -> Any:
+    def refuse(word: str) -> Any:
+        raise AssertionError(f"not strict JSON: {word}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_is_strict_even_for_infinite_floats(run: Runner) -> None:
+    """Python's json writes NaN and Infinity, which jq and JSON.parse refuse."""
+    doc = _strict(run("sql", "select 1e999 as a, -1e999 as b, 1.5 as c", "--json").stdout)
+    assert doc["rows"] == [[None, None, 1.5]]
+
+
+def test_lineage_text_times_carry_their_zone(run: Runner, tmp_path: Path) -> None:
+    src = make_text(tmp_path / "in")
+    run("put", "--name", "reads", str(src))
+    run("job", "submit", "builtin:zhash", "--input", "reads", "--wait")
+    up = run("lineage", "reads").stdout
+    assert " at " in up and TEXT_TIME.search(up), up
+    down = run("lineage", "reads", "--down").stdout
+    assert ", ran " in down and TEXT_TIME.search(down.split(", ran ", 1)[1]), down
+
+
+def test_a_table_on_a_narrow_terminal_keeps_every_value_whole(home: Path, tmp_path: Path) -> None:
+    """A PDH cut to `799a55cc…` cannot be copied: the table is as wide as its cells."""
+    import os
+    import pty
+    import subprocess
+
+    from conftest import WH_BIN
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "f").write_bytes(b"x")
+    wh_env = {**os.environ, "WH_HOME": str(home), "COLUMNS": "50"}
+    put = subprocess.run(
+        [WH_BIN, "put", str(tmp_path / "t"), "--name", "t", "-q"],
+        env=wh_env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    pdh = put.stdout.strip()
+    leader, follower = pty.openpty()
+    with subprocess.Popen([WH_BIN, "collection", "ls"], env=wh_env, stdout=follower) as proc:
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closes when wh exits
+                break
+            if not chunk:
+                break
+            shown += chunk
+    os.close(leader)
+    assert proc.returncode == 0
+    text = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode())
+    assert pdh in text and "…" not in text, text
+    assert TEXT_TIME.search(text), text  # a time on one line
+
+
+def test_a_param_is_json_or_a_string_never_nan(run: Runner, tmp_path: Path) -> None:
+    src = make_text(tmp_path / "in")
+    run("put", "--name", "reads", str(src))
+    job = as_json(run, "job", "submit", "builtin:wordcount", "--input", "reads",
+                  "--param", "n=8", "--param", "x=NaN", "--param", "y={bad")  # fmt: skip
+    shown = _strict(run("job", "show", str(job["id"]), "--json").stdout)
+    assert shown["params"] == {"n": 8, "x": "NaN", "y": "{bad"}
+
+
+def test_json_is_strict_inside_a_params_text_too(run: Runner, tmp_path: Path, home: Path) -> None:
+    """A job row whose params text holds NaN (as an older version let the library
+    submit): its JSON is still strict."""
+    import sqlalchemy as sa
+
+    import warehouse
+    from warehouse import jobs
+    from warehouse.catalog import schema
+
+    src = make_text(tmp_path / "in")
+    pdh = as_json(run, "put", str(src))["pdh"]
+    with warehouse.open(home) as wh:
+        job = jobs.submit(wh, jobs.JobRequest("builtin:wordcount", pdh, {"x": 1}))
+        with wh.engine.begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(
+                sa.update(schema.jobs).where(schema.jobs.c.id == job.id).values(params='{"x": NaN}')
+            )
+    shown = _strict(run("job", "show", str(job.id), "--json").stdout)
+    assert shown["params"] == {"x": None}
+    assert _strict(run("job", "ls", "--json").stdout)[0]["params"] == {"x": None}

@@ -176,3 +176,98 @@ def test_output_to_a_reader_that_went_away_stops_quietly(tmp_path: Path) -> None
         )
     assert done.returncode == 1
     assert done.stderr.startswith("Error: ") and len(done.stderr.splitlines()) == 1
+
+
+def test_every_option_says_what_it_does() -> None:
+    """`wh serve --help` listed `--replication INTEGER [default: 2]` and nothing more."""
+    import click
+
+    ctx = click.Context(cli)
+
+    def commands(cmd: click.Command, path: str) -> list[tuple[str, click.Command]]:
+        found = [(path, cmd)]
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
+                found += commands(sub, f"{path} {name}")
+        return found
+
+    for path, cmd in commands(cli, "wh"):
+        assert cmd.help, path
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.hidden:
+                assert p.help, (path, p.opts)
+
+
+def test_serve_replication_has_the_range_of_the_others(tmp_path: Path) -> None:
+    for value in ("0", "9"):
+        done = _run(_env(tmp_path), "serve", "--listen", "127.0.0.1:0", "--replication", value)
+        assert done.returncode == 2 and "1<=x<=8" in done.stderr, done.stderr
+
+
+def test_completing_creates_no_warehouse(tmp_path: Path) -> None:
+    """TAB in a shell whose $WH_HOME does not exist yet offers nothing and makes nothing."""
+    env = {"WH_HOME": str(tmp_path / "not-yet")}
+    assert _complete(env, "wh ls ru") == []
+    assert _complete(env, "wh job show 1") == []
+    assert not (tmp_path / "not-yet").exists()
+
+
+def test_job_watch_draws_no_bar_when_piped(tmp_path: Path) -> None:
+    """A bar is for a terminal: piped, `wh job watch` says only how the job ended."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
+    env.update(_env(tmp_path))
+    assert _run(_env(tmp_path), "put", str(src), "--name", "in").returncode == 0
+    assert _run(_env(tmp_path), "job", "submit", "builtin:zhash", "--input", "in").returncode == 0
+    done = subprocess.run(
+        [WH_BIN, "job", "watch", "1"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("job 1: complete: ") and done.stderr == "", done.stderr
+
+
+def test_counts_of_cpus_and_attempts_start_at_one(tmp_path: Path) -> None:
+    """`wh job manager --cpus 0` ran nothing and said nothing; `wh serve --job-cpus 0`
+    started a controller that could never run a step."""
+    env = _env(tmp_path)
+    for args, option in (
+        (("job", "submit", "builtin:zhash", "--input", "x", "--cpus", "0"), "--cpus"),
+        (("job", "submit", "builtin:zhash", "--input", "x", "--attempts", "0"), "--attempts"),
+        (("job", "manager", "--cpus", "0"), "--cpus"),
+        (("serve", "--listen", "127.0.0.1:0", "--job-cpus", "-1"), "--job-cpus"),
+    ):
+        done = _run(env, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert f"Invalid value for '{option}'" in done.stderr, done.stderr
+
+
+def test_logs_of_a_job_or_step_not_there_is_not_found(tmp_path: Path) -> None:
+    """`wh job logs 999` printed nothing and exited 0."""
+    env = _env(tmp_path)
+    done = _run(env, "job", "logs", "999")
+    assert (done.returncode, done.stderr) == (4, "Error: no job 999\n"), done.stderr
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("data\n")
+    assert _run(env, "put", str(src), "--name", "in").returncode == 0
+    assert _run(env, "job", "submit", "builtin:zhash", "--input", "in", "--wait").returncode == 0
+    assert _run(env, "job", "logs", "1").returncode == 0
+    done = _run(env, "job", "logs", "1", "--step", "99")
+    assert (done.returncode, done.stderr) == (4, "Error: job 1 has no step 99\n"), done.stderr
+
+
+def test_adding_a_user_twice_says_how_to_get_a_token(tmp_path: Path) -> None:
+    """The README's recipe pasted a second time meets the user it made the first."""
+    env = _env(tmp_path)
+    assert _run(env, "user", "add", "alice", "--admin").returncode == 0
+    done = _run(env, "user", "add", "alice", "--admin")
+    assert done.returncode == 3
+    assert done.stderr == (
+        "Error: user 'alice' exists: `wh token create alice` prints a new token for it\n"
+    )
+    again = _run(env, "token", "create", "alice")
+    assert again.returncode == 0 and again.stdout.strip(), again.stderr

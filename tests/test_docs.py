@@ -81,3 +81,33 @@ def test_the_command_list_is_each_commands_own_help() -> None:
     assert done.stdout.splitlines()[-1] == "[]", done.stdout
     for name in _COMMANDS:
         assert f"  {name} " in done.stdout
+
+
+def test_the_sql_examples_run(tmp_path: Path) -> None:
+    """Each `wh sql` line and SQL example of docs/sql.md, as a user pastes it, on
+    an embedded warehouse (the one on another catalog excepted)."""
+    import os
+    import re
+    import shlex
+
+    from click.testing import CliRunner
+
+    from warehouse.cli import cli
+
+    text = (ROOT / "docs" / "sql.md").read_text()
+    env = {k: None for k in os.environ if k.startswith("WH_")}
+    env["WH_HOME"] = str(tmp_path / "home")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "f").write_text("x\n")
+    runner = CliRunner()
+    assert (
+        runner.invoke(cli, ["put", str(tmp_path / "data"), "--name", "n"], env=env).exit_code == 0
+    )
+    lines = [ln for ln in text.splitlines() if ln.startswith("wh sql ") and "--db" not in ln]
+    queries = [shlex.split(ln.split(" | ")[0])[2:] for ln in lines]
+    block = text.split("```sql\n", 1)[1].split("```", 1)[0]
+    queries += [[q] for q in re.split(r";\n", re.sub(r"--[^\n]*\n", "", block)) if q.strip()]
+    assert len(queries) >= 5
+    for args in queries:
+        done = runner.invoke(cli, ["sql", *args], env=env)
+        assert done.exit_code == 0, (args, done.stderr)

@@ -93,6 +93,8 @@ def test_a_user_lists_and_revokes_their_own_tokens_and_no_one_elses(
     # An admin sees everyone and revokes anyone's.
     _as(monkeypatch, ctl.url, ctl.admin_token)
     assert "alice" in run("user", "ls").output
+    # Through the API, the same keys as on the catalog itself.
+    assert all(set(u) == {"name", "admin"} for u in json.loads(run("user", "ls", "--json").output))
     assert token_id(bob) in run("token", "ls", "--user", "bob").output
     run("token", "revoke", token_id(bob))
     assert not _works(ctl.url, bob)

@@ -85,3 +85,104 @@ def test_the_config_file_is_used_and_checked(tmp_path: Path) -> None:
     write_config(tmp_path, 'token = "s3cret"\n', mode=0o644)
     code, _, err = wh(tmp_path, "config")
     assert code == 2 and "others may read it" in err and "s3cret" not in err
+
+
+def test_a_bad_type_is_worded_like_the_rest(tmp_path: Path) -> None:
+    """Not pydantic's own "Input should be a valid boolean, unable to interpret input"."""
+    code, _, err = wh(tmp_path, "config", WH_FORK_SERVER="maybe")
+    assert code == 2
+    assert err == "Error: WH_FORK_SERVER: 'maybe' is not a valid boolean (true or false)\n"
+    path = write_config(tmp_path, "url = 5\n")
+    code, _, err = wh(tmp_path, "config")
+    assert code == 2 and err == f"Error: {path}: url: 5 is not a string\n", err
+    write_config(tmp_path, "fork_server = 'sometimes'\n")
+    code, _, err = wh(tmp_path, "config")
+    assert code == 2
+    assert err.endswith(": fork_server: 'sometimes' is not a valid boolean (true or false)\n")
+
+
+def test_config_text_follows_the_listing_convention(tmp_path: Path) -> None:
+    """Piped: tab-separated under the header, a missing value `-`, true/false as written."""
+    write_config(tmp_path, "fork_server = false\n")
+    code, out, err = wh(tmp_path, "config")
+    assert code == 0, err
+    rows = {line.split("\t")[0]: line.split("\t") for line in out.splitlines()[2:]}
+    assert rows["WH_URL"] == ["WH_URL", "-", "default"]
+    assert rows["WH_FORK_SERVER"][1] == "false"
+    assert all(len(r) == 3 and r[1] for r in rows.values())
+    code, out, err = wh(tmp_path, "config", "--json")
+    shown = {s["variable"]: s for s in json.loads(out)["settings"]}
+    assert shown["WH_FORK_SERVER"]["value"] == "false" and shown["WH_URL"]["value"] is None
+
+
+def test_a_home_under_tilde_is_the_users(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`home = "~/wh"` in the config file made a folder named `~` in the current one."""
+    monkeypatch.chdir(tmp_path)
+    user_home = tmp_path / "user"
+    user_home.mkdir()
+    write_config(tmp_path, 'home = "~/wh"\n')
+    for env in ({"HOME": str(user_home)}, {"HOME": str(user_home), "WH_HOME": "~/wh"}):
+        base = {"WH_HOME": "", **env}  # empty: unset, so the config file's
+        code, _, err = wh(tmp_path, "put", str(tmp_path / "xdg"), "--name", "x", **base)
+        assert code == 0, err
+        assert (user_home / "wh").is_dir() and not (tmp_path / "~").exists()
+    code, out, _ = wh(tmp_path, "config", HOME=str(user_home), WH_HOME="")
+    assert f"WH_HOME\t{user_home / 'wh'}\t" in out, out
+
+
+def test_a_url_with_blanks_is_refused(tmp_path: Path) -> None:
+    """WH_URL='  ' was taken for a controller at '  '; a trailing blank joined its address."""
+    for value in ("  ", "http://127.0.0.1:9 "):
+        code, _, err = wh(tmp_path, "ls", "x", WH_URL=value, WH_TOKEN="t" * 32)
+        assert code == 2 and err == f"Error: WH_URL: {value!r} has blanks around it\n", err
+    write_config(tmp_path, 'url = ""\n')
+    assert wh(tmp_path, "config")[0] == 0  # empty: the embedded warehouse
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("nonsense", "'nonsense' is not a catalog URL"),
+        ("mysql://u:s3cret@h/db", "mysql://… is not a catalog URL"),
+        ("postgresql://u:s3cret@h/db", "write postgresql+psycopg://"),
+    ],
+)
+def test_a_bad_catalog_url_is_one_error_not_a_traceback(
+    tmp_path: Path, url: str, said: str
+) -> None:
+    """SQLAlchemy's own refusal (no such driver, no URL at all) was a traceback."""
+    for args, env, label in (
+        (("user", "ls"), {"WH_DB_URL": url}, "WH_DB_URL: "),
+        (("user", "ls", "--db", url), {}, ""),
+        (("sql", "--db", url, "select 1"), {}, ""),
+        (("serve", "--listen", "127.0.0.1:0", "--db", url), {}, "--db: "),
+    ):
+        code, _, err = wh(tmp_path, *args, **env)
+        assert code == 2, (args, err)
+        assert err.startswith(f"Error: {label}") and said in err, (args, err)
+        assert "s3cret" not in err and "Traceback" not in err
+
+
+def test_the_config_files_types_are_checked(tmp_path: Path) -> None:
+    """`replication = true` was read as 1; `home = ""` was the current directory."""
+    for text, said in (
+        ("replication = true\n", "replication: true is not a valid integer"),
+        ("wait = false\n", "wait: false is not a valid float"),
+        ("home = 5\n", "home: 5 is not a string"),
+    ):
+        path = write_config(tmp_path, text)
+        code, _, err = wh(tmp_path, "config", WH_HOME="")  # the file's home, not the test's
+        assert code == 2 and err == f"Error: {path}: {said}\n", err
+    write_config(tmp_path, 'home = ""\nurl = ""\n')
+    code, out, err = wh(tmp_path, "config", WH_HOME="")
+    assert code == 0, err
+    assert "WH_HOME\t-\tdefault" in out and "WH_URL\t-\tdefault" in out, out
+
+
+def test_wh_user_is_a_user_name(tmp_path: Path) -> None:
+    """A tab or a blank name was recorded in names and accounting as given."""
+    for value in ("bad\tuser", "   ", "x" * 300):
+        code, _, err = wh(tmp_path, "put", str(tmp_path), WH_USER=value)
+        assert code == 2 and err.startswith(f"Error: WH_USER: {value!r} is not a user name"), err
+    code, _, err = wh(tmp_path / "ok", "config", WH_USER="alice.b@example")
+    assert code == 0, err

@@ -55,13 +55,23 @@ __all__ = [
 
 
 def open(
-    home: Path | None = None, *, replication: int | None = None, min_copies: int | None = None
+    home: Path | str | None = None,
+    *,
+    replication: int | None = None,
+    min_copies: int | None = None,
 ) -> Warehouse:
     """The remote warehouse at ``$WH_URL`` (with ``$WH_TOKEN``) if set, else the
     embedded one in ``home`` (default ``$WH_HOME``, else ~/.local/share/warehouse).
 
+    Settings come as for ``wh``: a variable, else the config file
+    (``$XDG_CONFIG_HOME/warehouse/config.toml``); a bad one raises ``UsageError``.
+
     ``replication`` and ``min_copies`` apply to a remote warehouse's block writes.
     """
+    from warehouse.settings import applied
+
+    # The settings `wh` uses: the environment, then the config file, checked.
+    applied()
     url = os.environ.get("WH_URL")
     if url and home is None:
         from warehouse.remote.warehouse import RemoteWarehouse
@@ -76,7 +86,7 @@ def open(
         )
     from warehouse.embedded import EmbeddedWarehouse
 
-    return EmbeddedWarehouse(home)
+    return EmbeddedWarehouse(None if home is None else Path(home))
 
 
 def workflow(definition: Any, **options: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -152,7 +153,7 @@ class WarehouseBase:
 
     def put(
         self,
-        paths: Sequence[Path] | DirNode,
+        paths: Sequence[Path | str] | Path | str | DirNode,
         *,
         name: str | None = None,
         expect: str | None = None,
@@ -174,7 +175,10 @@ class WarehouseBase:
         """
         if replace and (expect is not None or create):
             raise UsageError("replace cannot be combined with expect or create")
-        tree = paths if isinstance(paths, DirNode) else self.scan(paths)
+        if isinstance(paths, str | PathLike):
+            # One path, not a sequence of one-letter paths.
+            paths = [Path(paths)]
+        tree = paths if isinstance(paths, DirNode) else self.scan([Path(p) for p in paths])
         if name is not None:
             current = self._precheck_name(name, expect, create)
             if replace:

@@ -44,7 +44,7 @@ Progress = Callable[[int], None]
 def default_home() -> Path:
     env = os.environ.get("WH_HOME")
     if env:
-        return Path(env)
+        return Path(env).expanduser()  # "~/wh" as a shell would read it
     data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local/share")
     return Path(data) / "warehouse"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Self
 
 from warehouse import catalog
 from warehouse.base import PutResult
@@ -35,11 +35,16 @@ class Warehouse(Protocol):
 
     def close(self) -> None: ...
 
+    # `with warehouse.open() as wh:` closes it (docs/python.md).
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
     def scan(self, paths: Sequence[Path], keep: Filter | None = None) -> DirNode: ...
 
     def put(
         self,
-        paths: Sequence[Path] | DirNode,
+        paths: Sequence[Path | str] | Path | str | DirNode,
         *,
         name: str | None = None,
         expect: str | None = None,

@@ -23,6 +23,8 @@ __all__ = [
     "FIELDS",
     "Effective",
     "OtherCluster",
+    "applied",
+    "catalog_url_problem",
     "clusters",
     "config_path",
     "is_off",
@@ -54,6 +56,8 @@ _applied: set[str] = set()
 # Settings apply() took from another variable's name (WH_CLUSTER): named so in errors.
 _aliased: set[str] = set()
 _ALIASES = {"cluster_name": "WH_CLUSTER"}
+# Whether apply() has run in this process (applied() runs it once).
+_done = False
 
 
 # The words pydantic reads as false (apply() writes a file's false as "False").
@@ -96,6 +100,8 @@ class Effective:
             return "(set, hidden)"
         if self.name == "db_url":
             return _without_password(str(self.value))
+        if isinstance(self.value, bool):
+            return "true" if self.value else "false"  # as the file and variable say it
         return str(self.value)
 
 
@@ -105,6 +111,22 @@ def _without_password(url: str) -> str:
     if not sep or not at or ":" not in creds:
         return url
     return f"{scheme}://{creds.split(':', 1)[0]}:***@{host}"
+
+
+# The catalog databases the package has drivers for (docs/postgresql.md).
+_CATALOG_SCHEMES = ("sqlite://", "postgresql+psycopg://")
+_CATALOG_WANT = "want sqlite:///PATH or postgresql+psycopg://USER:PASS@HOST/DB"
+
+
+def catalog_url_problem(url: str) -> str | None:
+    """What is wrong with a catalog URL, or None; never repeats a password."""
+    if url.startswith(_CATALOG_SCHEMES):
+        return None
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme in {"postgresql", "postgres", "postgresql+psycopg2"}:
+        return f"a catalog URL {scheme}://… needs the psycopg driver: write postgresql+psycopg://…"
+    shown = f"{scheme}://…" if sep else repr(url)
+    return f"{shown} is not a catalog URL: {_CATALOG_WANT}"
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -169,7 +191,7 @@ def clusters() -> dict[str, OtherCluster]:
 
 def _model() -> Any:
     # Imported here: pydantic costs a noticeable part of a second to load.
-    from pydantic import Field, field_validator
+    from pydantic import Field, ValidationInfo, field_validator
     from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
     class Settings(BaseSettings):
@@ -204,10 +226,51 @@ def _model() -> Any:
                 raise ValueError("must be 1 to 32 letters, digits, _ or -")
             return v
 
+        @field_validator("replication", "wait", mode="before")
+        @classmethod
+        def _not_a_bool(cls, v: Any, info: ValidationInfo) -> Any:
+            # pydantic would read the file's `replication = true` as 1.
+            if isinstance(v, bool):
+                kind = "integer" if info.field_name == "replication" else "float"
+                raise ValueError(f"{str(v).lower()} is not a valid {kind}")
+            return v
+
+        @field_validator("user")
+        @classmethod
+        def _user(cls, v: str | None) -> str | None:
+            # Recorded in names and accounting: a user name as `wh user add` takes it.
+            from warehouse.catalog.values import check_name
+
+            if v:
+                try:
+                    check_name(v)
+                except UsageError:
+                    raise ValueError(
+                        f"{v!r} is not a user name: letters, digits and . _ @ + = -, starting "
+                        "with a letter or digit, at most 255 characters"
+                    ) from None
+            return v
+
+        @field_validator("home")
+        @classmethod
+        def _home(cls, v: Path | None) -> Path | None:
+            # A config file's "~/wh" is the user's, not a folder named "~" here.
+            return None if v is None else v.expanduser()
+
+        @field_validator("db_url")
+        @classmethod
+        def _db_url(cls, v: str | None) -> str | None:
+            if v is not None and v and (problem := catalog_url_problem(v)) is not None:
+                raise ValueError(problem)
+            return v
+
         @field_validator("url")
         @classmethod
         def _url(cls, v: str | None) -> str | None:
-            if v is not None and v.strip() and not v.startswith(("http://", "https://")):
+            if v is not None and v != v.strip():
+                # A pasted blank would reach the controller's address as is.
+                raise ValueError(f"{v!r} has blanks around it")
+            if v and not v.startswith(("http://", "https://")):
                 raise ValueError("must start with http:// or https://")
             return v
 
@@ -223,6 +286,10 @@ def _problem(name: str, error: dict[str, Any]) -> str:
         return f"{got!r} is not a valid integer"
     if kind.startswith("float_"):
         return f"{got!r} is not a valid float"
+    if kind.startswith("bool_"):
+        return f"{got!r} is not a valid boolean (true or false)"
+    if kind in {"string_type", "path_type"}:
+        return f"{got!r} is not a string"
     return str(error.get("msg", "invalid")).removeprefix("Value error, ")
 
 
@@ -233,7 +300,9 @@ def load() -> list[Effective]:
     path = config_path()
     from_file = _read_file(path)
     origins: dict[str, str] = {}
-    from_file = {k: v for k, v in from_file.items() if k not in _TABLES}
+    # An empty string counts as unset, as an empty variable does (`home = ""`
+    # would otherwise be the current directory).
+    from_file = {k: v for k, v in from_file.items() if k not in _TABLES and v != ""}
     for name in FIELDS:
         var = f"WH_{name.upper()}"
         if os.environ.get(var) and var not in _applied:  # empty: as if unset
@@ -260,17 +329,25 @@ def load() -> list[Effective]:
 _RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600"}
 
 
+def applied() -> None:
+    """apply() once in this process, for the library (``warehouse.open``);
+    the command line applies the settings itself before every command."""
+    if not _done:
+        apply()
+
+
 def apply() -> None:
     """Validate the settings, then let the config file's values stand for unset variables."""
+    global _done
     _applied.clear()
     _aliased.clear()
     if os.environ.get("WH_CLUSTER") and not os.environ.get("WH_CLUSTER_NAME"):
         # DESIGN §4.4's name for the variable: validated and shown as cluster_name.
         os.environ["WH_CLUSTER_NAME"] = os.environ["WH_CLUSTER"]
         _aliased.add("cluster_name")
-    if not wanted():
-        return
-    for s in load():
-        if s.origin.startswith("config") and s.value is not None:
-            os.environ[s.variable] = str(s.value)
-            _applied.add(s.variable)
+    if wanted():
+        for s in load():
+            if s.origin.startswith("config") and s.value is not None:
+                os.environ[s.variable] = str(s.value)
+                _applied.add(s.variable)
+    _done = True

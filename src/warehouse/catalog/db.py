@@ -23,7 +23,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from warehouse.errors import UsageError
 from warehouse.private import private_sqlite
+from warehouse.settings import catalog_url_problem
 
 __all__ = [
     "HEAD_REVISION",
@@ -47,6 +49,9 @@ _MIGRATION_LOCK = 0x7768_6361_7461_6C67
 
 
 def open_engine(url: str) -> sa.Engine:
+    if (problem := catalog_url_problem(url)) is not None:
+        # Before SQLAlchemy, whose own errors are tracebacks (an unknown driver).
+        raise UsageError(problem)
     if url.startswith("sqlite"):
         private_sqlite(url)  # 0600: it holds token hashes and the signing key
         engine = sa.create_engine(url, connect_args={"timeout": 60})

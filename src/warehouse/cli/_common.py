@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from warehouse.interface import Warehouse
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     stderr: Console
 
@@ -156,8 +158,19 @@ def conventional(value: Any, key: str = "") -> Any:
     return value
 
 
+def _finite(value: Any) -> Any:
+    """A float that is not finite as null, at any depth: strict JSON has no NaN or Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def emit_json(value: Any) -> None:
-    json.dump(conventional(value), sys.stdout, indent=2, sort_keys=True)
+    json.dump(_finite(conventional(value)), sys.stdout, indent=2, sort_keys=True, allow_nan=False)
     sys.stdout.write("\n")
 
 
@@ -286,7 +299,6 @@ def emit_rows(
         for row in rows:
             click.echo("\t".join(map(_cell, row)))
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -301,4 +313,18 @@ def emit_rows(
                 for i, v in enumerate(row)
             )
         )
-    Console().print(table)
+    print_whole(table)
+
+
+def print_whole(table: Table) -> None:
+    """Print a rich table as wide as its cells: a PDH cut to "799a55cc…" or a
+    time folded in two cannot be copied; a narrow terminal wraps the long
+    lines instead."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console()
+    wide = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+    if wide > console.width:
+        console = Console(width=wide)
+    console.print(table, crop=False)

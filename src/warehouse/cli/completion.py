@@ -20,8 +20,14 @@ MAX_ITEMS = 200
 
 @contextlib.contextmanager
 def _warehouse() -> Iterator[object]:
-    import warehouse
+    import os
 
+    import warehouse
+    from warehouse.embedded import default_home
+
+    if not os.environ.get("WH_URL") and not default_home().is_dir():
+        # Pressing TAB must not create a warehouse; none there: nothing to complete.
+        raise FileNotFoundError(default_home())
     wh = warehouse.open()
     try:
         yield wh

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from warehouse.cli._common import emit_json
+from warehouse.cli._common import emit_json, emit_rows
 from warehouse.settings import FIELDS, config_path, load
 
 __all__ = ["config"]
@@ -38,6 +38,6 @@ def config(as_json: bool) -> None:
         )
         return
     click.echo(f"# config file: {config_path()}")
-    click.echo("variable\tvalue\torigin")
-    for r in rows:
-        click.echo(f"{r.variable}\t{r.shown()}\t{r.origin}")
+    emit_rows(
+        ("variable", "value", "origin"), [(r.variable, r.shown() or None, r.origin) for r in rows]
+    )

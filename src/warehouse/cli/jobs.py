@@ -16,7 +16,7 @@ from warehouse.blocks import Locator
 from warehouse.cli._common import emit_json, emit_rows, open_warehouse, stderr, text_time
 from warehouse.cli.completion import complete_job_ids
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.errors import UsageError, WarehouseError
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.client import JobsView, RemoteJobs, jobs_view
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.values import JobRecord
@@ -49,10 +49,15 @@ def _param(values: tuple[str, ...]) -> dict[str, Any]:
         if not eq or not key:
             raise click.UsageError(f"--param {item!r} is not KEY=VALUE")
         try:
-            params[key] = json.loads(text)
+            # NaN and Infinity are not JSON: such a word stays a string.
+            params[key] = json.loads(text, parse_constant=_not_json)
         except ValueError:
             params[key] = text
     return params
+
+
+def _not_json(word: str) -> Any:
+    raise ValueError(word)
 
 
 def _summary(record: JobRecord) -> str:
@@ -65,8 +70,20 @@ def _summary(record: JobRecord) -> str:
 
 @job.command()
 @click.argument("function")
-@click.option("--input", "input_key", required=True, metavar="KEY|NAME", help="Input collection.")
-@click.option("--param", "params", multiple=True, metavar="K=V", help="A parameter (JSON value).")
+@click.option(
+    "--input",
+    "input_key",
+    required=True,
+    metavar="KEY",
+    help="The input collection: a name or a PDH.",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="K=V",
+    help="A parameter, repeatable: V as JSON if it is JSON (8, true, [1,2]), else a string.",
+)
 @click.option("--wait", is_flag=True, help="Run or wait for the job; print its output PDH.")
 @click.option("--no-reuse", is_flag=True, help="Run even if an identical job completed.")
 @click.option(
@@ -76,9 +93,13 @@ def _summary(record: JobRecord) -> str:
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
 @click.option("--priority", type=int, default=0, help="Higher runs first (default 0).")
-@click.option("--cpus", type=int, default=1, help="CPUs each step needs (default 1).")
+@click.option(
+    "--cpus", type=click.IntRange(min=1), default=1, help="CPUs each step needs (default 1)."
+)
 @click.option("--memory", default="0", help="Memory each step needs (512M, 4G).")
-@click.option("--attempts", type=int, default=3, help="Attempts per step (default 3).")
+@click.option(
+    "--attempts", type=click.IntRange(min=1), default=3, help="Attempts per step (default 3)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 @click.pass_context
 def submit(
@@ -156,7 +177,11 @@ def _wait(view: JobsView, job_id: int) -> JobRecord:
 @click.option(
     "--executor", default="local", help="local, dask, dask:ADDRESS, slurm or slurm:PARTITION."
 )
-@click.option("--cpus", type=int, help="Slots (local: default one per core; dask: workers).")
+@click.option(
+    "--cpus",
+    type=click.IntRange(min=1),
+    help="Slots (local: default one per core; dask: workers).",
+)
 @click.pass_context
 def manager(ctx: click.Context, executor: str, cpus: int | None) -> None:
     """Run the job manager here until no job is left (one per executor at a time)."""
@@ -284,7 +309,9 @@ def watch(ctx: click.Context, job_id: int) -> None:
         MofNCompleteColumn(),
         TextColumn("{task.description}"),
     )
-    with Progress(*columns, console=stderr, transient=False) as bar:
+    # Drawn only on a terminal; piped, the summary line alone says how it ended.
+    drawn = stderr.is_terminal
+    with Progress(*columns, console=stderr, transient=False, disable=not drawn) as bar:
         task = bar.add_task("", total=None, id=job_id)
         while True:
             total = record.steps_done + record.steps_running + record.steps_queued
@@ -347,8 +374,10 @@ def logs(ctx: click.Context, job_id: int, number: int | None) -> None:
     """Print the steps' logs (the last attempt of each), in step order."""
     view = _view(ctx)
     steps = view.steps(job_id, number=number)
-    if number is not None and not steps:
-        raise UsageError(f"job {job_id} has no step {number}")
+    if not steps:
+        view.get(job_id)  # no such job: not found, not an empty answer
+        if number is not None:
+            raise NotFoundError(f"job {job_id} has no step {number}")
     for s in steps:
         if not s.log:
             continue

@@ -20,6 +20,7 @@ from warehouse.server.controller.state import private_paths
 from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 from warehouse.server.supervise import KeepChild
+from warehouse.settings import catalog_url_problem
 
 __all__ = ["check_cluster_name", "default_db_url", "serve"]
 
@@ -66,7 +67,13 @@ def default_db_url() -> str:
     type=click.Path(path_type=Path),
     help="Where the --keep servers keep their volumes (default: $WH_HOME/keep).",
 )
-@click.option("--replication", type=int, default=2, show_default=True)
+@click.option(
+    "--replication",
+    type=click.IntRange(1, 8),
+    default=2,
+    show_default=True,
+    help="Copies of each block the controller writes itself (job outputs) and `wh balance` keeps.",
+)
 @click.option(
     "--executor",
     type=click.Choice(["local", "dask", "slurm", "none"]),
@@ -76,7 +83,9 @@ def default_db_url() -> str:
     "of several sharing a catalog, or storage only).",
 )
 @click.option("--dask-scheduler", metavar="ADDR", help="With --executor dask: its scheduler.")
-@click.option("--job-cpus", type=int, help="Job slots (local: default one per core).")
+@click.option(
+    "--job-cpus", type=click.IntRange(min=1), help="Job slots (local: default one per core)."
+)
 @click.option(
     "--unsafe-steps",
     is_flag=True,
@@ -175,6 +184,8 @@ def serve(
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
+    if db_url and (problem := catalog_url_problem(db_url)) is not None:
+        raise UsageError(f"--db: {problem}")
     if executor == "dask" and not dask_scheduler and not unsafe_steps:
         raise UsageError(
             "--executor dask without --dask-scheduler runs steps on this machine, "

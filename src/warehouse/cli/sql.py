@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from warehouse.catalogsql import MAX_ROWS, SqlResult, Value, run_readonly
-from warehouse.cli._common import emit_json, open_warehouse
+from warehouse.cli._common import emit_json, open_warehouse, print_whole
 from warehouse.errors import NotFoundError
 
 __all__ = ["sql"]
@@ -86,11 +86,10 @@ def _cell(v: Value) -> str:
 
 
 def _table(result: SqlResult) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(*(escape(c) for c in result.columns))
     for row in result.rows:
         table.add_row(*("NULL" if v is None else escape(str(v)) for v in row))
-    Console().print(table)
+    print_whole(table)

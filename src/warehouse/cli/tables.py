@@ -46,7 +46,14 @@ def table() -> None:
 @table.command("create")
 @click.argument("name")
 @click.option("--from", "source", required=True, metavar="KEY[/PATH]", help="CSV or Parquet files.")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "csv"]),
+    default="parquet",
+    show_default=True,
+    help="How the table's partitions are stored.",
+)
 @click.option("--partition-by", metavar="COL", help="Rows go to partition hash(COL) % N.")
 @click.option("--partitions", type=int, help="N (default 4 with --partition-by, else 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")

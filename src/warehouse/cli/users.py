@@ -13,7 +13,7 @@ from warehouse import catalog
 from warehouse.catalog import auth
 from warehouse.cli._common import emit_json, emit_rows, text_time
 from warehouse.cli.serve import default_db_url
-from warehouse.errors import UsageError
+from warehouse.errors import ConflictError, UsageError
 from warehouse.remote.api import ApiClient
 
 __all__ = ["token", "user"]
@@ -74,15 +74,21 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
         api = None
     else:
         api = None if db_url else _api()
-    if api is not None:
-        api.post("/users", {"name": name, "admin": admin})
-        secret = api.post("/tokens", {"user": name, "label": "first"})["token"]
-    else:
-        engine = catalog.open_engine(db_url or default_db_url())
-        catalog.upgrade(engine)
-        catalog.add_user(engine, name, admin=admin)
-        secret = catalog.create_token(engine, name, label="first")
-        engine.dispose()
+    try:
+        if api is not None:
+            api.post("/users", {"name": name, "admin": admin})
+            secret = api.post("/tokens", {"user": name, "label": "first"})["token"]
+        else:
+            engine = catalog.open_engine(db_url or default_db_url())
+            catalog.upgrade(engine)
+            try:
+                catalog.add_user(engine, name, admin=admin)
+                secret = catalog.create_token(engine, name, label="first")
+            finally:
+                engine.dispose()
+    except ConflictError as e:
+        # A recipe pasted twice: say how to get a token for the user there is.
+        raise ConflictError(f"{e}: `wh token create {name}` prints a new token for it") from e
     if as_json:
         emit_json({"user": name, "admin": admin, "token": secret})
     else:
@@ -93,10 +99,11 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
 @click.option("--db", "db_url", envvar="WH_DB_URL", help=_DB_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the users as a JSON list.")
 def user_ls(db_url: str | None, as_json: bool) -> None:
-    """List the users (admins only, through the API)."""
+    """List the users: through the API (admins only), else on the catalog itself."""
     api = None if db_url else _api()
     if api is not None:
-        rows = [dict(r) for r in api.get("/users")]
+        # The same keys as from the catalog (the API's `cluster` is for /users/current).
+        rows = [{"name": r["name"], "admin": r["admin"]} for r in api.get("/users")]
     else:
         engine = _engine(db_url)
         rows = [{"name": u.name, "admin": u.admin} for u in catalog.list_users(engine)]

@@ -180,7 +180,12 @@ def cancel(ctx: click.Context, run_id: int) -> None:
 
 @workflow.command(hidden=True)
 @click.argument("run_id", type=int, metavar="RUN")
-@click.option("--executor", default="local")
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    help="Where the jobs' steps run (as `wh job manager --executor`).",
+)
 @click.pass_context
 def drive(ctx: click.Context, run_id: int, executor: str) -> None:
     """Drive a run in this process (what `wh workflow run` starts in the background)."""

@@ -114,6 +114,21 @@ def _given_name(given: str, input_pdh: str) -> str | None:
 
 
 def _check(request: JobRequest) -> None:
+    # What a caller of the library may get wrong that the CLI's options rule out.
+    if not isinstance(request.params, Mapping) or not all(
+        isinstance(k, str) for k in request.params
+    ):
+        raise UsageError("params must be a mapping of names to JSON values")
+    try:
+        json.dumps(dict(request.params), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"params must be JSON values: {e}") from None
+    name = request.executor
+    if name not in ("local", "dask", "slurm") and not name.startswith(("dask:", "slurm:")):
+        # No manager would ever take the job: it would stay queued.
+        raise UsageError(
+            f"unknown executor {name!r} (local, dask, dask:ADDRESS, slurm or slurm:PARTITION)"
+        )
     if request.cpus < 1 or request.memory < 0 or request.max_attempts < 1:
         raise UsageError("cpus and attempts must be at least 1, memory not negative")
     # The catalog keeps these in 32-bit columns (memory: 64-bit).

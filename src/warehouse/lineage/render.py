@@ -11,7 +11,8 @@ __all__ = ["to_dot", "to_text"]
 
 
 def _when(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    # With its zone, as every command's text times (docs/cli.md, "Output").
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def _collection_line(c: LineageCollection) -> str:
