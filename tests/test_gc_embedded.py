@@ -125,3 +125,8 @@ def test_cli_dry_run_json_balance_and_settings(
     assert wh.volume.stat(junk.md5) is None
     assert "nothing to balance" in run("balance").output
     run("gc", "settings", "ttl=3", code=2)
+    # An endless trash lifetime once was stored, and the next trash raised
+    # OverflowError naming its deadline.
+    for bad in ("trash_lifetime=inf", "trash_lifetime=nan", "history_retention=1e300"):
+        assert run("gc", "settings", bad, code=2).stderr.startswith("Error: ")
+    assert "trash_lifetime\t1209600s" in run("gc", "settings").output

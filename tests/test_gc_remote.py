@@ -101,4 +101,7 @@ def test_gc_needs_an_admin_token(remote_env: Path, monkeypatch: pytest.MonkeyPat
         assert "history_retention\t2592000s" in run("gc", "settings").output
         out = run("gc", "settings", "history_retention=1d", "--json").output
         assert json.loads(out)["history_retention"] == 86400
-        run("gc", "settings", "signature_ttl=1d", code=2)
+        assert "configuration" in run("gc", "settings", "signature_ttl=1d", code=2).stderr
+        assert "no GC setting 'ttl'" in run("gc", "settings", "ttl=1d", code=2).stderr
+        # Not JSON-encodable: once a traceback in the client.
+        assert "Error: " in run("gc", "settings", "history_retention=inf", code=2).stderr
