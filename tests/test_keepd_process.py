@@ -216,6 +216,42 @@ def test_keepd_refuses_to_start_without_its_controller(tmp_path: Path) -> None:
     assert "cannot reach the controller" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--trash-lifetime", "inf"),
+        ("--trash-lifetime", "nan"),
+        ("--trash-lifetime", "1e300"),
+        ("--signature-ttl", "99999999999999999999"),
+    ],
+)
+def test_keepd_refuses_lifetimes_it_cannot_write(tmp_path: Path, option: tuple[str, str]) -> None:
+    # Once accepted: every PUT then failed with 500 (an expiry past 8 hex
+    # digits) or every trash failed (a deadline that is no whole number).
+    (tmp_path / "admin").write_text(ADMIN)
+    (tmp_path / "key").write_text("key")
+    done = subprocess.run(
+        [
+            WH_BIN,
+            "keepd",
+            "--volume",
+            str(tmp_path / "v"),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            str(tmp_path / "admin"),
+            "--signing-key-file",
+            str(tmp_path / "key"),
+            *option,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"Invalid value for '{option[0]}'" in done.stderr
+
+
 def test_controller_token_checks_are_cached_and_an_absent_controller_is_503(
     tmp_path: Path,
 ) -> None:
