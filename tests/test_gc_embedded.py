@@ -130,3 +130,21 @@ def test_cli_dry_run_json_balance_and_settings(
     for bad in ("trash_lifetime=inf", "trash_lifetime=nan", "history_retention=1e300"):
         assert run("gc", "settings", bad, code=2).stderr.startswith("Error: ")
     assert "trash_lifetime\t1209600s" in run("gc", "settings").output
+
+
+def test_a_collection_put_again_is_a_root_for_the_ttl_again(run: Runner, tmp_path: Path) -> None:
+    # Put, left unnamed past the TTL, then put again: that put is a recording
+    # like any other, and the collection may be named within the TTL. Once,
+    # its record kept its first time, so the next gc trashed its block (the
+    # put cache had not rewritten it) and naming it was refused as collected.
+    src = tree(tmp_path / "d", {"a": os.urandom(100_000)})  # large enough to be cached
+    run("put", str(tree(tmp_path / "k", {"k": b"kept"})), "--name", "kept")
+    run("gc", "settings", "signature_ttl=1", "history_retention=0")
+    pdh = run("put", str(src)).output.strip()
+    time.sleep(1.5)  # past the TTL: garbage now
+    again = json.loads(run("put", str(src), "--json").output)
+    assert again["pdh"] == pdh and again["cached_files"] == 1
+    report = json.loads(run("gc", "--json").output)
+    assert report["trashed"] == 0 and report["collected"] == 0, report
+    run("name", "set", "later", pdh)
+    assert "clean" in run("fsck").output
