@@ -91,6 +91,7 @@ def test_unreadable_index_stops_gc_and_trashes_nothing(
         pool.servers[2].kill()
         result = run("gc", code=1)
         assert f"keep server {pool.servers[2].url}" in result.stderr
+        assert "wh keep retire " in result.stderr  # what to do if it never comes back
         after = {i: s.blocks() for i, s in enumerate(pool.servers)}
         assert after == before
         assert not list(pool.servers[0].volume.glob("*/*.trash.*"))

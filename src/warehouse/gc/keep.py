@@ -66,7 +66,15 @@ class KeepAdmin:
             raise GcAborted(f"keep server {url}: {e}") from e
 
     def index(self, s: Service) -> list[Copy]:
-        r = self._call("GET", f"{s.url}/index")
+        try:
+            r = self._call("GET", f"{s.url}/index")
+        except GcAborted as e:
+            # Most often a server gone for good (its disk lost, so it came
+            # back under a new id): say what takes it off the list.
+            raise GcAborted(
+                f"{e}; if keep server {s.id} is gone for good, "
+                f"`wh keep retire {s.id}` (then `wh balance`)"
+            ) from e
         if r.status_code != 200:
             raise GcAborted(
                 f"cannot read the index of keep server {s.url}: "
