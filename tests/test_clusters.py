@@ -16,6 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from cluster import WH_BIN, admin_and_alice, listening, wh_serve
+from conftest import Runner
+from gc_helpers import gc_cluster
 from warehouse.blocks.volume import LocalVolume
 from warehouse.cli import cli
 from warehouse.manifest import Manifest
@@ -244,3 +246,21 @@ def test_wh_cluster_names_the_cluster_too(tmp_path: Path) -> None:
         [WH_BIN, "config"], env={**env, "WH_CLUSTER": "no/slash"}, capture_output=True, text=True
     )
     assert bad.returncode == 2 and bad.stderr.startswith("Error: WH_CLUSTER:"), bad.stderr
+
+
+def test_copy_says_which_clusters_token_was_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A copy talks to two installations with two tokens; "unknown or expired
+    # token" alone did not say which one to fix.
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    src = tree(tmp_path / "src", a=b"copied\n")
+    pdh = Runner()("put", str(src)).output.strip()
+    with gc_cluster(tmp_path / "c", count=1) as (_, ctl):
+        config = tmp_path / "xdg" / "warehouse" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(f'[clusters.dest]\nurl = "{ctl.url}"\ntoken = "whNotAToken"\n')
+        config.chmod(0o600)
+        err = Runner()("copy", pdh, "--to", "dest", code=6).stderr
+        assert err.startswith("Error: cluster dest: ") and "[clusters.dest]" in err
