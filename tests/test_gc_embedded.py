@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from conftest import Runner
 from warehouse.blocks.locator import Locator
+from warehouse.blocks.volume import LocalVolume
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.gc import GcAborted, save_settings
 from warehouse.gc.local import local_fsck, local_gc
@@ -148,3 +151,26 @@ def test_a_collection_put_again_is_a_root_for_the_ttl_again(run: Runner, tmp_pat
     assert report["trashed"] == 0 and report["collected"] == 0, report
     run("name", "set", "later", pdh)
     assert "clean" in run("fsck").output
+
+
+def test_two_gc_runs_trashing_the_same_blocks_both_finish(tmp_path: Path) -> None:
+    # Two `wh gc` on one embedded warehouse (no lock between processes): the
+    # copy one trashes between the other's stat and rename once ended the
+    # other with "Error: …: No such file or directory".
+    vol = LocalVolume(tmp_path / "v")
+    blocks = []
+    for _ in range(300):
+        data = os.urandom(64)
+        md5 = hashlib.md5(data).hexdigest()
+        vol.put(md5, data)
+        st = vol.stat(md5)
+        assert st is not None
+        blocks.append((md5, st.mtime_ns))
+
+    def sweep() -> int:
+        return sum(vol.trash(md5, if_mtime_ns=mtime) for md5, mtime in blocks)
+
+    with ThreadPoolExecutor(4) as pool:
+        done = list(pool.map(lambda _: sweep(), range(4)))
+    assert sum(done) == len(blocks)  # each copy trashed once, by one of them
+    assert not list(vol.index())

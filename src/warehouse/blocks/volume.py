@@ -524,7 +524,10 @@ class LocalVolume:
         if if_mtime_ns is not None and st.st_mtime_ns != if_mtime_ns:
             return False
         deadline = int((time.time() if now is None else now) + self.trash_lifetime)
-        os.replace(path, path.with_name(f"{md5}.trash.{deadline}"))
+        try:
+            os.replace(path, path.with_name(f"{md5}.trash.{deadline}"))
+        except FileNotFoundError:  # trashed meanwhile by another run
+            return False
         _fsync_dir(path.parent)
         return True
 
@@ -534,7 +537,10 @@ class LocalVolume:
         trashed = sorted(self._trashed(md5), key=lambda p: int(p.name.rsplit(".", 1)[1]))
         if not trashed:
             return False
-        os.replace(trashed[-1], path)
+        try:
+            os.replace(trashed[-1], path)
+        except FileNotFoundError:  # removed meanwhile (its lifetime was over)
+            return False
         _fsync_dir(path.parent)
         return True
 
