@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from cluster import WH_BIN, admin_and_alice, listening, wh_serve
-from conftest import Runner
 from gc_helpers import gc_cluster
 from warehouse.blocks.volume import LocalVolume
 from warehouse.cli import cli
@@ -248,19 +247,20 @@ def test_wh_cluster_names_the_cluster_too(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.startswith("Error: WH_CLUSTER:"), bad.stderr
 
 
-def test_copy_says_which_clusters_token_was_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_copy_says_which_clusters_token_was_refused(tmp_path: Path) -> None:
     # A copy talks to two installations with two tokens; "unknown or expired
     # token" alone did not say which one to fix.
-    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    src = tree(tmp_path / "src", a=b"copied\n")
-    pdh = Runner()("put", str(src)).output.strip()
+    env = {**_clean_env(tmp_path), "WH_HOME": str(tmp_path / "home")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([WH_BIN, *args], env=env, capture_output=True, text=True)
+
+    pdh = ok(run("put", str(tree(tmp_path / "src", a=b"copied\n")))).strip()
     with gc_cluster(tmp_path / "c", count=1) as (_, ctl):
         config = tmp_path / "xdg" / "warehouse" / "config.toml"
         config.parent.mkdir(parents=True)
         config.write_text(f'[clusters.dest]\nurl = "{ctl.url}"\ntoken = "whNotAToken"\n')
         config.chmod(0o600)
-        err = Runner()("copy", pdh, "--to", "dest", code=6).stderr
-        assert err.startswith("Error: cluster dest: ") and "[clusters.dest]" in err
+        done = run("copy", pdh, "--to", "dest")
+        assert done.returncode == 6, done.stderr
+        assert done.stderr.startswith("Error: cluster dest: ") and "[clusters.dest]" in done.stderr
