@@ -174,3 +174,19 @@ def test_two_gc_runs_trashing_the_same_blocks_both_finish(tmp_path: Path) -> Non
         done = list(pool.map(lambda _: sweep(), range(4)))
     assert sum(done) == len(blocks)  # each copy trashed once, by one of them
     assert not list(vol.index())
+
+
+def test_fsck_reports_an_unreadable_copy_and_goes_on(
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+) -> None:
+    # A copy that cannot be read (here a directory in its place; on a disk,
+    # EIO) once stopped fsck with "Error: PATH: Is a directory", exit 1.
+    one = wh.put([tree(tmp_path / "1", {"x": b"one" * 1000})], name="one").pdh
+    two = wh.put([tree(tmp_path / "2", {"y": b"two" * 1000})], name="two").pdh
+    (bx,) = blocks_of(wh, one)
+    path = wh.volume.path_for(bx)
+    path.unlink()
+    path.mkdir()
+    result = run("fsck", code=5)
+    assert f"corrupt {bx} on local in {one}" in result.output
+    assert two not in result.output  # its blocks were read and are good
