@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from cluster import WH_BIN, admin_and_alice, listening, wh_serve
+from gc_helpers import gc_cluster
 from warehouse.blocks.volume import LocalVolume
 from warehouse.cli import cli
 from warehouse.manifest import Manifest
@@ -244,3 +245,22 @@ def test_wh_cluster_names_the_cluster_too(tmp_path: Path) -> None:
         [WH_BIN, "config"], env={**env, "WH_CLUSTER": "no/slash"}, capture_output=True, text=True
     )
     assert bad.returncode == 2 and bad.stderr.startswith("Error: WH_CLUSTER:"), bad.stderr
+
+
+def test_copy_says_which_clusters_token_was_refused(tmp_path: Path) -> None:
+    # A copy talks to two installations with two tokens; "unknown or expired
+    # token" alone did not say which one to fix.
+    env = {**_clean_env(tmp_path), "WH_HOME": str(tmp_path / "home")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([WH_BIN, *args], env=env, capture_output=True, text=True)
+
+    pdh = ok(run("put", str(tree(tmp_path / "src", a=b"copied\n")))).strip()
+    with gc_cluster(tmp_path / "c", count=1) as (_, ctl):
+        config = tmp_path / "xdg" / "warehouse" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(f'[clusters.dest]\nurl = "{ctl.url}"\ntoken = "whNotAToken"\n')
+        config.chmod(0o600)
+        done = run("copy", pdh, "--to", "dest")
+        assert done.returncode == 6, done.stderr
+        assert done.stderr.startswith("Error: cluster dest: ") and "[clusters.dest]" in done.stderr

@@ -3,6 +3,7 @@ healthy: embedded put, remote put, balance and fsck (docs/storage.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -13,6 +14,7 @@ import pytest
 from conftest import Runner
 from gc_helpers import gc_cluster
 from warehouse.blocks.volume import LocalVolume
+from warehouse.errors import CorruptDataError
 
 
 def flip_byte(path: Path, offset: int = 100) -> None:
@@ -125,3 +127,32 @@ def test_remote_put_fsck_and_balance_repair_corrupt_copies(
         assert "clean" in run("fsck").output
         run("get", pdh, str(remote_env / "out"))
         assert (remote_env / "out" / "big").read_bytes() == want
+
+
+def test_a_corrupt_copy_that_cannot_be_moved_aside_is_still_called_corrupt(
+    tmp_path: Path,
+) -> None:
+    # On a read-only (or full) volume the rename aside fails; that failure once
+    # replaced the verdict, so keepd answered 503 "cannot read" for a corrupt
+    # copy. A non-empty directory where the quarantined name would go makes
+    # the rename fail for any user, root included.
+    vol = LocalVolume(tmp_path / "v", trash_lifetime=0.0)
+    data = os.urandom(5000)
+    md5 = hashlib.md5(data).hexdigest()
+    vol.put(md5, data)
+    path = vol.path_for(md5)
+    raw = bytearray(path.read_bytes())
+    raw[7] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    now = int(time.time())
+    for deadline in range(now - 5, now + 600):
+        (path.parent / f"{md5}.corrupt.{deadline}" / "x").mkdir(parents=True)
+    reads = [
+        lambda: vol.get(md5),
+        lambda: vol.get_into(md5, bytearray(len(data) + 1)),
+        lambda: vol.get_mapped(md5),
+    ]
+    for read in reads:
+        with pytest.raises(CorruptDataError, match="could not be moved aside"):
+            read()
+    assert path.exists() and not vol.check(md5, len(data))

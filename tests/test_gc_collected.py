@@ -79,3 +79,34 @@ def test_remote_gc_and_fsck_after_the_history_retention_is_raised(
         run("gc", "settings", "history_retention=30d")
         assert json.loads(run("gc", "--json").output)["trashed"] == 0
         assert "clean" in run("fsck").output
+
+
+def test_copy_brings_back_a_collection_the_destination_collected(
+    remote_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The source is the embedded warehouse; the destination a cluster whose GC
+    # collects what `wh copy` left there unnamed.
+    src = tree(remote_env / "s", "copied")
+    pdh = Runner()("put", str(src)).output.strip()
+    with gc_cluster(remote_env / "c", count=2, ttl=1) as (_, ctl):
+        config = remote_env / "xdg" / "warehouse" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(f'[clusters.dest]\nurl = "{ctl.url}"\ntoken = "{ctl.admin_token}"\n')
+        config.chmod(0o600)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(remote_env / "xdg"))
+        run = Runner()
+        assert "copied 1 of 1 blocks" in run("copy", pdh, "--to", "dest").output
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+        run("put", str(tree(remote_env / "k", "kept")), "--name", "kept")
+        time.sleep(1.5)  # past the signature TTL
+        assert json.loads(run("gc", "--json").output)["collected"] == 1
+        monkeypatch.delenv("WH_URL")
+        monkeypatch.delenv("WH_TOKEN")
+        # Its blocks are gone there: a copy sends them again, and may name it.
+        out = run("copy", pdh, "--to", "dest", "--name", "back").output
+        assert "copied 1 of 1 blocks" in out, out
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+        assert run("name", "get", "back").output.strip() == pdh
+        assert "clean" in run("fsck").output

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from conftest import Runner
 from warehouse.blocks.locator import Locator
+from warehouse.blocks.volume import LocalVolume
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.gc import GcAborted, save_settings
 from warehouse.gc.local import local_fsck, local_gc
@@ -125,3 +128,65 @@ def test_cli_dry_run_json_balance_and_settings(
     assert wh.volume.stat(junk.md5) is None
     assert "nothing to balance" in run("balance").output
     run("gc", "settings", "ttl=3", code=2)
+    # An endless trash lifetime once was stored, and the next trash raised
+    # OverflowError naming its deadline.
+    for bad in ("trash_lifetime=inf", "trash_lifetime=nan", "history_retention=1e300"):
+        assert run("gc", "settings", bad, code=2).stderr.startswith("Error: ")
+    assert "trash_lifetime\t1209600s" in run("gc", "settings").output
+
+
+def test_a_collection_put_again_is_a_root_for_the_ttl_again(run: Runner, tmp_path: Path) -> None:
+    # Put, left unnamed past the TTL, then put again: that put is a recording
+    # like any other, and the collection may be named within the TTL. Once,
+    # its record kept its first time, so the next gc trashed its block (the
+    # put cache had not rewritten it) and naming it was refused as collected.
+    src = tree(tmp_path / "d", {"a": os.urandom(100_000)})  # large enough to be cached
+    run("put", str(tree(tmp_path / "k", {"k": b"kept"})), "--name", "kept")
+    run("gc", "settings", "signature_ttl=1", "history_retention=0")
+    pdh = run("put", str(src)).output.strip()
+    time.sleep(1.5)  # past the TTL: garbage now
+    again = json.loads(run("put", str(src), "--json").output)
+    assert again["pdh"] == pdh and again["cached_files"] == 1
+    report = json.loads(run("gc", "--json").output)
+    assert report["trashed"] == 0 and report["collected"] == 0, report
+    run("name", "set", "later", pdh)
+    assert "clean" in run("fsck").output
+
+
+def test_two_gc_runs_trashing_the_same_blocks_both_finish(tmp_path: Path) -> None:
+    # Two `wh gc` on one embedded warehouse (no lock between processes): the
+    # copy one trashes between the other's stat and rename once ended the
+    # other with "Error: …: No such file or directory".
+    vol = LocalVolume(tmp_path / "v")
+    blocks = []
+    for _ in range(300):
+        data = os.urandom(64)
+        md5 = hashlib.md5(data).hexdigest()
+        vol.put(md5, data)
+        st = vol.stat(md5)
+        assert st is not None
+        blocks.append((md5, st.mtime_ns))
+
+    def sweep() -> int:
+        return sum(vol.trash(md5, if_mtime_ns=mtime) for md5, mtime in blocks)
+
+    with ThreadPoolExecutor(4) as pool:
+        done = list(pool.map(lambda _: sweep(), range(4)))
+    assert sum(done) == len(blocks)  # each copy trashed once, by one of them
+    assert not list(vol.index())
+
+
+def test_fsck_reports_an_unreadable_copy_and_goes_on(
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+) -> None:
+    # A copy that cannot be read (here a directory in its place; on a disk,
+    # EIO) once stopped fsck with "Error: PATH: Is a directory", exit 1.
+    one = wh.put([tree(tmp_path / "1", {"x": b"one" * 1000})], name="one").pdh
+    two = wh.put([tree(tmp_path / "2", {"y": b"two" * 1000})], name="two").pdh
+    (bx,) = blocks_of(wh, one)
+    path = wh.volume.path_for(bx)
+    path.unlink()
+    path.mkdir()
+    result = run("fsck", code=5)
+    assert f"corrupt {bx} on local in {one}" in result.output
+    assert two not in result.output  # its blocks were read and are good

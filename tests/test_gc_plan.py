@@ -114,6 +114,12 @@ def test_durations_and_settings(tmp_path: Path) -> None:
     assert parse_duration("2d") == 2 * 86400
     with pytest.raises(UsageError):
         parse_duration("soon")
+    # Not finite, or past any deadline a trash file name or JSON can hold:
+    # these once reached the catalog and then broke every gc with a traceback.
+    for bad in ("inf", "-inf", "nan", "1e300", "99999999999999999999d"):
+        with pytest.raises(UsageError):
+            parse_duration(bad)
+    assert parse_duration("1000w") == 1000 * 7 * 86400
     engine = catalog.open_engine(f"sqlite:///{tmp_path / 'c.db'}")
     catalog.upgrade(engine)
     assert load_settings(engine).history_retention == 30 * 86400
@@ -122,6 +128,10 @@ def test_durations_and_settings(tmp_path: Path) -> None:
     assert load_settings(engine).signature_ttl == 5.0
     with pytest.raises(UsageError, match="no GC setting"):
         save_settings(engine, {"ttl": 1.0})
+    for bad in (float("inf"), float("nan"), 1e300, -1.0):
+        with pytest.raises(UsageError, match="trash_lifetime must be"):
+            save_settings(engine, {"trash_lifetime": bad})
+    assert load_settings(engine).trash_lifetime == 14 * 86400
     engine.dispose()
 
 

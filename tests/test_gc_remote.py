@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
+from cluster import keep_pool
 from conftest import Runner
 from gc_helpers import gc_cluster
 from warehouse.blocks.volume import LocalVolume
+from warehouse.gc import GcAborted
+from warehouse.gc.keep import KeepAdmin
+from warehouse.remote.probe import Service
 
 
 def tree(root: Path, i: int) -> Path:
@@ -85,6 +91,7 @@ def test_unreadable_index_stops_gc_and_trashes_nothing(
         pool.servers[2].kill()
         result = run("gc", code=1)
         assert f"keep server {pool.servers[2].url}" in result.stderr
+        assert "wh keep retire " in result.stderr  # what to do if it never comes back
         after = {i: s.blocks() for i, s in enumerate(pool.servers)}
         assert after == before
         assert not list(pool.servers[0].volume.glob("*/*.trash.*"))
@@ -101,4 +108,34 @@ def test_gc_needs_an_admin_token(remote_env: Path, monkeypatch: pytest.MonkeyPat
         assert "history_retention\t2592000s" in run("gc", "settings").output
         out = run("gc", "settings", "history_retention=1d", "--json").output
         assert json.loads(out)["history_retention"] == 86400
-        run("gc", "settings", "signature_ttl=1d", code=2)
+        assert "configuration" in run("gc", "settings", "signature_ttl=1d", code=2).stderr
+        assert "no GC setting 'ttl'" in run("gc", "settings", "ttl=1d", code=2).stderr
+        # Not JSON-encodable: once a traceback in the client.
+        assert "Error: " in run("gc", "settings", "history_retention=inf", code=2).stderr
+
+
+def test_fsck_does_not_call_copies_on_a_server_gone_mid_run_corrupt(tmp_path: Path) -> None:
+    # fsck reads every copy after reading the indexes; a server that dies in
+    # between, or refuses the token, once had every copy reported corrupt.
+    data = os.urandom(3000)
+    md5 = hashlib.md5(data).hexdigest()
+    with keep_pool(tmp_path / "k", 2) as pool:
+        services = [Service(f"s{i}", s.url) for i, s in enumerate(pool.servers)]
+        for s in pool.servers:
+            put = httpx.put(
+                f"{s.url}/{md5}",
+                content=data,
+                headers={"Authorization": f"Bearer {pool.admin_token}"},
+            )
+            assert put.status_code == 200, put.text
+        with KeepAdmin(services, pool.admin_token) as admin:
+            indexes = admin.indexes()
+            assert admin.verify("s0", indexes["s0"][0]) is True
+            pool.servers[1].kill()
+            with pytest.raises(GcAborted, match=f"keep server {pool.servers[1].url}"):
+                admin.verify("s1", indexes["s1"][0])
+        with (
+            KeepAdmin(services, "not-the-admin-token") as stranger,
+            pytest.raises(GcAborted, match="HTTP 401"),
+        ):
+            stranger.verify("s0", indexes["s0"][0])

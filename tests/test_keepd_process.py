@@ -29,8 +29,10 @@ from starlette.routing import Route
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.signing import Check, check_signature
 from warehouse.blocks.volume import LocalVolume
+from warehouse.errors import UsageError
 from warehouse.remote import blockhttp
 from warehouse.server.keepd import ControllerTokenChecker, KeepConfig, create_app
+from warehouse.server.lifeline import ID_FILE, server_id
 from warehouse.server.serving import KEEPALIVE_SECONDS, ServerThread
 
 WH_BIN = str(Path(sys.executable).with_name("wh"))
@@ -216,6 +218,42 @@ def test_keepd_refuses_to_start_without_its_controller(tmp_path: Path) -> None:
     assert "cannot reach the controller" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--trash-lifetime", "inf"),
+        ("--trash-lifetime", "nan"),
+        ("--trash-lifetime", "1e300"),
+        ("--signature-ttl", "99999999999999999999"),
+    ],
+)
+def test_keepd_refuses_lifetimes_it_cannot_write(tmp_path: Path, option: tuple[str, str]) -> None:
+    # Once accepted: every PUT then failed with 500 (an expiry past 8 hex
+    # digits) or every trash failed (a deadline that is no whole number).
+    (tmp_path / "admin").write_text(ADMIN)
+    (tmp_path / "key").write_text("key")
+    done = subprocess.run(
+        [
+            WH_BIN,
+            "keepd",
+            "--volume",
+            str(tmp_path / "v"),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            str(tmp_path / "admin"),
+            "--signing-key-file",
+            str(tmp_path / "key"),
+            *option,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"Invalid value for '{option[0]}'" in done.stderr
+
+
 def test_controller_token_checks_are_cached_and_an_absent_controller_is_503(
     tmp_path: Path,
 ) -> None:
@@ -267,3 +305,16 @@ def test_idle_connections_are_dropped_before_the_server_drops_them(
         client.close()
     assert sockets[0] is sockets[1], "a connection idle for 1 s is reused"
     assert sockets[2] is not sockets[1], "one idle past IDLE_SECONDS is not"
+
+
+def test_a_server_id_file_left_empty_by_a_crash_gets_a_new_id(tmp_path: Path) -> None:
+    # An empty id file once made every start fail at registration ("String
+    # should match pattern"), and `wh serve --keep` restarted it forever.
+    first = server_id(tmp_path)
+    assert server_id(tmp_path) == first  # kept
+    (tmp_path / ID_FILE).write_text("")
+    fresh = server_id(tmp_path)
+    assert fresh.startswith("keep-") and len(fresh) == 20 and fresh != first
+    (tmp_path / ID_FILE).write_text("not an id\n")
+    with pytest.raises(UsageError, match="holds no keep server id"):
+        server_id(tmp_path)

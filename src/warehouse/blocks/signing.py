@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 DEFAULT_SIGNATURE_TTL = 14 * 24 * 3600
+# An expiry is written as 8 hex digits (Unix seconds up to 2106): 50 years
+# keeps it there for decades to come.
+MAX_SIGNATURE_TTL = 50 * 365 * 24 * 3600
 
 
 class Check(enum.Enum):

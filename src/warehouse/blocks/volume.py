@@ -460,16 +460,25 @@ class LocalVolume:
             while n < len(view) and (got := f.readinto(view[n:])):
                 n += got
             if n == len(view) and f.read(1):
-                self.quarantine(md5, ino=ino)
+                self._move_aside(md5, ino)
                 raise CorruptDataError(f"block {md5} on {self.root} is longer than any block")
         data = view[:n]
         self._verify(md5, data, ino)
         return data
 
+    def _move_aside(self, md5: str, ino: int) -> str:
+        """Quarantine a copy found corrupt; say how that went, for the error."""
+        try:
+            moved = self.quarantine(md5, ino=ino)
+        except OSError as e:
+            # A read-only or full volume: the copy is still corrupt, and that
+            # is what the reader must hear, not the failed rename.
+            return f" and could not be moved aside: {e.strerror or e}"
+        return " and was moved aside" if moved else ""
+
     def _verify(self, md5: str, data: bytes | memoryview, ino: int) -> None:
         if hashlib.md5(data).hexdigest() != md5:
-            moved = self.quarantine(md5, ino=ino)
-            aside = " and was moved aside" if moved else ""
+            aside = self._move_aside(md5, ino)
             raise CorruptDataError(
                 f"block {md5} on {self.root} is corrupt (its MD5 differs){aside}"
             )
@@ -515,7 +524,10 @@ class LocalVolume:
         if if_mtime_ns is not None and st.st_mtime_ns != if_mtime_ns:
             return False
         deadline = int((time.time() if now is None else now) + self.trash_lifetime)
-        os.replace(path, path.with_name(f"{md5}.trash.{deadline}"))
+        try:
+            os.replace(path, path.with_name(f"{md5}.trash.{deadline}"))
+        except FileNotFoundError:  # trashed meanwhile by another run
+            return False
         _fsync_dir(path.parent)
         return True
 
@@ -525,7 +537,10 @@ class LocalVolume:
         trashed = sorted(self._trashed(md5), key=lambda p: int(p.name.rsplit(".", 1)[1]))
         if not trashed:
             return False
-        os.replace(trashed[-1], path)
+        try:
+            os.replace(trashed[-1], path)
+        except FileNotFoundError:  # removed meanwhile (its lifetime was over)
+            return False
         _fsync_dir(path.parent)
         return True
 

@@ -36,10 +36,11 @@ def add_collection(
     user: str,
     file_md5s: str | None = None,
 ) -> CollectionRecord:
-    """Record a collection; recording one that exists only fills in missing digests.
+    """Record a collection; recording one that exists fills in missing digests
+    and makes it count as recorded now (a root for GC's TTL, as any put).
 
     Recording one GC has collected is storing it again: it is no longer
-    marked collected and counts as recorded now (a root for the TTL).
+    marked collected.
     """
     record = CollectionRecord(pdh, manifest_blocks, size, file_count, time.time(), user, file_md5s)
     try:
@@ -69,6 +70,11 @@ def add_collection_in(conn: sa.Connection, record: CollectionRecord) -> None:
         insert_ignoring_duplicates(conn, collections, [_row(record)], ["pdh"])
 
 
+# A recording again this much later refreshes a collection's time (a TTL may
+# be seconds); a burst of recordings of one collection writes its row once.
+_RECORDED_AGAIN = 1.0
+
+
 def _recorded_again(conn: sa.Connection, record: CollectionRecord) -> CollectionRecord | None:
     """The recorded row of ``record.pdh`` brought up to date (digests, GC), if any."""
     pdh, file_md5s = record.pdh, record.file_md5s
@@ -79,6 +85,11 @@ def _recorded_again(conn: sa.Connection, record: CollectionRecord) -> Collection
     if found.file_md5s is None and file_md5s is not None:
         values["file_md5s"] = file_md5s
     if conn.execute(collected.delete().where(collected.c.pdh == pdh)).rowcount:
+        values["created_at"] = record.created_at
+    elif found.created_at < record.created_at - _RECORDED_AGAIN:
+        # A put of the same data again, which may reuse old blocks without
+        # rewriting them (its cache), is a recording like the first: GC keeps
+        # it as a root for the TTL from now.
         values["created_at"] = record.created_at
     if values:
         conn.execute(collections.update().where(collections.c.pdh == pdh).values(**values))

@@ -6,7 +6,7 @@ import click
 
 from warehouse.cli._common import byte_progress, emit_json, open_warehouse
 from warehouse.cli.completion import complete_keys
-from warehouse.errors import UsageError
+from warehouse.errors import ForbiddenError, UsageError
 
 __all__ = ["copy"]
 
@@ -31,18 +31,24 @@ def copy(ctx: click.Context, key: str, to: str, name: str | None, as_json: bool)
     from warehouse.remote.warehouse import RemoteWarehouse
 
     source = open_warehouse(ctx)
-    if isinstance(source, RemoteWarehouse):
-        if to == source.cluster:
-            raise UsageError(f"--to {to}: that is this installation's own cluster")
-        dest = source.other(to)
-    else:
-        from warehouse.settings import clusters
+    try:
+        if isinstance(source, RemoteWarehouse):
+            if to == source.cluster:
+                raise UsageError(f"--to {to}: that is this installation's own cluster")
+            dest = source.other(to)
+        else:
+            from warehouse.settings import clusters
 
-        entry = clusters().get(to)
-        if entry is None:
-            raise UsageError(f"cluster {to!r} is not configured here (see docs/clusters.md)")
-        dest = RemoteWarehouse(entry.url, entry.token, wait=False)
-        ctx.call_on_close(dest.close)
+            entry = clusters().get(to)
+            if entry is None:
+                raise UsageError(f"cluster {to!r} is not configured here (see docs/clusters.md)")
+            dest = RemoteWarehouse(entry.url, entry.token, wait=False)
+            ctx.call_on_close(dest.close)
+    except ForbiddenError as e:
+        # Two clusters, two tokens: say which one was refused.
+        raise ForbiddenError(
+            f"cluster {to}: {e} (its token is the one in [clusters.{to}] of the config file)"
+        ) from None
     with byte_progress(f"copy to {to}", source.manifest(key).size) as bar:
         result = copy_collection(source, dest, key, name=name, progress=bar)
     if as_json:

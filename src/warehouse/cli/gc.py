@@ -15,8 +15,10 @@ import click
 
 from warehouse.cli._common import emit_json, stderr
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError
 from warehouse.gc import GcReport, load_settings, parse_duration, save_settings
 from warehouse.gc.local import local_balance, local_fsck, local_gc
+from warehouse.gc.settings import FIELDS
 from warehouse.remote.api import ApiClient
 
 __all__ = ["balance", "fsck", "gc"]
@@ -142,7 +144,17 @@ def gc_settings(changes: tuple[str, ...], as_json: bool) -> None:
         if not eq:
             raise click.UsageError(f"expected KEY=DURATION, not {change!r}")
         values[key.strip()] = parse_duration(value)
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise UsageError(f"no GC setting {unknown[0]!r} (there are: {', '.join(FIELDS)})")
     api = _remote()
+    fixed = sorted(set(values) & {"signature_ttl", "trash_lifetime"})
+    if api is not None and fixed:
+        api.close()
+        raise UsageError(
+            f"{fixed[0]} is the controller's and keep servers' configuration on a remote "
+            "installation; only history_retention and job_retention can be changed here"
+        )
     if api is None:
         with EmbeddedWarehouse() as wh:
             shown = save_settings(wh.engine, values) if values else load_settings(wh.engine)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
+from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, MAX_SIGNATURE_TTL
 from warehouse.cli._common import server_options
 from warehouse.errors import UsageError
 from warehouse.server.accesslog import configure_access_log
@@ -23,6 +23,18 @@ def _read_lines(path: Path | None) -> list[str]:
     if path is None:
         return []
     return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+# A trashed block's file name holds its deadline in whole seconds.
+MAX_TRASH_LIFETIME = 1000 * 365 * 24 * 3600.0
+
+
+def _lifetime(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (value > 0 and value <= MAX_TRASH_LIFETIME):  # NaN too
+        raise click.BadParameter(
+            f"{value} is not a number of seconds above 0 and at most 1000 years"
+        )
+    return value
 
 
 def _announce(url: str) -> None:
@@ -53,14 +65,15 @@ def _announce(url: str) -> None:
 )
 @click.option(
     "--signature-ttl",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_SIGNATURE_TTL),
     default=DEFAULT_SIGNATURE_TTL,
     show_default=True,
     help="Standalone: seconds a signed locator stays valid.",
 )
 @click.option(
     "--trash-lifetime",
-    type=click.FloatRange(min=0, min_open=True),
+    type=float,
+    callback=_lifetime,
     help="Standalone: seconds a trashed block is kept before removal [default: 14 days].",
 )
 @server_options()

@@ -81,6 +81,18 @@ def _check_name(dest: RemoteWarehouse, name: str, pdh: str, before: bool) -> str
     return held
 
 
+def _holds_whole(dest: RemoteWarehouse, pdh: str) -> bool:
+    """Whether the destination records the collection and can read its manifest.
+
+    A collection the destination's GC collected is still recorded there, but
+    its blocks are gone: it is copied again (recording it again brings it back).
+    """
+    try:
+        return dest.holds(pdh)
+    except CorruptDataError:  # a block of its manifest is missing or corrupt there
+        return False
+
+
 def copy_collection(
     source: Warehouse,
     dest: RemoteWarehouse,
@@ -101,7 +113,7 @@ def copy_collection(
     result = CopyResult(pdh, dest.cluster, len(blocks), sum(b.size for b in blocks), name=name)
     if name is not None:
         _check_name(dest, name, pdh, before=True)
-    if dest.holds(pdh):
+    if _holds_whole(dest, pdh):
         result.already = True
         if progress is not None:
             progress(result.bytes)

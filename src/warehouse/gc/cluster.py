@@ -123,7 +123,12 @@ def cluster_fsck(
     report.roots, report.marked = result.roots, len(result.marked)
     work: Sequence[tuple[str, Copy]] = [(sid, c) for sid, cs in indexes.items() for c in cs]
     with ThreadPoolExecutor(8) as pool:
-        verdicts = list(pool.map(lambda w: admin.verify(*w), work))
+        try:
+            verdicts = list(pool.map(lambda w: admin.verify(*w), work))
+        except BaseException:
+            # A server gone mid-run: do not wait out its timeout once per copy.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     good: dict[str, list[Copy]] = {sid: [] for sid in indexes}
     for (sid, c), ok in zip(work, verdicts, strict=True):
         report.copies += 1

@@ -66,7 +66,15 @@ class KeepAdmin:
             raise GcAborted(f"keep server {url}: {e}") from e
 
     def index(self, s: Service) -> list[Copy]:
-        r = self._call("GET", f"{s.url}/index")
+        try:
+            r = self._call("GET", f"{s.url}/index")
+        except GcAborted as e:
+            # Most often a server gone for good (its disk lost, so it came
+            # back under a new id): say what takes it off the list.
+            raise GcAborted(
+                f"{e}; if keep server {s.id} is gone for good, "
+                f"`wh keep retire {s.id}` (then `wh balance`)"
+            ) from e
         if r.status_code != 200:
             raise GcAborted(
                 f"cannot read the index of keep server {s.url}: "
@@ -119,14 +127,22 @@ class KeepAdmin:
         return True
 
     def verify(self, sid: str, copy: Copy) -> bool | None:
-        """Read a copy and check it: True good, False corrupt, None gone meanwhile."""
+        """Read a copy and check it: True good, False corrupt, None gone meanwhile.
+
+        A server that stops answering, or refuses the admin token, raises
+        GcAborted: its copies are not known to be corrupt, and fsck must not
+        say they are.
+        """
         url = self.by_id[sid].url
-        try:
-            r = self.http.get(f"{url}/{copy.key}")
-        except httpx.HTTPError:
-            return False
+        r = self._call("GET", f"{url}/{copy.key}")
         if r.status_code == 404:
             return None
-        if r.status_code != 200:
+        # 502: the server found its copy corrupt; 503: it could not read it (EIO).
+        if r.status_code in (502, 503):
             return False
+        if r.status_code != 200:
+            raise GcAborted(
+                f"keep server {url} refused to read block {copy.key}: "
+                f"HTTP {r.status_code} {r.text.strip()[:200]}"
+            )
         return len(r.content) == copy.size and hashlib.md5(r.content).hexdigest() == copy.md5

@@ -113,7 +113,9 @@ def local_fsck(
             data = volume.get(b.md5)
         except NotFoundError:
             continue  # trashed while we looked
-        except CorruptDataError:
+        except (CorruptDataError, OSError):
+            # An unreadable copy (EIO, a directory in its place) is damage to
+            # report, as keepd's 503 is, not a reason to stop checking.
             report.corrupt.append(f"{b.md5} on {LOCAL}")
         else:
             present.add(b.md5)

@@ -15,6 +15,7 @@ two retentions come from here.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -30,6 +31,9 @@ __all__ = ["DAY", "GcSettings", "load_settings", "parse_duration", "save_setting
 DAY = 24 * 3600.0
 _PREFIX = "gc."
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY, "w": 7 * DAY}
+# A thousand years is "forever" for any of these; beyond it a deadline no
+# longer fits a trashed block's file name, a JSON number or a timestamp.
+MAX_DURATION = 1000 * 365 * DAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +55,13 @@ def parse_duration(text: str) -> float:
     try:
         value = float(number) * (unit or 1.0)
     except ValueError:
-        raise UsageError(
-            f"not a duration: {text!r} (use e.g. 3600, 90s, 15m, 12h, 30d, 2w)"
-        ) from None
-    if not value >= 0:
+        value = math.nan
+    if math.isnan(value):  # also "nan" itself, which float() takes
+        raise UsageError(f"not a duration: {text!r} (use e.g. 3600, 90s, 15m, 12h, 30d, 2w)")
+    if value < 0:
         raise UsageError(f"a duration must not be negative: {text!r}")
+    if value > MAX_DURATION:
+        raise UsageError(f"a duration must be at most 1000 years: {text!r}")
     return value
 
 
@@ -74,8 +80,8 @@ def save_settings(engine: sa.Engine, changes: dict[str, float]) -> GcSettings:
     for key, value in changes.items():
         if key not in FIELDS:
             raise UsageError(f"no GC setting {key!r} (there are: {', '.join(FIELDS)})")
-        if not value >= 0:
-            raise UsageError(f"{key} must not be negative")
+        if not 0 <= value <= MAX_DURATION:  # also refuses NaN
+            raise UsageError(f"{key} must be 0 to {MAX_DURATION:.0f} seconds (1000 years)")
     with write(engine) as conn:
         for key, value in changes.items():
             conn.execute(settings_table.delete().where(settings_table.c.key == _PREFIX + key))
