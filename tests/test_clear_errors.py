@@ -4,6 +4,7 @@ code (docs/cli.md), and the servers answer 4xx, never 500."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +65,17 @@ def test_a_wh_home_that_is_a_file_says_it_is_not_a_directory(tmp_path: Path) -> 
         assert done.returncode == 1, done.stderr
         assert one_error(done.stderr) == f"Error: {home}: Not a directory"
     assert (tmp_path / "file").read_text() == "not a warehouse\n"
+    # Someone's directory, named by mistake, is not taken over (made private,
+    # filled with a catalog), even by a command that only reads.
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o775)
+    shared.chmod(0o775)
+    (shared / "notes.txt").write_text("doc\n")
+    done = wh_process("ls", "x", home=shared)
+    assert done.returncode == 2, done.stderr
+    assert "holds other files and no warehouse" in one_error(done.stderr)
+    assert sorted(os.listdir(shared)) == ["notes.txt"]
+    assert shared.stat().st_mode & 0o777 == 0o775
 
 
 def test_a_missing_manifest_block_is_corrupt_data(

@@ -27,7 +27,7 @@ from warehouse.collection.records import (
     store_manifest,
     store_portable,
 )
-from warehouse.errors import NotFoundError, WarehouseError
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
 from warehouse.manifest.normal import normal_summary
@@ -49,6 +49,27 @@ def default_home() -> Path:
     return Path(data) / "warehouse"
 
 
+# What a warehouse home holds once used; a directory holding other files and
+# none of these is someone's, not a warehouse: it is not taken over (made
+# private, filled with a catalog) because WH_HOME named it by mistake.
+_HOME_MARKS = ("warehouse.db", "blocks")
+
+
+def _refuse_foreign(home: Path) -> None:
+    try:
+        with os.scandir(home) as entries:
+            names = {e.name for e in entries}
+    except (FileNotFoundError, NotADirectoryError):
+        return  # made below, or refused there as not a directory
+    except OSError:
+        return  # unreadable: private_dir and the catalog say why
+    if names and not any(mark in names for mark in _HOME_MARKS):
+        raise UsageError(
+            f"{home} holds other files and no warehouse: "
+            "give WH_HOME a new or empty directory (or an existing warehouse)"
+        )
+
+
 class EmbeddedWarehouse(WarehouseBase):
     def __init__(
         self,
@@ -58,6 +79,7 @@ class EmbeddedWarehouse(WarehouseBase):
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         self.home = Path(home) if home is not None else default_home()
+        _refuse_foreign(self.home)
         private_dir(self.home)
         self.user = user or os.environ.get("WH_USER") or getpass.getuser()
         self.volume = LocalVolume(self.home / "blocks")
