@@ -170,6 +170,12 @@ def test_bad_names_are_refused(engine: sa.Engine, bad: str) -> None:
     assert catalog.list_names(engine) == []
 
 
+def test_a_pdh_that_is_not_one_is_bad_input(engine: sa.Engine) -> None:
+    for bad in ("zz", P1 + "+Kx", P1.upper()):
+        with pytest.raises(UsageError, match="not a portable data hash"):
+            catalog.set_name(engine, "n", bad, expect=None, user="alice")
+
+
 def test_missing_name(engine: sa.Engine) -> None:
     with pytest.raises(NotFoundError):
         catalog.get_name(engine, "nope")

@@ -67,3 +67,13 @@ def test_names_differ_by_case_and_composed_letters_are_refused(
     for bad in ("caf\u00e9", "cafe\u0301", "\u0440un"):  # the last: a Cyrillic "r"
         out = wh_process("name", "set", bad, first, env=env)
         assert out.returncode == 2 and out.stderr.startswith("Error: bad name"), out.stderr
+
+
+def test_a_pdh_that_is_not_one_is_bad_input(env: dict[str, str], tmp_path: Path) -> None:
+    """Embedded, ``wh name set n zz`` said "no collection zz" (exit 4)."""
+    first = _pdh(env, tmp_path, "first")
+    for bad in ("zz", first + "+Kx", first.upper(), first.replace("+", "+0")):
+        out = wh_process("name", "set", "n", bad, env=env)
+        assert out.returncode == 2, (bad, out.stderr)
+        assert out.stderr == f"Error: PDH: {bad!r} is not a portable data hash\n"
+    assert wh_process("name", "get", "n", env=env).returncode == 4

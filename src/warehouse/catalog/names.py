@@ -80,6 +80,8 @@ def set_name(
     a ``ConflictError`` and changes nothing.
     """
     check_name(name)
+    if not is_pdh(pdh):
+        raise UsageError(f"pdh: {pdh!r} is not a portable data hash")
     if expect is not None and not is_pdh(expect):
         raise UsageError(f"expect: {expect!r} is not a portable data hash")
     require_collection(engine, pdh)  # a name only points at a known collection
