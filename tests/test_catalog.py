@@ -156,11 +156,24 @@ def test_only_owner_and_writers_move_a_name(engine: sa.Engine) -> None:
     catalog.set_name(engine, "shared", P3, expect=P2, user="carol", admin=True)
 
 
-@pytest.mark.parametrize("bad", ["", "a/b", ".hidden", "-x", "x" * 256, "a b", P1, "é"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        *("", "a/b", ".hidden", "-x", "x" * 256, "a b", P1, "é", "e\u0301", " run", "run "),
+        # Shaped like a PDH with hints or a leading zero: wh get reads it as a PDH.
+        *(P1 + "+Kx", P1.split("+")[0] + "+007", P1.upper()),
+    ],
+)
 def test_bad_names_are_refused(engine: sa.Engine, bad: str) -> None:
     with pytest.raises(UsageError):
         catalog.set_name(engine, bad, P1, expect=None, user="alice")
     assert catalog.list_names(engine) == []
+
+
+def test_a_pdh_that_is_not_one_is_bad_input(engine: sa.Engine) -> None:
+    for bad in ("zz", P1 + "+Kx", P1.upper()):
+        with pytest.raises(UsageError, match="not a portable data hash"):
+            catalog.set_name(engine, "n", bad, expect=None, user="alice")
 
 
 def test_missing_name(engine: sa.Engine) -> None:

@@ -26,6 +26,7 @@ __all__ = [
 
 
 def get_name(engine: sa.Engine, name: str) -> NameRecord:
+    check_name(name)  # a bad name is bad input (exit 2) when read, as when set
     with connect(engine) as conn:
         row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
     if row is None:
@@ -44,6 +45,7 @@ def list_names(engine: sa.Engine, prefix: str = "") -> list[NameRecord]:
 
 
 def name_log(engine: sa.Engine, name: str) -> list[NameChange]:
+    check_name(name)
     query = (
         sa.select(name_history).where(name_history.c.name == name).order_by(name_history.c.version)
     )
@@ -78,6 +80,8 @@ def set_name(
     a ``ConflictError`` and changes nothing.
     """
     check_name(name)
+    if not is_pdh(pdh):
+        raise UsageError(f"pdh: {pdh!r} is not a portable data hash")
     if expect is not None and not is_pdh(expect):
         raise UsageError(f"expect: {expect!r} is not a portable data hash")
     require_collection(engine, pdh)  # a name only points at a known collection

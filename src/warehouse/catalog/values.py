@@ -35,7 +35,9 @@ class AccountingRow:
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,254}")
-_LOOKS_LIKE_PDH = re.compile(r"[0-9a-f]{32}\+\d+")
+# Any case and with hints: a key shaped so is read as a PDH (keys.parse_key), so
+# such a name could not be reached, and in capitals it passes for another PDH.
+_LOOKS_LIKE_PDH = re.compile(r"[0-9a-f]{32}\+\d+(\+.*)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)

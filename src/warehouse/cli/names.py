@@ -6,6 +6,8 @@ import click
 
 from warehouse.cli._common import check_pdh, emit_json, emit_rows, open_warehouse, text_time
 from warehouse.cli.completion import complete_names
+from warehouse.errors import UsageError
+from warehouse.keys import is_pdh
 
 __all__ = ["accounting", "name"]
 
@@ -31,6 +33,9 @@ def name_set(
     """
     if expect and create:
         raise click.UsageError("give --expect or --create, not both")
+    if not is_pdh(pdh):
+        # Bad input (exit 2), as --expect is, through a controller or not.
+        raise UsageError(f"PDH: {pdh!r} is not a portable data hash")
     rec = open_warehouse(ctx).set_name(name_, pdh, expect=expect, create=create)
     if as_json:
         emit_json({"name": rec.name, "pdh": rec.pdh, "version": rec.version})

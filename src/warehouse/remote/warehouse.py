@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
@@ -193,17 +194,25 @@ class RemoteWarehouse(WarehouseBase):
     def set_name(
         self, name: str, pdh: str, *, expect: str | None, create: bool = False
     ) -> catalog.NameRecord:
-        out = self.api.put(f"/names/{name}", {"pdh": pdh, "expect": expect, "create": create})
+        out = self.api.put(
+            f"/names/{_name_path(name)}", {"pdh": pdh, "expect": expect, "create": create}
+        )
         return catalog.NameRecord(**out)
 
     def get_name(self, name: str) -> catalog.NameRecord:
-        return catalog.NameRecord(**self.api.get(f"/names/{catalog.check_name(name)}"))
+        return catalog.NameRecord(**self.api.get(f"/names/{_name_path(name)}"))
 
     def list_names(self, prefix: str = "") -> list[catalog.NameRecord]:
         return [catalog.NameRecord(**r) for r in self.api.get("/names", prefix=prefix)]
 
     def name_log(self, name: str) -> list[catalog.NameChange]:
-        return [catalog.NameChange(**c) for c in self.api.get(f"/names/{name}/log")]
+        return [catalog.NameChange(**c) for c in self.api.get(f"/names/{_name_path(name)}/log")]
 
     def accounting(self, since: float = 0.0) -> list[catalog.AccountingRow]:
         return [catalog.AccountingRow(**r) for r in self.api.get("/accounting", since=since)]
+
+
+def _name_path(name: str) -> str:
+    """``name`` checked, for a URL path: unchecked, ``x?y`` or ``x#y`` reached
+    the name ``x`` and ``a/b`` another route."""
+    return quote(catalog.check_name(name), safe="")
