@@ -70,3 +70,74 @@ def test_submit_with_a_bad_scheduler_says_so_in_one_line(
     result = run(*args, "--executor", "dask", "--dask-scheduler", "nonsense://x", code=2)
     assert result.stderr.startswith("Error: bad Dask scheduler address"), result.stderr
     assert "Traceback" not in result.output + result.stderr
+
+
+# The first step to run kills the scheduler (its pid in SCHEDULER_PID), then waits.
+KILL_SCHEDULER = """import os, signal, time
+from warehouse import step
+
+if step.number() == 0:
+    step.queue(1, "a", "b")
+else:
+    os.kill(int(os.environ["SCHEDULER_PID"]), signal.SIGKILL)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def lone_scheduler(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """A real scheduler and worker, each its own process, the worker told the scheduler's pid."""
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = Path(sys.executable).parent
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = subprocess.DEVNULL
+    scheduler = subprocess.Popen(
+        [
+            bin_dir / "dask",
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dashboard-address",
+            "127.0.0.1:0",
+        ],
+        stdout=quiet,
+        stderr=quiet,
+    )
+    env = {**os.environ, "SCHEDULER_PID": str(scheduler.pid)}
+    worker = subprocess.Popen(
+        [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-nanny"],
+        env=env,
+        stdout=quiet,
+        stderr=quiet,
+    )
+    try:
+        from distributed import Client
+
+        with Client(address, set_as_default=False, timeout=30) as c:
+            c.wait_for_workers(1, timeout=30)
+        yield address, scheduler.pid
+    finally:
+        for p in (worker, scheduler):
+            p.kill()
+            p.wait()
+
+
+def test_a_scheduler_lost_mid_job_stops_the_manager_with_an_error(
+    wh: EmbeddedWarehouse, tmp_path: Path, lone_scheduler: tuple[str, int]
+) -> None:
+    from jobs_helpers import put_function, run_job
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x").write_text("x")
+    key = wh.put([tmp_path / "in"]).pdh
+    fn = put_function(wh, tmp_path, "kill.py", KILL_SCHEDULER)
+    with pytest.raises(WarehouseError, match="lost the Dask scheduler"):
+        run_job(wh, fn, key, executor=f"dask:{lone_scheduler[0]}", reuse=False)

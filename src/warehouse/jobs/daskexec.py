@@ -128,6 +128,7 @@ class DaskExecutor(LabelledWorkers):
             address = self._cluster.scheduler_address
         else:
             check_scheduler(address)
+        self.address = address
         self.client: Any = _dask.Client(address, set_as_default=False, timeout=CONNECT_SECONDS)
         found = self.client.scheduler_info(n_workers=-1)["workers"]
         info = found.values()
@@ -211,6 +212,14 @@ class DaskExecutor(LabelledWorkers):
         self._done.put((chunk, fut))
 
     def poll(self, timeout: float) -> list[Finished]:
+        if self.client.status in ("closing", "closed"):
+            # The client gave up reconnecting to a scheduler that went away:
+            # its tasks' futures never finish, so waiting would wait for ever.
+            # The manager stops; its steps run again when one starts.
+            raise WarehouseError(
+                f"lost the Dask scheduler at {self.address}: "
+                "start the manager again once it is back"
+            )
         self._send_stops()
         if self._pending:
             self._send()
@@ -307,7 +316,8 @@ class DaskExecutor(LabelledWorkers):
             )
         self._send_stops()
         for fut in list(self._futures.values()):
-            fut.cancel()
+            with contextlib.suppress(Exception):  # a client already closed
+                fut.cancel()
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
