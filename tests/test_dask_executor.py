@@ -72,7 +72,8 @@ def test_submit_with_a_bad_scheduler_says_so_in_one_line(
     assert "Traceback" not in result.output + result.stderr
 
 
-# The first step to run kills the scheduler (its pid in SCHEDULER_PID), then waits.
+# The first step to run kills the scheduler (its pid in SCHEDULER_PID), then waits
+# as long as its worker lives.
 KILL_SCHEDULER = """import os, signal, time
 from warehouse import step
 
@@ -80,7 +81,9 @@ if step.number() == 0:
     step.queue(1, "a", "b")
 else:
     os.kill(int(os.environ["SCHEDULER_PID"]), signal.SIGKILL)
-    time.sleep(60)
+    worker = os.getppid()
+    while os.getppid() == worker:  # until the test stops the worker: nothing left behind
+        time.sleep(0.1)
 """
 
 
