@@ -309,3 +309,23 @@ def test_the_lineage_page_and_the_collection_pages_over_http(
             assert f'href="/web/c/{d.outputs["B"]}"' in combined  # its parts
         finally:
             web.close()
+
+
+def test_the_job_bound_holds_within_one_wide_layer(
+    built: tuple[Path, Diamond], diamond: Diamond
+) -> None:
+    """A collection read by more jobs than the bound: the graph keeps the bound,
+    and the collection says more was left out (B and C both read A's output)."""
+    from warehouse.lineage.build import build
+    from warehouse.lineage.reads import CatalogFacts
+
+    d = diamond
+    with EmbeddedWarehouse(built[0], user="alice") as wh:
+        facts = CatalogFacts(wh.engine)
+        g = build(facts, d.outputs["A"], d.outputs["A"], down=True, max_jobs=1)
+        full = build(facts, d.outputs["A"], d.outputs["A"], down=True)
+    assert [j.id for j in g.jobs] == [d.jobs["B"]]
+    assert g.collection(d.outputs["A"]).more
+    assert {c.pdh for c in g.collections} == {d.outputs["A"], d.outputs["B"]}
+    assert {j.id for j in full.jobs} == {d.jobs[x] for x in "BCD"}
+    assert not any(c.more for c in full.collections)

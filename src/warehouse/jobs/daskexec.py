@@ -11,6 +11,7 @@ steps per worker thread submitted, so workers never wait on a round trip.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -24,6 +25,7 @@ from typing import Any
 import distributed
 
 from warehouse.clusters.placement import LabelledWorkers
+from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.executors import Finished, Launch, RunKey, run_step, stop_steps
 from warehouse.jobs.model import Resources
 
@@ -32,6 +34,7 @@ __all__ = ["DaskExecutor"]
 log = logging.getLogger("warehouse.jobs")
 
 MAX_CHUNK = 32  # steps run by one Dask task at most
+CONNECT_SECONDS = 10.0  # a scheduler that has not answered by then is not there
 
 _dask: Any = distributed  # untyped
 
@@ -53,6 +56,44 @@ def _tasks_labelled(launches: list[Launch], sender: str, hosts: dict[str, str]) 
     except ValueError:
         label = ""
     return _tasks(launches, sender, label)
+
+
+async def _identity(address: str, timeout: float) -> Any:
+    comm = await _dask.comm.connect(address, timeout=timeout)
+    try:
+        await comm.write({"op": "identity"})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def check_scheduler(address: str, timeout: float = CONNECT_SECONDS) -> None:
+    """Refuse ``address`` unless a Dask scheduler answers there within ``timeout``.
+
+    The client alone waits forever on a port that accepts and never answers
+    in Dask's protocol (an HTTP server, say), and a malformed address ends in
+    a traceback and a minute's wait while the half-made client closes."""
+    try:
+        _dask.comm.parse_address(address)
+        _dask.comm.resolve_address(address)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"bad Dask scheduler address {address!r}: {e}") from None
+    except OSError as e:
+        raise WarehouseError(f"no Dask scheduler at {address}: {e}") from None
+    try:
+        who = asyncio.run(asyncio.wait_for(_identity(address, timeout), timeout))
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"bad Dask scheduler address {address!r}: {e}") from None
+    except (OSError, _dask.comm.CommClosedError) as e:
+        why = str(e) or "no answer"
+        raise WarehouseError(
+            f"no Dask scheduler answers at {address} within {timeout:g} s ({why})"
+        ) from None
+    kind = who.get("type") if isinstance(who, dict) else None
+    if kind != "Scheduler":
+        raise WarehouseError(
+            f"{address} is not a Dask scheduler (it answered as {kind or 'something else'})"
+        )
 
 
 async def _stop_here(keys: list[RunKey]) -> int:
@@ -85,7 +126,10 @@ class DaskExecutor(LabelledWorkers):
                 memory_limit=0,
             )
             address = self._cluster.scheduler_address
-        self.client: Any = _dask.Client(address, set_as_default=False)
+        else:
+            check_scheduler(address)
+        self.address = address
+        self.client: Any = _dask.Client(address, set_as_default=False, timeout=CONNECT_SECONDS)
         found = self.client.scheduler_info(n_workers=-1)["workers"]
         info = found.values()
         # Placement: each worker's host label, by its address or its name.
@@ -168,6 +212,14 @@ class DaskExecutor(LabelledWorkers):
         self._done.put((chunk, fut))
 
     def poll(self, timeout: float) -> list[Finished]:
+        if self.client.status in ("closing", "closed"):
+            # The client gave up reconnecting to a scheduler that went away:
+            # its tasks' futures never finish, so waiting would wait for ever.
+            # The manager stops; its steps run again when one starts.
+            raise WarehouseError(
+                f"lost the Dask scheduler at {self.address}: "
+                "start the manager again once it is back"
+            )
         self._send_stops()
         if self._pending:
             self._send()
@@ -264,7 +316,8 @@ class DaskExecutor(LabelledWorkers):
             )
         self._send_stops()
         for fut in list(self._futures.values()):
-            fut.cancel()
+            with contextlib.suppress(Exception):  # a client already closed
+                fut.cancel()
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()

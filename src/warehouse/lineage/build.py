@@ -102,8 +102,9 @@ def _first_of_each_job(
 
 
 class _Walk:
-    def __init__(self, facts: Facts, pdh: str) -> None:
+    def __init__(self, facts: Facts, pdh: str, max_jobs: int = MAX_JOBS) -> None:
         self.facts = facts
+        self.max_jobs = max_jobs
         self.pdhs: dict[str, None] = {pdh: None}  # in the order found
         self.jobs: dict[int, JobRecord] = {}
         self.chosen: set[tuple[str, str | None]] = set()
@@ -118,9 +119,19 @@ class _Walk:
     def edge(self, source: str, target: str, role: str, dir: str | None = None) -> None:
         self.edges[Edge(source, target, role, dir)] = None
 
+    def within_bound(self, jobs: list[JobRecord], down: bool) -> list[JobRecord]:
+        """As many of ``jobs`` as the bound leaves room for: one layer can be
+        wider than the bound itself (a collection every analysis reads); the
+        collections whose jobs are left out say there is more."""
+        room = max(self.max_jobs - len(self.jobs), 0)
+        for job in jobs[room:]:
+            self.more.add(job.input_pdh if down else (job.output_pdh or ""))
+        return jobs[:room]
+
     def up(self, frontier: list[str]) -> list[str]:
         found: list[str] = []
-        for job in _first_of_each_job(self.facts.jobs_making(frontier), self.chosen):
+        makers = _first_of_each_job(self.facts.jobs_making(frontier), self.chosen)
+        for job in self.within_bound(makers, down=False):
             self.jobs[job.id] = job
             assert job.output_pdh is not None
             self.edge(collection_node(job.input_pdh), job_node(job.id), "input")
@@ -135,7 +146,8 @@ class _Walk:
 
     def down(self, frontier: list[str]) -> list[str]:
         found: list[str] = []
-        for job in _first_of_each_job(self.facts.jobs_reading(frontier), self.chosen):
+        readers = _first_of_each_job(self.facts.jobs_reading(frontier), self.chosen)
+        for job in self.within_bound(readers, down=True):
             self.jobs[job.id] = job
             self.edge(collection_node(job.input_pdh), job_node(job.id), "input")
             if job.output_pdh is not None:
@@ -169,12 +181,12 @@ def build(
     """The lineage of collection ``pdh`` (asked for as ``key``)."""
     if not facts.exists(pdh):
         raise NotFoundError(f"no collection {pdh}")
-    walk = _Walk(facts, pdh)
+    walk = _Walk(facts, pdh, max_jobs)
     frontier = [pdh]
     hops = 0
     while frontier:
         if (depth is not None and hops >= depth) or len(walk.jobs) >= max_jobs:
-            walk.more = walk.unfollowed(frontier, down)
+            walk.more |= walk.unfollowed(frontier, down)
             break
         frontier = walk.down(frontier) if down else walk.up(frontier)
         hops += 1

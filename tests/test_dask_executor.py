@@ -1,0 +1,146 @@
+"""The Dask executor given a wrong scheduler address: refused soon, in one line."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import Runner
+from jobs_helpers import dask_cluster  # noqa: F401  (a fixture)
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError, WarehouseError
+from warehouse.jobs.daskexec import check_scheduler
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    """A real HTTP server: it accepts Dask's connection and never answers in its protocol."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections (the kernel's backlog) and never reads them."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        yield s.getsockname()[1]
+
+
+@pytest.mark.parametrize("address", ["nonsense://x", "tcp://[::", "host:port", "tcp://"])
+def test_a_malformed_address_is_a_usage_error(address: str) -> None:
+    with pytest.raises(UsageError, match="bad Dask scheduler address"):
+        check_scheduler(address, timeout=1)
+
+
+def test_a_port_that_does_not_speak_dask_is_refused_not_waited_on(
+    http_port: int, silent_port: int
+) -> None:
+    for port in (http_port, silent_port):
+        with pytest.raises(WarehouseError, match="no Dask scheduler answers"):
+            check_scheduler(f"tcp://127.0.0.1:{port}", timeout=1)
+
+
+def test_a_worker_address_is_not_a_scheduler(dask_cluster: str) -> None:  # noqa: F811
+    from distributed import Client
+
+    check_scheduler(dask_cluster)  # the scheduler itself passes
+    with Client(dask_cluster, set_as_default=False) as c:
+        worker = next(iter(c.scheduler_info()["workers"]))
+    with pytest.raises(WarehouseError, match=r"not a Dask scheduler .*Worker"):
+        check_scheduler(worker, timeout=5)
+
+
+def test_submit_with_a_bad_scheduler_says_so_in_one_line(
+    wh: EmbeddedWarehouse, run: Runner, tmp_path: Path
+) -> None:
+    (tmp_path / "f.txt").write_text("some words\n")
+    key = wh.put([tmp_path / "f.txt"]).pdh
+    args = ["job", "submit", "builtin:wordcount", "--input", key, "--no-reuse", "--wait"]
+    result = run(*args, "--executor", "dask", "--dask-scheduler", "nonsense://x", code=2)
+    assert result.stderr.startswith("Error: bad Dask scheduler address"), result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
+# The first step to run kills the scheduler (its pid in SCHEDULER_PID), then waits
+# as long as its worker lives.
+KILL_SCHEDULER = """import os, signal, time
+from warehouse import step
+
+if step.number() == 0:
+    step.queue(1, "a", "b")
+else:
+    os.kill(int(os.environ["SCHEDULER_PID"]), signal.SIGKILL)
+    worker = os.getppid()
+    while os.getppid() == worker:  # until the test stops the worker: nothing left behind
+        time.sleep(0.1)
+"""
+
+
+@pytest.fixture
+def lone_scheduler(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """A real scheduler and worker, each its own process, the worker told the scheduler's pid."""
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = Path(sys.executable).parent
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = subprocess.DEVNULL
+    scheduler = subprocess.Popen(
+        [
+            bin_dir / "dask",
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dashboard-address",
+            "127.0.0.1:0",
+        ],
+        stdout=quiet,
+        stderr=quiet,
+    )
+    env = {**os.environ, "SCHEDULER_PID": str(scheduler.pid)}
+    worker = subprocess.Popen(
+        [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-nanny"],
+        env=env,
+        stdout=quiet,
+        stderr=quiet,
+    )
+    try:
+        from distributed import Client
+
+        with Client(address, set_as_default=False, timeout=30) as c:
+            c.wait_for_workers(1, timeout=30)
+        yield address, scheduler.pid
+    finally:
+        for p in (worker, scheduler):
+            p.kill()
+            p.wait()
+
+
+def test_a_scheduler_lost_mid_job_stops_the_manager_with_an_error(
+    wh: EmbeddedWarehouse, tmp_path: Path, lone_scheduler: tuple[str, int]
+) -> None:
+    from jobs_helpers import put_function, run_job
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x").write_text("x")
+    key = wh.put([tmp_path / "in"]).pdh
+    fn = put_function(wh, tmp_path, "kill.py", KILL_SCHEDULER)
+    with pytest.raises(WarehouseError, match="lost the Dask scheduler"):
+        run_job(wh, fn, key, executor=f"dask:{lone_scheduler[0]}", reuse=False)
