@@ -348,7 +348,9 @@ def test_large_blocks_read_back_verified_either_way(
                 for loc, blob in zip(locs, blobs, strict=True):
                     assert c.get(f"/{loc}").content == blob
             bad = locs[0]
-            path = next(r / bad.md5[:3] / bad.md5 for r in k.roots if (r / bad.md5[:3]).is_dir())
+            (path,) = [
+                r / bad.md5[:3] / bad.md5 for r in k.roots if (r / bad.md5[:3] / bad.md5).is_file()
+            ]
             path.write_bytes(b"!" + blobs[0][1:])
             assert c.get(f"/{bad}").status_code == 502
             # The corrupt copy was moved aside: it is missing now.
