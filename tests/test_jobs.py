@@ -261,3 +261,21 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@pytest.mark.parametrize("level", ["99999999999999999999", "2147483648", "true", "-1"])
+def test_a_queued_level_out_of_range_fails_the_step_not_the_manager(
+    wh: EmbeddedWarehouse, tmp_path: Path, level: str
+) -> None:
+    script = (
+        "#!/bin/sh\n"
+        f"""echo '{{"op":"queue","level":{level},"input":""}}' >> "$WH_RESULT"\n"""
+    )
+    fn = put_function(wh, tmp_path, "badlevel.sh", script)
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, max_attempts=1)
+    assert job.state == "failed"
+    (step,) = jobs.list_steps(wh.engine, job.id)
+    assert "the step's report was refused" in (step.log_tail or "")
+    # The manager is still fine: the next job runs.
+    ok = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
+    assert run_job(wh, ok, wh.put([make_text(tmp_path / "in2")]).pdh).state == "complete"

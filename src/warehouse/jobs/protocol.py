@@ -32,6 +32,7 @@ __all__ = [
     "ENV_VARS",
     "LOCATION_VARS",
     "MAX_INPUT_LENGTH",
+    "MAX_LEVEL",
     "StepReport",
     "append_record",
     "check_queue",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 MAX_INPUT_LENGTH = 4096
+# A level is stored in a 32-bit column (SQLite and PostgreSQL alike): a
+# larger one from a step must fail that step, not the manager's write.
+MAX_LEVEL = 2**31 - 1
 MAX_COUNTERS = 64  # distinct counter names one step may report
 _COUNTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -134,8 +138,8 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
 
 
 def check_queue(level: int, text: str) -> None:
-    if level < 0:
-        raise UsageError(f"a step level is 0 or more, not {level}")
+    if not 0 <= level <= MAX_LEVEL:
+        raise UsageError(f"a step level is 0 to {MAX_LEVEL}, not {level}")
     if len(text) > MAX_INPUT_LENGTH or "\n" in text or "\0" in text:
         raise UsageError(
             f"a step input is one line of at most {MAX_INPUT_LENGTH} characters, no NUL"
@@ -153,7 +157,11 @@ def parse_report(text: str) -> StepReport:
             op = record["op"]
             if op == "queue":
                 level, step_input = record["level"], record.get("input", "")
-                if not isinstance(level, int) or not isinstance(step_input, str):
+                if (
+                    not isinstance(level, int)
+                    or isinstance(level, bool)
+                    or not isinstance(step_input, str)
+                ):
                     raise TypeError("level must be a number and input a string")
                 check_queue(level, step_input)
                 report.queued.append((level, step_input))
