@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -279,3 +281,55 @@ def test_a_queued_level_out_of_range_fails_the_step_not_the_manager(
     # The manager is still fine: the next job runs.
     ok = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
     assert run_job(wh, ok, wh.put([make_text(tmp_path / "in2")]).pdh).state == "complete"
+
+
+LEAVES_A_CHILD_SH = """#!/bin/sh
+for pid in $(cat "$WH_HOME/../pids" 2>/dev/null); do
+    # A killed orphan may stay a zombie a while (until its new parent reaps it).
+    state=$(sed -n 's/^State:[[:space:]]*\\(.\\).*/\\1/p' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$state" ] && [ "$state" != Z ] && echo "still running: $pid"
+done
+sleep 1000 &
+echo $! >> "$WH_HOME/../pids"
+[ "$WH_LEVEL" -lt 3 ] && wh step queue --level $((WH_LEVEL + 1)) next
+exit 0
+"""
+
+LEAVES_A_CHILD_PY = """
+import os, subprocess
+from warehouse import step
+pids = os.path.join(os.environ["WH_HOME"], "..", "pids")
+if os.path.exists(pids):
+    for pid in open(pids).read().split():
+        try:  # a killed orphan may stay a zombie a while (until its new parent reaps it)
+            state = open(f"/proc/{pid}/status").read().split("State:")[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if state != "Z":
+            print("still running:", pid)
+child = subprocess.Popen(["sleep", "1000"])
+with open(pids, "a") as f:
+    f.write(f"{child.pid}\\n")
+if step.level() < 3:
+    step.queue(step.level() + 1, "next")
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("a.sh", LEAVES_A_CHILD_SH), ("a.py", LEAVES_A_CHILD_PY)]
+)
+def test_what_a_step_leaves_running_ends_with_it(
+    wh: EmbeddedWarehouse, tmp_path: Path, name: str, text: str
+) -> None:
+    # One slot: each step reuses the work directory (and log) of the one before;
+    # a Python step after the first is forked from the fork server.
+    fn = put_function(wh, tmp_path, name, text)
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
+    assert jobs.get_job(wh.engine, record.id).state == "complete"
+    steps = jobs.list_steps(wh.engine, record.id)
+    assert len(steps) == 4
+    assert not [s.log_tail for s in steps if s.log_tail]
+    for pid in (wh.home.parent / "pids").read_text().split():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGKILL)

@@ -206,6 +206,20 @@ def _clear(tree: str, aside: str) -> None:
         os.rename(tree, tempfile.mkdtemp(prefix="left-", dir=aside) + "/tmp")
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for a step's process to end, kill what it left running in its
+    process group, and then reap it.
+
+    A step's background children must not outlive it: they would write into
+    the next step's log and scratch directory (the work directory is reused).
+    Killed before the reaping: while its zombie holds the pid, the group id
+    cannot name anyone else's processes."""
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return proc.wait()
+
+
 class ResultTooLong(Exception):
     """A step's result file over ``MAX_RESULT`` bytes."""
 
@@ -298,7 +312,7 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
             done = Finished(*key[1:], -signal.SIGKILL, host, started, started, log, "")
         else:
             try:
-                status = proc.wait()
+                status = _reap(proc)
             finally:
                 with _spare_lock:
                     _running.pop(key, None)
@@ -397,7 +411,7 @@ class LocalExecutor:
             os.close(fd)
             run = self._procs[key.data]
             assert run.proc is not None
-            ended.append((key.data, run.proc.wait()))
+            ended.append((key.data, _reap(run.proc)))
         done = []
         for step_key, status in ended:
             run = self._procs.pop(step_key)
