@@ -265,13 +265,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("level", ["99999999999999999999", "2147483648", "true", "-1"])
-def test_a_queued_level_out_of_range_fails_the_step_not_the_manager(
-    wh: EmbeddedWarehouse, tmp_path: Path, level: str
+@pytest.mark.parametrize(
+    ("level", "text"),
+    [
+        ("99999999999999999999", ""),
+        ("2147483648", ""),
+        ("true", ""),
+        ("-1", ""),
+        ("1", "\\\\ud800"),  # a lone surrogate: JSON, but no UTF-8 text
+    ],
+)
+def test_a_queued_step_out_of_range_fails_the_step_not_the_manager(
+    wh: EmbeddedWarehouse, tmp_path: Path, level: str, text: str
 ) -> None:
     script = (
         "#!/bin/sh\n"
-        f"""echo '{{"op":"queue","level":{level},"input":""}}' >> "$WH_RESULT"\n"""
+        f"""echo '{{"op":"queue","level":{level},"input":"{text}"}}' >> "$WH_RESULT"\n"""
     )
     fn = put_function(wh, tmp_path, "badlevel.sh", script)
     job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, max_attempts=1)

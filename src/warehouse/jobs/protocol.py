@@ -144,6 +144,10 @@ def check_queue(level: int, text: str) -> None:
         raise UsageError(
             f"a step input is one line of at most {MAX_INPUT_LENGTH} characters, no NUL"
         )
+    try:  # a lone surrogate (JSON "\ud800", or undecodable bytes in argv) is no text
+        text.encode()
+    except UnicodeEncodeError:
+        raise UsageError(f"a step input is UTF-8 text, not {text!r}") from None
 
 
 def parse_report(text: str) -> StepReport:
