@@ -342,3 +342,19 @@ def test_what_a_step_leaves_running_ends_with_it(
     for pid in (wh.home.parent / "pids").read_text().split():
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("level", "text"), [(1.5, "x"), ("1", "x"), (True, "x"), (2**31, "x"), (1, b"x"), (1, "\udcff")]
+)
+def test_the_step_library_refuses_a_bad_queue_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: object, text: object
+) -> None:
+    from warehouse import step
+    from warehouse.errors import UsageError
+
+    result = tmp_path / "result"
+    monkeypatch.setenv("WH_RESULT", str(result))
+    with pytest.raises(UsageError):
+        step.queue(level, text)  # type: ignore[arg-type]
+    assert not result.exists()

@@ -138,6 +138,12 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
 
 
 def check_queue(level: int, text: str) -> None:
+    # Checked here, in the step, so a Python step calling queue(1.5) or
+    # queue("1") gets one clear error at once, not a refused report later.
+    if not isinstance(level, int) or isinstance(level, bool):
+        raise UsageError(f"a step level is a whole number, not {level!r}")
+    if not isinstance(text, str):
+        raise UsageError(f"a step input is a string, not {text!r}")
     if not 0 <= level <= MAX_LEVEL:
         raise UsageError(f"a step level is 0 to {MAX_LEVEL}, not {level}")
     if len(text) > MAX_INPUT_LENGTH or "\n" in text or "\0" in text:
