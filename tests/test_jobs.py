@@ -358,3 +358,18 @@ def test_the_step_library_refuses_a_bad_queue_at_once(
     with pytest.raises(UsageError):
         step.queue(level, text)  # type: ignore[arg-type]
     assert not result.exists()
+
+
+@pytest.mark.parametrize("make", ["mkfifo", "mkdir"])
+def test_a_result_file_that_is_no_regular_file_fails_the_step(
+    wh: EmbeddedWarehouse, tmp_path: Path, make: str
+) -> None:
+    # A FIFO with no writer would block the manager's read forever; a directory
+    # made it stop with a traceback.
+    script = f'#!/bin/sh\n[ "$WH_ATTEMPT" = 1 ] && {make} "$WH_RESULT"\nexit 0\n'
+    fn = put_function(wh, tmp_path, "odd.sh", script)
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
+    job = jobs.get_job(wh.engine, record.id)
+    # The retry, in the same work directory, finds it cleaned and succeeds.
+    assert (job.state, job.failed_attempts) == ("complete", 1)

@@ -17,6 +17,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -165,8 +166,12 @@ class _Workdir:
         if os.lseek(self.log_fd, 0, os.SEEK_END):
             os.ftruncate(self.log_fd, 0)
             os.lseek(self.log_fd, 0, os.SEEK_SET)
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(self.result)
+        except FileNotFoundError:
+            pass
+        except OSError:  # the step made a directory there
+            _clear(self.result, self.path)
         try:
             with os.scandir(self.tmp) as it:
                 dirty = next(it, None) is not None
@@ -221,7 +226,8 @@ def _reap(proc: subprocess.Popen[bytes]) -> int:
 
 
 class ResultTooLong(Exception):
-    """A step's result file over ``MAX_RESULT`` bytes."""
+    """A step's result file refused: over ``MAX_RESULT`` bytes, or no regular
+    file (the name is kept: other executors catch it)."""
 
 
 def read_log(fd: int) -> bytes:
@@ -236,10 +242,14 @@ def read_log(fd: int) -> bytes:
 
 def read_result(path: str) -> str:
     # Never through a link: a step could point its result at a file of ours.
+    # Nor blocking on a FIFO the step made there (no writer: forever).
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:  # none written, or a link
         return ""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ResultTooLong("the step's result file is not a regular file: refused")
     with open(fd, "rb") as f:
         data = f.read(MAX_RESULT + 1)
     if len(data) > MAX_RESULT:
