@@ -373,3 +373,32 @@ def test_a_result_file_that_is_no_regular_file_fails_the_step(
     job = jobs.get_job(wh.engine, record.id)
     # The retry, in the same work directory, finds it cleaned and succeeds.
     assert (job.state, job.failed_attempts) == ("complete", 1)
+
+
+def test_a_scratch_replaced_by_a_link_is_removed_not_what_it_names(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    # Step 0 puts a link to a directory of the user's in its scratch's place;
+    # the next step (same work directory, one slot) must get an empty scratch,
+    # and the directory named must be left as it was.
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "sub" / "keep.txt").write_text("keep\n")
+    os.chmod(mine / "sub", 0o755)
+    script = f"""#!/bin/sh
+if [ "$WH_STEP" = 0 ]; then
+    wh step queue --level 1 next
+    cd / && rm -rf "$WH_SCRATCH" && ln -s {mine} "$WH_SCRATCH"
+    exit 0
+fi
+ls -A "$WH_SCRATCH"
+[ -L "$WH_SCRATCH" ] && echo "a link"
+exit 0
+"""
+    fn = put_function(wh, tmp_path, "link.sh", script)
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
+    assert jobs.get_job(wh.engine, record.id).state == "complete"
+    assert [s.log_tail for s in jobs.list_steps(wh.engine, record.id)] == ["", ""]
+    assert (mine / "sub" / "keep.txt").read_text() == "keep\n"
+    assert (mine / "sub").stat().st_mode & 0o777 == 0o755

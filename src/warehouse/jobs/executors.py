@@ -173,6 +173,10 @@ class _Workdir:
         except OSError:  # the step made a directory there
             _clear(self.result, self.path)
         try:
+            # Not through a link: a step may put one to any directory in its
+            # scratch's place; emptying that is not ours to do.
+            if os.path.islink(self.tmp):
+                raise NotADirectoryError(self.tmp)
             with os.scandir(self.tmp) as it:
                 dirty = next(it, None) is not None
         except OSError:  # the step took its permissions away, or removed it
@@ -194,6 +198,10 @@ def _clear(tree: str, aside: str) -> None:
     back and try again; what still stays is moved into ``aside`` (the work
     directory, which no step sees) so the next step, perhaps another user's,
     starts empty."""
+    if os.path.islink(tree) or not os.path.isdir(tree):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tree)  # the link, never what it names
+        return
     shutil.rmtree(tree, ignore_errors=True)
     if not os.path.lexists(tree):
         return
