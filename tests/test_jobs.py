@@ -402,3 +402,19 @@ exit 0
     assert [s.log_tail for s in jobs.list_steps(wh.engine, record.id)] == ["", ""]
     assert (mine / "sub" / "keep.txt").read_text() == "keep\n"
     assert (mine / "sub").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_function_that_cannot_be_started_fails_its_job_not_the_manager(
+    wh: EmbeddedWarehouse, tmp_path: Path, executor: str
+) -> None:
+    if executor.startswith("slurm"):
+        pytest.skip("the Slurm executor starts a step through its own script")
+    fn = put_function(wh, tmp_path, "notes", "no interpreter line: not a program\n")
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, executor=executor)
+    assert job.state == "failed"
+    (step,) = jobs.list_steps(wh.engine, job.id)
+    assert (step.attempts, step.exit_status) == (3, 126)
+    assert "wh: the step could not be started:" in (step.log_tail or "")
+    ok = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
+    job = run_job(wh, ok, wh.put([make_text(tmp_path / "in2")]).pdh, executor=executor)
+    assert job.state == "complete"

@@ -161,6 +161,16 @@ class _Workdir:
             launch.job, launch.step, launch.attempt, status, host, started, time.time(), log, result
         )
 
+    def not_started(self, launch: Launch, error: OSError, host: str, started: float) -> Finished:
+        """The failed run of a step whose program could not be started (not
+        executable, no such interpreter): a failed attempt, as a shell says
+        (126, or 127 for a file not found), not an error of the manager's."""
+        os.write(self.log_fd, f"wh: the step could not be started: {error}\n".encode())
+        status = 127 if isinstance(error, FileNotFoundError) else 126
+        done = self.collect(launch, status, host, started)
+        self.reset()
+        return done
+
     def reset(self) -> None:
         """As good as new for the next step (cheap when the step left nothing)."""
         if os.lseek(self.log_fd, 0, os.SEEK_END):
@@ -320,11 +330,17 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
     try:
         started = time.time()
         # Checked and registered at once: a stop comes before or finds it.
+        unstartable = None
         with _spare_lock:
-            proc = None if _stopping.pop(key, None) else work.spawn(launch)
+            try:
+                proc = None if _stopping.pop(key, None) else work.spawn(launch)
+            except OSError as e:
+                proc, unstartable = None, e
             if proc is not None:
                 _running[key] = proc
-        if proc is None:
+        if unstartable is not None:
+            done = work.not_started(launch, unstartable, socket.gethostname(), started)
+        elif proc is None:
             log = b"wh: the step was stopped before it started\n"
             host = socket.gethostname()
             done = Finished(*key[1:], -signal.SIGKILL, host, started, started, log, "")
@@ -377,6 +393,7 @@ class LocalExecutor:
         self._selector = selectors.DefaultSelector()
         self._procs: dict[tuple[int, int], _Running] = {}
         self._served: dict[int, tuple[int, int]] = {}  # server id -> (job, step)
+        self._unstarted: list[Finished] = []  # runs that failed to start, for the next poll
         self._host = socket.gethostname()
         # Work directories are reused, one per slot, so a step costs no mkdir/rmdir.
         self._free: list[_Workdir] = []
@@ -410,12 +427,20 @@ class LocalExecutor:
             self._served[served] = key
             self._procs[key] = _Running(launch, work, started, served=served)
             return
-        proc = work.spawn(launch)
+        try:
+            proc = work.spawn(launch)
+        except OSError as e:
+            self._unstarted.append(work.not_started(launch, e, self._host, started))
+            self._free.append(work)
+            return
         fd = os.pidfd_open(proc.pid)
         self._selector.register(fd, selectors.EVENT_READ, key)
         self._procs[key] = _Running(launch, work, started, proc)
 
     def poll(self, timeout: float) -> list[Finished]:
+        if self._unstarted:
+            unstarted, self._unstarted = self._unstarted, []
+            return unstarted
         if not self._procs:
             time.sleep(timeout)
             return []
