@@ -418,3 +418,12 @@ def test_a_function_that_cannot_be_started_fails_its_job_not_the_manager(
     ok = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
     job = run_job(wh, ok, wh.put([make_text(tmp_path / "in2")]).pdh, executor=executor)
     assert job.state == "complete"
+
+
+def test_watch_starts_a_manager_when_none_runs(
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+) -> None:
+    # As after `wh job manager` was killed: the job is queued and nothing runs it.
+    fn = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    assert f"job {record.id}: complete" in run("job", "watch", str(record.id)).output
