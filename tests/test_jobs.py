@@ -334,14 +334,16 @@ def test_what_a_step_leaves_running_ends_with_it(
     # a Python step after the first is forked from the fork server.
     fn = put_function(wh, tmp_path, name, text)
     record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
-    assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
-    assert jobs.get_job(wh.engine, record.id).state == "complete"
-    steps = jobs.list_steps(wh.engine, record.id)
-    assert len(steps) == 4
-    assert not [s.log_tail for s in steps if s.log_tail]
-    for pid in (wh.home.parent / "pids").read_text().split():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGKILL)
+    try:
+        assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
+        assert jobs.get_job(wh.engine, record.id).state == "complete"
+        steps = jobs.list_steps(wh.engine, record.id)
+        assert len(steps) == 4
+        assert not [s.log_tail for s in steps if s.log_tail]
+    finally:  # none is left behind, even when this fails
+        for pid in (wh.home.parent / "pids").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 @pytest.mark.parametrize(
