@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -261,3 +263,169 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@pytest.mark.parametrize(
+    ("level", "text"),
+    [
+        ("99999999999999999999", ""),
+        ("2147483648", ""),
+        ("true", ""),
+        ("-1", ""),
+        ("1", "\\\\ud800"),  # a lone surrogate: JSON, but no UTF-8 text
+    ],
+)
+def test_a_queued_step_out_of_range_fails_the_step_not_the_manager(
+    wh: EmbeddedWarehouse, tmp_path: Path, level: str, text: str
+) -> None:
+    script = (
+        "#!/bin/sh\n"
+        f"""echo '{{"op":"queue","level":{level},"input":"{text}"}}' >> "$WH_RESULT"\n"""
+    )
+    fn = put_function(wh, tmp_path, "badlevel.sh", script)
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, max_attempts=1)
+    assert job.state == "failed"
+    (step,) = jobs.list_steps(wh.engine, job.id)
+    assert "the step's report was refused" in (step.log_tail or "")
+    # The manager is still fine: the next job runs.
+    ok = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
+    assert run_job(wh, ok, wh.put([make_text(tmp_path / "in2")]).pdh).state == "complete"
+
+
+LEAVES_A_CHILD_SH = """#!/bin/sh
+for pid in $(cat "$WH_HOME/../pids" 2>/dev/null); do
+    # A killed orphan may stay a zombie a while (until its new parent reaps it).
+    state=$(sed -n 's/^State:[[:space:]]*\\(.\\).*/\\1/p' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$state" ] && [ "$state" != Z ] && echo "still running: $pid"
+done
+sleep 1000 &
+echo $! >> "$WH_HOME/../pids"
+[ "$WH_LEVEL" -lt 3 ] && wh step queue --level $((WH_LEVEL + 1)) next
+exit 0
+"""
+
+LEAVES_A_CHILD_PY = """
+import os, subprocess
+from warehouse import step
+pids = os.path.join(os.environ["WH_HOME"], "..", "pids")
+if os.path.exists(pids):
+    for pid in open(pids).read().split():
+        try:  # a killed orphan may stay a zombie a while (until its new parent reaps it)
+            state = open(f"/proc/{pid}/status").read().split("State:")[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if state != "Z":
+            print("still running:", pid)
+child = subprocess.Popen(["sleep", "1000"])
+with open(pids, "a") as f:
+    f.write(f"{child.pid}\\n")
+if step.level() < 3:
+    step.queue(step.level() + 1, "next")
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [("a.sh", LEAVES_A_CHILD_SH), ("a.py", LEAVES_A_CHILD_PY)]
+)
+def test_what_a_step_leaves_running_ends_with_it(
+    wh: EmbeddedWarehouse, tmp_path: Path, name: str, text: str
+) -> None:
+    # One slot: each step reuses the work directory (and log) of the one before;
+    # a Python step after the first is forked from the fork server.
+    fn = put_function(wh, tmp_path, name, text)
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    try:
+        assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
+        assert jobs.get_job(wh.engine, record.id).state == "complete"
+        steps = jobs.list_steps(wh.engine, record.id)
+        assert len(steps) == 4
+        assert not [s.log_tail for s in steps if s.log_tail]
+    finally:  # none is left behind, even when this fails
+        for pid in (wh.home.parent / "pids").read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("level", "text"), [(1.5, "x"), ("1", "x"), (True, "x"), (2**31, "x"), (1, b"x"), (1, "\udcff")]
+)
+def test_the_step_library_refuses_a_bad_queue_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: object, text: object
+) -> None:
+    from warehouse import step
+    from warehouse.errors import UsageError
+
+    result = tmp_path / "result"
+    monkeypatch.setenv("WH_RESULT", str(result))
+    with pytest.raises(UsageError):
+        step.queue(level, text)  # type: ignore[arg-type]
+    assert not result.exists()
+
+
+@pytest.mark.parametrize("make", ["mkfifo", "mkdir"])
+def test_a_result_file_that_is_no_regular_file_fails_the_step(
+    wh: EmbeddedWarehouse, tmp_path: Path, make: str
+) -> None:
+    # A FIFO with no writer would block the manager's read forever; a directory
+    # made it stop with a traceback.
+    script = f'#!/bin/sh\n[ "$WH_ATTEMPT" = 1 ] && {make} "$WH_RESULT"\nexit 0\n'
+    fn = put_function(wh, tmp_path, "odd.sh", script)
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
+    job = jobs.get_job(wh.engine, record.id)
+    # The retry, in the same work directory, finds it cleaned and succeeds.
+    assert (job.state, job.failed_attempts) == ("complete", 1)
+
+
+def test_a_scratch_replaced_by_a_link_is_removed_not_what_it_names(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    # Step 0 puts a link to a directory of the user's in its scratch's place;
+    # the next step (same work directory, one slot) must get an empty scratch,
+    # and the directory named must be left as it was.
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "sub" / "keep.txt").write_text("keep\n")
+    os.chmod(mine / "sub", 0o755)
+    script = f"""#!/bin/sh
+if [ "$WH_STEP" = 0 ]; then
+    wh step queue --level 1 next
+    cd / && rm -rf "$WH_SCRATCH" && ln -s {mine} "$WH_SCRATCH"
+    exit 0
+fi
+ls -A "$WH_SCRATCH"
+[ -L "$WH_SCRATCH" ] && echo "a link"
+exit 0
+"""
+    fn = put_function(wh, tmp_path, "link.sh", script)
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    assert jobs.run_manager(wh, "local", until_job=record.id, cpus=1)
+    assert jobs.get_job(wh.engine, record.id).state == "complete"
+    assert [s.log_tail for s in jobs.list_steps(wh.engine, record.id)] == ["", ""]
+    assert (mine / "sub" / "keep.txt").read_text() == "keep\n"
+    assert (mine / "sub").stat().st_mode & 0o777 == 0o755
+
+
+def test_a_function_that_cannot_be_started_fails_its_job_not_the_manager(
+    wh: EmbeddedWarehouse, tmp_path: Path, executor: str
+) -> None:
+    if executor.startswith("slurm"):
+        pytest.skip("the Slurm executor starts a step through its own script")
+    fn = put_function(wh, tmp_path, "notes", "no interpreter line: not a program\n")
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, executor=executor)
+    assert job.state == "failed"
+    (step,) = jobs.list_steps(wh.engine, job.id)
+    assert (step.attempts, step.exit_status) == (3, 126)
+    assert "wh: the step could not be started:" in (step.log_tail or "")
+    ok = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
+    job = run_job(wh, ok, wh.put([make_text(tmp_path / "in2")]).pdh, executor=executor)
+    assert job.state == "complete"
+
+
+def test_watch_starts_a_manager_when_none_runs(
+    wh: EmbeddedWarehouse, tmp_path: Path, run: Runner
+) -> None:
+    # As after `wh job manager` was killed: the job is queued and nothing runs it.
+    fn = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
+    record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
+    assert f"job {record.id}: complete" in run("job", "watch", str(record.id)).output

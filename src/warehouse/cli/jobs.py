@@ -17,7 +17,7 @@ from warehouse.cli._common import emit_json, emit_rows, open_warehouse, stderr, 
 from warehouse.cli.completion import complete_job_ids
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
-from warehouse.jobs.client import JobsView, RemoteJobs, jobs_view
+from warehouse.jobs.client import JobsView, LocalJobs, RemoteJobs, jobs_view
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
@@ -303,6 +303,7 @@ def watch(ctx: click.Context, job_id: int) -> None:
     """A live bar until the job finishes: done, running, queued, failed attempts."""
     view = _view(ctx)
     record = view.get(job_id)
+    _ensure_manager(view, record)
     columns = (
         TextColumn("job {task.fields[id]}"),
         BarColumn(),
@@ -313,6 +314,7 @@ def watch(ctx: click.Context, job_id: int) -> None:
     drawn = stderr.is_terminal
     with Progress(*columns, console=stderr, transient=False, disable=not drawn) as bar:
         task = bar.add_task("", total=None, id=job_id)
+        turns = 0
         while True:
             total = record.steps_done + record.steps_running + record.steps_queued
             if record.state in FINISHED and record.state != "complete":
@@ -330,8 +332,19 @@ def watch(ctx: click.Context, job_id: int) -> None:
                 break
             time.sleep(0.5)
             record = view.get(job_id)
+            turns += 1
+            if turns % 20 == 0:  # every 10 s: one killed meanwhile is started again
+                _ensure_manager(view, record)
     click.echo(_summary(record))
     _fail_unless_complete(ctx, record)
+
+
+def _ensure_manager(view: JobsView, record: JobRecord) -> None:
+    """On an embedded warehouse, a manager runs while the job is unfinished:
+    one that was killed (or never started) would leave it so, and a watch
+    waiting for it forever."""
+    if isinstance(view, LocalJobs) and record.state not in FINISHED:
+        jobs.ensure_manager(view.wh.home, record.executor)
 
 
 def _fail_unless_complete(ctx: click.Context, record: JobRecord) -> None:

@@ -17,6 +17,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -160,14 +161,32 @@ class _Workdir:
             launch.job, launch.step, launch.attempt, status, host, started, time.time(), log, result
         )
 
+    def not_started(self, launch: Launch, error: OSError, host: str, started: float) -> Finished:
+        """The failed run of a step whose program could not be started (not
+        executable, no such interpreter): a failed attempt, as a shell says
+        (126, or 127 for a file not found), not an error of the manager's."""
+        os.write(self.log_fd, f"wh: the step could not be started: {error}\n".encode())
+        status = 127 if isinstance(error, FileNotFoundError) else 126
+        done = self.collect(launch, status, host, started)
+        self.reset()
+        return done
+
     def reset(self) -> None:
         """As good as new for the next step (cheap when the step left nothing)."""
         if os.lseek(self.log_fd, 0, os.SEEK_END):
             os.ftruncate(self.log_fd, 0)
             os.lseek(self.log_fd, 0, os.SEEK_SET)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.result)
         try:
+            os.unlink(self.result)
+        except FileNotFoundError:
+            pass
+        except OSError:  # the step made a directory there
+            _clear(self.result, self.path)
+        try:
+            # Not through a link: a step may put one to any directory in its
+            # scratch's place; emptying that is not ours to do.
+            if os.path.islink(self.tmp):
+                raise NotADirectoryError(self.tmp)
             with os.scandir(self.tmp) as it:
                 dirty = next(it, None) is not None
         except OSError:  # the step took its permissions away, or removed it
@@ -189,6 +208,10 @@ def _clear(tree: str, aside: str) -> None:
     back and try again; what still stays is moved into ``aside`` (the work
     directory, which no step sees) so the next step, perhaps another user's,
     starts empty."""
+    if os.path.islink(tree) or not os.path.isdir(tree):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tree)  # the link, never what it names
+        return
     shutil.rmtree(tree, ignore_errors=True)
     if not os.path.lexists(tree):
         return
@@ -206,8 +229,23 @@ def _clear(tree: str, aside: str) -> None:
         os.rename(tree, tempfile.mkdtemp(prefix="left-", dir=aside) + "/tmp")
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for a step's process to end, kill what it left running in its
+    process group, and then reap it.
+
+    A step's background children must not outlive it: they would write into
+    the next step's log and scratch directory (the work directory is reused).
+    Killed before the reaping: while its zombie holds the pid, the group id
+    cannot name anyone else's processes."""
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return proc.wait()
+
+
 class ResultTooLong(Exception):
-    """A step's result file over ``MAX_RESULT`` bytes."""
+    """A step's result file refused: over ``MAX_RESULT`` bytes, or no regular
+    file (the name is kept: other executors catch it)."""
 
 
 def read_log(fd: int) -> bytes:
@@ -222,10 +260,14 @@ def read_log(fd: int) -> bytes:
 
 def read_result(path: str) -> str:
     # Never through a link: a step could point its result at a file of ours.
+    # Nor blocking on a FIFO the step made there (no writer: forever).
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:  # none written, or a link
         return ""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ResultTooLong("the step's result file is not a regular file: refused")
     with open(fd, "rb") as f:
         data = f.read(MAX_RESULT + 1)
     if len(data) > MAX_RESULT:
@@ -288,17 +330,23 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
     try:
         started = time.time()
         # Checked and registered at once: a stop comes before or finds it.
+        unstartable = None
         with _spare_lock:
-            proc = None if _stopping.pop(key, None) else work.spawn(launch)
+            try:
+                proc = None if _stopping.pop(key, None) else work.spawn(launch)
+            except OSError as e:
+                proc, unstartable = None, e
             if proc is not None:
                 _running[key] = proc
-        if proc is None:
+        if unstartable is not None:
+            done = work.not_started(launch, unstartable, socket.gethostname(), started)
+        elif proc is None:
             log = b"wh: the step was stopped before it started\n"
             host = socket.gethostname()
             done = Finished(*key[1:], -signal.SIGKILL, host, started, started, log, "")
         else:
             try:
-                status = proc.wait()
+                status = _reap(proc)
             finally:
                 with _spare_lock:
                     _running.pop(key, None)
@@ -345,6 +393,7 @@ class LocalExecutor:
         self._selector = selectors.DefaultSelector()
         self._procs: dict[tuple[int, int], _Running] = {}
         self._served: dict[int, tuple[int, int]] = {}  # server id -> (job, step)
+        self._unstarted: list[Finished] = []  # runs that failed to start, for the next poll
         self._host = socket.gethostname()
         # Work directories are reused, one per slot, so a step costs no mkdir/rmdir.
         self._free: list[_Workdir] = []
@@ -378,12 +427,20 @@ class LocalExecutor:
             self._served[served] = key
             self._procs[key] = _Running(launch, work, started, served=served)
             return
-        proc = work.spawn(launch)
+        try:
+            proc = work.spawn(launch)
+        except OSError as e:
+            self._unstarted.append(work.not_started(launch, e, self._host, started))
+            self._free.append(work)
+            return
         fd = os.pidfd_open(proc.pid)
         self._selector.register(fd, selectors.EVENT_READ, key)
         self._procs[key] = _Running(launch, work, started, proc)
 
     def poll(self, timeout: float) -> list[Finished]:
+        if self._unstarted:
+            unstarted, self._unstarted = self._unstarted, []
+            return unstarted
         if not self._procs:
             time.sleep(timeout)
             return []
@@ -397,7 +454,7 @@ class LocalExecutor:
             os.close(fd)
             run = self._procs[key.data]
             assert run.proc is not None
-            ended.append((key.data, run.proc.wait()))
+            ended.append((key.data, _reap(run.proc)))
         done = []
         for step_key, status in ended:
             run = self._procs.pop(step_key)

@@ -329,6 +329,11 @@ def _serve(control: socket.socket) -> _Step | None:
                 sel.unregister(pidfd)
                 os.close(pidfd)
                 channel, ident, pid = children.pop(pidfd)
+                # What it left running in its group is killed with it (before
+                # the reaping, while the group id is surely its own): it would
+                # write into the next step's log and scratch directory.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
                 _, status = os.waitpid(pid, 0)
                 code = os.waitstatus_to_exitcode(status)
                 if alive.pop((channel, ident), None) is not None:

@@ -32,6 +32,7 @@ __all__ = [
     "ENV_VARS",
     "LOCATION_VARS",
     "MAX_INPUT_LENGTH",
+    "MAX_LEVEL",
     "StepReport",
     "append_record",
     "check_queue",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 MAX_INPUT_LENGTH = 4096
+# A level is stored in a 32-bit column (SQLite and PostgreSQL alike): a
+# larger one from a step must fail that step, not the manager's write.
+MAX_LEVEL = 2**31 - 1
 MAX_COUNTERS = 64  # distinct counter names one step may report
 _COUNTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -134,12 +138,22 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
 
 
 def check_queue(level: int, text: str) -> None:
-    if level < 0:
-        raise UsageError(f"a step level is 0 or more, not {level}")
+    # Checked here, in the step, so a Python step calling queue(1.5) or
+    # queue("1") gets one clear error at once, not a refused report later.
+    if not isinstance(level, int) or isinstance(level, bool):
+        raise UsageError(f"a step level is a whole number, not {level!r}")
+    if not isinstance(text, str):
+        raise UsageError(f"a step input is a string, not {text!r}")
+    if not 0 <= level <= MAX_LEVEL:
+        raise UsageError(f"a step level is 0 to {MAX_LEVEL}, not {level}")
     if len(text) > MAX_INPUT_LENGTH or "\n" in text or "\0" in text:
         raise UsageError(
             f"a step input is one line of at most {MAX_INPUT_LENGTH} characters, no NUL"
         )
+    try:  # a lone surrogate (JSON "\ud800", or undecodable bytes in argv) is no text
+        text.encode()
+    except UnicodeEncodeError:
+        raise UsageError(f"a step input is UTF-8 text, not {text!r}") from None
 
 
 def parse_report(text: str) -> StepReport:
@@ -153,7 +167,11 @@ def parse_report(text: str) -> StepReport:
             op = record["op"]
             if op == "queue":
                 level, step_input = record["level"], record.get("input", "")
-                if not isinstance(level, int) or not isinstance(step_input, str):
+                if (
+                    not isinstance(level, int)
+                    or isinstance(level, bool)
+                    or not isinstance(step_input, str)
+                ):
                     raise TypeError("level must be a number and input a string")
                 check_queue(level, step_input)
                 report.queued.append((level, step_input))
