@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from cluster import KeepPool, controller
 from warehouse import catalog
+from warehouse.catalog.auth import add_user
 from warehouse.catalogsql import run_readonly
 from warehouse.cli import cli
 from warehouse.errors import UsageError
@@ -60,6 +61,22 @@ def test_writes_are_refused_and_change_nothing(catalog_engine: sa.Engine, catalo
     assert "nope" in err
     _, err = wh_sql("--db", catalog_url, "SELEC 1", code=2)
     assert "SELEC" in err
+
+
+def test_booleans_and_nulls_are_the_same_on_both_backends(catalog_engine: sa.Engine) -> None:
+    add_user(catalog_engine, "root", admin=True)
+    add_user(catalog_engine, "bob")
+    catalog.add_collection(catalog_engine, PDH, "", 0, 0, "bob")
+    catalog.set_name(catalog_engine, "run1", PDH, expect=None, user="bob")
+    result = run_readonly(catalog_engine, "SELECT name, admin FROM users ORDER BY name")
+    # SQLite stores 0 and 1, so PostgreSQL's booleans come as those too (not true/false).
+    assert json.dumps(result.rows) == '[["bob", 0], ["root", 1]]'
+    result = run_readonly(catalog_engine, "SELECT name FROM users WHERE admin")
+    assert result.rows == [["root"]]
+    query = "SELECT version, old_pdh, new_pdh FROM name_history ORDER BY id"
+    assert run_readonly(catalog_engine, query).rows == [[1, None, PDH]]
+    query = "SELECT created_at FROM users WHERE name = 'bob'"
+    assert isinstance(run_readonly(catalog_engine, query).rows[0][0], float)  # Unix seconds
 
 
 def test_row_limit_is_kept(catalog_engine: sa.Engine) -> None:

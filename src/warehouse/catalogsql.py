@@ -34,7 +34,7 @@ MAX_QUERY = 65536  # characters of SQL accepted
 MAX_ROWS = 100_000  # the most rows one call returns
 TIMEOUT = 30.0  # seconds one statement may run
 
-Value = str | int | float | bool | None
+Value = str | int | float | None
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,11 @@ def run_readonly(
 
 
 def _value(v: Any) -> Value:
-    if v is None or isinstance(v, str | int | float | bool):
+    if isinstance(v, bool):
+        # SQLite has no boolean type (it stores 0 and 1): the same on PostgreSQL,
+        # so a query gives the same rows on either catalog.
+        return int(v)
+    if v is None or isinstance(v, str | int | float):
         return v
     if isinstance(v, decimal.Decimal):
         return int(v) if v == v.to_integral_value() else float(v)
