@@ -15,6 +15,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.counters import step_counters, totals
 from warehouse.jobs.records import list_jobs, list_steps
+from warehouse.mapreduce import MapReduceSpec
 
 PYTHON_CODE = """
 from warehouse.mapreduce import current_file
@@ -187,6 +188,14 @@ def test_code_from_a_git_revision_is_pinned(wh: EmbeddedWarehouse, tmp_path: Pat
     assert read_index(wh, job.output_pdh, 4) == oracle(corpus)
     params = json.loads(job.params)
     assert len(params["code_commit"]) == 40 and params["code"].count("+") == 1
+
+
+def test_a_boolean_is_no_reducer_count() -> None:
+    base = {"mapper": "m:f", "reducer": "m:g"}
+    for reducers in (True, False, 2.0, "2"):
+        with pytest.raises(UsageError, match="reducers must be 1 to"):
+            MapReduceSpec.from_params({**base, "reducers": reducers})
+    assert MapReduceSpec.from_params({**base, "reducers": 3}).reducers == 3
 
 
 def test_a_mapper_line_without_a_tab_fails_its_step_naming_the_line(

@@ -60,7 +60,10 @@ class MapReduceSpec:
         if combiner is not None and not isinstance(combiner, str):
             raise UsageError("mapreduce: combiner must be a string")
         reducers = params.get("reducers", 4)
-        if not isinstance(reducers, int) or not 1 <= reducers <= MAX_REDUCERS:
+        # bool is an int to Python: `reducers: true` is no count.
+        if not isinstance(reducers, int) or isinstance(reducers, bool):
+            raise UsageError(f"mapreduce: reducers must be 1 to {MAX_REDUCERS}")
+        if not 1 <= reducers <= MAX_REDUCERS:
             raise UsageError(f"mapreduce: reducers must be 1 to {MAX_REDUCERS}")
         fmt = params.get("input_format", "lines")
         if fmt not in FORMATS:
