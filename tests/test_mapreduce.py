@@ -198,6 +198,42 @@ def test_a_boolean_is_no_reducer_count() -> None:
     assert MapReduceSpec.from_params({**base, "reducers": 3}).reducers == 3
 
 
+LONE_SURROGATE_CODE = """
+def key(line):
+    yield "\\ud800" + line, 1
+
+
+def echo(line):
+    yield line, 1
+
+
+def out(key, values):
+    yield "\\udfff" + key
+"""
+
+
+@pytest.mark.slow
+def test_text_utf8_cannot_hold_fails_its_step_without_a_traceback(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    d = tmp_path / "code"
+    d.mkdir()
+    (d / "lone.py").write_text(LONE_SURROGATE_CODE)
+    code = wh.put([d]).pdh
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x\n")
+    pdh = wh.put([tmp_path / "in"]).pdh
+    for mapper, reducer, level in (("lone:key", "lone:out", 1), ("lone:echo", "lone:out", 2)):
+        params = {"mapper": mapper, "reducer": reducer, "reducers": 1, "code": code}
+        job = run_job(wh, "builtin:mapreduce", pdh, params=params, max_attempts=1)
+        assert job.state == "failed"
+        failed = [s for s in list_steps(wh.engine, job.id) if s.failures]
+        assert [s.level for s in failed] == [level]
+        tail = failed[0].log_tail or ""
+        assert "mapreduce: " in tail and "UTF-8 can hold" in tail, tail
+        assert "Traceback" not in tail, tail
+
+
 def test_a_mapper_line_without_a_tab_fails_its_step_naming_the_line(
     wh: EmbeddedWarehouse, tmp_path: Path, run
 ) -> None:  # type: ignore[no-untyped-def]

@@ -84,14 +84,21 @@ def load(spec: str | Callable[..., Iterable[Any]], code_dir: Path | None) -> Fun
     return Executable(argv, code_dir)
 
 
-def _text(value: Any) -> bytes:
+def encode(value: Any) -> bytes:
+    """``value`` as bytes (``str`` of it, as UTF-8, undecoded input bytes kept)."""
     if isinstance(value, bytes):
         return value
-    return str(value).encode(_ENCODING, _ERRORS)
+    text = str(value)
+    try:
+        return text.encode(_ENCODING, _ERRORS)
+    except UnicodeEncodeError as e:  # a lone surrogate not from our decoding
+        raise MapReduceError(
+            f"{text[:200]!r} is not text that UTF-8 can hold ({e.reason})"
+        ) from None
 
 
 def pair_line(key: Any, value: Any) -> bytes:
-    k, v = _text(key), _text(value)
+    k, v = encode(key), encode(value)
     if b"\t" in k or b"\n" in k:
         raise MapReduceError(f"a key may hold no tab or newline: {k[:200]!r}")
     if b"\n" in v:

@@ -30,6 +30,7 @@ from warehouse.mapreduce.functions import (
     MapReduceError,
     check_pair_line,
     decode,
+    encode,
     line_batches,
     load,
     pair_line,
@@ -377,11 +378,7 @@ def _reduce(spec: MapReduceSpec, r: int) -> None:
             values = (decode(line[len(key) + 1 : -1]) for line in group)
             for text in reducer(decode(key), values):
                 records_out += 1
-                data = (
-                    text
-                    if isinstance(text, bytes)
-                    else str(text).encode("utf-8", "surrogateescape")
-                )
+                data = encode(text)
                 yield data if data.endswith(b"\n") else data + b"\n"
 
     out = step.StreamWriter(".")
