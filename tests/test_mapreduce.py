@@ -13,6 +13,7 @@ import pytest
 from jobs_helpers import run_job
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
+from warehouse.jobs.builtins.wordcount import partitions_of
 from warehouse.jobs.counters import step_counters, totals
 from warehouse.jobs.records import list_jobs, list_steps
 from warehouse.mapreduce import MapReduceSpec
@@ -232,6 +233,28 @@ def test_text_utf8_cannot_hold_fails_its_step_without_a_traceback(
         tail = failed[0].log_tail or ""
         assert "mapreduce: " in tail and "UTF-8 can hold" in tail, tail
         assert "Traceback" not in tail, tail
+
+
+def test_wordcount_partitions_must_be_a_count() -> None:
+    assert partitions_of({}) == 4
+    assert partitions_of({"partitions": 3}) == partitions_of({"partitions": "3"}) == 3
+    for bad in (True, 2.5, "x", "", 0, -1, None, [2]):
+        with pytest.raises(SystemExit, match="wordcount: partitions must be 1 to"):
+            partitions_of({"partitions": bad})
+
+
+@pytest.mark.slow
+def test_wordcount_with_bad_partitions_fails_with_one_line(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("x y\n")
+    pdh = wh.put([tmp_path / "in"]).pdh
+    job = run_job(wh, "builtin:wordcount", pdh, params={"partitions": "many"}, max_attempts=1)
+    assert job.state == "failed"
+    failed = [s for s in list_steps(wh.engine, job.id) if s.failures]
+    tail = failed[0].log_tail or ""
+    assert "wordcount: partitions must be 1 to" in tail and "Traceback" not in tail, tail
 
 
 def test_a_mapper_line_without_a_tab_fails_its_step_naming_the_line(

@@ -8,10 +8,12 @@ order. A word goes to partition ``int(md5(word)[:8], 16) % partitions``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from warehouse import step
 from warehouse.mapreduce import MapReduceSpec, run
+from warehouse.mapreduce.spec import MAX_REDUCERS
 
 
 def words(line: str) -> Iterator[tuple[str, int]]:
@@ -28,10 +30,19 @@ def total(word: str, counts: Iterable[str]) -> Iterator[str]:
     yield f"{word}\t{sum(int(n) for n in counts)}"
 
 
+def partitions_of(params: Mapping[str, Any]) -> int:
+    """The ``partitions`` parameter: a count (``--param`` gives it as digits)."""
+    value = params.get("partitions", 4)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    # bool is an int to Python, and int() would cut 2.5 or fail on "x" with a traceback.
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_REDUCERS:
+        raise SystemExit(f"wordcount: partitions must be 1 to {MAX_REDUCERS}, not {value!r}")
+    return value
+
+
 def main() -> None:
-    partitions = int(step.params().get("partitions", 4))
-    if partitions < 1:
-        raise SystemExit("wordcount: partitions must be at least 1")
+    partitions = partitions_of(step.params())
     names = "part-{:04d}.tsv"
     run(MapReduceSpec(words, total, add, reducers=partitions, output_name=names))
 
