@@ -79,6 +79,23 @@ def test_booleans_and_nulls_are_the_same_on_both_backends(catalog_engine: sa.Eng
     assert isinstance(run_readonly(catalog_engine, query).rows[0][0], float)  # Unix seconds
 
 
+def test_rows_past_the_limit_are_never_made(catalog_engine: sa.Engine) -> None:
+    # Row 100000 fails: a backend that made the whole result before cutting it
+    # to the limit would fail the call (and hold every row in memory first).
+    sqlite = catalog_engine.dialect.name == "sqlite"
+    sign = "json_extract(CASE x WHEN 100000 THEN '{' ELSE '-1' END, '$')"
+    if not sqlite:
+        sign = "abs(x - 100000) / (x - 100000)"
+    query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000) "
+    result = run_readonly(catalog_engine, query + f"SELECT x, {sign} AS sign FROM c", limit=10)
+    assert result.truncated and result.rows == [[x, -1] for x in range(1, 11)]
+    with pytest.raises(UsageError, match=r"only a single SELECT|syntax error"):
+        run_readonly(catalog_engine, "PRAGMA user_version" if sqlite else "SHOW server_version")
+    if not sqlite:  # the position is in the query as given
+        with pytest.raises(UsageError, match=r"near \"names\" \(at character 14\)"):
+            run_readonly(catalog_engine, "SELECT 1 FRM names")
+
+
 def test_row_limit_is_kept(catalog_engine: sa.Engine) -> None:
     query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50) "
     result = run_readonly(catalog_engine, query + "SELECT x FROM c", limit=10)

@@ -10,8 +10,9 @@ inspected here:
 - PostgreSQL: a connection of its own in a ``READ ONLY`` transaction with a
   statement timeout, rolled back and closed afterwards (so no session state
   such as an advisory lock outlives the call); the statement is sent with the
-  extended protocol, which refuses a second statement; a statement that
-  returns no rows of a SELECT (``SET``, ``SHOW``...) is refused too.
+  extended protocol, which refuses a second statement, as the query of a
+  ``DECLARE ... CURSOR``, which takes only a SELECT or VALUES (so no ``SET``,
+  ``SHOW``...), and only the rows within the limit are fetched.
 """
 
 from __future__ import annotations
@@ -142,17 +143,23 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
             cur.execute("SELECT set_config('statement_timeout', %s, true)", (f"{timeout}s",))
             _not_superuser(cur)
             try:
-                # prepare=True: the extended protocol, which takes one statement only.
-                cur.execute(query.encode(), prepare=True)
+                # prepare=True: the extended protocol, which takes one statement only;
+                # a cursor is declared FOR a SELECT or VALUES only, and the server
+                # makes only the rows fetched (not the whole result, then cut).
+                cur.execute(_DECLARE + query.encode(), prepare=True)
+                cur.execute(f"FETCH FORWARD {int(limit) + 1} FROM wh_sql".encode())
             except psycopg.Error as e:
                 raise UsageError(f"sql: {_pg_message(e)}") from None
-            if cur.description is None or not (cur.statusmessage or "").startswith("SELECT"):
+            if cur.description is None:
                 raise UsageError("sql: only a SELECT may run here")
-            fetched = cur.fetchmany(limit + 1)
+            fetched = cur.fetchall()
             return _result(cur.description, fetched, limit)
     finally:
         # Never back into the pool: whatever the query did to the session ends here.
         raw.invalidate()
+
+
+_DECLARE = b"DECLARE wh_sql NO SCROLL CURSOR FOR "
 
 
 def _not_superuser(cur: Any) -> None:
@@ -177,4 +184,6 @@ def _pg_message(e: Any) -> str:
     diag = getattr(e, "diag", None)
     primary = (diag and diag.message_primary) or str(e).strip().splitlines()[0]
     position = diag and diag.statement_position
-    return f"{primary} (at character {position})" if position else primary
+    # In the query as given, not in the DECLARE around it.
+    position = int(position) - len(_DECLARE) if position else 0
+    return f"{primary} (at character {position})" if position > 0 else primary
