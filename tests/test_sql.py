@@ -96,6 +96,20 @@ def test_rows_past_the_limit_are_never_made(catalog_engine: sa.Engine) -> None:
             run_readonly(catalog_engine, "SELECT 1 FRM names")
 
 
+def test_a_result_too_big_to_hold_is_refused(catalog_engine: sa.Engine) -> None:
+    sqlite = catalog_engine.dialect.name == "sqlite"
+    big = "zeroblob(100000000)" if sqlite else "repeat('x', 100000000)"
+    with pytest.raises(UsageError, match=r"too big|over 64 MiB"):
+        run_readonly(catalog_engine, f"SELECT {big}")
+    # Many values each small: the sum is bounded too.
+    rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) "
+    text = "printf('%.*c', 100000, 'x')" if sqlite else "repeat('x', 100000)"
+    with pytest.raises(UsageError, match=r"the result is over 64 MiB"):
+        run_readonly(catalog_engine, rows + f"SELECT {text} FROM c")
+    result = run_readonly(catalog_engine, rows + f"SELECT {text} FROM c", limit=100)
+    assert result.truncated and len(result.rows) == 100  # under the bound: fine
+
+
 def test_row_limit_is_kept(catalog_engine: sa.Engine) -> None:
     query = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50) "
     result = run_readonly(catalog_engine, query + "SELECT x FROM c", limit=10)

@@ -22,6 +22,7 @@ import datetime as dt
 import decimal
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,8 @@ __all__ = ["MAX_QUERY", "MAX_ROWS", "SqlResult", "run_readonly"]
 
 MAX_QUERY = 65536  # characters of SQL accepted
 MAX_ROWS = 100_000  # the most rows one call returns
+MAX_BYTES = 64 << 20  # the most characters of values one call holds
+_BATCH = 1000  # rows fetched at once
 TIMEOUT = 30.0  # seconds one statement may run
 
 Value = str | int | float | None
@@ -84,10 +87,25 @@ def _value(v: Any) -> Value:
     return str(v)
 
 
-def _result(description: Any, fetched: list[Any], limit: int) -> SqlResult:
+def _result(description: Any, fetch: Callable[[int], list[Any]], limit: int) -> SqlResult:
+    """The rows ``fetch(n)`` gives (at most n a call, none at the end), up to
+    ``limit`` rows and MAX_BYTES of values."""
     columns = [str(d[0]) for d in description]
-    rows = [[_value(v) for v in row] for row in fetched[:limit]]
-    return SqlResult(columns, rows, truncated=len(fetched) > limit)
+    rows: list[list[Value]] = []
+    held = 0
+    while len(rows) <= limit:
+        batch = fetch(min(_BATCH, limit + 1 - len(rows)))
+        if not batch:
+            break
+        for row in batch:
+            values = [_value(v) for v in row]
+            held += sum(len(v) if isinstance(v, str) else 8 for v in values)
+            if held > MAX_BYTES:
+                raise UsageError(
+                    f"sql: the result is over {MAX_BYTES >> 20} MiB: select fewer rows or columns"
+                )
+            rows.append(values)
+    return SqlResult(columns, rows[:limit], truncated=len(rows) > limit)
 
 
 # The authorizer's action codes that a plain SELECT needs; everything else
@@ -107,6 +125,8 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
     try:
         conn.execute("PRAGMA query_only=ON")
+        # No one value bigger than a whole result (zeroblob(1e9) is a query).
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_BYTES)
         conn.set_authorizer(_sqlite_authorize)
         deadline = time.monotonic() + timeout
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
@@ -114,7 +134,7 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
             cur = conn.execute(query)
             if cur.description is None:
                 raise UsageError("sql: only a SELECT may run here")
-            fetched = cur.fetchmany(limit + 1)
+            result = _result(cur.description, cur.fetchmany, limit)
         except sqlite3.ProgrammingError as e:  # e.g. two statements
             raise UsageError(f"sql: {e}") from None
         except sqlite3.DatabaseError as e:
@@ -124,7 +144,7 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
             elif message == "not authorized":
                 message = "not authorized: only a single SELECT that reads may run here"
             raise UsageError(f"sql: {message}") from None
-        return _result(cur.description, fetched, limit)
+        return result
     finally:
         conn.close()
 
@@ -147,13 +167,17 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
                 # a cursor is declared FOR a SELECT or VALUES only, and the server
                 # makes only the rows fetched (not the whole result, then cut).
                 cur.execute(_DECLARE + query.encode(), prepare=True)
-                cur.execute(f"FETCH FORWARD {int(limit) + 1} FROM wh_sql".encode())
+                cur.execute(b"FETCH FORWARD 0 FROM wh_sql")  # its columns
+                if cur.description is None:
+                    raise UsageError("sql: only a SELECT may run here")
+
+                def fetch(n: int) -> list[Any]:
+                    cur.execute(f"FETCH FORWARD {int(n)} FROM wh_sql".encode())
+                    return cur.fetchall()
+
+                return _result(cur.description, fetch, limit)
             except psycopg.Error as e:
                 raise UsageError(f"sql: {_pg_message(e)}") from None
-            if cur.description is None:
-                raise UsageError("sql: only a SELECT may run here")
-            fetched = cur.fetchall()
-            return _result(cur.description, fetched, limit)
     finally:
         # Never back into the pool: whatever the query did to the session ends here.
         raw.invalidate()
