@@ -1,0 +1,121 @@
+"""The keep client against keep servers that misbehave: each fake server here
+is a small HTTP server of the test's own (not one of ours, mocked), answering
+as a broken or hostile server could. Nothing wrong may be stored or returned."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from warehouse.remote.keepclient import KeepClient, ReplicationError
+from warehouse.remote.probe import Service
+
+
+class FakeKeep(ThreadingHTTPServer):
+    """A keep server holding blocks in memory; ``mode`` says how it misbehaves."""
+
+    daemon_threads = True
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.mode = mode
+        self.blocks: dict[str, bytes] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeKeep
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self) -> None:
+        data = self.rfile.read(int(self.headers["Content-Length"]))
+        md5 = hashlib.md5(data).hexdigest()
+        self.server.blocks[md5] = data
+        if self.server.mode == "wrong-locator":
+            # Another block's locator: a client trusting it names bytes never stored.
+            self._answer(200, f"{hashlib.md5(data + b'x').hexdigest()}+{len(data)}\n".encode())
+        else:
+            self._answer(200, f"{md5}+{len(data)}\n".encode())
+
+    def do_HEAD(self) -> None:
+        md5 = self.path.lstrip("/").split("+")[0]
+        self.send_response(200 if md5 in self.server.blocks else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        md5 = self.path.lstrip("/").split("+")[0]
+        data = self.server.blocks.get(md5)
+        if data is None:
+            self._answer(404, b"not found\n")
+        elif self.server.mode == "endless":
+            # 200 and no end: more bytes than the block has, without a length.
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"\0" * 65536)
+            except OSError:
+                return
+        else:
+            self._answer(200, data)
+
+
+@pytest.fixture
+def servers(request: pytest.FixtureRequest) -> Iterator[list[FakeKeep]]:
+    made = [FakeKeep(mode) for mode in request.param]
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in made]
+    for t in threads:
+        t.start()
+    yield made
+    for s in made:
+        s.shutdown()
+        s.server_close()
+
+
+def client(servers: list[FakeKeep], replication: int = 1) -> KeepClient:
+    services = [Service(f"fake{i}", s.url) for i, s in enumerate(servers)]
+    return KeepClient(services, "token", replication=replication, retries=1, backoff=0.0)
+
+
+@pytest.mark.parametrize("servers", [["wrong-locator"]], indirect=True)
+def test_a_put_answered_with_another_blocks_locator_is_not_a_copy(
+    servers: list[FakeKeep],
+) -> None:
+    keep = client(servers)
+    data = b"some bytes to keep\n" * 100
+    try:
+        with pytest.raises(ReplicationError):
+            keep.put(data)
+    finally:
+        keep.close()
+
+
+@pytest.mark.parametrize("servers", [["wrong-locator", "good"]], indirect=True)
+def test_the_locator_returned_is_the_blocks_own(servers: list[FakeKeep]) -> None:
+    keep = client(servers, replication=1)
+    try:
+        for n in range(8):  # blocks whose probe order puts either server first
+            data = f"block {n}\n".encode() * 50
+            stored = keep.put(data).locator
+            assert (stored.md5, stored.size) == (hashlib.md5(data).hexdigest(), len(data))
+            assert keep.get(stored) == data
+    finally:
+        keep.close()
