@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from warehouse.blocks import Locator
+from warehouse.errors import CorruptDataError
 from warehouse.remote.keepclient import KeepClient, ReplicationError
 from warehouse.remote.probe import Service
 
@@ -117,5 +119,32 @@ def test_the_locator_returned_is_the_blocks_own(servers: list[FakeKeep]) -> None
             stored = keep.put(data).locator
             assert (stored.md5, stored.size) == (hashlib.md5(data).hexdigest(), len(data))
             assert keep.get(stored) == data
+    finally:
+        keep.close()
+
+
+@pytest.mark.parametrize("servers", [["endless"]], indirect=True)
+def test_a_body_longer_than_the_block_is_cut_short_and_refused(servers: list[FakeKeep]) -> None:
+    keep = client(servers)
+    data = b"x" * 1000
+    servers[0].blocks[hashlib.md5(data).hexdigest()] = data
+    try:
+        with pytest.raises(CorruptDataError, match=servers[0].url):
+            keep.get(Locator(hashlib.md5(data).hexdigest(), len(data)))
+    finally:
+        keep.close()
+
+
+@pytest.mark.parametrize("servers", [["endless", "good"]], indirect=True)
+def test_a_body_without_end_is_passed_over_for_the_good_copy(servers: list[FakeKeep]) -> None:
+    keep = client(servers)
+    try:
+        for n in range(8):  # blocks whose probe order puts either server first
+            data = f"block {n}\n".encode() * 50
+            md5 = hashlib.md5(data).hexdigest()
+            for s in servers:
+                s.blocks[md5] = data
+            assert keep.get(Locator(md5, len(data))) == data
+        assert {url for _, url in keep.stats.bad_copies} <= {servers[0].url}
     finally:
         keep.close()

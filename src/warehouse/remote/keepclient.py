@@ -26,7 +26,7 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
-from warehouse.remote.blockhttp import BlockHttp, Reply, TransportError
+from warehouse.remote.blockhttp import REPLY_LIMIT, BlockHttp, Reply, TransportError
 from warehouse.remote.probe import (
     Service,
     hinted_copies,
@@ -251,7 +251,9 @@ class KeepClient:
             retry = False
             for s in order:
                 try:
-                    resp = self.http.request("GET", f"{s.url}/{locator}")
+                    resp = self.http.request(
+                        "GET", f"{s.url}/{locator}", limit=max(locator.size, REPLY_LIMIT)
+                    )
                 except TransportError as e:
                     errors.append(f"{s.url}: {e}")
                     retry = True
