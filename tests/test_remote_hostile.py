@@ -5,6 +5,7 @@ as a broken or hostile server could. Nothing wrong may be stored or returned."""
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,8 +14,10 @@ import pytest
 
 from warehouse.blocks import Locator
 from warehouse.errors import CorruptDataError
+from warehouse.manifest import Manifest
 from warehouse.remote.keepclient import KeepClient, ReplicationError
 from warehouse.remote.probe import Service
+from warehouse.remote.warehouse import RemoteWarehouse
 
 
 class FakeKeep(ThreadingHTTPServer):
@@ -148,3 +151,70 @@ def test_a_body_without_end_is_passed_over_for_the_good_copy(servers: list[FakeK
         assert {url for _, url in keep.stats.bad_copies} <= {servers[0].url}
     finally:
         keep.close()
+
+
+class FakeController(ThreadingHTTPServer):
+    """A controller answering each GET path from ``answers`` (status, body)."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), ControllerHandler)
+        self.answers: dict[str, tuple[int, bytes]] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class ControllerHandler(BaseHTTPRequestHandler):
+    server: FakeController
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        status, body = self.server.answers.get(self.path.split("?")[0], (404, b'{"error": "no"}'))
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def fake_controller() -> Iterator[FakeController]:
+    server = FakeController()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    server.answers["/api/v1/users/current"] = (200, b'{"name": "u"}')
+    server.answers["/api/v1/keep_services"] = (
+        200,
+        json.dumps([{"id": "k", "url": "http://127.0.0.1:9"}]).encode(),
+    )
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def manifest_of(data: bytes, name: str) -> str:
+    return f". {hashlib.md5(data).hexdigest()}+{len(data)} 0:{len(data)}:{name}\n"
+
+
+def test_a_manifest_whose_pdh_is_not_the_one_asked_for_is_refused(
+    fake_controller: FakeController,
+) -> None:
+    asked = Manifest.parse(manifest_of(b"what was stored", "a.txt"))
+    other = manifest_of(b"something else", "a.txt")
+    base = f"/api/v1/collections/{asked.pdh}"
+    fake_controller.answers[base] = (200, json.dumps({"manifest_text": other}).encode())
+    fake_controller.answers[base + "/manifest"] = (200, other.encode())
+    wh = RemoteWarehouse(fake_controller.url, "token")
+    try:
+        with pytest.raises(CorruptDataError, match=fake_controller.url):
+            wh.manifest(asked.pdh)
+        with pytest.raises(CorruptDataError, match=fake_controller.url):
+            wh.reader(asked.pdh, one_pass=True)
+    finally:
+        wh.close()
