@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from warehouse.blocks import Locator
-from warehouse.errors import CorruptDataError
+from warehouse.errors import CorruptDataError, WarehouseError
 from warehouse.manifest import Manifest
 from warehouse.remote.keepclient import KeepClient, ReplicationError
 from warehouse.remote.probe import Service
@@ -216,5 +216,30 @@ def test_a_manifest_whose_pdh_is_not_the_one_asked_for_is_refused(
             wh.manifest(asked.pdh)
         with pytest.raises(CorruptDataError, match=fake_controller.url):
             wh.reader(asked.pdh, one_pass=True)
+    finally:
+        wh.close()
+
+
+def test_an_answer_that_is_not_json_is_one_error(fake_controller: FakeController) -> None:
+    pdh = Manifest.parse(manifest_of(b"x", "a")).pdh
+    fake_controller.answers[f"/api/v1/collections/{pdh}"] = (200, b"<html>proxy error")
+    wh = RemoteWarehouse(fake_controller.url, "token")
+    try:
+        with pytest.raises(WarehouseError, match=fake_controller.url):
+            wh.manifest(pdh)
+    finally:
+        wh.close()
+    fake_controller.answers[f"/api/v1/collections/{pdh}"] = (200, b'["a list"]')
+    wh = RemoteWarehouse(fake_controller.url, "token")
+    try:
+        with pytest.raises(WarehouseError, match=fake_controller.url):
+            wh.manifest(pdh)
+    finally:
+        wh.close()
+    fake_controller.answers[f"/api/v1/collections/{pdh}"] = (500, b'["a list"]')
+    wh = RemoteWarehouse(fake_controller.url, "token")
+    try:
+        with pytest.raises(WarehouseError, match="a list"):
+            wh.manifest(pdh)
     finally:
         wh.close()

@@ -166,8 +166,14 @@ class RemoteWarehouse(WarehouseBase):
             raise
 
     def _own_collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
-        out = self.api.get(f"/collections/{pdh}")
-        manifest = Manifest.parse(out["manifest_text"])
+        path = f"/collections/{pdh}"
+        out = self.api.call_object("GET", path)
+        text = out.get("manifest_text")
+        if not isinstance(text, str):
+            raise WarehouseError(
+                f"the controller at {self.url} answered GET {path} without a manifest_text"
+            )
+        manifest = Manifest.parse(text)
         self._check_pdh(pdh, manifest.pdh)
         return manifest, out.get("file_md5s")
 
