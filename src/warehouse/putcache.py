@@ -4,7 +4,10 @@ A file is taken as unchanged when its path, size, modification time (ns),
 status change time (ns) and inode are what they were when it was last stored
 (as restic decides); its pieces (block, offset, length) and MD5 are then
 taken from the cache instead of from reading it. A changed file, or one that
-is not in the cache, is read and stored as usual.
+is not in the cache, is read and stored as usual. A file whose times are
+less than ``RACY_NS`` older than the put is read and not remembered: times
+are kept to a clock tick, so it could still change without them changing
+(git's "racily clean" files).
 
 Only the files of a directory whose files average ``MIN_CACHED`` bytes or
 more are cached: for a small file, the stat and the lookup that would spare
@@ -58,6 +61,10 @@ MARGIN = 24 * 3600  # a signature expiring sooner than this is not reused
 CHECKERS = 16  # blocks checked at once (HEAD requests to keep servers)
 LOOKUP_BATCH = 500  # names in one query (SQLite allows 999 variables at least)
 TOUCH_AFTER = 24 * 3600 * 10**9  # ns: an entry's time of use is kept to a day
+# ns: a file changed this recently before a put is not remembered by it. File
+# times are kept to a clock tick (a few ms; 2 s on FAT): a file rewritten in
+# the same tick as it was read keeps its times, and only a read would see it.
+RACY_NS = 2 * 10**9
 _VERSION = 2  # PRAGMA user_version of the layout below
 
 # One row per file; a directory's rows sit together (looked up together).
@@ -283,6 +290,10 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
     keep the hits whose blocks are all still stored."""
     plan = _Plan()
     stats = plan.stats
+    # Taken before any stat: a file whose times are not older than this less
+    # a clock tick could change again, after its read, without its times
+    # changing (they are kept to a tick); it is read but not remembered.
+    settled = time.time_ns() - RACY_NS
     for node in tree.walk():
         if not _cached(node):
             continue
@@ -302,7 +313,8 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
                 continue
             mark = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, _signed(st.st_ino))
             # Changed since the scan: the writer reads it and decides.
-            stats.extend(mark if st.st_size == size else (_UNSAVED, 0, 0, 0))
+            saved = st.st_size == size and max(st.st_mtime_ns, st.st_ctime_ns) < settled
+            stats.extend(mark if saved else (_UNSAVED, 0, 0, 0))
             row = rows[d].get(n)
             if row is None or row[:4] != mark:
                 continue
