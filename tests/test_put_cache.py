@@ -245,3 +245,24 @@ def test_a_file_changed_just_before_a_put_is_not_remembered(
     assert again["cached_files"] == len(CACHED) - 1
     assert again["bytes_read"] == ALWAYS_READ + len(ORIGINAL["a.txt"])
     assert stored(tmp_path, str(again["pdh"]), "out") == ORIGINAL
+
+
+@pytest.mark.parametrize("where", ["header", "pages"])
+def test_a_corrupt_cache_is_started_again(
+    installation: Installation, tmp_path: Path, where: str
+) -> None:
+    """A damaged cache file once failed every later put with a traceback (its
+    pages) or left every put without a cache (its header): it is replaced."""
+    src = make_tree(tmp_path / "src")
+    first = put(tmp_path, str(src))
+    (path,) = (tmp_path / "xdg-cache" / "warehouse").glob("put-*.sqlite")
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        if where == "header":
+            f.write(b"\xff" * 100)
+        else:  # every page but the first (the schema's)
+            f.seek(4096)
+            f.write(os.urandom(size - 4096))
+    again = put(tmp_path, str(src))
+    assert again["pdh"] == first["pdh"] and again["cached_files"] == 0
+    assert put(tmp_path, str(src))["cached_files"] == len(CACHED)  # learnt anew

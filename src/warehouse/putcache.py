@@ -27,7 +27,8 @@ One SQLite file per store (a local home, or a controller URL and token) under
 ``$XDG_CACHE_HOME/warehouse``, private to the user (0600 in a 0700 folder).
 Its entries are looked up a directory at a time (one query per up to
 ``LOOKUP_BATCH`` files). What one put learns is written in one transaction
-at its end, so a crash leaves the cache as it was. It is bounded: at most
+at its end, so a crash leaves the cache as it was; one found damaged is
+started again. It is bounded: at most
 ``max_entries`` files per store (the least recently used go first; an
 entry's time of use is rewritten at most once a day) and ``MAX_CACHE_FILES``
 stores.
@@ -36,6 +37,7 @@ stores.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sqlite3
 import time
@@ -53,6 +55,8 @@ from warehouse.manifest import Manifest
 from warehouse.manifest.entries import FileEntry, FilePiece
 
 __all__ = ["MIN_CACHED", "CacheStats", "PutCache", "write_with_cache"]
+
+log = logging.getLogger("warehouse.putcache")
 
 MIN_CACHED = 32 << 10  # the mean file size of a directory whose files are cached
 MAX_ENTRIES = 4_000_000  # files remembered per store (~1 GiB of cache at most)
@@ -121,6 +125,15 @@ class PutCache:
         name = hashlib.sha256(identity.encode()).hexdigest()[:20]
         self.path = self.directory / f"put-{name}.sqlite"
         self.max_entries = max_entries
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as e:
+            if not _corrupt(e):
+                raise
+            self._db = self._replace()
+        _bound_files(self.directory, keep=self.path)
+
+    def _open(self) -> sqlite3.Connection:
         # Created 0600 before SQLite opens it; its journal takes the same mode.
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -129,7 +142,15 @@ class PutCache:
         except BaseException:
             self._db.close()
             raise
-        _bound_files(self.directory, keep=self.path)
+        return self._db
+
+    def _replace(self) -> sqlite3.Connection:
+        """A new empty cache for one found corrupt (it is only a cache): kept,
+        it would fail every later put."""
+        log.warning("the put cache %s is corrupt: it is started again", self.path)
+        for p in (self.path, self.path.with_name(self.path.name + "-journal")):
+            p.unlink(missing_ok=True)
+        return self._open()
 
     def _layout(self) -> None:
         """Make the table, dropping a cache of an older layout (it is only a cache)."""
@@ -164,11 +185,18 @@ class PutCache:
         for i in range(0, len(names), LOOKUP_BATCH):
             chunk = names[i : i + LOOKUP_BATCH]
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                "SELECT name, size, mtime_ns, ctime_ns, inode, md5, pieces, used FROM entries "
-                f"WHERE dir = ? AND name IN ({marks})",
-                (directory, *chunk),
-            )
+            try:
+                rows = self._db.execute(
+                    "SELECT name, size, mtime_ns, ctime_ns, inode, md5, pieces, used FROM "
+                    f"entries WHERE dir = ? AND name IN ({marks})",
+                    (directory, *chunk),
+                ).fetchall()
+            except sqlite3.DatabaseError as e:
+                if not _corrupt(e):
+                    raise
+                self._db.close()
+                self._db = self._replace()
+                return {}  # nothing it held is trusted
             for row in rows:
                 found[row[0]] = row[1:]
         return found
@@ -206,6 +234,12 @@ class PutCache:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+
+def _corrupt(e: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite found the file damaged or not a database (not busy, not unreadable)."""
+    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 def _pieces_text(entry: FileEntry) -> str:
