@@ -69,6 +69,11 @@ class Handler(BaseHTTPRequestHandler):
         data = self.server.blocks.get(md5)
         if data is None:
             self._answer(404, b"not found\n")
+        elif self.server.mode == "redirect":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif self.server.mode == "endless":
             # 200 and no end: more bytes than the block has, without a length.
             self.send_response(200)
@@ -149,6 +154,23 @@ def test_a_body_without_end_is_passed_over_for_the_good_copy(servers: list[FakeK
                 s.blocks[md5] = data
             assert keep.get(Locator(md5, len(data))) == data
         assert {url for _, url in keep.stats.bad_copies} <= {servers[0].url}
+    finally:
+        keep.close()
+
+
+@pytest.mark.parametrize("servers", [["redirect"]], indirect=True)
+def test_a_redirect_is_said_as_such_not_taken_for_a_corrupt_copy(
+    servers: list[FakeKeep],
+) -> None:
+    keep = client(servers)
+    data = b"y" * 1000
+    md5 = hashlib.md5(data).hexdigest()
+    servers[0].blocks[md5] = data
+    try:
+        with pytest.raises(WarehouseError, match=f"{servers[0].url}: HTTP 302") as failed:
+            keep.get(Locator(md5, len(data)))
+        assert not isinstance(failed.value, CorruptDataError)
+        assert keep.stats.bad_copies == []
     finally:
         keep.close()
 

@@ -269,6 +269,11 @@ class KeepClient:
                     retry = True
                     continue
                 _raise_for_client_error(resp, f"reading block {locator.key} from {s.url}")
+                if resp.status != 200:
+                    # A redirect (not followed: the token must not go elsewhere) or
+                    # another success has no block in it; not a corrupt copy either.
+                    errors.append(f"{s.url}: HTTP {resp.status}")
+                    continue
                 data = resp.body
                 if len(data) != locator.size or hashlib.md5(data).hexdigest() != locator.md5:
                     self._bad_copy(locator, s, "the bytes received do not match")
