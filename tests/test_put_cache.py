@@ -15,6 +15,7 @@ import json
 import os
 import sqlite3
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from click.testing import CliRunner
 from installations import Installation
 from warehouse.cli import cli
 from warehouse.manifest import Manifest
-from warehouse.putcache import MIN_CACHED, PutCache
+from warehouse.putcache import MIN_CACHED, RACY_NS, PutCache
 
 # The root's files average over MIN_CACHED bytes: all cached, the small one
 # too. Those of d and d/e average less: read every time.
@@ -57,10 +58,19 @@ def put(tmp_path: Path, *args: str) -> dict[str, object]:
     return result
 
 
+def settle(root: Path) -> None:
+    """Wait until every file under ``root`` changed over RACY_NS ago: until
+    then a put reads it but does not remember it."""
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in root.rglob("*"))
+    while time.time_ns() <= newest + RACY_NS:
+        time.sleep(0.05)
+
+
 def make_tree(root: Path) -> Path:
     for rel, data in ORIGINAL.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
+    settle(root)
     return root
 
 
@@ -99,6 +109,7 @@ def test_unchanged_files_are_not_read_again_and_a_changed_one_is(
 
     # Rewritten in place, same size, mtime set back: its ctime moved.
     tamper(src / "a.txt")
+    settle(src)
     rewritten = put(tmp_path, str(src))
     assert rewritten["cached_files"] == len(CACHED) - 1
     assert rewritten["bytes_read"] == ALWAYS_READ + len(ORIGINAL["a.txt"])
@@ -113,6 +124,7 @@ def test_unchanged_files_are_not_read_again_and_a_changed_one_is(
     (src / "b.new").write_bytes(other)
     os.utime(src / "b.new", ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(src / "b.new", src / "b.txt")
+    settle(src)
     replaced = put(tmp_path, str(src))
     assert replaced["cached_files"] == len(CACHED) - 1
     assert replaced["bytes_read"] == ALWAYS_READ + len(other)
@@ -123,6 +135,7 @@ def test_unchanged_files_are_not_read_again_and_a_changed_one_is(
     with (src / "tiny.txt").open("ab") as f:
         f.write(b"more")
     os.chmod(src / "big.bin", 0o600)
+    settle(src)  # else the next put would not remember them
     changed = put(tmp_path, str(src))
     assert changed["cached_files"] == len(CACHED) - 2
     grown = len(ORIGINAL["tiny.txt"]) + 4
@@ -213,3 +226,43 @@ def test_the_least_recently_used_entries_go_first(tmp_path: Path) -> None:
         cache.save([], [("/d", "f0")])  # f0 used again: f1 is now the oldest
         cache.save([("/d", "f3", MIN_CACHED, 3, 3, 3, "0" * 32, "")], ())
         assert set(cache.lookup("/d", ["f0", "f1", "f2", "f3"])) == {"f0", "f2", "f3"}
+
+
+def test_a_file_changed_just_before_a_put_is_not_remembered(
+    installation: Installation, tmp_path: Path
+) -> None:
+    """Times are kept to a clock tick: a file rewritten with its size in the
+    tick it was read in keeps its times (ctime too), and a later put would
+    take its old bytes for the new. So a file whose times are that recent
+    (here set ahead: a test cannot write within a tick) is read and not
+    remembered: the next put reads it again."""
+    src = make_tree(tmp_path / "src")
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(src / "a.txt", ns=(ahead, ahead))
+    first = put(tmp_path, str(src))
+    assert first["cached_files"] == 0
+    again = put(tmp_path, str(src))
+    assert again["cached_files"] == len(CACHED) - 1
+    assert again["bytes_read"] == ALWAYS_READ + len(ORIGINAL["a.txt"])
+    assert stored(tmp_path, str(again["pdh"]), "out") == ORIGINAL
+
+
+@pytest.mark.parametrize("where", ["header", "pages"])
+def test_a_corrupt_cache_is_started_again(
+    installation: Installation, tmp_path: Path, where: str
+) -> None:
+    """A damaged cache file once failed every later put with a traceback (its
+    pages) or left every put without a cache (its header): it is replaced."""
+    src = make_tree(tmp_path / "src")
+    first = put(tmp_path, str(src))
+    (path,) = (tmp_path / "xdg-cache" / "warehouse").glob("put-*.sqlite")
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        if where == "header":
+            f.write(b"\xff" * 100)
+        else:  # every page but the first (the schema's)
+            f.seek(4096)
+            f.write(os.urandom(size - 4096))
+    again = put(tmp_path, str(src))
+    assert again["pdh"] == first["pdh"] and again["cached_files"] == 0
+    assert put(tmp_path, str(src))["cached_files"] == len(CACHED)  # learnt anew

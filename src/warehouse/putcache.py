@@ -4,7 +4,10 @@ A file is taken as unchanged when its path, size, modification time (ns),
 status change time (ns) and inode are what they were when it was last stored
 (as restic decides); its pieces (block, offset, length) and MD5 are then
 taken from the cache instead of from reading it. A changed file, or one that
-is not in the cache, is read and stored as usual.
+is not in the cache, is read and stored as usual. A file whose times are
+less than ``RACY_NS`` older than the put is read and not remembered: times
+are kept to a clock tick, so it could still change without them changing
+(git's "racily clean" files).
 
 Only the files of a directory whose files average ``MIN_CACHED`` bytes or
 more are cached: for a small file, the stat and the lookup that would spare
@@ -24,7 +27,8 @@ One SQLite file per store (a local home, or a controller URL and token) under
 ``$XDG_CACHE_HOME/warehouse``, private to the user (0600 in a 0700 folder).
 Its entries are looked up a directory at a time (one query per up to
 ``LOOKUP_BATCH`` files). What one put learns is written in one transaction
-at its end, so a crash leaves the cache as it was. It is bounded: at most
+at its end, so a crash leaves the cache as it was; one found damaged is
+started again. It is bounded: at most
 ``max_entries`` files per store (the least recently used go first; an
 entry's time of use is rewritten at most once a day) and ``MAX_CACHE_FILES``
 stores.
@@ -33,6 +37,7 @@ stores.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sqlite3
 import time
@@ -51,6 +56,8 @@ from warehouse.manifest.entries import FileEntry, FilePiece
 
 __all__ = ["MIN_CACHED", "CacheStats", "PutCache", "write_with_cache"]
 
+log = logging.getLogger("warehouse.putcache")
+
 MIN_CACHED = 32 << 10  # the mean file size of a directory whose files are cached
 MAX_ENTRIES = 4_000_000  # files remembered per store (~1 GiB of cache at most)
 MAX_CACHE_FILES = 32  # stores remembered per user
@@ -58,6 +65,10 @@ MARGIN = 24 * 3600  # a signature expiring sooner than this is not reused
 CHECKERS = 16  # blocks checked at once (HEAD requests to keep servers)
 LOOKUP_BATCH = 500  # names in one query (SQLite allows 999 variables at least)
 TOUCH_AFTER = 24 * 3600 * 10**9  # ns: an entry's time of use is kept to a day
+# ns: a file changed this recently before a put is not remembered by it. File
+# times are kept to a clock tick (a few ms; 2 s on FAT): a file rewritten in
+# the same tick as it was read keeps its times, and only a read would see it.
+RACY_NS = 2 * 10**9
 _VERSION = 2  # PRAGMA user_version of the layout below
 
 # One row per file; a directory's rows sit together (looked up together).
@@ -114,6 +125,15 @@ class PutCache:
         name = hashlib.sha256(identity.encode()).hexdigest()[:20]
         self.path = self.directory / f"put-{name}.sqlite"
         self.max_entries = max_entries
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as e:
+            if not _corrupt(e):
+                raise
+            self._db = self._replace()
+        _bound_files(self.directory, keep=self.path)
+
+    def _open(self) -> sqlite3.Connection:
         # Created 0600 before SQLite opens it; its journal takes the same mode.
         os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -122,7 +142,15 @@ class PutCache:
         except BaseException:
             self._db.close()
             raise
-        _bound_files(self.directory, keep=self.path)
+        return self._db
+
+    def _replace(self) -> sqlite3.Connection:
+        """A new empty cache for one found corrupt (it is only a cache): kept,
+        it would fail every later put."""
+        log.warning("the put cache %s is corrupt: it is started again", self.path)
+        for p in (self.path, self.path.with_name(self.path.name + "-journal")):
+            p.unlink(missing_ok=True)
+        return self._open()
 
     def _layout(self) -> None:
         """Make the table, dropping a cache of an older layout (it is only a cache)."""
@@ -157,11 +185,18 @@ class PutCache:
         for i in range(0, len(names), LOOKUP_BATCH):
             chunk = names[i : i + LOOKUP_BATCH]
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                "SELECT name, size, mtime_ns, ctime_ns, inode, md5, pieces, used FROM entries "
-                f"WHERE dir = ? AND name IN ({marks})",
-                (directory, *chunk),
-            )
+            try:
+                rows = self._db.execute(
+                    "SELECT name, size, mtime_ns, ctime_ns, inode, md5, pieces, used FROM "
+                    f"entries WHERE dir = ? AND name IN ({marks})",
+                    (directory, *chunk),
+                ).fetchall()
+            except sqlite3.DatabaseError as e:
+                if not _corrupt(e):
+                    raise
+                self._db.close()
+                self._db = self._replace()
+                return {}  # nothing it held is trusted
             for row in rows:
                 found[row[0]] = row[1:]
         return found
@@ -199,6 +234,12 @@ class PutCache:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+
+def _corrupt(e: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite found the file damaged or not a database (not busy, not unreadable)."""
+    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 def _pieces_text(entry: FileEntry) -> str:
@@ -283,6 +324,10 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
     keep the hits whose blocks are all still stored."""
     plan = _Plan()
     stats = plan.stats
+    # Taken before any stat: a file whose times are not older than this less
+    # a clock tick could change again, after its read, without its times
+    # changing (they are kept to a tick); it is read but not remembered.
+    settled = time.time_ns() - RACY_NS
     for node in tree.walk():
         if not _cached(node):
             continue
@@ -302,7 +347,8 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
                 continue
             mark = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, _signed(st.st_ino))
             # Changed since the scan: the writer reads it and decides.
-            stats.extend(mark if st.st_size == size else (_UNSAVED, 0, 0, 0))
+            saved = st.st_size == size and max(st.st_mtime_ns, st.st_ctime_ns) < settled
+            stats.extend(mark if saved else (_UNSAVED, 0, 0, 0))
             row = rows[d].get(n)
             if row is None or row[:4] != mark:
                 continue

@@ -69,7 +69,28 @@ class ApiClient:
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         resp = self._send(method, path, **kw)
-        return None if resp.status_code == 204 else resp.json()
+        if resp.status_code == 204:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise self._garbage(method, path, resp, "not JSON") from None
+
+    def call_object(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        """Like ``call``, for a request answered with a JSON object."""
+        out = self.call(method, path, **kw)
+        if not isinstance(out, dict):
+            raise WarehouseError(
+                f"the controller at {self.url} answered {method} {path} "
+                f"with {type(out).__name__}, not an object"
+            )
+        return out
+
+    def _garbage(self, method: str, path: str, resp: httpx.Response, what: str) -> WarehouseError:
+        start = resp.text[:80]
+        return WarehouseError(
+            f"the controller at {self.url} answered {method} {path} with {what}: {start!r}"
+        )
 
     def get_bytes(self, path: str) -> bytes | None:
         """The body of a GET that answers other than JSON; None for no content (204)."""
@@ -106,9 +127,11 @@ class ApiClient:
                 raise WarehouseError(f"cannot reach the controller at {self.url}: {e}") from None
         if resp.status_code >= 400:
             try:
-                message = resp.json().get("error", resp.text)
+                body = resp.json()
             except ValueError:
-                message = resp.text
+                body = None
+            # A proxy's page, or JSON of another shape, is shown as it came.
+            message = body.get("error", resp.text) if isinstance(body, dict) else resp.text
             raise _ERRORS.get(resp.status_code, WarehouseError)(message)
         return resp
 

@@ -18,12 +18,15 @@ from urllib.parse import urlsplit
 
 from warehouse.remote.tls import client_context
 
-__all__ = ["IDLE_SECONDS", "BlockHttp", "Reply", "TransportError"]
+__all__ = ["IDLE_SECONDS", "REPLY_LIMIT", "BlockHttp", "Reply", "TransportError"]
 
 # How long a client keeps an idle connection: well below the servers'
 # keep-alive (server.serving.KEEPALIVE_SECONDS), so we never reuse one the
 # server is closing at that moment.
 IDLE_SECONDS = 10.0
+# The most of a reply's body read when the caller says nothing: replies other
+# than a block's bytes (a locator, an error) are short.
+REPLY_LIMIT = 1 << 16
 
 
 _Where = tuple[str, str, int]  # scheme, host, port
@@ -57,8 +60,16 @@ class BlockHttp:
         self._closed = False
 
     def request(
-        self, method: str, url: str, body: bytes | bytearray | memoryview | None = None
+        self,
+        method: str,
+        url: str,
+        body: bytes | bytearray | memoryview | None = None,
+        *,
+        limit: int = REPLY_LIMIT,
     ) -> Reply:
+        """The server's reply; of its body at most ``limit`` + 1 bytes are read
+        (one more than the caller can want: a body that long is wrong, and a
+        server sending without end must not fill the memory)."""
         parts = urlsplit(url)
         https = parts.scheme == "https"
         where = (parts.scheme, parts.hostname or "", parts.port or (443 if https else 80))
@@ -73,13 +84,15 @@ class BlockHttp:
             try:
                 conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()
-                data = resp.read()
+                data = resp.read(limit + 1)
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 if fresh:
                     raise TransportError(f"{method} {url}: {e}") from None
                 continue
-            if resp.will_close:
+            if len(data) > limit or not resp.isclosed():
+                conn.close()  # the rest of the body is left unread: never reused
+            elif resp.will_close:
                 conn.close()
             else:
                 self._give(where, conn)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.cache import BlockCache
+from warehouse.blocks.locator import LocatorError
 from warehouse.blocks.store import Buffer, StoredBlock
 from warehouse.errors import (
     CorruptDataError,
@@ -25,7 +26,7 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
-from warehouse.remote.blockhttp import BlockHttp, Reply, TransportError
+from warehouse.remote.blockhttp import REPLY_LIMIT, BlockHttp, Reply, TransportError
 from warehouse.remote.probe import (
     Service,
     hinted_copies,
@@ -90,6 +91,8 @@ class KeepClient:
         # the signatures the controller gave them.
         self.signer = signer
         self.stats = KeepStats()
+        # The last PUT reply that was not a copy of its block (which server, what).
+        self.last_put_problem = ""
         self._lock = threading.Lock()
         # Signed locators this client already holds: a later put of the same
         # block only checks (HEAD) that the copies are there.
@@ -140,9 +143,10 @@ class KeepClient:
             seen = self.stats.min_copies_seen
             self.stats.min_copies_seen = len(stored) if seen is None else min(seen, len(stored))
         if len(stored) < self.min_copies or signed is None:
+            why = f"; last refusal: {self.last_put_problem}" if self.last_put_problem else ""
             raise ReplicationError(
                 f"block {md5}: stored {len(stored)} of {self.replication} copies "
-                f"(at least {self.min_copies} needed; {len(self.services)} servers)"
+                f"(at least {self.min_copies} needed; {len(self.services)} servers){why}"
             )
         locator = signed.with_hint(k_hint(stored, self.cluster))
         self._signed[plain.key] = locator
@@ -171,7 +175,13 @@ class KeepClient:
                         failed.append(i)
                         continue
                     _raise_for_client_error(outcome, f"storing block {md5} on {order[i].url}")
-                    signed = Locator.parse(outcome.text.strip())
+                    locator = _stored_locator(outcome, md5, len(body))
+                    if isinstance(locator, str):
+                        # Not a copy: naming what it answered would name bytes never stored.
+                        log.warning("PUT %s to %s: %s", md5, order[i].url, locator)
+                        self.last_put_problem = f"{order[i].url}: {locator}"
+                        continue
+                    signed = locator
                     new = new or outcome.headers.get("x-keep-new", "1") == "1"
                     stored.append(i)
             if len(stored) >= self.replication or not failed:
@@ -241,7 +251,9 @@ class KeepClient:
             retry = False
             for s in order:
                 try:
-                    resp = self.http.request("GET", f"{s.url}/{locator}")
+                    resp = self.http.request(
+                        "GET", f"{s.url}/{locator}", limit=max(locator.size, REPLY_LIMIT)
+                    )
                 except TransportError as e:
                     errors.append(f"{s.url}: {e}")
                     retry = True
@@ -257,6 +269,11 @@ class KeepClient:
                     retry = True
                     continue
                 _raise_for_client_error(resp, f"reading block {locator.key} from {s.url}")
+                if resp.status != 200:
+                    # A redirect (not followed: the token must not go elsewhere) or
+                    # another success has no block in it; not a corrupt copy either.
+                    errors.append(f"{s.url}: HTTP {resp.status}")
+                    continue
                 data = resp.body
                 if len(data) != locator.size or hashlib.md5(data).hexdigest() != locator.md5:
                     self._bad_copy(locator, s, "the bytes received do not match")
@@ -325,6 +342,20 @@ def cluster_of(hint: str | None) -> str | None:
     if not hint:
         return None
     return hint.partition("@")[2] or None
+
+
+def _stored_locator(resp: Reply, md5: str, size: int) -> Locator | str:
+    """The locator a PUT's reply gives for the block ``md5``/``size``, or why it is none."""
+    if resp.status != 200:
+        return f"answered HTTP {resp.status}, not 200"
+    text = resp.text.strip()
+    try:
+        locator = Locator.parse(text)
+    except LocatorError:
+        return f"answered {text[:80]!r}, not a locator"
+    if (locator.md5, locator.size) != (md5, size):
+        return f"answered the locator of another block ({locator.md5}+{locator.size})"
+    return locator
 
 
 def _raise_for_client_error(resp: Reply, doing: str) -> None:

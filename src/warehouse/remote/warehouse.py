@@ -18,8 +18,15 @@ from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.collection.listings import Digests, ordered_listing
-from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
+from warehouse.errors import (
+    ConflictError,
+    CorruptDataError,
+    NotFoundError,
+    UsageError,
+    WarehouseError,
+)
 from warehouse.manifest import Manifest
+from warehouse.manifest.normal import normal_summary
 from warehouse.remote.api import ApiClient, check_token
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
@@ -159,8 +166,24 @@ class RemoteWarehouse(WarehouseBase):
             raise
 
     def _own_collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
-        out = self.api.get(f"/collections/{pdh}")
-        return Manifest.parse(out["manifest_text"]), out.get("file_md5s")
+        path = f"/collections/{pdh}"
+        out = self.api.call_object("GET", path)
+        text = out.get("manifest_text")
+        if not isinstance(text, str):
+            raise WarehouseError(
+                f"the controller at {self.url} answered GET {path} without a manifest_text"
+            )
+        manifest = Manifest.parse(text)
+        self._check_pdh(pdh, manifest.pdh)
+        return manifest, out.get("file_md5s")
+
+    def _check_pdh(self, asked: str, got: str) -> None:
+        """A PDH names its content: a manifest of another is never taken for it."""
+        if got != asked:
+            raise CorruptDataError(
+                f"the controller at {self.url} answered collection {asked} "
+                f"with a manifest whose PDH is {got}"
+            )
 
     def _collection_text(self, pdh: str) -> tuple[bytes, Digests | None] | None:
         """The manifest as the controller stores it (normalized), signed, and
@@ -174,6 +197,11 @@ class RemoteWarehouse(WarehouseBase):
             return None
         if text is None:
             return None
+        summary = normal_summary(text)
+        if summary is None:
+            return None  # not normalized: the whole manifest is asked for (and checked)
+        self._check_pdh(pdh, summary.pdh)
+        del summary  # its portable copy of the text is not kept while reading
         listing = self.api.get_bytes(f"/collections/{pdh}/listing")
         return text, ordered_listing(None if listing is None else listing.decode())
 
