@@ -119,19 +119,27 @@ def jobs_page(
 ) -> tuple[list[JobRecord], int, int]:
     """Page ``page`` (clamped) of the jobs in ``group`` (all if unknown), newest
     first; how many there are; and the page's number."""
-    where = _job_filter(group, function)
+    rows, total, number = _newest_first(engine, jobs, _job_filter(group, function), page, per_page)
+    return [JobRecord(**r._mapping) for r in rows], total, number
+
+
+def _newest_first(
+    engine: sa.Engine, table: sa.Table, where: Sequence[Any], page: int, per_page: int
+) -> tuple[list[sa.Row[Any]], int, int]:
+    """Page ``page`` (clamped) of ``table``'s rows matching ``where``, highest
+    id first; how many match; and the page's number."""
     with connect(engine) as conn:
-        count = sa.select(sa.func.count()).select_from(jobs).where(*where)
+        count = sa.select(sa.func.count()).select_from(table).where(*where)
         total = int(conn.execute(count).scalar() or 0)
         number = page_number(page, total, per_page)
         query = (
-            sa.select(jobs)
+            sa.select(table)
             .where(*where)
-            .order_by(jobs.c.id.desc())
+            .order_by(table.c.id.desc())
             .offset((number - 1) * per_page)
             .limit(per_page)
         )
-        return [JobRecord(**r._mapping) for r in conn.execute(query)], total, number
+        return list(conn.execute(query)), total, number
 
 
 def jobs_by_id(engine: sa.Engine, ids: Sequence[int]) -> list[JobRecord]:
@@ -231,18 +239,8 @@ def runs_page(
     """Page ``page`` (clamped) of the workflow runs in ``group`` (all if
     unknown), newest first; how many there are; and the page's number."""
     where = [workflow_runs.c.state.in_(RUN_GROUPS[group])] if group in RUN_GROUPS else []
-    count = sa.select(sa.func.count()).select_from(workflow_runs).where(*where)
-    with connect(engine) as conn:
-        total = int(conn.execute(count).scalar() or 0)
-        number = page_number(page, total, per_page)
-        query = (
-            sa.select(workflow_runs)
-            .where(*where)
-            .order_by(workflow_runs.c.id.desc())
-            .offset((number - 1) * per_page)
-            .limit(per_page)
-        )
-        return [RunRecord(**r._mapping) for r in conn.execute(query)], total, number
+    rows, total, number = _newest_first(engine, workflow_runs, where, page, per_page)
+    return [RunRecord(**r._mapping) for r in rows], total, number
 
 
 def node_counts(engine: sa.Engine, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
