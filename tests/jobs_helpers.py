@@ -22,10 +22,16 @@ from warehouse.jobs.values import JobRecord
 def dask_cluster() -> Iterator[str]:
     """A real Dask cluster of 2 worker processes; its scheduler's address.
     (Its HTTP routes on any free port: the default 8787 may be taken.)"""
+    yield from local_dask(2)
+
+
+def local_dask(workers: int) -> Iterator[str]:
+    """A real Dask cluster of ``workers`` processes, one thread each; its
+    scheduler's address while the generator is not closed."""
     from distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=2,
+        n_workers=workers,
         threads_per_worker=1,
         processes=True,
         dashboard_address="127.0.0.1:0",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs_helpers import put_function, run_job
+from jobs_helpers import local_dask, put_function, run_job
 from warehouse.embedded import EmbeddedWarehouse
 
 # The first run of step s1 kills the worker process running it (its parent).
@@ -33,17 +33,8 @@ else:
 @pytest.fixture
 def own_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A cluster of its own: this test kills one of its workers (the nanny starts another)."""
-    from distributed import LocalCluster
-
     monkeypatch.setenv("KILL_WORKER", "1")
-    with LocalCluster(
-        n_workers=1,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address="127.0.0.1:0",
-        memory_limit=0,
-    ) as c:
-        yield c.scheduler_address
+    yield from local_dask(1)
 
 
 def test_a_worker_killed_mid_step_retries_and_gives_the_local_output(

@@ -20,27 +20,34 @@ from warehouse.remote.probe import Service
 from warehouse.remote.warehouse import RemoteWarehouse
 
 
-class FakeKeep(ThreadingHTTPServer):
-    """A keep server holding blocks in memory; ``mode`` says how it misbehaves."""
+class _Server(ThreadingHTTPServer):
+    """A fake server of the test's own on a free port of 127.0.0.1."""
 
     daemon_threads = True
-
-    def __init__(self, mode: str) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.mode = mode
-        self.blocks: dict[str, bytes] = {}
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
-class Handler(BaseHTTPRequestHandler):
-    server: FakeKeep
+class _Quiet(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+
+class FakeKeep(_Server):
+    """A keep server holding blocks in memory; ``mode`` says how it misbehaves."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.mode = mode
+        self.blocks: dict[str, bytes] = {}
+
+
+class Handler(_Quiet):
+    server: FakeKeep
 
     def _answer(self, status: int, body: bytes) -> None:
         self.send_response(status)
@@ -175,26 +182,16 @@ def test_a_redirect_is_said_as_such_not_taken_for_a_corrupt_copy(
         keep.close()
 
 
-class FakeController(ThreadingHTTPServer):
+class FakeController(_Server):
     """A controller answering each GET path from ``answers`` (status, body)."""
-
-    daemon_threads = True
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), ControllerHandler)
         self.answers: dict[str, tuple[int, bytes]] = {}
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
-
-class ControllerHandler(BaseHTTPRequestHandler):
+class ControllerHandler(_Quiet):
     server: FakeController
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
     def do_GET(self) -> None:
         status, body = self.server.answers.get(self.path.split("?")[0], (404, b'{"error": "no"}'))
