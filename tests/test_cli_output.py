@@ -135,7 +135,6 @@ def test_every_json_flag_says_what_it_prints() -> None:
 
 def test_ls_sizes_are_bytes_when_piped_and_human_on_a_terminal(home: Path, tmp_path: Path) -> None:
     import os
-    import pty
     import subprocess
 
     from conftest import WH_BIN
@@ -149,21 +148,7 @@ def test_ls_sizes_are_bytes_when_piped_and_human_on_a_terminal(home: Path, tmp_p
     piped = subprocess.run([WH_BIN, "ls", "-l", "t"], env=wh_env, capture_output=True, text=True)
     assert piped.stdout.split() == ["3000000", "big"]
     # On a terminal (a pseudo-terminal here) the same size is for people.
-    leader, follower = pty.openpty()
-    with subprocess.Popen([WH_BIN, "ls", "-l", "t"], env=wh_env, stdout=follower) as proc:
-        os.close(follower)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # the terminal closes when wh exits
-                break
-            if not chunk:
-                break
-            shown += chunk
-    os.close(leader)
-    assert proc.returncode == 0
-    assert shown.decode().split() == ["2.9", "MiB", "big"]
+    assert _on_a_terminal(["ls", "-l", "t"], wh_env).split() == ["2.9", "MiB", "big"]
 
 
 def _strict(text: str) -> Any:
@@ -192,7 +177,6 @@ def test_lineage_text_times_carry_their_zone(run: Runner, tmp_path: Path) -> Non
 def test_a_table_on_a_narrow_terminal_keeps_every_value_whole(home: Path, tmp_path: Path) -> None:
     """A PDH cut to `799a55cc…` cannot be copied: the table is as wide as its cells."""
     import os
-    import pty
     import subprocess
 
     from conftest import WH_BIN
@@ -208,21 +192,8 @@ def test_a_table_on_a_narrow_terminal_keeps_every_value_whole(home: Path, tmp_pa
         text=True,
     )
     pdh = put.stdout.strip()
-    leader, follower = pty.openpty()
-    with subprocess.Popen([WH_BIN, "collection", "ls"], env=wh_env, stdout=follower) as proc:
-        os.close(follower)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # the terminal closes when wh exits
-                break
-            if not chunk:
-                break
-            shown += chunk
-    os.close(leader)
-    assert proc.returncode == 0
-    text = re.sub(r"\x1b\[[0-9;]*m", "", shown.decode())
+    shown = _on_a_terminal(["collection", "ls"], wh_env)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", shown)
     assert pdh in text and "…" not in text, text
     assert TEXT_TIME.search(text), text  # a time on one line
 
@@ -256,3 +227,28 @@ def test_json_is_strict_inside_a_params_text_too(run: Runner, tmp_path: Path, ho
     shown = _strict(run("job", "show", str(job.id), "--json").stdout)
     assert shown["params"] == {"x": None}
     assert _strict(run("job", "ls", "--json").stdout)[0]["params"] == {"x": None}
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
+    """What `wh ARGS` writes to a pseudo-terminal as its standard output."""
+    import os
+    import pty
+    import subprocess
+
+    from conftest import WH_BIN
+
+    leader, follower = pty.openpty()
+    with subprocess.Popen([WH_BIN, *args], env=env, stdout=follower) as proc:
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closes when wh exits
+                break
+            if not chunk:
+                break
+            shown += chunk
+    os.close(leader)
+    assert proc.returncode == 0
+    return shown.decode()
