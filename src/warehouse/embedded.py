@@ -208,5 +208,22 @@ class EmbeddedWarehouse(WarehouseBase):
     def name_log(self, name: str) -> list[catalog.NameChange]:
         return catalog.name_log(self.engine, name)
 
+    def remove_name(self, name: str, *, expect: str) -> catalog.NameChange:
+        return catalog.remove_name(self.engine, name, expect=expect, user=self.user)
+
+    def name_writers(self, name: str) -> list[str]:
+        return catalog.list_writers(self.engine, name)
+
+    def add_name_writer(self, name: str, writer: str) -> None:
+        # No user accounts here (users are the system's): the name alone is checked.
+        try:
+            catalog.check_name(writer)
+        except UsageError:
+            raise UsageError(f"bad user name {writer!r}") from None
+        catalog.add_writer(self.engine, name, writer, user=self.user)
+
+    def remove_name_writer(self, name: str, writer: str) -> None:
+        catalog.remove_writer(self.engine, name, writer, user=self.user)
+
     def accounting(self, since: float = 0.0) -> list[catalog.AccountingRow]:
         return catalog.accounting(self.engine, since)

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
         signing_key,
     )
     from warehouse.catalog.db import HEAD_REVISION, open_engine, upgrade
-    from warehouse.catalog.names import add_writer, get_name, list_names, name_log, set_name
+    from warehouse.catalog.names import (
+        add_writer,
+        get_name,
+        list_names,
+        list_writers,
+        name_log,
+        remove_name,
+        remove_writer,
+        set_name,
+    )
     from warehouse.catalog.records import (
         accounting,
         add_collection,
@@ -63,7 +72,10 @@ _WHERE = {
     "add_writer": "names",
     "get_name": "names",
     "list_names": "names",
+    "list_writers": "names",
     "name_log": "names",
+    "remove_name": "names",
+    "remove_writer": "names",
     "set_name": "names",
     "accounting": "records",
     "add_collection": "records",
@@ -98,10 +110,13 @@ __all__ = [
     "list_keep_services",
     "list_names",
     "list_users",
+    "list_writers",
     "name_log",
     "open_engine",
     "record_block_writes",
     "register_keep_service",
+    "remove_name",
+    "remove_writer",
     "retire_keep_service",
     "set_name",
     "signing_key",

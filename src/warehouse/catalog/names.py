@@ -20,7 +20,10 @@ __all__ = [
     "check_name",
     "get_name",
     "list_names",
+    "list_writers",
     "name_log",
+    "remove_name",
+    "remove_writer",
     "set_name",
 ]
 
@@ -130,7 +133,8 @@ def _set_name(
             raise ForbiddenError(f"user {user!r} may not change name {name!r}")
         if row is not None and row.pdh == pdh:
             return NameRecord(**row._mapping)
-        version = 1 if row is None else row.version + 1
+        # A name removed before keeps its history: a new one continues its versions.
+        version = (_last_version(conn, name) if row is None else row.version) + 1
         owner = user if row is None else row.owner
         if row is None:
             conn.execute(
@@ -157,10 +161,92 @@ def _set_name(
     return NameRecord(name, pdh, version, owner, now, user)
 
 
+def _last_version(conn: sa.Connection, name: str) -> int:
+    query = sa.select(sa.func.max(name_history.c.version)).where(name_history.c.name == name)
+    return int(conn.execute(query).scalar() or 0)
+
+
+def remove_name(
+    engine: sa.Engine, name: str, *, expect: str, user: str, admin: bool = False
+) -> NameChange:
+    """Remove ``name`` if it holds ``expect`` now (compare-and-swap, as set).
+
+    The removal is a change in the name's history (its new PDH is None); the
+    name's writers go with it, so whoever names it again owns it alone. The
+    collection it held stays a GC root for the history retention, then only
+    as long as something else keeps it (DESIGN §6).
+    """
+    check_name(name)
+    if not is_pdh(expect):
+        raise UsageError(f"expect: {expect!r} is not a portable data hash")
+    now = time.time()
+    with write(engine) as conn:
+        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
+        if row is None and _last_version(conn, name):
+            # Removed since the caller saw it: a lost race, as for set.
+            raise _conflict(name, None, expect)
+        if row is None:
+            raise NotFoundError(f"no name {name!r}")
+        if row.pdh != expect:
+            raise _conflict(name, row.pdh, expect)
+        if not _may_write(conn, name, row.owner, user, admin):
+            raise ForbiddenError(f"user {user!r} may not change name {name!r}")
+        # The WHERE repeats the expectation so the swap is atomic on any backend.
+        done = conn.execute(
+            names.delete().where(
+                names.c.name == name, names.c.pdh == expect, names.c.version == row.version
+            )
+        )
+        if done.rowcount != 1:
+            moved = conn.execute(sa.select(names.c.pdh).where(names.c.name == name))
+            raise _conflict(name, moved.scalar(), expect)
+        conn.execute(name_writers.delete().where(name_writers.c.name == name))
+        version = row.version + 1
+        conn.execute(
+            name_history.insert().values(
+                name=name, version=version, old_pdh=expect, new_pdh=None, by=user, at=now
+            )
+        )
+    return NameChange(name, version, expect, None, user, now)
+
+
+def list_writers(engine: sa.Engine, name: str) -> list[str]:
+    """The users besides its owner (and admins) who may change ``name``."""
+    check_name(name)
+    query = (
+        sa.select(name_writers.c.user)
+        .where(name_writers.c.name == name)
+        .order_by(by_code_point(engine, name_writers.c.user))
+    )
+    with connect(engine) as conn:
+        if conn.execute(sa.select(names.c.name).where(names.c.name == name)).first() is None:
+            raise NotFoundError(f"no name {name!r}")
+        return list(conn.execute(query).scalars())
+
+
+def remove_writer(
+    engine: sa.Engine, name: str, writer: str, *, user: str, admin: bool = False
+) -> None:
+    """Take back from ``writer`` the right to change ``name`` (its owner or an admin)."""
+    check_name(name)
+    with write(engine) as conn:
+        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
+        if row is None:
+            raise NotFoundError(f"no name {name!r}")
+        if not (admin or row.owner == user):
+            raise ForbiddenError(f"only the owner of {name!r} may remove writers")
+        done = conn.execute(
+            name_writers.delete().where(name_writers.c.name == name, name_writers.c.user == writer)
+        )
+        if done.rowcount != 1:
+            raise NotFoundError(f"user {writer!r} is not a writer of name {name!r}")
+
+
 def add_writer(
     engine: sa.Engine, name: str, writer: str, *, user: str, admin: bool = False
 ) -> None:
     """Let ``writer`` change ``name`` (only its owner or an admin may)."""
+    check_name(name)
     try:
         with write(engine) as conn:
             row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()

@@ -1,4 +1,4 @@
-"""``wh name set|get|ls|log`` and ``wh accounting``."""
+"""``wh name set|get|ls|log|rm|writers`` and ``wh accounting``."""
 
 from __future__ import annotations
 
@@ -85,6 +85,63 @@ def name_log(ctx: click.Context, name_: str, as_json: bool) -> None:
         ("version", "old_pdh", "new_pdh", "by", "at"),
         [(c.version, c.old_pdh, c.new_pdh, c.by, text_time(c.at)) for c in changes],
     )
+
+
+@name.command("rm")
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
+@click.option("--expect", metavar="PDH", callback=check_pdh, help="The PDH the name must hold now.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def name_rm(ctx: click.Context, name_: str, expect: str | None, as_json: bool) -> None:
+    """Remove NAME if it holds --expect now (required).
+
+    Exits with 3 (conflict) and changes nothing if the name holds anything
+    else (nothing, if it was removed meanwhile), 4 if it never existed. The
+    removal is kept in `wh name log`; the collection stays stored, and GC
+    may collect it once the history retention has passed and nothing else
+    keeps it.
+    """
+    if expect is None:
+        # Bad input in one line (not click's usage text): the check is the point.
+        raise UsageError("give --expect PDH, the PDH the name holds now (wh name get NAME)")
+    change = open_warehouse(ctx).remove_name(name_, expect=expect)
+    if as_json:
+        emit_json(_record(change))
+    else:
+        click.echo(f"{change.name} removed (held {change.old_pdh}) version {change.version}")
+
+
+@name.command("writers")
+@click.argument("name_", metavar="NAME", shell_complete=complete_names)
+@click.option("--add", "add", metavar="USER", multiple=True, help="Let USER change NAME.")
+@click.option(
+    "--remove", "remove", metavar="USER", multiple=True, help="No longer let USER change NAME."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def name_writers(
+    ctx: click.Context, name_: str, add: tuple[str, ...], remove: tuple[str, ...], as_json: bool
+) -> None:
+    """List the users who may change NAME besides its owner (and admins), after
+    adding (--add) or removing (--remove) some: only the owner or an admin may.
+
+    Removing a user who is not a writer exits with 4; adding one twice changes
+    nothing.
+    """
+    both = set(add) & set(remove)
+    if both:
+        raise UsageError(f"user {sorted(both)[0]!r} is given to both --add and --remove")
+    wh = open_warehouse(ctx)
+    for user in add:
+        wh.add_name_writer(name_, user)
+    for user in remove:
+        wh.remove_name_writer(name_, user)
+    writers = wh.name_writers(name_)
+    if as_json:
+        emit_json({"name": name_, "owner": wh.get_name(name_).owner, "writers": writers})
+        return
+    for user in writers:
+        click.echo(user)
 
 
 @click.command()

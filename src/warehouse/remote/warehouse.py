@@ -236,6 +236,20 @@ class RemoteWarehouse(WarehouseBase):
     def name_log(self, name: str) -> list[catalog.NameChange]:
         return [catalog.NameChange(**c) for c in self.api.get(f"/names/{_name_path(name)}/log")]
 
+    def remove_name(self, name: str, *, expect: str) -> catalog.NameChange:
+        path = f"/names/{_name_path(name)}"
+        return catalog.NameChange(**self.api.call("DELETE", path, params={"expect": expect}))
+
+    def name_writers(self, name: str) -> list[str]:
+        return [str(u) for u in self.api.get(f"/names/{_name_path(name)}/writers")]
+
+    def add_name_writer(self, name: str, writer: str) -> None:
+        self.api.post(f"/names/{_name_path(name)}/writers", {"user": writer})
+
+    def remove_name_writer(self, name: str, writer: str) -> None:
+        path = f"/names/{_name_path(name)}/writers/{quote(writer, safe='')}"
+        self.api.call("DELETE", path)
+
     def accounting(self, since: float = 0.0) -> list[catalog.AccountingRow]:
         return [catalog.AccountingRow(**r) for r in self.api.get("/accounting", since=since)]
 

@@ -91,6 +91,31 @@ def name_log(name: str, user: Caller, request: Request) -> list[ChangeOut]:
     ]
 
 
+@router.delete("/{name}", response_model=ChangeOut)
+def remove_name(name: str, expect: str, user: Caller, request: Request) -> ChangeOut:
+    """Compare-and-swap removal: ``expect`` (required) is the PDH the name must
+    hold now; 409 if it holds anything else, 404 if it never existed. The
+    removal is kept in the name's history."""
+    c = catalog.remove_name(
+        state_of(request).engine, name, expect=expect, user=user.name, admin=user.admin
+    )
+    return ChangeOut(
+        name=c.name, version=c.version, old_pdh=c.old_pdh, new_pdh=c.new_pdh, by=c.by, at=c.at
+    )
+
+
+@router.get("/{name}/writers", response_model=list[str])
+def list_writers(name: str, user: Caller, request: Request) -> list[str]:
+    """The users its owner let change this name (besides the owner and admins)."""
+    return catalog.list_writers(state_of(request).engine, name)
+
+
+@router.delete("/{name}/writers/{writer}", status_code=204)
+def remove_writer(name: str, writer: str, user: Caller, request: Request) -> None:
+    """Take back a user's right to move this name (its owner or an admin only)."""
+    catalog.remove_writer(state_of(request).engine, name, writer, user=user.name, admin=user.admin)
+
+
 @router.post("/{name}/writers", status_code=204)
 def add_writer(name: str, body: WriterAdd, user: Caller, request: Request) -> None:
     """Let another user move this name (its owner or an admin only)."""
