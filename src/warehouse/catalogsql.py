@@ -1,26 +1,35 @@
 """Read-only SQL over the catalog (``wh sql``), on SQLite and PostgreSQL.
 
-The database itself refuses anything but reading, so no statement text is
-inspected here:
+The database itself refuses anything but reading:
 
 - SQLite: a connection of its own with ``PRAGMA query_only`` and an
-  authorizer that allows only reading tables and calling functions (so no
-  ``ATTACH``, ``PRAGMA`` or write of any kind); Python's driver refuses a
-  second statement.
+  authorizer that allows only reading tables and calling the functions of
+  ``SQLITE_FUNCTIONS`` (so no ``ATTACH``, ``PRAGMA``, ``load_extension`` or
+  write of any kind); Python's driver refuses a second statement.
 - PostgreSQL: a connection of its own in a ``READ ONLY`` transaction with a
   statement timeout, rolled back and closed afterwards (so no session state
   such as an advisory lock outlives the call); the statement is sent with the
   extended protocol, which refuses a second statement, as the query of a
   ``DECLARE ... CURSOR``, which takes only a SELECT or VALUES (so no ``SET``,
   ``SHOW``...), and only the rows within the limit are fetched.
+
+A read-only transaction still runs any function the role may call, and a
+role may signal its own other sessions: ``pg_terminate_backend`` would end
+the controller's. So on PostgreSQL the statement is parsed first (sqlglot)
+and every call checked: a function sqlglot knows as standard SQL, or one of
+``POSTGRESQL_FUNCTIONS``; anything else, or a query the parser cannot read,
+is refused before it runs. The whole call has a deadline besides the
+statement timeout, which a query could otherwise lift for its later fetches.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import decimal
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,13 +39,203 @@ import sqlalchemy as sa
 
 from warehouse.errors import UsageError
 
-__all__ = ["MAX_QUERY", "MAX_ROWS", "SqlResult", "run_readonly"]
+__all__ = [
+    "MAX_QUERY",
+    "MAX_ROWS",
+    "POSTGRESQL_FUNCTIONS",
+    "SQLITE_FUNCTIONS",
+    "SqlResult",
+    "run_readonly",
+]
 
 MAX_QUERY = 65536  # characters of SQL accepted
 MAX_ROWS = 100_000  # the most rows one call returns
 MAX_BYTES = 64 << 20  # the most characters of values one call holds
 _BATCH = 1000  # rows fetched at once
-TIMEOUT = 30.0  # seconds one statement may run
+TIMEOUT = 30.0  # seconds one call may run
+
+# SQLite: every function a query may call (the authorizer names each one).
+# Not load_extension, fts3_tokenizer, sqlite_compileoption_*, nor any other.
+SQLITE_FUNCTIONS = frozenset(
+    [
+        "abs",
+        "avg",
+        "ceil",
+        "ceiling",
+        "char",
+        "coalesce",
+        "concat",
+        "concat_ws",
+        "count",
+        "cume_dist",
+        "date",
+        "datetime",
+        "degrees",
+        "dense_rank",
+        "exp",
+        "first_value",
+        "floor",
+        "format",
+        "glob",
+        "group_concat",
+        "hex",
+        "ifnull",
+        "iif",
+        "instr",
+        "julianday",
+        "lag",
+        "last_value",
+        "lead",
+        "length",
+        "like",
+        "likelihood",
+        "likely",
+        "ln",
+        "log",
+        "log10",
+        "log2",
+        "lower",
+        "ltrim",
+        "max",
+        "min",
+        "mod",
+        "nth_value",
+        "ntile",
+        "nullif",
+        "octet_length",
+        "percent_rank",
+        "pi",
+        "pow",
+        "power",
+        "printf",
+        "quote",
+        "radians",
+        "random",
+        "randomblob",
+        "rank",
+        "replace",
+        "round",
+        "row_number",
+        "rtrim",
+        "sign",
+        "sqrt",
+        "strftime",
+        "string_agg",
+        "substr",
+        "substring",
+        "sum",
+        "time",
+        "timediff",
+        "total",
+        "trim",
+        "trunc",
+        "typeof",
+        "unhex",
+        "unicode",
+        "unixepoch",
+        "unlikely",
+        "upper",
+        "zeroblob",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "json",
+        "jsonb",
+        "json_array",
+        "json_array_length",
+        "json_extract",
+        "jsonb_extract",
+        "json_insert",
+        "json_object",
+        "json_patch",
+        "json_remove",
+        "json_replace",
+        "json_set",
+        "json_type",
+        "json_valid",
+        "json_quote",
+        "json_group_array",
+        "json_group_object",
+        "json_error_position",
+        "json_pretty",
+        "->",
+        "->>",
+    ]
+)
+
+# PostgreSQL functions sqlglot does not know as standard SQL that a query may
+# call: reading and formatting values only. No pg_* administration function
+# (pg_terminate_backend, pg_cancel_backend, pg_advisory_lock, pg_sleep,
+# pg_notify, pg_read_file...), set_config, dblink, lo_*, query_to_xml.
+POSTGRESQL_FUNCTIONS = frozenset(
+    [
+        "age",
+        "array_dims",
+        "array_lower",
+        "array_ndims",
+        "array_positions",
+        "array_upper",
+        "cardinality",
+        "clock_timestamp",
+        "convert_from",
+        "date_part",
+        "every",
+        "isfinite",
+        "json_array_elements",
+        "json_array_elements_text",
+        "json_array_length",
+        "json_build_array",
+        "json_build_object",
+        "json_each",
+        "json_each_text",
+        "json_extract_path",
+        "json_object_keys",
+        "json_strip_nulls",
+        "json_typeof",
+        "jsonb_agg",
+        "jsonb_array_elements",
+        "jsonb_array_elements_text",
+        "jsonb_array_length",
+        "jsonb_build_array",
+        "jsonb_build_object",
+        "jsonb_each",
+        "jsonb_each_text",
+        "jsonb_extract_path",
+        "jsonb_extract_path_text",
+        "jsonb_insert",
+        "jsonb_object_keys",
+        "jsonb_path_exists",
+        "jsonb_path_query",
+        "jsonb_path_query_array",
+        "jsonb_path_query_first",
+        "jsonb_pretty",
+        "jsonb_set",
+        "jsonb_strip_nulls",
+        "jsonb_typeof",
+        "make_date",
+        "octet_length",
+        "pg_size_pretty",
+        "pg_typeof",
+        "quote_ident",
+        "quote_literal",
+        "regexp_match",
+        "regexp_matches",
+        "regexp_split_to_array",
+        "regexp_split_to_table",
+        "row",
+        "row_to_json",
+        "statement_timestamp",
+        "string_to_table",
+        "timezone",
+        "to_json",
+        "to_jsonb",
+        "transaction_timestamp",
+    ]
+)
 
 Value = str | int | float | None
 
@@ -114,8 +313,22 @@ _SQLITE_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FU
 _SQLITE_ALLOWED.add(getattr(sqlite3, "SQLITE_RECURSIVE", 33))  # WITH RECURSIVE
 
 
-def _sqlite_authorize(action: int, *_args: Any) -> int:
-    return sqlite3.SQLITE_OK if action in _SQLITE_ALLOWED else sqlite3.SQLITE_DENY
+class _Refused:
+    """What the SQLite authorizer refused last, for the error message."""
+
+    function: str | None = None
+
+
+def _sqlite_authorizer(refused: _Refused) -> Callable[..., int]:
+    def authorize(action: int, _arg1: Any, arg2: Any, *_rest: Any) -> int:
+        if action not in _SQLITE_ALLOWED:
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() not in SQLITE_FUNCTIONS:
+            refused.function = str(arg2)
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    return authorize
 
 
 def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlResult:
@@ -127,7 +340,8 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
         conn.execute("PRAGMA query_only=ON")
         # No one value bigger than a whole result (zeroblob(1e9) is a query).
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_BYTES)
-        conn.set_authorizer(_sqlite_authorize)
+        refused = _Refused()
+        conn.set_authorizer(_sqlite_authorizer(refused))
         deadline = time.monotonic() + timeout
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
         try:
@@ -141,6 +355,8 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
             message = str(e)
             if message == "interrupted":
                 message = "over the time limit"
+            elif message.startswith("not authorized") and refused.function is not None:
+                message = _not_allowed(refused.function)
             elif message == "not authorized":
                 message = "not authorized: only a single SELECT that reads may run here"
             raise UsageError(f"sql: {message}") from None
@@ -152,11 +368,18 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
 def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlResult:
     import psycopg
 
+    checked = _check_calls(query)  # before anything reaches the server
     raw = engine.raw_connection()
+    # The statement timeout is the session's to change (set_config is refused,
+    # but not trusted alone): past the deadline the call is cancelled anyway.
+    deadline: threading.Timer | None = None
     try:
         pg = raw.driver_connection
         assert isinstance(pg, psycopg.Connection)
         pg.rollback()
+        deadline = threading.Timer(timeout, _cancel, (pg,))
+        deadline.daemon = True
+        deadline.start()
         with pg.cursor() as cur:
             # The first statement of the transaction: nothing before it ran.
             cur.execute("SET TRANSACTION READ ONLY")
@@ -166,7 +389,10 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
                 # prepare=True: the extended protocol, which takes one statement only;
                 # a cursor is declared FOR a SELECT or VALUES only, and the server
                 # makes only the rows fetched (not the whole result, then cut).
+                # Declaring parses and plans, and runs nothing until a FETCH.
                 cur.execute(_DECLARE + query.encode(), prepare=True)
+                if checked is not None:
+                    raise UsageError(f"sql: the query's calls cannot be checked: {checked}")
                 cur.execute(b"FETCH FORWARD 0 FROM wh_sql")  # its columns
                 if cur.description is None:
                     raise UsageError("sql: only a SELECT may run here")
@@ -176,11 +402,53 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
                     return cur.fetchall()
 
                 return _result(cur.description, fetch, limit)
+            except psycopg.errors.QueryCanceled:
+                raise UsageError("sql: over the time limit") from None
             except psycopg.Error as e:
                 raise UsageError(f"sql: {_pg_message(e)}") from None
     finally:
+        if deadline is not None:
+            deadline.cancel()
         # Never back into the pool: whatever the query did to the session ends here.
         raw.invalidate()
+
+
+def _cancel(pg: Any) -> None:
+    # The call may have ended (and its connection closed) meanwhile.
+    with contextlib.suppress(Exception):
+        pg.cancel_safe()
+
+
+def _not_allowed(function: str) -> str:
+    return f"function {function!r} is not allowed here (docs/sql.md lists those that are)"
+
+
+def _check_calls(query: str) -> str | None:
+    """Refuse (UsageError) a PostgreSQL query calling a function outside the
+    allowed ones; None if every call is allowed, or why the query could not
+    be parsed (the caller lets PostgreSQL name the error, and runs nothing)."""
+    import logging
+
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    # sqlglot warns on stderr of SQL it parses only in part; refused here anyway.
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    try:
+        statements = [t for t in sqlglot.parse(query, read="postgres") if t is not None]
+    except RecursionError:
+        return "it is nested too deeply"
+    except SqlglotError as e:
+        return str(e).splitlines()[0]
+    for tree in statements:
+        if isinstance(tree, exp.Command):  # not parsed, only passed on as text
+            return f"{tree.name} is not read by the parser"
+        for node in tree.find_all(exp.Anonymous):
+            # A name sqlglot does not know: as written (a quoted one too).
+            if str(node.name).lower() not in POSTGRESQL_FUNCTIONS:
+                raise UsageError(f"sql: {_not_allowed(str(node.name))}")
+    return None
 
 
 _DECLARE = b"DECLARE wh_sql NO SCROLL CURSOR FOR "

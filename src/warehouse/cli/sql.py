@@ -35,7 +35,8 @@ def sql(ctx: click.Context, query: str, as_json: bool, limit: int, db_url: str |
     """Run one SELECT over the catalog, read-only (admins; tables in docs/sql.md).
 
     Anything but a single statement that only reads is refused by the database
-    itself (exit 2). Prints a table on a terminal, tab-separated lines with a
+    itself (exit 2), and so is a call to a function off the allowed list
+    (docs/sql.md). Prints a table on a terminal, tab-separated lines with a
     header otherwise.
     """
     result = _run(ctx, query, limit, db_url)

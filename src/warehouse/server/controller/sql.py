@@ -29,7 +29,8 @@ class SqlOut(BaseModel):
 
 @router.post("/sql", response_model=SqlOut)
 async def sql(body: SqlQuery, user: Admin, request: Request) -> SqlOut:
-    """Run one SELECT over the catalog in a read-only transaction (docs/sql.md)."""
+    """Run one SELECT over the catalog in a read-only transaction, calling only
+    the allowed functions (docs/sql.md)."""
     engine = state_of(request).engine
     result = await run_in_threadpool(run_readonly, engine, body.query, limit=body.limit)
     return SqlOut(columns=result.columns, rows=result.rows, truncated=result.truncated)
