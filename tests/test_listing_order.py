@@ -60,7 +60,7 @@ def test_a_put_stores_its_listing_in_manifest_order_and_a_get_reads_it_so(
         result = wh.put([src])
         manifest = wh.manifest(result.pdh)
         # Given in any order, it is stored in the manifest's.
-        shuffled = dict(reversed(result.write.file_md5s.items()))
+        shuffled = dict(reversed(list(result.write.file_md5s.items())))
         stored = listing_text(manifest, shuffled)
         assert stored is not None
         assert list(json.loads(stored)) == list(manifest.files())

@@ -29,8 +29,10 @@ PER_DIR = 1_000
 # the data and the get dropped its block cache and per-file lists, a put of
 # these files mapped about 740 MB and held 460 MB.
 LIMIT_AS = 560 << 20
-# Resident peak allowed: about 1.3 KB a file over the interpreter's own.
-MAX_RSS = 400 << 20
+# Resident peak allowed: about 0.6 KB a file over the interpreter's own.
+# It peaked near 220 MB while the scan held each file's source path in a
+# tuple and the digests were a dict of hex strings by path; 135 MB since.
+MAX_RSS = 180 << 20
 # A get holds no per-file table (files, digests or listed items): it peaked
 # near 79 MB here (whole, sub-path, --json, remote alike). Holding the
 # recorded digests as a dict took a whole get to 123 MB; building the file

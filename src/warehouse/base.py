@@ -7,7 +7,7 @@ is loaded; storing a tree, naming it and getting files out is the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -70,7 +70,7 @@ class WarehouseBase:
         self.close()
 
     def _record(
-        self, manifest: Manifest, file_md5s: dict[str, str] | None, writes: BlockWrites
+        self, manifest: Manifest, file_md5s: Mapping[str, str] | None, writes: BlockWrites
     ) -> catalog.CollectionRecord:
         raise NotImplementedError
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import getpass
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -152,7 +152,7 @@ class EmbeddedWarehouse(WarehouseBase):
     # -- collections ---------------------------------------------------------
 
     def _record(
-        self, manifest: Manifest, file_md5s: dict[str, str] | None, writes: BlockWrites
+        self, manifest: Manifest, file_md5s: Mapping[str, str] | None, writes: BlockWrites
     ) -> catalog.CollectionRecord:
         # Nothing dangling is recorded: every block must be stored.
         for loc in manifest.blocks():

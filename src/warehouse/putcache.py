@@ -316,7 +316,7 @@ def _rel(node: DirNode, name: str) -> str:
 def _cached(node: DirNode) -> bool:
     """Whether the cache answers for this directory's files."""
     files = node.files
-    return bool(files) and sum(size for _, _, size in files) >= MIN_CACHED * len(files)
+    return bool(files) and files.total_size >= MIN_CACHED * len(files)
 
 
 def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
@@ -376,7 +376,7 @@ def _without(node: DirNode, hits: dict[str, _Hit]) -> DirNode:
     """The tree less the files the cache answers for."""
     return DirNode(
         node.rel,
-        [f for f in node.files if _rel(node, f[0]) not in hits],
+        node.files.only(lambda name: _rel(node, name) not in hits),
         [_without(d, hits) for d in node.dirs],
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from warehouse.errors import UsageError
@@ -55,7 +55,7 @@ def check_listing(manifest: Manifest, file_md5s: object) -> dict[str, str]:
     return file_md5s
 
 
-def listing_text(manifest: Manifest, file_md5s: dict[str, str] | None) -> str | None:
+def listing_text(manifest: Manifest, file_md5s: Mapping[str, str] | None) -> str | None:
     """The listing as stored (JSON), or None when there is none or it is not well formed.
 
     The files come in the order of ``manifest`` (normalized, as stored), so
@@ -64,7 +64,7 @@ def listing_text(manifest: Manifest, file_md5s: dict[str, str] | None) -> str | 
     manifest's paths, no second dict of the listing (a put of a million files
     holds the first).
     """
-    if not isinstance(file_md5s, dict):
+    if not isinstance(file_md5s, Mapping):
         return None
     quote = _json_string
     chunks = ["{"]  # joined once at the end: the text is made once, not copied again

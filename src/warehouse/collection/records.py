@@ -7,7 +7,7 @@ the block store they hand in.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from warehouse import catalog
@@ -44,7 +44,7 @@ def store_manifest(
     engine: sa.Engine,
     manifest: Manifest,
     user: str,
-    file_md5s: dict[str, str] | None = None,
+    file_md5s: Mapping[str, str] | None = None,
 ) -> catalog.CollectionRecord:
     """Store the portable text of ``manifest`` (normalized) and record the collection.
 

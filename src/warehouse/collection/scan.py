@@ -11,13 +11,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 
-__all__ = ["DirNode", "Filter", "scan_paths"]
+__all__ = ["DirNode", "Files", "Filter", "scan_paths"]
 
 # Bounds on what a command line may ask of the matcher.
 MAX_EXCLUDES = 1000
@@ -59,14 +60,89 @@ class Filter:
         return False
 
 
+class Files:
+    """One directory's files as (name, source path, size), in name order.
+
+    Held compactly, since a put holds every file of the tree: the names, the
+    sizes in an array, and the source paths only where a file is not read
+    from ``prefix + name`` (the files named on the command line): about 70
+    bytes a file, not the 250 of a tuple with its path and size.
+    """
+
+    __slots__ = ("_names", "_paths", "_prefix", "_sizes")
+
+    def __init__(self, prefix: str = "") -> None:
+        self._prefix = prefix
+        self._names: list[str] = []
+        self._sizes = array("q")
+        self._paths: list[str] | None = None  # only if some path is not prefix + name
+
+    @classmethod
+    def of(cls, files: Iterable[tuple[str, str, int]], prefix: str = "") -> Files:
+        out = cls(prefix)
+        for name, path, size in files:
+            out.append(name, path, size)
+        return out
+
+    def only(self, keep: Callable[[str], bool]) -> Files:
+        """The files whose names ``keep`` is true for."""
+        return Files.of((f for f in self if keep(f[0])), self._prefix)
+
+    def append(self, name: str, path: str, size: int) -> None:
+        if self._paths is None and path != self._prefix + name:
+            self._paths = [self._prefix + n for n in self._names]
+        if self._paths is not None:
+            self._paths.append(path)
+        self._names.append(name)
+        self._sizes.append(size)
+
+    def sort(self) -> None:
+        """Into name order (the order of a normalized stream)."""
+        order = sorted(range(len(self._names)), key=self._names.__getitem__)
+        self._names = [self._names[i] for i in order]
+        self._sizes = array("q", (self._sizes[i] for i in order))
+        if self._paths is not None:
+            self._paths = [self._paths[i] for i in order]
+
+    @property
+    def names(self) -> list[str]:
+        return self._names
+
+    @property
+    def total_size(self) -> int:
+        return sum(self._sizes)
+
+    def path(self, i: int) -> str:
+        return self._prefix + self._names[i] if self._paths is None else self._paths[i]
+
+    def __iter__(self) -> Iterator[tuple[str, str, int]]:
+        names, sizes, paths = self._names, self._sizes, self._paths
+        if paths is None:
+            prefix = self._prefix
+            return ((n, prefix + n, s) for n, s in zip(names, sizes, strict=True))
+        return zip(names, paths, sizes, strict=True)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __bool__(self) -> bool:
+        return bool(self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Files):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Files({list(self)!r})"
+
+
 @dataclass
 class DirNode:
     """One directory of the collection being written (``rel`` is "" at the root)."""
 
     rel: str
-    # (name, source path, size): the path a str, not a Path (a put of a
-    # million files holds them all).
-    files: list[tuple[str, str, int]] = field(default_factory=list)
+    files: Files = field(default_factory=Files)
     dirs: list[DirNode] = field(default_factory=list)
 
     def walk(self) -> Iterator[DirNode]:
@@ -81,7 +157,7 @@ class DirNode:
 
     @property
     def total_size(self) -> int:
-        return sum(size for d in self.walk() for _, _, size in d.files)
+        return sum(d.files.total_size for d in self.walk())
 
     @property
     def file_count(self) -> int:
@@ -126,7 +202,7 @@ def _add(
         if stat.S_ISREG(st.st_mode):
             if keep.skip_unreadable:
                 os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
-            node.files.append((name, path, st.st_size))
+            node.files.append(name, path, st.st_size)
         elif stat.S_ISDIR(st.st_mode):
             key = (st.st_dev, st.st_ino)
             if key in ancestors:
@@ -154,9 +230,10 @@ def _fill(node: DirNode, path: str, ancestors: frozenset[tuple[int, int]], keep:
     except OSError as e:
         raise os_error(e, f"cannot read directory {path}") from None
     prefix = path if path.endswith("/") else path + "/"
+    node.files = Files(prefix)
+    # In name order, so the files are too (each appended in turn).
     for entry in sorted(_name(e, path) for e in entries):
         _add(node, entry, prefix + entry, ancestors, keep)
-    node.files.sort(key=lambda f: f[0])
     node.dirs.sort(key=lambda d: d.rel.rsplit("/", 1)[-1])
 
 
@@ -178,6 +255,6 @@ def scan_paths(paths: Sequence[Path | str], keep: Filter | None = None) -> DirNo
             raise UsageError(f"two arguments would both be stored as {name!r}")
         seen.add(name)
         _add(root, name, str(p), frozenset(), keep)
-    root.files.sort(key=lambda f: f[0])
+    root.files.sort()
     root.dirs.sort(key=lambda d: d.rel)
     return root

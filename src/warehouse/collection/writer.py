@@ -16,7 +16,7 @@ import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, StoredBlock
+from warehouse.collection.digests import FileDigests
 from warehouse.collection.scan import DirNode, scan_paths
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
@@ -65,7 +66,7 @@ class WriteResult:
     blocks: tuple[StoredBlock, ...]  # every block the data needed, in order
     file_count: int
     bytes_read: int
-    file_md5s: dict[str, str]  # path -> MD5 of the bytes read, for the md5sum listing
+    file_md5s: Mapping[str, str]  # path -> MD5 of the bytes read, for the md5sum listing
     # Files that changed while read, stored as read (only with allow_changing).
     changed: tuple[str, ...] = ()
 
@@ -181,7 +182,12 @@ class _Packer:
     """Fills block buffers from files and hands full ones to the pool."""
 
     def __init__(
-        self, store: BlockStore, workers: int, block_size: int, check: Callable[[], None]
+        self,
+        store: BlockStore,
+        workers: int,
+        block_size: int,
+        check: Callable[[], None],
+        files: int,
     ) -> None:
         self.store = store
         self.check = check
@@ -195,7 +201,7 @@ class _Packer:
         self.free: queue.SimpleQueue[Buffer] = queue.SimpleQueue()
         self.unallocated = workers + 2
         self.error: BaseException | None = None
-        self.digests: dict[str, str] = {}  # path -> MD5 of the file's bytes
+        self.digests = FileDigests(files)  # path -> MD5 of the file's bytes
         self.seeds: list[Future[Any]] = []
 
     def lease(self, need: int) -> _Lease:
@@ -226,7 +232,7 @@ class _Packer:
         self,
         lease: _Lease,
         length: int,
-        whole_files: list[tuple[str, int, int]],
+        whole_files: list[tuple[int, int, int]],
         seed: Future[Any] | None = None,
     ) -> Future[StoredBlock]:
         """Store the buffer's first ``length`` bytes; the reading thread's hold passes on.
@@ -270,9 +276,9 @@ class _Packer:
 
         self.hasher.submit(update).add_done_callback(self._note_error)
 
-    def file_done(self, key: str, fh: _FileHash) -> None:
+    def file_done(self, index: int, fh: _FileHash) -> None:
         def record() -> None:
-            self.digests[key] = fh.state().hexdigest()
+            self.digests.set(index, fh.state().digest())
 
         self.hasher.submit(record).add_done_callback(self._note_error)
 
@@ -280,11 +286,12 @@ class _Packer:
         if self.error is None and not fut.cancelled():
             self.error = fut.exception()
 
-    def _hash_files(self, lease: _Lease, whole_files: list[tuple[str, int, int]]) -> None:
+    def _hash_files(self, lease: _Lease, whole_files: list[tuple[int, int, int]]) -> None:
         try:
             view = memoryview(lease.buf)
-            for path, lo, hi in whole_files:
-                self.digests[path] = hashlib.md5(view[lo:hi]).hexdigest()
+            digests = self.digests
+            for index, lo, hi in whole_files:
+                digests.set(index, hashlib.md5(view[lo:hi]).digest())
         finally:
             lease.release()
 
@@ -292,16 +299,16 @@ class _Packer:
         self,
         lease: _Lease,
         length: int,
-        first: tuple[str, int, int] | None,
+        first: tuple[int, int, int] | None,
         seed: Future[Any] | None,
     ) -> StoredBlock:
         try:
             view = memoryview(lease.buf)
             md5 = hashlib.md5()
             if first is not None:
-                key, _, hi = first
+                index, _, hi = first
                 md5.update(view[:hi])
-                self.digests[key] = md5.copy().hexdigest()
+                self.digests.set(index, md5.copy().digest())
                 md5.update(view[hi:length])
             else:
                 md5.update(view[:length])
@@ -410,11 +417,12 @@ def _pack_dir(
     blocks: list[Future[StoredBlock]] = []
     segments: list[Segment] = []
     block_size = packer.block_size
-    rest = sum(size for _, _, size in node.files)  # bytes of the files not read yet
+    rest = node.files.total_size  # bytes of the files not read yet
     lease = packer.lease(rest)
     buf = lease.buf
     fill = 0
-    whole: list[tuple[str, int, int]] = []  # files wholly inside the current buffer
+    whole: list[tuple[int, int, int]] = []  # files wholly inside the current buffer
+    first = packer.digests.add_directory(node.rel, node.files.names)
     stream_pos = 0
 
     file_start = 0  # where the file being read starts in the buffer
@@ -458,8 +466,7 @@ def _pack_dir(
             if progress is not None:
                 progress(n)
 
-    for name, path, size in node.files:
-        key = f"{node.rel}/{name}" if node.rel else name
+    for index, (name, path, size) in enumerate(node.files, first):
         rest -= size
         big = size >= block_size
         if big and fill:
@@ -516,12 +523,12 @@ def _pack_dir(
                 "put it again once it is stable, or give --allow-changing to store what was read"
             )
         if why and changed is not None:
-            changed.append(key)
+            changed.append(f"{node.rel}/{name}" if node.rel else name)
         if fh is None:
-            whole.append((key, file_start, fill))
+            whole.append((index, file_start, fill))
         else:
             packer.hash_part(fh, lease, file_start, fill)
-            packer.file_done(key, fh)
+            packer.file_done(index, fh)
         # An empty file is written 0:0:name, as the normalized form has it.
         length = stream_pos - start
         segments.append(Segment(start if length else 0, length, name))
@@ -571,7 +578,7 @@ def write_tree(
     stored and the file is listed in ``changed``.
     """
     root = paths if isinstance(paths, DirNode) else scan_paths(paths)
-    packer = _Packer(store, workers or default_workers(), block_size, check)
+    packer = _Packer(store, workers or default_workers(), block_size, check, root.file_count)
     reads = _ReadAhead(root)
     planned: list[tuple[str, list[Future[StoredBlock]], list[Segment]]] = []
     changed: list[str] = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -70,7 +70,7 @@ class CatalogWarehouse(WarehouseBase):
         return self._keep()
 
     def _record(
-        self, manifest: Manifest, file_md5s: dict[str, str] | None, writes: BlockWrites
+        self, manifest: Manifest, file_md5s: Mapping[str, str] | None, writes: BlockWrites
     ) -> catalog.CollectionRecord:
         store = self.store
         for loc in manifest.blocks():

@@ -80,6 +80,10 @@ class Manifest:
 
     def file_count(self) -> int:
         """How many files (``len(files())`` without copying them)."""
+        if "_paths" not in self.__dict__ and self.__dict__.get("_normalized") is self:
+            # Counted, not kept: a set of every path is what a put of many
+            # files would otherwise hold while it records them.
+            return sum(1 for _ in self.file_paths_in_order())
         return len(self._paths)
 
     def file_paths(self) -> Set[str]:

@@ -136,13 +136,13 @@ class RemoteWarehouse(WarehouseBase):
     # -- collections ---------------------------------------------------------
 
     def _record(
-        self, manifest: Manifest, file_md5s: dict[str, str] | None, writes: BlockWrites
+        self, manifest: Manifest, file_md5s: Mapping[str, str] | None, writes: BlockWrites
     ) -> catalog.CollectionRecord:
         out = self.api.post(
             "/collections",
             {
                 "manifest_text": manifest.format(),
-                "file_md5s": file_md5s,
+                "file_md5s": None if file_md5s is None else dict(file_md5s),
                 "block_writes": [{"md5": m, "size": s, "new": n} for m, s, n in writes],
             },
         )

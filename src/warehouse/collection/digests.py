@@ -1,0 +1,77 @@
+"""The MD5 of every file a put read, by its path in the collection.
+
+A put holds one for every file until the collection is recorded: 16 bytes
+a file in one array, found through each directory's list of names (which
+the scanned tree holds anyway), where a dict of hex strings by path took
+about 170 bytes a file.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import pairwise
+
+__all__ = ["FileDigests"]
+
+_SIZE = 16  # an MD5
+
+
+class FileDigests(Mapping[str, str]):
+    """Path -> MD5 (hex) of the files of a tree, filled in by the writer.
+
+    Each directory's files are numbered from the index ``add_directory``
+    returns, in the order of its names (sorted, as the scan keeps them).
+    A file whose digest was never set is not listed.
+    """
+
+    def __init__(self, count: int) -> None:
+        self._md5s = bytearray(_SIZE * count)
+        self._set = bytearray(count)  # 1 once a file's digest is in
+        self._dirs: dict[str, tuple[Sequence[str], int]] = {}
+        self._next = 0
+
+    def add_directory(self, rel: str, names: Sequence[str]) -> int:
+        """Number ``names`` (the files of ``rel``, in sorted order); the first's index."""
+        if any(a >= b for a, b in pairwise(names)):
+            raise ValueError(f"the names of {rel!r} are not sorted")
+        start = self._next
+        if start + len(names) > len(self._set):
+            raise ValueError("more files than the digests were made for")
+        self._dirs[rel] = (names, start)
+        self._next += len(names)
+        return start
+
+    def set(self, index: int, digest: bytes) -> None:
+        """File ``index``'s MD5 (raw, 16 bytes). Threads may set different files at once."""
+        self._md5s[index * _SIZE : (index + 1) * _SIZE] = digest
+        self._set[index] = 1
+
+    def _index(self, path: str) -> int | None:
+        rel, _, name = path.rpartition("/")
+        found = self._dirs.get(rel)
+        if found is None:
+            return None
+        names, start = found
+        i = bisect_left(names, name)
+        if i == len(names) or names[i] != name or not self._set[start + i]:
+            return None
+        return start + i
+
+    def __getitem__(self, path: str) -> str:
+        i = self._index(path) if isinstance(path, str) else None
+        if i is None:
+            raise KeyError(path)
+        return self._md5s[i * _SIZE : (i + 1) * _SIZE].hex()
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self._index(path) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        for rel, (names, start) in self._dirs.items():
+            for i, name in enumerate(names):
+                if self._set[start + i]:
+                    yield f"{rel}/{name}" if rel else name
+
+    def __len__(self) -> int:
+        return self._set.count(1)
