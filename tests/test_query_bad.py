@@ -336,3 +336,31 @@ def test_a_hand_made_table_job_cannot_write_outside_its_scratch(
     number = job.stdout.split()[1].rstrip(":")
     assert "format must be one of" in small("job", "logs", number).stdout
     assert not pwned.exists()
+
+
+def test_a_query_whose_answer_changes_runs_again(small: Runner) -> None:
+    """A query's job is reused like any other, unless its answer may differ
+    from run to run (random(), now(), a sample without a seed) or
+    --no-reuse is given: then each run runs its steps."""
+
+    def reused(*args: str) -> bool:
+        job = json.loads(run("query", "--json", *args).stdout)["job"]
+        shown = json.loads(run("job", "show", str(job), "--json").stdout)
+        return shown["reused_from"] is not None
+
+    run = small
+    same = "SELECT count(*) AS n FROM t"
+    reused(same)
+    assert reused(same), "an identical query is answered by the job that ran"
+    assert not reused("--no-reuse", same)
+    for sql in (
+        "SELECT random() AS r FROM t",
+        "SELECT now() AS at, count(*) AS n FROM t",
+        "SELECT count(*) AS n FROM t USING SAMPLE 50%",
+        "SELECT k, uuid() AS u FROM t",
+    ):
+        reused(sql)
+        assert not reused(sql), sql
+    seeded = "SELECT count(*) AS n FROM t USING SAMPLE 50% (bernoulli, 7)"
+    reused(seeded)
+    assert reused(seeded)

@@ -185,6 +185,12 @@ def _plain(v: Any) -> Any:
 @click.option("--explain", is_flag=True, help="Print the plan; run nothing.")
 @click.option("--name", "name_", metavar="N", help="Name the result table N.")
 @click.option(
+    "--no-reuse",
+    is_flag=True,
+    help="Run even if an identical query job completed (always so for a query "
+    "calling random(), now() and the like).",
+)
+@click.option(
     "--plan",
     "how",
     type=click.Choice(["auto", "one-step", "distributed"]),
@@ -205,6 +211,7 @@ def query(
     as_json: bool,
     explain: bool,
     name_: str | None,
+    no_reuse: bool,
     how: str,
     limit: int | None,
 ) -> None:
@@ -217,6 +224,7 @@ def query(
     from warehouse.catalog.values import check_name
     from warehouse.query.catalog import compile_query, read_rows
     from warehouse.query.planner import explain as explain_plan
+    from warehouse.query.planner import parse, volatile
 
     if name_ is not None:
         check_name(name_)  # before the job: a bad name changes nothing
@@ -230,7 +238,10 @@ def query(
         else:
             click.echo(explain_plan(plan), nl=False)
         return
-    record = _run(ctx, jobs.JobRequest("builtin:query", input_pdh, params), wait=wait)
+    # An earlier answer of random() or now() is not this run's answer.
+    reuse = not no_reuse and volatile(parse(sql)) is None
+    request = jobs.JobRequest("builtin:query", input_pdh, params, reuse=reuse)
+    record = _run(ctx, request, wait=wait)
     if not wait:
         click.echo(f"job {record.id} {record.state}")
         return

@@ -112,6 +112,55 @@ def parse(sql: str) -> Any:
     return tree
 
 
+# What makes a query's answer differ from run to run over the same tables:
+# such a query is run again each time, never answered by an earlier job's
+# result (a job is otherwise reused when its function, input and parameters
+# are the same).
+_VOLATILE_KINDS: tuple[type[exp.Expression], ...] = tuple(
+    getattr(exp, kind)
+    for kind in (
+        "Rand",
+        "Randn",
+        "Uuid",
+        "CurrentDate",
+        "CurrentTime",
+        "CurrentTimestamp",
+        "CurrentDatetime",
+    )
+    if hasattr(exp, kind)
+)
+_VOLATILE_NAMES = frozenset(
+    {
+        "random",
+        "setseed",
+        "uuid",
+        "gen_random_uuid",
+        "now",
+        "today",
+        "get_current_time",
+        "get_current_timestamp",
+        "transaction_timestamp",
+        "current_localtime",
+        "current_localtimestamp",
+        "nextval",
+        "currval",
+    }
+)
+
+
+def volatile(tree: exp.Expression) -> str | None:
+    """The first thing in ``tree`` whose value changes from run to run (a
+    call such as ``random()`` or ``now()``, a sample without a seed), or None."""
+    for node in tree.walk():
+        if isinstance(node, _VOLATILE_KINDS):
+            return node.sql(DIALECT)
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _VOLATILE_NAMES:
+            return node.sql(DIALECT)
+        if isinstance(node, exp.TableSample) and node.args.get("seed") is None:
+            return node.sql(DIALECT)
+    return None
+
+
 def table_names(tree: exp.Expression) -> list[str]:
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     names = [t.name for t in tree.find_all(exp.Table) if t.name not in ctes]
