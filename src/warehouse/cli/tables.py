@@ -255,4 +255,7 @@ def query(
     click.echo("\t".join(map(_cell, columns)))
     for r in rows:
         click.echo("\t".join(_cell(None if v is None else _text(_plain(v))) for v in r))
-    click.echo(f"({total} rows; job {record.id}, result {record.output_pdh})", err=True)
+    counted = f"{total} row" if total == 1 else f"{total} rows"
+    if len(rows) < total:
+        counted += f", the first {len(rows)} shown (--limit)"
+    click.echo(f"({counted}; job {record.id}, result {record.output_pdh})", err=True)
