@@ -210,9 +210,12 @@ def query(
 ) -> None:
     """Run SQL over tables (names resolve through the catalog) as a job.
 
-    Scans, filters and partial aggregates run per partition; co-partitioned
-    joins partition by partition, a small side broadcast, otherwise shuffled
-    by the key; a final step merges. The result is a table collection.
+    Tables of at most 1 GiB in all are queried in one step. Otherwise (or with
+    --plan distributed) scans, filters and partial aggregates run per
+    partition; co-partitioned joins partition by partition, a small side
+    broadcast, otherwise shuffled by the key; a final step merges. The result
+    is a table collection; the rows printed are followed, on standard error,
+    by their count, the job and the result's PDH.
     """
     from warehouse.catalog.values import check_name
     from warehouse.query.catalog import compile_query, read_rows

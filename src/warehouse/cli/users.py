@@ -59,7 +59,9 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
     With $WH_URL but no $WH_TOKEN (the first user of a new installation), it
     waits for the controller to have started (at most $WH_WAIT seconds), then
     adds the user on the catalog itself, the one `wh serve` on this machine
-    uses ($WH_DB_URL, else controller.db in $WH_HOME).
+    uses ($WH_DB_URL, else controller.db in $WH_HOME), and checks that the
+    controller knows the token: one given another catalog (`wh serve --db`)
+    is refused, and --db must name that catalog.
     """
     url = os.environ.get("WH_URL")
     if not db_url and url and not os.environ.get("WH_TOKEN", "").strip():
