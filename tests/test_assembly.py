@@ -270,3 +270,22 @@ def test_evaluate_names_a_missing_or_wrong_reference_in_one_line(tmp_path: Path)
         assert proc.returncode == code, proc
         assert proc.stderr.startswith("Error: ") and says in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # one small assembly; a loaded machine is slow
+def test_the_picture_in_docs_assembly_is_drawn_again_from_a_real_run(tmp_path: Path) -> None:
+    # docs/assembly.md: `python examples/assembly/picture.py docs/assembly-workflow.svg`.
+    out = tmp_path / "workflow.svg"
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE / "picture.py"), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert text.startswith('<?xml version="1.0"') and text.rstrip().endswith("</svg>")
+    labels = set(re.findall(r'<text class="label"[^>]*>([^<]*)</text>', text))
+    assert labels == STAGES, labels
+    assert text.count(">complete</text>") == len(STAGES)

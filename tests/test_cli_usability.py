@@ -12,7 +12,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from cluster import controller, keep_pool
 from conftest import WH_BIN
+from warehouse import catalog
+from warehouse.catalog import auth
 from warehouse.cli import cli
 
 
@@ -271,3 +274,33 @@ def test_adding_a_user_twice_says_how_to_get_a_token(tmp_path: Path) -> None:
     )
     again = _run(env, "token", "create", "alice")
     assert again.returncode == 0 and again.stdout.strip(), again.stderr
+
+
+def test_a_first_user_made_on_a_catalog_the_controller_does_not_use_is_refused(
+    tmp_path: Path,
+) -> None:
+    """`wh serve --db URL` and then the README's `wh user add` without --db: the
+    user lands in $WH_HOME's catalog, which the controller never reads."""
+    with keep_pool(tmp_path / "keep", 0) as pool, controller(tmp_path / "other.db", pool) as c:
+        env = _env(tmp_path, WH_URL=c.url)
+        done = _run(env, "user", "add", "alice", "--admin")
+        assert done.returncode == 2, done.stderr
+        assert done.stdout == ""
+        assert done.stderr.splitlines()[-1].startswith(
+            f"Error: the controller at {c.url} does not use the catalog alice was added to ("
+        ), done.stderr
+        assert "--db URL or $WH_DB_URL" in done.stderr
+        # The token it made there is revoked: nothing usable is left behind.
+        home = catalog.open_engine(f"sqlite:///{tmp_path / 'home' / 'controller.db'}")
+        try:
+            assert [t.user for t in auth.list_tokens(home)] == []
+        finally:
+            home.dispose()
+        # Given the controller's catalog, the same command works.
+        done = _run(
+            env, "user", "add", "alice", "--admin", "--db", f"sqlite:///{tmp_path / 'other.db'}"
+        )
+        assert done.returncode == 0, done.stderr
+        token = done.stdout.strip()
+        shown = _run({**env, "WH_TOKEN": token}, "user", "ls")
+        assert shown.returncode == 0 and "alice\tyes" in shown.stdout, shown.stderr

@@ -280,6 +280,27 @@ def test_a_copy_whose_output_is_its_input_is_a_cycle_the_walk_survives(
     assert f'"job:{job.id}" -> "collection:{raw}";' in to_dot(up)
 
 
+def test_a_copy_of_a_combined_collection_leaves_the_combined_one_no_put(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    # A workflow job reading {a: $x, b: $y} through builtin:copy outputs the very
+    # combined collection it read, recorded (by the combining) before it started.
+    # Nobody put it: the puts are its parts.
+    parts = {}
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "f.txt").write_text(f"{d}\n")
+        parts[d] = wh.put([tmp_path / d]).pdh
+    whole = wh.save_manifest(combined({d: wh.manifest(p) for d, p in parts.items()})).pdh
+    record_parts(wh.engine, whole, list(parts.items()))
+    job = run_job(wh, "builtin:copy", whole)
+    assert job.output_pdh == whole
+    up = trace(wh.engine, whole)
+    assert up.collection(whole).kinds == ("job output", "combined")
+    assert sorted(c.pdh for c in up.puts) == sorted(parts.values())
+    assert f"{whole}  job output, combined" in to_text(up)
+
+
 def test_the_lineage_page_and_the_collection_pages_over_http(
     diamond: Diamond, built: tuple[Path, Diamond]
 ) -> None:

@@ -140,6 +140,15 @@ def test_bad_queries_name_the_problem(run, tpch: Path) -> None:  # type: ignore[
     assert "only a SELECT" in err
     out = json.loads(run("query", "--json", "SELECT count(*) AS n FROM customer").stdout)
     assert out["rows"] == [[1500]]
+    # The line on standard error counts its rows in English.
+    one = run("query", "SELECT count(*) AS n FROM customer")
+    assert one.stdout == "n\n1500\n"
+    assert one.stderr.startswith("(1 row; job "), one.stderr
+    two = run("query", "SELECT c_custkey FROM customer ORDER BY 1 LIMIT 2")
+    assert two.stderr.startswith("(2 rows; job "), two.stderr
+    cut = run("query", "--limit", "3", "SELECT c_custkey FROM customer")
+    assert cut.stdout.count("\n") == 4
+    assert cut.stderr.startswith("(1500 rows, the first 3 shown (--limit); job "), cut.stderr
 
 
 def test_plans_without_running() -> None:

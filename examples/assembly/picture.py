@@ -13,7 +13,6 @@ the workflow's stages are this repository's files at HEAD.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import re
@@ -26,8 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import simulate
 
+import warehouse
 from warehouse.web.graphs import run_drawing
 from warehouse.web.pages import _env
+from warehouse.workflows import list_nodes
 from warehouse.workflows.values import NodeRecord
 
 HERE = Path(__file__).resolve().parent
@@ -51,8 +52,10 @@ def run_nodes(work: Path) -> list[NodeRecord]:
     view = json.loads(done.stdout)
     if view["state"] != "complete":
         raise SystemExit(f"Error: the run ended {view['state']}")
-    names = {f.name for f in dataclasses.fields(NodeRecord)}
-    return [NodeRecord(**{k: v for k, v in n.items() if k in names}) for n in view["nodes"]]
+    # The nodes as the run page gets them (times in Unix seconds), from the
+    # catalog: `--json` prints times as ISO 8601 text, as every command does.
+    with warehouse.open(work / "home") as wh:
+        return list_nodes(wh.engine, view["id"])
 
 
 def style() -> str:

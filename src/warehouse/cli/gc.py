@@ -99,7 +99,8 @@ def _show(report: GcReport, as_json: bool) -> None:
             parts.append(f"{report.emptied} removed from the trash")
         if report.collected:
             parts.append(f"{report.collected} collections collected")
-    click.echo(f"{report.action}: " + ", ".join(parts) + f" ({report.servers} servers)")
+    servers = f"{report.servers} server" + ("" if report.servers == 1 else "s")
+    click.echo(f"{report.action}: " + ", ".join(parts) + f" ({servers})")
 
 
 def _where(report: GcReport, md5: str) -> str:

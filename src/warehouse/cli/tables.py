@@ -217,9 +217,12 @@ def query(
 ) -> None:
     """Run SQL over tables (names resolve through the catalog) as a job.
 
-    Scans, filters and partial aggregates run per partition; co-partitioned
-    joins partition by partition, a small side broadcast, otherwise shuffled
-    by the key; a final step merges. The result is a table collection.
+    Tables of at most 1 GiB in all are queried in one step. Otherwise (or with
+    --plan distributed) scans, filters and partial aggregates run per
+    partition; co-partitioned joins partition by partition, a small side
+    broadcast, otherwise shuffled by the key; a final step merges. The result
+    is a table collection; the rows printed are followed, on standard error,
+    by their count, the job and the result's PDH.
     """
     from warehouse.catalog.values import check_name
     from warehouse.query.catalog import compile_query, read_rows
@@ -266,4 +269,7 @@ def query(
     click.echo("\t".join(map(_cell, columns)))
     for r in rows:
         click.echo("\t".join(_cell(None if v is None else _text(_plain(v))) for v in r))
-    click.echo(f"({total} rows; job {record.id}, result {record.output_pdh})", err=True)
+    counted = f"{total} row" if total == 1 else f"{total} rows"
+    if len(rows) < total:
+        counted += f", the first {len(rows)} shown (--limit)"
+    click.echo(f"({counted}; job {record.id}, result {record.output_pdh})", err=True)

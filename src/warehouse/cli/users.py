@@ -14,7 +14,7 @@ from warehouse.catalog import auth
 from warehouse.cli._common import emit_json, emit_rows, text_time
 from warehouse.cli.serve import default_db_url
 from warehouse.errors import ConflictError, UsageError
-from warehouse.remote.api import ApiClient
+from warehouse.remote.api import ApiClient, AuthError
 
 __all__ = ["token", "user"]
 
@@ -59,7 +59,9 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
     With $WH_URL but no $WH_TOKEN (the first user of a new installation), it
     waits for the controller to have started (at most $WH_WAIT seconds), then
     adds the user on the catalog itself, the one `wh serve` on this machine
-    uses ($WH_DB_URL, else controller.db in $WH_HOME).
+    uses ($WH_DB_URL, else controller.db in $WH_HOME), and checks that the
+    controller knows the token: one given another catalog (`wh serve --db`)
+    is refused, and --db must name that catalog.
     """
     url = os.environ.get("WH_URL")
     if not db_url and url and not os.environ.get("WH_TOKEN", "").strip():
@@ -72,18 +74,23 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
             err=True,
         )
         api = None
+        check = url
     else:
         api = None if db_url else _api()
+        check = None
     try:
         if api is not None:
             api.post("/users", {"name": name, "admin": admin})
             secret = api.post("/tokens", {"user": name, "label": "first"})["token"]
         else:
-            engine = catalog.open_engine(db_url or default_db_url())
+            where = db_url or default_db_url()
+            engine = catalog.open_engine(where)
             catalog.upgrade(engine)
             try:
                 catalog.add_user(engine, name, admin=admin)
                 secret = catalog.create_token(engine, name, label="first")
+                if check is not None:
+                    _check_known(check, engine, where, name, secret)
             finally:
                 engine.dispose()
     except ConflictError as e:
@@ -93,6 +100,24 @@ def user_add(name: str, admin: bool, db_url: str | None, as_json: bool) -> None:
         emit_json({"user": name, "admin": admin, "token": secret})
     else:
         click.echo(secret)
+
+
+def _check_known(url: str, engine: Any, where: str, name: str, secret: str) -> None:
+    """The controller at ``url`` must know the token just made on this machine's
+    catalog: one started with another catalog (`wh serve --db`) would not, and a
+    token printed there would only fail later, with a less telling error."""
+    api = ApiClient(url, secret)
+    try:
+        api.get("/users/current")
+    except AuthError:
+        auth.revoke_token(engine, auth.token_id(secret))
+        raise UsageError(
+            f"the controller at {url} does not use the catalog {name} was added to "
+            f"({where}; its token is revoked): give `wh user add` the catalog "
+            "`wh serve` was given, with --db URL or $WH_DB_URL"
+        ) from None
+    finally:
+        api.close()
 
 
 @user.command("ls")

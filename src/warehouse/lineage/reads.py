@@ -85,8 +85,9 @@ def jobs_query(column: sa.Column[Any], pdhs: Sequence[str], *where: Any) -> sa.S
 
 def _put_before(conn: sa.Connection, chunk: list[str], found: dict[str, set[str]]) -> None:
     """A job output the catalog recorded before any job making it started was stored
-    first by someone else (``builtin:copy`` of a put makes the put again): a put too."""
-    outputs = [p for p in chunk if "job output" in found[p]]
+    first by someone else (``builtin:copy`` of a put makes the put again): a put too.
+    Not a combined collection: its combining recorded it, and its parts are the puts."""
+    outputs = [p for p in chunk if "job output" in found[p] and "combined" not in found[p]]
     if not outputs:
         return
     first = (
