@@ -42,6 +42,8 @@ def test_put_name_conflict_is_found_before_reading(
     for extra in ([], ["--create"], ["--expect", "d41d8cd98f00b204e9800998ecf8427e+0"]):
         out = run("put", str(other), "--name", "n", *extra, code=3)
         assert "Error: name 'n' holds " + pdh in out.stderr
+        if extra == ["--create"]:  # not "holds X, not nothing"
+            assert f"holds {pdh} already, so it cannot be created" in out.stderr
         assert out.stdout == ""
     # Nothing was read, so nothing was stored.
     assert installation.stored_blocks() == before

@@ -160,6 +160,14 @@ def test_a_missing_sqlite_file_is_not_made(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
+def test_a_database_that_cannot_be_reached_is_one_error_line() -> None:
+    """PostgreSQL refusing the connection (nothing listening, a bad password)
+    reached the terminal as psycopg's traceback."""
+    _, err = wh_sql("--db", "postgresql+psycopg://x:y@127.0.0.1:1/none", "SELECT 1", code=1)
+    assert err.startswith("Error: the catalog failed: ") and err.count("\n") == 1, err
+    assert "127.0.0.1" in err
+
+
 @pytest.mark.parametrize("catalog_url", ["postgresql"], indirect=True)
 def test_no_server_file_is_read(catalog_engine: sa.Engine) -> None:
     """A read-only transaction does not stop a superuser's SELECT from reading

@@ -286,9 +286,7 @@ class WarehouseBase:
         except NotFoundError:
             current = None
         if (expect is not None or create) and current != expect:
-            raise ConflictError(
-                f"name {name!r} holds {current or 'nothing'}, not {expect or 'nothing'}"
-            )
+            raise ConflictError(catalog.conflict_message(name, current, expect))
         return current
 
     def get(

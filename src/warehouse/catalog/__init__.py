@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from warehouse.catalog.db import HEAD_REVISION, open_engine, upgrade
     from warehouse.catalog.names import (
         add_writer,
+        conflict_message,
         get_name,
         list_names,
         list_writers,
@@ -70,6 +71,7 @@ _WHERE = {
     "open_engine": "db",
     "upgrade": "db",
     "add_writer": "names",
+    "conflict_message": "names",
     "get_name": "names",
     "list_names": "names",
     "list_writers": "names",
@@ -102,6 +104,7 @@ __all__ = [
     "add_user",
     "add_writer",
     "check_name",
+    "conflict_message",
     "create_token",
     "get_collection",
     "get_name",

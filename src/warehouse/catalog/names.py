@@ -114,9 +114,18 @@ def _swap(
 
 
 def _conflict(name: str, current: str | None, expect: str | None) -> ConflictError:
-    return ConflictError(
-        f"name {name!r} holds {current or 'nothing'}, not {expect or 'nothing'}"
-        + ("" if current is None else f" (use --expect {current})")
+    return ConflictError(conflict_message(name, current, expect))
+
+
+def conflict_message(name: str, current: str | None, expect: str | None) -> str:
+    """Why a compare-and-swap of ``name`` failed (``expect`` None: creating it)."""
+    if expect is None and current is not None:
+        return (
+            f"name {name!r} holds {current} already, so it cannot be created"
+            f" (use --expect {current})"
+        )
+    return f"name {name!r} holds {current or 'nothing'}, not {expect or 'nothing'}" + (
+        "" if current is None else f" (use --expect {current})"
     )
 
 

@@ -223,7 +223,12 @@ def _catalog_failure(error: Exception) -> Failure | None:
     """The catalog's database refusing a statement (a full disk, a lost server) as one line."""
     # Looked up, not imported: most commands never load SQLAlchemy.
     exc = sys.modules.get("sqlalchemy.exc")
-    if exc is None or not isinstance(error, exc.OperationalError):
+    # psycopg's own: `wh sql` talks to PostgreSQL through the driver itself.
+    psycopg = sys.modules.get("psycopg")
+    if not (
+        (exc is not None and isinstance(error, exc.OperationalError))
+        or (psycopg is not None and isinstance(error, psycopg.OperationalError))
+    ):
         return None
     reason = str(getattr(error, "orig", None) or error).splitlines()[0]
     return Failure(WarehouseError(f"the catalog failed: {reason}"))
