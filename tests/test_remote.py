@@ -3,12 +3,14 @@ copy, concurrent clients (4 real keep server processes, a real controller)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
 import random
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pytest
 from cluster import Controller, KeepPool, controller, keep_pool
 from warehouse.blocks import Locator
 from warehouse.manifest import Manifest
+from warehouse.remote.api import AuthError
 from warehouse.remote.probe import probe_order
 from warehouse.remote.warehouse import RemoteWarehouse
 
@@ -283,3 +286,15 @@ def test_a_second_put_sends_no_block(tmp_path: Path, ctl: Controller, pool: Keep
         third = wh.put([src])
         assert wh.store.stats.puts == len(first.write.blocks)
     assert third.write.blocks_new == len(first.write.blocks)
+
+
+def test_a_refused_token_leaves_no_connection_open(ctl: Controller) -> None:
+    """A client whose start fails (here: a token the controller does not know)
+    closes what it opened; an open connection found later by the garbage
+    collector is a ResourceWarning, an error in whatever test runs then."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(AuthError):
+            RemoteWarehouse(ctl.url, "not-a-token-of-anyone")
+        gc.collect()
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
