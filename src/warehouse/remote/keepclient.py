@@ -26,7 +26,14 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
-from warehouse.remote.blockhttp import REPLY_LIMIT, BlockHttp, Reply, TransportError
+from warehouse.remote.blockhttp import (
+    REPLY_LIMIT,
+    BlockHttp,
+    DeadlineError,
+    Reply,
+    TransportError,
+    keep_timeout,
+)
 from warehouse.remote.probe import (
     Service,
     hinted_copies,
@@ -68,7 +75,7 @@ class KeepClient:
         replication: int = 2,
         min_copies: int | None = None,
         cluster: str = "local",
-        timeout: float = 60.0,
+        timeout: float | None = None,
         retries: int = 3,
         backoff: float = 0.2,
         cache: BlockCache | None = None,
@@ -104,7 +111,9 @@ class KeepClient:
         # This client's host label ($WH_HOST, given to steps): reads prefer a
         # copy on a server of the same host (docs/clusters.md).
         self.host = host
-        self.http = BlockHttp(token, timeout)
+        # Seconds a server may send nothing (default: the keep_timeout setting);
+        # a whole request has a deadline scaled to its size (remote.blockhttp).
+        self.http = BlockHttp(token, keep_timeout() if timeout is None else timeout)
         # Sends the second and later copies of a block while the caller's
         # thread sends the first (threads start only when used).
         self._copiers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="wh-copy")
@@ -170,6 +179,11 @@ class KeepClient:
                 need = self.replication - len(stored)
                 batch, candidates = candidates[:need], candidates[need:]
                 for i, outcome in zip(batch, self._put_each(md5, body, order, batch), strict=True):
+                    if isinstance(outcome, DeadlineError):
+                        # It had its whole time: the next server is asked, not it again.
+                        log.info("PUT %s to %s failed: %s", md5, order[i].url, outcome)
+                        self.last_put_problem = f"{order[i].url}: {outcome}"
+                        continue
                     if isinstance(outcome, str):
                         log.info("PUT %s to %s failed: %s", md5, order[i].url, outcome)
                         failed.append(i)
@@ -191,12 +205,15 @@ class KeepClient:
 
     def _put_each(
         self, md5: str, body: Buffer, order: list[Service], batch: list[int]
-    ) -> list[Reply | str]:
-        """One PUT per server in ``batch``, all at once; a reply, or why it failed (5xx too)."""
+    ) -> list[Reply | str | DeadlineError]:
+        """One PUT per server in ``batch``, all at once; a reply, or why it failed
+        (5xx too; a DeadlineError for a server too slow to be asked again)."""
 
-        def one(i: int) -> Reply | str:
+        def one(i: int) -> Reply | str | DeadlineError:
             try:
                 resp = self.http.request("PUT", f"{order[i].url}/{md5}", body)
+            except DeadlineError as e:
+                return e
             except TransportError as e:
                 return str(e)
             return f"HTTP {resp.status}" if resp.status >= 500 else resp
@@ -247,13 +264,22 @@ class KeepClient:
             order = own_host_first(order, copies, self.host)
         corrupt: list[str] = []
         errors: list[str] = []
+        too_slow: set[str] = set()
         for attempt in range(self.retries + 1):
             retry = False
             for s in order:
+                if s.url in too_slow:
+                    continue
                 try:
                     resp = self.http.request(
                         "GET", f"{s.url}/{locator}", limit=max(locator.size, REPLY_LIMIT)
                     )
+                except DeadlineError as e:
+                    # It had its whole time: this copy failed; the next is read
+                    # and this server is not asked again for the block.
+                    errors.append(f"{s.url}: {e}")
+                    too_slow.add(s.url)
+                    continue
                 except TransportError as e:
                     errors.append(f"{s.url}: {e}")
                     retry = True
