@@ -14,6 +14,7 @@ from warehouse import catalog
 from warehouse.remote.warehouse import RemoteWarehouse
 
 OPEN = {"/api/v1/health"}
+EMPTY = "d41d8cd98f00b204e9800998ecf8427e+0"
 
 
 @pytest.fixture
@@ -172,3 +173,46 @@ def test_a_controller_on_each_catalog_backend(
             new = wh.put([src], name="first", expect=pdh).pdh
             assert [c.new_pdh for c in wh.name_log("first")] == [pdh, new]
             assert {r.user for r in wh.accounting()} == {"alice"}
+
+
+def test_a_collection_is_found_by_its_pdh_with_hints(tmp_path: Path, ctl: Controller) -> None:
+    """A PDH with hints (a signed +A…, a +K@cluster) names the same data: the
+    routes strip them, as the PDH rule of docs/formats.md does."""
+    alice = ctl.user("alice")
+    (tmp_path / "a.txt").write_bytes(b"hello\n")
+    with RemoteWarehouse(ctl.url, alice) as wh:
+        pdh = wh.put([tmp_path / "a.txt"]).pdh
+    signed = f"{pdh}+A{'0f' * 32}@6a1b2c3d+K@local"
+    for suffix in ("", "/manifest", "/listing"):
+        plain = call(ctl, "GET", f"/api/v1/collections/{pdh}{suffix}", alice)
+        hinted = call(ctl, "GET", f"/api/v1/collections/{signed}{suffix}", alice)
+        assert plain.status_code == 200, (suffix, plain.text)
+        assert hinted.status_code == 200, (suffix, hinted.text)
+        assert hinted.content == plain.content
+    bad = call(ctl, "GET", f"/api/v1/collections/{pdh}+a-bad-hint", alice)
+    assert bad.status_code == 404
+
+
+def test_a_long_key_is_not_echoed_whole(ctl: Controller) -> None:
+    """An error names the input it refuses, not all of it: 5,000 characters
+    of key come back as a short start and a count."""
+    alice = ctl.user("alice")
+    long = "x" * 5000
+    for method, path, body in [
+        ("GET", f"/api/v1/collections/{long}", None),
+        ("GET", f"/api/v1/collections/{long}/manifest", None),
+        ("GET", f"/api/v1/collections/{long}/listing", None),
+        ("GET", f"/api/v1/collections?kind={long}", None),
+        ("GET", f"/api/v1/names/{long}", None),
+        ("PUT", f"/api/v1/names/{long}", {"pdh": EMPTY, "expect": None, "create": True}),
+        ("GET", f"/api/v1/lineage/{long}", None),
+        ("DELETE", f"/api/v1/tokens/{long}", None),
+        ("POST", "/api/v1/sql", {"query": long}),
+        ("DELETE", f"/api/v1/keep_services/{long}", None),
+    ]:
+        admin = path.startswith(("/api/v1/sql", "/api/v1/keep_services"))
+        resp = call(ctl, method, path, ctl.admin_token if admin else alice, json=body)
+        assert 400 <= resp.status_code < 500, (method, path[:40], resp.status_code)
+        error = resp.json()["error"]
+        assert "xxxx" in error, (method, path[:40], error)  # it names what it refuses
+        assert len(error) < 600, (method, path[:40], len(error))
