@@ -216,3 +216,78 @@ def test_a_long_key_is_not_echoed_whole(ctl: Controller) -> None:
         error = resp.json()["error"]
         assert "xxxx" in error, (method, path[:40], error)  # it names what it refuses
         assert len(error) < 600, (method, path[:40], len(error))
+
+
+def _pages(ctl: Controller, path: str, token: str, limit: int) -> list[list[object]]:
+    """Every page of a list route, following its next links."""
+    pages: list[list[object]] = []
+    url = f"{ctl.url}{path}?limit={limit}"
+    while True:
+        resp = httpx.get(url, headers={"Authorization": f"Bearer {token}"})
+        assert resp.status_code == 200, resp.text
+        pages.append(resp.json())
+        if "next" not in resp.links:
+            return pages
+        url = resp.links["next"]["url"]
+
+
+def test_list_routes_answer_a_page_at_a_time(tmp_path: Path, ctl: Controller) -> None:
+    """GET /jobs, /names and /regol/watches answer at most ``limit`` rows (as
+    /collections does), with a link to the next page; a client that gives no
+    limit reads every page."""
+    from warehouse.jobs import records as job_records
+    from warehouse.regol import records as regol_records
+    from warehouse.remote.api import ApiClient
+
+    engine = ctl.state.engine
+    alice = ctl.user("alice")
+    (tmp_path / "a.txt").write_bytes(b"named\n")
+    with RemoteWarehouse(ctl.url, alice) as wh:
+        pdh = wh.put([tmp_path / "a.txt"]).pdh
+    names = [f"n{i}" for i in range(5)]
+    for name in names:
+        catalog.set_name(engine, name, pdh, expect=None, user="alice")
+    job = {
+        "function": "builtin:copy",
+        "function_pdh": EMPTY,
+        "function_path": "copy",
+        "input_pdh": pdh,
+        "params": "{}",
+        "cpus": 1,
+        "memory": 0,
+        "max_attempts": 1,
+        "priority": 0,
+        "executor": "local",
+        "state": "complete",
+        "reuse_key": "k",
+        "submitted_by": "alice",
+    }
+    jobs = job_records.insert_jobs(engine, [job] * 1001)
+    for j in jobs[:5]:
+        regol_records.add_watch(
+            engine,
+            job=j.id,
+            function="git:repo@main:f",
+            repository="repo",
+            path="f",
+            branch="main",
+            label="",
+            owner="alice",
+        )
+    for path, key, every in [
+        ("/api/v1/names", "name", names),
+        ("/api/v1/regol/watches", "id", [j.id for j in jobs[:5]]),
+    ]:
+        pages = _pages(ctl, path, alice, 2)
+        assert [len(p) for p in pages] == [2, 2, 1], path
+        assert [row[key] for p in pages for row in p] == every  # type: ignore[index]
+    page = httpx.get(f"{ctl.url}/api/v1/jobs", headers={"Authorization": f"Bearer {alice}"})
+    assert len(page.json()) == 1000 and "next" in page.links
+    api = ApiClient(ctl.url, alice)
+    try:
+        assert [r["id"] for r in api.get("/jobs")] == [j.id for j in jobs]
+        assert len(api.get("/jobs", limit=10)) == 10
+        assert len(api.get("/jobs", limit=-5)) == 1
+        assert len(api.get("/jobs", limit=10**9)) == 1001  # 10000 at most: all of these
+    finally:
+        api.close()
