@@ -55,9 +55,11 @@ MAX_TIMEOUT = 3600.0
 # servers apply to PUT bodies (server.bodytimeout.MIN_BODY_RATE), so a 64 MiB
 # block may take up to about 17 minutes, and no server holds a client longer.
 MIN_RATE = 64 * 1024
-# A body is sent in pieces: each piece, not the whole body, must go within
-# the timeout (a socket's timeout bounds a whole sendall).
-_PIECE = 1 << 20
+# A body is sent in pieces of ``timeout`` seconds at MIN_RATE (3.75 MiB by
+# default), at least this: each piece, not the whole body, must go within the
+# timeout (a socket's timeout bounds a whole sendall), which asks no more than
+# the rate of the whole-request rule; few pieces, few GIL hand-overs.
+_MIN_PIECE = 1 << 20
 
 
 def keep_timeout() -> float:
@@ -201,6 +203,7 @@ class BlockHttp:
         if body is not None:
             headers["Content-Length"] = str(size)
         budget = request_budget(self.timeout, size + limit)
+        piece = max(_MIN_PIECE, int(self.timeout * MIN_RATE))
         deadline = time.monotonic() + budget
         # A kept-alive connection the server closed meanwhile fails at once:
         # one fresh retry tells that apart from a server that is down.
@@ -211,8 +214,8 @@ class BlockHttp:
                 conn.request(method, path, headers=headers)
                 if body is not None:
                     view = memoryview(body).cast("B")
-                    for at in range(0, size, _PIECE):
-                        conn.send(view[at : at + _PIECE])
+                    for at in range(0, size, piece):
+                        conn.send(view[at : at + piece])
                 resp = conn.getresponse()
                 data = resp.read(limit + 1)
             except (OSError, http.client.HTTPException) as e:
