@@ -45,6 +45,7 @@ class FakeKeep(_Server):
         self.mode = mode
         self.blocks: dict[str, bytes] = {}
         self.stop = threading.Event()  # set at the end of the test: slow answers end
+        self.gets = 0  # GET requests for a block held here
 
 
 class Handler(_Quiet):
@@ -102,6 +103,7 @@ class Handler(_Quiet):
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif self.server.mode == "trickle":
+            self.server.gets += 1
             self._trickle(data)
         elif self.server.mode == "endless":
             # 200 and no end: more bytes than the block has, without a length.
@@ -309,6 +311,8 @@ def test_a_copy_sent_one_byte_at_a_time_fails_and_the_next_is_read(
             assert keep.get(Locator(md5, len(data))) == data
         assert keep.stats.failovers > 0
         assert keep.stats.bad_copies == []  # slow, not corrupt
+        # Once too slow, it is asked last: one deadline in all, not one a block.
+        assert servers[0].gets == 1
     finally:
         keep.close()
 

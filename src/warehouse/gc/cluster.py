@@ -163,8 +163,6 @@ def cluster_fsck(
         else:
             report.kept += 1
     report.attach_collections(result.members)
-    # Corrupt copies were moved aside by the servers as they were read, so the
-    # good copies are what balance will see: the same plan says what it will do.
     if down:
         # Balance reads every index first, and stops at one it cannot read.
         report.repairs = [
@@ -173,6 +171,8 @@ def cluster_fsck(
             for sid in sorted(down)
         ]
         return report
+    # Corrupt copies were moved aside by the servers as they were read, so the
+    # good copies are what balance will see: the same plan says what it will do.
     plan = plan_balance(result.marked, good, admin.services, wanted, now, ttl)
     report.repairs = repair_lines(report, plan, {s.id: s.url for s in admin.services})
     return report

@@ -48,6 +48,10 @@ __all__ = ["KeepClient", "KeepStats", "ReplicationError", "cluster_of"]
 
 log = logging.getLogger("warehouse.keep")
 
+# Seconds a server that ran out a request's deadline is asked last for reads:
+# a hung server costs one deadline, not one per block.
+SLOW_FOR = 300.0
+
 
 class ReplicationError(WarehouseError):
     """Fewer copies of a block could be written than the caller asked for."""
@@ -111,6 +115,8 @@ class KeepClient:
         # This client's host label ($WH_HOST, given to steps): reads prefer a
         # copy on a server of the same host (docs/clusters.md).
         self.host = host
+        # Server URL -> when a request to it last ran out its deadline.
+        self._slow: dict[str, float] = {}
         # Seconds a server may send nothing (default: the keep_timeout setting);
         # a whole request has a deadline scaled to its size (remote.blockhttp).
         self.http = BlockHttp(token, keep_timeout() if timeout is None else timeout)
@@ -183,6 +189,7 @@ class KeepClient:
                         # It had its whole time: the next server is asked, not it again.
                         log.info("PUT %s to %s failed: %s", md5, order[i].url, outcome)
                         self.last_put_problem = f"{order[i].url}: {outcome}"
+                        self._too_slow(order[i].url)
                         continue
                     if isinstance(outcome, str):
                         log.info("PUT %s to %s failed: %s", md5, order[i].url, outcome)
@@ -262,6 +269,7 @@ class KeepClient:
         if self.host:
             copies = hinted_copies(hint, self.cluster) or self.replication
             order = own_host_first(order, copies, self.host)
+        order = self._slow_last(order)
         corrupt: list[str] = []
         errors: list[str] = []
         too_slow: set[str] = set()
@@ -279,6 +287,7 @@ class KeepClient:
                     # and this server is not asked again for the block.
                     errors.append(f"{s.url}: {e}")
                     too_slow.add(s.url)
+                    self._too_slow(s.url)
                     continue
                 except TransportError as e:
                     errors.append(f"{s.url}: {e}")
@@ -308,6 +317,7 @@ class KeepClient:
                 with self._lock:
                     self.stats.gets += 1
                     self.stats.failovers += s is not order[0]
+                    self._slow.pop(s.url, None)  # it answered in time
                 if cache and self.cache is not None:
                     self.cache.put(locator.key, data)
                 return data
@@ -321,6 +331,21 @@ class KeepClient:
         if errors:
             raise WarehouseError(f"block {locator.key}: no server answered ({errors[-1]})")
         raise NotFoundError(f"block {locator.key} is on none of {len(order)} keep servers")
+
+    def _too_slow(self, url: str) -> None:
+        with self._lock:
+            self._slow[url] = time.monotonic()
+
+    def _slow_last(self, order: list[Service]) -> list[Service]:
+        """``order`` with the servers that ran out a deadline lately moved last."""
+        with self._lock:
+            if not self._slow:
+                return order
+            now = time.monotonic()
+            for url in [u for u, at in self._slow.items() if now - at > SLOW_FOR]:
+                del self._slow[url]
+            slow = set(self._slow)
+        return [s for s in order if s.url not in slow] + [s for s in order if s.url in slow]
 
     def _other_cluster(self, locator: Locator) -> KeepClient | None:
         """The client of the other cluster the block's ``+K`` hint names, if known."""
