@@ -231,10 +231,17 @@ def _pages(ctl: Controller, path: str, token: str, limit: int) -> list[list[obje
         url = resp.links["next"]["url"]
 
 
-def test_list_routes_answer_a_page_at_a_time(tmp_path: Path, ctl: Controller) -> None:
+def test_list_routes_answer_a_page_at_a_time(
+    tmp_path: Path, catalog_url: str, keep_servers: KeepPool
+) -> None:
     """GET /jobs, /names and /regol/watches answer at most ``limit`` rows (as
     /collections does), with a link to the next page; a client that gives no
-    limit reads every page."""
+    limit reads every page. On each catalog backend (names in code point order)."""
+    with controller(catalog_url, keep_servers) as ctl:
+        _pages_of_every_list(tmp_path, ctl)
+
+
+def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
     from warehouse.jobs import records as job_records
     from warehouse.regol import records as regol_records
     from warehouse.remote.api import ApiClient
@@ -244,7 +251,7 @@ def test_list_routes_answer_a_page_at_a_time(tmp_path: Path, ctl: Controller) ->
     (tmp_path / "a.txt").write_bytes(b"named\n")
     with RemoteWarehouse(ctl.url, alice) as wh:
         pdh = wh.put([tmp_path / "a.txt"]).pdh
-    names = [f"n{i}" for i in range(5)]
+    names = ["B", "a", "a.b", "a_c", "n2"]  # code point order, not a locale's
     for name in names:
         catalog.set_name(engine, name, pdh, expect=None, user="alice")
     job = {
