@@ -8,6 +8,7 @@ import hashlib
 import logging
 import os
 import random
+import signal
 import threading
 import time
 import warnings
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from cluster import Controller, KeepPool, controller, keep_pool
+from conftest import Runner
 from warehouse.blocks import Locator
 from warehouse.manifest import Manifest
 from warehouse.remote.api import AuthError
@@ -298,3 +300,33 @@ def test_a_refused_token_leaves_no_connection_open(ctl: Controller) -> None:
             RemoteWarehouse(ctl.url, "not-a-token-of-anyone")
         gc.collect()
     assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+@pytest.mark.timeout(200)
+def test_a_get_from_a_stopped_server_ends_with_one_error_line(
+    tmp_path: Path, ctl: Controller, pool: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The only copy of a block is on a server that accepts connections and
+    answers nothing (stopped): `wh get` gives up after its deadline
+    (keep_timeout 1 s here, docs/storage.md) with one Error line, exit 1."""
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WH_REPLICATION", "1")
+    monkeypatch.setenv("WH_KEEP_TIMEOUT", "1")
+    (tmp_path / "src").mkdir()
+    data = os.urandom(5000)
+    (tmp_path / "src" / "f").write_bytes(data)
+    run = Runner()
+    pdh = run("put", str(tmp_path / "src")).output.strip().splitlines()[-1]
+    md5 = hashlib.md5(data).hexdigest()
+    holder = next(s for s in pool.servers if md5 in s.blocks())
+    os.kill(holder.proc.pid, signal.SIGSTOP)
+    try:
+        result = run("get", pdh, str(tmp_path / "out"), code=1)
+    finally:
+        os.kill(holder.proc.pid, signal.SIGCONT)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert f"block {md5}" in lines[0] and holder.url in lines[0], lines[0]
+    assert "not over within 2 s" in lines[0], lines[0]
