@@ -14,6 +14,7 @@ from warehouse import catalog
 from warehouse.remote.warehouse import RemoteWarehouse
 
 OPEN = {"/api/v1/health"}
+EMPTY = "d41d8cd98f00b204e9800998ecf8427e+0"
 
 
 @pytest.fixture
@@ -172,3 +173,128 @@ def test_a_controller_on_each_catalog_backend(
             new = wh.put([src], name="first", expect=pdh).pdh
             assert [c.new_pdh for c in wh.name_log("first")] == [pdh, new]
             assert {r.user for r in wh.accounting()} == {"alice"}
+
+
+def test_a_collection_is_found_by_its_pdh_with_hints(tmp_path: Path, ctl: Controller) -> None:
+    """A PDH with hints (a signed +A…, a +K@cluster) names the same data: the
+    routes strip them, as the PDH rule of docs/formats.md does."""
+    alice = ctl.user("alice")
+    (tmp_path / "a.txt").write_bytes(b"hello\n")
+    with RemoteWarehouse(ctl.url, alice) as wh:
+        pdh = wh.put([tmp_path / "a.txt"]).pdh
+    signed = f"{pdh}+A{'0f' * 32}@6a1b2c3d+K@local"
+    for suffix in ("", "/manifest", "/listing"):
+        plain = call(ctl, "GET", f"/api/v1/collections/{pdh}{suffix}", alice)
+        hinted = call(ctl, "GET", f"/api/v1/collections/{signed}{suffix}", alice)
+        assert plain.status_code == 200, (suffix, plain.text)
+        assert hinted.status_code == 200, (suffix, hinted.text)
+        assert hinted.content == plain.content
+    bad = call(ctl, "GET", f"/api/v1/collections/{pdh}+a-bad-hint", alice)
+    assert bad.status_code == 404
+
+
+def test_a_long_key_is_not_echoed_whole(ctl: Controller) -> None:
+    """An error names the input it refuses, not all of it: 5,000 characters
+    of key come back as a short start and a count."""
+    alice = ctl.user("alice")
+    long = "x" * 5000
+    for method, path, body in [
+        ("GET", f"/api/v1/collections/{long}", None),
+        ("GET", f"/api/v1/collections/{long}/manifest", None),
+        ("GET", f"/api/v1/collections/{long}/listing", None),
+        ("GET", f"/api/v1/collections?kind={long}", None),
+        ("GET", f"/api/v1/names/{long}", None),
+        ("PUT", f"/api/v1/names/{long}", {"pdh": EMPTY, "expect": None, "create": True}),
+        ("GET", f"/api/v1/lineage/{long}", None),
+        ("DELETE", f"/api/v1/tokens/{long}", None),
+        ("POST", "/api/v1/sql", {"query": long}),
+        ("DELETE", f"/api/v1/keep_services/{long}", None),
+    ]:
+        admin = path.startswith(("/api/v1/sql", "/api/v1/keep_services"))
+        resp = call(ctl, method, path, ctl.admin_token if admin else alice, json=body)
+        assert 400 <= resp.status_code < 500, (method, path[:40], resp.status_code)
+        error = resp.json()["error"]
+        assert "xxxx" in error, (method, path[:40], error)  # it names what it refuses
+        assert len(error) < 600, (method, path[:40], len(error))
+
+
+def _pages(ctl: Controller, path: str, token: str, limit: int) -> list[list[object]]:
+    """Every page of a list route, following its next links."""
+    pages: list[list[object]] = []
+    url = f"{ctl.url}{path}?limit={limit}"
+    while True:
+        resp = httpx.get(url, headers={"Authorization": f"Bearer {token}"})
+        assert resp.status_code == 200, resp.text
+        pages.append(resp.json())
+        if "next" not in resp.links:
+            return pages
+        url = resp.links["next"]["url"]
+
+
+def test_list_routes_answer_a_page_at_a_time(
+    tmp_path: Path, catalog_url: str, keep_servers: KeepPool
+) -> None:
+    """GET /jobs, /names and /regol/watches answer at most ``limit`` rows (as
+    /collections does), with a link to the next page; a client that gives no
+    limit reads every page. On each catalog backend (names in code point order)."""
+    with controller(catalog_url, keep_servers) as ctl:
+        _pages_of_every_list(tmp_path, ctl)
+
+
+def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
+    from warehouse.jobs import records as job_records
+    from warehouse.regol import records as regol_records
+    from warehouse.remote.api import ApiClient
+
+    engine = ctl.state.engine
+    alice = ctl.user("alice")
+    (tmp_path / "a.txt").write_bytes(b"named\n")
+    with RemoteWarehouse(ctl.url, alice) as wh:
+        pdh = wh.put([tmp_path / "a.txt"]).pdh
+    names = ["B", "a", "a.b", "a_c", "n2"]  # code point order, not a locale's
+    for name in names:
+        catalog.set_name(engine, name, pdh, expect=None, user="alice")
+    job = {
+        "function": "builtin:copy",
+        "function_pdh": EMPTY,
+        "function_path": "copy",
+        "input_pdh": pdh,
+        "params": "{}",
+        "cpus": 1,
+        "memory": 0,
+        "max_attempts": 1,
+        "priority": 0,
+        "executor": "local",
+        "state": "complete",
+        "reuse_key": "k",
+        "submitted_by": "alice",
+    }
+    jobs = job_records.insert_jobs(engine, [job] * 1001)
+    for j in jobs[:5]:
+        regol_records.add_watch(
+            engine,
+            job=j.id,
+            function="git:repo@main:f",
+            repository="repo",
+            path="f",
+            branch="main",
+            label="",
+            owner="alice",
+        )
+    for path, key, every in [
+        ("/api/v1/names", "name", names),
+        ("/api/v1/regol/watches", "id", [j.id for j in jobs[:5]]),
+    ]:
+        pages = _pages(ctl, path, alice, 2)
+        assert [len(p) for p in pages] == [2, 2, 1], path
+        assert [row[key] for p in pages for row in p] == every  # type: ignore[index]
+    page = httpx.get(f"{ctl.url}/api/v1/jobs", headers={"Authorization": f"Bearer {alice}"})
+    assert len(page.json()) == 1000 and "next" in page.links
+    api = ApiClient(ctl.url, alice)
+    try:
+        assert [r["id"] for r in api.get("/jobs")] == [j.id for j in jobs]
+        assert len(api.get("/jobs", limit=10)) == 10
+        assert len(api.get("/jobs", limit=-5)) == 1
+        assert len(api.get("/jobs", limit=10**9)) == 1001  # 10000 at most: all of these
+    finally:
+        api.close()

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -139,3 +140,34 @@ def test_fsck_does_not_call_copies_on_a_server_gone_mid_run_corrupt(tmp_path: Pa
             pytest.raises(GcAborted, match="HTTP 401"),
         ):
             stranger.verify("s0", indexes["s0"][0])
+
+
+@pytest.mark.timeout(200)
+def test_fsck_gives_up_on_a_hung_server_reports_it_and_checks_the_others(
+    remote_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped keep server accepts connections and answers nothing: fsck
+    gives up on it after keep_timeout (docs/gc.md), says so, and verifies
+    every copy on the others."""
+    monkeypatch.setenv("WH_KEEP_TIMEOUT", "2")
+    with gc_cluster(remote_env / "c", count=3) as (pool, ctl):
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+        run = Runner()
+        for i in range(3):
+            run("put", str(tree(remote_env / f"t{i}", i)), "--name", f"c{i}")
+        hung = pool.servers[2]
+        others = sum(len(s.blocks()) for s in pool.servers[:2])
+        os.kill(hung.proc.pid, signal.SIGSTOP)
+        try:
+            report = json.loads(run("fsck", "--json", code=5).output)
+            text = run("fsck", code=5).output
+        finally:
+            os.kill(hung.proc.pid, signal.SIGCONT)
+        assert len(report["unchecked"]) == 1
+        assert report["unchecked"][0].startswith(f"keep server {hung.url}")
+        assert report["checked"] == others
+        assert report["missing"] == [] and report["corrupt"] == []
+        assert f"unchecked keep server {hung.url}" in text
+        assert "1 servers not checked" in text
+        assert "clean" in run("fsck").output

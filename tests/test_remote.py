@@ -3,12 +3,15 @@ copy, concurrent clients (4 real keep server processes, a real controller)."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
 import random
+import signal
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +19,10 @@ import httpx
 import pytest
 
 from cluster import Controller, KeepPool, controller, keep_pool
+from conftest import Runner
 from warehouse.blocks import Locator
 from warehouse.manifest import Manifest
+from warehouse.remote.api import AuthError
 from warehouse.remote.probe import probe_order
 from warehouse.remote.warehouse import RemoteWarehouse
 
@@ -283,3 +288,45 @@ def test_a_second_put_sends_no_block(tmp_path: Path, ctl: Controller, pool: Keep
         third = wh.put([src])
         assert wh.store.stats.puts == len(first.write.blocks)
     assert third.write.blocks_new == len(first.write.blocks)
+
+
+def test_a_refused_token_leaves_no_connection_open(ctl: Controller) -> None:
+    """A client whose start fails (here: a token the controller does not know)
+    closes what it opened; an open connection found later by the garbage
+    collector is a ResourceWarning, an error in whatever test runs then."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(AuthError):
+            RemoteWarehouse(ctl.url, "not-a-token-of-anyone")
+        gc.collect()
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+@pytest.mark.timeout(200)
+def test_a_get_from_a_stopped_server_ends_with_one_error_line(
+    tmp_path: Path, ctl: Controller, pool: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The only copy of a block is on a server that accepts connections and
+    answers nothing (stopped): `wh get` gives up after its deadline
+    (keep_timeout 1 s here, docs/storage.md) with one Error line, exit 1."""
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.user("alice"))
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WH_REPLICATION", "1")
+    monkeypatch.setenv("WH_KEEP_TIMEOUT", "1")
+    (tmp_path / "src").mkdir()
+    data = os.urandom(5000)
+    (tmp_path / "src" / "f").write_bytes(data)
+    run = Runner()
+    pdh = run("put", str(tmp_path / "src")).output.strip().splitlines()[-1]
+    md5 = hashlib.md5(data).hexdigest()
+    holder = next(s for s in pool.servers if md5 in s.blocks())
+    os.kill(holder.proc.pid, signal.SIGSTOP)
+    try:
+        result = run("get", pdh, str(tmp_path / "out"), code=1)
+    finally:
+        os.kill(holder.proc.pid, signal.SIGCONT)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert f"block {md5}" in lines[0] and holder.url in lines[0], lines[0]
+    assert "not over within 2 s" in lines[0], lines[0]

@@ -44,6 +44,8 @@ class FakeKeep(_Server):
         super().__init__(("127.0.0.1", 0), Handler)
         self.mode = mode
         self.blocks: dict[str, bytes] = {}
+        self.stop = threading.Event()  # set at the end of the test: slow answers end
+        self.gets = 0  # GET requests for a block held here
 
 
 class Handler(_Quiet):
@@ -55,9 +57,28 @@ class Handler(_Quiet):
         self.end_headers()
         self.wfile.write(body)
 
+    def _trickle(self, body: bytes) -> None:
+        """200 and ``body`` one byte at a time, each well within the client's
+        time for a read: a read timeout alone never ends it."""
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for i in range(len(body)):
+                if self.server.stop.wait(0.2):
+                    return
+                self.wfile.write(body[i : i + 1])
+                self.wfile.flush()
+        except OSError:
+            return
+
     def do_PUT(self) -> None:
         data = self.rfile.read(int(self.headers["Content-Length"]))
         md5 = hashlib.md5(data).hexdigest()
+        if self.server.mode == "trickle":
+            # A locator at the end of a long reply, never reached.
+            self._trickle(b" " * 65536 + f"{md5}+{len(data)}\n".encode())
+            return
         self.server.blocks[md5] = data
         if self.server.mode == "wrong-locator":
             # Another block's locator: a client trusting it names bytes never stored.
@@ -81,6 +102,9 @@ class Handler(_Quiet):
             self.send_header("Location", "http://127.0.0.1:9/elsewhere")
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif self.server.mode == "trickle":
+            self.server.gets += 1
+            self._trickle(data)
         elif self.server.mode == "endless":
             # 200 and no end: more bytes than the block has, without a length.
             self.send_response(200)
@@ -103,13 +127,18 @@ def servers(request: pytest.FixtureRequest) -> Iterator[list[FakeKeep]]:
         t.start()
     yield made
     for s in made:
+        s.stop.set()
         s.shutdown()
         s.server_close()
 
 
-def client(servers: list[FakeKeep], replication: int = 1) -> KeepClient:
+def client(
+    servers: list[FakeKeep], replication: int = 1, timeout: float | None = None
+) -> KeepClient:
     services = [Service(f"fake{i}", s.url) for i, s in enumerate(servers)]
-    return KeepClient(services, "token", replication=replication, retries=1, backoff=0.0)
+    return KeepClient(
+        services, "token", replication=replication, retries=1, backoff=0.0, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("servers", [["wrong-locator"]], indirect=True)
@@ -262,3 +291,63 @@ def test_an_answer_that_is_not_json_is_one_error(fake_controller: FakeController
             wh.manifest(pdh)
     finally:
         wh.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("servers", [["trickle", "good"]], indirect=True)
+def test_a_copy_sent_one_byte_at_a_time_fails_and_the_next_is_read(
+    servers: list[FakeKeep],
+) -> None:
+    """Each byte comes well within the client's 1 s for a read; the whole GET
+    has 1 s plus a second per 64 KiB (docs/storage.md), so the slow copy
+    fails and the good one is read."""
+    keep = client(servers, timeout=1.0)
+    try:
+        for n in range(8):  # blocks whose probe order puts either server first
+            data = f"block {n}\n".encode() * 50
+            md5 = hashlib.md5(data).hexdigest()
+            for s in servers:
+                s.blocks[md5] = data
+            assert keep.get(Locator(md5, len(data))) == data
+        assert keep.stats.failovers > 0
+        assert keep.stats.bad_copies == []  # slow, not corrupt
+        # Once too slow, it is asked last: one deadline in all, not one a block.
+        assert servers[0].gets == 1
+    finally:
+        keep.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("servers", [["trickle"]], indirect=True)
+def test_a_get_from_a_trickling_server_ends_with_an_error(servers: list[FakeKeep]) -> None:
+    keep = client(servers, timeout=1.0)
+    data = b"z" * 1000
+    md5 = hashlib.md5(data).hexdigest()
+    servers[0].blocks[md5] = data
+    try:
+        with pytest.raises(WarehouseError, match=f"{servers[0].url}.*not over within 2 s"):
+            keep.get(Locator(md5, len(data)))
+    finally:
+        keep.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("servers", [["trickle", "good"]], indirect=True)
+def test_a_put_answered_one_byte_at_a_time_fails_and_the_next_server_takes_it(
+    servers: list[FakeKeep],
+) -> None:
+    keep = client(servers, timeout=1.0)
+    try:
+        for n in range(8):  # blocks whose probe order puts either server first
+            data = f"put {n}\n".encode() * 50
+            stored = keep.put(data).locator
+            assert hashlib.md5(data).hexdigest() in servers[1].blocks
+            assert keep.get(stored) == data
+    finally:
+        keep.close()
+    keep = client(servers[:1], timeout=1.0)
+    try:
+        with pytest.raises(ReplicationError, match=f"{servers[0].url}.*not over within"):
+            keep.put(b"only the slow server\n")
+    finally:
+        keep.close()

@@ -49,6 +49,8 @@ def test_other_bad_values_name_their_variable(tmp_path: Path) -> None:
         ("WH_WAIT", "-3"),
         ("WH_URL", "ftp://x"),
         ("WH_FORK_SERVER", "maybe"),
+        ("WH_KEEP_TIMEOUT", "0"),
+        ("WH_KEEP_TIMEOUT", "soon"),
     ]:
         code, _, err = wh(tmp_path, "config", **{var: value})
         assert code == 2 and err.startswith(f"Error: {var}: "), (var, err)

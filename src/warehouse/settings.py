@@ -43,6 +43,7 @@ FIELDS: dict[str, str] = {
     "user": "the user named in the embedded warehouse's records",
     "cluster_name": "this installation's cluster name, in its locators' +K hints (`wh serve`)",
     "fork_server": "fork the local executor's Python steps from a warm server (true or false)",
+    "keep_timeout": "seconds a keep server may send nothing before a request to it fails",
 }
 _SECRET = {"token"}
 MAX_CONFIG_BYTES = 64 * 1024
@@ -218,6 +219,7 @@ def _model() -> Any:
         user: str | None = None
         cluster_name: str | None = None
         fork_server: bool = True
+        keep_timeout: float = Field(default=60.0, gt=0, le=3600)
 
         @field_validator("cluster_name")
         @classmethod
@@ -226,7 +228,7 @@ def _model() -> Any:
                 raise ValueError("must be 1 to 32 letters, digits, _ or -")
             return v
 
-        @field_validator("replication", "wait", mode="before")
+        @field_validator("replication", "wait", "keep_timeout", mode="before")
         @classmethod
         def _not_a_bool(cls, v: Any, info: ValidationInfo) -> Any:
             # pydantic would read the file's `replication = true` as 1.
@@ -280,7 +282,7 @@ def _model() -> Any:
 def _problem(name: str, error: dict[str, Any]) -> str:
     # Worded as click words the same mistake in an option (--replication 9).
     kind, got = error.get("type", ""), error.get("input")
-    if kind in {"greater_than_equal", "less_than_equal"}:
+    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
         return f"{got} is not in the range {_RANGES[name]}"
     if kind.startswith("int_"):
         return f"{got!r} is not a valid integer"
@@ -326,7 +328,7 @@ def load() -> list[Effective]:
     return [Effective(n, getattr(settings, n), origins[n]) for n in FIELDS]
 
 
-_RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600"}
+_RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600", "keep_timeout": "0<x<=3600"}
 
 
 def applied() -> None:

@@ -81,13 +81,18 @@ def _show(report: GcReport, as_json: bool) -> None:
         click.echo(f"corrupt {entry}{_where(report, entry.split()[0])}")
     for pdh in report.unreadable:
         click.echo(f"unreadable manifest of {pdh}")
+    for entry in report.unchecked:
+        click.echo(f"unchecked {entry}")
     for line in report.repairs:
         click.echo(line)
     if report.action == "balance" and report.servers <= 1:
         return
     parts = [f"{report.roots} root collections", f"{report.marked} blocks marked"]
     if report.action == "fsck":
-        parts += [f"{report.checked} copies verified", "clean" if report.clean else "PROBLEMS"]
+        parts.append(f"{report.checked} copies verified")
+        if report.unchecked:
+            parts.append(f"{len(report.unchecked)} servers not checked")
+        parts.append("clean" if report.clean else "PROBLEMS")
     else:
         parts += [
             f"{prefix}trash {report.trashed}" if report.dry_run else f"trashed {report.trashed}",

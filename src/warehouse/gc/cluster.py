@@ -8,6 +8,7 @@ to work through them.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 from warehouse.gc.collected import record_collected
 from warehouse.gc.keep import KeepAdmin
 from warehouse.gc.local import require_catalog, require_marked
-from warehouse.gc.mark import MarkResult, ReadBlock, mark
+from warehouse.gc.mark import GcAborted, MarkResult, ReadBlock, mark
 from warehouse.gc.plan import BalancePlan, Copy, holders, plan_balance, plan_sweep
 from warehouse.gc.report import GcReport
 from warehouse.gc.roots import find_roots
@@ -116,31 +117,43 @@ def cluster_balance(
 def cluster_fsck(
     engine: sa.Engine, admin: KeepAdmin, read: ReadBlock, *, ttl: float, wanted: int
 ) -> GcReport:
+    """Verify every copy on every server that answers. A server that does not
+    (down, hung past the admin's timeout, refusing the token) is given up on,
+    named in ``unchecked``, and its copies count as not there; the others are
+    still checked (docs/gc.md)."""
     now = time.time()
-    indexes = admin.indexes()
-    report = GcReport("fsck", servers=len(indexes))
+    indexes, down = admin.indexes_found()
+    report = GcReport("fsck", servers=len(admin.services))
     result = _mark(engine, read, ttl, now, members=True, unreadable=report.unreadable)
     report.roots, report.marked = result.roots, len(result.marked)
     work: Sequence[tuple[str, Copy]] = [(sid, c) for sid, cs in indexes.items() for c in cs]
-    with ThreadPoolExecutor(8) as pool:
+    lock = threading.Lock()
+
+    def verify(sid: str, copy: Copy) -> bool | GcAborted | None:
+        if sid in down:
+            return down[sid]  # given up on: its other copies are not read
         try:
-            verdicts = list(pool.map(lambda w: admin.verify(*w), work))
-        except BaseException:
-            # A server gone mid-run: do not wait out its timeout once per copy.
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+            return admin.verify(sid, copy)
+        except GcAborted as e:
+            with lock:
+                down.setdefault(sid, e)
+            return e
+
+    with ThreadPoolExecutor(8) as pool:
+        verdicts = list(pool.map(lambda w: verify(*w), work))
     good: dict[str, list[Copy]] = {sid: [] for sid in indexes}
     for (sid, c), ok in zip(work, verdicts, strict=True):
         report.copies += 1
-        if ok is None:
+        if ok is None or isinstance(ok, GcAborted):
             continue
         report.checked += 1
         if ok:
             good[sid].append(c)
         else:
             report.corrupt.append(f"{c.md5} on {admin.by_id[sid].url}")
+    report.unchecked = [str(down[s.id]) for s in admin.services if s.id in down]
     have = holders(good)
-    wanted = max(1, min(wanted, len(indexes)))
+    wanted = max(1, min(wanted, len(admin.services)))
     for md5 in sorted(result.marked):
         n = len(have.get(md5, {}))
         if n == 0:
@@ -150,6 +163,14 @@ def cluster_fsck(
         else:
             report.kept += 1
     report.attach_collections(result.members)
+    if down:
+        # Balance reads every index first, and stops at one it cannot read.
+        report.repairs = [
+            f"wh balance stops while keep server {admin.by_id[sid].url} does not answer; "
+            f"once it does, run wh fsck again (or `wh keep retire {sid}` if it is gone)"
+            for sid in sorted(down)
+        ]
+        return report
     # Corrupt copies were moved aside by the servers as they were read, so the
     # good copies are what balance will see: the same plan says what it will do.
     plan = plan_balance(result.marked, good, admin.services, wanted, now, ttl)

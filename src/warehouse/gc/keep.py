@@ -15,6 +15,7 @@ import httpx
 
 from warehouse.gc.mark import GcAborted
 from warehouse.gc.plan import Copy, PullEntry
+from warehouse.remote.blockhttp import BlockHttp, TransportError
 from warehouse.remote.probe import Service
 from warehouse.remote.tls import verify_for
 
@@ -41,17 +42,22 @@ def parse_index(text: str, url: str) -> list[Copy]:
 
 
 class KeepAdmin:
+    """``timeout``: seconds a server may send nothing; reading a copy also has
+    the block client's whole-request deadline (docs/storage.md)."""
+
     def __init__(self, services: Sequence[Service], token: str, *, timeout: float = 300.0) -> None:
         self.services = list(services)
         self.by_id = {s.id: s for s in self.services}
         self.http = httpx.Client(
             headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(timeout, connect=10.0),
+            timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
             verify=verify_for(*(s.url for s in self.services)),
         )
+        self.blocks = BlockHttp(token, timeout)
 
     def close(self) -> None:
         self.http.close()
+        self.blocks.close()
 
     def __enter__(self) -> KeepAdmin:
         return self
@@ -84,11 +90,32 @@ class KeepAdmin:
 
     def indexes(self) -> dict[str, list[Copy]]:
         """Every server's index, or GcAborted for the first one that fails."""
+        found, failed = self.indexes_found()
+        if failed:
+            raise next(iter(failed.values()))
+        return found
+
+    def indexes_found(self) -> tuple[dict[str, list[Copy]], dict[str, GcAborted]]:
+        """The index of every server that gives it, and why each other did not."""
         if not self.services:
             raise GcAborted("no keep servers are registered")
+
+        def one(s: Service) -> list[Copy] | GcAborted:
+            try:
+                return self.index(s)
+            except GcAborted as e:
+                return e
+
         with ThreadPoolExecutor(min(8, len(self.services))) as pool:
-            found = list(pool.map(self.index, self.services))
-        return {s.id: copies for s, copies in zip(self.services, found, strict=True)}
+            answers = list(pool.map(one, self.services))
+        found: dict[str, list[Copy]] = {}
+        failed: dict[str, GcAborted] = {}
+        for s, answer in zip(self.services, answers, strict=True):
+            if isinstance(answer, GcAborted):
+                failed[s.id] = answer
+            else:
+                found[s.id] = answer
+        return found, failed
 
     def _send(self, s: Service, what: str, items: list[dict[str, object]]) -> None:
         r = self._call("PUT", f"{s.url}/{what}", json=items)
@@ -134,15 +161,18 @@ class KeepAdmin:
         say they are.
         """
         url = self.by_id[sid].url
-        r = self._call("GET", f"{url}/{copy.key}")
-        if r.status_code == 404:
+        try:
+            r = self.blocks.request("GET", f"{url}/{copy.key}", limit=copy.size)
+        except TransportError as e:
+            raise GcAborted(f"keep server {url}: {e}") from e
+        if r.status == 404:
             return None
         # 502: the server found its copy corrupt; 503: it could not read it (EIO).
-        if r.status_code in (502, 503):
+        if r.status in (502, 503):
             return False
-        if r.status_code != 200:
+        if r.status != 200:
             raise GcAborted(
                 f"keep server {url} refused to read block {copy.key}: "
-                f"HTTP {r.status_code} {r.text.strip()[:200]}"
+                f"HTTP {r.status} {r.text.strip()[:200]}"
             )
-        return len(r.content) == copy.size and hashlib.md5(r.content).hexdigest() == copy.md5
+        return len(r.body) == copy.size and hashlib.md5(r.body).hexdigest() == copy.md5

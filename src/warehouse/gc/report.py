@@ -28,6 +28,8 @@ class GcReport:
     under_replicated: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)  # "md5 on where"
     unreadable: list[str] = field(default_factory=list)  # root manifests fsck could not read
+    # fsck: keep servers given up on (down, hung, refusing), each with why.
+    unchecked: list[str] = field(default_factory=list)
     collections: dict[str, list[str]] = field(default_factory=dict)  # block md5 -> PDHs
     actions: list[str] = field(default_factory=list)  # one line per trash/pull
     # fsck: what a balance run would do about each problem block, one line each.
@@ -36,7 +38,13 @@ class GcReport:
 
     @property
     def clean(self) -> bool:
-        return not (self.missing or self.under_replicated or self.corrupt or self.unreadable)
+        return not (
+            self.missing
+            or self.under_replicated
+            or self.corrupt
+            or self.unreadable
+            or self.unchecked
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

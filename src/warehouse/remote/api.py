@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
@@ -68,7 +69,9 @@ class ApiClient:
         self.http.close()
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
-        resp = self._send(method, path, **kw)
+        return self._json(method, path, self._send(method, path, **kw))
+
+    def _json(self, method: str, path: str, resp: httpx.Response) -> Any:
         if resp.status_code == 204:
             return None
         try:
@@ -142,7 +145,29 @@ class ApiClient:
         wait_until_ready(self.url)
 
     def get(self, path: str, **params: Any) -> Any:
-        return self.call("GET", path, params=params or None)
+        """The answer of GET ``path``. A list route answers a page at a time
+        (docs/server.md): without a ``limit`` here, every page is read, by
+        the ``rel="next"`` links the controller sends with a full page."""
+        resp = self._send("GET", path, params=params or None)
+        out = self._json("GET", path, resp)
+        if "limit" in params or not isinstance(out, list):
+            return out
+        seen: set[str] = set()
+        while (following := resp.links.get("next")) is not None:
+            # Only the link's query is taken: the path, host and token stay ours.
+            query = urlsplit(following.get("url", "")).query
+            if query in seen:
+                raise WarehouseError(
+                    f"the controller at {self.url} answered GET {path} with a "
+                    "next page it already gave"
+                )
+            seen.add(query)
+            resp = self._send("GET", path, params=parse_qsl(query))
+            page = self._json("GET", path, resp)
+            if not isinstance(page, list):
+                raise self._garbage("GET", path, resp, "a page that is not a list")
+            out.extend(page)
+        return out
 
     def post(self, path: str, body: Any) -> Any:
         return self.call("POST", path, json=body)

@@ -26,7 +26,14 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
-from warehouse.remote.blockhttp import REPLY_LIMIT, BlockHttp, Reply, TransportError
+from warehouse.remote.blockhttp import (
+    REPLY_LIMIT,
+    BlockHttp,
+    DeadlineError,
+    Reply,
+    TransportError,
+    keep_timeout,
+)
 from warehouse.remote.probe import (
     Service,
     hinted_copies,
@@ -40,6 +47,10 @@ from warehouse.remote.signatures import SignatureCache
 __all__ = ["KeepClient", "KeepStats", "ReplicationError", "cluster_of"]
 
 log = logging.getLogger("warehouse.keep")
+
+# Seconds a server that ran out a request's deadline is asked last for reads:
+# a hung server costs one deadline, not one per block.
+SLOW_FOR = 300.0
 
 
 class ReplicationError(WarehouseError):
@@ -68,7 +79,7 @@ class KeepClient:
         replication: int = 2,
         min_copies: int | None = None,
         cluster: str = "local",
-        timeout: float = 60.0,
+        timeout: float | None = None,
         retries: int = 3,
         backoff: float = 0.2,
         cache: BlockCache | None = None,
@@ -104,7 +115,11 @@ class KeepClient:
         # This client's host label ($WH_HOST, given to steps): reads prefer a
         # copy on a server of the same host (docs/clusters.md).
         self.host = host
-        self.http = BlockHttp(token, timeout)
+        # Server URL -> when a request to it last ran out its deadline.
+        self._slow: dict[str, float] = {}
+        # Seconds a server may send nothing (default: the keep_timeout setting);
+        # a whole request has a deadline scaled to its size (remote.blockhttp).
+        self.http = BlockHttp(token, keep_timeout() if timeout is None else timeout)
         # Sends the second and later copies of a block while the caller's
         # thread sends the first (threads start only when used).
         self._copiers = ThreadPoolExecutor(max_workers=16, thread_name_prefix="wh-copy")
@@ -170,6 +185,12 @@ class KeepClient:
                 need = self.replication - len(stored)
                 batch, candidates = candidates[:need], candidates[need:]
                 for i, outcome in zip(batch, self._put_each(md5, body, order, batch), strict=True):
+                    if isinstance(outcome, DeadlineError):
+                        # It had its whole time: the next server is asked, not it again.
+                        log.info("PUT %s to %s failed: %s", md5, order[i].url, outcome)
+                        self.last_put_problem = f"{order[i].url}: {outcome}"
+                        self._too_slow(order[i].url)
+                        continue
                     if isinstance(outcome, str):
                         log.info("PUT %s to %s failed: %s", md5, order[i].url, outcome)
                         failed.append(i)
@@ -191,12 +212,15 @@ class KeepClient:
 
     def _put_each(
         self, md5: str, body: Buffer, order: list[Service], batch: list[int]
-    ) -> list[Reply | str]:
-        """One PUT per server in ``batch``, all at once; a reply, or why it failed (5xx too)."""
+    ) -> list[Reply | str | DeadlineError]:
+        """One PUT per server in ``batch``, all at once; a reply, or why it failed
+        (5xx too; a DeadlineError for a server too slow to be asked again)."""
 
-        def one(i: int) -> Reply | str:
+        def one(i: int) -> Reply | str | DeadlineError:
             try:
                 resp = self.http.request("PUT", f"{order[i].url}/{md5}", body)
+            except DeadlineError as e:
+                return e
             except TransportError as e:
                 return str(e)
             return f"HTTP {resp.status}" if resp.status >= 500 else resp
@@ -245,15 +269,26 @@ class KeepClient:
         if self.host:
             copies = hinted_copies(hint, self.cluster) or self.replication
             order = own_host_first(order, copies, self.host)
+        order = self._slow_last(order)
         corrupt: list[str] = []
         errors: list[str] = []
+        too_slow: set[str] = set()
         for attempt in range(self.retries + 1):
             retry = False
             for s in order:
+                if s.url in too_slow:
+                    continue
                 try:
                     resp = self.http.request(
                         "GET", f"{s.url}/{locator}", limit=max(locator.size, REPLY_LIMIT)
                     )
+                except DeadlineError as e:
+                    # It had its whole time: this copy failed; the next is read
+                    # and this server is not asked again for the block.
+                    errors.append(f"{s.url}: {e}")
+                    too_slow.add(s.url)
+                    self._too_slow(s.url)
+                    continue
                 except TransportError as e:
                     errors.append(f"{s.url}: {e}")
                     retry = True
@@ -282,6 +317,7 @@ class KeepClient:
                 with self._lock:
                     self.stats.gets += 1
                     self.stats.failovers += s is not order[0]
+                    self._slow.pop(s.url, None)  # it answered in time
                 if cache and self.cache is not None:
                     self.cache.put(locator.key, data)
                 return data
@@ -295,6 +331,21 @@ class KeepClient:
         if errors:
             raise WarehouseError(f"block {locator.key}: no server answered ({errors[-1]})")
         raise NotFoundError(f"block {locator.key} is on none of {len(order)} keep servers")
+
+    def _too_slow(self, url: str) -> None:
+        with self._lock:
+            self._slow[url] = time.monotonic()
+
+    def _slow_last(self, order: list[Service]) -> list[Service]:
+        """``order`` with the servers that ran out a deadline lately moved last."""
+        with self._lock:
+            if not self._slow:
+                return order
+            now = time.monotonic()
+            for url in [u for u, at in self._slow.items() if now - at > SLOW_FOR]:
+                del self._slow[url]
+            slow = set(self._slow)
+        return [s for s in order if s.url not in slow] + [s for s in order if s.url in slow]
 
     def _other_cluster(self, locator: Locator) -> KeepClient | None:
         """The client of the other cluster the block's ``+K`` hint names, if known."""

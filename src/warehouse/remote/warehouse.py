@@ -58,7 +58,25 @@ class RemoteWarehouse(WarehouseBase):
         wait: bool = True,
     ) -> None:
         self.url = url
+        self._others: dict[str, RemoteWarehouse] = {}
         self.api = ApiClient(url, token)
+        try:
+            self._start(token, replication, min_copies, cache_bytes, clusters, wait)
+        except BaseException:
+            # Left open, the client's kept-alive connection is found later by
+            # the garbage collector: a ResourceWarning wherever that happens.
+            self.api.close()
+            raise
+
+    def _start(
+        self,
+        token: str,
+        replication: int | None,
+        min_copies: int | None,
+        cache_bytes: int,
+        clusters: Mapping[str, OtherCluster] | None,
+        wait: bool,
+    ) -> None:
         # Another cluster is not waited for when it refuses connections: it is
         # down (or wrong), not starting under this command.
         self.api._may_wait = wait
@@ -68,7 +86,6 @@ class RemoteWarehouse(WarehouseBase):
         # This installation's name, in its locators' +K hints (docs/clusters.md).
         self.cluster: str = me.get("cluster") or "local"
         self.clusters = {n: c for n, c in (clusters or {}).items() if n != self.cluster}
-        self._others: dict[str, RemoteWarehouse] = {}
         self._others_lock = threading.Lock()
         services = self._services()
         if not services:
@@ -79,18 +96,23 @@ class RemoteWarehouse(WarehouseBase):
             # The default never asks for more copies than there are servers;
             # an explicit request does, and fails if it cannot be met.
             replication = min(int(os.environ.get("WH_REPLICATION", "2")), max(len(services), 1))
-        self.store: KeepClient = KeepClient(
-            services,
-            token,
-            replication=replication,
-            min_copies=min_copies,
-            cache=BlockCache(cache_bytes),
-            known=SignatureCache(default_cache_dir(), url, token),
-            cluster=self.cluster,
-            remotes=self._other_store if self.clusters else None,
-            # A step's host label (docs/clusters.md): its reads prefer that host.
-            host=os.environ.get("WH_HOST", "")[:64],
-        )
+        known = SignatureCache(default_cache_dir(), self.url, token)
+        try:
+            self.store: KeepClient = KeepClient(
+                services,
+                token,
+                replication=replication,
+                min_copies=min_copies,
+                cache=BlockCache(cache_bytes),
+                known=known,
+                cluster=self.cluster,
+                remotes=self._other_store if self.clusters else None,
+                # A step's host label (docs/clusters.md): its reads prefer that host.
+                host=os.environ.get("WH_HOST", "")[:64],
+            )
+        except BaseException:
+            known.close()
+            raise
 
     def _services(self) -> list[Service]:
         return [

@@ -53,7 +53,14 @@ _STATUS = [
 ]
 
 
+# The most of an error message sent back: many repeat what the client sent
+# (a name, a key, a query), which must not come back whole at any length.
+MAX_ERROR = 500
+
+
 def _error(status: int, message: str) -> JSONResponse:
+    if len(message) > MAX_ERROR:
+        message = f"{message[: MAX_ERROR - 40]}… ({len(message):,} characters)"
     return JSONResponse({"error": message}, status_code=status)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterator
 
 from fastapi import APIRouter, HTTPException, Response
@@ -22,7 +23,7 @@ from warehouse.collection.records import (
     load_manifest_text,
     store_manifest,
 )
-from warehouse.errors import UsageError
+from warehouse.errors import NotFoundError, UsageError
 from warehouse.manifest import Manifest
 from warehouse.manifest.parse import iter_raw_streams
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
@@ -31,6 +32,27 @@ from warehouse.server.controller.state import ControllerState
 __all__ = ["router", "signed_text"]
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"])
+
+# A PDH, then any hints (docs/formats.md): +A… signatures, +K… clusters, others.
+_HINTED_PDH = re.compile(r"([0-9a-f]{32}\+(?:0|[1-9][0-9]{0,14}))(?:\+[A-Z][A-Za-z0-9@_-]*)*")
+# The most of a client's key an error repeats.
+_SHOWN = 80
+
+
+def _shown(text: str) -> str:
+    """``text`` for an error message: whole if short, else its start and length."""
+    if len(text) <= _SHOWN:
+        return text
+    return f"{text[: _SHOWN - 16]}… ({len(text):,} characters)"
+
+
+def _portable(pdh: str) -> str:
+    """The PDH a path names, its hints stripped (hints never change which
+    data it names); NotFoundError for what is no PDH."""
+    found = _HINTED_PDH.fullmatch(pdh)
+    if found is None:
+        raise NotFoundError(f"no collection {_shown(pdh)}")
+    return found.group(1)
 
 
 class BlockWrite(BaseModel):
@@ -170,6 +192,7 @@ def create_collection(
 def get_collection(pdh: str, user: Caller, token: CallerToken, request: _Request) -> CollectionOut:
     """The collection's manifest, signed for the caller, with the caller's own listing."""
     state = state_of(request)
+    pdh = _portable(pdh)
     manifest, digests = load_manifest(state.keep(), state.engine, pdh, user.name)
     return _out(manifest, digests, token, state)
 
@@ -193,6 +216,7 @@ def get_collection_text(
     also a directory, is then an answer of its own, where a body broken
     after 200 read as "cannot reach the controller"."""
     state = state_of(request)
+    pdh = _portable(pdh)
     text = load_manifest_text(state.keep(), state.engine, pdh)
     if text is None:
         raise HTTPException(409, f"the manifest of {pdh} is not stored normalized")
@@ -211,6 +235,7 @@ def get_listing_text(pdh: str, user: Caller, request: _Request) -> Response:
     object {path: md5}, in manifest order when recorded by this version);
     204 when the caller recorded none."""
     state = state_of(request)
+    pdh = _portable(pdh)
     catalog.get_collection(state.engine, pdh)  # 404 for no such collection
     text = listing_of(state.engine, pdh, user.name)
     if text is None:

@@ -18,6 +18,7 @@ from warehouse.gc.cluster import cluster_balance, cluster_fsck, cluster_gc
 from warehouse.gc.keep import KeepAdmin
 from warehouse.gc.report import GcReport
 from warehouse.gc.settings import load_settings, save_settings
+from warehouse.remote.blockhttp import keep_timeout
 from warehouse.server.controller.auth import Admin, state_of
 from warehouse.server.controller.state import ControllerState
 
@@ -49,6 +50,10 @@ class ReportOut(BaseModel):
     under_replicated: list[str]
     corrupt: list[str]
     unreadable: list[str]
+    unchecked: list[str] = Field(
+        default_factory=list,
+        description="fsck: keep servers given up on (down, hung, refusing), each with why.",
+    )
     collections: dict[str, list[str]]
     actions: list[str]
     repairs: list[str] = Field(
@@ -69,7 +74,9 @@ class SettingsIn(BaseModel):
     job_retention: float | None = Field(default=None, ge=0)
 
 
-def _run(state: ControllerState, work: Callable[[KeepAdmin], GcReport]) -> ReportOut:
+def _run(
+    state: ControllerState, work: Callable[[KeepAdmin], GcReport], timeout: float = 300.0
+) -> ReportOut:
     if not _running.acquire(blocking=False):
         raise ConflictError("a gc, balance or fsck run is already going on")
     try:
@@ -78,7 +85,7 @@ def _run(state: ControllerState, work: Callable[[KeepAdmin], GcReport]) -> Repor
             or os.environ.get("WH_KEEP_ADMIN_TOKEN")
             or state.system_token
         )
-        with KeepAdmin(state.services(), token) as admin:
+        with KeepAdmin(state.services(), token, timeout=timeout) as admin:
             return ReportOut(**work(admin).to_dict())
     finally:
         _running.release()
@@ -125,6 +132,8 @@ def run_fsck(user: Admin, request: Request) -> ReportOut:
         lambda a: cluster_fsck(
             state.engine, a, state.keep().get, ttl=cfg.signature_ttl, wanted=cfg.replication
         ),
+        # A hung server is given up on after this (docs/gc.md), not after 300 s.
+        timeout=keep_timeout(),
     )
 
 

@@ -8,18 +8,22 @@ Manifest text in step rows (output, intermediate, log) is signed for the caller.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException
+import sqlalchemy as sa
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import jobs
+from warehouse.catalog.db import connect
+from warehouse.catalog.schema import jobs as job_rows
 from warehouse.jobs import records
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.manifest import Manifest
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.collections import signed_text
+from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, bounded, link_next
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["router"]
@@ -75,10 +79,25 @@ def submit_job(body: JobCreate, user: Caller, request: _Request) -> dict[str, An
 
 
 @router.get("")
-def list_jobs(user: Caller, request: _Request, state: str | None = None) -> list[dict[str, Any]]:
-    """Every job (optionally in these comma-separated states), oldest first."""
-    states = state.split(",") if state else None
-    return [r.as_dict() for r in records.list_jobs(state_of(request).engine, states)]
+def list_jobs(
+    user: Caller,
+    request: _Request,
+    response: Response,
+    state: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+) -> list[dict[str, Any]]:
+    """Jobs (optionally in these comma-separated states), oldest first: at
+    most ``limit`` (default 1000, at most 10000), those after job ``after``;
+    a full page links to the next (docs/server.md)."""
+    limit = bounded(limit)
+    query = sa.select(job_rows).where(job_rows.c.id > after).order_by(job_rows.c.id).limit(limit)
+    if state:
+        query = query.where(job_rows.c.state.in_(state.split(",")))
+    with connect(state_of(request).engine) as conn:
+        found = [records.JobRecord(**r._mapping) for r in conn.execute(query)]
+    link_next(request, response, len(found), limit, found[-1].id if found else after)
+    return [r.as_dict() for r in found]
 
 
 @router.get("/{job_id}")

@@ -12,17 +12,21 @@ for, or the commit found), so no request waits for a job.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+import sqlalchemy as sa
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
+from warehouse.catalog.db import connect
+from warehouse.catalog.schema import regol_watches
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
 from warehouse.server.controller.auth import Caller, state_of
+from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, bounded, link_next
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["router"]
@@ -72,8 +76,26 @@ def create_watch(body: WatchCreate, user: Caller, request: _Request) -> dict[str
 
 
 @router.get("/watches")
-def list_watches(user: Caller, request: _Request) -> list[dict[str, Any]]:
-    return [w.as_dict() for w in records.list_watches(state_of(request).engine)]
+def list_watches(
+    user: Caller,
+    request: _Request,
+    response: Response,
+    limit: int = DEFAULT_LIMIT,
+    after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+) -> list[dict[str, Any]]:
+    """Watches, oldest first: at most ``limit`` (default 1000, at most 10000),
+    those after watch ``after``; a full page links to the next (docs/server.md)."""
+    limit = bounded(limit)
+    query = (
+        sa.select(regol_watches)
+        .where(regol_watches.c.id > after)
+        .order_by(regol_watches.c.id)
+        .limit(limit)
+    )
+    with connect(state_of(request).engine) as conn:
+        found = [WatchRecord(**r._mapping) for r in conn.execute(query)]
+    link_next(request, response, len(found), limit, found[-1].id if found else after)
+    return [w.as_dict() for w in found]
 
 
 @router.get("/watches/{watch_id}")
