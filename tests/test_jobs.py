@@ -429,3 +429,26 @@ def test_watch_starts_a_manager_when_none_runs(
     fn = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
     record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
     assert f"job {record.id}: complete" in run("job", "watch", str(record.id)).output
+
+
+PRINTS_A_PROBE = """#!/bin/sh
+echo "probe=$WH_TEST_PROBE"
+"""
+
+
+def test_a_step_sees_the_environment_as_it_is_when_it_starts(
+    wh: EmbeddedWarehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program running several jobs (or a test) may change its environment
+    # between them: each step gets it as it is at its start, not as it was at
+    # the first step this process ran.
+    fn = put_function(wh, tmp_path, "probe.sh", PRINTS_A_PROBE)
+    pdh = wh.put([make_text(tmp_path / "in")]).pdh
+    seen = []
+    for value in ("one", "two"):
+        monkeypatch.setenv("WH_TEST_PROBE", value)
+        record = run_job(wh, fn, pdh, reuse=False)
+        assert record.state == "complete"
+        (step,) = jobs.list_steps(wh.engine, record.id)
+        seen.append(step.log_tail)
+    assert seen == ["probe=one\n", "probe=two\n"]

@@ -16,7 +16,6 @@ reads the file after the step exited 0; a step that failed reports nothing.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -109,22 +108,25 @@ def step_environment(
     }
 
 
-@functools.cache
-def _inherited() -> tuple[tuple[str, str], ...]:
+def _inherited() -> dict[str, str]:
+    # Read at every launch, not once: a program (or a test) that sets a
+    # variable after its first job gives it to the steps started after that.
     bindir = os.path.dirname(os.path.abspath(sys.executable))
     path = os.environ.get("PATH", "")
     env = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
     env["PATH"] = f"{bindir}{os.pathsep}{path}" if path else bindir
-    return tuple(env.items())
+    return env
 
 
 def process_environment(step_env: Mapping[str, str]) -> dict[str, str]:
-    """A step's whole environment where it runs: this process's own (less the
-    warehouse's location and secrets, with our ``wh`` first on PATH), then the
-    step's protocol variables. Computed here, not by the manager, so a Dask
-    worker on another machine gives its own PATH and HOME, and a launch
-    carries only the few variables that differ."""
-    return {**dict(_inherited()), **step_env}
+    """A step's whole environment where it runs: this process's own as it is
+    now (less the warehouse's location and secrets, with our ``wh`` first on
+    PATH), then the step's protocol variables. Computed here, not by the
+    manager, so a Dask worker on another machine gives its own PATH and HOME,
+    and a launch carries only the few variables that differ."""
+    env = _inherited()
+    env.update(step_env)
+    return env
 
 
 def append_record(path: str | Path, record: dict[str, Any]) -> None:
