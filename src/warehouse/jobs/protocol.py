@@ -34,6 +34,7 @@ __all__ = [
     "MAX_LEVEL",
     "StepReport",
     "append_record",
+    "check_level",
     "check_queue",
     "parse_report",
     "process_environment",
@@ -140,8 +141,30 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
 
 
 def check_queue(level: int, text: str) -> None:
-    # Checked here, in the step, so a Python step calling queue(1.5) or
-    # queue("1") gets one clear error at once, not a refused report later.
+    """A step's request to queue a step, checked in the step (``WH_LEVEL`` is
+    its own level), so a Python step calling queue(1.5), queue("1") or a
+    level below its own gets one clear error at once, not a refused report
+    later."""
+    _check_queue(level, text)
+    own = os.environ.get("WH_LEVEL", "")
+    if own.isdigit():
+        check_level(int(own), level)
+
+
+def check_level(own: int, level: int) -> None:
+    """Refuse a step at level ``own`` queueing one at a lower ``level``: that
+    one would start while steps of ``own`` level run, against the rule that a
+    step starts only once every step of a lower level has finished, and the
+    steps of the levels above it would never see what it passes on."""
+    if level < own:
+        raise UsageError(
+            f"a step at level {own} cannot queue a step at level {level}: a step queues "
+            f"steps at its own level or higher (a step at level L starts only once every "
+            f"step of a lower level has finished)"
+        )
+
+
+def _check_queue(level: int, text: str) -> None:
     if not isinstance(level, int) or isinstance(level, bool):
         raise UsageError(f"a step level is a whole number, not {level!r}")
     if not isinstance(text, str):
@@ -175,7 +198,7 @@ def parse_report(text: str) -> StepReport:
                     or not isinstance(step_input, str)
                 ):
                     raise TypeError("level must be a number and input a string")
-                check_queue(level, step_input)
+                _check_queue(level, step_input)
                 report.queued.append((level, step_input))
             elif op in ("output", "intermediate"):
                 manifest = record["manifest"]
