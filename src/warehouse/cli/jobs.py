@@ -120,6 +120,12 @@ def submit(
     """Submit a job running FUNCTION (builtin:NAME, git:REPO@REV:PATH or PDH/PATH)."""
     view = _view(ctx)
     name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
+    if name != executor and isinstance(view, LocalJobs):
+        from warehouse.jobs.daskexec import check_address
+
+        # A malformed address is refused before the job is recorded; one where no
+        # scheduler answers fails the job (its manager cannot run it).
+        check_address(str(dask_scheduler))
     request = jobs.JobRequest(
         function,
         input_key,
@@ -150,7 +156,14 @@ def _submit_here(wh: EmbeddedWarehouse, request: jobs.JobRequest, wait: bool) ->
     record = jobs.submit(wh, request)
     if record.state not in FINISHED:
         if wait:
-            if not jobs.run_manager(wh, name, until_job=record.id):
+            try:
+                ran = jobs.run_manager(wh, name, until_job=record.id)
+            except WarehouseError:
+                # No executor: the job was failed with the reason, shown as for any failure.
+                if jobs.get_job(wh.engine, record.id).state not in FINISHED:
+                    raise
+                ran = True
+            if not ran:
                 _wait(jobs_view(wh), record.id)
             if _others_active(wh.engine, name):
                 jobs.ensure_manager(wh.home, name)
