@@ -92,3 +92,60 @@ def test_killed_manager_restarts_without_rerunning_finished_steps(
     clean = run_job(wh, fn, key, reuse=False, executor=executor)
     assert clean.output_pdh == job.output_pdh
     assert len(wh.manifest(job.output_pdh).files()) == 12
+
+
+WAITS_FOR_GO = """#!/bin/sh
+touch "$WH_HOME/../started-$WH_JOB"
+while [ ! -e "$WH_HOME/../go" ]; do sleep 0.05; done
+echo "job $WH_JOB went"
+"""
+
+
+def _until(found: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait for a step to say it started (a guard against a hang, not a bound)."""
+    deadline = time.monotonic() + 120
+    while not found.exists():
+        assert proc is None or proc.poll() is None, "it ended first"
+        assert time.monotonic() < deadline, f"no {found.name}"
+        time.sleep(0.02)
+
+
+def test_submit_wait_takes_over_from_a_killed_manager(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    # `wh job submit --wait` finds another process running the manager and
+    # waits on the catalog; that process is killed (SIGKILL) while the job
+    # runs: the waiting command runs the manager itself, and ends with the
+    # job's outcome rather than waiting for ever.
+    key = wh.put([tmp_path]).pdh
+    fn = put_function(wh, tmp_path, "waits.sh", WAITS_FOR_GO)
+    first = jobs.submit(wh, jobs.JobRequest(fn, key, {}))
+    env = {**os.environ, "WH_HOME": str(home)}
+    manager = subprocess.Popen([WH_BIN, "job", "manager", "--cpus", "2"], env=env)
+    waiting = None
+    try:
+        _until(home.parent / f"started-{first.id}", manager)
+        waiting = subprocess.Popen(
+            [WH_BIN, "job", "submit", fn, "--input", key, "--no-reuse", "--wait"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        _until(home.parent / f"started-{first.id + 1}", manager)  # run by that manager
+        manager.send_signal(signal.SIGKILL)
+        manager.wait()
+        (home.parent / "go").touch()
+        out, err = waiting.communicate(timeout=300)  # on a hang, fail; never for ever
+        assert waiting.returncode == 0, err
+        record = jobs.get_job(wh.engine, first.id + 1)
+        assert out.decode() == f"job {record.id}: complete: {record.output_pdh}\n"
+        assert not err
+        # The other job is left to a background manager, and ends too.
+        watched = wh_process("job", "watch", str(first.id), home=home, timeout=300)
+        assert watched.returncode == 0, watched.stderr
+    finally:
+        (home.parent / "go").touch()
+        for proc in (manager, waiting):
+            if proc is not None:
+                proc.kill()
+                proc.communicate()

@@ -156,21 +156,40 @@ def _submit_here(wh: EmbeddedWarehouse, request: jobs.JobRequest, wait: bool) ->
     record = jobs.submit(wh, request)
     if record.state not in FINISHED:
         if wait:
-            try:
-                ran = jobs.run_manager(wh, name, until_job=record.id)
-            except WarehouseError:
-                # No executor: the job was failed with the reason, shown as for any failure.
-                if jobs.get_job(wh.engine, record.id).state not in FINISHED:
-                    raise
-                ran = True
-            if not ran:
-                _wait(jobs_view(wh), record.id)
+            _run_until_finished(wh, name, record.id)
             if _others_active(wh.engine, name):
                 jobs.ensure_manager(wh.home, name)
         else:
             jobs.ensure_manager(wh.home, name)
         record = jobs.get_job(wh.engine, record.id)
     return record
+
+
+def _run_until_finished(wh: EmbeddedWarehouse, executor: str, job_id: int) -> None:
+    """Run the manager here until the job is finished. While another process
+    runs it, wait on the catalog, and take over when that process is gone
+    however it died (its lock goes with it): never wait for a dead manager."""
+    from warehouse.jobs.service import ManagerLock
+
+    lock = ManagerLock(wh.home, executor)
+    while True:
+        try:
+            if jobs.run_manager(wh, executor, until_job=job_id):
+                return
+        except WarehouseError:
+            # No executor: the job was failed with the reason, shown as for any failure.
+            if jobs.get_job(wh.engine, job_id).state not in FINISHED:
+                raise
+            return
+        # From 10 ms, doubled up to 0.2 s: a short job's end is seen at once.
+        delay = 0.01
+        while True:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+            if jobs.get_job(wh.engine, job_id).state in FINISHED:
+                return
+            if not lock.held_elsewhere():
+                break  # that manager is gone: run one here
 
 
 def _others_active(engine: Any, executor: str) -> bool:
