@@ -116,9 +116,13 @@ class _Server:
         return Channel(ours, self.base, self.ready)
 
     def close(self) -> None:
-        # Not waited for (it may still be importing): steps it forked are in
-        # their own sessions and go on, as plain subprocesses would.
+        # Once serving, it ends by itself at the end of the control socket,
+        # killing what it forked; still importing, it has forked nothing.
+        serving = self.ready()
         self.control.close()
+        if serving:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
         self.proc.kill()
         self.proc.wait()
 
@@ -277,6 +281,12 @@ def _serve(control: socket.socket) -> _Step | None:
                 except OSError:  # reset: that process ended with our "ready" unread
                     fds = []
                 if not fds:
+                    # The process that started us closed us or is gone (however it
+                    # died): the steps it had us fork end with it, as do those it
+                    # started itself (the executor's lifeline).
+                    for left in alive.values():  # not reaped: the group is still its own
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(left, signal.SIGKILL)
                     return None
                 channel = socket.socket(fileno=fds[0])
                 channels.append(channel)
