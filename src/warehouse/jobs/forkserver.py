@@ -122,8 +122,13 @@ class _Server:
     def close(self) -> None:
         """Let it go: it serves the channels it has until each closes (an
         executor closing, or this process ending however it ends), killing the
-        steps of that channel still running, and then exits."""
+        steps of that channel still running, and then exits. Still importing,
+        it has forked nothing: it is killed."""
+        serving = self.ready()
         self.control.close()
+        if not serving:
+            self.proc.kill()
+            self.proc.wait()
 
 
 _server: list[_Server] = []
@@ -138,6 +143,11 @@ def _stop_server() -> None:
             server.close()
         _let_go.extend(_server)
         _server.clear()
+        for server in _let_go:
+            # Ends at once unless an executor left open still has steps with it
+            # (they end with this process): then it is not waited for.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.proc.wait(2)
 
 
 def _running(base_env: dict[str, str], start: bool = True) -> _Server | None:
