@@ -443,10 +443,13 @@ class _Lifeline:
             self._broken = True
 
     def close(self) -> None:
+        """Called once the executor has killed and reaped its steps: nothing is
+        left for the lifeline to do, and it is not waited for (it may sleep)."""
         proc, self._proc = self._proc, None
         if proc is not None:
             assert proc.stdin is not None
             proc.stdin.close()
+            proc.kill()
             proc.wait()
 
 
