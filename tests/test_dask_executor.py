@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -144,3 +145,29 @@ def test_a_scheduler_lost_mid_job_stops_the_manager_with_an_error(
     fn = put_function(wh, tmp_path, "kill.py", KILL_SCHEDULER)
     with pytest.raises(WarehouseError, match="lost the Dask scheduler"):
         run_job(wh, fn, key, executor=f"dask:{lone_scheduler[0]}", reuse=False)
+
+
+def test_a_job_whose_scheduler_does_not_answer_ends_failed_with_the_reason(
+    wh: EmbeddedWarehouse, tmp_path: Path, silent_port: int
+) -> None:
+    # Recorded queued before its manager found no scheduler there, it stayed
+    # queued for ever; now it fails with the reason, waited on (--wait) or
+    # left to a background manager (followed with `wh job watch`).
+    from conftest import wh_process
+
+    (tmp_path / "f.txt").write_text("some words\n")
+    key = wh.put([tmp_path / "f.txt"]).pdh
+    address = f"tcp://127.0.0.1:{silent_port}"
+    submit = ["job", "submit", "builtin:wordcount", "--input", key, "--no-reuse"]
+    dask = ["--executor", "dask", "--dask-scheduler", address]
+    waited = wh_process(*submit, *dask, "--wait", home=wh.home)
+    assert waited.returncode == 1, waited.stderr
+    why = f"executor dask:{address}: no Dask scheduler answers at {address} within 10 s"
+    assert waited.stderr.splitlines() == [f"Error: job 1 failed: {why} (no answer)"]
+    left = wh_process(*submit, *dask, home=wh.home)
+    assert (left.returncode, left.stdout) == (0, "job 2: queued\n"), left.stderr
+    watched = wh_process("job", "watch", "2", home=wh.home, timeout=300)  # not for ever
+    assert watched.returncode == 1, watched.stderr
+    assert watched.stderr.splitlines() == [f"Error: job 2 failed: {why} (no answer)"]
+    shown = json.loads(wh_process("job", "show", "2", "--json", home=wh.home).stdout)
+    assert (shown["state"], shown["steps_queued"], shown["steps_running"]) == ("failed", 0, 0)

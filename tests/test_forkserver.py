@@ -414,14 +414,11 @@ def test_the_fork_server_setting_false_starts_every_step_plainly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     """WH_FORK_SERVER=false (docs/cli.md): the local executor forks nothing,
-    even with a ready server in the process."""
-    forkserver.warm()
-    deadline = time.monotonic() + 120
-    while not forkserver.ready():
-        assert time.monotonic() < deadline, "the fork server did not get ready"
-        time.sleep(0.02)
+    even with a ready server in the process (started with that environment,
+    so that only the setting stops the forking)."""
     entry = _script(tmp_path, "probe.py", PROBE)
     monkeypatch.setenv("WH_FORK_SERVER", value)
+    _served().close()
     executor = make_executor("local")
     assert isinstance(executor, LocalExecutor)
     try:
@@ -430,6 +427,7 @@ def test_the_fork_server_setting_false_starts_every_step_plainly(
         executor.close()
     assert [s["ppid"] for s in seen] == [os.getpid()] * 2
     monkeypatch.setenv("WH_FORK_SERVER", "true")
+    _served().close()  # a server of this environment (the setting is part of it)
     executor = make_executor("local")
     assert isinstance(executor, LocalExecutor)
     try:

@@ -429,3 +429,78 @@ def test_watch_starts_a_manager_when_none_runs(
     fn = put_function(wh, tmp_path, "ok.sh", "#!/bin/sh\nexit 0\n")
     record = jobs.submit(wh, jobs.JobRequest(fn, wh.put([make_text(tmp_path / "in")]).pdh, {}))
     assert f"job {record.id}: complete" in run("job", "watch", str(record.id)).output
+
+
+PRINTS_A_PROBE = """#!/bin/sh
+echo "probe=$WH_TEST_PROBE"
+"""
+
+
+def test_a_step_sees_the_environment_as_it_is_when_it_starts(
+    wh: EmbeddedWarehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A program running several jobs (or a test) may change its environment
+    # between them: each step gets it as it is at its start, not as it was at
+    # the first step this process ran.
+    fn = put_function(wh, tmp_path, "probe.sh", PRINTS_A_PROBE)
+    pdh = wh.put([make_text(tmp_path / "in")]).pdh
+    seen = []
+    for value in ("one", "two"):
+        monkeypatch.setenv("WH_TEST_PROBE", value)
+        record = run_job(wh, fn, pdh, reuse=False)
+        assert record.state == "complete"
+        (step,) = jobs.list_steps(wh.engine, record.id)
+        seen.append(step.log_tail)
+    assert seen == ["probe=one\n", "probe=two\n"]
+
+
+QUEUES_BELOW_ITSELF = """#!/bin/sh
+set -e
+case "$WH_LEVEL" in
+0) wh step queue --level 2 late ;;
+2) if [ "$WH_PARAMS" = '{"how":"cli"}' ]; then wh step queue --level 1 early
+   else printf '%s\\n' '{"op":"queue","level":1,"input":"early"}' >> "$WH_RESULT"; fi ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("how", ["cli", "result file"])
+@pytest.mark.parametrize("kind", ["local", "dask"])
+def test_a_step_cannot_queue_a_step_below_its_own_level(
+    wh: EmbeddedWarehouse,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    how: str,
+    kind: str,
+) -> None:
+    # A level-1 step queued by a level-2 one would run while level-2 steps
+    # run (which never see what it passes on): the queueing step fails, with
+    # the rule in its log, whether it asked through `wh step queue` (checked
+    # in the step) or wrote its result file by hand (checked by the manager).
+    executor = "local" if kind == "local" else f"dask:{request.getfixturevalue('dask_cluster')}"
+    fn = put_function(wh, tmp_path, "below.sh", QUEUES_BELOW_ITSELF)
+    pdh = wh.put([make_text(tmp_path / "in")]).pdh
+    params = {"how": "cli" if how == "cli" else "file"}
+    record = run_job(wh, fn, pdh, executor=executor, max_attempts=1, params=params)
+    assert record.state == "failed"
+    steps = jobs.list_steps(wh.engine, record.id)
+    assert [(s.level, s.state) for s in steps] == [(0, "done"), (2, "failed")]
+    rule = "a step at level 2 cannot queue a step at level 1: a step queues steps at its own"
+    assert rule in (steps[1].log_tail or ""), steps[1].log_tail
+
+
+def test_the_step_library_refuses_a_level_below_its_own_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warehouse import step
+    from warehouse.errors import UsageError
+
+    result = tmp_path / "result"
+    monkeypatch.setenv("WH_RESULT", str(result))
+    monkeypatch.setenv("WH_LEVEL", "2")
+    with pytest.raises(UsageError, match="a step at level 2 cannot queue a step at level 1"):
+        step.queue(1, "x")
+    assert not result.exists()
+    step.queue(2, "same level")
+    step.queue(3, "higher")
+    assert [json.loads(line)["level"] for line in result.read_text().splitlines()] == [2, 3]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -92,3 +94,163 @@ def test_killed_manager_restarts_without_rerunning_finished_steps(
     clean = run_job(wh, fn, key, reuse=False, executor=executor)
     assert clean.output_pdh == job.output_pdh
     assert len(wh.manifest(job.output_pdh).files()) == 12
+
+
+WAITS_FOR_GO = """#!/bin/sh
+touch "$WH_HOME/../started-$WH_JOB"
+while [ ! -e "$WH_HOME/../go" ]; do sleep 0.05; done
+echo "job $WH_JOB went"
+"""
+
+
+def _until(found: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait for a step to say it started (a guard against a hang, not a bound)."""
+    deadline = time.monotonic() + 120
+    while not found.exists():
+        assert proc is None or proc.poll() is None, "it ended first"
+        assert time.monotonic() < deadline, f"no {found.name}"
+        time.sleep(0.02)
+
+
+def test_submit_wait_takes_over_from_a_killed_manager(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    # `wh job submit --wait` finds another process running the manager and
+    # waits on the catalog; that process is killed (SIGKILL) while the job
+    # runs: the waiting command runs the manager itself, and ends with the
+    # job's outcome rather than waiting for ever.
+    key = wh.put([tmp_path]).pdh
+    fn = put_function(wh, tmp_path, "waits.sh", WAITS_FOR_GO)
+    first = jobs.submit(wh, jobs.JobRequest(fn, key, {}))
+    env = {**os.environ, "WH_HOME": str(home)}
+    manager = subprocess.Popen([WH_BIN, "job", "manager", "--cpus", "2"], env=env)
+    waiting = None
+    try:
+        _until(home.parent / f"started-{first.id}", manager)
+        waiting = subprocess.Popen(
+            [WH_BIN, "job", "submit", fn, "--input", key, "--no-reuse", "--wait"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        _until(home.parent / f"started-{first.id + 1}", manager)  # run by that manager
+        manager.send_signal(signal.SIGKILL)
+        manager.wait()
+        (home.parent / "go").touch()
+        out, err = waiting.communicate(timeout=300)  # on a hang, fail; never for ever
+        assert waiting.returncode == 0, err
+        record = jobs.get_job(wh.engine, first.id + 1)
+        assert out.decode() == f"job {record.id}: complete: {record.output_pdh}\n"
+        assert not err
+        # The other job is left to a background manager, and ends too.
+        watched = wh_process("job", "watch", str(first.id), home=home, timeout=300)
+        assert watched.returncode == 0, watched.stderr
+    finally:
+        (home.parent / "go").touch()
+        for proc in (manager, waiting):
+            if proc is not None:
+                proc.kill()
+                proc.communicate()
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie left for its new parent to reap."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return status.split("State:")[1].split()[0] == "Z"
+
+
+def _until_ended(pids: list[int]) -> None:
+    deadline = time.monotonic() + 120  # a guard against a hang, not a bound
+    while not all(_ended(p) for p in pids):
+        assert time.monotonic() < deadline, [p for p in pids if not _ended(p)]
+        time.sleep(0.05)
+
+
+# The step and a child it leaves running tell their pids (and the step's
+# parent's), then wait for ever.
+RUNS_ON_SH = """#!/bin/sh
+sleep 1000 &
+echo "$$ $! $PPID" > "$WH_HOME/../pids.tmp"
+mv "$WH_HOME/../pids.tmp" "$WH_HOME/../pids"
+wait
+"""
+
+RUNS_ON_PY = """import os, subprocess, time
+from pathlib import Path
+home = Path(os.environ["WH_HOME"]).parent
+child = subprocess.Popen(["sleep", "1000"])
+(home / "pids.tmp").write_text(f"{os.getpid()} {child.pid} {os.getppid()}")
+(home / "pids.tmp").rename(home / "pids")
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_killed_workflow_run_leaves_no_step_running(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    # kill -9 of `wh workflow run --wait`, whose manager runs a step (a
+    # subprocess) that started a child: both end with it.
+    key = wh.put([tmp_path]).pdh
+    fn = put_function(wh, tmp_path, "runs.sh", RUNS_ON_SH)
+    flow = tmp_path / "w.yml"
+    flow.write_text(f"workflow: w\njobs:\n  a:\n    function: {fn}\n    input: {key}\n")
+    env = {**os.environ, "WH_HOME": str(home)}
+    proc = subprocess.Popen([WH_BIN, "workflow", "run", str(flow), "--wait"], env=env)
+    pids: list[int] = []
+    try:
+        _until(home.parent / "pids", proc)
+        pids = [int(p) for p in (home.parent / "pids").read_text().split()]
+        assert pids[2] == proc.pid  # started by that process itself
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _until_ended(pids[:2])
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid in pids[:2]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+RUNS_A_JOB_FORKED = """import sys, time
+from warehouse import jobs
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.jobs import forkserver
+
+forkserver.warm()
+while not forkserver.ready():
+    time.sleep(0.05)
+with EmbeddedWarehouse(sys.argv[1]) as wh:
+    jobs.run_manager(wh, "local", until_job=int(sys.argv[2]))
+"""
+
+
+def test_a_killed_manager_leaves_no_forked_step_running(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    # The same for a Python step forked from the manager's fork server.
+    key = wh.put([tmp_path]).pdh
+    fn = put_function(wh, tmp_path, "runs.py", RUNS_ON_PY)
+    record = jobs.submit(wh, jobs.JobRequest(fn, key, {}))
+    driver = tmp_path / "driver.py"
+    driver.write_text(RUNS_A_JOB_FORKED)
+    env = {**os.environ, "WH_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, str(driver), str(home), str(record.id)], env=env)
+    pids: list[int] = []
+    try:
+        _until(home.parent / "pids", proc)
+        pids = [int(p) for p in (home.parent / "pids").read_text().split()]
+        assert pids[2] != proc.pid  # forked by the fork server, not started by the manager
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _until_ended(pids)  # the fork server too
+    finally:
+        proc.kill()
+        proc.wait()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -27,7 +27,7 @@ from jobs_helpers import make_text
 from warehouse import catalog
 from warehouse.cli import cli
 from warehouse.errors import UsageError
-from warehouse.jobs import executors, protocol
+from warehouse.jobs import executors
 from warehouse.jobs.sandbox import Sandbox, StepsUser
 from workflow_helpers import git
 
@@ -211,17 +211,13 @@ def test_a_sandboxed_step_gets_none_of_the_controllers_other_environment(
     monkeypatch.setenv("PGPASSWORD", "catalog-password")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "cloud-key")
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
-    protocol._inherited.cache_clear()  # the environment is read once per process
-    try:
-        with controller(tmp_path / "controller.db", keep_servers) as c:
-            c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=1)
-            monkeypatch.setenv("WH_URL", c.url)
-            monkeypatch.setenv("WH_TOKEN", c.user("alice"))
-            monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
-            job, log = _run_step(Runner(), tmp_path, "env.sh", PRINTS_ITS_ENVIRONMENT)
-            assert job["state"] == "complete", log
-    finally:
-        protocol._inherited.cache_clear()
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=1)
+        monkeypatch.setenv("WH_URL", c.url)
+        monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+        monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+        job, log = _run_step(Runner(), tmp_path, "env.sh", PRINTS_ITS_ENVIRONMENT)
+        assert job["state"] == "complete", log
     assert "catalog-password" not in log and "cloud-key" not in log, log
     assert "WH_TOKEN=" in log and "WH_SCRATCH=" in log and "PATH=" in log, log
     assert "LC_ALL=C.UTF-8" in log, log

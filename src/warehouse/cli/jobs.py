@@ -120,6 +120,12 @@ def submit(
     """Submit a job running FUNCTION (builtin:NAME, git:REPO@REV:PATH or PDH/PATH)."""
     view = _view(ctx)
     name = f"dask:{dask_scheduler}" if executor == "dask" and dask_scheduler else executor
+    if name != executor and isinstance(view, LocalJobs):
+        from warehouse.jobs.daskexec import check_address
+
+        # A malformed address is refused before the job is recorded; one where no
+        # scheduler answers fails the job (its manager cannot run it).
+        check_address(str(dask_scheduler))
     request = jobs.JobRequest(
         function,
         input_key,
@@ -150,14 +156,40 @@ def _submit_here(wh: EmbeddedWarehouse, request: jobs.JobRequest, wait: bool) ->
     record = jobs.submit(wh, request)
     if record.state not in FINISHED:
         if wait:
-            if not jobs.run_manager(wh, name, until_job=record.id):
-                _wait(jobs_view(wh), record.id)
+            _run_until_finished(wh, name, record.id)
             if _others_active(wh.engine, name):
                 jobs.ensure_manager(wh.home, name)
         else:
             jobs.ensure_manager(wh.home, name)
         record = jobs.get_job(wh.engine, record.id)
     return record
+
+
+def _run_until_finished(wh: EmbeddedWarehouse, executor: str, job_id: int) -> None:
+    """Run the manager here until the job is finished. While another process
+    runs it, wait on the catalog, and take over when that process is gone
+    however it died (its lock goes with it): never wait for a dead manager."""
+    from warehouse.jobs.service import ManagerLock
+
+    lock = ManagerLock(wh.home, executor)
+    while True:
+        try:
+            if jobs.run_manager(wh, executor, until_job=job_id):
+                return
+        except WarehouseError:
+            # No executor: the job was failed with the reason, shown as for any failure.
+            if jobs.get_job(wh.engine, job_id).state not in FINISHED:
+                raise
+            return
+        # From 10 ms, doubled up to 0.2 s: a short job's end is seen at once.
+        delay = 0.01
+        while True:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+            if jobs.get_job(wh.engine, job_id).state in FINISHED:
+                return
+            if not lock.held_elsewhere():
+                break  # that manager is gone: run one here
 
 
 def _others_active(engine: Any, executor: str) -> bool:

@@ -29,7 +29,7 @@ from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.executors import Finished, Launch, RunKey, run_step, stop_steps
 from warehouse.jobs.model import Resources
 
-__all__ = ["DaskExecutor"]
+__all__ = ["DaskExecutor", "check_address", "check_scheduler"]
 
 log = logging.getLogger("warehouse.jobs")
 
@@ -67,12 +67,10 @@ async def _identity(address: str, timeout: float) -> Any:
         comm.abort()
 
 
-def check_scheduler(address: str, timeout: float = CONNECT_SECONDS) -> None:
-    """Refuse ``address`` unless a Dask scheduler answers there within ``timeout``.
-
-    The client alone waits forever on a port that accepts and never answers
-    in Dask's protocol (an HTTP server, say), and a malformed address ends in
-    a traceback and a minute's wait while the half-made client closes."""
+def check_address(address: str) -> None:
+    """Refuse a malformed scheduler address, or a host name that resolves to
+    nothing, without connecting (``wh job submit`` checks it before the job is
+    recorded)."""
     try:
         _dask.comm.parse_address(address)
         _dask.comm.resolve_address(address)
@@ -80,6 +78,15 @@ def check_scheduler(address: str, timeout: float = CONNECT_SECONDS) -> None:
         raise UsageError(f"bad Dask scheduler address {address!r}: {e}") from None
     except OSError as e:
         raise WarehouseError(f"no Dask scheduler at {address}: {e}") from None
+
+
+def check_scheduler(address: str, timeout: float = CONNECT_SECONDS) -> None:
+    """Refuse ``address`` unless a Dask scheduler answers there within ``timeout``.
+
+    The client alone waits forever on a port that accepts and never answers
+    in Dask's protocol (an HTTP server, say), and a malformed address ends in
+    a traceback and a minute's wait while the half-made client closes."""
+    check_address(address)
     try:
         who = asyncio.run(asyncio.wait_for(_identity(address, timeout), timeout))
     except (ValueError, TypeError) as e:

@@ -19,6 +19,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -361,6 +362,97 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
     return done
 
 
+# The lifeline: a small process, one per local executor, told the pid of each
+# step started as a subprocess ("+PID") and of each about to be reaped
+# ("-PID"). When its input ends (the executor closed, or its process died,
+# however: a kill -9 too) it kills the process group of every step still told
+# of, so no step outlives its manager. It reads a batch at most every 0.2 s,
+# so a step costs the manager two small writes and the lifeline no wakeup;
+# a pid still held after a batch is pinned with a pidfd, and a group is
+# killed only if that pidfd says its leader is not reaped (so neither the
+# pid nor the group id can have been reused).
+_LIFELINE = """
+import os, select, signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+held, rest = {}, b""
+while True:
+    select.select([0], [], [])
+    data = os.read(0, 1 << 20)
+    if not data:
+        break
+    *lines, rest = (rest + data).split(b"\\n")
+    for line in lines:
+        pid = int(line[1:])
+        if line[:1] == b"+":
+            held[pid] = None
+        else:
+            fd = held.pop(pid, None)
+            if fd is not None:
+                os.close(fd)
+    for pid, fd in list(held.items()):
+        if fd is None:
+            try:
+                held[pid] = os.pidfd_open(pid)
+            except OSError:
+                del held[pid]
+    time.sleep(0.2)
+for pid, fd in held.items():
+    try:
+        signal.pidfd_send_signal(os.pidfd_open(pid) if fd is None else fd, 0)
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+class _Lifeline:
+    """The executor's end of the lifeline (started with its first subprocess step)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._broken = False
+
+    def start(self) -> None:
+        """Started before the first step is: a step that runs is always told of
+        (but for the instant between its start and the telling)."""
+        if self._proc is None and not self._broken:
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _LIFELINE],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    cwd="/",
+                    start_new_session=True,  # not stopped with the terminal's group
+                )
+            except OSError:  # only a safety net: the steps run without it
+                self._broken = True
+
+    def hold(self, pid: int) -> None:
+        self._say(b"+%d\n" % pid)
+
+    def let_go(self, pid: int) -> None:
+        self._say(b"-%d\n" % pid)
+
+    def _say(self, line: bytes) -> None:
+        if self._proc is None or self._proc.stdin is None:
+            return
+        try:
+            os.write(self._proc.stdin.fileno(), line)  # short: one atomic pipe write
+        except OSError:  # it is gone: the steps run without it
+            self.close()
+            self._broken = True
+
+    def close(self) -> None:
+        """Called once the executor has killed and reaped its steps: nothing is
+        left for the lifeline to do, and it is not waited for (it may sleep)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.kill()
+            proc.wait()
+
+
 @dataclass(slots=True)
 class _Running:
     launch: Launch
@@ -400,6 +492,7 @@ class LocalExecutor:
         self._all: list[_Workdir] = []
         self._fork = sandbox is None and fork_server
         self._channel: Channel | None = None
+        self._lifeline = _Lifeline()
         if self._fork:
             self._connect(start=False)  # to a server this process runs already
 
@@ -427,12 +520,14 @@ class LocalExecutor:
             self._served[served] = key
             self._procs[key] = _Running(launch, work, started, served=served)
             return
+        self._lifeline.start()
         try:
             proc = work.spawn(launch)
         except OSError as e:
             self._unstarted.append(work.not_started(launch, e, self._host, started))
             self._free.append(work)
             return
+        self._lifeline.hold(proc.pid)
         fd = os.pidfd_open(proc.pid)
         self._selector.register(fd, selectors.EVENT_READ, key)
         self._procs[key] = _Running(launch, work, started, proc)
@@ -454,6 +549,7 @@ class LocalExecutor:
             os.close(fd)
             run = self._procs[key.data]
             assert run.proc is not None
+            self._lifeline.let_go(run.proc.pid)  # before the reaping frees its pid
             ended.append((key.data, _reap(run.proc)))
         done = []
         for step_key, status in ended:
@@ -508,6 +604,7 @@ class LocalExecutor:
         while self._procs:
             self.poll(1.0)
         self._selector.close()
+        self._lifeline.close()
         if self._channel is not None:
             self._channel.close()
         for work in self._all:

@@ -31,9 +31,13 @@ passes it one ``SOCK_SEQPACKET`` channel per executor (``send_fds``). On a
 channel, JSON messages: ``start`` (id, argv, env, cwd; the log descriptor
 alongside) and ``kill`` (id) go to the server; ``started`` (id, pid) and
 ``exited`` (id, status) come back. The server kills a process group only
-while its leader is not yet reaped, so a reused pid is never hit. When the
-executor's process exits the control socket closes and the server exits;
-steps running then go on, as plain subprocesses would.
+while its leader is not yet reaped, so a reused pid is never hit. When a
+channel closes (its executor closed, or the executor's process died, however)
+the server kills the steps of that channel still running: no step outlives
+its manager. When the control socket closes (the process exits, or lets the
+server go because its environment changed since the server started: steps
+would never be forked from it again, so another server is started) the
+server serves the channels it has until the last closes, and exits.
 """
 
 from __future__ import annotations
@@ -116,15 +120,20 @@ class _Server:
         return Channel(ours, self.base, self.ready)
 
     def close(self) -> None:
-        # Not waited for (it may still be importing): steps it forked are in
-        # their own sessions and go on, as plain subprocesses would.
+        """Let it go: it serves the channels it has until each closes (an
+        executor closing, or this process ending however it ends), killing the
+        steps of that channel still running, and then exits. Still importing,
+        it has forked nothing: it is killed."""
+        serving = self.ready()
         self.control.close()
-        self.proc.kill()
-        self.proc.wait()
+        if not serving:
+            self.proc.kill()
+            self.proc.wait()
 
 
 _server: list[_Server] = []
 _server_lock = threading.Lock()
+_let_go: list[_Server] = []  # servers closed while in use, reaped once they end
 
 
 @atexit.register
@@ -132,13 +141,29 @@ def _stop_server() -> None:
     with _server_lock:
         for server in _server:
             server.close()
+        _let_go.extend(_server)
         _server.clear()
+        for server in _let_go:
+            # Ends at once unless an executor left open still has steps with it
+            # (they end with this process): then it is not waited for.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.proc.wait(2)
 
 
 def _running(base_env: dict[str, str], start: bool = True) -> _Server | None:
+    """This process's server; ``start``: started if none runs, or another one
+    started instead of one whose start-up environment is not this process's
+    any more (steps would never be forked from it)."""
     with _server_lock:
+        _let_go[:] = [s for s in _let_go if s.proc.poll() is None]
         if _server and _server[0].proc.poll() is not None:  # it died: start another
             _server.pop().control.close()
+        if _server and _server[0].base != _startup_part(base_env):
+            if not start:
+                return None
+            server = _server.pop()
+            server.close()  # its executors' steps go on being served by it
+            _let_go.append(server)
         if not _server and start:
             try:
                 _server.append(_Server(base_env))
@@ -269,6 +294,7 @@ def _serve(control: socket.socket) -> _Step | None:
     # pidfd -> (channel, id, pid) of each child not yet reaped
     children: dict[int, tuple[socket.socket, int, int]] = {}
     alive: dict[tuple[socket.socket, int], int] = {}  # (channel, id) -> pid, until reaped
+    control_open = True
     while True:
         for key, _ in sel.select():
             if key.data is None:  # control: a new channel, or the end
@@ -277,7 +303,13 @@ def _serve(control: socket.socket) -> _Step | None:
                 except OSError:  # reset: that process ended with our "ready" unread
                     fds = []
                 if not fds:
-                    return None
+                    # Let go, or the process that started us is gone: serve the
+                    # channels there are, and end with the last.
+                    if not channels:
+                        return None
+                    sel.unregister(control)
+                    control_open = False
+                    continue
                 channel = socket.socket(fileno=fds[0])
                 channels.append(channel)
                 sel.register(channel, selectors.EVENT_READ, "channel")
@@ -287,12 +319,21 @@ def _serve(control: socket.socket) -> _Step | None:
                     data, fds, _, _ = socket.recv_fds(channel, _RECV, 1)
                 except OSError:
                     data, fds = b"", []
-                if not data:  # that executor is gone: its steps go on
+                if not data:
+                    # That executor closed (having killed its steps), or its process
+                    # is gone however it died: what it had us fork ends with it, as
+                    # its subprocess steps do (its lifeline).
+                    for (owner, _), left in alive.items():
+                        if owner is channel:  # not reaped: the group is still its own
+                            with contextlib.suppress(ProcessLookupError):
+                                os.killpg(left, signal.SIGKILL)
                     sel.unregister(channel)
                     channels.remove(channel)
                     channel.close()
                     for fd in fds:
                         os.close(fd)
+                    if not control_open and not channels:
+                        return None
                     continue
                 message = json.loads(data)
                 if message["op"] == "kill":

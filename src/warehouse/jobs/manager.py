@@ -27,7 +27,7 @@ from warehouse.jobs.executors import Executor, Finished, Launch
 from warehouse.jobs.functions import command_for, materialize
 from warehouse.jobs.host import JobHost, as_host
 from warehouse.jobs.model import FINISHED, Job, Scheduler
-from warehouse.jobs.protocol import parse_report, step_environment
+from warehouse.jobs.protocol import check_level, parse_report, step_environment
 from warehouse.manifest import Manifest, escape_name
 
 if TYPE_CHECKING:
@@ -274,6 +274,10 @@ class Manager:
                 check = self.wh.check_fragment
                 outputs = "".join(check(done.job, t) for t in report.outputs)
                 intermediates = "".join(check(done.job, t) for t in report.intermediates)
+                job = self.sched.jobs.get(done.job)
+                if job is not None:  # a step reporting by hand is checked here too
+                    for level, _ in report.queued:
+                        check_level(job.steps[done.step].level, level)
                 queued = report.queued
                 counters = report.counters
             except WarehouseError as e:

@@ -16,7 +16,6 @@ reads the file after the step exited 0; a step that failed reports nothing.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -35,6 +34,7 @@ __all__ = [
     "MAX_LEVEL",
     "StepReport",
     "append_record",
+    "check_level",
     "check_queue",
     "parse_report",
     "process_environment",
@@ -109,22 +109,38 @@ def step_environment(
     }
 
 
-@functools.cache
-def _inherited() -> tuple[tuple[str, str], ...]:
+# (the process environment's raw bytes, what a step inherits of it), kept
+# while the environment does not change: comparing costs a microsecond per
+# step, decoding it again thirty (the manager's own time per step is ~500).
+_inherited_from: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+
+
+def _inherited() -> dict[str, str]:
+    # As the environment is at every launch, not once: a program (or a test)
+    # that sets a variable after its first job gives it to later steps.
+    global _inherited_from
+    raw: dict[bytes, bytes] | None = getattr(os.environ, "_data", None)
+    known = _inherited_from
+    if raw is not None and known is not None and known[0] == raw:
+        return dict(known[1])
     bindir = os.path.dirname(os.path.abspath(sys.executable))
     path = os.environ.get("PATH", "")
     env = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
     env["PATH"] = f"{bindir}{os.pathsep}{path}" if path else bindir
-    return tuple(env.items())
+    if raw is not None:
+        _inherited_from = (dict(raw), env)
+    return dict(env)
 
 
 def process_environment(step_env: Mapping[str, str]) -> dict[str, str]:
-    """A step's whole environment where it runs: this process's own (less the
-    warehouse's location and secrets, with our ``wh`` first on PATH), then the
-    step's protocol variables. Computed here, not by the manager, so a Dask
-    worker on another machine gives its own PATH and HOME, and a launch
-    carries only the few variables that differ."""
-    return {**dict(_inherited()), **step_env}
+    """A step's whole environment where it runs: this process's own as it is
+    now (less the warehouse's location and secrets, with our ``wh`` first on
+    PATH), then the step's protocol variables. Computed here, not by the
+    manager, so a Dask worker on another machine gives its own PATH and HOME,
+    and a launch carries only the few variables that differ."""
+    env = _inherited()
+    env.update(step_env)
+    return env
 
 
 def append_record(path: str | Path, record: dict[str, Any]) -> None:
@@ -138,8 +154,30 @@ def append_record(path: str | Path, record: dict[str, Any]) -> None:
 
 
 def check_queue(level: int, text: str) -> None:
-    # Checked here, in the step, so a Python step calling queue(1.5) or
-    # queue("1") gets one clear error at once, not a refused report later.
+    """A step's request to queue a step, checked in the step (``WH_LEVEL`` is
+    its own level), so a Python step calling queue(1.5), queue("1") or a
+    level below its own gets one clear error at once, not a refused report
+    later."""
+    _check_queue(level, text)
+    own = os.environ.get("WH_LEVEL", "")
+    if own.isdigit():
+        check_level(int(own), level)
+
+
+def check_level(own: int, level: int) -> None:
+    """Refuse a step at level ``own`` queueing one at a lower ``level``: that
+    one would start while steps of ``own`` level run, against the rule that a
+    step starts only once every step of a lower level has finished, and the
+    steps of the levels above it would never see what it passes on."""
+    if level < own:
+        raise UsageError(
+            f"a step at level {own} cannot queue a step at level {level}: a step queues "
+            f"steps at its own level or higher (a step at level L starts only once every "
+            f"step of a lower level has finished)"
+        )
+
+
+def _check_queue(level: int, text: str) -> None:
     if not isinstance(level, int) or isinstance(level, bool):
         raise UsageError(f"a step level is a whole number, not {level!r}")
     if not isinstance(text, str):
@@ -173,7 +211,7 @@ def parse_report(text: str) -> StepReport:
                     or not isinstance(step_input, str)
                 ):
                     raise TypeError("level must be a number and input a string")
-                check_queue(level, step_input)
+                _check_queue(level, step_input)
                 report.queued.append((level, step_input))
             elif op in ("output", "intermediate"):
                 manifest = record["manifest"]

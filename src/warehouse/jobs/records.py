@@ -25,6 +25,7 @@ __all__ = [
     "JobRecord",
     "StepRecord",
     "as_inserted",
+    "fail_waiting",
     "find_reusable",
     "find_reusable_many",
     "get_job",
@@ -259,6 +260,41 @@ def new_job_ids(engine: sa.Engine, after: int, executor: str) -> list[int]:
     )
     with connect(engine) as conn:
         return [r.id for r in conn.execute(query.order_by(jobs.c.id))]
+
+
+def fail_waiting(engine: sa.Engine, executor: str, reason: str) -> list[int]:
+    """Fail every active job of ``executor`` (its steps stopped), for a manager
+    that cannot make that executor: they would wait for ever. Called with the
+    executor's manager lock held, so no manager runs them meanwhile."""
+    now = time.time()
+    with write(engine) as conn:
+        ids = [
+            r.id
+            for r in conn.execute(
+                sa.select(jobs.c.id).where(
+                    jobs.c.executor == executor, jobs.c.state.in_(list(ACTIVE))
+                )
+            )
+        ]
+        if ids:
+            conn.execute(
+                steps.update()
+                .where(steps.c.job.in_(ids), steps.c.state.in_(["queued", "running"]))
+                .values(state="stopped", finished_at=now)
+            )
+            conn.execute(
+                jobs.update()
+                .where(jobs.c.id.in_(ids))
+                .values(
+                    state="failed",
+                    error=reason,
+                    finished_at=now,
+                    steps_running=0,
+                    steps_queued=0,
+                    control=None,
+                )
+            )
+    return ids
 
 
 def load_job(engine: sa.Engine, job_id: int) -> tuple[JobRecord, Job]:

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import IO
 
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.errors import UsageError
+from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.executors import Executor, LocalExecutor, local_capacity
 from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.model import FINISHED
-from warehouse.jobs.records import get_job
+from warehouse.jobs.records import fail_waiting, get_job
 from warehouse.jobs.sandbox import Sandbox
 
 __all__ = [
@@ -110,13 +110,21 @@ def run_manager(
     on_landed: Callable[[list[Landed]], None] | None = None,
 ) -> bool:
     """Run the manager here if no other process does; False if one already does.
+    If the executor cannot be made, every active job of it is failed with the
+    reason, and the error raised.
 
     ``on_landed``: called with the jobs whose finished rows were just written."""
     lock = ManagerLock(wh.home, executor_name)
     if not lock.acquire():
         return False
     try:
-        executor = make_executor(executor_name, cpus=cpus, owner=str(wh.home.resolve()))
+        try:
+            executor = make_executor(executor_name, cpus=cpus, owner=str(wh.home.resolve()))
+        except WarehouseError as e:
+            # Its jobs could never run (a Dask scheduler that does not answer, an
+            # unknown executor): each ends failed with the reason, not queued for ever.
+            fail_waiting(wh.engine, executor_name, f"executor {executor_name}: {e}")
+            raise
         manager = Manager(wh, executor, executor_name)
         manager.on_landed = on_landed
         if until_job is not None:
