@@ -179,3 +179,6 @@ def test_pause_resume_and_cancel(
     done = wait_for(run, job["id"], lambda j: j["state"] == "cancelled" and j["steps_running"] == 0)
     assert time.time() - started < 10 and done["output_pdh"] is None
     run("job", "cancel", str(job["id"]), code=2)  # already finished
+    # Neither a reason nor a failed step: no empty ": " after the state.
+    err = run("job", "watch", str(job["id"]), code=1).stderr
+    assert err.splitlines()[-1] == f"Error: job {job['id']} cancelled", err

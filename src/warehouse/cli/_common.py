@@ -34,6 +34,7 @@ __all__ = [
     "human_size",
     "iso_time",
     "open_warehouse",
+    "plural",
     "server_options",
     "stderr",
     "text_time",
@@ -62,6 +63,11 @@ class Failure(click.ClickException):
         super().__init__(str(error))
         # click declares exit_code on the class; each failure carries its own.
         object.__setattr__(self, "exit_code", error.exit_code)
+
+
+def plural(count: int, word: str) -> str:
+    """``1 step``, ``2 steps``: a count and its noun, as a sentence has them."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def check_pdh(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from warehouse.cli._common import emit_json, stderr
+from warehouse.cli._common import emit_json, plural, stderr
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.gc import GcReport, load_settings, parse_duration, save_settings
@@ -104,7 +104,7 @@ def _show(report: GcReport, as_json: bool) -> None:
             parts.append(f"{report.emptied} removed from the trash")
         if report.collected:
             parts.append(f"{report.collected} collections collected")
-    servers = f"{report.servers} server" + ("" if report.servers == 1 else "s")
+    servers = plural(report.servers, "server")
     click.echo(f"{report.action}: " + ", ".join(parts) + f" ({servers})")
 
 

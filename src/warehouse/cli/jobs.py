@@ -407,8 +407,9 @@ def step_reason(ctx: click.Context, job_id: int) -> str:
 def job_failure(ctx: click.Context, record: JobRecord) -> WarehouseError:
     """The job's failure, with the reason its failed step logged, not only the exit status."""
     reason = step_reason(ctx, record.id)
-    said = f"job {record.id} {record.state}: {record.error or ''}"
-    return WarehouseError(f"{said}: {reason}" if reason else said)
+    said = f"job {record.id} {record.state}"
+    # Only the parts there are: a cancelled job has neither reason nor step.
+    return WarehouseError(": ".join(p for p in (said, record.error, reason) if p))
 
 
 @job.command()

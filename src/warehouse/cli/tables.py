@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from warehouse import jobs
-from warehouse.cli._common import _cell, emit_json, emit_rows, open_warehouse
+from warehouse.cli._common import _cell, emit_json, emit_rows, open_warehouse, plural
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.values import JobRecord
 
@@ -269,7 +269,7 @@ def query(
     click.echo("\t".join(map(_cell, columns)))
     for r in rows:
         click.echo("\t".join(_cell(None if v is None else _text(_plain(v))) for v in r))
-    counted = f"{total} row" if total == 1 else f"{total} rows"
+    counted = plural(total, "row")
     if len(rows) < total:
         counted += f", the first {len(rows)} shown (--limit)"
     click.echo(f"({counted}; job {record.id}, result {record.output_pdh})", err=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from warehouse.cli._common import emit_json, emit_rows, open_warehouse, text_time
+from warehouse.cli._common import emit_json, emit_rows, open_warehouse, plural, text_time
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.workflows.client import WorkflowsView, workflows_view
@@ -43,7 +43,7 @@ class _Lines:
 
 def _node_line(node: dict[str, Any]) -> str:
     job = f"job {node['job_id']}" if node["job_id"] is not None else "no job"
-    how = "reused" if node["reused"] else f"{node['steps_done']} steps"
+    how = "reused" if node["reused"] else plural(node["steps_done"], "step")
     error = f": {node['error']}" if node.get("error") else ""
     return f"  {node['node']:<20} {node['state']:<9} {job:<10} {how}{error}"
 
@@ -55,8 +55,9 @@ def _summary(view: dict[str, Any]) -> str:
     steps = sum(n["steps_done"] for n in ran)
     head = f"workflow run {view['id']} ({view['workflow']}): {view['state']}"
     if view["state"] == "complete" and not ran:
-        return f"{head}: nothing to run, all {reused} jobs reused (0 steps run)"
-    return f"{head}: {len(ran)} jobs ran ({steps} steps), {reused} reused, of {len(nodes)}"
+        return f"{head}: nothing to run, all {plural(reused, 'job')} reused (0 steps run)"
+    counts = f"{plural(len(ran), 'job')} ran ({plural(steps, 'step')})"
+    return f"{head}: {counts}, {reused} reused, of {len(nodes)}"
 
 
 @workflow.command()
