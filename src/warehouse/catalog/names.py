@@ -233,17 +233,22 @@ def list_writers(engine: sa.Engine, name: str) -> list[str]:
         return list(conn.execute(query).scalars())
 
 
+def _owned(conn: sa.Connection, name: str, user: str, admin: bool, to: str) -> None:
+    """Refuse unless ``name`` exists and ``user`` owns it (or is an admin)."""
+    row = conn.execute(sa.select(names.c.owner).where(names.c.name == name)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no name {name!r}")
+    if not (admin or row.owner == user):
+        raise ForbiddenError(f"only the owner of {name!r} may {to}")
+
+
 def remove_writer(
     engine: sa.Engine, name: str, writer: str, *, user: str, admin: bool = False
 ) -> None:
     """Take back from ``writer`` the right to change ``name`` (its owner or an admin)."""
     check_name(name)
     with write(engine) as conn:
-        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
-        if row is None:
-            raise NotFoundError(f"no name {name!r}")
-        if not (admin or row.owner == user):
-            raise ForbiddenError(f"only the owner of {name!r} may remove writers")
+        _owned(conn, name, user, admin, "remove writers")
         done = conn.execute(
             name_writers.delete().where(name_writers.c.name == name, name_writers.c.user == writer)
         )
@@ -258,11 +263,7 @@ def add_writer(
     check_name(name)
     try:
         with write(engine) as conn:
-            row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
-            if row is None:
-                raise NotFoundError(f"no name {name!r}")
-            if not (admin or row.owner == user):
-                raise ForbiddenError(f"only the owner of {name!r} may add writers")
+            _owned(conn, name, user, admin, "add writers")
             exists = conn.execute(
                 sa.select(name_writers).where(
                     name_writers.c.name == name, name_writers.c.user == writer
