@@ -197,23 +197,19 @@ def test_keepd_with_a_controller(tmp_path: Path) -> None:
         assert bad.status_code == 401
 
 
-def test_keepd_refuses_to_start_without_its_controller(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            WH_BIN,
-            "keepd",
-            "--volume",
-            str(tmp_path / "v"),
-            "--listen",
-            "127.0.0.1:0",
-            "--controller",
-            "http://127.0.0.1:9",
-        ],
-        env={**os.environ, "WH_TOKEN": ADMIN},
+def _keepd_once(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`wh keepd` on a fresh volume with ``args``, run to its end (a refusal)."""
+    return subprocess.run(
+        [WH_BIN, "keepd", "--volume", str(tmp_path / "v"), "--listen", "127.0.0.1:0", *args],
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=30,
     )
+
+
+def test_keepd_refuses_to_start_without_its_controller(tmp_path: Path) -> None:
+    done = _keepd_once(tmp_path, "--controller", "http://127.0.0.1:9", WH_TOKEN=ADMIN)
     assert done.returncode != 0 and done.stdout == ""
     assert "cannot reach the controller" in done.stderr
 
@@ -232,23 +228,13 @@ def test_keepd_refuses_lifetimes_it_cannot_write(tmp_path: Path, option: tuple[s
     # digits) or every trash failed (a deadline that is no whole number).
     (tmp_path / "admin").write_text(ADMIN)
     (tmp_path / "key").write_text("key")
-    done = subprocess.run(
-        [
-            WH_BIN,
-            "keepd",
-            "--volume",
-            str(tmp_path / "v"),
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-token-file",
-            str(tmp_path / "admin"),
-            "--signing-key-file",
-            str(tmp_path / "key"),
-            *option,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
+    done = _keepd_once(
+        tmp_path,
+        "--admin-token-file",
+        str(tmp_path / "admin"),
+        "--signing-key-file",
+        str(tmp_path / "key"),
+        *option,
     )
     assert done.returncode == 2 and done.stdout == ""
     assert f"Invalid value for '{option[0]}'" in done.stderr

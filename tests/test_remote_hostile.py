@@ -270,27 +270,18 @@ def test_a_manifest_whose_pdh_is_not_the_one_asked_for_is_refused(
 
 def test_an_answer_that_is_not_json_is_one_error(fake_controller: FakeController) -> None:
     pdh = Manifest.parse(manifest_of(b"x", "a")).pdh
-    fake_controller.answers[f"/api/v1/collections/{pdh}"] = (200, b"<html>proxy error")
-    wh = RemoteWarehouse(fake_controller.url, "token")
-    try:
-        with pytest.raises(WarehouseError, match=fake_controller.url):
-            wh.manifest(pdh)
-    finally:
-        wh.close()
-    fake_controller.answers[f"/api/v1/collections/{pdh}"] = (200, b'["a list"]')
-    wh = RemoteWarehouse(fake_controller.url, "token")
-    try:
-        with pytest.raises(WarehouseError, match=fake_controller.url):
-            wh.manifest(pdh)
-    finally:
-        wh.close()
-    fake_controller.answers[f"/api/v1/collections/{pdh}"] = (500, b'["a list"]')
-    wh = RemoteWarehouse(fake_controller.url, "token")
-    try:
-        with pytest.raises(WarehouseError, match="a list"):
-            wh.manifest(pdh)
-    finally:
-        wh.close()
+    for status, body, said in (
+        (200, b"<html>proxy error", fake_controller.url),
+        (200, b'["a list"]', fake_controller.url),
+        (500, b'["a list"]', "a list"),
+    ):
+        fake_controller.answers[f"/api/v1/collections/{pdh}"] = (status, body)
+        wh = RemoteWarehouse(fake_controller.url, "token")
+        try:
+            with pytest.raises(WarehouseError, match=said):
+                wh.manifest(pdh)
+        finally:
+            wh.close()
 
 
 @pytest.mark.timeout(120)
