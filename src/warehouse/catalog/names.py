@@ -37,12 +37,18 @@ def get_name(engine: sa.Engine, name: str) -> NameRecord:
     return NameRecord(**row._mapping)
 
 
-def list_names(engine: sa.Engine, prefix: str = "") -> list[NameRecord]:
-    """Names starting with ``prefix`` (case matters), in code point order."""
-    query = sa.select(names).order_by(by_code_point(engine, names.c.name))
+def list_names(
+    engine: sa.Engine, prefix: str = "", *, after: str = "", limit: int | None = None
+) -> list[NameRecord]:
+    """Names starting with ``prefix`` (case matters), in code point order:
+    those after the name ``after``, at most ``limit`` (None: all)."""
+    ordered = by_code_point(engine, names.c.name)
+    query = sa.select(names).order_by(ordered).limit(limit)
     if prefix:
         # Not LIKE: SQLite's LIKE ignores case, PostgreSQL's does not.
         query = query.where(sa.func.substr(names.c.name, 1, len(prefix)) == prefix)
+    if after:
+        query = query.where(ordered > after)
     with connect(engine) as conn:
         return [NameRecord(**r._mapping) for r in conn.execute(query)]
 

@@ -172,8 +172,15 @@ def get_job(engine: sa.Engine, job_id: int) -> JobRecord:
     return JobRecord(**row._mapping)
 
 
-def list_jobs(engine: sa.Engine, states: Iterable[str] | None = None) -> list[JobRecord]:
-    query = sa.select(jobs).order_by(jobs.c.id)
+def list_jobs(
+    engine: sa.Engine,
+    states: Iterable[str] | None = None,
+    *,
+    after: int = 0,
+    limit: int | None = None,
+) -> list[JobRecord]:
+    """Jobs by id, those after job ``after``; at most ``limit`` (None: all)."""
+    query = sa.select(jobs).where(jobs.c.id > after).order_by(jobs.c.id).limit(limit)
     if states is not None:
         query = query.where(jobs.c.state.in_(list(states)))
     with connect(engine) as conn:

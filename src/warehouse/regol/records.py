@@ -79,8 +79,16 @@ def get_watch(engine: sa.Engine, watch_id: int) -> WatchRecord:
     return _watch(row)
 
 
-def list_watches(engine: sa.Engine, *, active_only: bool = False) -> list[WatchRecord]:
-    query = sa.select(regol_watches).order_by(regol_watches.c.id)
+def list_watches(
+    engine: sa.Engine, *, active_only: bool = False, after: int = 0, limit: int | None = None
+) -> list[WatchRecord]:
+    """Watches by id, those after watch ``after``; at most ``limit`` (None: all)."""
+    query = (
+        sa.select(regol_watches)
+        .where(regol_watches.c.id > after)
+        .order_by(regol_watches.c.id)
+        .limit(limit)
+    )
     if active_only:
         query = query.where(regol_watches.c.active.is_(True))
     with connect(engine) as conn:

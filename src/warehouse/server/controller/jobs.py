@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import jobs
-from warehouse.catalog.db import connect
-from warehouse.catalog.schema import jobs as job_rows
 from warehouse.jobs import records
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.manifest import Manifest
@@ -91,11 +88,8 @@ def list_jobs(
     most ``limit`` (default 1000, at most 10000), those after job ``after``;
     a full page links to the next (docs/server.md)."""
     limit = bounded(limit)
-    query = sa.select(job_rows).where(job_rows.c.id > after).order_by(job_rows.c.id).limit(limit)
-    if state:
-        query = query.where(job_rows.c.state.in_(state.split(",")))
-    with connect(state_of(request).engine) as conn:
-        found = [records.JobRecord(**r._mapping) for r in conn.execute(query)]
+    states = state.split(",") if state else None
+    found = records.list_jobs(state_of(request).engine, states, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].id if found else after)
     return [r.as_dict() for r in found]
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
-from warehouse.catalog.db import by_code_point, connect
-from warehouse.catalog.schema import names
 from warehouse.server.controller.auth import Caller, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, bounded, link_next
 
@@ -73,16 +70,7 @@ def list_names(
     (default 1000, at most 10000), those after the name ``after``; a full page
     links to the next (docs/server.md)."""
     limit = bounded(limit)
-    engine = state_of(request).engine
-    ordered = by_code_point(engine, names.c.name)
-    query = sa.select(names).order_by(ordered).limit(limit)
-    if prefix:
-        # Not LIKE: SQLite's LIKE ignores case, PostgreSQL's does not.
-        query = query.where(sa.func.substr(names.c.name, 1, len(prefix)) == prefix)
-    if after:
-        query = query.where(ordered > after)
-    with connect(engine) as conn:
-        found = [catalog.NameRecord(**r._mapping) for r in conn.execute(query)]
+    found = catalog.list_names(state_of(request).engine, prefix, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].name if found else after)
     return [_out(r) for r in found]
 

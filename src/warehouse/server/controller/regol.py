@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
-from warehouse.catalog.db import connect
-from warehouse.catalog.schema import regol_watches
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
@@ -86,14 +83,7 @@ def list_watches(
     """Watches, oldest first: at most ``limit`` (default 1000, at most 10000),
     those after watch ``after``; a full page links to the next (docs/server.md)."""
     limit = bounded(limit)
-    query = (
-        sa.select(regol_watches)
-        .where(regol_watches.c.id > after)
-        .order_by(regol_watches.c.id)
-        .limit(limit)
-    )
-    with connect(state_of(request).engine) as conn:
-        found = [WatchRecord(**r._mapping) for r in conn.execute(query)]
+    found = records.list_watches(state_of(request).engine, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].id if found else after)
     return [w.as_dict() for w in found]
 
