@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,9 +17,10 @@ import sqlalchemy as sa
 
 from cluster import Controller, KeepPool, controller
 from conftest import wh_process
-from postgres import fresh_schema
+from postgres import fresh_schema, wait_until_blocked
 from warehouse import catalog
-from warehouse.errors import ConflictError
+from warehouse.catalog.schema import name_writers
+from warehouse.errors import ConflictError, ForbiddenError
 from warehouse.gc.roots import find_roots
 
 
@@ -224,3 +226,56 @@ def test_removals_and_swaps_racing_leave_one_winner(catalog_engine: sa.Engine) -
     assert [c.version for c in log] == list(range(1, len(log) + 1))
     assert log[-1].old_pdh is None and log[-1].new_pdh == others[created.index(True)]
     assert catalog.get_name(catalog_engine, "hot").owner == "bob"
+
+
+def test_a_writer_added_while_the_name_is_removed_goes_with_it(pg_admin: sa.Engine) -> None:
+    """PostgreSQL: the owner adding a writer while the name is removed. The
+    removal must take that writer too, or whoever names it again finds a
+    writer they never chose. A transaction holding bob's row (uncommitted)
+    stops the addition after its owner check, until the removal has run."""
+    pdh = "d41d8cd98f00b204e9800998ecf8427e+0"
+    with fresh_schema(pg_admin) as url:
+        engine = catalog.open_engine(url)
+        try:
+            catalog.upgrade(engine)
+            catalog.add_collection(engine, pdh, "", 0, 0, "alice")
+            catalog.set_name(engine, "n", pdh, expect=None, user="alice")
+            with ThreadPoolExecutor(2) as pool, engine.connect() as holder:
+                holder.execute(name_writers.insert().values(name="n", user="bob"))
+                added = pool.submit(catalog.add_writer, engine, "n", "bob", user="alice")
+                wait_until_blocked(engine, holder)
+                removed = pool.submit(catalog.remove_name, engine, "n", expect=pdh, user="alice")
+                # The removal either ends, or waits for the addition (which waits for us).
+                pid = holder.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+                behind = sa.text(
+                    "SELECT count(*) FROM pg_stat_activity a, pg_stat_activity b"
+                    " WHERE :pid = ANY(pg_blocking_pids(b.pid))"
+                    " AND b.pid = ANY(pg_blocking_pids(a.pid))"
+                )
+                with engine.connect() as conn:
+                    while not removed.done() and not conn.execute(behind, {"pid": pid}).scalar():
+                        conn.rollback()  # a fresh snapshot of pg_stat_activity
+                        time.sleep(0.01)
+                holder.rollback()
+                added.result()
+                assert removed.result().new_pdh is None
+            with engine.connect() as conn:
+                left = conn.execute(sa.select(name_writers).where(name_writers.c.name == "n"))
+                assert left.all() == []
+            catalog.set_name(engine, "n", pdh, expect=None, user="carol")
+            assert catalog.list_writers(engine, "n") == []
+        finally:
+            engine.dispose()
+
+
+def test_a_name_made_again_has_no_writers_left_from_before(catalog_engine: sa.Engine) -> None:
+    """A catalog may hold writers of a removed name (a removal raced with their
+    addition before this was fixed): whoever names it again owns it alone."""
+    pdh = "d41d8cd98f00b204e9800998ecf8427e+0"
+    catalog.add_collection(catalog_engine, pdh, "", 0, 0, "alice")
+    with catalog_engine.begin() as conn:
+        conn.execute(name_writers.insert().values(name="n", user="bob"))
+    catalog.set_name(catalog_engine, "n", pdh, expect=None, user="carol")
+    assert catalog.list_writers(catalog_engine, "n") == []
+    with pytest.raises(ForbiddenError):
+        catalog.remove_name(catalog_engine, "n", expect=pdh, user="bob")

@@ -152,6 +152,9 @@ def _set_name(
         version = (_last_version(conn, name) if row is None else row.version) + 1
         owner = user if row is None else row.owner
         if row is None:
+            # Whoever names it owns it alone, whatever writers a name of the same
+            # spelling had (a catalog may hold some a removal raced with).
+            conn.execute(name_writers.delete().where(name_writers.c.name == name))
             conn.execute(
                 names.insert().values(
                     name=name, pdh=pdh, version=1, owner=user, updated_at=now, updated_by=user
@@ -240,8 +243,14 @@ def list_writers(engine: sa.Engine, name: str) -> list[str]:
 
 
 def _owned(conn: sa.Connection, name: str, user: str, admin: bool, to: str) -> None:
-    """Refuse unless ``name`` exists and ``user`` owns it (or is an admin)."""
-    row = conn.execute(sa.select(names.c.owner).where(names.c.name == name)).one_or_none()
+    """Refuse unless ``name`` exists and ``user`` owns it (or is an admin).
+
+    The name's row stays locked to the end of the transaction (PostgreSQL): a
+    removal waits for a writer being added, then removes it too, rather than
+    leave it behind for whoever names it again.
+    """
+    query = sa.select(names.c.owner).where(names.c.name == name).with_for_update()
+    row = conn.execute(query).one_or_none()
     if row is None:
         raise NotFoundError(f"no name {name!r}")
     if not (admin or row.owner == user):
