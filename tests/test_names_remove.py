@@ -122,7 +122,12 @@ def test_writers_are_listed_added_and_removed(env: Env, tmp_path: Path) -> None:
     env.wh("name", "writers", "nosuch", code=4)
     env.wh("name", "writers", "nosuch", "--add", "bob", code=4)
     assert env.wh("name", "writers", "a/b", code=2).startswith("Error: bad name 'a/b'")
-    env.wh("name", "writers", "shared", "--add", "bad user", code=2 if env.ctl is None else 4)
+    # A user name that cannot be one is bad input, embedded or not (through a
+    # controller '..', '.', 'a/b' and '' reached other routes, or none).
+    for bad in ("bad user", "..", ".", "a/b", "", "x?y"):
+        for option in ("--add", "--remove"):
+            err = env.wh("name", "writers", "shared", option, bad, code=2)
+            assert err.startswith(f"Error: bad user name {bad!r}: use letters"), err
     assert env.wh("name", "writers", "shared") == "bob\n"
     # A name removed loses its writers: whoever names it again owns it alone.
     env.wh("name", "rm", "shared", "--expect", first)

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.records import require_collection
 from warehouse.catalog.schema import name_history, name_writers, names
-from warehouse.catalog.values import NameChange, NameRecord, check_name
+from warehouse.catalog.values import NameChange, NameRecord, check_name, check_writer
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
 from warehouse.keys import is_pdh
 
@@ -18,6 +18,7 @@ __all__ = [
     "NameRecord",
     "add_writer",
     "check_name",
+    "check_writer",
     "get_name",
     "list_names",
     "list_writers",
@@ -262,6 +263,7 @@ def remove_writer(
 ) -> None:
     """Take back from ``writer`` the right to change ``name`` (its owner or an admin)."""
     check_name(name)
+    check_writer(writer)
     with write(engine) as conn:
         _owned(conn, name, user, admin, "remove writers")
         done = conn.execute(
@@ -276,6 +278,7 @@ def add_writer(
 ) -> None:
     """Let ``writer`` change ``name`` (only its owner or an admin may)."""
     check_name(name)
+    check_writer(writer)
     try:
         with write(engine) as conn:
             _owned(conn, name, user, admin, "add writers")

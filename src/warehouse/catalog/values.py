@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 from warehouse.errors import UsageError
 
-__all__ = ["AccountingRow", "CollectionRecord", "NameChange", "NameRecord", "check_name"]
+__all__ = [
+    "AccountingRow",
+    "CollectionRecord",
+    "NameChange",
+    "NameRecord",
+    "check_name",
+    "check_writer",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +74,12 @@ def check_name(name: str) -> str:
             "or digit, at most 255 characters, and not shaped like a PDH)"
         )
     return name
+
+
+def check_writer(user: str) -> str:
+    """``user`` if it may be a user's name (``wh user add`` checks the same):
+    unchecked, ``..`` or ``a/b`` reached other routes through a controller."""
+    try:
+        return check_name(user)
+    except UsageError as e:
+        raise UsageError(str(e).replace("bad name", "bad user name", 1)) from None

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
+from warehouse.catalog.values import check_writer
 from warehouse.collection.listings import Digests, ordered_listing
 from warehouse.errors import (
     ConflictError,
@@ -266,10 +267,11 @@ class RemoteWarehouse(WarehouseBase):
         return [str(u) for u in self.api.get(f"/names/{_name_path(name)}/writers")]
 
     def add_name_writer(self, name: str, writer: str) -> None:
-        self.api.post(f"/names/{_name_path(name)}/writers", {"user": writer})
+        path = f"/names/{_name_path(name)}/writers"
+        self.api.post(path, {"user": check_writer(writer)})
 
     def remove_name_writer(self, name: str, writer: str) -> None:
-        path = f"/names/{_name_path(name)}/writers/{quote(writer, safe='')}"
+        path = f"/names/{_name_path(name)}/writers/{quote(check_writer(writer), safe='')}"
         self.api.call("DELETE", path)
 
     def accounting(self, since: float = 0.0) -> list[catalog.AccountingRow]:

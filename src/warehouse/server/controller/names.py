@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
+from warehouse.catalog.values import check_writer
 from warehouse.server.controller.auth import Caller, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, bounded, link_next
 
@@ -134,5 +135,5 @@ def remove_writer(name: str, writer: str, user: Caller, request: Request) -> Non
 def add_writer(name: str, body: WriterAdd, user: Caller, request: Request) -> None:
     """Let another user move this name (its owner or an admin only)."""
     engine = state_of(request).engine
-    catalog.get_user(engine, body.user)
+    catalog.get_user(engine, check_writer(body.user))
     catalog.add_writer(engine, name, body.user, user=user.name, admin=user.admin)
