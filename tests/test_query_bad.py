@@ -358,9 +358,35 @@ def test_a_query_whose_answer_changes_runs_again(small: Runner) -> None:
         "SELECT now() AS at, count(*) AS n FROM t",
         "SELECT count(*) AS n FROM t USING SAMPLE 50%",
         "SELECT k, uuid() AS u FROM t",
+        "SELECT count(*) AS n FROM t USING SAMPLE 50% (bernoulli)",
     ):
         reused(sql)
         assert not reused(sql), sql
     seeded = "SELECT count(*) AS n FROM t USING SAMPLE 50% (bernoulli, 7)"
     reused(seeded)
     assert reused(seeded)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT uuidv4() AS u FROM t",
+        "SELECT uuidv7() AS u FROM t",
+        "SELECT localtimestamp AS at FROM t",
+        "SELECT localtime AS at FROM t",
+        "SELECT current_localtimestamp() AS at FROM t",
+        "SELECT txid_current() AS x FROM t",
+        "SELECT current_transaction_id() AS x FROM t",
+        "SELECT current_query_id() AS x FROM t",
+        "SELECT current_connection_id() AS x FROM t",
+        "SELECT count(*) AS n FROM t USING SAMPLE 50% (bernoulli)",
+        "SELECT count(*) AS n FROM t USING SAMPLE 10 PERCENT (system)",
+    ],
+)
+def test_every_call_duckdb_answers_anew_each_run_is_volatile(sql: str) -> None:
+    """What DuckDB's own list calls volatile (or a time it reads at the start
+    of the query), and a sample with no seed, is never answered from an
+    earlier run."""
+    from warehouse.query.planner import parse, volatile
+
+    assert volatile(parse(sql)) is not None

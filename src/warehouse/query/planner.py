@@ -126,6 +126,8 @@ _VOLATILE_KINDS: tuple[type[exp.Expression], ...] = tuple(
         "CurrentTime",
         "CurrentTimestamp",
         "CurrentDatetime",
+        "Localtime",
+        "Localtimestamp",
     )
     if hasattr(exp, kind)
 )
@@ -134,6 +136,8 @@ _VOLATILE_NAMES = frozenset(
         "random",
         "setseed",
         "uuid",
+        "uuidv4",
+        "uuidv7",
         "gen_random_uuid",
         "now",
         "today",
@@ -144,6 +148,10 @@ _VOLATILE_NAMES = frozenset(
         "current_localtimestamp",
         "nextval",
         "currval",
+        "txid_current",
+        "current_transaction_id",
+        "current_query_id",
+        "current_connection_id",
     }
 )
 
@@ -156,7 +164,8 @@ def volatile(tree: exp.Expression) -> str | None:
             return node.sql(DIALECT)
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in _VOLATILE_NAMES:
             return node.sql(DIALECT)
-        if isinstance(node, exp.TableSample) and node.args.get("seed") is None:
+        # No seed: None, or False for DuckDB's "USING SAMPLE 10% (bernoulli)".
+        if isinstance(node, exp.TableSample) and not node.args.get("seed"):
             return node.sql(DIALECT)
     return None
 
