@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from cluster import KeepPool, controller
-from warehouse import catalog
+from warehouse import catalog, catalogsql
 from warehouse.catalog.auth import add_user
 from warehouse.catalogsql import run_readonly
 from warehouse.cli import cli
@@ -108,6 +109,26 @@ def test_a_result_too_big_to_hold_is_refused(catalog_engine: sa.Engine) -> None:
         run_readonly(catalog_engine, rows + f"SELECT {text} FROM c")
     result = run_readonly(catalog_engine, rows + f"SELECT {text} FROM c", limit=100)
     assert result.truncated and len(result.rows) == 100  # under the bound: fine
+
+
+def test_rows_are_counted_as_they_come_not_held_in_batches(
+    catalog_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound is on what the call holds: rows of 100 kB past a bound of
+    1 MiB are refused after a dozen rows, not after a batch of a thousand
+    (100 MB; with 64 MiB values, 64 GB) was made whole."""
+    monkeypatch.setattr(catalogsql, "MAX_BYTES", 1 << 20)
+    sqlite = catalog_engine.dialect.name == "sqlite"
+    text = "printf('%.*c', 100000, 'x')" if sqlite else "repeat('x', 100000)"
+    rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) "
+    tracemalloc.start()
+    try:
+        with pytest.raises(UsageError, match=r"the result is over 1 MiB"):
+            run_readonly(catalog_engine, rows + f"SELECT {text} FROM c")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak
 
 
 def test_row_limit_is_kept(catalog_engine: sa.Engine) -> None:

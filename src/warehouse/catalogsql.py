@@ -31,7 +31,7 @@ import decimal
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,6 @@ __all__ = [
 MAX_QUERY = 65536  # characters of SQL accepted
 MAX_ROWS = 100_000  # the most rows one call returns
 MAX_BYTES = 64 << 20  # the most characters of values one call holds
-_BATCH = 1000  # rows fetched at once
 TIMEOUT = 30.0  # seconds one call may run
 
 # SQLite: every function a query may call (the authorizer names each one).
@@ -286,25 +285,26 @@ def _value(v: Any) -> Value:
     return str(v)
 
 
-def _result(description: Any, fetch: Callable[[int], list[Any]], limit: int) -> SqlResult:
-    """The rows ``fetch(n)`` gives (at most n a call, none at the end), up to
-    ``limit`` rows and MAX_BYTES of values."""
+def _result(description: Any, rows: Iterable[Any], limit: int) -> SqlResult:
+    """The first ``limit`` of ``rows`` within MAX_BYTES of values.
+
+    ``rows`` come one at a time from the database (not in batches), so what
+    is held is never more than the bound and one row.
+    """
     columns = [str(d[0]) for d in description]
-    rows: list[list[Value]] = []
+    out: list[list[Value]] = []
     held = 0
-    while len(rows) <= limit:
-        batch = fetch(min(_BATCH, limit + 1 - len(rows)))
-        if not batch:
-            break
-        for row in batch:
-            values = [_value(v) for v in row]
-            held += sum(len(v) if isinstance(v, str) else 8 for v in values)
-            if held > MAX_BYTES:
-                raise UsageError(
-                    f"sql: the result is over {MAX_BYTES >> 20} MiB: select fewer rows or columns"
-                )
-            rows.append(values)
-    return SqlResult(columns, rows[:limit], truncated=len(rows) > limit)
+    for row in rows:
+        if len(out) == limit:
+            return SqlResult(columns, out, truncated=True)
+        values = [_value(v) for v in row]
+        held += sum(len(v) if isinstance(v, str) else 8 for v in values)
+        if held > MAX_BYTES:
+            raise UsageError(
+                f"sql: the result is over {MAX_BYTES >> 20} MiB: select fewer rows or columns"
+            )
+        out.append(values)
+    return SqlResult(columns, out, truncated=False)
 
 
 # The authorizer's action codes that a plain SELECT needs; everything else
@@ -348,7 +348,7 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
             cur = conn.execute(query)
             if cur.description is None:
                 raise UsageError("sql: only a SELECT may run here")
-            result = _result(cur.description, cur.fetchmany, limit)
+            result = _result(cur.description, cur, limit)
         except sqlite3.ProgrammingError as e:  # e.g. two statements
             raise UsageError(f"sql: {e}") from None
         except sqlite3.DatabaseError as e:
@@ -397,11 +397,10 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
                 if cur.description is None:
                     raise UsageError("sql: only a SELECT may run here")
 
-                def fetch(n: int) -> list[Any]:
-                    cur.execute(f"FETCH FORWARD {int(n)} FROM wh_sql".encode())
-                    return cur.fetchall()
-
-                return _result(cur.description, fetch, limit)
+                # Row by row (libpq's single-row mode): a FETCH of many rows
+                # was held whole, however big, before any was counted.
+                fetch = f"FETCH FORWARD {int(limit) + 1} FROM wh_sql".encode()
+                return _result(cur.description, cur.stream(fetch), limit)
             except psycopg.errors.QueryCanceled:
                 raise UsageError("sql: over the time limit") from None
             except psycopg.Error as e:
