@@ -320,7 +320,14 @@ class _Refused:
 
 
 def _sqlite_authorizer(refused: _Refused) -> Callable[..., int]:
-    def authorize(action: int, _arg1: Any, arg2: Any, *_rest: Any) -> int:
+    def authorize(action: int, arg1: Any, arg2: Any, *_rest: Any) -> int:
+        if action == sqlite3.SQLITE_UPDATE and arg1 in ("sqlite_master", "sqlite_schema"):
+            # A table-valued function (json_each, json_tree) declares its
+            # table as it is first used, which SQLite authorizes as an update
+            # of the schema it never runs. Ignored, not denied: denied, the
+            # function cannot be used; a real update of the schema is refused
+            # by SQLite itself (and by query_only).
+            return sqlite3.SQLITE_IGNORE
         if action not in _SQLITE_ALLOWED:
             return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() not in SQLITE_FUNCTIONS:
