@@ -129,6 +129,14 @@ def test_writers_are_listed_added_and_removed(env: Env, tmp_path: Path) -> None:
             err = env.wh("name", "writers", "shared", option, bad, code=2)
             assert err.startswith(f"Error: bad user name {bad!r}: use letters"), err
     assert env.wh("name", "writers", "shared") == "bob\n"
+    # One user who is no writer, or one bad name, and nothing is changed.
+    err = env.wh("name", "writers", "shared", "--add", "carol", "--remove", "dan", code=4)
+    assert err == "Error: user 'dan' is not a writer of name 'shared'\n"
+    env.wh("name", "writers", "shared", "--remove", "bob", "--add", "a/b", code=2)
+    assert env.wh("name", "writers", "shared") == "bob\n"
+    # The same user twice is once.
+    assert env.wh("name", "writers", "shared", "--remove", "bob", "--remove", "bob") == ""
+    env.wh("name", "writers", "shared", "--add", "bob", "--add", "bob")
     # A name removed loses its writers: whoever names it again owns it alone.
     env.wh("name", "rm", "shared", "--expect", first)
     env.wh("name", "set", "shared", other)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
+from warehouse.catalog.values import check_writer
 from warehouse.cli._common import check_pdh, emit_json, emit_rows, open_warehouse, text_time
 from warehouse.cli.completion import complete_names
-from warehouse.errors import UsageError
+from warehouse.errors import NotFoundError, UsageError
 from warehouse.keys import is_pdh
 
 __all__ = ["accounting", "name"]
@@ -131,7 +132,17 @@ def name_writers(
     both = set(add) & set(remove)
     if both:
         raise UsageError(f"user {sorted(both)[0]!r} is given to both --add and --remove")
+    for user in (*add, *remove):
+        check_writer(user)  # bad input changes nothing
     wh = open_warehouse(ctx)
+    add, remove = tuple(dict.fromkeys(add)), tuple(dict.fromkeys(remove))  # each once
+    if remove:
+        # A user who is no writer is refused before anything is added or
+        # removed, not after the changes given before it.
+        current = wh.name_writers(name_)
+        missing = [user for user in remove if user not in current]
+        if missing:
+            raise NotFoundError(f"user {missing[0]!r} is not a writer of name {name_!r}")
     for user in add:
         wh.add_name_writer(name_, user)
     for user in remove:
