@@ -132,6 +132,20 @@ def test_rows_are_counted_as_they_come_not_held_in_batches(
     assert peak < 16 << 20, peak
 
 
+def test_an_error_quoting_the_query_is_one_line(
+    catalog_engine: sa.Engine, catalog_url: str
+) -> None:
+    """The database's words quote the query, newlines and all: they are
+    written out, so the error is still one line (also through a controller,
+    which sends the same message)."""
+    for query in ('SELECT n."a\nb" FROM names n', 'SELECT 1 FROM "x\r\ny\x1b[2J"'):
+        _, err = wh_sql("--db", catalog_url, query, code=2)
+        assert err.startswith("Error: sql: ") and err.count("\n") == 1, err
+        assert "\r" not in err and "\x1b" not in err, err
+    with pytest.raises(UsageError, match=r"n\.a\\nb"):
+        run_readonly(catalog_engine, 'SELECT n."a\nb" FROM names n')
+
+
 @pytest.mark.parametrize("catalog_url", ["sqlite"], indirect=True)
 def test_json_table_functions_work_on_sqlite(catalog_engine: sa.Engine) -> None:
     """docs/sql.md lists json_each among SQLite's: it failed with "vtable

@@ -28,6 +28,7 @@ import base64
 import contextlib
 import datetime as dt
 import decimal
+import re
 import sqlite3
 import threading
 import time
@@ -357,7 +358,7 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
                 raise UsageError("sql: only a SELECT may run here")
             result = _result(cur.description, cur, limit)
         except sqlite3.ProgrammingError as e:  # e.g. two statements
-            raise UsageError(f"sql: {e}") from None
+            raise UsageError(f"sql: {_one_line(str(e))}") from None
         except sqlite3.DatabaseError as e:
             message = str(e)
             if message == "interrupted":
@@ -366,7 +367,7 @@ def _sqlite(engine: sa.Engine, query: str, limit: int, timeout: float) -> SqlRes
                 message = _not_allowed(refused.function)
             elif message == "not authorized":
                 message = "not authorized: only a single SELECT that reads may run here"
-            raise UsageError(f"sql: {message}") from None
+            raise UsageError(f"sql: {_one_line(message)}") from None
         return result
     finally:
         conn.close()
@@ -399,7 +400,9 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
                 # Declaring parses and plans, and runs nothing until a FETCH.
                 cur.execute(_DECLARE + query.encode(), prepare=True)
                 if checked is not None:
-                    raise UsageError(f"sql: the query's calls cannot be checked: {checked}")
+                    raise UsageError(
+                        f"sql: the query's calls cannot be checked: {_one_line(checked)}"
+                    )
                 cur.execute(b"FETCH FORWARD 0 FROM wh_sql")  # its columns
                 if cur.description is None:
                     raise UsageError("sql: only a SELECT may run here")
@@ -411,12 +414,21 @@ def _postgresql(engine: sa.Engine, query: str, limit: int, timeout: float) -> Sq
             except psycopg.errors.QueryCanceled:
                 raise UsageError("sql: over the time limit") from None
             except psycopg.Error as e:
-                raise UsageError(f"sql: {_pg_message(e)}") from None
+                raise UsageError(f"sql: {_one_line(_pg_message(e))}") from None
     finally:
         if deadline is not None:
             deadline.cancel()
         # Never back into the pool: whatever the query did to the session ends here.
         raw.invalidate()
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _one_line(message: str) -> str:
+    """The database's words with the query's newlines and other control
+    characters in them written out (``\\n``): an error is one line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)
 
 
 def _cancel(pg: Any) -> None:
