@@ -298,3 +298,24 @@ def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
         assert len(api.get("/jobs", limit=10**9)) == 1001  # 10000 at most: all of these
     finally:
         api.close()
+
+
+def test_a_list_route_names_the_field_it_refuses(ctl: Controller) -> None:
+    """Bad paging or filter values are a 400 naming the field; an unknown job
+    state was taken for one no job is in (an empty list, no error)."""
+    alice = ctl.user("alice")
+    for path, field in [
+        ("/api/v1/jobs?limit=abc", "limit"),
+        ("/api/v1/jobs?after=-1", "after"),
+        ("/api/v1/jobs?after=x", "after"),
+        ("/api/v1/jobs?state=bogus", "state"),
+        ("/api/v1/jobs?state=queued,runing", "state"),
+        ("/api/v1/jobs?state=queued,,running", "state"),
+        ("/api/v1/names?limit=1.5", "limit"),
+        ("/api/v1/regol/watches?after=x", "after"),
+    ]:
+        resp = call(ctl, "GET", path, alice)
+        assert resp.status_code == 400, (path, resp.status_code, resp.text)
+        assert field in resp.json()["error"], (path, resp.text)
+    resp = call(ctl, "GET", "/api/v1/jobs?state=queued,paused,complete", alice)
+    assert resp.status_code == 200 and resp.json() == []

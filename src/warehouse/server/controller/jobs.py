@@ -15,8 +15,10 @@ from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import jobs
+from warehouse.errors import UsageError
 from warehouse.jobs import records
 from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.model import ACTIVE, FINISHED
 from warehouse.manifest import Manifest
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.collections import signed_text
@@ -89,6 +91,11 @@ def list_jobs(
     a full page links to the next (docs/server.md)."""
     limit = bounded(limit)
     states = state.split(",") if state else None
+    # A misspelled state is no job's: an empty list would say none is in it.
+    unknown = [s for s in states or () if s not in ACTIVE | FINISHED]
+    if unknown:
+        known = ", ".join(sorted(ACTIVE | FINISHED))
+        raise UsageError(f"state: {unknown[0][:50]!r} is not a job state ({known})")
     found = records.list_jobs(state_of(request).engine, states, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].id if found else after)
     return [r.as_dict() for r in found]
