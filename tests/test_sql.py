@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from cluster import KeepPool, controller
 from warehouse import catalog, catalogsql
 from warehouse.catalog.auth import add_user
-from warehouse.catalogsql import run_readonly
+from warehouse.catalogsql import MAX_QUERY, run_readonly
 from warehouse.cli import cli
 from warehouse.errors import UsageError
 
@@ -193,6 +193,11 @@ def test_through_the_controller_admins_only(
         for query in REFUSED:
             wh_sql(query, code=2, env=env)
         assert names_of(ctl.state.engine) == [("kept", PDH, 1)]
+        # Too long, or empty: in the same words as on an embedded catalog.
+        _, err = wh_sql("SELECT 1" + " " * MAX_QUERY, code=2, env=env)
+        assert err == f"Error: sql: the query is over {MAX_QUERY} characters\n"
+        _, err = wh_sql("  ", code=2, env=env)
+        assert err == "Error: sql: the query is empty\n"
         # Infinity and NaN are no JSON: they come as null (as from a catalog file).
         sqlite = catalog_url.startswith("sqlite")
         odd = (

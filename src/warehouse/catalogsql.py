@@ -46,6 +46,7 @@ __all__ = [
     "POSTGRESQL_FUNCTIONS",
     "SQLITE_FUNCTIONS",
     "SqlResult",
+    "check_query",
     "run_readonly",
 ]
 
@@ -257,17 +258,23 @@ def run_readonly(
 
     Raises UsageError (naming the database's complaint) for anything else.
     """
+    check_query(query, limit)
+    if engine.dialect.name == "sqlite":
+        return _sqlite(engine, query, limit, timeout)
+    if engine.dialect.name == "postgresql":
+        return _postgresql(engine, query, limit, timeout)
+    raise UsageError(f"sql: no read-only mode for {engine.dialect.name}")
+
+
+def check_query(query: str, limit: int) -> None:
+    """Refuse (UsageError) a query or limit no catalog would take: checked
+    before it is sent to a controller too, so the words are the same."""
     if not query.strip():
         raise UsageError("sql: the query is empty")
     if len(query) > MAX_QUERY:
         raise UsageError(f"sql: the query is over {MAX_QUERY} characters")
     if not 1 <= limit <= MAX_ROWS:
         raise UsageError(f"sql: the row limit must be 1 to {MAX_ROWS}")
-    if engine.dialect.name == "sqlite":
-        return _sqlite(engine, query, limit, timeout)
-    if engine.dialect.name == "postgresql":
-        return _postgresql(engine, query, limit, timeout)
-    raise UsageError(f"sql: no read-only mode for {engine.dialect.name}")
 
 
 def _value(v: Any) -> Value:

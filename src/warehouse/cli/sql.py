@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from warehouse.catalogsql import MAX_ROWS, SqlResult, Value, run_readonly
+from warehouse.catalogsql import MAX_ROWS, SqlResult, Value, check_query, run_readonly
 from warehouse.cli._common import emit_json, open_warehouse, print_whole
 from warehouse.errors import NotFoundError
 
@@ -75,6 +75,7 @@ def _run(ctx: click.Context, query: str, limit: int, db_url: str | None) -> SqlR
     from warehouse.remote.warehouse import RemoteWarehouse
 
     assert isinstance(wh, RemoteWarehouse)
+    check_query(query, limit)  # in the words of an embedded catalog, not the API's
     out = wh.api.post("/sql", {"query": query, "limit": limit})
     return SqlResult(out["columns"], out["rows"], out["truncated"])
 
