@@ -390,3 +390,18 @@ def test_every_call_duckdb_answers_anew_each_run_is_volatile(sql: str) -> None:
     from warehouse.query.planner import parse, volatile
 
     assert volatile(parse(sql)) is not None
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) AS n FROM t USING SAMPLE 10% (bernoulli, 0)",
+        "SELECT count(*) AS n FROM t TABLESAMPLE 10% REPEATABLE (0)",
+        "SELECT count(*) AS n FROM t USING SAMPLE 10 ROWS REPEATABLE (7)",
+    ],
+)
+def test_a_sample_with_a_seed_is_not_volatile(sql: str) -> None:
+    """A seed, 0 too, makes a sample the same each run: it may be reused."""
+    from warehouse.query.planner import parse, volatile
+
+    assert volatile(parse(sql)) is None
