@@ -143,7 +143,7 @@ def test_writers_are_listed_added_and_removed(env: Env, tmp_path: Path) -> None:
     assert env.wh("name", "writers", "shared") == ""
 
 
-def test_only_owner_writers_and_admins_may(env: Env, tmp_path: Path) -> None:
+def test_who_may_move_remove_and_give_writers(env: Env, tmp_path: Path) -> None:
     if env.ctl is None:
         pytest.skip("users and admins are a controller's")
     first, other = _pdh(env, tmp_path, "first"), _pdh(env, tmp_path, "other")
@@ -154,21 +154,26 @@ def test_only_owner_writers_and_admins_may(env: Env, tmp_path: Path) -> None:
     env.wh("name", "writers", "n", "--add", "bob", user="bob", code=6)
     assert env.wh("name", "writers", "n", user="bob") == ""  # reading is anyone's
     env.wh("name", "writers", "n", "--add", "bob")
-    # A writer may move and remove the name, not change who else may.
+    # A writer may move the name, not remove it (naming it again would make
+    # him its owner) nor change who else may.
     env.wh("name", "writers", "n", "--add", "carol", user="bob", code=6)
     env.wh("name", "writers", "n", "--remove", "bob", user="bob", code=6)
     env.wh("name", "set", "n", other, "--expect", first, user="bob")
+    err = env.wh("name", "rm", "n", "--expect", other, user="bob", code=6)
+    assert err == "Error: only the owner of 'n' may remove it\n"
+    assert env.wh("name", "writers", "n") == "bob\n"
     env.wh("name", "writers", "n", "--remove", "bob")
     env.wh("name", "rm", "n", "--expect", other, user="bob", code=6)
     assert env.wh("name", "get", "n").strip() == other
     # An admin may do anything; the log says who did it.
     env.wh("name", "writers", "n", "--add", "carol", user="root")
-    env.wh("name", "rm", "n", "--expect", other, user="carol")
+    env.wh("name", "rm", "n", "--expect", other, user="carol", code=6)
+    env.wh("name", "rm", "n", "--expect", other, user="root")
     log = json.loads(env.wh("name", "log", "n", "--json"))
     assert [(c["by"], c["new_pdh"]) for c in log] == [
         ("alice", first),
         ("bob", other),
-        ("carol", None),
+        ("root", None),
     ]
     env.wh("name", "set", "m", first, user="carol")
     env.wh("name", "rm", "m", "--expect", first, user="root")

@@ -190,8 +190,10 @@ def remove_name(
 ) -> NameChange:
     """Remove ``name`` if it holds ``expect`` now (compare-and-swap, as set).
 
-    The removal is a change in the name's history (its new PDH is None); the
-    name's writers go with it, so whoever names it again owns it alone. The
+    Only its owner or an admin may: a writer who could remove a name could
+    name it again and own it, locking its owner out. The removal is a change
+    in the name's history (its new PDH is None); the name's writers go with
+    it, so whoever names it again owns it alone. The
     collection it held stays a GC root for the history retention, then only
     as long as something else keeps it (DESIGN §6).
     """
@@ -208,8 +210,8 @@ def remove_name(
             raise NotFoundError(f"no name {name!r}")
         if row.pdh != expect:
             raise _conflict(name, row.pdh, expect)
-        if not _may_write(conn, name, row.owner, user, admin):
-            raise ForbiddenError(f"user {user!r} may not change name {name!r}")
+        if not (admin or row.owner == user):
+            raise ForbiddenError(f"only the owner of {name!r} may remove it")
         # The WHERE repeats the expectation so the swap is atomic on any backend.
         done = conn.execute(
             names.delete().where(

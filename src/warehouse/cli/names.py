@@ -94,7 +94,7 @@ def name_log(ctx: click.Context, name_: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
 def name_rm(ctx: click.Context, name_: str, expect: str | None, as_json: bool) -> None:
-    """Remove NAME if it holds --expect now (required).
+    """Remove NAME if it holds --expect now (required); its owner or an admin.
 
     Exits with 3 (conflict) and changes nothing if the name holds anything
     else (nothing, if it was removed meanwhile), 4 if it never existed. The
