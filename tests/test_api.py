@@ -300,10 +300,17 @@ def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
         api.close()
 
 
-def test_the_other_list_routes_answer_a_page_at_a_time(ctl: Controller) -> None:
+def test_the_other_list_routes_answer_a_page_at_a_time(
+    catalog_url: str, keep_servers: KeepPool
+) -> None:
     """A job's steps, accounting, users, tokens, keep services and a watch's
     runs are paged as /jobs is: ``limit`` rows, a next link on a full page,
-    every row once; the Python client reads every page."""
+    every row once; the Python client reads every page. On each catalog backend."""
+    with controller(catalog_url, keep_servers) as ctl:
+        _pages_of_the_other_lists(ctl)
+
+
+def _pages_of_the_other_lists(ctl: Controller) -> None:
 
     from warehouse.catalog.schema import steps
     from warehouse.jobs import records as job_records
