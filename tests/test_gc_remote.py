@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cluster import keep_pool
+from cluster import KeepPool, keep_pool
 from conftest import Runner
 from gc_helpers import gc_cluster
 from warehouse.blocks.volume import LocalVolume
@@ -171,3 +171,61 @@ def test_fsck_gives_up_on_a_hung_server_reports_it_and_checks_the_others(
         assert f"unchecked keep server {hung.url}" in text
         assert "1 servers not checked" in text
         assert "clean" in run("fsck").output
+
+
+def _trash_files(pool: KeepPool) -> list[Path]:
+    return [p for s in pool.servers for p in s.volume.glob("*/*.trash.*")]
+
+
+@pytest.mark.timeout(200)
+def test_gc_and_balance_skip_a_hung_server_within_keep_timeout_and_trash_nothing(
+    remote_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopped keep server costs gc and balance keep_timeout, not 300 s. Not
+    knowing what it holds, gc trashes nothing anywhere; balance pulls short
+    blocks onto the servers that answer and trashes nothing. Both name it and
+    end with one Error line, exit 1 (docs/gc.md)."""
+    # The TTL well above the timeout: the mark's reads of root manifests,
+    # signed for the TTL, may first wait out the hung server.
+    monkeypatch.setenv("WH_KEEP_TIMEOUT", "1")
+    with gc_cluster(remote_env / "c", count=3, ttl=5) as (pool, ctl):
+        monkeypatch.setenv("WH_URL", ctl.url)
+        monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+        run = Runner()
+        for i in range(3):
+            run("put", str(tree(remote_env / f"named{i}", i)), "--name", f"kept{i}")
+        run("put", str(tree(remote_env / "junk", 9)))  # never named: garbage after the TTL
+        time.sleep(5.5)
+        assert json.loads(run("gc", "--dry-run", "--json").output)["trashed"] >= 2
+        stored = set().union(*(s.blocks() for s in pool.servers))
+        lost = pool.servers[0]
+        for shard in lost.volume.iterdir():
+            shutil.rmtree(shard)
+        hung = pool.servers[2]
+        before = {i: s.blocks() for i, s in enumerate(pool.servers)}
+        os.kill(hung.proc.pid, signal.SIGSTOP)
+        try:
+            gc_run = run("gc", code=1)
+            gc_json = run("gc", "--json", code=1)
+            balanced = run("balance", code=1)
+        finally:
+            os.kill(hung.proc.pid, signal.SIGCONT)
+        for result in (gc_run, balanced):
+            assert result.stderr.startswith("Error: "), result.stderr
+            assert result.stderr.count("\n") == 1, result.stderr
+            assert f"keep server {hung.url}" in result.stderr
+            assert "trashed nothing" in result.stderr
+            assert f"unchecked keep server {hung.url}" in result.stdout
+        report = json.loads(gc_json.stdout)
+        assert report["trashed"] == 0 and len(report["unchecked"]) == 1
+        assert not _trash_files(pool)
+        after = {i: s.blocks() for i, s in enumerate(pool.servers)}
+        assert after[2] == before[2]
+        assert before[1] <= after[1]
+        # Balance pulled what looked short (server 0 lost its copies; those on
+        # the hung server were not counted) onto the servers that answered.
+        pulled = (after[0] - before[0]) | (after[1] - before[1])
+        assert pulled and pulled <= stored
+        # Once the server answers again, both run whole.
+        run("balance")
+        assert json.loads(run("gc", "--json").output)["trashed"] >= 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -134,20 +134,24 @@ class KeepAdmin:
         ]
         self._send(self.by_id[sid], "pull", items)
 
-    def busy(self) -> int:
-        """Trash and pull items the servers still have queued or in hand."""
+    def busy(self, only: Collection[str] | None = None) -> int:
+        """Trash and pull items the servers (those with ids ``only``, if given)
+        still have queued or in hand."""
         total = 0
         for s in self.services:
+            if only is not None and s.id not in only:
+                continue
             r = self._call("GET", f"{s.url}/status")
             if r.status_code == 200:
                 queues = r.json().get("queues", {})
                 total += int(queues.get("trash", 0)) + int(queues.get("pull", 0))
         return total
 
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until every server has worked through its lists; False on timeout."""
+    def wait_idle(self, timeout: float, only: Collection[str] | None = None) -> bool:
+        """Wait until every server (with an id in ``only``, if given) has worked
+        through its lists; False on timeout."""
         deadline = time.monotonic() + timeout
-        while self.busy():
+        while self.busy(only):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.1)
