@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
 import signal
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -16,6 +19,7 @@ import pytest
 from cluster import KeepPool, keep_pool
 from conftest import Runner
 from gc_helpers import gc_cluster
+from warehouse import catalog
 from warehouse.blocks.volume import LocalVolume
 from warehouse.gc import GcAborted
 from warehouse.gc.keep import KeepAdmin
@@ -229,3 +233,71 @@ def test_gc_and_balance_skip_a_hung_server_within_keep_timeout_and_trash_nothing
         # Once the server answers again, both run whole.
         run("balance")
         assert json.loads(run("gc", "--json").output)["trashed"] >= 2
+
+
+class _TrickledIndex(BaseHTTPRequestHandler):
+    """A keep server that answers its index one byte every 0.3 s, for ever:
+    never silent for the client's timeout, never done."""
+
+    server: _TrickleServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path != "/index":
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.end_headers()  # no length: the body ends when the connection does
+        line = f"{'0' * 32}+1 1\n".encode()
+        try:
+            for n in itertools.count():
+                if self.server.stop.wait(0.3):
+                    return
+                self.wfile.write(line[n % len(line) :][:1])
+                self.wfile.flush()
+        except OSError:
+            return
+
+
+class _TrickleServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _TrickledIndex)
+        self.stop = threading.Event()
+
+
+@pytest.mark.timeout(200)
+def test_fsck_gives_up_on_a_server_trickling_its_index(
+    remote_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A keep server sending its index a byte at a time is never silent for
+    keep_timeout; the index request's own deadline (keep_timeout plus one
+    second per 64 KiB) ends it: fsck names it unchecked and exits 5, gc
+    trashes nothing and exits 1."""
+    monkeypatch.setenv("WH_KEEP_TIMEOUT", "2")
+    trickler = _TrickleServer()
+    threading.Thread(target=trickler.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{trickler.server_address[1]}"
+    try:
+        with gc_cluster(remote_env / "c", count=2) as (_, ctl):
+            monkeypatch.setenv("WH_URL", ctl.url)
+            monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+            run = Runner()
+            run("put", str(tree(remote_env / "t", 0)), "--name", "c")
+            catalog.register_keep_service(ctl.state.engine, url)
+            report = json.loads(run("fsck", "--json", code=5).output)
+            assert len(report["unchecked"]) == 1, report["unchecked"]
+            assert report["unchecked"][0].startswith(f"keep server {url}")
+            assert "not over within 2 s" in report["unchecked"][0]
+            assert report["corrupt"] == [] and report["missing"] == []
+            failed = run("gc", code=1)
+            assert failed.stderr.startswith(f"Error: gc trashed nothing: keep server {url}")
+    finally:
+        trickler.stop.set()
+        trickler.shutdown()
+        trickler.server_close()
