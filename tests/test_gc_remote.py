@@ -191,20 +191,17 @@ def test_gc_and_balance_skip_a_hung_server_within_keep_timeout_and_trash_nothing
     end with one Error line, exit 1 (docs/gc.md)."""
     # The TTL well above the timeout: the mark's reads of root manifests,
     # signed for the TTL, may first wait out the hung server.
-    monkeypatch.setenv("WH_KEEP_TIMEOUT", "1")
-    with gc_cluster(remote_env / "c", count=3, ttl=5) as (pool, ctl):
+    monkeypatch.setenv("WH_KEEP_TIMEOUT", "2")
+    with gc_cluster(remote_env / "c", count=3, ttl=8) as (pool, ctl):
         monkeypatch.setenv("WH_URL", ctl.url)
         monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
         run = Runner()
         for i in range(3):
             run("put", str(tree(remote_env / f"named{i}", i)), "--name", f"kept{i}")
         run("put", str(tree(remote_env / "junk", 9)))  # never named: garbage after the TTL
-        time.sleep(5.5)
+        time.sleep(8.5)
         assert json.loads(run("gc", "--dry-run", "--json").output)["trashed"] >= 2
         stored = set().union(*(s.blocks() for s in pool.servers))
-        lost = pool.servers[0]
-        for shard in lost.volume.iterdir():
-            shutil.rmtree(shard)
         hung = pool.servers[2]
         before = {i: s.blocks() for i, s in enumerate(pool.servers)}
         os.kill(hung.proc.pid, signal.SIGSTOP)
@@ -225,11 +222,11 @@ def test_gc_and_balance_skip_a_hung_server_within_keep_timeout_and_trash_nothing
         assert not _trash_files(pool)
         after = {i: s.blocks() for i, s in enumerate(pool.servers)}
         assert after[2] == before[2]
-        assert before[1] <= after[1]
-        # Balance pulled what looked short (server 0 lost its copies; those on
-        # the hung server were not counted) onto the servers that answered.
+        assert before[0] <= after[0] and before[1] <= after[1]
+        # Balance pulled what looked short (the copies on the hung server were
+        # not counted) onto the servers that answered.
         pulled = (after[0] - before[0]) | (after[1] - before[1])
-        assert pulled and pulled <= stored
+        assert pulled and pulled <= stored & before[2]
         # Once the server answers again, both run whole.
         run("balance")
         assert json.loads(run("gc", "--json").output)["trashed"] >= 2
