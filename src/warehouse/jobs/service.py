@@ -136,7 +136,8 @@ def _make_waiting(name: str, *, cpus: int | None, owner: str) -> Executor:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise
-            log.info("%s; asking again for up to %.0f s", e, left)
+            # A warning: on a terminal (no logging set up) it says why nothing happens yet.
+            log.warning("executor %s: %s; asking again for up to %.0f s (dask_wait)", name, e, left)
             time.sleep(min(_DASK_RETRY, left))
 
 
