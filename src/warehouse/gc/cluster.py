@@ -90,13 +90,14 @@ def cluster_gc(
     wait: bool = True,
 ) -> GcReport:
     now, indexes, result, report = _begin("gc", engine, admin, read, ttl, dry_run)
+    plan = plan_sweep(result.marked, indexes, now, ttl)
+    report.kept, report.young = plan.kept, plan.young
     if report.unchecked:
         # A copy there may be a young one of a block that looks old here, and
         # a trash list cleared or sent there now could not be: trash nothing.
-        _skipped(report, "gc trashed nothing")
+        _skipped(report, f"gc trashed nothing (it would have trashed {plan.trashed})")
         return report
-    plan = plan_sweep(result.marked, indexes, now, ttl)
-    report.kept, report.young, report.trashed = plan.kept, plan.young, plan.trashed
+    report.trashed = plan.trashed
     report.actions = [
         f"trash {c.key} on {admin.by_id[sid].url}" for sid, cs in plan.trash.items() for c in cs
     ]
