@@ -221,7 +221,7 @@ def test_a_long_key_is_not_echoed_whole(ctl: Controller) -> None:
 def _pages(ctl: Controller, path: str, token: str, limit: int) -> list[list[object]]:
     """Every page of a list route, following its next links."""
     pages: list[list[object]] = []
-    url = f"{ctl.url}{path}?limit={limit}"
+    url = f"{ctl.url}{path}{'&' if '?' in path else '?'}limit={limit}"
     while True:
         resp = httpx.get(url, headers={"Authorization": f"Bearer {token}"})
         assert resp.status_code == 200, resp.text
@@ -319,3 +319,97 @@ def test_a_list_route_names_the_field_it_refuses(ctl: Controller) -> None:
         assert field in resp.json()["error"], (path, resp.text)
     resp = call(ctl, "GET", "/api/v1/jobs?state=queued,paused,complete", alice)
     assert resp.status_code == 200 and resp.json() == []
+
+
+def test_the_other_list_routes_answer_a_page_at_a_time(
+    catalog_url: str, keep_servers: KeepPool
+) -> None:
+    """A job's steps, accounting, users, tokens, keep services and a watch's
+    runs are paged as /jobs is: ``limit`` rows, a next link on a full page,
+    every row once; the Python client reads every page. On each catalog backend."""
+    with controller(catalog_url, keep_servers) as ctl:
+        _pages_of_the_other_lists(ctl)
+
+
+def _pages_of_the_other_lists(ctl: Controller) -> None:
+
+    from warehouse.catalog.schema import steps
+    from warehouse.jobs import records as job_records
+    from warehouse.regol import records as regol_records
+    from warehouse.regol.model import Commit
+    from warehouse.remote.api import ApiClient
+
+    engine = ctl.state.engine
+    alice = ctl.user("alice")
+    users = [f"u{i}" for i in range(5)]
+    for name in users:
+        catalog.add_user(engine, name)
+        catalog.record_block_writes(engine, name, [("0" * 32, 1, True)])
+    for i in range(4):
+        catalog.create_token(engine, "alice", label=f"t{i}")
+    for i in range(5):
+        catalog.register_keep_service(engine, f"http://127.0.0.1:{40000 + i}")
+    job = {
+        "function": "builtin:copy",
+        "function_pdh": EMPTY,
+        "function_path": "copy",
+        "input_pdh": EMPTY,
+        "params": "{}",
+        "cpus": 1,
+        "memory": 0,
+        "max_attempts": 1,
+        "priority": 0,
+        "executor": "local",
+        "state": "complete",
+        "reuse_key": "k",
+        "submitted_by": "alice",
+    }
+    made = job_records.insert_jobs(engine, [job] * 6)
+    step = {"job": made[0].id, "level": 0, "input": "", "state": "complete", "attempts": 1}
+    with engine.begin() as conn:
+        conn.execute(steps.insert(), [{**step, "number": n, "failures": n % 2} for n in range(5)])
+    watch = regol_records.add_watch(
+        engine,
+        job=made[0].id,
+        function="git:repo@main:f",
+        repository="repo",
+        path="f",
+        branch="main",
+        label="",
+        owner="alice",
+    )
+    # Generations out of id order: the runs are listed in commit order.
+    for generation, j in zip([3, 1, 5, 2, 4], made[1:], strict=True):
+        commit = Commit(f"{generation:040x}", 0.0, "s", generation)
+        regol_records.add_run(engine, watch.id, commit, j)
+    admin = ctl.admin_token
+    for path, token, key, count in [
+        (f"/api/v1/jobs/{made[0].id}/steps", alice, "number", 5),
+        (f"/api/v1/jobs/{made[0].id}/steps?failed=true", alice, "number", 2),
+        ("/api/v1/accounting", admin, "user", 5),
+        ("/api/v1/users", admin, "name", len(catalog.list_users(engine))),
+        ("/api/v1/tokens", alice, "id", 5),  # with alice's first
+        ("/api/v1/keep_services", alice, "id", len(catalog.list_keep_services(engine))),
+        (f"/api/v1/regol/watches/{watch.id}/runs", alice, "generation", 5),
+    ]:
+        pages = _pages(ctl, path, token, 2)
+        rows = [row[key] for p in pages for row in p]  # type: ignore[index]
+        assert [len(p) for p in pages] == [2] * (count // 2) + [count % 2], path
+        assert len(rows) == count == len(set(rows)), (path, rows)
+        api = ApiClient(ctl.url, token)
+        try:
+            bare, _, query = path.removeprefix("/api/v1").partition("?")
+            whole = api.get(bare, **dict([query.split("=")] if query else []))
+            assert [row[key] for row in whole] == rows, path
+        finally:
+            api.close()
+    runs = _pages(ctl, f"/api/v1/regol/watches/{watch.id}/runs", alice, 2)
+    assert [row["generation"] for p in runs for row in p] == [1, 2, 3, 4, 5]  # type: ignore[index]
+    # Not an admin: only one's own accounting row, still paged.
+    catalog.record_block_writes(engine, "alice", [("1" * 32, 2, True)])
+    assert [r["user"] for p in _pages(ctl, "/api/v1/accounting", alice, 1) for r in p] == ["alice"]  # type: ignore[index]
+    for bad in ("x", "nan:0123456789abcdef", "1.5:XYZ", "1.5"):
+        resp = call(ctl, "GET", f"/api/v1/tokens?after={bad}", alice)
+        assert resp.status_code == 400 and "after" in resp.json()["error"], (bad, resp.text)
+    resp = call(ctl, "GET", f"/api/v1/regol/watches/{watch.id}/runs?after=999999", alice)
+    assert resp.status_code == 404, resp.text

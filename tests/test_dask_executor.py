@@ -15,7 +15,7 @@ from conftest import Runner
 from jobs_helpers import dask_cluster  # noqa: F401  (a fixture)
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
-from warehouse.jobs.daskexec import check_scheduler
+from warehouse.jobs.daskexec import CONNECT_SECONDS, check_scheduler
 
 
 @pytest.fixture
@@ -160,14 +160,79 @@ def test_a_job_whose_scheduler_does_not_answer_ends_failed_with_the_reason(
     address = f"tcp://127.0.0.1:{silent_port}"
     submit = ["job", "submit", "builtin:wordcount", "--input", key, "--no-reuse"]
     dask = ["--executor", "dask", "--dask-scheduler", address]
-    waited = wh_process(*submit, *dask, "--wait", home=wh.home)
+    # Asked once: the wait for a late scheduler has its own test, below.
+    once = {"WH_DASK_WAIT": "0"}
+    waited = wh_process(*submit, *dask, "--wait", home=wh.home, env=once)
     assert waited.returncode == 1, waited.stderr
     why = f"executor dask:{address}: no Dask scheduler answers at {address} within 10 s"
     assert waited.stderr.splitlines() == [f"Error: job 1 failed: {why} (no answer)"]
-    left = wh_process(*submit, *dask, home=wh.home)
+    left = wh_process(*submit, *dask, home=wh.home, env=once)
     assert (left.returncode, left.stdout) == (0, "job 2: queued\n"), left.stderr
-    watched = wh_process("job", "watch", "2", home=wh.home, timeout=300)  # not for ever
+    watched = wh_process("job", "watch", "2", home=wh.home, env=once, timeout=300)  # not for ever
     assert watched.returncode == 1, watched.stderr
     assert watched.stderr.splitlines() == [f"Error: job 2 failed: {why} (no answer)"]
     shown = json.loads(wh_process("job", "show", "2", "--json", home=wh.home).stdout)
     assert (shown["state"], shown["steps_queued"], shown["steps_running"]) == ("failed", 0, 0)
+
+
+@pytest.mark.timeout(300)
+def test_a_scheduler_that_answers_late_is_waited_for(wh: EmbeddedWarehouse, tmp_path: Path) -> None:
+    """A manager starting while its Dask scheduler is not up yet asks again
+    (for ``dask_wait`` seconds) instead of failing every job queued for that
+    address: the job runs once a real scheduler and worker come up there."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from conftest import WH_BIN
+    from warehouse import jobs
+    from warehouse.errors import NotFoundError
+
+    (tmp_path / "f.txt").write_text("some words\n")
+    key = wh.put([tmp_path / "f.txt"]).pdh
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    submit = [WH_BIN, "job", "submit", "builtin:wordcount", "--input", key, "--no-reuse"]
+    env = {**os.environ, "WH_HOME": str(wh.home), "WH_DASK_WAIT": "240"}
+    waiting = subprocess.Popen(
+        [*submit, "--executor", "dask", "--dask-scheduler", address, "--wait"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    bin_dir = Path(sys.executable).parent
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        while True:  # the job is recorded, and its manager starts
+            try:
+                jobs.get_job(wh.engine, 1)
+                break
+            except NotFoundError:
+                assert waiting.poll() is None, waiting.communicate()
+                time.sleep(0.05)
+        # Its first try (which waits CONNECT_SECONDS for a connection) finds
+        # nothing listening there; that alone once failed the job.
+        time.sleep(CONNECT_SECONDS + 2)
+        assert waiting.poll() is None, waiting.communicate()  # it still waits
+        quiet = subprocess.DEVNULL
+        scheduler = [bin_dir / "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
+        started.append(
+            subprocess.Popen(
+                [*scheduler, "--dashboard-address", "127.0.0.1:0"], stdout=quiet, stderr=quiet
+            )
+        )
+        worker = [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-nanny"]
+        started.append(subprocess.Popen(worker, stdout=quiet, stderr=quiet))
+        _, err = waiting.communicate(timeout=280)
+        assert waiting.returncode == 0, err
+        assert jobs.get_job(wh.engine, 1).state == "complete"
+    finally:
+        waiting.kill()
+        waiting.communicate()
+        for p in reversed(started):
+            p.kill()
+            p.wait()

@@ -216,6 +216,58 @@ def test_a_killed_workflow_run_leaves_no_step_running(
                 os.kill(pid, signal.SIGKILL)
 
 
+def _lifeline_of(manager: int) -> int:
+    """The pid of the lifeline the process ``manager`` started."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == manager and argv[1:4] == [b"-I", b"-S", b"-c"]:
+            return int(entry.name)
+    raise AssertionError(f"process {manager} runs no lifeline")
+
+
+def test_the_lifeline_runs_last_and_still_kills_steps_it_reads_late(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    """The lifeline runs at nice 19, so its start takes no CPU a step wants;
+    stopped (as a starved one is) until after the manager is killed, it still
+    reads the pids waiting in its pipe and kills their steps."""
+    key = wh.put([tmp_path]).pdh
+    fn = put_function(wh, tmp_path, "runs.sh", RUNS_ON_SH)
+    flow = tmp_path / "w.yml"
+    flow.write_text(f"workflow: w\njobs:\n  a:\n    function: {fn}\n    input: {key}\n")
+    env = {**os.environ, "WH_HOME": str(home)}
+    proc = subprocess.Popen([WH_BIN, "workflow", "run", str(flow), "--wait"], env=env)
+    pids: list[int] = []
+    lifeline = 0
+    try:
+        _until(home.parent / "pids", proc)
+        pids = [int(p) for p in (home.parent / "pids").read_text().split()]
+        lifeline = _lifeline_of(proc.pid)
+        assert os.getpriority(os.PRIO_PROCESS, lifeline) == 19
+        os.kill(lifeline, signal.SIGSTOP)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert not _ended(pids[0]) and not _ended(pids[1])  # nothing else killed them
+        os.kill(lifeline, signal.SIGCONT)
+        _until_ended(pids[:2])
+    finally:
+        if lifeline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(lifeline, signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+        for pid in pids[:2]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 RUNS_A_JOB_FORKED = """import sys, time
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse

@@ -44,6 +44,7 @@ FIELDS: dict[str, str] = {
     "cluster_name": "this installation's cluster name, in its locators' +K hints (`wh serve`)",
     "fork_server": "fork the local executor's Python steps from a warm server (true or false)",
     "keep_timeout": "seconds a keep server may send nothing before a request to it fails",
+    "dask_wait": "seconds a job manager asks again for a Dask scheduler that does not answer",
 }
 _SECRET = {"token"}
 MAX_CONFIG_BYTES = 64 * 1024
@@ -220,6 +221,7 @@ def _model() -> Any:
         cluster_name: str | None = None
         fork_server: bool = True
         keep_timeout: float = Field(default=60.0, gt=0, le=3600)
+        dask_wait: float = Field(default=30.0, ge=0, le=3600)
 
         @field_validator("cluster_name")
         @classmethod
@@ -228,7 +230,7 @@ def _model() -> Any:
                 raise ValueError("must be 1 to 32 letters, digits, _ or -")
             return v
 
-        @field_validator("replication", "wait", "keep_timeout", mode="before")
+        @field_validator("replication", "wait", "keep_timeout", "dask_wait", mode="before")
         @classmethod
         def _not_a_bool(cls, v: Any, info: ValidationInfo) -> Any:
             # pydantic would read the file's `replication = true` as 1.
@@ -328,7 +330,12 @@ def load() -> list[Effective]:
     return [Effective(n, getattr(settings, n), origins[n]) for n in FIELDS]
 
 
-_RANGES = {"replication": "1<=x<=8", "wait": "0<=x<=3600", "keep_timeout": "0<x<=3600"}
+_RANGES = {
+    "replication": "1<=x<=8",
+    "wait": "0<=x<=3600",
+    "keep_timeout": "0<x<=3600",
+    "dask_wait": "0<=x<=3600",
+}
 
 
 def applied() -> None:

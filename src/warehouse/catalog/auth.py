@@ -33,6 +33,7 @@ __all__ = [
     "revoke_secret",
     "revoke_token",
     "token_id",
+    "token_key",
     "user_for_token",
 ]
 
@@ -92,9 +93,15 @@ def get_user(engine: sa.Engine, name: str) -> User:
     return User(row.name, bool(row.admin))
 
 
-def list_users(engine: sa.Engine) -> list[User]:
+def list_users(engine: sa.Engine, *, after: str = "", limit: int | None = None) -> list[User]:
+    """Users in code point order of names: those after the name ``after``, at
+    most ``limit`` (None: all)."""
+    ordered = by_code_point(engine, users.c.name)
+    query = sa.select(users).order_by(ordered).limit(limit)
+    if after:
+        query = query.where(ordered > after)
     with connect(engine) as conn:
-        rows = conn.execute(sa.select(users).order_by(by_code_point(engine, users.c.name))).all()
+        rows = conn.execute(query).all()
     return [User(r.name, bool(r.admin)) for r in rows]
 
 
@@ -150,15 +157,46 @@ def token_info(engine: sa.Engine, token: str) -> TokenInfo | None:
     return TokenInfo(r.token_hash[:ID_LENGTH], r.user, r.label, r.created_at, r.expires_at)
 
 
-def list_tokens(engine: sa.Engine, user: str | None = None) -> list[TokenInfo]:
-    """Unexpired tokens (of ``user``, or everyone's), oldest first."""
+def token_key(info: TokenInfo) -> str:
+    """The key ``list_tokens`` pages by: creation time and id, as ``TIME:ID``."""
+    return f"{info.created_at!r}:{info.id}"
+
+
+def _token_after(key: str) -> tuple[float, str]:
+    created, _, ident = key.partition(":")
+    try:
+        at = float(created)
+    except ValueError:
+        at = float("nan")
+    if at != at or not _ID.fullmatch(ident):  # NaN compares with nothing
+        raise UsageError(f"after: {key[:64]!r} is not TIME:ID (a token's key)")
+    return at, ident
+
+
+def list_tokens(
+    engine: sa.Engine, user: str | None = None, *, after: str = "", limit: int | None = None
+) -> list[TokenInfo]:
+    """Unexpired tokens (of ``user``, or everyone's), oldest first: those after
+    the one whose ``token_key`` is ``after`` (it need not exist any more), at
+    most ``limit`` (None: all)."""
     now = time.time()
     alive = sa.or_(tokens.c.expires_at.is_(None), tokens.c.expires_at >= now)
-    query = sa.select(tokens).where(alive)
+    # The id is the hash's first 16 digits: ids ordered as hashes are.
+    ident = sa.func.substr(tokens.c.token_hash, 1, ID_LENGTH)
+    query = sa.select(tokens).where(alive).limit(limit)
     if user is not None:
         query = query.where(tokens.c.user == user)
+    if after:
+        at, after_id = _token_after(after)
+        query = query.where(
+            sa.or_(
+                tokens.c.created_at > at,
+                sa.and_(tokens.c.created_at == at, by_code_point(engine, ident) > after_id),
+            )
+        )
     with connect(engine) as conn:
-        rows = conn.execute(query.order_by(tokens.c.created_at, tokens.c.token_hash)).all()
+        ordered = query.order_by(tokens.c.created_at, by_code_point(engine, tokens.c.token_hash))
+        rows = conn.execute(ordered).all()
     return [
         TokenInfo(r.token_hash[:ID_LENGTH], r.user, r.label, r.created_at, r.expires_at)
         for r in rows

@@ -88,11 +88,16 @@ def retire_keep_service(engine: sa.Engine, key: str) -> KeepService:
     return KeepService(found.id, found.url, found.last_seen)
 
 
-def list_keep_services(engine: sa.Engine) -> list[KeepService]:
+def list_keep_services(
+    engine: sa.Engine, *, after: str = "", limit: int | None = None
+) -> list[KeepService]:
+    """Keep services by id: those after the id ``after``, at most ``limit`` (None: all)."""
+    ordered = by_code_point(engine, keep_services.c.id)
+    query = sa.select(keep_services).order_by(ordered).limit(limit)
+    if after:
+        query = query.where(ordered > after)
     with connect(engine) as conn:
-        rows = conn.execute(
-            sa.select(keep_services).order_by(by_code_point(engine, keep_services.c.id))
-        ).all()
+        rows = conn.execute(query).all()
     return [KeepService(r.id, r.url, r.last_seen) for r in rows]
 
 

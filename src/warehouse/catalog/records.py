@@ -7,7 +7,13 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect, duplicate_key, insert_ignoring_duplicates, write
+from warehouse.catalog.db import (
+    by_code_point,
+    connect,
+    duplicate_key,
+    insert_ignoring_duplicates,
+    write,
+)
 from warehouse.catalog.schema import block_writes, collected, collection_listings, collections
 from warehouse.catalog.values import AccountingRow, CollectionRecord
 from warehouse.errors import NotFoundError
@@ -171,9 +177,19 @@ def record_block_writes(
     return len(rows)
 
 
-def accounting(engine: sa.Engine, since: float = 0.0) -> list[AccountingRow]:
-    """Per user: block writes, how many were new, bytes sent and bytes newly stored."""
+def accounting(
+    engine: sa.Engine,
+    since: float = 0.0,
+    *,
+    user: str | None = None,
+    after: str = "",
+    limit: int | None = None,
+) -> list[AccountingRow]:
+    """Per user (only ``user``'s, when given), in code point order of names:
+    block writes, how many were new, bytes sent and bytes newly stored; the
+    users after the name ``after``, at most ``limit`` (None: all)."""
     bw = block_writes.c
+    ordered = by_code_point(engine, bw.user)
     query = (
         sa.select(
             bw.user,
@@ -184,8 +200,13 @@ def accounting(engine: sa.Engine, since: float = 0.0) -> list[AccountingRow]:
         )
         .where(bw.at >= since)
         .group_by(bw.user)
-        .order_by(bw.user)
+        .order_by(ordered)
+        .limit(limit)
     )
+    if user is not None:
+        query = query.where(bw.user == user)
+    if after:
+        query = query.where(ordered > after)
     with connect(engine) as conn:
         return [
             AccountingRow(u, int(c), int(n), int(b), int(bn))

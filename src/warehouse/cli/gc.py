@@ -15,7 +15,7 @@ import click
 
 from warehouse.cli._common import emit_json, plural, stderr
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.errors import UsageError
+from warehouse.errors import UsageError, WarehouseError
 from warehouse.gc import GcReport, load_settings, parse_duration, save_settings
 from warehouse.gc.local import local_balance, local_fsck, local_gc
 from warehouse.gc.settings import FIELDS
@@ -108,6 +108,17 @@ def _show(report: GcReport, as_json: bool) -> None:
     click.echo(f"{report.action}: " + ", ".join(parts) + f" ({servers})")
 
 
+def _skipped(report: GcReport) -> None:
+    """A gc or balance that skipped a server ends as an error (exit 1), after its report."""
+    if report.action == "fsck" or not report.unchecked:
+        return
+    more = len(report.unchecked) - 1
+    also = f" (and {plural(more, 'other')})" if more else ""
+    raise WarehouseError(
+        f"{report.action} trashed nothing: {report.unchecked[0]}{also}; see docs/gc.md"
+    )
+
+
 def _where(report: GcReport, md5: str) -> str:
     pdhs = report.collections.get(md5)
     return f" in {' '.join(pdhs)}" if pdhs else ""
@@ -132,7 +143,9 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
         with _progress("marking collections") as progress:
             return local_gc(wh.engine, wh.volume, dry_run=dry_run, progress=progress)
 
-    _show(_run("run", {"dry_run": dry_run}, local), as_json)
+    report = _run("run", {"dry_run": dry_run}, local)
+    _show(report, as_json)
+    _skipped(report)
 
 
 @gc.command("settings")
@@ -188,6 +201,7 @@ def balance(dry_run: bool, as_json: bool) -> None:
     """
     report = _run("balance", {"dry_run": dry_run}, lambda wh: local_balance(wh.engine, wh.volume))
     _show(report, as_json)
+    _skipped(report)
 
 
 @click.command()

@@ -1,9 +1,14 @@
 """GC, balance and fsck over keep servers: the controller's side.
 
-Each run reads every index first (any failure aborts), then the roots and
-the mark, then decides (``plan``) and sends one trash and one pull list to
-every server (an empty list clears an old one), then waits for the servers
-to work through them.
+Each run reads every index first, then the roots and the mark, then decides
+(``plan``) and sends one trash and one pull list to every server (an empty
+list clears an old one), then waits for the servers to work through them.
+
+A server whose index cannot be read (down, refusing, or silent for the
+admin's timeout, ``keep_timeout``) is skipped, and the run only grows more
+careful: not knowing what that server holds, gc trashes nothing anywhere and
+balance trashes nothing (it still pulls short blocks onto the servers that
+answered). The report names the server in ``unchecked`` (docs/gc.md).
 """
 
 from __future__ import annotations
@@ -48,18 +53,29 @@ def _mark(
 def _begin(
     kind: str, engine: sa.Engine, admin: KeepAdmin, read: ReadBlock, ttl: float, dry_run: bool
 ) -> tuple[float, dict[str, list[Copy]], MarkResult, GcReport]:
-    """Indexes first, then the mark: a block named meanwhile is marked or not listed."""
+    """Indexes first, then the mark: a block named meanwhile is marked or not listed.
+    The indexes of the servers that answered; those that did not are in ``unchecked``."""
     now = time.time()
-    indexes = admin.indexes()
+    indexes, down = admin.indexes_found()
+    if not indexes:
+        raise next(iter(down.values()))  # nothing to work on at all
     result = _mark(engine, read, ttl, now)
     require_marked(result)
-    report = GcReport(kind, dry_run=dry_run, servers=len(indexes), roots=result.roots)
+    report = GcReport(kind, dry_run=dry_run, servers=len(admin.services), roots=result.roots)
     report.marked, report.copies = len(result.marked), sum(len(v) for v in indexes.values())
+    report.unchecked = [str(down[s.id]) for s in admin.services if s.id in down]
     return now, indexes, result, report
 
 
-def _finish(admin: KeepAdmin, report: GcReport, wait: bool) -> GcReport:
-    if wait and not admin.wait_idle(WAIT):
+def _skipped(report: GcReport, what: str) -> None:
+    report.message = (
+        f"{len(report.unchecked)} of {report.servers} keep servers did not answer "
+        f"(unchecked below): {what}"
+    )
+
+
+def _finish(admin: KeepAdmin, report: GcReport, wait: bool, answered: Sequence[str]) -> GcReport:
+    if wait and not admin.wait_idle(WAIT, answered):
         report.message = f"the keep servers had not finished their lists after {WAIT:.0f} s"
     return report
 
@@ -75,7 +91,13 @@ def cluster_gc(
 ) -> GcReport:
     now, indexes, result, report = _begin("gc", engine, admin, read, ttl, dry_run)
     plan = plan_sweep(result.marked, indexes, now, ttl)
-    report.kept, report.young, report.trashed = plan.kept, plan.young, plan.trashed
+    report.kept, report.young = plan.kept, plan.young
+    if report.unchecked:
+        # A copy there may be a young one of a block that looks old here, and
+        # a trash list cleared or sent there now could not be: trash nothing.
+        _skipped(report, f"gc trashed nothing (it would have trashed {plan.trashed})")
+        return report
+    report.trashed = plan.trashed
     report.actions = [
         f"trash {c.key} on {admin.by_id[sid].url}" for sid, cs in plan.trash.items() for c in cs
     ]
@@ -84,7 +106,7 @@ def cluster_gc(
     for sid in indexes:
         admin.send_trash(sid, plan.trash.get(sid, []))
     report.collected = record_collected(engine, result.root_pdhs, now - ttl, now)
-    return _finish(admin, report, wait)
+    return _finish(admin, report, wait, list(indexes))
 
 
 def cluster_balance(
@@ -98,7 +120,16 @@ def cluster_balance(
     wait: bool = True,
 ) -> GcReport:
     now, indexes, result, report = _begin("balance", engine, admin, read, ttl, dry_run)
-    plan = plan_balance(result.marked, indexes, admin.services, wanted, now, ttl)
+    # Every server keeps its place in the probe order and counts towards
+    # ``wanted``; those that did not answer get no pulls.
+    away = set(admin.by_id) - set(indexes)
+    plan = plan_balance(result.marked, indexes, admin.services, wanted, now, ttl, away=away)
+    if away:
+        # Copies there are not counted: a block may look short, never long;
+        # still, extra copies are trimmed only with every server's view.
+        plan.kept += plan.trashed
+        plan.trash = {}
+        _skipped(report, "balance pulled onto the others and trashed nothing")
     report.kept, report.pulled, report.trashed = plan.kept, plan.pulled, plan.trashed
     report.missing, report.under_replicated = plan.missing, plan.under
     report.actions = [
@@ -111,7 +142,7 @@ def cluster_balance(
     for sid in indexes:
         admin.send_pull(sid, plan.pull.get(sid, []))
         admin.send_trash(sid, plan.trash.get(sid, []))
-    return _finish(admin, report, wait)
+    return _finish(admin, report, wait, list(indexes))
 
 
 def cluster_fsck(
@@ -164,10 +195,11 @@ def cluster_fsck(
             report.kept += 1
     report.attach_collections(result.members)
     if down:
-        # Balance reads every index first, and stops at one it cannot read.
+        # Balance skips a server it cannot read, and then trims no copies.
         report.repairs = [
-            f"wh balance stops while keep server {admin.by_id[sid].url} does not answer; "
-            f"once it does, run wh fsck again (or `wh keep retire {sid}` if it is gone)"
+            f"wh balance pulls onto the other servers and trashes nothing while keep "
+            f"server {admin.by_id[sid].url} does not answer; once it does, run wh fsck "
+            f"again (or `wh keep retire {sid}` if it is gone)"
             for sid in sorted(down)
         ]
         return report

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
 from warehouse.gc.mark import GcAborted
 from warehouse.gc.plan import Copy, PullEntry
-from warehouse.remote.blockhttp import BlockHttp, TransportError
+from warehouse.remote.blockhttp import BlockHttp, TransportError, request_budget
 from warehouse.remote.probe import Service
 from warehouse.remote.tls import verify_for
 
@@ -42,12 +42,14 @@ def parse_index(text: str, url: str) -> list[Copy]:
 
 
 class KeepAdmin:
-    """``timeout``: seconds a server may send nothing; reading a copy also has
-    the block client's whole-request deadline (docs/storage.md)."""
+    """``timeout``: seconds a server may send nothing; reading an index or a
+    copy also has the block client's whole-request deadline, ``timeout`` plus
+    one second per 64 KiB that came (docs/storage.md)."""
 
     def __init__(self, services: Sequence[Service], token: str, *, timeout: float = 300.0) -> None:
         self.services = list(services)
         self.by_id = {s.id: s for s in self.services}
+        self.timeout = timeout
         self.http = httpx.Client(
             headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
@@ -71,9 +73,31 @@ class KeepAdmin:
         except httpx.HTTPError as e:
             raise GcAborted(f"keep server {url}: {e}") from e
 
+    def _read_index(self, url: str) -> tuple[int, str]:
+        """The status and body of ``GET url``, within ``request_budget`` of what
+        came: a server trickling its index, never silent for the timeout, is
+        cut off once it falls behind MIN_RATE on top of the timeout."""
+        started = time.monotonic()
+        try:
+            with self.http.stream("GET", url) as r:
+                got = 0
+                pieces = []
+                for piece in r.iter_bytes():
+                    got += len(piece)
+                    pieces.append(piece)
+                    budget = request_budget(self.timeout, got)
+                    if time.monotonic() - started > budget:
+                        raise GcAborted(
+                            f"keep server {url}: GET {url}: not over within {budget:.0f} s "
+                            f"({got} bytes came; docs/storage.md, keep_timeout)"
+                        )
+                return r.status_code, b"".join(pieces).decode("utf-8", "replace")
+        except httpx.HTTPError as e:
+            raise GcAborted(f"keep server {url}: {e}") from e
+
     def index(self, s: Service) -> list[Copy]:
         try:
-            r = self._call("GET", f"{s.url}/index")
+            status, text = self._read_index(f"{s.url}/index")
         except GcAborted as e:
             # Most often a server gone for good (its disk lost, so it came
             # back under a new id): say what takes it off the list.
@@ -81,12 +105,11 @@ class KeepAdmin:
                 f"{e}; if keep server {s.id} is gone for good, "
                 f"`wh keep retire {s.id}` (then `wh balance`)"
             ) from e
-        if r.status_code != 200:
+        if status != 200:
             raise GcAborted(
-                f"cannot read the index of keep server {s.url}: "
-                f"HTTP {r.status_code} {r.text.strip()[:200]}"
+                f"cannot read the index of keep server {s.url}: HTTP {status} {text.strip()[:200]}"
             )
-        return parse_index(r.text, s.url)
+        return parse_index(text, s.url)
 
     def indexes(self) -> dict[str, list[Copy]]:
         """Every server's index, or GcAborted for the first one that fails."""
@@ -134,20 +157,24 @@ class KeepAdmin:
         ]
         self._send(self.by_id[sid], "pull", items)
 
-    def busy(self) -> int:
-        """Trash and pull items the servers still have queued or in hand."""
+    def busy(self, only: Collection[str] | None = None) -> int:
+        """Trash and pull items the servers (those with ids ``only``, if given)
+        still have queued or in hand."""
         total = 0
         for s in self.services:
+            if only is not None and s.id not in only:
+                continue
             r = self._call("GET", f"{s.url}/status")
             if r.status_code == 200:
                 queues = r.json().get("queues", {})
                 total += int(queues.get("trash", 0)) + int(queues.get("pull", 0))
         return total
 
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait until every server has worked through its lists; False on timeout."""
+    def wait_idle(self, timeout: float, only: Collection[str] | None = None) -> bool:
+        """Wait until every server (with an id in ``only``, if given) has worked
+        through its lists; False on timeout."""
         deadline = time.monotonic() + timeout
-        while self.busy():
+        while self.busy(only):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.1)

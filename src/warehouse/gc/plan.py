@@ -8,7 +8,7 @@ the indexes and carries the lists out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from warehouse.remote.probe import Service, probe_order
@@ -111,9 +111,12 @@ def plan_balance(
     wanted: int,
     now: float,
     ttl: float,
+    *,
+    away: Collection[str] = (),
 ) -> BalancePlan:
-    """Pull under-replicated blocks onto the next servers in their probe order;
-    trash copies beyond ``wanted`` (those ranked lowest, older than ``ttl``).
+    """Pull under-replicated blocks onto the next servers in their probe order
+    (but none of the ids ``away``); trash copies beyond ``wanted`` (those ranked
+    lowest, older than ``ttl``).
 
     Blocks that are neither marked nor younger than the TTL are garbage and
     left alone. Extra copies are trashed only when ``wanted`` copies are
@@ -135,7 +138,8 @@ def plan_balance(
                 plan.under.append(md5)
             key = next(iter(have.values())).key
             sources = tuple(s.url for s in order if s.id in have)
-            for target in [s for s in order if s.id not in have][: wanted - n]:
+            targets = [s for s in order if s.id not in have and s.id not in away]
+            for target in targets[: wanted - n]:
                 plan.pull.setdefault(target.id, []).append(PullEntry(key, sources))
             continue
         ranked = [s.id for s in order if s.id in have]

@@ -188,15 +188,29 @@ def list_jobs(
 
 
 def list_steps(
-    engine: sa.Engine, job_id: int, *, level: int | None = None, number: int | None = None
+    engine: sa.Engine,
+    job_id: int,
+    *,
+    level: int | None = None,
+    number: int | None = None,
+    failed: bool = False,
+    after: int | None = None,
+    limit: int | None = None,
 ) -> list[StepRecord]:
-    if not _fits(job_id, level, number):
+    """A job's steps by number (``failed``: only those with failed attempts),
+    those numbered above ``after`` (None: from the first); at most ``limit``
+    (None: all)."""
+    if not _fits(job_id, level, number, after):
         return []
-    query = sa.select(steps).where(steps.c.job == job_id).order_by(steps.c.number)
+    query = sa.select(steps).where(steps.c.job == job_id).order_by(steps.c.number).limit(limit)
+    if after is not None:
+        query = query.where(steps.c.number > after)
     if level is not None:
         query = query.where(steps.c.level == level)
     if number is not None:
         query = query.where(steps.c.number == number)
+    if failed:
+        query = query.where(steps.c.failures > 0)
     with connect(engine) as conn:
         return [StepRecord(**r._mapping) for r in conn.execute(query)]
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -28,12 +30,31 @@ from warehouse.jobs.records import fail_waiting, get_job
 from warehouse.jobs.sandbox import Sandbox
 
 __all__ = [
+    "DASK_WAIT",
     "ManagerLock",
+    "dask_wait",
     "ensure_manager",
     "make_executor",
     "run_manager",
     "spawn_manager",
 ]
+
+
+log = logging.getLogger("warehouse.jobs")
+
+# Seconds a manager asks again for a Dask scheduler that does not answer
+# ($WH_DASK_WAIT): one restarting, or a moment unreachable, is waited for.
+DASK_WAIT = 30.0
+_DASK_RETRY = 3.0  # seconds between tries
+
+
+def dask_wait() -> float:
+    """The setting ``dask_wait`` ($WH_DASK_WAIT, checked by ``settings``)."""
+    try:
+        value = float(os.environ.get("WH_DASK_WAIT") or DASK_WAIT)
+    except ValueError:
+        return DASK_WAIT
+    return value if 0 <= value <= 3600 else DASK_WAIT
 
 
 class ManagerLock:
@@ -100,6 +121,26 @@ def make_executor(
     )
 
 
+def _make_waiting(name: str, *, cpus: int | None, owner: str) -> Executor:
+    """``make_executor``; a Dask scheduler named by address that does not
+    answer is asked again every few seconds for ``dask_wait()`` seconds (it
+    may be starting, or a moment unreachable) before the last failure is
+    raised. A bad name or address is raised at once."""
+    deadline = time.monotonic() + (dask_wait() if name.startswith("dask:") else 0.0)
+    while True:
+        try:
+            return make_executor(name, cpus=cpus, owner=owner)
+        except UsageError:
+            raise
+        except WarehouseError as e:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            # A warning: on a terminal (no logging set up) it says why nothing happens yet.
+            log.warning("executor %s: %s; asking again for up to %.0f s (dask_wait)", name, e, left)
+            time.sleep(min(_DASK_RETRY, left))
+
+
 def run_manager(
     wh: EmbeddedWarehouse,
     executor_name: str,
@@ -110,7 +151,8 @@ def run_manager(
     on_landed: Callable[[list[Landed]], None] | None = None,
 ) -> bool:
     """Run the manager here if no other process does; False if one already does.
-    If the executor cannot be made, every active job of it is failed with the
+    If the executor cannot be made (a Dask scheduler that has not answered
+    for ``dask_wait()`` seconds), every active job of it is failed with the
     reason, and the error raised.
 
     ``on_landed``: called with the jobs whose finished rows were just written."""
@@ -119,7 +161,7 @@ def run_manager(
         return False
     try:
         try:
-            executor = make_executor(executor_name, cpus=cpus, owner=str(wh.home.resolve()))
+            executor = _make_waiting(executor_name, cpus=cpus, owner=str(wh.home.resolve()))
         except WarehouseError as e:
             # Its jobs could never run (a Dask scheduler that does not answer, an
             # unknown executor): each ends failed with the reason, not queued for ever.

@@ -206,17 +206,29 @@ def refresh(engine: sa.Engine, watch: int) -> None:
             conn.execute(regol_runs.update().where(regol_runs.c.id == run_id).values(**values))
 
 
-def history(engine: sa.Engine, watch: int) -> list[RunRecord]:
-    """A watch's runs in commit order (refreshed from their jobs first)."""
+def history(
+    engine: sa.Engine, watch: int, *, after: int = 0, limit: int | None = None
+) -> list[RunRecord]:
+    """A watch's runs in commit order (refreshed from their jobs first): those
+    after the run ``after`` (0: from the first), at most ``limit`` (None: all).
+    A run is never deleted, so its place in that order can be looked up."""
     get_watch(engine, watch)
     refresh(engine, watch)
-    query = (
-        sa.select(regol_runs)
-        .where(regol_runs.c.watch == watch)
-        .order_by(regol_runs.c.generation, regol_runs.c.id)
-    )
+    runs = regol_runs.c
+    query = sa.select(regol_runs).where(runs.watch == watch).order_by(runs.generation, runs.id)
     with connect(engine) as conn:
-        return [_run(r) for r in conn.execute(query)]
+        if after:
+            place = sa.select(runs.generation).where(runs.watch == watch, runs.id == after)
+            generation = conn.execute(place).scalar()
+            if generation is None:
+                raise NotFoundError(f"watch {watch} has no run {after}")
+            query = query.where(
+                sa.or_(
+                    runs.generation > generation,
+                    sa.and_(runs.generation == generation, runs.id > after),
+                )
+            )
+        return [_run(r) for r in conn.execute(query.limit(limit))]
 
 
 def active_job_states(engine: sa.Engine) -> Sequence[str]:

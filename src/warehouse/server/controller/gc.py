@@ -74,9 +74,7 @@ class SettingsIn(BaseModel):
     job_retention: float | None = Field(default=None, ge=0)
 
 
-def _run(
-    state: ControllerState, work: Callable[[KeepAdmin], GcReport], timeout: float = 300.0
-) -> ReportOut:
+def _run(state: ControllerState, work: Callable[[KeepAdmin], GcReport]) -> ReportOut:
     if not _running.acquire(blocking=False):
         raise ConflictError("a gc, balance or fsck run is already going on")
     try:
@@ -85,7 +83,9 @@ def _run(
             or os.environ.get("WH_KEEP_ADMIN_TOKEN")
             or state.system_token
         )
-        with KeepAdmin(state.services(), token, timeout=timeout) as admin:
+        # A hung server is given up on after keep_timeout (docs/gc.md): fsck
+        # checks the others, gc and balance skip it and trash nothing.
+        with KeepAdmin(state.services(), token, timeout=keep_timeout()) as admin:
             return ReportOut(**work(admin).to_dict())
     finally:
         _running.release()
@@ -132,8 +132,6 @@ def run_fsck(user: Admin, request: Request) -> ReportOut:
         lambda a: cluster_fsck(
             state.engine, a, state.keep().get, ttl=cfg.signature_ttl, wanted=cfg.replication
         ),
-        # A hung server is given up on after this (docs/gc.md), not after 300 s.
-        timeout=keep_timeout(),
     )
 
 

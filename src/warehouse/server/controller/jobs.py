@@ -22,7 +22,7 @@ from warehouse.jobs.model import ACTIVE, FINISHED
 from warehouse.manifest import Manifest
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.collections import signed_text
-from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, bounded, link_next
+from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, MAX_INT, bounded, link_next
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["router"]
@@ -112,18 +112,26 @@ def list_steps(
     user: Caller,
     token: CallerToken,
     request: _Request,
+    response: Response,
     level: int | None = None,
     number: int | None = None,
     failed: bool = False,
+    limit: int = DEFAULT_LIMIT,
+    after: Annotated[int | None, Query(ge=-MAX_INT, le=MAX_INT)] = None,
 ) -> list[dict[str, Any]]:
-    """A job's steps; ``failed``: only those with failed attempts."""
+    """A job's steps by number; ``failed``: only those with failed attempts.
+    At most ``limit`` (default 1000, at most 10000), those numbered above
+    ``after``; a full page links to the next (docs/server.md)."""
     state = state_of(request)
     records.get_job(state.engine, job_id)  # 404 for no such job
-    found = records.list_steps(state.engine, job_id, level=level, number=number)
+    limit = bounded(limit)
+    found = records.list_steps(
+        state.engine, job_id, level=level, number=number, failed=failed, after=after, limit=limit
+    )
+    if found:
+        link_next(request, response, len(found), limit, found[-1].number)
     out = []
     for s in found:
-        if failed and not s.failures:
-            continue
         row = s.as_dict()
         for column in ("output", "intermediate", "log"):
             if row[column]:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
-__all__ = ["DEFAULT_LIMIT", "MAX_ID", "MAX_LIMIT", "bounded", "link_next"]
+__all__ = ["DEFAULT_LIMIT", "MAX_ID", "MAX_INT", "MAX_LIMIT", "bounded", "link_next"]
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10000
 # The largest id an ``after`` may name (the catalogs' integer ids fit below).
 MAX_ID = 2**63 - 1
+# The largest step number or regol run id (INTEGER columns: 32 bits in PostgreSQL).
+MAX_INT = 2**31 - 1
 
 
 def bounded(limit: int) -> int:

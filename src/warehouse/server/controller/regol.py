@@ -23,7 +23,7 @@ from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
 from warehouse.server.controller.auth import Caller, state_of
-from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, bounded, link_next
+from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, MAX_INT, bounded, link_next
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["router"]
@@ -102,9 +102,21 @@ def delete_watch(watch_id: int, user: Caller, request: _Request) -> dict[str, An
 
 
 @router.get("/watches/{watch_id}/runs")
-def history(watch_id: int, user: Caller, request: _Request) -> list[dict[str, Any]]:
-    """The runs of a watch in commit order."""
-    return [r.as_dict() for r in records.history(state_of(request).engine, watch_id)]
+def history(
+    watch_id: int,
+    user: Caller,
+    request: _Request,
+    response: Response,
+    limit: int = DEFAULT_LIMIT,
+    after: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+) -> list[dict[str, Any]]:
+    """The runs of a watch in commit order: at most ``limit`` (default 1000, at
+    most 10000), those after the run ``after``; a full page links to the next
+    (docs/server.md)."""
+    limit = bounded(limit)
+    found = records.history(state_of(request).engine, watch_id, after=after, limit=limit)
+    link_next(request, response, len(found), limit, found[-1].id if found else after)
+    return [r.as_dict() for r in found]
 
 
 @router.post("/runs")

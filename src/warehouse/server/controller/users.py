@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
 from warehouse.catalog import auth as tokens
 from warehouse.jobs.hosted import JOB_TOKEN_LABEL
 from warehouse.server.controller.auth import Admin, Caller, CallerToken, state_of
+from warehouse.server.controller.paging import DEFAULT_LIMIT, bounded, link_next
 
 __all__ = ["router"]
 
@@ -92,10 +93,15 @@ def current_user(user: Caller, request: Request) -> UserOut:
 
 
 @router.get("/users", response_model=list[UserOut])
-def list_users(user: Admin, request: Request) -> list[UserOut]:
-    return [
-        UserOut(name=u.name, admin=u.admin) for u in catalog.list_users(state_of(request).engine)
-    ]
+def list_users(
+    user: Admin, request: Request, response: Response, limit: int = DEFAULT_LIMIT, after: str = ""
+) -> list[UserOut]:
+    """Users by name (code point order): at most ``limit`` (default 1000, at
+    most 10000), those after the name ``after``; a full page links to the next."""
+    limit = bounded(limit)
+    found = catalog.list_users(state_of(request).engine, after=after, limit=limit)
+    link_next(request, response, len(found), limit, found[-1].name if found else after)
+    return [UserOut(name=u.name, admin=u.admin) for u in found]
 
 
 @router.post("/users", response_model=UserOut)
@@ -125,13 +131,25 @@ def create_token(body: TokenCreate, user: Caller, token: CallerToken, request: R
 
 
 @router.get("/tokens", response_model=list[TokenInfoOut])
-def list_tokens(user: Caller, request: Request, whose: str | None = None) -> list[TokenInfoOut]:
-    """Unexpired tokens, never their secrets: yours; admins: anyone's (``whose``, or all)."""
+def list_tokens(
+    user: Caller,
+    request: Request,
+    response: Response,
+    whose: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    after: str = "",
+) -> list[TokenInfoOut]:
+    """Unexpired tokens, never their secrets: yours; admins: anyone's (``whose``,
+    or all). Oldest first: at most ``limit`` (default 1000, at most 10000),
+    those after the key ``after`` (``TIME:ID``, as the next link names it)."""
     if whose not in (None, user.name) and not user.admin:
         raise HTTPException(403, "whose: only admins list others' tokens")
     if whose is None and not user.admin:
         whose = user.name
-    return [_info(t) for t in tokens.list_tokens(state_of(request).engine, whose)]
+    limit = bounded(limit)
+    found = tokens.list_tokens(state_of(request).engine, whose, after=after, limit=limit)
+    link_next(request, response, len(found), limit, tokens.token_key(found[-1]) if found else after)
+    return [_info(t) for t in found]
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenInfoOut)
@@ -142,12 +160,19 @@ def revoke_token(token_id: str, user: Caller, request: Request) -> TokenInfoOut:
 
 
 @router.get("/keep_services", response_model=list[KeepServiceOut])
-def list_keep_services(user: Caller, request: Request) -> list[KeepServiceOut]:
+def list_keep_services(
+    user: Caller, request: Request, response: Response, limit: int = DEFAULT_LIMIT, after: str = ""
+) -> list[KeepServiceOut]:
+    """Keep servers by id: at most ``limit`` (default 1000, at most 10000),
+    those after the id ``after``; a full page links to the next."""
     state = state_of(request)
     hosts = state.config.host_map.keep if state.config.host_map is not None else {}
+    limit = bounded(limit)
+    found = catalog.list_keep_services(state.engine, after=after, limit=limit)
+    link_next(request, response, len(found), limit, found[-1].id if found else after)
     return [
         KeepServiceOut(id=s.id, url=s.url, last_seen=s.last_seen, host=hosts.get(s.url.rstrip("/")))
-        for s in catalog.list_keep_services(state.engine)
+        for s in found
     ]
 
 
@@ -177,9 +202,21 @@ def keep_config(user: Admin, request: Request) -> KeepConfig:
 
 
 @router.get("/accounting", response_model=list[AccountingOut])
-def accounting(user: Caller, request: Request, since: float = 0.0) -> list[AccountingOut]:
-    """Block writes per user (admins see everyone, others themselves)."""
-    rows = catalog.accounting(state_of(request).engine, since)
+def accounting(
+    user: Caller,
+    request: Request,
+    response: Response,
+    since: float = 0.0,
+    limit: int = DEFAULT_LIMIT,
+    after: str = "",
+) -> list[AccountingOut]:
+    """Block writes per user (admins see everyone, others themselves), by
+    name: at most ``limit`` (default 1000, at most 10000), those after the
+    name ``after``; a full page links to the next."""
+    limit = bounded(limit)
+    whose = None if user.admin else user.name
+    rows = catalog.accounting(state_of(request).engine, since, user=whose, after=after, limit=limit)
+    link_next(request, response, len(rows), limit, rows[-1].user if rows else after)
     return [
         AccountingOut(
             user=r.user,
@@ -189,5 +226,4 @@ def accounting(user: Caller, request: Request, since: float = 0.0) -> list[Accou
             bytes_new=r.bytes_new,
         )
         for r in rows
-        if user.admin or r.user == user.name
     ]
