@@ -26,7 +26,9 @@ from warehouse.collection.records import (
     load_normal_text,
     store_manifest,
     store_portable,
+    store_spooled,
 )
+from warehouse.collection.spool import Spool, scratch_dir
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
@@ -160,6 +162,15 @@ class EmbeddedWarehouse(WarehouseBase):
                 raise NotFoundError(f"block {loc.key} of the manifest is not stored")
         catalog.record_block_writes(self.engine, self.user, writes)
         return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
+
+    def _spool(self) -> Spool:
+        return Spool(scratch_dir(self.home))
+
+    def _record_spool(self, spool: Spool, writes: BlockWrites) -> catalog.CollectionRecord:
+        # Every block of the data was stored by this put, or found stored
+        # (by the store or the resume cache) before it: nothing dangles.
+        catalog.record_block_writes(self.engine, self.user, writes)
+        return store_spooled(self.store, self.engine, spool, self.user)
 
     def _record_text(self, text: bytes) -> catalog.CollectionRecord:
         # Normalized text (what every writer produces) is checked and stored

@@ -21,6 +21,7 @@ from warehouse.collection.listings import (
     parse_listing,
 )
 from warehouse.collection.reader import stored_text_damage
+from warehouse.collection.spool import Spool
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
 
@@ -36,6 +37,7 @@ __all__ = [
     "manifest_from_blocks",
     "store_manifest",
     "store_portable",
+    "store_spooled",
 ]
 
 
@@ -66,6 +68,31 @@ def store_manifest(
         from warehouse.catalog.records import record_listing  # SQLAlchemy: loaded when used
 
         record_listing(engine, manifest.pdh, user, listing)
+    return record
+
+
+def store_spooled(
+    store: BlockStore, engine: sa.Engine, spool: Spool, user: str
+) -> catalog.CollectionRecord:
+    """Record the collection a put wrote to ``spool``: its manifest text is
+    stored as blocks a block at a time, and its listing kept as ``user``'s own."""
+    if not spool.portable:  # hints in the text (no local store gives any)
+        return store_manifest(store, engine, Manifest.parse(spool.text()), user, None)
+    locators = [store.put(piece).locator for piece in spool.text_pieces(MAX_BLOCK_SIZE)]
+    if not locators:
+        locators.append(store.put(b"").locator)
+    store.flush()  # nothing is recorded before its blocks are durable
+    record = catalog.add_collection(
+        engine,
+        spool.pdh,
+        " ".join(str(loc.without_hints()) for loc in locators),
+        spool.size,
+        spool.file_count,
+        user,
+    )
+    from warehouse.catalog.records import record_listing  # SQLAlchemy: loaded when used
+
+    record_listing(engine, spool.pdh, user, spool.listing())
     return record
 
 
