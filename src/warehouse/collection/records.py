@@ -23,6 +23,7 @@ from warehouse.collection.listings import (
 from warehouse.collection.reader import stored_text_damage
 from warehouse.collection.spool import Spool
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
+from warehouse.faults import fault_point
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ def store_spooled(
     if not locators:
         locators.append(store.put(b"").locator)
     store.flush()  # nothing is recorded before its blocks are durable
+    fault_point("put-recording")  # every block stored, nothing recorded
     record = catalog.add_collection(
         engine,
         spool.pdh,
@@ -90,10 +92,15 @@ def store_spooled(
         spool.file_count,
         user,
     )
-    from warehouse.catalog.records import record_listing  # SQLAlchemy: loaded when used
+    from warehouse.catalog.records import record_listing_parts  # SQLAlchemy: loaded when used
 
-    record_listing(engine, spool.pdh, user, spool.listing())
+    # A piece at a time: a listing of ten million files is half a gigabyte.
+    record_listing_parts(engine, spool.pdh, user, lambda: spool.listing_pieces(LISTING_PIECE))
     return record
+
+
+# The most of a listing a put holds at once while recording it.
+LISTING_PIECE = 1 << 20
 
 
 def store_portable(

@@ -15,6 +15,7 @@ rather than in a ``/tmp`` that may be a small RAM file system.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import tempfile
@@ -111,9 +112,21 @@ class Spool:
 
     def listing(self) -> str:
         """The listing as the catalog keeps it: one JSON object, files in manifest order."""
+        return "".join(self.listing_pieces(1 << 24))
+
+    def listing_pieces(self, size: int) -> Iterator[str]:
+        """The listing's JSON text in pieces of at most ``size`` bytes (split
+        between characters, never inside one)."""
         self._listing.flush()
         self._listing.seek(0)
-        return "{" + self._listing.read().decode() + "}"
+        decode = codecs.getincrementaldecoder("utf-8")().decode
+        piece = "{"
+        while data := self._listing.read(size - len(piece)):
+            piece += decode(data)
+            if len(piece) >= size // 2:
+                yield piece
+                piece = ""
+        yield piece + decode(b"", final=True) + "}"
 
     def close(self) -> None:
         self._text.close()
