@@ -183,3 +183,19 @@ def test_a_put_killed_before_recording_leaves_nothing(home: Path, tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == PDH
     assert os.listdir(home / "tmp") == []
+
+
+def test_a_special_file_deep_in_the_tree_stops_the_put_with_nothing_recorded(
+    home: Path, tmp_path: Path
+) -> None:
+    # Found when the walk reaches its directory, after others were stored.
+    src = _make(tmp_path / "src")
+    os.mkfifo(src / "z" / "fifo")
+    done = wh_process("put", "--no-progress", str(src), home=home)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("Error: cannot store special file"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert os.listdir(home / "tmp") == []
+    with EmbeddedWarehouse(home) as wh:
+        assert catalog.list_collections(wh.engine) == []

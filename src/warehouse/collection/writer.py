@@ -427,8 +427,12 @@ class _ReadAhead:
         self._walk = self._small_paths(iter(nodes))
         self._open: deque[int | OSError] = deque()
         self._done = False
-        for _ in range(AHEAD):
-            self._ahead()
+        try:
+            for _ in range(AHEAD):
+                self._ahead()
+        except BaseException:
+            self.close()  # the walk failed (a special file, a link loop)
+            raise
 
     def _small_paths(self, nodes: Iterator[_Todo]) -> Iterator[str]:
         for node in nodes:
@@ -475,7 +479,12 @@ class _ReadAhead:
                 raise RuntimeError("the walk ended before the files packed")
             self._step()
         fd = self._open.popleft()
-        self._ahead()
+        try:
+            self._ahead()
+        except BaseException:
+            if isinstance(fd, int):
+                os.close(fd)
+            raise
         return fd
 
     def close(self) -> None:
@@ -850,7 +859,11 @@ def write_tree(
             files = node.files if not hits else node.files.only(hits.__contains__, keep=False)
             yield _Todo(node, files, hits, bool(node.rel) and node.is_empty)
 
-    reads = _ReadAhead(todos())
+    try:
+        reads = _ReadAhead(todos())
+    except BaseException:
+        packer.close()
+        raise
     changed: list[str] = []
     total = 0
     try:
