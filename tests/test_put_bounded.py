@@ -14,6 +14,8 @@ import signal
 import time
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from conftest import wh_process
 from warehouse import catalog
 from warehouse.blocks.locator import Locator
@@ -149,23 +151,22 @@ def test_the_spool_takes_the_pdh_as_it_goes(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == [], "unnamed: nothing left once closed"
 
 
-def test_a_listing_in_parts_reads_whole(home: Path) -> None:
-    with EmbeddedWarehouse(home) as wh:
-        engine = wh.engine
-        pdh = "acbd18db4cc2f85cedef654fccc4a4d8+3"
-        catalog.add_collection(engine, pdh, "", 0, 0, "alice")
-        whole = json.dumps({f"f{i}": "0" * 32 for i in range(100)}, separators=(",", ":"))
-        pieces = [whole[i : i + 7] for i in range(0, len(whole), 7)]
-        record_listing_parts(engine, pdh, "alice", lambda: pieces)
-        assert get_listing(engine, pdh, "alice") == whole
-        assert get_listing(engine, pdh, "bob") is None
-        # Replaced by a listing kept whole (as every put recorded before
-        # parts): its parts go, and it reads as it was written.
-        one = '{"g":"' + "1" * 32 + '"}'
-        record_listing(engine, pdh, "alice", one)
-        assert get_listing(engine, pdh, "alice") == one
-        record_listing(engine, pdh, "alice", "{}")
-        assert get_listing(engine, pdh, "alice") == "{}"
+def test_a_listing_in_parts_reads_whole(catalog_engine: sa.Engine) -> None:
+    engine = catalog_engine
+    pdh = "acbd18db4cc2f85cedef654fccc4a4d8+3"
+    catalog.add_collection(engine, pdh, "", 0, 0, "alice")
+    whole = json.dumps({f"f{i}": "0" * 32 for i in range(100)}, separators=(",", ":"))
+    pieces = [whole[i : i + 7] for i in range(0, len(whole), 7)]
+    record_listing_parts(engine, pdh, "alice", lambda: pieces)
+    assert get_listing(engine, pdh, "alice") == whole
+    assert get_listing(engine, pdh, "bob") is None
+    # Replaced by a listing kept whole (as every put recorded before
+    # parts): its parts go, and it reads as it was written.
+    one = '{"g":"' + "1" * 32 + '"}'
+    record_listing(engine, pdh, "alice", one)
+    assert get_listing(engine, pdh, "alice") == one
+    record_listing(engine, pdh, "alice", "{}")
+    assert get_listing(engine, pdh, "alice") == "{}"
 
 
 def test_a_put_killed_before_recording_leaves_nothing(home: Path, tmp_path: Path) -> None:
