@@ -21,6 +21,7 @@ from warehouse import catalog
 from warehouse.blocks.locator import Locator
 from warehouse.catalog.records import get_listing, record_listing, record_listing_parts
 from warehouse.collection.records import listing_of
+from warehouse.collection.scan import Filter, LazyTree, scan_paths
 from warehouse.collection.spool import Spool
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
@@ -200,3 +201,23 @@ def test_a_special_file_deep_in_the_tree_stops_the_put_with_nothing_recorded(
     assert os.listdir(home / "tmp") == []
     with EmbeddedWarehouse(home) as wh:
         assert catalog.list_collections(wh.engine) == []
+
+
+def test_the_lazy_walk_yields_what_the_whole_scan_holds(tmp_path: Path) -> None:
+    src = _make(tmp_path / "src")
+    whole = [(d.rel, list(d.files), d.is_empty) for d in scan_paths([src]).walk()]
+    lazy = [(d.rel, list(d.files), d.is_empty) for d in LazyTree([src]).walk()]
+    assert lazy == whole
+    tree = LazyTree([src / "a", src / "A", src / "z"])
+    several = [(d.rel, list(d.files)) for d in scan_paths([src / "a", src / "A", src / "z"]).walk()]
+    assert [(d.rel, list(d.files)) for d in tree.walk()] == several
+    assert tree.file_count == 6 and tree.total_size == sum(
+        len(_FILES[p] or b"") for p in ("A", "a/b/f1", "a/b.c", "a/b/c/d/deep")
+    )
+    # --exclude and --skip-unreadable alike: the put's walk counts what it
+    # left out, the counting walk does not count it again.
+    keep = Filter(exclude=["*.c", "e/"])
+    tree = LazyTree([src], keep)
+    assert tree.file_count == len(LISTING) - 1
+    walked = [d.rel for d in tree.walk()]
+    assert "a/b/e" not in walked and keep.excluded == 2

@@ -1,6 +1,7 @@
 """The embedded warehouse: a local volume and a SQLite catalog under ``$WH_HOME``.
 
-Layout: ``blocks/`` (the volume), ``warehouse.db`` (the catalog), ``cache/``
+Layout: ``blocks/`` (the volume), ``warehouse.db`` (the catalog), ``tmp/``
+(a put's unnamed scratch files, see ``collection.spool``), ``cache/``
 (reserved for the disk block cache). Created on first use.
 """
 
