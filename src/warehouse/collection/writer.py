@@ -4,7 +4,9 @@ One stream per directory; files are concatenated into 64 MiB blocks, which
 are hashed and stored on a thread pool (hashlib and file writes release the
 GIL, so this uses every core). Memory stays bounded: a fixed number of block
 buffers circulate between the reading thread and the workers, whatever the
-size of the tree.
+size of the tree. The tree is walked a directory at a time; with a spool,
+each directory's stream and its files' MD5s are written out once its blocks
+are stored, so nothing of a file is held to the end of the put.
 """
 
 from __future__ import annotations
@@ -755,8 +757,10 @@ class _Emitter:
     def __init__(self, sink: _Sink, cache: FileCache | None) -> None:
         self.sink = sink
         self.cache = cache
-        self.blocks: list[StoredBlock] = []  # every block, in order (for accounting)
-        self._keys: set[str] = set()  # of the blocks above (per block, not per file)
+        # Every block, in order (for accounting: one row each), and with a
+        # cache their keys, so a block the cache names is counted once.
+        self.blocks: list[StoredBlock] = []
+        self._keys: set[str] = set()
         self.pending: deque[_Packed] = deque()
 
     def add(self, packed: _Packed) -> None:
@@ -778,7 +782,8 @@ class _Emitter:
         for b in stored:
             if not b.locator.is_empty:
                 self.blocks.append(b)
-                self._keys.add(b.locator.key)
+                if self.cache is not None:
+                    self._keys.add(b.locator.key)
         names = node.files.names
         if not names:
             self.sink.add(Stream(name, (EMPTY_LOCATOR,), (_MARKER,)), rel, (), b"")
