@@ -208,6 +208,7 @@ def test_the_lazy_walk_yields_what_the_whole_scan_holds(tmp_path: Path) -> None:
     whole = [(d.rel, list(d.files), d.is_empty) for d in scan_paths([src]).walk()]
     lazy = [(d.rel, list(d.files), d.is_empty) for d in LazyTree([src]).walk()]
     assert lazy == whole
+    assert not LazyTree([src]).is_empty and LazyTree([src / "a-b"]).is_empty
     tree = LazyTree([src / "a", src / "A", src / "z"])
     several = [(d.rel, list(d.files)) for d in scan_paths([src / "a", src / "A", src / "z"]).walk()]
     assert [(d.rel, list(d.files)) for d in tree.walk()] == several

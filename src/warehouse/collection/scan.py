@@ -354,6 +354,10 @@ class LazyTree(DirNode):
         return self._counted
 
     @property
+    def is_empty(self) -> bool:
+        return next(self.survey()).is_empty  # the root, as read now
+
+    @property
     def file_count(self) -> int:
         return self._count()[0]
 
