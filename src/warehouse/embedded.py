@@ -30,7 +30,7 @@ from warehouse.collection.records import (
     store_spooled,
 )
 from warehouse.collection.spool import Spool, scratch_dir
-from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
 from warehouse.manifest.normal import normal_summary
@@ -165,7 +165,10 @@ class EmbeddedWarehouse(WarehouseBase):
         return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
 
     def _spool(self) -> Spool:
-        return Spool(scratch_dir(self.home))
+        try:
+            return Spool(scratch_dir(self.home))
+        except OSError as e:
+            raise os_error(e, f"cannot make a put's scratch files in {self.home / 'tmp'}") from None
 
     def _record_spool(self, spool: Spool, writes: BlockWrites) -> catalog.CollectionRecord:
         # Every block of the data was stored by this put, or found stored
