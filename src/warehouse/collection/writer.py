@@ -854,8 +854,12 @@ def write_tree(
     """
     root = paths if isinstance(paths, DirNode) else LazyTree(paths)
     packer = _Packer(store, workers or default_workers(), block_size, check)
-    kept = _Kept() if spool is None else None
-    sink: _Sink = spool if spool is not None else kept  # type: ignore[assignment]
+    kept: _Kept | None = None
+    sink: _Sink
+    if spool is None:
+        sink = kept = _Kept()
+    else:
+        sink = spool
     emitter = _Emitter(sink, cache)
 
     def todos() -> Iterator[_Todo]:
