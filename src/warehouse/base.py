@@ -18,13 +18,14 @@ from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile, extract
 from warehouse.collection.listings import Digests
 from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
-from warehouse.collection.scan import DirNode, Filter, scan_paths
+from warehouse.collection.scan import DirNode, Filter, LazyTree
 from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, parse_key
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
+    from warehouse.collection.spool import Spool
     from warehouse.putcache import CacheStats, PutCache
 
 __all__ = ["BlockWrites", "NameConflictAfterPut", "PutResult", "WarehouseBase"]
@@ -149,7 +150,8 @@ class WarehouseBase:
         )
 
     def scan(self, paths: Sequence[Path], keep: Filter | None = None) -> DirNode:
-        return scan_paths(paths, keep)
+        """The tree a put of ``paths`` stores, read as the put walks it."""
+        return LazyTree(paths, keep)
 
     def put(
         self,
@@ -186,25 +188,34 @@ class WarehouseBase:
             elif expect is None and not create and current is not None:
                 self._same_shape_or_conflict(name, current, tree)
 
-        def write(tree: DirNode) -> WriteResult:
-            return write_tree(
+        session = None
+        if cache is not None:
+            from warehouse.putcache import CacheSession
+
+            session = CacheSession(cache, self.store)
+        spool = self._spool()
+        try:
+            result = write_tree(
                 self.store,
                 tree,
                 progress=progress,
                 workers=self.writers,
                 check=self._check,
                 allow_changing=allow_changing,
+                spool=spool,
+                cache=session,
             )
-
-        cached = None
-        if cache is None:
-            result = write(tree)
-        else:
-            from warehouse.putcache import write_with_cache
-
-            result, cached = write_with_cache(cache, self.store, tree, write)
-        writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
-        self._record(result.manifest, result.file_md5s, writes)
+            cached = None if session is None else session.finish()
+            writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
+            if spool is None:
+                self._record(result.manifest, result.file_md5s, writes)
+            else:
+                self._record_spool(spool, writes)
+                pdh = result.pdh
+                result.loader = lambda: self._collection(pdh)
+        finally:
+            if spool is not None:
+                spool.close()
         record = None
         if name is not None:
             try:
@@ -223,12 +234,23 @@ class WarehouseBase:
             held = {p: f.size for p, f in self.manifest(current).files().items()}
         except WarehouseError:
             return  # cannot tell now: the compare-and-swap after the write decides
-        mine = {f"{d.rel}/{n}" if d.rel else n: size for d in tree.walk() for n, _, size in d.files}
+        mine = {
+            f"{d.rel}/{n}" if d.rel else n: size for d in tree.survey() for n, _, size in d.files
+        }
         if held != mine:
             raise ConflictError(
                 f"name {name!r} holds {current}, other data than these files: "
                 f"give --expect {current} or --replace to move it"
             )
+
+    def _spool(self) -> Spool | None:
+        """Where a put writes its manifest text and listing as it goes; None:
+        this kind of warehouse records a manifest held whole (``_record``)."""
+        return None
+
+    def _record_spool(self, spool: Spool, writes: BlockWrites) -> catalog.CollectionRecord:
+        """Record the collection a put wrote to ``spool`` (see ``_spool``)."""
+        raise NotImplementedError
 
     def put_manifest(
         self,

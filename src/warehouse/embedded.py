@@ -1,6 +1,7 @@
 """The embedded warehouse: a local volume and a SQLite catalog under ``$WH_HOME``.
 
-Layout: ``blocks/`` (the volume), ``warehouse.db`` (the catalog), ``cache/``
+Layout: ``blocks/`` (the volume), ``warehouse.db`` (the catalog), ``tmp/``
+(a put's unnamed scratch files, see ``collection.spool``), ``cache/``
 (reserved for the disk block cache). Created on first use.
 """
 
@@ -26,8 +27,10 @@ from warehouse.collection.records import (
     load_normal_text,
     store_manifest,
     store_portable,
+    store_spooled,
 )
-from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.collection.spool import Spool, scratch_dir
+from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
 from warehouse.manifest.normal import normal_summary
@@ -160,6 +163,18 @@ class EmbeddedWarehouse(WarehouseBase):
                 raise NotFoundError(f"block {loc.key} of the manifest is not stored")
         catalog.record_block_writes(self.engine, self.user, writes)
         return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
+
+    def _spool(self) -> Spool:
+        try:
+            return Spool(scratch_dir(self.home))
+        except OSError as e:
+            raise os_error(e, f"cannot make a put's scratch files in {self.home / 'tmp'}") from None
+
+    def _record_spool(self, spool: Spool, writes: BlockWrites) -> catalog.CollectionRecord:
+        # Every block of the data was stored by this put, or found stored
+        # (by the store or the resume cache) before it: nothing dangles.
+        catalog.record_block_writes(self.engine, self.user, writes)
+        return store_spooled(self.store, self.engine, spool, self.user)
 
     def _record_text(self, text: bytes) -> catalog.CollectionRecord:
         # Normalized text (what every writer produces) is checked and stored

@@ -42,19 +42,17 @@ import os
 import sqlite3
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from warehouse.blocks.locator import Locator
-from warehouse.blocks.store import BlockStore, StoredBlock
+from warehouse.blocks.store import BlockStore
 from warehouse.collection.scan import DirNode
-from warehouse.collection.writer import WriteResult
-from warehouse.manifest import Manifest
 from warehouse.manifest.entries import FileEntry, FilePiece
 
-__all__ = ["MIN_CACHED", "CacheStats", "PutCache", "write_with_cache"]
+__all__ = ["MIN_CACHED", "CacheSession", "CacheStats", "PutCache"]
 
 log = logging.getLogger("warehouse.putcache")
 
@@ -297,18 +295,6 @@ def _present(store: BlockStore, locators: dict[str, Locator]) -> set[str]:
         return {key for key in found if key is not None}
 
 
-@dataclass
-class _Plan:
-    hits: dict[str, _Hit] = field(default_factory=dict)  # collection path -> hit
-    # Collection path of a hit -> where the cache keeps it and when it was last used.
-    where: dict[str, tuple[str, str, int]] = field(default_factory=dict)
-    # Size, mtime_ns, ctime_ns and inode of each file of a cached directory,
-    # in the order of the tree's walk, as they were before it was read (size
-    # _UNSAVED: not to be saved). 32 bytes a file, not an object.
-    stats: array[int] = field(default_factory=lambda: array("q"))
-    dropped: int = 0  # hits not used because a block they name is gone
-
-
 def _rel(node: DirNode, name: str) -> str:
     return f"{node.rel}/{name}" if node.rel else name
 
@@ -319,18 +305,41 @@ def _cached(node: DirNode) -> bool:
     return bool(files) and files.total_size >= MIN_CACHED * len(files)
 
 
-def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
-    """Stat every file worth caching, look each directory's up at once, and
-    keep the hits whose blocks are all still stored."""
-    plan = _Plan()
-    stats = plan.stats
-    # Taken before any stat: a file whose times are not older than this less
-    # a clock tick could change again, after its read, without its times
-    # changing (they are kept to a tick); it is read but not remembered.
-    settled = time.time_ns() - RACY_NS
-    for node in tree.walk():
+# What a put learns is saved at its end in one transaction; rows of a
+# cached directory (files of 32 KiB and more on average) are held until
+# then, a few hundred bytes for each such file.
+_Learned = tuple[str, str, int, int, int, int, str, str]
+
+
+class CacheSession:
+    """One put's use of the cache, a directory at a time as the writer
+    walks the tree (``warehouse.collection.writer.FileCache``).
+
+    For each directory worth caching it stats the files, looks them up at
+    once and keeps the hits whose blocks are all still stored; what the
+    put then reads of that directory is learned, and saved by ``finish``.
+    """
+
+    def __init__(self, cache: PutCache, store: BlockStore) -> None:
+        self.cache = cache
+        self.store = store
+        # Taken before any stat: a file whose times are not older than this less
+        # a clock tick could change again, after its read, without its times
+        # changing (they are kept to a tick); it is read but not remembered.
+        self.settled = time.time_ns() - RACY_NS
+        self.stats = CacheStats()
+        # Size, mtime_ns, ctime_ns and inode of each file of the directory
+        # asked about, as they were before it was read (size _UNSAVED: not to
+        # be saved), by its rel; dropped once learned.
+        self._marks: dict[str, array[int]] = {}
+        self._present: set[str] = set()  # blocks found stored (per block)
+        self._learned: list[_Learned] = []
+        self._touch: list[tuple[str, str]] = []
+
+    def hits(self, node: DirNode) -> dict[str, _Hit] | None:
         if not _cached(node):
-            continue
+            return None
+        cache = self.cache
         files = [
             (name, size, os.path.split(os.path.abspath(source)))
             for name, source, size in node.files
@@ -339,131 +348,77 @@ def _plan(cache: PutCache, store: BlockStore, tree: DirNode) -> _Plan:
         for _, _, (d, n) in files:
             names.setdefault(d, []).append(n)
         rows = {d: cache.lookup(d, ns) for d, ns in names.items()}
+        marks = self._marks[node.rel] = array("q")
+        hits: dict[str, _Hit] = {}
+        where: dict[str, tuple[str, str, int]] = {}
         for name, size, (d, n) in files:
             try:
                 st = os.stat(os.path.join(d, n))
             except OSError:
-                stats.extend((_UNSAVED, 0, 0, 0))  # the writer says why it cannot read it
+                marks.extend((_UNSAVED, 0, 0, 0))  # the writer says why it cannot read it
                 continue
             mark = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, _signed(st.st_ino))
             # Changed since the scan: the writer reads it and decides.
-            saved = st.st_size == size and max(st.st_mtime_ns, st.st_ctime_ns) < settled
-            stats.extend(mark if saved else (_UNSAVED, 0, 0, 0))
+            saved = st.st_size == size and max(st.st_mtime_ns, st.st_ctime_ns) < self.settled
+            marks.extend(mark if saved else (_UNSAVED, 0, 0, 0))
             row = rows[d].get(n)
             if row is None or row[:4] != mark:
                 continue
             pieces = _pieces(row[5])
             if pieces is None or sum(p.length for p in pieces) != size:
                 continue
-            rel = _rel(node, name)
-            plan.hits[rel] = _Hit(FileEntry(rel, size, pieces), row[4])
-            plan.where[rel] = (d, n, row[6])
-    named = {p.locator.key: p.locator for h in plan.hits.values() for p in h.entry.pieces}
-    there = _present(store, named) if named else set()
-    gone = [
-        rel
-        for rel, h in plan.hits.items()
-        if any(p.locator.key not in there for p in h.entry.pieces)
-    ]
-    for rel in gone:  # read again (and saved again: its stat is noted)
-        del plan.hits[rel]
-        del plan.where[rel]
-    plan.dropped = len(gone)
-    return plan
+            hits[name] = _Hit(FileEntry(_rel(node, name), size, pieces), row[4])
+            where[name] = (d, n, row[6])
+        named = {
+            p.locator.key: p.locator
+            for h in hits.values()
+            for p in h.entry.pieces
+            if p.locator.key not in self._present
+        }
+        if named:
+            self._present |= _present(self.store, named)
+        gone = [
+            name
+            for name, h in hits.items()
+            if any(p.locator.key not in self._present for p in h.entry.pieces)
+        ]
+        for name in gone:  # read again (and saved again: its stat is noted)
+            del hits[name]
+            del where[name]
+        self.stats.dropped += len(gone)
+        self.stats.files += len(hits)
+        self.stats.bytes += sum(h.entry.size for h in hits.values())
+        # An entry's time of use only orders eviction: rewritten once a day at most.
+        stale = time.time_ns() - TOUCH_AFTER
+        self._touch += [(d, n) for d, n, used in where.values() if used < stale]
+        return hits
 
-
-def _without(node: DirNode, hits: dict[str, _Hit]) -> DirNode:
-    """The tree less the files the cache answers for."""
-    return DirNode(
-        node.rel,
-        node.files.only(lambda name: _rel(node, name) not in hits),
-        [_without(d, hits) for d in node.dirs],
-    )
-
-
-def _learned(
-    tree: DirNode, plan: _Plan, result: WriteResult
-) -> Iterator[tuple[str, str, int, int, int, int, str, str]]:
-    """What a put teaches the cache: every file of a cached directory that it
-    read whole and unchanged, with its stat from before the read."""
-    if not plan.stats:
-        return  # nothing to learn: no file table built for it
-    written = result.manifest.files_view()
-    md5s = result.file_md5s
-    changed = set(result.changed)
-    stats = plan.stats
-    i = 0
-    for node in tree.walk():
-        if not _cached(node):
-            continue
-        for name, source, _ in node.files:
-            size, mtime_ns, ctime_ns, inode = stats[i : i + 4]
-            i += 4
+    def learn(
+        self,
+        node: DirNode,
+        written: Mapping[str, FileEntry],
+        md5s: Mapping[str, str],
+        changed: Collection[str],
+    ) -> None:
+        """Every file of a cached directory the put read whole and unchanged,
+        with its stat from before the read."""
+        marks = self._marks.pop(node.rel, None)
+        if marks is None:
+            return
+        for i, (name, source, _) in enumerate(node.files):
+            size, mtime_ns, ctime_ns, inode = marks[4 * i : 4 * i + 4]
             if size == _UNSAVED:
                 continue
             rel = _rel(node, name)
-            if rel in plan.hits or rel in changed:
-                continue
             entry = written.get(rel)
             md5 = md5s.get(rel)
-            if entry is None or md5 is None or entry.size != size:
-                continue
+            if entry is None or md5 is None or rel in changed or entry.size != size:
+                continue  # a hit (not read), or not stored as it was
             d, n = os.path.split(os.path.abspath(source))
-            yield d, n, size, mtime_ns, ctime_ns, inode, md5, _pieces_text(entry)
+            self._learned.append((d, n, size, mtime_ns, ctime_ns, inode, md5, _pieces_text(entry)))
 
-
-def write_with_cache(
-    cache: PutCache,
-    store: BlockStore,
-    tree: DirNode,
-    write: Callable[[DirNode], WriteResult],
-) -> tuple[WriteResult, CacheStats]:
-    """Store ``tree`` with ``write``, reading only the files the cache cannot vouch for."""
-    plan = _plan(cache, store, tree)
-    if not plan.hits:
-        # Nothing to merge (a first put): the writer's result as it is, and
-        # no second manifest or digest table held beside it.
-        result = write(tree)
-        cache.save(_learned(tree, plan, result), ())
-        return result, CacheStats(files=0, bytes=0, dropped=plan.dropped)
-    result = write(_without(tree, plan.hits))
-    written = result.manifest.files_view()
-    entries: list[FileEntry] = []
-    md5s = dict(result.file_md5s)
-    empty: list[str] = []
-    for node in tree.walk():
-        if node.rel and node.is_empty:
-            empty.append(node.rel)
-        for name, _source, _size in node.files:
-            rel = _rel(node, name)
-            hit = plan.hits.get(rel)
-            if hit is not None:
-                entries.append(hit.entry)
-                md5s[rel] = hit.md5
-            else:
-                entries.append(written[rel])
-    manifest = Manifest.from_files(entries, empty)
-    new_keys = {b.locator.key for b in result.blocks}
-    reused: dict[str, Locator] = {}
-    for hit in plan.hits.values():
-        for p in hit.entry.pieces:
-            if p.locator.key not in new_keys and not p.locator.is_empty:
-                reused.setdefault(p.locator.key, p.locator)
-    merged = WriteResult(
-        manifest=manifest,
-        blocks=result.blocks + tuple(StoredBlock(loc, False) for loc in reused.values()),
-        file_count=tree.file_count,
-        bytes_read=result.bytes_read,
-        file_md5s=md5s,
-        changed=result.changed,
-    )
-    # An entry's time of use only orders eviction: rewritten once a day at most.
-    stale = time.time_ns() - TOUCH_AFTER
-    touch = [(d, n) for d, n, used in plan.where.values() if used < stale]
-    cache.save(_learned(tree, plan, result), touch)
-    stats = CacheStats(
-        files=len(plan.hits),
-        bytes=sum(h.entry.size for h in plan.hits.values()),
-        dropped=plan.dropped,
-    )
-    return merged, stats
+    def finish(self) -> CacheStats:
+        """Save what the put learned (one transaction); what it took from the cache."""
+        self.cache.save(self._learned, self._touch)
+        self._learned, self._touch = [], []
+        return self.stats

@@ -40,7 +40,7 @@ __all__ = [
 
 # The newest migration; checked against the migration scripts by a test, so a
 # new script without this bump fails the suite.
-HEAD_REVISION = "0011_job_input_name"
+HEAD_REVISION = "0012_listing_parts"
 
 _IMMEDIATE = "warehouse_write"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
@@ -14,7 +14,13 @@ from warehouse.catalog.db import (
     insert_ignoring_duplicates,
     write,
 )
-from warehouse.catalog.schema import block_writes, collected, collection_listings, collections
+from warehouse.catalog.schema import (
+    block_writes,
+    collected,
+    collection_listing_parts,
+    collection_listings,
+    collections,
+)
 from warehouse.catalog.values import AccountingRow, CollectionRecord
 from warehouse.errors import NotFoundError
 
@@ -29,6 +35,7 @@ __all__ = [
     "list_collections",
     "record_block_writes",
     "record_listing",
+    "record_listing_parts",
     "require_collection",
 ]
 
@@ -141,13 +148,43 @@ def list_collections(engine: sa.Engine, limit: int = 1000) -> list[CollectionRec
 
 def record_listing(engine: sa.Engine, pdh: str, user: str, file_md5s: str) -> None:
     """Keep ``user``'s md5sum listing of ``pdh`` (replacing that user's earlier one)."""
-    row = {"pdh": pdh, "user": user, "file_md5s": file_md5s, "recorded_at": time.time()}
+    record_listing_parts(engine, pdh, user, lambda: (file_md5s,))
+
+
+# What a listing kept whole holds for one kept in parts.
+_IN_PARTS = "{}"
+
+
+def record_listing_parts(
+    engine: sa.Engine, pdh: str, user: str, pieces: Callable[[], Iterable[str]]
+) -> None:
+    """``record_listing`` of the JSON text ``pieces()`` yields in order.
+
+    One piece is kept as one value, as always; more are kept one row each in
+    ``collection_listing_parts`` (so no more than a piece is held at once),
+    the listing's own row holding "{}". ``pieces`` is called again if the
+    write is retried.
+    """
     where = (collection_listings.c.pdh == pdh) & (collection_listings.c.user == user)
+    parts_of = (collection_listing_parts.c.pdh == pdh) & (collection_listing_parts.c.user == user)
     for attempt in range(2):
         try:
             with write(engine) as conn:
                 conn.execute(collection_listings.delete().where(where))
-                conn.execute(collection_listings.insert().values(**row))
+                conn.execute(collection_listing_parts.delete().where(parts_of))
+                it = iter(pieces())
+                first = next(it, "")
+                second = next(it, None)
+                row = {"pdh": pdh, "user": user, "recorded_at": time.time()}
+                whole = first if second is None else _IN_PARTS
+                conn.execute(collection_listings.insert().values(**row, file_md5s=whole))
+                if second is None:
+                    return
+                for part, text in enumerate((first, second), 0):
+                    conn.execute(_part(pdh, user, part, text))
+                del first, second
+                for part, text in enumerate(it, 2):
+                    conn.execute(_part(pdh, user, part, text))
             return
         except sa.exc.IntegrityError as e:
             # The same user recording the same PDH twice at once (PostgreSQL).
@@ -155,13 +192,24 @@ def record_listing(engine: sa.Engine, pdh: str, user: str, file_md5s: str) -> No
                 raise
 
 
+def _part(pdh: str, user: str, part: int, text: str) -> sa.Insert:
+    values = {"pdh": pdh, "user": user, "part": part, "text": text}
+    return collection_listing_parts.insert().values(**values)
+
+
 def get_listing(engine: sa.Engine, pdh: str, user: str) -> str | None:
     """``user``'s own listing of ``pdh``; nobody else's is ever returned."""
     c = collection_listings.c
+    p = collection_listing_parts.c
     with connect(engine) as conn:
         found = conn.execute(
             sa.select(c.file_md5s).where((c.pdh == pdh) & (c.user == user))
         ).scalar()
+        if found == _IN_PARTS:
+            parts = conn.execute(
+                sa.select(p.text).where((p.pdh == pdh) & (p.user == user)).order_by(p.part)
+            ).scalars()
+            found = "".join(parts) or found
     return None if found is None else str(found)
 
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 __all__ = [
     "block_writes",
     "collected",
+    "collection_listing_parts",
     "collection_listings",
     "collection_parts",
     "collections",
@@ -56,6 +57,19 @@ collection_listings = sa.Table(
     sa.Column("user", sa.String(255), primary_key=True),
     sa.Column("file_md5s", sa.Text, nullable=False),  # JSON {path: md5}
     sa.Column("recorded_at", sa.Float, nullable=False),
+)
+
+# A listing too big to be written as one value (a put of many files holds
+# no more than a part of it at once): its JSON text is the parts joined in
+# order, and its collection_listings row holds "{}" (a listing of nothing, as
+# a reader that knows no parts takes it: it hashes the files it reads).
+collection_listing_parts = sa.Table(
+    "collection_listing_parts",
+    metadata,
+    sa.Column("pdh", PDH, primary_key=True),
+    sa.Column("user", sa.String(255), primary_key=True),
+    sa.Column("part", sa.Integer, primary_key=True),
+    sa.Column("text", sa.Text, nullable=False),
 )
 
 # Collections GC has collected (DESIGN §6): never roots again, unless stored again.

@@ -156,12 +156,12 @@ def put(
         else:
             click.echo(record.pdh)
         return
+    # Read as the put walks it: what it leaves out is known once it is done.
     tree = wh.scan(list(paths), keep)
-    if not quiet:
-        for _path, reason in keep.skipped:
-            click.echo(f"Skipped: {reason}", err=True)
     cache = None if no_cache else _open_cache(wh, quiet)
-    with byte_progress("put", None if quiet or no_progress else tree.total_size) as progress:
+    # The bar's total is a walk of its own (sizes only), made only for a bar.
+    total = None if quiet or no_progress else (lambda: tree.total_size)
+    with byte_progress("put", total) as progress:
         try:
             result = wh.put(
                 tree,
@@ -181,6 +181,8 @@ def put(
             if cache is not None:
                 cache.close()
     if not quiet:
+        for _path, reason in keep.skipped:
+            click.echo(f"Skipped: {reason}", err=True)
         for path in result.write.changed:
             click.echo(f"Warning: {path} changed while it was read; stored as read", err=True)
     _show(result.write, result, as_json, keep)
@@ -250,7 +252,7 @@ def _show(
         _keys(
             pdh=w.pdh,
             files=w.file_count,
-            bytes=w.manifest.size,
+            bytes=w.size,
             bytes_read=w.bytes_read,
             cached_files=None if cached is None else cached.files,
             cached_bytes=None if cached is None else cached.bytes,

@@ -12,9 +12,14 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import pairwise
 
-__all__ = ["FileDigests"]
+__all__ = ["FileDigests", "digest_table"]
 
 _SIZE = 16  # an MD5
+
+
+def digest_table(count: int) -> bytearray:
+    """Room for ``count`` files' MD5s (16 bytes each), as the writer fills them."""
+    return bytearray(_SIZE * count)
 
 
 class FileDigests(Mapping[str, str]):
@@ -25,18 +30,30 @@ class FileDigests(Mapping[str, str]):
     A file whose digest was never set is not listed.
     """
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int = 0) -> None:
         self._md5s = bytearray(_SIZE * count)
         self._set = bytearray(count)  # 1 once a file's digest is in
         self._dirs: dict[str, tuple[Sequence[str], int]] = {}
         self._next = 0
 
-    def add_directory(self, rel: str, names: Sequence[str]) -> int:
-        """Number ``names`` (the files of ``rel``, in sorted order); the first's index."""
+    def add_directory(
+        self, rel: str, names: Sequence[str], md5s: bytes | bytearray | None = None
+    ) -> int:
+        """Number ``names`` (the files of ``rel``, in sorted order); the first's index.
+
+        ``md5s``: their digests already (16 bytes each, in that order); the
+        table grows to take them.
+        """
         if any(a >= b for a, b in pairwise(names)):
             raise ValueError(f"the names of {rel!r} are not sorted")
         start = self._next
-        if start + len(names) > len(self._set):
+        if md5s is not None:
+            if len(md5s) != _SIZE * len(names):
+                raise ValueError(f"not one digest for each file of {rel!r}")
+            del self._md5s[_SIZE * start :], self._set[start:]
+            self._md5s += md5s
+            self._set += b"\x01" * len(names)
+        elif start + len(names) > len(self._set):
             raise ValueError("more files than the digests were made for")
         self._dirs[rel] = (names, start)
         self._next += len(names)

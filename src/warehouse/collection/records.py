@@ -21,7 +21,9 @@ from warehouse.collection.listings import (
     parse_listing,
 )
 from warehouse.collection.reader import stored_text_damage
+from warehouse.collection.spool import Spool
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
+from warehouse.faults import fault_point
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ __all__ = [
     "manifest_from_blocks",
     "store_manifest",
     "store_portable",
+    "store_spooled",
 ]
 
 
@@ -67,6 +70,37 @@ def store_manifest(
 
         record_listing(engine, manifest.pdh, user, listing)
     return record
+
+
+def store_spooled(
+    store: BlockStore, engine: sa.Engine, spool: Spool, user: str
+) -> catalog.CollectionRecord:
+    """Record the collection a put wrote to ``spool``: its manifest text is
+    stored as blocks a block at a time, and its listing kept as ``user``'s own."""
+    if not spool.portable:  # hints in the text (no local store gives any)
+        return store_manifest(store, engine, Manifest.parse(spool.text()), user, None)
+    locators = [store.put(piece).locator for piece in spool.text_pieces(MAX_BLOCK_SIZE)]
+    if not locators:
+        locators.append(store.put(b"").locator)
+    store.flush()  # nothing is recorded before its blocks are durable
+    fault_point("put-recording")  # every block stored, nothing recorded
+    record = catalog.add_collection(
+        engine,
+        spool.pdh,
+        " ".join(str(loc.without_hints()) for loc in locators),
+        spool.size,
+        spool.file_count,
+        user,
+    )
+    from warehouse.catalog.records import record_listing_parts  # SQLAlchemy: loaded when used
+
+    # A piece at a time: a listing of ten million files is half a gigabyte.
+    record_listing_parts(engine, spool.pdh, user, lambda: spool.listing_pieces(LISTING_PIECE))
+    return record
+
+
+# The most of a listing a put holds at once while recording it.
+LISTING_PIECE = 1 << 20
 
 
 def store_portable(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 
-__all__ = ["DirNode", "Files", "Filter", "scan_paths"]
+__all__ = ["DirNode", "Files", "Filter", "LazyTree", "scan_paths"]
 
 # Bounds on what a command line may ask of the matcher.
 MAX_EXCLUDES = 1000
@@ -84,9 +84,9 @@ class Files:
             out.append(name, path, size)
         return out
 
-    def only(self, keep: Callable[[str], bool]) -> Files:
-        """The files whose names ``keep`` is true for."""
-        return Files.of((f for f in self if keep(f[0])), self._prefix)
+    def only(self, test: Callable[[str], bool], keep: bool = True) -> Files:
+        """The files whose names ``test`` is ``keep`` for."""
+        return Files.of((f for f in self if bool(test(f[0])) is keep), self._prefix)
 
     def append(self, name: str, path: str, size: int) -> None:
         if self._paths is None and path != self._prefix + name:
@@ -151,6 +151,12 @@ class DirNode:
         for d in self.dirs:
             yield from d.walk()
 
+    def survey(self) -> Iterator[DirNode]:
+        """A walk of its own to learn the files and their sizes (a lazy tree
+        reads the tree again for it, leaving the put's skipped and excluded
+        counts alone)."""
+        return self.walk()
+
     @property
     def is_empty(self) -> bool:
         return not self.files and not self.dirs
@@ -187,12 +193,22 @@ def _stat(path: str) -> os.stat_result:
         raise os_error(e, f"cannot read {path}") from None
 
 
+@dataclass
+class _Pending(DirNode):
+    """A directory a lazy walk has found but not read yet: its source path and
+    the directories above it (to find a link loop)."""
+
+    source: str = ""
+    ancestors: frozenset[tuple[int, int]] = frozenset()
+
+
 def _add(
     node: DirNode,
     name: str,
     path: str,
     ancestors: frozenset[tuple[int, int]],
     keep: Filter,
+    lazy: bool = False,
 ) -> None:
     rel = f"{node.rel}/{name}" if node.rel else name
     try:
@@ -207,6 +223,16 @@ def _add(
             key = (st.st_dev, st.st_ino)
             if key in ancestors:
                 raise UsageError(f"symbolic link loop at {path}")
+            if lazy:
+                if keep.skip_unreadable:
+                    # Read when its turn comes, but found unreadable now, as
+                    # the whole scan would: its parent is then empty or not.
+                    try:
+                        os.close(os.open(path, os.O_RDONLY | os.O_DIRECTORY))
+                    except OSError as e:
+                        raise os_error(e, f"cannot read directory {path}") from None
+                node.dirs.append(_Pending(rel, source=path, ancestors=ancestors | {key}))
+                return
             child = DirNode(rel)
             _fill(child, path, ancestors | {key}, keep)
             node.dirs.append(child)
@@ -224,7 +250,13 @@ def _add(
         keep.skipped.append((path, f"cannot read {path}: {e.strerror or e}"))
 
 
-def _fill(node: DirNode, path: str, ancestors: frozenset[tuple[int, int]], keep: Filter) -> None:
+def _fill(
+    node: DirNode,
+    path: str,
+    ancestors: frozenset[tuple[int, int]],
+    keep: Filter,
+    lazy: bool = False,
+) -> None:
     try:
         entries = os.listdir(path)
     except OSError as e:
@@ -233,18 +265,22 @@ def _fill(node: DirNode, path: str, ancestors: frozenset[tuple[int, int]], keep:
     node.files = Files(prefix)
     # In name order, so the files are too (each appended in turn).
     for entry in sorted(_name(e, path) for e in entries):
-        _add(node, entry, prefix + entry, ancestors, keep)
+        _add(node, entry, prefix + entry, ancestors, keep, lazy)
     node.dirs.sort(key=lambda d: d.rel.rsplit("/", 1)[-1])
 
 
 def scan_paths(paths: Sequence[Path | str], keep: Filter | None = None) -> DirNode:
     """The tree that ``wh put paths`` stores (less what ``keep`` leaves out)."""
+    return _top(paths, keep or Filter(), lazy=False)
+
+
+def _top(paths: Sequence[Path | str], keep: Filter, lazy: bool) -> DirNode:
+    """The root of the tree; lazily, its subdirectories are left to be read."""
     if not paths:
         raise UsageError("nothing to store: give at least one path")
-    keep = keep or Filter()
     root = DirNode("")
     if len(paths) == 1 and stat.S_ISDIR((st := _stat(str(Path(paths[0])))).st_mode):
-        _fill(root, str(Path(paths[0])), frozenset({(st.st_dev, st.st_ino)}), keep)
+        _fill(root, str(Path(paths[0])), frozenset({(st.st_dev, st.st_ino)}), keep, lazy)
         return root
     seen: set[str] = set()
     for p in map(Path, paths):
@@ -254,7 +290,77 @@ def scan_paths(paths: Sequence[Path | str], keep: Filter | None = None) -> DirNo
         if name in seen:
             raise UsageError(f"two arguments would both be stored as {name!r}")
         seen.add(name)
-        _add(root, name, str(p), frozenset(), keep)
+        _add(root, name, str(p), frozenset(), keep, lazy)
     root.files.sort()
     root.dirs.sort(key=lambda d: d.rel)
     return root
+
+
+class LazyTree(DirNode):
+    """The tree of ``wh put PATHS``, read a directory at a time as it is walked.
+
+    A walk yields the directories in the order of the normalized manifest
+    (a directory, then its subdirectories in name order) and holds only the
+    directories found and not yet visited, not the tree: a put of ten
+    million files holds the files of one directory at a time. A node's
+    ``dirs`` are emptied once the walk goes on past it (``is_empty`` is to
+    be asked when it is yielded). Each walk
+    reads the tree again; ``file_count`` and ``total_size`` are a walk of
+    their own (sizes only), made when first asked for.
+    """
+
+    def __init__(self, paths: Sequence[Path | str], keep: Filter | None = None) -> None:
+        super().__init__("")
+        self._paths = list(paths)
+        self._keep = keep or Filter()
+        # The arguments themselves are checked now: a missing path fails at once.
+        self._root: DirNode | None = _top(self._paths, self._keep, lazy=True)
+        self._counted: tuple[int, int] | None = None
+
+    def walk(self) -> Iterator[DirNode]:
+        root, self._root = self._root, None  # the first walk reuses the root read above
+        return self._walk(self._keep, root)
+
+    def _walk(self, keep: Filter, root: DirNode | None = None) -> Iterator[DirNode]:
+        stack = [root if root is not None else _top(self._paths, keep, lazy=True)]
+        del root  # held by the stack alone: a node is dropped once walked
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _Pending):
+                try:
+                    _fill(node, node.source, node.ancestors, keep, lazy=True)
+                except WarehouseError as e:
+                    if not keep.skip_unreadable:
+                        raise
+                    keep.skipped.append((node.source, str(e)))
+                    continue
+            yield node
+            stack.extend(reversed(node.dirs))
+            # Whoever still holds the node does not hold its subdirectories,
+            # which are filled in as the walk goes on.
+            node.dirs = []
+
+    def survey(self) -> Iterator[DirNode]:
+        # A filter of its own: what it leaves out is counted by the put's walk.
+        return self._walk(Filter(self._keep.exclude, self._keep.skip_unreadable))
+
+    def _count(self) -> tuple[int, int]:
+        if self._counted is None:
+            files = size = 0
+            for node in self.survey():
+                files += len(node.files)
+                size += node.files.total_size
+            self._counted = (files, size)
+        return self._counted
+
+    @property
+    def is_empty(self) -> bool:
+        return next(self.survey()).is_empty  # the root, as read now
+
+    @property
+    def file_count(self) -> int:
+        return self._count()[0]
+
+    @property
+    def total_size(self) -> int:
+        return self._count()[1]

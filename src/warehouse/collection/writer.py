@@ -4,7 +4,9 @@ One stream per directory; files are concatenated into 64 MiB blocks, which
 are hashed and stored on a thread pool (hashlib and file writes release the
 GIL, so this uses every core). Memory stays bounded: a fixed number of block
 buffers circulate between the reading thread and the workers, whatever the
-size of the tree.
+size of the tree. The tree is walked a directory at a time; with a spool,
+each directory's stream and its files' MD5s are written out once its blocks
+are stored, so nothing of a file is held to the end of the put.
 """
 
 from __future__ import annotations
@@ -16,20 +18,33 @@ import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, StoredBlock
-from warehouse.collection.digests import FileDigests
-from warehouse.collection.scan import DirNode, scan_paths
+from warehouse.collection.digests import FileDigests, digest_table
+from warehouse.collection.scan import DirNode, Files, LazyTree
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
+from warehouse.manifest.entries import FileEntry
+from warehouse.manifest.layout import file_entries
+from warehouse.manifest.normalize import normalized_streams
 
-__all__ = ["FileChangedError", "WriteResult", "default_workers", "write_tree"]
+if TYPE_CHECKING:
+    from warehouse.collection.spool import Spool
+
+__all__ = [
+    "CachedFile",
+    "FileCache",
+    "FileChangedError",
+    "WriteResult",
+    "default_workers",
+    "write_tree",
+]
 
 
 class FileChangedError(WarehouseError):
@@ -60,19 +75,64 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
-@dataclass(frozen=True)
 class WriteResult:
-    manifest: Manifest
-    blocks: tuple[StoredBlock, ...]  # every block the data needed, in order
-    file_count: int
-    bytes_read: int
-    file_md5s: Mapping[str, str]  # path -> MD5 of the bytes read, for the md5sum listing
-    # Files that changed while read, stored as read (only with allow_changing).
-    changed: tuple[str, ...] = ()
+    """What a put stored.
+
+    The manifest and each file's MD5 are held where ``write_tree`` was
+    asked for them (no spool); a put through a spool has them in the spool
+    and then in the catalog, and ``loader`` reads them back when asked.
+    """
+
+    def __init__(
+        self,
+        manifest: Manifest | None = None,
+        blocks: tuple[StoredBlock, ...] = (),  # every block the data needed, in order
+        file_count: int = 0,
+        bytes_read: int = 0,
+        file_md5s: Mapping[str, str] | None = None,  # path -> MD5 of the bytes read
+        # Files that changed while read, stored as read (only with allow_changing).
+        changed: tuple[str, ...] = (),
+        *,
+        pdh: str | None = None,
+        size: int | None = None,
+    ) -> None:
+        self._manifest = manifest
+        self._file_md5s = file_md5s
+        self.blocks = blocks
+        self.file_count = file_count
+        self.bytes_read = bytes_read
+        self.changed = changed
+        self._pdh = pdh
+        self._size = size
+        self.loader: Callable[[], tuple[Manifest, Mapping[str, str] | None]] | None = None
+
+    def _load(self) -> None:
+        if self.loader is None:
+            raise RuntimeError("the manifest of this put was not kept")
+        self._manifest, self._file_md5s = self.loader()
+        self.loader = None
+
+    @property
+    def manifest(self) -> Manifest:
+        if self._manifest is None:
+            self._load()
+        assert self._manifest is not None
+        return self._manifest
+
+    @property
+    def file_md5s(self) -> Mapping[str, str]:
+        if self._manifest is None:
+            self._load()
+        return self._file_md5s or {}
 
     @property
     def pdh(self) -> str:
-        return self.manifest.pdh
+        return self._pdh if self._pdh is not None else self.manifest.pdh
+
+    @property
+    def size(self) -> int:
+        """Bytes of the files."""
+        return self._size if self._size is not None else self.manifest.size
 
     @property
     def blocks_new(self) -> int:
@@ -187,7 +247,6 @@ class _Packer:
         workers: int,
         block_size: int,
         check: Callable[[], None],
-        files: int,
     ) -> None:
         self.store = store
         self.check = check
@@ -201,8 +260,10 @@ class _Packer:
         self.free: queue.SimpleQueue[Buffer] = queue.SimpleQueue()
         self.unallocated = workers + 2
         self.error: BaseException | None = None
-        self.digests = FileDigests(files)  # path -> MD5 of the file's bytes
         self.seeds: list[Future[Any]] = []
+        # Every task of the directory being packed: its blocks and file MD5s
+        # are in once they are all done.
+        self.tasks: list[Future[Any]] = []
 
     def lease(self, need: int) -> _Lease:
         """A free buffer of at least ``min(need, block_size)`` bytes.
@@ -233,12 +294,14 @@ class _Packer:
         lease: _Lease,
         length: int,
         whole_files: list[tuple[int, int, int]],
+        md5s: bytearray,
         seed: Future[Any] | None = None,
     ) -> Future[StoredBlock]:
         """Store the buffer's first ``length`` bytes; the reading thread's hold passes on.
 
-        ``whole_files`` lie inside the block; ``seed`` receives the block's MD5
-        state for a file that fills it from its start and goes on.
+        ``whole_files`` (index, start, end) lie inside the block, their MD5s go
+        into ``md5s`` (16 bytes at 16 × index); ``seed`` receives the block's
+        MD5 state for a file that fills it from its start and goes on.
         """
         try:
             # A failed store (disk full, server down) or a failed check stops
@@ -255,14 +318,18 @@ class _Packer:
         others = whole_files[1:] if first is not None else whole_files
         if others:
             lease.hold()
-            self.pool.submit(self._hash_files, lease, others).add_done_callback(self._note_error)
+            self._task(self.pool.submit(self._hash_files, lease, others, md5s))
         if seed is not None:
             # Kept until hashed, for close() to fail the waits of any dropped.
             self.seeds = [s for s in self.seeds if not s.done()]
             self.seeds.append(seed)
-        fut = self.pool.submit(self._store, lease, length, first, seed)
-        fut.add_done_callback(self._note_error)
+        fut = self.pool.submit(self._store, lease, length, first, seed, md5s)
+        self._task(fut)
         return fut
+
+    def _task(self, fut: Future[Any]) -> None:
+        fut.add_done_callback(self._note_error)
+        self.tasks.append(fut)
 
     def hash_part(self, fh: _FileHash, lease: _Lease, lo: int, hi: int) -> None:
         """Add buf[lo:hi] to a file's MD5, after the parts submitted before."""
@@ -274,24 +341,25 @@ class _Packer:
             finally:
                 lease.release()
 
-        self.hasher.submit(update).add_done_callback(self._note_error)
+        self._task(self.hasher.submit(update))
 
-    def file_done(self, index: int, fh: _FileHash) -> None:
+    def file_done(self, md5s: bytearray, index: int, fh: _FileHash) -> None:
         def record() -> None:
-            self.digests.set(index, fh.state().digest())
+            md5s[index * 16 : index * 16 + 16] = fh.state().digest()
 
-        self.hasher.submit(record).add_done_callback(self._note_error)
+        self._task(self.hasher.submit(record))
 
     def _note_error(self, fut: Future[Any]) -> None:
         if self.error is None and not fut.cancelled():
             self.error = fut.exception()
 
-    def _hash_files(self, lease: _Lease, whole_files: list[tuple[int, int, int]]) -> None:
+    def _hash_files(
+        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: bytearray
+    ) -> None:
         try:
             view = memoryview(lease.buf)
-            digests = self.digests
             for index, lo, hi in whole_files:
-                digests.set(index, hashlib.md5(view[lo:hi]).digest())
+                md5s[index * 16 : index * 16 + 16] = hashlib.md5(view[lo:hi]).digest()
         finally:
             lease.release()
 
@@ -301,6 +369,7 @@ class _Packer:
         length: int,
         first: tuple[int, int, int] | None,
         seed: Future[Any] | None,
+        md5s: bytearray,
     ) -> StoredBlock:
         try:
             view = memoryview(lease.buf)
@@ -308,7 +377,7 @@ class _Packer:
             if first is not None:
                 index, _, hi = first
                 md5.update(view[:hi])
-                self.digests.set(index, md5.copy().digest())
+                md5s[index * 16 : index * 16 + 16] = md5.copy().digest()
                 md5.update(view[hi:length])
             else:
                 md5.update(view[:length])
@@ -346,37 +415,78 @@ SMALL_FILE = 1 << 20
 AHEAD = 64
 
 
+# Directories a read-ahead holds at most beyond the one being packed (a run
+# of directories without small files is not all read ahead).
+NODES_AHEAD = 16
+
+
 class _ReadAhead:
-    """The small files of a tree, opened ahead in the order of the tree's
-    walk (the order the packer takes them in)."""
+    """The directories of a walk, and their small files opened ahead in the
+    order the packer takes them in."""
 
-    def __init__(self, root: DirNode) -> None:
-        self._paths = (
-            path for node in root.walk() for _, path, size in node.files if size <= SMALL_FILE
-        )
+    def __init__(self, nodes: Iterable[_Todo]) -> None:
+        self._nodes: deque[_Todo] = deque()  # found by the walk, not packed yet
+        self._walk = self._small_paths(iter(nodes))
         self._open: deque[int | OSError] = deque()
-        for _ in range(AHEAD):
-            self._ahead()
+        self._done = False
+        try:
+            for _ in range(AHEAD):
+                self._ahead()
+        except BaseException:
+            self.close()  # the walk failed (a special file, a link loop)
+            raise
 
-    def _ahead(self) -> None:
-        path = next(self._paths, None)
-        if path is None:
-            return
+    def _small_paths(self, nodes: Iterator[_Todo]) -> Iterator[str]:
+        for node in nodes:
+            self._nodes.append(node)
+            yield ""  # a directory starts: reading ahead may stop here
+            for _, path, size in node.files:
+                if size <= SMALL_FILE:
+                    yield path
+
+    def _step(self) -> bool:
+        """One step of the walk; True if it opened a small file."""
+        path = next(self._walk, None)
+        if not path:
+            self._done = self._done or path is None
+            return False
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as e:
             self._open.append(e)  # raised when its turn comes
-            return
+            return True
         try:  # noqa: SIM105 - once a file: cheaper than contextlib.suppress
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
         except OSError:
             pass  # only a hint
         self._open.append(fd)
+        return True
+
+    def _ahead(self) -> None:
+        """Open one more small file, unless enough directories are held ahead."""
+        while not self._done and not self._step():
+            if len(self._nodes) > NODES_AHEAD:
+                return
+
+    def node(self) -> _Todo | None:
+        """The next directory of the walk (None: no more)."""
+        while not self._nodes and not self._done:
+            self._step()
+        return self._nodes.popleft() if self._nodes else None
 
     def next(self) -> int | OSError:
         """The open descriptor of the next small file of the walk (the caller closes it)."""
+        while not self._open:
+            if self._done:
+                raise RuntimeError("the walk ended before the files packed")
+            self._step()
         fd = self._open.popleft()
-        self._ahead()
+        try:
+            self._ahead()
+        except BaseException:
+            if isinstance(fd, int):
+                os.close(fd)
+            raise
         return fd
 
     def close(self) -> None:
@@ -399,13 +509,14 @@ def _changed(scanned: int, before: tuple[int, int], after: tuple[int, int], read
 
 
 def _pack_dir(
-    node: DirNode,
+    rel: str,
+    files: Files,
     packer: _Packer,
     reads: _ReadAhead,
     progress: Progress | None,
     allow_changing: bool = False,
     changed: list[str] | None = None,
-) -> tuple[list[Future[StoredBlock]], list[Segment], int]:
+) -> tuple[list[Future[StoredBlock]], list[Segment], int, bytearray]:
     """Pack one directory's files into blocks; also take every file's MD5.
 
     The MD5s are recorded for the md5sum listing of `wh get`. A file inside one
@@ -417,19 +528,19 @@ def _pack_dir(
     blocks: list[Future[StoredBlock]] = []
     segments: list[Segment] = []
     block_size = packer.block_size
-    rest = node.files.total_size  # bytes of the files not read yet
+    rest = files.total_size  # bytes of the files not read yet
     lease = packer.lease(rest)
     buf = lease.buf
     fill = 0
     whole: list[tuple[int, int, int]] = []  # files wholly inside the current buffer
-    first = packer.digests.add_directory(node.rel, node.files.names)
+    md5s = digest_table(len(files))  # each file's MD5, in the order of the names
     stream_pos = 0
 
     file_start = 0  # where the file being read starts in the buffer
 
     def cut() -> None:
         nonlocal lease, buf, fill, whole
-        blocks.append(packer.submit(lease, fill, whole))
+        blocks.append(packer.submit(lease, fill, whole, md5s))
         lease = packer.lease(rest)
         buf, fill, whole = lease.buf, 0, []
 
@@ -444,11 +555,11 @@ def _pack_dir(
                 if fh is None and file_start == 0:
                     seed: Future[Any] = Future()
                     fh = _FileHash(seed)
-                    blocks.append(packer.submit(lease, fill, whole, seed))
+                    blocks.append(packer.submit(lease, fill, whole, md5s, seed))
                 else:
                     fh = fh or _FileHash()
                     packer.hash_part(fh, lease, file_start, fill)
-                    blocks.append(packer.submit(lease, fill, whole))
+                    blocks.append(packer.submit(lease, fill, whole, md5s))
                 lease = packer.lease(left + rest)
                 buf, fill, file_start, whole = lease.buf, 0, 0, []
             want = min(block_size - fill, left)
@@ -466,7 +577,7 @@ def _pack_dir(
             if progress is not None:
                 progress(n)
 
-    for index, (name, path, size) in enumerate(node.files, first):
+    for index, (name, path, size) in enumerate(files):
         rest -= size
         big = size >= block_size
         if big and fill:
@@ -523,22 +634,22 @@ def _pack_dir(
                 "put it again once it is stable, or give --allow-changing to store what was read"
             )
         if why and changed is not None:
-            changed.append(f"{node.rel}/{name}" if node.rel else name)
+            changed.append(f"{rel}/{name}" if rel else name)
         if fh is None:
             whole.append((index, file_start, fill))
         else:
             packer.hash_part(fh, lease, file_start, fill)
-            packer.file_done(index, fh)
+            packer.file_done(md5s, index, fh)
         # An empty file is written 0:0:name, as the normalized form has it.
         length = stream_pos - start
         segments.append(Segment(start if length else 0, length, name))
         if big and fill:
             cut()
     if fill or whole:
-        blocks.append(packer.submit(lease, fill, whole))
+        blocks.append(packer.submit(lease, fill, whole, md5s))
     else:
         lease.release()
-    return blocks, segments, stream_pos
+    return blocks, segments, stream_pos, md5s
 
 
 def _laid_out_normalized(stream: Stream) -> bool:
@@ -560,6 +671,162 @@ def _laid_out_normalized(stream: Stream) -> bool:
     )
 
 
+class CachedFile(Protocol):
+    """A file the resume cache answers for: where its bytes are, and its MD5."""
+
+    @property
+    def entry(self) -> FileEntry: ...
+
+    @property
+    def md5(self) -> str: ...
+
+
+class FileCache(Protocol):
+    """What the writer asks of the resume cache, a directory at a time."""
+
+    def hits(self, node: DirNode) -> Mapping[str, CachedFile] | None:
+        """The files of ``node`` (by name) the cache answers for; None: it
+        does not look at this directory (nothing to learn from it either)."""
+
+    def learn(
+        self,
+        node: DirNode,
+        written: Mapping[str, FileEntry],
+        md5s: Mapping[str, str],
+        changed: Collection[str],
+    ) -> None:
+        """What the put read of a directory ``hits`` looked at (by path)."""
+
+
+class _Sink(Protocol):
+    def add(
+        self, stream: Stream, rel: str, names: Sequence[str], md5s: bytes | bytearray
+    ) -> None: ...
+
+
+class _Kept:
+    """The streams and digests of a put kept in memory (no spool)."""
+
+    def __init__(self) -> None:
+        self.streams: list[Stream] = []
+        self.digests = FileDigests()
+        self.file_count = 0
+
+    def add(self, stream: Stream, rel: str, names: Sequence[str], md5s: bytes | bytearray) -> None:
+        self.streams.append(stream)
+        if names:
+            self.digests.add_directory(rel, names, md5s)
+            self.file_count += len(names)
+
+
+@dataclass
+class _Todo:
+    """A directory of the walk, the files of it to read (the others the
+    cache answers for: ``hits``, None where it was not asked)."""
+
+    node: DirNode
+    files: Files
+    hits: Mapping[str, CachedFile] | None = None
+    marker: bool = False  # an empty directory, written as a marker stream
+
+
+@dataclass
+class _Packed:
+    """A directory read into blocks, waiting for them to be stored."""
+
+    todo: _Todo
+    blocks: list[Future[StoredBlock]]
+    segments: list[Segment]
+    md5s: bytearray
+    tasks: list[Future[Any]]
+    changed: list[str]
+
+    def done(self) -> bool:
+        return all(t.done() for t in self.tasks)
+
+
+# Directories packed and not yet written out at most: their blocks are in
+# flight (the buffers bound those), so this is rarely reached.
+_PENDING = 64
+
+
+class _Emitter:
+    """Writes each packed directory's stream and digests to the sink, in
+    walk order, once its blocks are stored."""
+
+    def __init__(self, sink: _Sink, cache: FileCache | None) -> None:
+        self.sink = sink
+        self.cache = cache
+        # Every block, in order (for accounting: one row each), and with a
+        # cache their keys, so a block the cache names is counted once.
+        self.blocks: list[StoredBlock] = []
+        self._keys: set[str] = set()
+        self.pending: deque[_Packed] = deque()
+
+    def add(self, packed: _Packed) -> None:
+        self.pending.append(packed)
+        while self.pending and (self.pending[0].done() or len(self.pending) > _PENDING):
+            self._emit(self.pending.popleft())
+
+    def finish(self) -> None:
+        while self.pending:
+            self._emit(self.pending.popleft())
+
+    def _emit(self, packed: _Packed) -> None:
+        node, files, hits = packed.todo.node, packed.todo.files, packed.todo.hits
+        rel = node.rel
+        name = f"./{rel}" if rel else "."
+        stored = [f.result() for f in packed.blocks]
+        for task in packed.tasks:
+            task.result()  # a file's hash failed: raised here
+        for b in stored:
+            if not b.locator.is_empty:
+                self.blocks.append(b)
+                if self.cache is not None:
+                    self._keys.add(b.locator.key)
+        names = node.files.names
+        if not names:
+            self.sink.add(Stream(name, (EMPTY_LOCATOR,), (_MARKER,)), rel, (), b"")
+            return
+        stream = Stream(
+            name, tuple(b.locator for b in stored) or (EMPTY_LOCATOR,), tuple(packed.segments)
+        )
+        if hits is None:
+            if not _laid_out_normalized(stream):
+                (stream,) = normalized_streams(file_entries([stream]).values())
+            self.sink.add(stream, rel, names, packed.md5s)
+            return
+        written = file_entries([stream]) if files else {}
+        entries: list[FileEntry] = []
+        md5s = digest_table(0)
+        read: dict[str, str] = {}
+        prefix = rel + "/" if rel else ""
+        j = 0
+        for n in names:
+            hit = hits.get(n)
+            if hit is not None:
+                entries.append(hit.entry)
+                md5s += bytes.fromhex(hit.md5)
+                for piece in hit.entry.pieces:
+                    loc = piece.locator
+                    if loc.key not in self._keys and not loc.is_empty:
+                        self._keys.add(loc.key)
+                        self.blocks.append(StoredBlock(loc, False))
+                continue
+            digest = packed.md5s[16 * j : 16 * j + 16]
+            j += 1
+            entries.append(written[prefix + n])
+            md5s += digest
+            read[prefix + n] = digest.hex()
+        (stream,) = normalized_streams(entries)
+        self.sink.add(stream, rel, names, md5s)
+        assert self.cache is not None
+        self.cache.learn(node, written, read, set(packed.changed))
+
+
+_MARKER = Segment(0, 0, ".")
+
+
 def write_tree(
     store: BlockStore,
     paths: Sequence[Path] | DirNode,
@@ -569,6 +836,8 @@ def write_tree(
     block_size: int = MAX_BLOCK_SIZE,
     check: Callable[[], None] = lambda: None,
     allow_changing: bool = False,
+    spool: Spool | None = None,
+    cache: FileCache | None = None,
 ) -> WriteResult:
     """Store the files under ``paths`` and return the normalized manifest.
 
@@ -576,25 +845,51 @@ def write_tree(
     A file whose size or mtime changes while it is read raises
     ``FileChangedError``, unless ``allow_changing``: then what was read is
     stored and the file is listed in ``changed``.
+
+    With a ``spool``, each directory's stream and digests are written to it
+    as soon as its blocks are stored, and the result holds neither the
+    manifest nor the digests (the caller records them from the spool):
+    what the put holds does not grow with the file count. ``cache``: the
+    files it answers for are not read.
     """
-    root = paths if isinstance(paths, DirNode) else scan_paths(paths)
-    packer = _Packer(store, workers or default_workers(), block_size, check, root.file_count)
-    reads = _ReadAhead(root)
-    planned: list[tuple[str, list[Future[StoredBlock]], list[Segment]]] = []
+    root = paths if isinstance(paths, DirNode) else LazyTree(paths)
+    packer = _Packer(store, workers or default_workers(), block_size, check)
+    kept: _Kept | None = None
+    sink: _Sink
+    if spool is None:
+        sink = kept = _Kept()
+    else:
+        sink = spool
+    emitter = _Emitter(sink, cache)
+
+    def todos() -> Iterator[_Todo]:
+        for node in root.walk():
+            hits = cache.hits(node) if cache is not None and node.files else None
+            files = node.files if not hits else node.files.only(hits.__contains__, keep=False)
+            yield _Todo(node, files, hits, bool(node.rel) and node.is_empty)
+
+    try:
+        reads = _ReadAhead(todos())
+    except BaseException:
+        packer.close()
+        raise
     changed: list[str] = []
     total = 0
     try:
-        for node in root.walk():
-            name = f"./{node.rel}" if node.rel else "."
-            if node.files:
-                blocks, segments, size = _pack_dir(
-                    node, packer, reads, progress, allow_changing, changed
+        while (todo := reads.node()) is not None:
+            packer.tasks = []
+            before = len(changed)
+            if todo.files:
+                blocks, segments, size, md5s = _pack_dir(
+                    todo.node.rel, todo.files, packer, reads, progress, allow_changing, changed
                 )
-                planned.append((name, blocks, segments))
                 total += size
-            elif node.is_empty and node.rel:
-                planned.append((name, [], [Segment(0, 0, ".")]))
-        stored = [[f.result() for f in blocks] for _, blocks, _ in planned]
+            elif todo.node.files or todo.marker:
+                blocks, segments, md5s = [], [], digest_table(0)
+            else:
+                continue  # a directory of directories: no stream of its own
+            emitter.add(_Packed(todo, blocks, segments, md5s, packer.tasks, changed[before:]))
+        emitter.finish()
         packer.finish()
     finally:
         reads.close()
@@ -602,21 +897,22 @@ def write_tree(
     store.flush()
     if packer.error is not None:
         raise packer.error
-    streams = [
-        Stream(name, tuple(b.locator for b in sb) or (EMPTY_LOCATOR,), tuple(segments))
-        for (name, _, segments), sb in zip(planned, stored, strict=True)
-    ]
-    manifest = Manifest(tuple(streams))
-    if all(_laid_out_normalized(stream) for stream in streams):
-        # Normalizing it would build every file's entry to find it unchanged.
-        manifest.__dict__["_normalized"] = manifest
-    else:
-        manifest = manifest.normalized()
+    if kept is None:
+        assert spool is not None
+        return WriteResult(
+            None,
+            tuple(emitter.blocks),
+            spool.file_count,
+            total,
+            None,
+            tuple(changed),
+            pdh=spool.pdh,
+            size=spool.size,
+        )
+    manifest = Manifest(tuple(kept.streams))
+    # Normalized stream by stream as written: formatting it again would build
+    # every file's entry to find it unchanged.
+    manifest.__dict__["_normalized"] = manifest
     return WriteResult(
-        manifest=manifest,
-        blocks=tuple(b for sb in stored for b in sb if not b.locator.is_empty),
-        file_count=root.file_count,
-        file_md5s=packer.digests,
-        bytes_read=total,
-        changed=tuple(changed),
+        manifest, tuple(emitter.blocks), kept.file_count, total, kept.digests, tuple(changed)
     )
