@@ -222,3 +222,21 @@ def test_the_lazy_walk_yields_what_the_whole_scan_holds(tmp_path: Path) -> None:
     assert tree.file_count == len(LISTING) - 1
     walked = [d.rel for d in tree.walk()]
     assert "a/b/e" not in walked and keep.excluded == 2
+
+
+def test_a_step_reads_a_listing_kept_in_parts(tmp_path: Path) -> None:
+    """A step's warehouse reads the catalog with sqlite3, not SQLAlchemy: it
+    joins a listing's parts as the catalog does (it found "{}" and hashed
+    every file it read instead)."""
+    from warehouse.jobs.stepside import StepWarehouse
+
+    src = _make(tmp_path / "src")
+    with EmbeddedWarehouse(tmp_path / "home") as wh:
+        pdh = wh.put([src]).pdh
+        whole = get_listing(wh.engine, pdh, wh.user)
+        assert whole is not None and len(whole) > 100
+        record_listing_parts(wh.engine, pdh, wh.user, lambda: [whole[:50], whole[50:]])
+        expected = wh._collection(pdh)
+    assert expected[1] is not None and len(expected[1]) > 10
+    with StepWarehouse(tmp_path / "home") as step_wh:
+        assert step_wh._collection(pdh) == expected

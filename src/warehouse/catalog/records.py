@@ -22,6 +22,7 @@ from warehouse.catalog.schema import (
     collections,
 )
 from warehouse.catalog.values import AccountingRow, CollectionRecord
+from warehouse.collection.listings import IN_PARTS
 from warehouse.errors import NotFoundError
 
 __all__ = [
@@ -151,10 +152,6 @@ def record_listing(engine: sa.Engine, pdh: str, user: str, file_md5s: str) -> No
     record_listing_parts(engine, pdh, user, lambda: (file_md5s,))
 
 
-# What a listing kept whole holds for one kept in parts.
-_IN_PARTS = "{}"
-
-
 def record_listing_parts(
     engine: sa.Engine, pdh: str, user: str, pieces: Callable[[], Iterable[str]]
 ) -> None:
@@ -176,7 +173,7 @@ def record_listing_parts(
                 first = next(it, "")
                 second = next(it, None)
                 row = {"pdh": pdh, "user": user, "recorded_at": time.time()}
-                whole = first if second is None else _IN_PARTS
+                whole = first if second is None else IN_PARTS
                 conn.execute(collection_listings.insert().values(**row, file_md5s=whole))
                 if second is None:
                     return
@@ -205,7 +202,7 @@ def get_listing(engine: sa.Engine, pdh: str, user: str) -> str | None:
         found = conn.execute(
             sa.select(c.file_md5s).where((c.pdh == pdh) & (c.user == user))
         ).scalar()
-        if found == _IN_PARTS:
+        if found == IN_PARTS:
             parts = conn.execute(
                 sa.select(p.text).where((p.pdh == pdh) & (p.user == user)).order_by(p.part)
             ).scalars()

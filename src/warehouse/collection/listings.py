@@ -18,6 +18,7 @@ from warehouse.errors import UsageError
 from warehouse.manifest import Manifest
 
 __all__ = [
+    "IN_PARTS",
     "Digests",
     "OrderedListing",
     "check_listing",
@@ -25,6 +26,10 @@ __all__ = [
     "ordered_listing",
     "parse_listing",
 ]
+
+# What the catalog's listing row holds for a listing kept in parts (one row
+# per piece in ``collection_listing_parts``, joined in order).
+IN_PARTS = "{}"
 
 
 class Digests(Protocol):

@@ -15,7 +15,7 @@ import sqlite3
 from contextlib import closing
 from urllib.parse import quote
 
-from warehouse.collection.listings import parse_listing
+from warehouse.collection.listings import IN_PARTS, parse_listing
 from warehouse.collection.records import manifest_from_blocks
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, WarehouseError
@@ -43,16 +43,24 @@ class StepWarehouse(EmbeddedWarehouse):
                 row = conn.execute(
                     "SELECT manifest_blocks FROM collections WHERE pdh = ?", (pdh,)
                 ).fetchone()
-                listing = conn.execute(
+                found = conn.execute(
                     'SELECT file_md5s FROM collection_listings WHERE pdh = ? AND "user" = ?',
                     (pdh, self.user),
                 ).fetchone()
+                listing = None if found is None else str(found[0])
+                if listing == IN_PARTS:  # a long listing (catalog.records.get_listing)
+                    parts = conn.execute(
+                        "SELECT text FROM collection_listing_parts"
+                        ' WHERE pdh = ? AND "user" = ? ORDER BY part',
+                        (pdh, self.user),
+                    ).fetchall()
+                    listing = "".join(str(text) for (text,) in parts) or listing
         except sqlite3.Error as e:
             raise WarehouseError(f"cannot read the catalog: {e}") from None
         if row is None:
             raise NotFoundError(f"no collection {pdh}")
         manifest = manifest_from_blocks(self.store, pdh, str(row[0]))
-        return manifest, parse_listing(None if listing is None else str(listing[0]))
+        return manifest, parse_listing(listing)
 
     def intermediates(self, job: int, level: int) -> list[tuple[int, str]]:
         """(step number, fragment) of the steps of ``job`` at ``level`` that passed one."""
