@@ -197,6 +197,60 @@ def test_a_step_cannot_make_a_token_that_outlives_its_job(
     assert run("token", "create", "--label", "mine").exit_code == 0
 
 
+USES_AN_ADMINS_RIGHTS = """
+import json, os, urllib.error, urllib.request
+
+
+def call(method, path, body=None):
+    request = urllib.request.Request(
+        os.environ["WH_URL"] + "/api/v1" + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={
+            "Authorization": "Bearer " + os.environ["WH_TOKEN"],
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request) as r:
+            print("DONE", method, path, r.read().decode()[:200])
+    except urllib.error.HTTPError as e:
+        print("REFUSED", e.code, method, path)
+
+
+call("GET", "/users/current")
+call("GET", "/cluster/keep-config")
+call("POST", "/users", {"name": "mallory", "admin": True})
+call("POST", "/keep_services", {"url": "http://127.0.0.1:9"})
+call("PUT", "/gc/settings", {"history_retention": 0})
+"""
+
+
+def test_a_step_run_by_an_admin_gets_no_admin_rights(
+    ctl: Controller, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admin who runs someone else's function (resubmits alice's job, or
+    runs her PDH/PATH) hands it the job's token. Its effects must end with
+    the job: it may not read the signing key (a lasting capability), add an
+    admin, or register a keep server that every client would then send its
+    token to. A job's token acts as a plain user's."""
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    job, log = _run_step(Runner(), tmp_path, "admin.py", USES_AN_ADMINS_RIGHTS)
+    assert job["state"] == "complete", log
+    assert '"admin":false' in log, log
+    assert "DONE" not in log.replace("DONE GET /users/current", ""), log
+    for call in ("GET /cluster/keep-config", "POST /users", "POST /keep_services"):
+        assert f"REFUSED 403 {call}\n" in log, log
+    assert "REFUSED 403 PUT /gc/settings\n" in log, log
+    assert "mallory" not in [u.name for u in catalog.list_users(ctl.state.engine)]
+    assert len(catalog.list_keep_services(ctl.state.engine)) == 4
+    # The admin's own token keeps its rights.
+    with _client(ctl, ctl.admin_token) as admin:
+        assert admin.get("/api/v1/cluster/keep-config").status_code == 200
+
+
 PRINTS_ITS_ENVIRONMENT = """#!/bin/sh
 env
 """
