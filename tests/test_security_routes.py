@@ -375,6 +375,54 @@ def test_regol_runs_a_watch_only_for_its_owner_and_as_its_owner(
         assert made["submitted_by"] == "alice", made
 
 
+MAKES_A_WATCH = """
+import json, os, urllib.error, urllib.request
+
+request = urllib.request.Request(
+    os.environ["WH_URL"] + "/api/v1/regol/watches",
+    data=json.dumps({"job": JOB}).encode(),
+    headers={
+        "Authorization": "Bearer " + os.environ["WH_TOKEN"],
+        "Content-Type": "application/json",
+    },
+)
+try:
+    with urllib.request.urlopen(request) as r:
+        print("WATCHING", json.load(r)["owner"])
+except urllib.error.HTTPError as e:
+    print("REFUSED", e.code, json.load(e)["error"])
+"""
+
+
+def test_a_step_cannot_leave_a_watch_that_runs_code_as_its_submitter(
+    ctl: Controller,
+    alice: httpx.Client,
+    one_file: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A watch is a standing order: the controller runs every new commit of
+    its branch as the watch's owner. alice's function run once by bob must
+    not leave one behind in his name, running her future commits with his
+    rights long after that job ended."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "f.sh").write_text("#!/bin/sh\necho one\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "one")
+    job = alice.post("/api/v1/jobs", json={"function": f"git:{repo}@main:f.sh", "input": one_file})
+    _complete(alice, job.json())
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.user("bob"))
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    script = MAKES_A_WATCH.replace("JOB", str(job.json()["id"]))
+    ran, log = _run_step(Runner(), tmp_path, "watch.py", script)
+    assert ran["state"] == "complete", log
+    assert "REFUSED 403 a job's token cannot make watches" in log, log
+    assert alice.get("/api/v1/regol/watches").json() == []
+
+
 def test_ids_beyond_the_catalogs_integers_name_nothing(
     catalog_url: str, keep_servers: KeepPool
 ) -> None:
