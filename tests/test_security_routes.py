@@ -423,6 +423,47 @@ def test_a_step_cannot_leave_a_watch_that_runs_code_as_its_submitter(
     assert alice.get("/api/v1/regol/watches").json() == []
 
 
+SHARES_A_NAME = """
+import os, urllib.error, urllib.request
+
+request = urllib.request.Request(
+    os.environ["WH_URL"] + "/api/v1/names/results/writers",
+    data=b'{"user": "alice"}',
+    headers={
+        "Authorization": "Bearer " + os.environ["WH_TOKEN"],
+        "Content-Type": "application/json",
+    },
+)
+try:
+    with urllib.request.urlopen(request) as r:
+        print("SHARED", r.status)
+except urllib.error.HTTPError as e:
+    print("REFUSED", e.code, e.read().decode())
+"""
+
+
+def test_a_step_cannot_give_another_user_a_lasting_right_to_its_submitters_names(
+    ctl: Controller,
+    alice: httpx.Client,
+    one_file: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """alice's function run by bob may move bob's names while the job runs;
+    it may not make alice a writer of them, a right that outlives the job."""
+    bob = ctl.user("bob")
+    with _client(ctl, bob) as client:
+        made = client.put("/api/v1/names/results", json={"pdh": one_file, "expect": None})
+        assert made.status_code == 200, made.text
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", bob)
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    ran, log = _run_step(Runner(), tmp_path, "share.py", SHARES_A_NAME)
+    assert ran["state"] == "complete", log
+    assert "REFUSED 403" in log and "a job's token cannot add writers" in log, log
+    assert alice.get("/api/v1/names/results/writers").json() == []
+
+
 def test_ids_beyond_the_catalogs_integers_name_nothing(
     catalog_url: str, keep_servers: KeepPool
 ) -> None:
