@@ -133,6 +133,43 @@ def test_a_repository_on_the_controllers_disk_is_read_only_under_its_git_roots(
             assert r.status_code == 200, r.text
 
 
+def test_git_finds_no_repository_outside_the_git_roots_from_inside_them(
+    tmp_path: Path, keep_servers: KeepPool
+) -> None:
+    """A directory under an allowed one may hold no repository of its own:
+    git then looks up the tree and finds whatever repository lies above the
+    allowed directory (a home directory or /etc kept in git). Nor may a
+    `.git` file there name a repository elsewhere, nor its object alternates
+    another's objects. Each is refused (403)."""
+    outside = _repo(tmp_path / "installation")
+    allowed = outside / "repos"
+    (allowed / "plain").mkdir(parents=True)
+    (allowed / "pointer").mkdir()
+    (allowed / "pointer" / ".git").write_text(f"gitdir: {outside / '.git'}\n")
+    borrowing = allowed / "borrowing"  # its objects are the outside repository's
+    borrowing.mkdir()
+    git(borrowing, "init", "-q", "-b", "main")
+    (borrowing / ".git" / "objects" / "info" / "alternates").write_text(
+        f"{outside / '.git' / 'objects'}\n"
+    )
+    git(borrowing, "update-ref", "refs/heads/main", git(outside, "rev-parse", "HEAD"))
+    db = tmp_path / "controller.db"
+    with controller(db, keep_servers, git_roots=(str(allowed),)) as ctl:
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=1)
+        with _client(ctl, ctl.user("alice")) as alice:
+            r = alice.post("/api/v1/collections", json={"manifest_text": f". {EMPTY} 0:0:f\n"})
+            one_file = r.json()["pdh"]
+            for repo in (allowed / "pointer", allowed / "borrowing", allowed, allowed / "plain"):
+                body = {"function": f"git:{repo}@main:secret.txt", "input": one_file}
+                r = alice.post("/api/v1/jobs", json=body)
+                assert r.status_code == 403, (repo, r.text)
+                assert "--git-root" in r.json()["error"]
+            secret = b"the installation's own\n"
+            assert not any(
+                c.size == len(secret) for c in catalog.list_collections(ctl.state.engine)
+            )
+
+
 def test_a_git_spec_cannot_fetch_through_a_command_transport(
     alice: httpx.Client, one_file: str, tmp_path: Path
 ) -> None:
