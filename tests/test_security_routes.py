@@ -133,6 +133,43 @@ def test_a_repository_on_the_controllers_disk_is_read_only_under_its_git_roots(
             assert r.status_code == 200, r.text
 
 
+def test_git_finds_no_repository_outside_the_git_roots_from_inside_them(
+    tmp_path: Path, keep_servers: KeepPool
+) -> None:
+    """A directory under an allowed one may hold no repository of its own:
+    git then looks up the tree and finds whatever repository lies above the
+    allowed directory (a home directory or /etc kept in git). Nor may a
+    `.git` file there name a repository elsewhere, nor its object alternates
+    another's objects. Each is refused (403)."""
+    outside = _repo(tmp_path / "installation")
+    allowed = outside / "repos"
+    (allowed / "plain").mkdir(parents=True)
+    (allowed / "pointer").mkdir()
+    (allowed / "pointer" / ".git").write_text(f"gitdir: {outside / '.git'}\n")
+    borrowing = allowed / "borrowing"  # its objects are the outside repository's
+    borrowing.mkdir()
+    git(borrowing, "init", "-q", "-b", "main")
+    (borrowing / ".git" / "objects" / "info" / "alternates").write_text(
+        f"{outside / '.git' / 'objects'}\n"
+    )
+    git(borrowing, "update-ref", "refs/heads/main", git(outside, "rev-parse", "HEAD"))
+    db = tmp_path / "controller.db"
+    with controller(db, keep_servers, git_roots=(str(allowed),)) as ctl:
+        ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=1)
+        with _client(ctl, ctl.user("alice")) as alice:
+            r = alice.post("/api/v1/collections", json={"manifest_text": f". {EMPTY} 0:0:f\n"})
+            one_file = r.json()["pdh"]
+            for repo in (allowed / "pointer", allowed / "borrowing", allowed, allowed / "plain"):
+                body = {"function": f"git:{repo}@main:secret.txt", "input": one_file}
+                r = alice.post("/api/v1/jobs", json=body)
+                assert r.status_code == 403, (repo, r.text)
+                assert "--git-root" in r.json()["error"]
+            secret = b"the installation's own\n"
+            assert not any(
+                c.size == len(secret) for c in catalog.list_collections(ctl.state.engine)
+            )
+
+
 def test_a_git_spec_cannot_fetch_through_a_command_transport(
     alice: httpx.Client, one_file: str, tmp_path: Path
 ) -> None:
@@ -195,6 +232,60 @@ def test_a_step_cannot_make_a_token_that_outlives_its_job(
     assert "kept" not in [t["label"] for t in json.loads(run("token", "ls", "--json").output)]
     # alice herself still can.
     assert run("token", "create", "--label", "mine").exit_code == 0
+
+
+USES_AN_ADMINS_RIGHTS = """
+import json, os, urllib.error, urllib.request
+
+
+def call(method, path, body=None):
+    request = urllib.request.Request(
+        os.environ["WH_URL"] + "/api/v1" + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={
+            "Authorization": "Bearer " + os.environ["WH_TOKEN"],
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request) as r:
+            print("DONE", method, path, r.read().decode()[:200])
+    except urllib.error.HTTPError as e:
+        print("REFUSED", e.code, method, path)
+
+
+call("GET", "/users/current")
+call("GET", "/cluster/keep-config")
+call("POST", "/users", {"name": "mallory", "admin": True})
+call("POST", "/keep_services", {"url": "http://127.0.0.1:9"})
+call("PUT", "/gc/settings", {"history_retention": 0})
+"""
+
+
+def test_a_step_run_by_an_admin_gets_no_admin_rights(
+    ctl: Controller, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admin who runs someone else's function (resubmits alice's job, or
+    runs her PDH/PATH) hands it the job's token. Its effects must end with
+    the job: it may not read the signing key (a lasting capability), add an
+    admin, or register a keep server that every client would then send its
+    token to. A job's token acts as a plain user's."""
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    job, log = _run_step(Runner(), tmp_path, "admin.py", USES_AN_ADMINS_RIGHTS)
+    assert job["state"] == "complete", log
+    assert '"admin":false' in log, log
+    assert "DONE" not in log.replace("DONE GET /users/current", ""), log
+    for call in ("GET /cluster/keep-config", "POST /users", "POST /keep_services"):
+        assert f"REFUSED 403 {call}\n" in log, log
+    assert "REFUSED 403 PUT /gc/settings\n" in log, log
+    assert "mallory" not in [u.name for u in catalog.list_users(ctl.state.engine)]
+    assert len(catalog.list_keep_services(ctl.state.engine)) == 4
+    # The admin's own token keeps its rights.
+    with _client(ctl, ctl.admin_token) as admin:
+        assert admin.get("/api/v1/cluster/keep-config").status_code == 200
 
 
 PRINTS_ITS_ENVIRONMENT = """#!/bin/sh
@@ -319,6 +410,95 @@ def test_regol_runs_a_watch_only_for_its_owner_and_as_its_owner(
     for r in runs:
         made = alice.get(f"/api/v1/jobs/{r['job']}").json()
         assert made["submitted_by"] == "alice", made
+
+
+MAKES_A_WATCH = """
+import json, os, urllib.error, urllib.request
+
+request = urllib.request.Request(
+    os.environ["WH_URL"] + "/api/v1/regol/watches",
+    data=json.dumps({"job": JOB}).encode(),
+    headers={
+        "Authorization": "Bearer " + os.environ["WH_TOKEN"],
+        "Content-Type": "application/json",
+    },
+)
+try:
+    with urllib.request.urlopen(request) as r:
+        print("WATCHING", json.load(r)["owner"])
+except urllib.error.HTTPError as e:
+    print("REFUSED", e.code, json.load(e)["error"])
+"""
+
+
+def test_a_step_cannot_leave_a_watch_that_runs_code_as_its_submitter(
+    ctl: Controller,
+    alice: httpx.Client,
+    one_file: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A watch is a standing order: the controller runs every new commit of
+    its branch as the watch's owner. alice's function run once by bob must
+    not leave one behind in his name, running her future commits with his
+    rights long after that job ended."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "f.sh").write_text("#!/bin/sh\necho one\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "one")
+    job = alice.post("/api/v1/jobs", json={"function": f"git:{repo}@main:f.sh", "input": one_file})
+    _complete(alice, job.json())
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", ctl.user("bob"))
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    script = MAKES_A_WATCH.replace("JOB", str(job.json()["id"]))
+    ran, log = _run_step(Runner(), tmp_path, "watch.py", script)
+    assert ran["state"] == "complete", log
+    assert "REFUSED 403 a job's token cannot make watches" in log, log
+    assert alice.get("/api/v1/regol/watches").json() == []
+
+
+SHARES_A_NAME = """
+import os, urllib.error, urllib.request
+
+request = urllib.request.Request(
+    os.environ["WH_URL"] + "/api/v1/names/results/writers",
+    data=b'{"user": "alice"}',
+    headers={
+        "Authorization": "Bearer " + os.environ["WH_TOKEN"],
+        "Content-Type": "application/json",
+    },
+)
+try:
+    with urllib.request.urlopen(request) as r:
+        print("SHARED", r.status)
+except urllib.error.HTTPError as e:
+    print("REFUSED", e.code, e.read().decode())
+"""
+
+
+def test_a_step_cannot_give_another_user_a_lasting_right_to_its_submitters_names(
+    ctl: Controller,
+    alice: httpx.Client,
+    one_file: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """alice's function run by bob may move bob's names while the job runs;
+    it may not make alice a writer of them, a right that outlives the job."""
+    bob = ctl.user("bob")
+    with _client(ctl, bob) as client:
+        made = client.put("/api/v1/names/results", json={"pdh": one_file, "expect": None})
+        assert made.status_code == 200, made.text
+    monkeypatch.setenv("WH_URL", ctl.url)
+    monkeypatch.setenv("WH_TOKEN", bob)
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    ran, log = _run_step(Runner(), tmp_path, "share.py", SHARES_A_NAME)
+    assert ran["state"] == "complete", log
+    assert "REFUSED 403" in log and "a job's token cannot add writers" in log, log
+    assert alice.get("/api/v1/names/results/writers").json() == []
 
 
 def test_ids_beyond_the_catalogs_integers_name_nothing(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -280,3 +281,56 @@ def test_a_controller_refuses_slurm_steps_without_bubblewrap(
         with pytest.raises(UsageError, match="slurm:wh job steps cannot be sandboxed"):
             c.state.start_jobs(c.url, tmp_path / "controller-jobs", "slurm:wh")
         assert c.state.job_manager is None
+
+
+def test_a_slurm_step_gets_its_token_on_no_command_line(
+    slurm_cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any local account on a node may read every process's command line
+    (/proc/PID/cmdline): the batch script must hand a step its environment
+    (its job's token) through the shell's own exports, never as the
+    arguments of a program such as ``env``. The step still gets exactly
+    its environment, and nothing of the batch job's (SLURM_*)."""
+    from warehouse.jobs.executors import Launch
+    from warehouse.jobs.model import Resources
+    from warehouse.jobs.sandbox import find_sandbox
+    from warehouse.jobs.slurmexec import SlurmExecutor
+
+    real = shutil.which("sbatch")
+    assert real
+    scripts = tmp_path / "scripts"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sbatch").write_text(f'#!/bin/sh\ntee -a {scripts} | exec {real} "$@"\n')
+    (shim / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    sandbox = find_sandbox()
+    assert sandbox is not None
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    (fn / "step.sh").write_text("#!/bin/sh\nenv\n")
+    (fn / "step.sh").chmod(0o755)
+    fn.chmod(0o755)
+    secret = "wh" + "s3cretT0ken" * 3
+    executor = SlurmExecutor(owner=str(tmp_path), sandbox=sandbox)
+    try:
+        env = {"WH_FUNCTION_DIR": str(fn), "WH_TOKEN": secret}
+        scratch = str(tmp_path / "scratch")
+        executor.start(Launch(1, 0, 1, (str(fn / "step.sh"),), env, scratch, Resources(1, 0)))
+        deadline = time.monotonic() + 120
+        done = []
+        while not done and time.monotonic() < deadline:
+            done = executor.poll(1.0)
+    finally:
+        executor.close()
+    assert len(done) == 1, "the Slurm job did not end in time"
+    assert done[0].exit_status == 0, done[0]
+    seen = done[0].log.decode()
+    assert f"WH_TOKEN={secret}" in seen and "WH_SCRATCH=" in seen, seen
+    assert "SLURM_" not in seen, seen
+    script = scripts.read_text()
+    assert secret in script
+    for line in script.splitlines():
+        for part in line.split(" && "):
+            # The shell's export builtin, run in the batch script's own shell.
+            assert secret not in part or part.startswith("export "), part[:300]

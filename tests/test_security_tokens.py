@@ -25,8 +25,12 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import WarehouseError
 from warehouse.remote.api import ApiClient
 
+# The token also backwards: a log keeps no job token as it is, but the tests
+# need it back.
 LEAKS_ITS_TOKEN = """#!/bin/sh
 echo "my token: $WH_TOKEN"
+echo "backwards: $(echo "$WH_TOKEN" | rev)"
+env
 """
 
 
@@ -161,12 +165,42 @@ def test_a_jobs_token_is_revoked_when_the_job_ends(
     job = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert job["state"] == "complete"
     log = run("job", "logs", str(job["id"])).output
-    leaked = log.split("my token: ")[1].split()[0]
+    leaked = log.split("backwards: ")[1].split()[0][::-1]
     assert leaked.startswith("wh")
     deadline = time.monotonic() + 30
     while _works(ctl.url, leaked) and time.monotonic() < deadline:
         time.sleep(0.1)  # the manager forgets the job just after it is recorded complete
     assert not _works(ctl.url, leaked)
+
+
+def test_a_jobs_log_never_shows_its_token(
+    ctl: Controller, run: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every user may read every job's log, and a step printing its
+    environment (a debugging `env`, `set -x`) is common: bob's log must not
+    hand alice the token his job acts for him with while it runs."""
+    ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=1)
+    _as(monkeypatch, ctl.url, ctl.user("bob"))
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+    fn = tmp_path / "fn"
+    fn.mkdir()
+    (fn / "leak.sh").write_text(LEAKS_ITS_TOKEN)
+    fn_pdh = run("put", str(fn)).output.split()[-1]
+    key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
+    out = run("job", "submit", f"{fn_pdh}/leak.sh", "--input", key, "--wait", "--json").output
+    job = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    _as(monkeypatch, ctl.url, ctl.user("alice"))
+    log = run("job", "logs", str(job["id"])).output
+    token = log.split("backwards: ")[1].split()[0][::-1]
+    assert token.startswith("wh") and len(token) > 20, log
+    assert token not in log, log
+    assert "my token: [job token]" in log and "WH_TOKEN=[job token]" in log, log
+    alice = httpx.Client(
+        base_url=ctl.url, headers={"Authorization": f"Bearer {os.environ['WH_TOKEN']}"}
+    )
+    with alice:
+        (step,) = alice.get(f"/api/v1/jobs/{job['id']}/steps").json()
+    assert "WH_TOKEN=[job token]" in step["log_tail"] and token not in step["log_tail"], step
 
 
 def _wh_web(home: Path) -> tuple[subprocess.Popen[str], str]:

@@ -6,7 +6,10 @@ ordinary transports (no ``ext::`` command, no ``fd::``), and a repository on
 the controller's own disk is read only under the directories its admin
 allowed (``wh serve --git-root``): otherwise any user could store, as a
 collection everyone may read, any repository the controller's user can
-read. The embedded warehouse, one user on their own machine, reads any.
+read; nor may the repository git finds there lie elsewhere (a directory
+with no repository of its own, in which git looks up the tree; a ``.git``
+file, a worktree's common directory or object alternates naming another).
+The embedded warehouse, one user on their own machine, reads any.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 from warehouse.errors import ForbiddenError, UsageError
 
-__all__ = ["GIT_ENV", "check_local", "local_path", "no_option", "run"]
+__all__ = ["GIT_ENV", "check_local", "check_local_repository", "local_path", "no_option", "run"]
 
 GIT_ENV = {"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "http:https:git:ssh:file"}
 
@@ -68,3 +71,31 @@ def check_local(repo: str, roots: Sequence[str] | None) -> None:
         f"git repository {repo!r} is on the controller's disk outside the directories "
         "its admin allows (wh serve --git-root): use a URL the controller can fetch"
     )
+
+
+def check_local_repository(path: str, roots: Sequence[str] | None) -> str:
+    """The repository git reads for the directory ``path`` (itself under
+    ``roots``): its git directory, refused when any part of it (git
+    directory, common directory, object alternates) lies outside ``roots``."""
+    if roots is None:
+        return path
+    found = run(["-C", path, "rev-parse", "--absolute-git-dir", "--git-common-dir"])
+    places = [os.path.join(path, line) for line in found.splitlines() if line]
+    if not places:
+        return path
+    objects = os.path.join(places[-1], "objects")
+    try:
+        # Each line another object store git reads (relative: to this one).
+        text = Path(objects, "info", "alternates").read_text(errors="replace")
+    except OSError:
+        text = ""
+    places += [os.path.join(objects, line) for line in text.splitlines() if line.strip()]
+    for place in places:
+        try:
+            check_local(place, roots)
+        except ForbiddenError:
+            raise ForbiddenError(
+                f"git repository {path!r} keeps its history outside the directories "
+                "its admin allows (wh serve --git-root): use a URL the controller can fetch"
+            ) from None
+    return places[0]

@@ -156,9 +156,14 @@ def _git_tree(wh: _Store, repo: str, revision: str) -> tuple[str, str]:
     """The commit ``revision`` names, and its tree stored as a collection."""
     gitcmd.no_option(repository=repo, revision=revision)
     gitcmd.check_local(repo, wh.git_roots)
+    local = gitcmd.local_path(repo)
+    # The git directory checked is the one read (a swapped `.git` file is not followed).
+    checked = None
+    if local is not None and Path(local).is_dir():
+        checked = gitcmd.check_local_repository(local, wh.git_roots)
     with tempfile.TemporaryDirectory(prefix="wh-git-") as tmp:
-        if Path(repo).is_dir():
-            gitdir = repo
+        if Path(repo).is_dir() and checked is not None:
+            gitdir = checked
         else:  # a URL: fetch just that revision
             gitdir = os.path.join(tmp, "repo.git")
             gitcmd.run(["init", "--quiet", "--bare", gitdir])

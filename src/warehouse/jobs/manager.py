@@ -266,6 +266,11 @@ class Manager:
 
     def _exited(self, done: Finished) -> None:
         log, ok, queued = done.log, done.exit_status == 0, []
+        token = self._envs.get(done.job, {}).get("WH_TOKEN")
+        if token:
+            # Any user reads any job's log: a step printing its environment
+            # must not hand them the token its job acts for its submitter with.
+            log = log.replace(token.encode(), b"[job token]")
         outputs = intermediates = ""
         counters: dict[str, int] = {}
         if ok:

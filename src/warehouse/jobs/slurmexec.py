@@ -400,7 +400,16 @@ class SlurmExecutor(LabelledWorkers):
             command = " ".join(shlex.quote(a) for a in argv)
             p = shlex.quote(path)
             tag = f"{launch.job} {launch.step} {launch.attempt}"
-            run = f"(cd {p}/tmp && exec env -i {assignments} {command}) </dev/null >{p}/log 2>&1"
+            # Not `env -i VAR=… cmd`: every local account may read a program's
+            # arguments (/proc/PID/cmdline), and these hold the job's token.
+            # The shell's own exports are no program's; the rest it stops
+            # exporting (or, failing to list them, does not run the step), so
+            # the step gets these variables only.
+            clear = 'vs=$(compgen -e) && for v in $vs; do export -n "$v"; done'
+            run = (
+                f"(cd {p}/tmp && {{ {clear}; }} && export {assignments} && exec {command})"
+                f" </dev/null >{p}/log 2>&1"
+            )
             if self.sandbox is not None:
                 # Never unsandboxed: without bwrap on this node the step fails.
                 bwrap = shlex.quote(self.sandbox.bwrap)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
 from warehouse.catalog.values import check_writer
-from warehouse.server.controller.auth import Caller, state_of
+from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, bounded, link_next
 
 __all__ = ["router"]
@@ -132,8 +132,14 @@ def remove_writer(name: str, writer: str, user: Caller, request: Request) -> Non
 
 
 @router.post("/{name}/writers", status_code=204)
-def add_writer(name: str, body: WriterAdd, user: Caller, request: Request) -> None:
+def add_writer(
+    name: str, body: WriterAdd, user: Caller, token: CallerToken, request: Request
+) -> None:
     """Let another user move this name (its owner or an admin only)."""
     engine = state_of(request).engine
+    # A right given to someone else outlives the job: a step (maybe that
+    # someone's code) acts for its submitter only while its job runs.
+    if is_job_token(engine, token):
+        raise HTTPException(403, "a job's token cannot add writers")
     catalog.get_user(engine, check_writer(body.user))
     catalog.add_writer(engine, name, body.user, user=user.name, admin=user.admin)

@@ -22,7 +22,7 @@ from warehouse import catalog
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
-from warehouse.server.controller.auth import Caller, state_of
+from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, MAX_INT, bounded, link_next
 from warehouse.server.controller.state import ControllerState
 
@@ -65,9 +65,15 @@ def _owned(found: WatchRecord, user: catalog.User) -> None:
 
 
 @router.post("/watches")
-def create_watch(body: WatchCreate, user: Caller, request: _Request) -> dict[str, Any]:
+def create_watch(
+    body: WatchCreate, user: Caller, token: CallerToken, request: _Request
+) -> dict[str, Any]:
     """Follow a completed job whose function is ``git:`` along a branch."""
     state = state_of(request)
+    # A watch runs code as its owner at every commit, for ever: a step (maybe
+    # another user's code) acts for its submitter only while its job runs.
+    if is_job_token(state.engine, token):
+        raise HTTPException(403, "a job's token cannot make watches")
     host = CatalogWarehouse(state.engine, state.keep, user.name, state.config.git_roots)
     return service.watch(host, body.job, body.branch, body.label).as_dict()
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
 from warehouse.catalog import auth as tokens
-from warehouse.jobs.hosted import JOB_TOKEN_LABEL
-from warehouse.server.controller.auth import Admin, Caller, CallerToken, state_of
+from warehouse.server.controller.auth import Admin, Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, bounded, link_next
 
 __all__ = ["router"]
@@ -110,12 +108,6 @@ def add_user(body: UserCreate, user: Admin, request: Request) -> UserOut:
     return UserOut(name=made.name, admin=made.admin)
 
 
-def _is_job_token(engine: sa.Engine, token: str) -> bool:
-    """Whether ``token`` is the one a job manager made for a job's steps."""
-    info = tokens.token_info(engine, token)
-    return info is not None and info.label.startswith(JOB_TOKEN_LABEL)
-
-
 @router.post("/tokens", response_model=TokenOut)
 def create_token(body: TokenCreate, user: Caller, token: CallerToken, request: Request) -> TokenOut:
     """A new token: for yourself, or (admins) for anyone; never with a job's token."""
@@ -124,7 +116,7 @@ def create_token(body: TokenCreate, user: Caller, token: CallerToken, request: R
         raise HTTPException(403, "user: only admins make tokens for others")
     engine = state_of(request).engine
     # A job's token dies with its job: a step must not make one that outlives it.
-    if _is_job_token(engine, token):
+    if is_job_token(engine, token):
         raise HTTPException(403, "a job's token cannot make tokens")
     made = catalog.create_token(engine, whose, label=body.label, ttl=body.ttl)
     return TokenOut(user=whose, token=made, id=tokens.token_id(made))
