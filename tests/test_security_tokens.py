@@ -128,7 +128,7 @@ def test_a_session_never_outlives_the_token_signed_in_with(ctl: Controller) -> N
     """A job's token cannot sign in (its session would outlive the job); any
     other token's session ends when that token would, so a session cannot
     renew itself by signing in with itself."""
-    from warehouse.jobs.hosted import JOB_TOKEN_LABEL
+    from warehouse.catalog.auth import JOB_TOKEN_LABEL
 
     ctl.user("alice")
     engine = ctl.state.engine
@@ -237,3 +237,25 @@ def test_wh_web_keeps_one_short_lived_sign_in_token(tmp_path: Path) -> None:
         assert second.wait(15) == 0
         second.communicate()
     assert _valid(home, token2) is None  # revoked as it stopped
+
+
+def test_no_one_makes_a_token_labelled_as_a_jobs(
+    ctl: Controller, run: Runner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What a job's token may not do is decided by its label: a token a user
+    makes may not carry one (nor a label without bound), through the API, the
+    CLI or the catalog directly; nothing is made."""
+    alice = ctl.user("alice")
+    before = len(list_tokens(ctl.state.engine, "alice"))
+    headers = {"Authorization": f"Bearer {alice}"}
+    for label in ("job 7", "job ", "x" * 201):
+        resp = httpx.post(f"{ctl.url}/api/v1/tokens", json={"label": label}, headers=headers)
+        assert resp.status_code == 400 and "label" in resp.json()["error"], resp.text
+    _as(monkeypatch, ctl.url, alice)
+    err = _fails(["token", "create", "--label", "job 7"])
+    assert err.startswith("Error: label: ") and err.count("\n") == 1, err
+    db = f"sqlite:///{tmp_path / 'controller.db'}"
+    _fails(["token", "create", "alice", "--label", "job 7", "--db", db])
+    assert len(list_tokens(ctl.state.engine, "alice")) == before
+    # A label that only mentions a job is anyone's.
+    assert run("token", "create", "--label", "jobs at night").output.strip()

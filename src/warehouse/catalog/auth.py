@@ -21,9 +21,12 @@ from warehouse.catalog.schema import tokens, users
 from warehouse.errors import ConflictError, NotFoundError, UsageError
 
 __all__ = [
+    "JOB_TOKEN_LABEL",
+    "MAX_LABEL",
     "TokenInfo",
     "User",
     "add_user",
+    "check_label",
     "check_token_id",
     "create_token",
     "get_user",
@@ -38,6 +41,10 @@ __all__ = [
 ]
 
 ID_LENGTH = 16
+# A job's token is labelled this and the job's id (docs/security.md); what a
+# job's token may not do is decided by it, so no one else's may begin so.
+JOB_TOKEN_LABEL = "job "
+MAX_LABEL = 200
 _ID = re.compile(f"[0-9a-f]{{{ID_LENGTH}}}")
 
 
@@ -103,6 +110,16 @@ def list_users(engine: sa.Engine, *, after: str = "", limit: int | None = None) 
     with connect(engine) as conn:
         rows = conn.execute(query).all()
     return [User(r.name, bool(r.admin)) for r in rows]
+
+
+def check_label(label: str) -> None:
+    """Refuse a label a user gives a token: too long, or a job token's own."""
+    if len(label) > MAX_LABEL:
+        raise UsageError(f"label: at most {MAX_LABEL} characters, not {len(label)}")
+    if label.startswith(JOB_TOKEN_LABEL):
+        raise UsageError(
+            f"label: {JOB_TOKEN_LABEL.strip()!r} and a space begin only a job's own token's label"
+        )
 
 
 def create_token(

@@ -156,6 +156,7 @@ def token_create(name: str | None, ttl: float | None, label: str, db_url: str | 
     """
     if ttl is not None and ttl <= 0:
         raise UsageError(f"--ttl must be more than 0 seconds, not {ttl:g}")
+    auth.check_label(label)
     api = None if db_url else _api()
     if api is not None:
         secret = api.post("/tokens", {"user": name, "label": label, "ttl": ttl})["token"]

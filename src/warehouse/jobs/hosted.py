@@ -23,7 +23,7 @@ from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, Check, check_signature
 from warehouse.blocks.store import BlockStore
-from warehouse.catalog.auth import revoke_label, revoke_secret
+from warehouse.catalog.auth import JOB_TOKEN_LABEL, revoke_label, revoke_secret
 from warehouse.clusters.placer import Placer
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
@@ -35,7 +35,6 @@ from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 
 __all__ = [
-    "JOB_TOKEN_LABEL",
     "JOB_TOKEN_TTL",
     "CatalogWarehouse",
     "ControllerHost",
@@ -45,8 +44,6 @@ __all__ = [
 log = logging.getLogger("warehouse.jobs")
 
 JOB_TOKEN_TTL = 7 * 24 * 3600
-# A job's token is labelled this and the job's id (docs/security.md).
-JOB_TOKEN_LABEL = "job "
 
 
 class CatalogWarehouse(WarehouseBase):

@@ -20,9 +20,8 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
-from warehouse.catalog.auth import revoke_secret, token_info
+from warehouse.catalog.auth import JOB_TOKEN_LABEL, revoke_secret, token_info
 from warehouse.errors import ForbiddenError, UsageError
-from warehouse.jobs.hosted import JOB_TOKEN_LABEL
 from warehouse.server.accesslog import note_user
 from warehouse.web.pages import NUL_REFUSED, PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site

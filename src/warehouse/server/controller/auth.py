@@ -10,8 +10,7 @@ from fastapi import Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
-from warehouse.catalog.auth import token_info
-from warehouse.jobs.hosted import JOB_TOKEN_LABEL
+from warehouse.catalog.auth import JOB_TOKEN_LABEL, token_info
 from warehouse.server.accesslog import note_user
 from warehouse.server.controller.state import ControllerState
 

@@ -118,6 +118,7 @@ def create_token(body: TokenCreate, user: Caller, token: CallerToken, request: R
     # A job's token dies with its job: a step must not make one that outlives it.
     if is_job_token(engine, token):
         raise HTTPException(403, "a job's token cannot make tokens")
+    tokens.check_label(body.label)
     made = catalog.create_token(engine, whose, label=body.label, ttl=body.ttl)
     return TokenOut(user=whose, token=made, id=tokens.token_id(made))
 
