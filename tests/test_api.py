@@ -413,3 +413,54 @@ def _pages_of_the_other_lists(ctl: Controller) -> None:
         assert resp.status_code == 400 and "after" in resp.json()["error"], (bad, resp.text)
     resp = call(ctl, "GET", f"/api/v1/regol/watches/{watch.id}/runs?after=999999", alice)
     assert resp.status_code == 404, resp.text
+
+
+def test_a_names_log_and_writers_answer_a_page_at_a_time(
+    tmp_path: Path, catalog_url: str, keep_servers: KeepPool
+) -> None:
+    """GET /names/{name}/log (by version) and /names/{name}/writers (by user,
+    in code point order) are paged as the other list routes are; the Python
+    client reads every page. On each catalog backend."""
+    from warehouse.remote.api import ApiClient
+
+    with controller(catalog_url, keep_servers) as ctl:
+        engine = ctl.state.engine
+        alice = ctl.user("alice")
+        pdhs = []
+        with RemoteWarehouse(ctl.url, alice) as wh:
+            for i in range(5):
+                (tmp_path / "a.txt").write_bytes(b"version %d\n" % i)
+                pdhs.append(wh.put([tmp_path / "a.txt"]).pdh)
+        expect = None
+        for pdh in pdhs:
+            catalog.set_name(engine, "n", pdh, expect=expect, user="alice")
+            expect = pdh
+        writers = ["B", "a", "a.b", "a_c", "w2"]  # code point order, not a locale's
+        for name in writers:
+            catalog.add_user(engine, name)
+            catalog.add_writer(engine, "n", name, user="alice")
+        for path, key, every in [
+            ("/api/v1/names/n/log", "version", [1, 2, 3, 4, 5]),
+            ("/api/v1/names/n/writers", None, writers),
+        ]:
+            pages = _pages(ctl, path, alice, 2)
+            assert [len(p) for p in pages] == [2, 2, 1], path
+            rows = [row if key is None else row[key] for p in pages for row in p]  # type: ignore[index]
+            assert rows == every, path
+            api = ApiClient(ctl.url, alice)
+            try:
+                whole = api.get(path.removeprefix("/api/v1"))
+                assert [row if key is None else row[key] for row in whole] == every, path
+            finally:
+                api.close()
+        with RemoteWarehouse(ctl.url, alice) as wh:
+            assert [c.version for c in wh.name_log("n")] == [1, 2, 3, 4, 5]
+            assert wh.name_writers("n") == writers
+        for path in ("/api/v1/names/n/log?after=5", "/api/v1/names/n/writers?after=w2"):
+            resp = call(ctl, "GET", path, alice)
+            assert (resp.status_code, resp.json()) == (200, []), (path, resp.text)
+        for path in ("/api/v1/names/none/log", "/api/v1/names/none/writers?after=a"):
+            resp = call(ctl, "GET", path, alice)
+            assert resp.status_code == 404, (path, resp.text)
+        resp = call(ctl, "GET", "/api/v1/names/n/log?after=x", alice)
+        assert resp.status_code == 400 and "after" in resp.json()["error"], resp.text

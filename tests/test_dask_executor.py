@@ -236,3 +236,65 @@ def test_a_scheduler_that_answers_late_is_waited_for(wh: EmbeddedWarehouse, tmp_
         for p in reversed(started):
             p.kill()
             p.wait()
+
+
+@pytest.mark.timeout(300)
+def test_a_controller_waits_for_a_scheduler_that_answers_late(
+    tmp_path: Path, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's own manager follows the same rule: started while its
+    Dask scheduler is not up yet, it asks again (for ``dask_wait`` seconds)
+    and runs jobs once a real scheduler and worker come up there."""
+    import subprocess
+    import sys
+    import time
+
+    from cluster import controller, keep_pool
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    monkeypatch.setenv("WH_DASK_WAIT", "240")
+    bin_dir = Path(sys.executable).parent
+    started: list[subprocess.Popen[bytes]] = []
+    failed: list[BaseException] = []
+    with keep_pool(tmp_path / "keep", 1) as pool, controller(tmp_path / "c.db", pool, 1) as c:
+
+        def start() -> None:
+            try:
+                c.state.start_jobs(c.url, tmp_path / "jobs", f"dask:{address}")
+            except BaseException as e:
+                failed.append(e)
+
+        starting = threading.Thread(target=start)
+        starting.start()
+        try:
+            # Its first try (which waits CONNECT_SECONDS for a connection) finds
+            # nothing listening there; that alone once ended the job manager.
+            time.sleep(CONNECT_SECONDS + 2)
+            assert starting.is_alive() and not failed, failed  # it still waits
+            quiet = subprocess.DEVNULL
+            scheduler = [bin_dir / "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
+            started.append(
+                subprocess.Popen(
+                    [*scheduler, "--dashboard-address", "127.0.0.1:0"], stdout=quiet, stderr=quiet
+                )
+            )
+            worker = [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-nanny"]
+            started.append(subprocess.Popen(worker, stdout=quiet, stderr=quiet))
+            starting.join(280)  # a guard against a hang, not a bound
+            assert not starting.is_alive() and not failed, failed
+            (tmp_path / "f.txt").write_text("some words\n")
+            monkeypatch.setenv("WH_URL", c.url)
+            monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+            monkeypatch.setenv("WH_REPLICATION", "1")
+            pdh = run("put", str(tmp_path / "f.txt")).output.strip().splitlines()[-1]
+            out = run("job", "submit", "builtin:wordcount", "--input", pdh, "--wait").output
+            assert ": complete: " in out, out
+        finally:
+            starting.join(280)
+            c.state.stop_jobs()
+            for p in reversed(started):
+                p.kill()
+                p.wait()

@@ -306,3 +306,84 @@ def test_a_killed_manager_leaves_no_forked_step_running(
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+# The step leaves a child running, tells the pids, then waits until its
+# parent (the manager) is gone and ends at once, reaped by its new parent.
+ENDS_WITH_ITS_MANAGER = """#!/bin/sh
+sleep 1000 &
+parent=$PPID
+echo "$$ $! $PPID" > "$WH_HOME/../pids.tmp"
+mv "$WH_HOME/../pids.tmp" "$WH_HOME/../pids"
+while [ "$(awk '{print $4}' /proc/$$/stat)" = "$parent" ]; do :; done
+exit 0
+"""
+
+# Runs a command as a child subreaper (as systemd or an init would be),
+# reaping every process handed to it at once.
+REAPER = """import ctypes, os, subprocess, sys, time
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit("no subreaper")
+subprocess.Popen(sys.argv[1:])
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.01)
+"""
+
+
+def _sleeps(pid: int) -> int:
+    """How many times process ``pid`` has blocked (its voluntary context switches)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_the_lifeline_kills_the_group_of_a_step_reaped_by_another(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path
+) -> None:
+    """The manager is killed while the lifeline waits (stopped here, as in its
+    pause between batches or starved); the step ends at once and is reaped by
+    another parent (a subreaper): its child, left in its process group, is
+    killed too. The lifeline has seen the manager alive after the child
+    started (it looks every 0.2 s while it holds steps, and blocks between:
+    five blocks take two looks at least), which proves the group its own."""
+    key = wh.put([tmp_path]).pdh
+    fn = put_function(wh, tmp_path, "ends.sh", ENDS_WITH_ITS_MANAGER)
+    reaper = tmp_path / "reaper.py"
+    reaper.write_text(REAPER)
+    env = {**os.environ, "WH_HOME": str(home)}
+    proc = subprocess.Popen(
+        [sys.executable, str(reaper), WH_BIN, "job", "submit", fn, "--input", key, "--wait"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    pids: list[int] = []
+    lifeline = 0
+    try:
+        _until(home.parent / "pids", proc)
+        pids = [int(p) for p in (home.parent / "pids").read_text().split()]
+        lifeline = _lifeline_of(pids[2])  # of the `wh` process, the step's manager
+        seen = _sleeps(lifeline)
+        # Waited for, not asserted: a lifeline that never looks is tested too.
+        deadline = time.monotonic() + 30
+        while _sleeps(lifeline) < seen + 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        deadline = time.monotonic() + 120  # a guard against a hang, not a bound
+        os.kill(lifeline, signal.SIGSTOP)
+        os.kill(pids[2], signal.SIGKILL)
+        while Path(f"/proc/{pids[0]}").exists():  # the step ended, and was reaped
+            assert time.monotonic() < deadline, "the step did not end"
+            time.sleep(0.02)
+        assert not _ended(pids[1])  # its child runs on
+        os.kill(lifeline, signal.SIGCONT)
+        _until_ended(pids[1:2])
+    finally:
+        if lifeline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(lifeline, signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+        for pid in pids[:3]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

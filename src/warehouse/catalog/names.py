@@ -54,15 +54,24 @@ def list_names(
         return [NameRecord(**r._mapping) for r in conn.execute(query)]
 
 
-def name_log(engine: sa.Engine, name: str) -> list[NameChange]:
+def name_log(
+    engine: sa.Engine, name: str, *, after: int = 0, limit: int | None = None
+) -> list[NameChange]:
+    """The changes of ``name`` by version: those after version ``after``, at
+    most ``limit`` (None: all). NotFoundError if it never existed (a page
+    past its last change is empty)."""
     check_name(name)
+    mine = name_history.c.name == name
     query = (
-        sa.select(name_history).where(name_history.c.name == name).order_by(name_history.c.version)
+        sa.select(name_history)
+        .where(mine, name_history.c.version > after)
+        .order_by(name_history.c.version)
+        .limit(limit)
     )
     with connect(engine) as conn:
         rows = conn.execute(query).all()
-    if not rows:
-        raise NotFoundError(f"no name {name!r}")
+        if not rows and conn.execute(sa.select(name_history.c.name).where(mine)).first() is None:
+            raise NotFoundError(f"no name {name!r}")
     return [NameChange(r.name, r.version, r.old_pdh, r.new_pdh, r.by, r.at) for r in rows]
 
 
@@ -231,14 +240,22 @@ def remove_name(
     return NameChange(name, version, expect, None, user, now)
 
 
-def list_writers(engine: sa.Engine, name: str) -> list[str]:
-    """The users besides its owner (and admins) who may change ``name``."""
+def list_writers(
+    engine: sa.Engine, name: str, *, after: str = "", limit: int | None = None
+) -> list[str]:
+    """The users besides its owner (and admins) who may change ``name``, in
+    code point order: those after the user ``after``, at most ``limit``
+    (None: all)."""
     check_name(name)
+    ordered = by_code_point(engine, name_writers.c.user)
     query = (
         sa.select(name_writers.c.user)
         .where(name_writers.c.name == name)
-        .order_by(by_code_point(engine, name_writers.c.user))
+        .order_by(ordered)
+        .limit(limit)
     )
+    if after:
+        query = query.where(ordered > after)
     with connect(engine) as conn:
         if conn.execute(sa.select(names.c.name).where(names.c.name == name)).first() is None:
             raise NotFoundError(f"no name {name!r}")

@@ -368,10 +368,34 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
 # ("-PID"). When its input ends (the executor closed, or its process died,
 # however: a kill -9 too) it kills the process group of every step still told
 # of, so no step outlives its manager. It reads a batch at most every 0.2 s,
-# so a step costs the manager two small writes and the lifeline no wakeup;
-# a pid still held after a batch is pinned with a pidfd, and a group is
-# killed only if that pidfd says its leader is not reaped (so neither the
-# pid nor the group id can have been reused).
+# so a step costs the manager two small writes and the lifeline no wakeup of
+# its own; while it holds steps it also looks every 0.2 s whether the
+# manager lives (a poll of the pipe: no wakeup of the manager's).
+#
+# A group id is a pid: it may be given to a new process (and so name a
+# stranger's group) only once no process has it as its pid, group or session.
+# Until the manager dies, each step it has not let go of is its unreaped
+# child, whose pid names the step's group; so is it at each moment the
+# manager is known alive: when it wrote a line (it writes its clock with each
+# "+"), or when the lifeline saw the pipe's writer still open. After that,
+# another reaper (an init, a subreaper) may reap a step at once, so at the
+# end a group is killed only through a process pinned by a pidfd that is
+# surely in it: the leader, by a pidfd taken while the manager was seen
+# alive; else a process of the step's group and session (found in /proc)
+# that started in a clock tick before a moment the manager was known alive
+# (a new session's members all start after its leader, which starts after
+# the old session is empty, after the manager died), or whose pid is the
+# leader's and which started no later than the tick its "+" line was written
+# (a stranger can have that pid only after the manager died, so only if that
+# died in the same tick and a whole pid cycle passed: the one case left open).
+# The pinned process is stopped through its pidfd (the send fails if it was
+# reaped): stopped and unreaped, it ends only by another's SIGKILL, and until
+# it is reaped the id cannot be reused, so killpg reaches the step's group and
+# no other. An empty group, or one no such process proves ours, is left
+# alone: nothing of ours is in it, or nothing safely known to be. So what is
+# not killed is the group of a step reaped by another whose every process
+# left started after the lifeline last saw the manager alive (within about
+# 0.2 s of its death, unless the lifeline was starved of CPU).
 #
 # It runs at the lowest priority (nice 19), so its interpreter's start
 # (about 11 ms of CPU) takes only what the steps leave: a short step started
@@ -382,34 +406,97 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
 _LIFELINE = """
 import os, select, signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-held, rest = {}, b""
+hup = select.poll()
+hup.register(0, 0)  # a hang-up is always reported: the writer has closed
+tick = os.sysconf("SC_CLK_TCK")
+held, told, rest, alive_at = {}, {}, b"", 0.0
 while True:
-    select.select([0], [], [])
-    data = os.read(0, 1 << 20)
-    if not data:
-        break
+    data = b""
+    if select.select([0], [], [], 0.2 if held else None)[0]:
+        data = os.read(0, 1 << 20)
+        if not data:
+            break
     *lines, rest = (rest + data).split(b"\\n")
     for line in lines:
-        pid = int(line[1:])
+        words = line[1:].split()
+        pid = int(words[0])
         if line[:1] == b"+":
-            held[pid] = None
+            held[pid], told[pid] = None, float(words[1])
+            alive_at = max(alive_at, told[pid])
         else:
+            told.pop(pid, None)
             fd = held.pop(pid, None)
             if fd is not None:
                 os.close(fd)
-    for pid, fd in list(held.items()):
+    now = time.clock_gettime(time.CLOCK_BOOTTIME)
+    fresh = []
+    for pid, fd in held.items():
         if fd is None:
-            try:
+            try:  # else reaped: its "-" is on its way, or its group is found at the end
                 held[pid] = os.pidfd_open(pid)
+                fresh.append(pid)
             except OSError:
-                del held[pid]
-    time.sleep(0.2)
-for pid, fd in held.items():
-    try:
-        signal.pidfd_send_signal(os.pidfd_open(pid) if fd is None else fd, 0)
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
+                pass
+    if not hup.poll(0):
+        alive_at = max(alive_at, now)
+    else:  # perhaps taken after the manager died: not trusted
+        for pid in fresh:
+            os.close(held[pid])
+            held[pid] = None
+    if data:
+        time.sleep(0.2)
+
+
+def ours(pid, group, session, start):
+    if session != group or group not in told:
+        return False
+    if start < int(alive_at * tick):
+        return True
+    return pid == group and start <= int(told[group] * tick)
+
+
+def members(groups):
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.pidfd_open(int(name))
+        except OSError:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            group, session, start = int(fields[2]), int(fields[3]), int(fields[19])
+            signal.pidfd_send_signal(fd, 0)  # the stat read was this process's
+        except (OSError, ValueError):
+            os.close(fd)
+            continue
+        if group in groups and ours(int(name), group, session, start):
+            found.setdefault(group, []).append(fd)
+        else:
+            os.close(fd)
+    return found
+
+
+def kill_through(group, pins):
+    for pin in pins:
+        try:
+            signal.pidfd_send_signal(pin, signal.SIGSTOP)
+        except OSError:
+            continue
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+        return True
+    return False
+
+
+lost = [pid for pid, fd in held.items() if fd is None or not kill_through(pid, [fd])]
+for group, pins in (members(set(lost)) if lost else {}).items():
+    kill_through(group, pins)
 """
 
 
@@ -445,7 +532,8 @@ class _Lifeline:
                 os.setpriority(os.PRIO_PROCESS, self._proc.pid, 19)
 
     def hold(self, pid: int) -> None:
-        self._say(b"+%d\n" % pid)
+        # With a moment this process lived, the step still its child (above).
+        self._say(b"+%d %.6f\n" % (pid, time.clock_gettime(time.CLOCK_BOOTTIME)))
 
     def let_go(self, pid: int) -> None:
         self._say(b"-%d\n" % pid)

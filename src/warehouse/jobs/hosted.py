@@ -30,7 +30,7 @@ from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.jobs.executors import Executor
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.sandbox import Sandbox
-from warehouse.jobs.service import make_executor
+from warehouse.jobs.service import make_waiting
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 
@@ -164,13 +164,7 @@ class ManagerThread:
         # Placement (docs/clusters.md): only with a host map naming workers.
         self.placer = placer
         self._workers = dict(placer.host_map.workers) if placer is not None else None
-        self.executor: Executor = make_executor(
-            executor,
-            cpus=cpus,
-            sandbox=sandbox,
-            owner=str(host.work_dir),
-            worker_hosts=self._workers,
-        )
+        self.executor: Executor | None = self._make_executor()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wh-job-manager", daemon=True)
 
@@ -183,21 +177,40 @@ class ManagerThread:
             self._stop.wait(0.1)  # nothing to do: no busy loop
         return self._stop.is_set()
 
+    def _make_executor(self) -> Executor:
+        """By the rule of every job manager (``make_waiting``): a Dask scheduler
+        that does not answer is waited for ``dask_wait`` seconds, then the
+        jobs waiting for it fail and the error is raised."""
+        return make_waiting(
+            self.host.engine,
+            self.executor_name,
+            cpus=self.cpus,
+            sandbox=self.sandbox,
+            owner=str(self.host.work_dir),
+            worker_hosts=self._workers,
+        )
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self.executor is None:
+                try:
+                    executor = self._make_executor()
+                except Exception:
+                    # Its jobs were failed; later ones are for a scheduler back up.
+                    log.exception("the job manager's executor cannot be made; trying again")
+                    self._stop.wait(1.0)
+                    continue
+                if self._stop.is_set():  # stopped while it waited: nothing left to run it
+                    executor.close()
+                    break
+                self.executor = executor
             manager = Manager(self.host, self.executor, self.executor_name, placer=self.placer)
             try:
                 manager.run(self._idle)
             except Exception:
                 log.exception("the job manager failed; starting it again")
                 self.executor.close()
-                self.executor = make_executor(
-                    self.executor_name,
-                    cpus=self.cpus,
-                    sandbox=self.sandbox,
-                    owner=str(self.host.work_dir),
-                    worker_hosts=self._workers,
-                )
+                self.executor = None
                 self._stop.wait(1.0)
             finally:
                 manager.close()
@@ -207,4 +220,5 @@ class ManagerThread:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        self.executor.close()
+        if self.executor is not None:
+            self.executor.close()

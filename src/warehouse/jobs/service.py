@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+import sqlalchemy as sa
+
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.executors import Executor, LocalExecutor, local_capacity
@@ -35,6 +37,7 @@ __all__ = [
     "dask_wait",
     "ensure_manager",
     "make_executor",
+    "make_waiting",
     "run_manager",
     "spawn_manager",
 ]
@@ -121,24 +124,41 @@ def make_executor(
     )
 
 
-def _make_waiting(name: str, *, cpus: int | None, owner: str) -> Executor:
-    """``make_executor``; a Dask scheduler named by address that does not
-    answer is asked again every few seconds for ``dask_wait()`` seconds (it
-    may be starting, or a moment unreachable) before the last failure is
-    raised. A bad name or address is raised at once."""
+def make_waiting(
+    engine: sa.Engine,
+    name: str,
+    *,
+    cpus: int | None = None,
+    owner: str = "",
+    sandbox: Sandbox | None = None,
+    worker_hosts: dict[str, str] | None = None,
+) -> Executor:
+    """``make_executor``, by the rule every job manager follows: a Dask
+    scheduler named by address that does not answer is asked again every few
+    seconds for ``dask_wait()`` seconds (it may be starting, or a moment
+    unreachable) before the last failure is raised; then every active job of
+    that executor is failed with the reason (never queued for ever). A bad
+    name or address is raised at once, failing them too."""
     deadline = time.monotonic() + (dask_wait() if name.startswith("dask:") else 0.0)
     while True:
         try:
-            return make_executor(name, cpus=cpus, owner=owner)
-        except UsageError:
-            raise
+            return make_executor(
+                name, cpus=cpus, owner=owner, sandbox=sandbox, worker_hosts=worker_hosts
+            )
+        except UsageError as e:
+            failure: WarehouseError = e
         except WarehouseError as e:
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise
-            # A warning: on a terminal (no logging set up) it says why nothing happens yet.
-            log.warning("executor %s: %s; asking again for up to %.0f s (dask_wait)", name, e, left)
-            time.sleep(min(_DASK_RETRY, left))
+            if left > 0:
+                # A warning: on a terminal (no logging set up) it says why nothing happens yet.
+                log.warning(
+                    "executor %s: %s; asking again for up to %.0f s (dask_wait)", name, e, left
+                )
+                time.sleep(min(_DASK_RETRY, left))
+                continue
+            failure = e
+        fail_waiting(engine, name, f"executor {name}: {failure}")
+        raise failure
 
 
 def run_manager(
@@ -160,13 +180,7 @@ def run_manager(
     if not lock.acquire():
         return False
     try:
-        try:
-            executor = _make_waiting(executor_name, cpus=cpus, owner=str(wh.home.resolve()))
-        except WarehouseError as e:
-            # Its jobs could never run (a Dask scheduler that does not answer, an
-            # unknown executor): each ends failed with the reason, not queued for ever.
-            fail_waiting(wh.engine, executor_name, f"executor {executor_name}: {e}")
-            raise
+        executor = make_waiting(wh.engine, executor_name, cpus=cpus, owner=str(wh.home.resolve()))
         manager = Manager(wh, executor, executor_name)
         manager.on_landed = on_landed
         if until_job is not None:

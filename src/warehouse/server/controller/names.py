@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
 from warehouse.catalog.values import check_writer
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
-from warehouse.server.controller.paging import DEFAULT_LIMIT, bounded, link_next
+from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_INT, bounded, link_next
 
 __all__ = ["router"]
 
@@ -97,12 +99,24 @@ def set_name(name: str, body: NameSet, user: Caller, request: Request) -> NameOu
 
 
 @router.get("/{name}/log", response_model=list[ChangeOut])
-def name_log(name: str, user: Caller, request: Request) -> list[ChangeOut]:
+def name_log(
+    name: str,
+    user: Caller,
+    request: Request,
+    response: Response,
+    limit: int = DEFAULT_LIMIT,
+    after: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
+) -> list[ChangeOut]:
+    """The name's changes by version: at most ``limit``, those after version
+    ``after``; a full page links to the next (docs/server.md)."""
+    limit = bounded(limit)
+    found = catalog.name_log(state_of(request).engine, name, after=after, limit=limit)
+    link_next(request, response, len(found), limit, found[-1].version if found else after)
     return [
         ChangeOut(
             name=c.name, version=c.version, old_pdh=c.old_pdh, new_pdh=c.new_pdh, by=c.by, at=c.at
         )
-        for c in catalog.name_log(state_of(request).engine, name)
+        for c in found
     ]
 
 
@@ -120,9 +134,21 @@ def remove_name(name: str, expect: str, user: Caller, request: Request) -> Chang
 
 
 @router.get("/{name}/writers", response_model=list[str])
-def list_writers(name: str, user: Caller, request: Request) -> list[str]:
-    """The users its owner let change this name (besides the owner and admins)."""
-    return catalog.list_writers(state_of(request).engine, name)
+def list_writers(
+    name: str,
+    user: Caller,
+    request: Request,
+    response: Response,
+    limit: int = DEFAULT_LIMIT,
+    after: str = "",
+) -> list[str]:
+    """The users its owner let change this name (besides the owner and
+    admins), in code point order: at most ``limit``, those after the user
+    ``after``; a full page links to the next (docs/server.md)."""
+    limit = bounded(limit)
+    found = catalog.list_writers(state_of(request).engine, name, after=after, limit=limit)
+    link_next(request, response, len(found), limit, found[-1] if found else after)
+    return found
 
 
 @router.delete("/{name}/writers/{writer}", status_code=204)
