@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,11 +90,25 @@ else:
 """
 
 
+def _scheduler_and_worker(bin_dir: Path, port: int) -> list[subprocess.Popen[bytes]]:
+    """A real scheduler on 127.0.0.1:``port`` and a worker of one thread,
+    each its own process (the worker told the scheduler's pid)."""
+    quiet = subprocess.DEVNULL
+    scheduler = [bin_dir / "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
+    started = subprocess.Popen(
+        [*scheduler, "--dashboard-address", "127.0.0.1:0"], stdout=quiet, stderr=quiet
+    )
+    env = {**os.environ, "SCHEDULER_PID": str(started.pid)}
+    worker = [bin_dir / "dask", "worker", f"tcp://127.0.0.1:{port}", "--nthreads", "1"]
+    return [
+        started,
+        subprocess.Popen([*worker, "--no-nanny"], env=env, stdout=quiet, stderr=quiet),
+    ]
+
+
 @pytest.fixture
 def lone_scheduler(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """A real scheduler and worker, each its own process, the worker told the scheduler's pid."""
-    import os
-    import subprocess
     import sys
 
     bin_dir = Path(sys.executable).parent
@@ -100,28 +116,7 @@ def lone_scheduler(tmp_path: Path) -> Iterator[tuple[str, int]]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
-    quiet = subprocess.DEVNULL
-    scheduler = subprocess.Popen(
-        [
-            bin_dir / "dask",
-            "scheduler",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--dashboard-address",
-            "127.0.0.1:0",
-        ],
-        stdout=quiet,
-        stderr=quiet,
-    )
-    env = {**os.environ, "SCHEDULER_PID": str(scheduler.pid)}
-    worker = subprocess.Popen(
-        [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-nanny"],
-        env=env,
-        stdout=quiet,
-        stderr=quiet,
-    )
+    scheduler, worker = _scheduler_and_worker(bin_dir, port)
     try:
         from distributed import Client
 
@@ -180,8 +175,6 @@ def test_a_scheduler_that_answers_late_is_waited_for(wh: EmbeddedWarehouse, tmp_
     """A manager starting while its Dask scheduler is not up yet asks again
     (for ``dask_wait`` seconds) instead of failing every job queued for that
     address: the job runs once a real scheduler and worker come up there."""
-    import os
-    import subprocess
     import sys
     import time
 
@@ -218,15 +211,7 @@ def test_a_scheduler_that_answers_late_is_waited_for(wh: EmbeddedWarehouse, tmp_
         # nothing listening there; that alone once failed the job.
         time.sleep(CONNECT_SECONDS + 2)
         assert waiting.poll() is None, waiting.communicate()  # it still waits
-        quiet = subprocess.DEVNULL
-        scheduler = [bin_dir / "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
-        started.append(
-            subprocess.Popen(
-                [*scheduler, "--dashboard-address", "127.0.0.1:0"], stdout=quiet, stderr=quiet
-            )
-        )
-        worker = [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-nanny"]
-        started.append(subprocess.Popen(worker, stdout=quiet, stderr=quiet))
+        started += _scheduler_and_worker(bin_dir, port)
         _, err = waiting.communicate(timeout=280)
         assert waiting.returncode == 0, err
         assert jobs.get_job(wh.engine, 1).state == "complete"
@@ -245,7 +230,6 @@ def test_a_controller_waits_for_a_scheduler_that_answers_late(
     """The controller's own manager follows the same rule: started while its
     Dask scheduler is not up yet, it asks again (for ``dask_wait`` seconds)
     and runs jobs once a real scheduler and worker come up there."""
-    import subprocess
     import sys
     import time
 
@@ -274,15 +258,7 @@ def test_a_controller_waits_for_a_scheduler_that_answers_late(
             # nothing listening there; that alone once ended the job manager.
             time.sleep(CONNECT_SECONDS + 2)
             assert starting.is_alive() and not failed, failed  # it still waits
-            quiet = subprocess.DEVNULL
-            scheduler = [bin_dir / "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
-            started.append(
-                subprocess.Popen(
-                    [*scheduler, "--dashboard-address", "127.0.0.1:0"], stdout=quiet, stderr=quiet
-                )
-            )
-            worker = [bin_dir / "dask", "worker", address, "--nthreads", "1", "--no-nanny"]
-            started.append(subprocess.Popen(worker, stdout=quiet, stderr=quiet))
+            started += _scheduler_and_worker(bin_dir, port)
             starting.join(280)  # a guard against a hang, not a bound
             assert not starting.is_alive() and not failed, failed
             (tmp_path / "f.txt").write_text("some words\n")

@@ -162,6 +162,19 @@ def _ended(pid: int) -> bool:
     return status.split("State:")[1].split()[0] == "Z"
 
 
+def _leave_nothing(proc: subprocess.Popen[bytes], pids: list[int], lifeline: int = 0) -> None:
+    """End what a test started, whatever it found: the manager, the steps and
+    their children (``pids``), and a lifeline it stopped."""
+    if lifeline:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(lifeline, signal.SIGCONT)
+    proc.kill()
+    proc.wait()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _until_ended(pids: list[int]) -> None:
     deadline = time.monotonic() + 120  # a guard against a hang, not a bound
     while not all(_ended(p) for p in pids):
@@ -209,11 +222,7 @@ def test_a_killed_workflow_run_leaves_no_step_running(
         proc.wait()
         _until_ended(pids[:2])
     finally:
-        proc.kill()
-        proc.wait()
-        for pid in pids[:2]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _leave_nothing(proc, pids[:2])
 
 
 def _lifeline_of(manager: int) -> int:
@@ -258,14 +267,7 @@ def test_the_lifeline_runs_last_and_still_kills_steps_it_reads_late(
         os.kill(lifeline, signal.SIGCONT)
         _until_ended(pids[:2])
     finally:
-        if lifeline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(lifeline, signal.SIGCONT)
-        proc.kill()
-        proc.wait()
-        for pid in pids[:2]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _leave_nothing(proc, pids[:2], lifeline)
 
 
 RUNS_A_JOB_FORKED = """import sys, time
@@ -301,11 +303,7 @@ def test_a_killed_manager_leaves_no_forked_step_running(
         proc.wait()
         _until_ended(pids)  # the fork server too
     finally:
-        proc.kill()
-        proc.wait()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _leave_nothing(proc, pids)
 
 
 # The step leaves a child running, tells the pids, then waits until its
@@ -379,11 +377,4 @@ def test_the_lifeline_kills_the_group_of_a_step_reaped_by_another(
         os.kill(lifeline, signal.SIGCONT)
         _until_ended(pids[1:2])
     finally:
-        if lifeline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(lifeline, signal.SIGCONT)
-        proc.kill()
-        proc.wait()
-        for pid in pids[:3]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _leave_nothing(proc, pids[:3], lifeline)
