@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -150,11 +151,13 @@ def test_a_session_never_outlives_the_token_signed_in_with(ctl: Controller) -> N
     assert [t.label for t in list_tokens(engine, "alice")].count("web session") == 2
 
 
-def test_a_jobs_token_is_revoked_when_the_job_ends(
-    ctl: Controller, run: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _run_leaky_job(
+    ctl: Controller, run: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: str
+) -> dict[str, Any]:
+    """Run, as ``user`` through the controller, a job whose step prints its
+    environment and its token backwards; the job's JSON."""
     ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=1)
-    _as(monkeypatch, ctl.url, ctl.user("alice"))
+    _as(monkeypatch, ctl.url, ctl.user(user))
     monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
     fn = tmp_path / "fn"
     fn.mkdir()
@@ -162,7 +165,14 @@ def test_a_jobs_token_is_revoked_when_the_job_ends(
     fn_pdh = run("put", str(fn)).output.split()[-1]
     key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
     out = run("job", "submit", f"{fn_pdh}/leak.sh", "--input", key, "--wait", "--json").output
-    job = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    job: dict[str, Any] = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    return job
+
+
+def test_a_jobs_token_is_revoked_when_the_job_ends(
+    ctl: Controller, run: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = _run_leaky_job(ctl, run, tmp_path, monkeypatch, "alice")
     assert job["state"] == "complete"
     log = run("job", "logs", str(job["id"])).output
     leaked = log.split("backwards: ")[1].split()[0][::-1]
@@ -179,16 +189,7 @@ def test_a_jobs_log_never_shows_its_token(
     """Every user may read every job's log, and a step printing its
     environment (a debugging `env`, `set -x`) is common: bob's log must not
     hand alice the token his job acts for him with while it runs."""
-    ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=1)
-    _as(monkeypatch, ctl.url, ctl.user("bob"))
-    monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
-    fn = tmp_path / "fn"
-    fn.mkdir()
-    (fn / "leak.sh").write_text(LEAKS_ITS_TOKEN)
-    fn_pdh = run("put", str(fn)).output.split()[-1]
-    key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
-    out = run("job", "submit", f"{fn_pdh}/leak.sh", "--input", key, "--wait", "--json").output
-    job = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    job = _run_leaky_job(ctl, run, tmp_path, monkeypatch, "bob")
     _as(monkeypatch, ctl.url, ctl.user("alice"))
     log = run("job", "logs", str(job["id"])).output
     token = log.split("backwards: ")[1].split()[0][::-1]
