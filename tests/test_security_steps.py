@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,13 +237,30 @@ def test_the_sandbox_command_line_hides_nothing_it_mounts() -> None:
     assert "--cap-add" not in plain and plain[-2:] == ["--", "/x/run.sh"]
 
 
+def _one_slurm_step(tmp_path: Path, fn: Path, sandbox: Any, env: dict[str, str]) -> list[Any]:
+    """Run ``fn/step.sh`` as one step on the real Slurm cluster; what ended."""
+    from warehouse.jobs.executors import Launch
+    from warehouse.jobs.model import Resources
+    from warehouse.jobs.slurmexec import SlurmExecutor
+
+    executor = SlurmExecutor(owner=str(tmp_path), sandbox=sandbox)
+    try:
+        scratch = str(tmp_path / "scratch")
+        executor.start(Launch(1, 0, 1, (str(fn / "step.sh"),), env, scratch, Resources(1, 0)))
+        deadline = time.monotonic() + 120
+        done: list[Any] = []
+        while not done and time.monotonic() < deadline:
+            done = executor.poll(1.0)
+    finally:
+        executor.close()
+    assert len(done) == 1, "the Slurm job did not end in time"
+    return done
+
+
 def test_a_slurm_node_without_bubblewrap_runs_no_step(slurm_cluster: str, tmp_path: Path) -> None:
     """The Slurm batch script runs a step only through bwrap: where the node
     has none, the step fails saying so, and its program never starts."""
-    from warehouse.jobs.executors import Launch
-    from warehouse.jobs.model import Resources
     from warehouse.jobs.sandbox import find_sandbox
-    from warehouse.jobs.slurmexec import SlurmExecutor
 
     real = find_sandbox()
     assert real is not None
@@ -252,18 +270,7 @@ def test_a_slurm_node_without_bubblewrap_runs_no_step(slurm_cluster: str, tmp_pa
     ran = tmp_path / "ran"
     (fn / "step.sh").write_text(f"#!/bin/sh\ntouch {ran}\n")
     (fn / "step.sh").chmod(0o755)
-    executor = SlurmExecutor(owner=str(tmp_path), sandbox=missing)
-    try:
-        env = {"WH_FUNCTION_DIR": str(fn)}
-        scratch = str(tmp_path / "scratch")
-        executor.start(Launch(1, 0, 1, (str(fn / "step.sh"),), env, scratch, Resources(1, 0)))
-        deadline = time.monotonic() + 120
-        done = []
-        while not done and time.monotonic() < deadline:
-            done = executor.poll(1.0)
-    finally:
-        executor.close()
-    assert len(done) == 1, "the Slurm job did not end in time"
+    done = _one_slurm_step(tmp_path, fn, missing, {"WH_FUNCTION_DIR": str(fn)})
     assert done[0].exit_status == 126, done[0]
     assert b"(bubblewrap) is missing on node" in done[0].log, done[0].log
     assert not ran.exists()
@@ -291,10 +298,7 @@ def test_a_slurm_step_gets_its_token_on_no_command_line(
     (its job's token) through the shell's own exports, never as the
     arguments of a program such as ``env``. The step still gets exactly
     its environment, and nothing of the batch job's (SLURM_*)."""
-    from warehouse.jobs.executors import Launch
-    from warehouse.jobs.model import Resources
     from warehouse.jobs.sandbox import find_sandbox
-    from warehouse.jobs.slurmexec import SlurmExecutor
 
     real = shutil.which("sbatch")
     assert real
@@ -312,18 +316,7 @@ def test_a_slurm_step_gets_its_token_on_no_command_line(
     (fn / "step.sh").chmod(0o755)
     fn.chmod(0o755)
     secret = "wh" + "s3cretT0ken" * 3
-    executor = SlurmExecutor(owner=str(tmp_path), sandbox=sandbox)
-    try:
-        env = {"WH_FUNCTION_DIR": str(fn), "WH_TOKEN": secret}
-        scratch = str(tmp_path / "scratch")
-        executor.start(Launch(1, 0, 1, (str(fn / "step.sh"),), env, scratch, Resources(1, 0)))
-        deadline = time.monotonic() + 120
-        done = []
-        while not done and time.monotonic() < deadline:
-            done = executor.poll(1.0)
-    finally:
-        executor.close()
-    assert len(done) == 1, "the Slurm job did not end in time"
+    done = _one_slurm_step(tmp_path, fn, sandbox, {"WH_FUNCTION_DIR": str(fn), "WH_TOKEN": secret})
     assert done[0].exit_status == 0, done[0]
     seen = done[0].log.decode()
     assert f"WH_TOKEN={secret}" in seen and "WH_SCRATCH=" in seen, seen
