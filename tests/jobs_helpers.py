@@ -119,3 +119,24 @@ def put_function(wh: EmbeddedWarehouse, tmp: Path, name: str, text: str) -> str:
     d.mkdir(parents=True, exist_ok=True)
     (d / name).write_text(text)
     return f"{wh.put([d]).pdh}/{name}"
+
+
+def job_row(**changes: Any) -> dict[str, Any]:
+    """A complete job's row as ``jobs.records.insert_jobs`` takes it (a
+    catalog's worth of jobs made without running any), with ``changes``."""
+    row: dict[str, Any] = {
+        "function": "builtin:copy",
+        "function_pdh": "d41d8cd98f00b204e9800998ecf8427e+0",
+        "function_path": "copy",
+        "input_pdh": "d41d8cd98f00b204e9800998ecf8427e+0",
+        "params": "{}",
+        "cpus": 1,
+        "memory": 0,
+        "max_attempts": 1,
+        "priority": 0,
+        "executor": "local",
+        "state": "complete",
+        "reuse_key": "k",
+        "submitted_by": "alice",
+    }
+    return row | changes

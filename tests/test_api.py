@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from cluster import Controller, KeepPool, controller
+from jobs_helpers import job_row
 from warehouse import catalog
 from warehouse.remote.warehouse import RemoteWarehouse
 
@@ -254,21 +255,7 @@ def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
     names = ["B", "a", "a.b", "a_c", "n2"]  # code point order, not a locale's
     for name in names:
         catalog.set_name(engine, name, pdh, expect=None, user="alice")
-    job = {
-        "function": "builtin:copy",
-        "function_pdh": EMPTY,
-        "function_path": "copy",
-        "input_pdh": pdh,
-        "params": "{}",
-        "cpus": 1,
-        "memory": 0,
-        "max_attempts": 1,
-        "priority": 0,
-        "executor": "local",
-        "state": "complete",
-        "reuse_key": "k",
-        "submitted_by": "alice",
-    }
+    job = job_row(input_pdh=pdh)
     jobs = job_records.insert_jobs(engine, [job] * 1001)
     for j in jobs[:5]:
         regol_records.add_watch(
@@ -349,21 +336,7 @@ def _pages_of_the_other_lists(ctl: Controller) -> None:
         catalog.create_token(engine, "alice", label=f"t{i}")
     for i in range(5):
         catalog.register_keep_service(engine, f"http://127.0.0.1:{40000 + i}")
-    job = {
-        "function": "builtin:copy",
-        "function_pdh": EMPTY,
-        "function_path": "copy",
-        "input_pdh": EMPTY,
-        "params": "{}",
-        "cpus": 1,
-        "memory": 0,
-        "max_attempts": 1,
-        "priority": 0,
-        "executor": "local",
-        "state": "complete",
-        "reuse_key": "k",
-        "submitted_by": "alice",
-    }
+    job = job_row()
     made = job_records.insert_jobs(engine, [job] * 6)
     step = {"job": made[0].id, "level": 0, "input": "", "state": "complete", "attempts": 1}
     with engine.begin() as conn:

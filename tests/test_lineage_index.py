@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from jobs_helpers import job_row
 from warehouse.catalog.schema import collection_parts, jobs, workflow_runs
 from warehouse.lineage.reads import jobs_query, kind_query
 
@@ -15,29 +16,21 @@ PDHS = [f"{i:032x}+{n}" for i in range(3) for n in (1, 2, 3, 7)]
 def _fill(engine: sa.Engine, n: int = 2000) -> None:
     """A catalog's worth of complete jobs (an empty table is cheapest to scan), analyzed."""
     rows = [
-        {
-            "function": "f",
-            "function_pdh": f"{i % 500:032x}+7",
-            "function_path": "f",
-            "input_pdh": f"{i:032x}+1",
-            "params": "{}",
-            "cpus": 1,
-            "memory": 0,
-            "max_attempts": 1,
-            "priority": 0,
-            "executor": "local",
-            "state": "complete",
-            "created_at": 0.0,
-            "output_pdh": f"{i:032x}+2",
-            "log_pdh": f"{i:032x}+3",
-            "reuse_key": f"{i:064x}",
-            "steps_done": 1,
-            "steps_running": 0,
-            "steps_queued": 0,
-            "failed_attempts": 0,
-            "cpu_seconds": 0.0,
-            "submitted_by": "alice",
-        }
+        job_row(
+            function="f",
+            function_pdh=f"{i % 500:032x}+7",
+            function_path="f",
+            input_pdh=f"{i:032x}+1",
+            created_at=0.0,
+            output_pdh=f"{i:032x}+2",
+            log_pdh=f"{i:032x}+3",
+            reuse_key=f"{i:064x}",
+            steps_done=1,
+            steps_running=0,
+            steps_queued=0,
+            failed_attempts=0,
+            cpu_seconds=0.0,
+        )
         for i in range(n)
     ]
     with engine.begin() as conn:
