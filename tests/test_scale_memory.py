@@ -236,7 +236,7 @@ def _put_10x(tmp_path: Path) -> None:
 
 # A get reads the stored manifest stream by stream, and its recorded
 # digests a listing part (1 MiB) at a time in step with it: a get of 200,000
-# files peaks within a few MB of one of 20,000 (about 10 MB more here: the
+# files peaks within a few MB of one of 20,000 (about 7 MB more here: the
 # manifest's one block, 2.8 MB, and a part's copies). Joining the listing's
 # parts and decoding the whole manifest text, it grew by 19 MB (57 to 76 MB).
 GET_GROWTH = 14 << 20

@@ -150,11 +150,16 @@ class OrderedListing:
                 found = match(text, pos)
                 if found is None:
                     # An entry may run on into the next part: keep what is
-                    # left of this one and read on.
+                    # left of this one (the part itself let go before the
+                    # next is read) and read on.
+                    left = text[pos:]
+                    self._text = text = ""
                     piece = None if self._rest is None else next(self._rest, None)
                     if piece is None:
+                        self._text, self._pos = left, 0
                         break
-                    text, pos = text[pos:] + piece, 0
+                    text, pos = (left + piece if left else piece), 0
+                    del piece
                     self._text, self._pos = text, pos
                     continue
                 pos = found.end()
