@@ -11,9 +11,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from conftest import make_tree
+from warehouse import catalog
+from warehouse.catalog.records import get_listing_in_parts, record_listing, record_listing_parts
 from warehouse.collection.extract import extract
 from warehouse.collection.listings import OrderedListing, listing_text
+from warehouse.collection.records import load_normal_text
 from warehouse.embedded import EmbeddedWarehouse
 
 NAMES = ["a", 'q"uote', "back\\slash", "ünï ☃", "tab\tnl\n", "\x01", "z/deep", "𝄞"]
@@ -50,6 +55,112 @@ def test_a_listing_in_another_order_or_layout_is_answered_from_a_table() -> None
     assert listing._table is None
     assert listing.get(NAMES[1]) == _md5(NAMES[1])  # behind: now a table
     assert listing._table is not None
+
+
+def _parts(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def test_a_listing_in_parts_is_scanned_forward_a_part_at_a_time() -> None:
+    text = json.dumps({n: _md5(n) for n in NAMES}, ensure_ascii=False, separators=(",", ":"))
+    # Cut everywhere: inside a name, an escape, a digest, between entries.
+    for size in range(1, len(text) + 1):
+        first, *rest = _parts(text, size)
+        parts = iter(rest)
+        listing = OrderedListing(first, parts, lambda: None)
+        for name in NAMES:
+            assert listing.get(name) == _md5(name), size
+        assert listing._table is None
+        assert next(parts, None) is None
+        # Skipping files reads on too; what is held is what is left of a part.
+        first, *rest = _parts(text, size)
+        listing = OrderedListing(first, rest, lambda: None)
+        assert [listing.get(n) for n in NAMES[1::3]] == [_md5(n) for n in NAMES[1::3]]
+        assert listing._table is None
+        assert len(listing._text) < 2 * size + 120
+
+
+def test_a_listing_in_parts_in_another_order_is_read_whole_for_its_table() -> None:
+    backwards = {n: _md5(n) for n in reversed(NAMES)}
+    text = json.dumps(backwards, ensure_ascii=False, separators=(",", ":"))
+    asked: list[int] = []
+
+    def whole() -> str:
+        asked.append(1)
+        return text
+
+    first, *rest = _parts(text, 10)
+    listing = OrderedListing(first, rest, whole)
+    assert [listing.get(n) for n in NAMES] == [_md5(n) for n in NAMES]
+    assert listing._table is not None
+    assert asked == [1]
+
+
+def test_a_get_reads_the_listing_parts_from_the_catalog_as_it_goes(
+    catalog_engine: sa.Engine,
+) -> None:
+    engine = catalog_engine
+    pdh = "acbd18db4cc2f85cedef654fccc4a4d8+3"
+    catalog.add_collection(engine, pdh, "", 0, 0, "alice")
+    names = [f"f{i:03d}" for i in range(100)]
+    digests = {n: hashlib.md5(n.encode()).hexdigest() for n in names}
+    whole = json.dumps(digests, separators=(",", ":"))
+    record_listing_parts(engine, pdh, "alice", lambda: _parts(whole, 100))
+    assert get_listing_in_parts(engine, pdh, "bob") is None
+    found = get_listing_in_parts(engine, pdh, "alice")
+    assert found is not None
+    first, rest = found
+    assert first == whole[:100]
+    assert "".join((first, *rest)) == whole
+
+    # Recorded again while a get reads it (the same user's put of the same
+    # files with other claims): the parts stop, and the rest is read whole
+    # as it is now, never a part of one listing joined to another's.
+    found = get_listing_in_parts(engine, pdh, "alice")
+    assert found is not None
+    first, rest = found
+    listing = OrderedListing(first, rest, lambda: catalog.records.get_listing(engine, pdh, "alice"))
+    assert listing.get(names[0]) == digests[names[0]]
+    other = {n: "0" * 32 for n in names}
+    record_listing_parts(
+        engine, pdh, "alice", lambda: _parts(json.dumps(other, separators=(",", ":")), 100)
+    )
+    assert [listing.get(n) for n in names[50:]] == [other[n] for n in names[50:]]
+
+    # A listing kept whole comes whole, with no parts after it.
+    record_listing(engine, pdh, "alice", whole)
+    found = get_listing_in_parts(engine, pdh, "alice")
+    assert found is not None
+    assert found[0] == whole
+    assert list(found[1]) == []
+
+
+def test_a_get_of_a_listing_in_parts_lists_every_recorded_digest(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    for d in range(30):
+        (src / f"d{d:02d}").mkdir(parents=True)
+        for f in range(100):
+            (src / f"d{d:02d}" / f"f\\{f:03d}").write_bytes(b"%d %d\n" % (d, f))
+    with EmbeddedWarehouse(tmp_path / "wh") as wh:
+        pdh = wh.put([src]).pdh
+        listing = catalog.records.get_listing(wh.engine, pdh, wh.user)
+        assert listing is not None
+        real = json.loads(listing)
+        # Kept in parts, as a put of many more files keeps it; other digests
+        # than the bytes' (a claim), so that each listed one is seen to come
+        # from the parts, in manifest order, not from hashing.
+        claims = {p: hashlib.md5(p.encode()).hexdigest() for p in real}
+        text = listing_text(wh.manifest(pdh), claims)
+        assert text is not None
+        record_listing_parts(wh.engine, pdh, wh.user, lambda: _parts(text, 997))
+        stored = load_normal_text(wh.store, wh.engine, pdh, wh.user)
+        assert stored is not None and stored[1] is not None
+        got = {f.path: f.md5 for f in extract(wh.reader(pdh, one_pass=True), None)}
+        again = {f.path: f.md5 for f in extract(wh.reader(pdh, one_pass=True), None, rehash=True)}
+        assert got == claims
+        assert again == real
+        assert len(got) == 3000
+        assert list(got) == list(real)  # manifest order
 
 
 def test_a_put_stores_its_listing_in_manifest_order_and_a_get_reads_it_so(

@@ -234,6 +234,71 @@ def _put_10x(tmp_path: Path) -> None:
     assert (dest / "beside").read_bytes() == BESIDE
 
 
+# A get reads the stored manifest stream by stream, and its recorded
+# digests a listing part (1 MiB) at a time in step with it: a get of 200,000
+# files peaks within a few MB of one of 20,000 (about 7 MB more here: the
+# manifest's one block, 2.8 MB, and a part's copies). Joining the listing's
+# parts and decoding the whole manifest text, it grew by 19 MB (57 to 76 MB).
+GET_GROWTH = 14 << 20
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_get_of_200k_files_peaks_near_one_of_20k(tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
+        _get_10x(Path(d))
+
+
+def _get_10x(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    _make_files(src)
+    env = _env(tmp_path / "wh")
+    tenth = [str(src / TOP / f"d{i:03d}") for i in range(FILES // PER_DIR // 10)]
+    out, _ = _run(["put", "--no-progress", *tenth], env, tmp_path)
+    small = out.decode().strip()
+    out, _ = _run(["put", "--no-progress", str(src)], env, tmp_path)
+    big = out.decode().strip()
+    _remove(src)
+    beside = f"{hashlib.md5(BESIDE).hexdigest()}  beside"
+    dest = tmp_path / "out"
+    peaks: dict[tuple[str, str], int] = {}
+
+    out, peaks["small", "no-write"] = _run(["get", "--no-write", small], env, tmp_path)
+    _check_first(out.decode().splitlines(), FILES // 10)
+    out, peaks["small", "get"] = _run(["get", small, str(dest)], env, tmp_path)
+    _check_first(out.decode().splitlines(), FILES // 10)
+    for i in range(FILES // 10):
+        assert (dest / _rel(i)).read_bytes() == _content(i), _rel(i)
+    assert sum(len(files) for _, _, files in os.walk(dest)) == FILES // 10
+    _remove(dest)
+
+    out, peaks["big", "no-write"] = _run(["get", "--no-write", big], env, tmp_path)
+    lines = out.decode().splitlines()
+    assert lines[0] == beside
+    _check_listing(lines[1:], f"{TOP}/")
+    out, peaks["big", "get"] = _run(["get", big, str(dest)], env, tmp_path)
+    lines = out.decode().splitlines()
+    assert lines[0] == beside
+    _check_listing(lines[1:], f"{TOP}/")
+    _check_files(dest / TOP)
+    assert (dest / "beside").read_bytes() == BESIDE
+    assert sorted(os.listdir(dest)) == ["beside", TOP]
+
+    for how in ("no-write", "get"):
+        small_rss, big_rss = peaks["small", how], peaks["big", how]
+        assert big_rss - small_rss < GET_GROWTH, (
+            f"a get ({how}) of {FILES} files peaked at {big_rss >> 20} MB, "
+            f"one of {FILES // 10} at {small_rss >> 20} MB"
+        )
+
+
+def _check_first(lines: list[str], count: int) -> None:
+    """The listing of the first ``count`` files, stored by their directories' names."""
+    assert len(lines) == count
+    for i, line in enumerate(lines):
+        assert line == f"{hashlib.md5(_content(i)).hexdigest()}  {_rel(i)}", line
+
+
 # A manifest of 200,000 files (2,000 streams of 100) stored with
 # `wh put --manifest`, listed with `wh ls` and read with `wh get --no-write`:
 # each goes stream by stream, so they hold a few streams, the text and

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import sqlalchemy as sa
 
@@ -33,6 +34,7 @@ __all__ = [
     "add_collection_in",
     "get_collection",
     "get_listing",
+    "get_listing_in_parts",
     "list_collections",
     "record_block_writes",
     "record_listing",
@@ -207,6 +209,54 @@ def get_listing(engine: sa.Engine, pdh: str, user: str) -> str | None:
                 sa.select(p.text).where((p.pdh == pdh) & (p.user == user)).order_by(p.part)
             ).scalars()
             found = "".join(parts) or found
+    return None if found is None else str(found)
+
+
+def get_listing_in_parts(
+    engine: sa.Engine, pdh: str, user: str
+) -> tuple[str, Iterator[str]] | None:
+    """``get_listing`` a part at a time: its first part (or the whole of a
+    listing kept as one value) and an iterator of the others, each read when
+    asked for. The parts end early if the listing is recorded again meanwhile
+    (a reader then finds the files left out of it nowhere, and reads the
+    listing again whole)."""
+    c = collection_listings.c
+    mine = (c.pdh == pdh) & (c.user == user)
+    with connect(engine) as conn:
+        row = conn.execute(sa.select(c.file_md5s, c.recorded_at).where(mine)).first()
+        if row is None:
+            return None
+        if row.file_md5s != IN_PARTS:
+            return str(row.file_md5s), iter(())
+        first = _listing_part(conn, pdh, user, 0, row.recorded_at)
+    if first is None:
+        return str(row.file_md5s), iter(())
+
+    def rest() -> Iterator[str]:
+        for part in itertools.count(1):
+            with connect(engine) as conn:
+                text = _listing_part(conn, pdh, user, part, row.recorded_at)
+            if text is None:
+                return
+            yield text
+
+    return first, rest()
+
+
+def _listing_part(
+    conn: sa.Connection, pdh: str, user: str, part: int, recorded_at: float
+) -> str | None:
+    """Part ``part`` of the listing recorded at ``recorded_at``; None past the
+    last, or if the listing was recorded again since."""
+    c = collection_listings.c
+    p = collection_listing_parts.c
+    query = (
+        sa.select(p.text)
+        .join(collection_listings, (c.pdh == p.pdh) & (c.user == p.user))
+        .where((p.pdh == pdh) & (p.user == user) & (p.part == part))
+        .where(c.recorded_at == recorded_at)
+    )
+    found = conn.execute(query).scalar()
     return None if found is None else str(found)
 
 

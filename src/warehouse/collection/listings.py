@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from warehouse.errors import UsageError
@@ -117,22 +117,51 @@ class OrderedListing:
     ``listing_text`` writes the files in manifest order, so a get, which
     asks for its files in that order too, finds each one at or after the
     previous one: the text is scanned forward, an entry at a time. A listing
+    kept in parts is read a part at a time (``pieces``): only the part being
+    scanned, and what is left of the one before it, is held. A listing
     stored in another order or layout (written before it was kept in
     manifest order) is parsed into a dict on the first path not found ahead,
     and answered from that from then on.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(
+        self,
+        text: str,
+        rest: Iterable[str] = (),
+        whole: Callable[[], str | None] | None = None,
+    ) -> None:
+        """``text``: the listing, or its first part; ``rest``: its parts after
+        that, read as needed; ``whole``: the listing read again, whole, for a
+        table (needed only with ``rest``)."""
+        self._first = text
         self._text = text
         self._pos = 1  # after the opening brace
+        self._rest: Iterator[str] | None = iter(rest)
+        self._whole = whole
         self._table: dict[str, str] | None = None
 
     def get(self, path: str, /) -> str | None:
         if self._table is not None:
             return self._table.get(path)
-        text, pos, match = self._text, self._pos, _ENTRY.match
-        if text.startswith("{"):
-            while (found := match(text, pos)) is not None:
+        match = _ENTRY.match
+        if self._first.startswith("{"):
+            text, pos = self._text, self._pos
+            while True:
+                found = match(text, pos)
+                if found is None:
+                    # An entry may run on into the next part: keep what is
+                    # left of this one (the part itself let go before the
+                    # next is read) and read on.
+                    left = text[pos:]
+                    self._text = text = ""
+                    piece = None if self._rest is None else next(self._rest, None)
+                    if piece is None:
+                        self._text, self._pos = left, 0
+                        break
+                    text, pos = (left + piece if left else piece), 0
+                    del piece
+                    self._text, self._pos = text, pos
+                    continue
                 pos = found.end()
                 key = found[1]
                 if "\\" in key:
@@ -142,11 +171,18 @@ class OrderedListing:
                     return found[2]
                 if found[3] == "}":
                     break
-        table = self._table = parse_listing(text) or {}
-        self._text = ""
+        self._text, self._rest = "", None
+        whole = self._first if self._whole is None else self._whole()
+        self._first = ""
+        table = self._table = parse_listing(whole) or {}
         return table.get(path)
 
 
-def ordered_listing(text: str | None) -> OrderedListing | None:
-    """``text`` (a stored listing) read in manifest order; None: no listing."""
-    return None if text is None else OrderedListing(text)
+def ordered_listing(
+    text: str | None,
+    rest: Iterable[str] = (),
+    whole: Callable[[], str | None] | None = None,
+) -> OrderedListing | None:
+    """``text`` (a stored listing, or its first part, then ``rest``) read in
+    manifest order; None: no listing. See ``OrderedListing``."""
+    return None if text is None else OrderedListing(text, rest, whole)

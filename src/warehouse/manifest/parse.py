@@ -7,7 +7,7 @@ and the offending token as written, so a user can find it in the text.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import starmap
 from operator import add
 
@@ -262,6 +262,47 @@ def _lines(text: str) -> Iterator[str]:
         start = end + 1
 
 
+def _line_source(text: str | bytes) -> Callable[[], Iterator[str]] | None:
+    """What goes through ``text``'s lines, each time called; None for no text.
+
+    Bytes are decoded a line at a time, so that a stored manifest's text is
+    not held a second time, as a string (a UTF-8 byte sequence never holds a
+    newline byte). Any text that would fail to decode whole, or lacks its
+    final newline, fails here as it would whole.
+    """
+    if isinstance(text, str):
+        _check_encodable(text)
+        whole = text
+        if not whole:
+            return None
+        if whole.endswith("\n"):
+            return lambda: _lines(whole)
+    else:
+        data = bytes(text)
+        if not data:
+            return None
+        if data.endswith(b"\n"):
+            return lambda: _byte_lines(data)
+        whole = _as_text(data)
+    last = whole[whole.rfind("\n") + 1 :].rsplit(" ", 1)[-1]
+    raise ManifestError(whole.count("\n") + 1, last, "missing newline at end of manifest")
+
+
+def _byte_lines(data: bytes) -> Iterator[str]:
+    """Each line of ``data`` (ending in a newline), decoded; bytes that are
+    not UTF-8 fail as a decode of the whole text does."""
+    start = 0
+    find = data.find
+    while (end := find(b"\n", start)) >= 0:
+        try:
+            line = data[start:end].decode("utf-8")
+        except UnicodeDecodeError:
+            _decode(data)  # raises, naming the line
+            raise
+        yield line
+        start = end + 1
+
+
 def parse_streams(text: str | bytes) -> tuple[Stream, ...]:
     """Parse manifest ``text`` into streams, or raise :class:`ManifestError`."""
     return tuple(stream for _, stream in iter_streams(text))
@@ -282,13 +323,10 @@ def iter_raw_streams(text: str | bytes) -> Iterator[tuple[str, RawStream]]:
     but reported after the last line, so that a malformed line anywhere is
     reported first (as a whole parse would).
     """
-    text = _as_text(text)
-    if not text:
+    lines = _line_source(text)
+    if lines is None:
         return
-    if not text.endswith("\n"):
-        last = text[text.rfind("\n") + 1 :].rsplit(" ", 1)[-1]
-        raise ManifestError(text.count("\n") + 1, last, "missing newline at end of manifest")
-    dirs = _directories(text)
+    dirs = _directories(lines())
     # A file clashes only with a directory of the same parent: most streams
     # have no subdirectory at all, and their segments need no look-up.
     children: dict[str, set[str]] = {}
@@ -297,7 +335,7 @@ def iter_raw_streams(text: str | bytes) -> Iterator[tuple[str, RawStream]]:
         children.setdefault(parent + "/" if parent else "", set()).add(base)
     cache: dict[str, Locator] = {}
     clash: tuple[int, str] | None = None
-    for index, line in enumerate(_lines(text)):
+    for index, line in enumerate(lines()):
         if len(cache) > _LOCATOR_CACHE:
             cache.clear()  # bounded: a manifest may list millions of blocks
         raw = _parse_raw(index + 1, line, cache)
@@ -308,13 +346,13 @@ def iter_raw_streams(text: str | bytes) -> Iterator[tuple[str, RawStream]]:
         return
     file_line, path = clash
     dir_line = dirs[path]
-    lines = text.split("\n")
-    dir_stream = _parse_line(dir_line + 1, lines[dir_line], cache)
-    file_stream = _parse_line(file_line + 1, lines[file_line], cache)
-    where = _token_naming(dir_stream, lines[dir_line], path, directory=True)
+    all_lines = _as_text(text).split("\n")
+    dir_stream = _parse_line(dir_line + 1, all_lines[dir_line], cache)
+    file_stream = _parse_line(file_line + 1, all_lines[file_line], cache)
+    where = _token_naming(dir_stream, all_lines[dir_line], path, directory=True)
     raise ManifestError(
         file_line + 1,
-        _token_naming(file_stream, lines[file_line], path, directory=False),
+        _token_naming(file_stream, all_lines[file_line], path, directory=False),
         f"{path!r} is a file and also a directory (line {dir_line + 1}: {where!r})",
     )
 
@@ -331,14 +369,14 @@ def _may_hold_slash(rest: str) -> bool:
     return "/" in rest or "\\057" in rest
 
 
-def _directories(text: str) -> dict[str, int]:
+def _directories(lines: Iterable[str]) -> dict[str, int]:
     """Every directory the manifest makes -> index of the line that first makes it.
 
     A first, light pass over the text (no segment is parsed unless its name
     holds a '/'); a line it cannot read is left to the full parse to report.
     """
     dirs: dict[str, int] = {}
-    for index, line in enumerate(_lines(text)):
+    for index, line in enumerate(lines):
         head, _, rest = line.partition(" ")
         try:
             name = unescape_name(head)
