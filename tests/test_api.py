@@ -8,10 +8,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from cluster import Controller, KeepPool, controller
 from jobs_helpers import job_row
 from warehouse import catalog
+from warehouse.regol import records as regol_records
+from warehouse.regol.values import WatchRecord
 from warehouse.remote.warehouse import RemoteWarehouse
 
 OPEN = {"/api/v1/health"}
@@ -244,7 +247,6 @@ def test_list_routes_answer_a_page_at_a_time(
 
 def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
     from warehouse.jobs import records as job_records
-    from warehouse.regol import records as regol_records
     from warehouse.remote.api import ApiClient
 
     engine = ctl.state.engine
@@ -258,16 +260,7 @@ def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
     job = job_row(input_pdh=pdh)
     jobs = job_records.insert_jobs(engine, [job] * 1001)
     for j in jobs[:5]:
-        regol_records.add_watch(
-            engine,
-            job=j.id,
-            function="git:repo@main:f",
-            repository="repo",
-            path="f",
-            branch="main",
-            label="",
-            owner="alice",
-        )
+        _watch(engine, j.id)
     for path, key, every in [
         ("/api/v1/names", "name", names),
         ("/api/v1/regol/watches", "id", [j.id for j in jobs[:5]]),
@@ -285,6 +278,20 @@ def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
         assert len(api.get("/jobs", limit=10**9)) == 1001  # 10000 at most: all of these
     finally:
         api.close()
+
+
+def _watch(engine: sa.Engine, job: int) -> WatchRecord:
+    """alice's watch of ``job``'s (made-up) git function."""
+    return regol_records.add_watch(
+        engine,
+        job=job,
+        function="git:repo@main:f",
+        repository="repo",
+        path="f",
+        branch="main",
+        label="",
+        owner="alice",
+    )
 
 
 def test_a_list_route_names_the_field_it_refuses(ctl: Controller) -> None:
@@ -322,7 +329,6 @@ def _pages_of_the_other_lists(ctl: Controller) -> None:
 
     from warehouse.catalog.schema import steps
     from warehouse.jobs import records as job_records
-    from warehouse.regol import records as regol_records
     from warehouse.regol.model import Commit
     from warehouse.remote.api import ApiClient
 
@@ -341,16 +347,7 @@ def _pages_of_the_other_lists(ctl: Controller) -> None:
     step = {"job": made[0].id, "level": 0, "input": "", "state": "complete", "attempts": 1}
     with engine.begin() as conn:
         conn.execute(steps.insert(), [{**step, "number": n, "failures": n % 2} for n in range(5)])
-    watch = regol_records.add_watch(
-        engine,
-        job=made[0].id,
-        function="git:repo@main:f",
-        repository="repo",
-        path="f",
-        branch="main",
-        label="",
-        owner="alice",
-    )
+    watch = _watch(engine, made[0].id)
     # Generations out of id order: the runs are listed in commit order.
     for generation, j in zip([3, 1, 5, 2, 4], made[1:], strict=True):
         commit = Commit(f"{generation:040x}", 0.0, "s", generation)
