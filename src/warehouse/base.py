@@ -19,6 +19,7 @@ from warehouse.collection.extract import ExtractedFile, extract
 from warehouse.collection.listings import Digests
 from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
 from warehouse.collection.scan import DirNode, Filter, LazyTree
+from warehouse.collection.spool import StoredText
 from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, parse_key
@@ -78,7 +79,7 @@ class WarehouseBase:
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         raise NotImplementedError
 
-    def _collection_text(self, pdh: str) -> tuple[bytes, Digests | None] | None:
+    def _collection_text(self, pdh: str) -> tuple[bytes | StoredText, Digests | None] | None:
         """Like ``_collection``, the manifest as its stored normalized text
         (read stream by stream), or None where that is not at hand."""
         return None
@@ -321,11 +322,7 @@ class WarehouseBase:
         progress: Progress | None = None,
     ) -> list[ExtractedFile]:
         k = parse_key(key)
-        return extract(
-            self.reader(k, one_pass=True),
-            dest,
-            subpath=k.path,
-            force=force,
-            rehash=rehash,
-            progress=progress,
-        )
+        with self.reader(k, one_pass=True) as reader:
+            return extract(
+                reader, dest, subpath=k.path, force=force, rehash=rehash, progress=progress
+            )

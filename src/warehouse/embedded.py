@@ -29,7 +29,7 @@ from warehouse.collection.records import (
     store_portable,
     store_spooled,
 )
-from warehouse.collection.spool import Spool, scratch_dir
+from warehouse.collection.spool import Spool, StoredText, scratch_dir
 from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
@@ -202,8 +202,8 @@ class EmbeddedWarehouse(WarehouseBase):
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)
 
-    def _collection_text(self, pdh: str) -> tuple[bytes, Digests | None] | None:
-        return load_normal_text(self.store, self.engine, pdh, self.user)
+    def _collection_text(self, pdh: str) -> tuple[bytes | StoredText, Digests | None] | None:
+        return load_normal_text(self.store, self.engine, pdh, self.user, scratch_dir(self.home))
 
     # -- names ---------------------------------------------------------------
 

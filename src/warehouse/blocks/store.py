@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -118,6 +119,21 @@ class LocalBlockStore:
         if cache and self.cache is not None:
             self.cache.put(key, data)
         return data
+
+    def copy_block(self, locator: Locator, write: Callable[[bytes | memoryview], object]) -> None:
+        """Copy a block to ``write`` a piece at a time (a one-pass read: no
+        RAM cache filled); verified, as ``get`` verifies, once it is all
+        copied, so the caller must use none of it before this returns."""
+        if locator.md5 == EMPTY_MD5:
+            return
+        if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
+            write(hit)
+            return
+        size = self.volume.copy_to(locator.md5, write)
+        if size != locator.size:
+            raise CorruptDataError(
+                f"block {locator.md5} on {self.volume.root} has {size} bytes, not {locator.size}"
+            )
 
     def _sized(self, locator: Locator, data: _Read) -> _Read:
         if len(data) != locator.size:

@@ -28,10 +28,11 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from warehouse.blocks.locator import MAX_BLOCK_SIZE
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.private import private_dir
 
@@ -466,6 +467,28 @@ class LocalVolume:
         self._verify(md5, data, ino)
         return data
 
+    def copy_to(self, md5: str, write: Callable[[bytes], object], *, piece: int = 1 << 20) -> int:
+        """Copy a block a ``piece`` at a time to ``write``, hashing it on the
+        way; return its length. Verified as ``get`` verifies, but only once
+        all of it is copied: the caller uses none of it before this returns."""
+        try:
+            f = open(self.path_for(md5), "rb", buffering=0)  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise NotFoundError(f"block {md5} is not on {self.root}") from None
+        with f:
+            ino = os.fstat(f.fileno()).st_ino
+            digest = hashlib.md5()
+            n = 0
+            while data := f.read(piece):
+                n += len(data)
+                if n > MAX_BLOCK_SIZE:
+                    self._move_aside(md5, ino)
+                    raise CorruptDataError(f"block {md5} on {self.root} is longer than any block")
+                digest.update(data)
+                write(data)
+        self._check_digest(md5, digest.hexdigest(), ino)
+        return n
+
     def _move_aside(self, md5: str, ino: int) -> str:
         """Quarantine a copy found corrupt; say how that went, for the error."""
         try:
@@ -477,7 +500,10 @@ class LocalVolume:
         return " and was moved aside" if moved else ""
 
     def _verify(self, md5: str, data: bytes | memoryview, ino: int) -> None:
-        if hashlib.md5(data).hexdigest() != md5:
+        self._check_digest(md5, hashlib.md5(data).hexdigest(), ino)
+
+    def _check_digest(self, md5: str, digest: str, ino: int) -> None:
+        if digest != md5:
             aside = self._move_aside(md5, ino)
             raise CorruptDataError(
                 f"block {md5} on {self.root} is corrupt (its MD5 differs){aside}"

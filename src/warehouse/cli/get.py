@@ -63,8 +63,7 @@ def get(
         raise UsageError("--no-write takes no DEST")
     wh = open_warehouse(ctx)
     k = parse_key(key)
-    with stored_text_damage(k.head):
-        reader = wh.reader(k, one_pass=True)
+    with stored_text_damage(k.head), wh.reader(k, one_pass=True) as reader:
         target = None if no_write else (dest or Path("."))
         # The total is summed only for a bar on a terminal: it is a pass of its own.
         # Each file's line (or JSON item) goes out once it is written: nothing per

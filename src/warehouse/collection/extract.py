@@ -39,6 +39,7 @@ from warehouse.collection.reader import CollectionReader
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.manifest import FileEntry
 from warehouse.manifest.normal import iter_normal_dirs, iter_normal_files
+from warehouse.manifest.parse import Text
 
 __all__ = ["ExtractedFile", "extract", "select", "selected_size"]
 
@@ -81,7 +82,7 @@ def selected_size(reader: CollectionReader, subpath: str) -> int:
     return sum(entry.size for _, entry in select(reader, subpath)[0])
 
 
-def _kind(text: bytes, sub: str) -> bool | None:
+def _kind(text: Text, sub: str) -> bool | None:
     """Whether ``sub`` is a file (True) or a directory (False) of normalized
     manifest ``text``; None if it is neither. Stops at the first sign."""
     under = sub + "/"
@@ -111,7 +112,7 @@ def _check_rel(rel: str) -> None:
         raise UsageError(f"refusing unsafe path {rel!r}: it could escape the destination")
 
 
-def _streamed_paths(text: bytes, dirs: list[str], under: str = "") -> Iterator[str]:
+def _streamed_paths(text: Text, dirs: list[str], under: str = "") -> Iterator[str]:
     """The path below ``under`` (``""`` or a directory and a '/') of every file
     under it in normalized manifest ``text``, checked to be safe; the empty
     directories below it are added to ``dirs`` as they come."""

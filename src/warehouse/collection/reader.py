@@ -25,6 +25,7 @@ from typing import Any
 from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.listings import Digests
+from warehouse.collection.spool import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories
@@ -55,13 +56,14 @@ class CollectionReader:
         readahead: int = DEFAULT_READAHEAD,
         file_md5s: Digests | None = None,
         one_pass: bool = False,
-        normal_text: bytes | None = None,
+        normal_text: bytes | StoredText | None = None,
         pdh: str | None = None,
     ) -> None:
         """``normal_text``: the manifest's stored text (normalized; checked
         against its PDH where it was read from the catalog, taken as the
         controller sends it on a remote get, whose blocks are checked as
         read all the same), read stream by stream instead of ``manifest``;
+        a scratch copy of it is the reader's, closed by ``close``;
         ``pdh``: the collection's, named in errors without parsing that text."""
         if manifest is None and normal_text is None:
             raise ValueError("a reader needs a manifest or its text")
@@ -80,6 +82,17 @@ class CollectionReader:
     @property
     def pdh(self) -> str:
         return self._pdh if self._pdh is not None else self.manifest.pdh
+
+    def close(self) -> None:
+        """Let go of the scratch copy of the text, if the reader has one."""
+        if isinstance(self.normal_text, StoredText):
+            self.normal_text.close()
+
+    def __enter__(self) -> CollectionReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @cached_property
     def manifest(self) -> Manifest:

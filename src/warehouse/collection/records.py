@@ -7,13 +7,14 @@ the block store they hand in.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.locator import EMPTY_LOCATOR
-from warehouse.blocks.store import BlockStore
+from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.listings import (
     OrderedListing,
     listing_text,
@@ -21,7 +22,7 @@ from warehouse.collection.listings import (
     parse_listing,
 )
 from warehouse.collection.reader import stored_text_damage
-from warehouse.collection.spool import Spool
+from warehouse.collection.spool import Spool, StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.faults import fault_point
 from warehouse.manifest import Manifest
@@ -35,6 +36,7 @@ __all__ = [
     "load_manifest_text",
     "load_manifests",
     "load_normal_text",
+    "load_stored_text",
     "manifest_from_blocks",
     "store_manifest",
     "store_portable",
@@ -184,15 +186,61 @@ def listing_of(engine: sa.Engine, pdh: str, user: str | None) -> str | None:
     return get_listing(engine, pdh, user)
 
 
+def load_stored_text(
+    store: BlockStore, engine: sa.Engine, pdh: str, directory: Path | None
+) -> StoredText | None:
+    """Like ``load_manifest_text``, but the text is copied a piece at a time
+    into an unnamed scratch file in ``directory``, not held: each block is
+    hashed as it is copied and verified before any of it is used, and the
+    whole text's MD5 and length are checked against ``pdh``. The caller
+    closes what it gets."""
+    manifest_blocks = catalog.get_collection(engine, pdh).manifest_blocks
+    text = StoredText(directory)
+    try:
+        for stored in manifest_blocks.split():
+            _copy_block(store, pdh, Locator.parse(stored), text.write)
+        if text.done().pdh == pdh:
+            return text
+    except BaseException:
+        text.close()
+        raise
+    text.close()
+    return None
+
+
+def _copy_block(
+    store: BlockStore, pdh: str, locator: Locator, write: Callable[[bytes | memoryview], object]
+) -> None:
+    """One block of collection ``pdh``'s manifest to ``write``, verified."""
+    try:
+        if isinstance(store, LocalBlockStore):
+            store.copy_block(locator, write)
+        else:  # a store that reads blocks whole: one block held at a time
+            write(store.get(locator, cache=False))
+    except NotFoundError as e:
+        raise CorruptDataError(f"a block of the manifest of {pdh} is missing: {e}") from None
+
+
 def load_normal_text(
-    store: BlockStore, engine: sa.Engine, pdh: str, user: str | None
-) -> tuple[bytes, OrderedListing | None] | None:
+    store: BlockStore,
+    engine: sa.Engine,
+    pdh: str,
+    user: str | None,
+    directory: Path | None = None,
+) -> tuple[StoredText, OrderedListing | None] | None:
     """A collection's stored manifest text, if it hashes to ``pdh`` (so it is
-    the normalized text), and ``user``'s own listing, read in manifest order
+    the normalized text), in a scratch file in ``directory`` (see
+    ``load_stored_text``), and ``user``'s own listing, read in manifest order
     (no table of it); None for text stored some other way (the caller parses
     it whole)."""
-    text = load_manifest_text(store, engine, pdh)
-    return None if text is None else (text, _ordered_listing(engine, pdh, user))
+    text = load_stored_text(store, engine, pdh, directory)
+    if text is None:
+        return None
+    try:
+        return text, _ordered_listing(engine, pdh, user)
+    except BaseException:
+        text.close()
+        raise
 
 
 def _ordered_listing(engine: sa.Engine, pdh: str, user: str | None) -> OrderedListing | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -25,13 +26,16 @@ from typing import IO
 
 from warehouse.blocks.locator import EMPTY_LOCATOR
 from warehouse.manifest.entries import Stream, format_stream
+from warehouse.manifest.parse import decode_line
 
-__all__ = ["Spool", "scratch_dir"]
+__all__ = ["Spool", "StoredText", "scratch_dir"]
 
 # JSON's own string encoder (C), as a listing writes each path.
 _quote: Callable[[str], str] = json.encoder.encode_basestring
 # What the spool's files buffer before writing (they are written in order).
 _BUFFER = 1 << 20
+# What a reader of a stored text reads at once.
+_PIECE = 1 << 20
 
 
 def scratch_dir(home: Path) -> Path:
@@ -133,6 +137,109 @@ class Spool:
         self._listing.close()
 
     def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StoredText:
+    """A manifest's text in an unnamed scratch file, read back a piece at a time.
+
+    Written once (``write``, then ``done``), then read as often as wanted:
+    each ``lines()`` reads from its own position, so two readers of it, one
+    of them stopped halfway, do not disturb each other. The text's MD5 and
+    length are taken as it is written (``pdh``). Holding a ten-million-file
+    manifest (140 MB) this way costs a piece of it, not all of it.
+    """
+
+    def __init__(self, directory: Path | None = None) -> None:
+        # Held open for the reader's life and closed by close(): no `with`.
+        self._file: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
+            dir=directory, prefix="text-", buffering=_BUFFER
+        )
+        self._md5 = hashlib.md5()
+        self.size = 0
+        self._last = b""
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        self._file.write(data)
+        self._md5.update(data)
+        self.size += len(data)
+        self._last = bytes(data[-1:])
+
+    def done(self) -> StoredText:
+        """Every piece is written: flush them for the readers."""
+        self._file.flush()
+        return self
+
+    @property
+    def pdh(self) -> str:
+        """The portable data hash of the text, if it is its portable form."""
+        if not self.size:
+            return str(EMPTY_LOCATOR)
+        return f"{self._md5.hexdigest()}+{self.size}"
+
+    def ends_with_newline(self) -> bool:
+        return self._last == b"\n"
+
+    def pieces(self, size: int = _PIECE) -> Iterator[bytes]:
+        """The text in pieces of at most ``size`` bytes, in order."""
+        fd = self._file.fileno()
+        pos = 0
+        while pos < self.size:
+            piece = os.pread(fd, min(size, self.size - pos), pos)
+            if not piece:  # an unnamed file nobody else can reach: cut short means gone
+                raise OSError(f"the scratch copy of a manifest ends at {pos} of {self.size} bytes")
+            pos += len(piece)
+            yield piece
+
+    def lines(self) -> Iterator[str]:
+        """Each line, decoded, without its newline (a line may span pieces)."""
+        number = 0
+        held: list[bytes] = []  # the start of a line that began in an earlier piece
+        for piece in self.pieces():
+            start = 0
+            find = piece.find
+            end = find(b"\n")
+            if end < 0:
+                held.append(piece)
+                continue
+            if held:
+                held.append(piece[:end])
+                number += 1
+                yield decode_line(b"".join(held), number)
+                held = []
+                start = end + 1
+                end = find(b"\n", start)
+            while end >= 0:
+                number += 1
+                yield decode_line(piece[start:end], number)
+                start = end + 1
+                end = find(b"\n", start)
+            if start < len(piece):
+                held.append(piece[start:])
+        if held:  # no final newline: the parser asks ends_with_newline() first
+            number += 1
+            yield decode_line(b"".join(held), number)
+
+    def read(self) -> bytes:
+        """The whole text (a caller that needs all of it)."""
+        return b"".join(self.pieces())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __del__(self) -> None:
+        # A reader dropped unclosed (by a library caller): its scratch file
+        # goes with it, as an unnamed file would at exit anyway.
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
+
+    def __enter__(self) -> StoredText:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,7 +17,7 @@ from warehouse.manifest.layout import (
     marked_directories,
 )
 from warehouse.manifest.normalize import normalized_streams
-from warehouse.manifest.parse import parse_streams
+from warehouse.manifest.parse import Text, parse_streams
 
 __all__ = ["Manifest"]
 
@@ -33,7 +33,7 @@ class Manifest:
     streams: tuple[Stream, ...]
 
     @classmethod
-    def parse(cls, text: str | bytes) -> Manifest:
+    def parse(cls, text: Text) -> Manifest:
         """Parse manifest text strictly; raise ManifestError naming line and token."""
         return cls(parse_streams(text))
 

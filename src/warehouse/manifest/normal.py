@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.manifest.escape import escape_name
-from warehouse.manifest.parse import RawSegment, iter_raw_streams
+from warehouse.manifest.parse import RawSegment, Text, iter_raw_streams
 
 __all__ = ["NormalSummary", "iter_normal_dirs", "iter_normal_files", "normal_summary"]
 
@@ -182,7 +182,7 @@ def _portable_line(line: str, locators: tuple[Locator, ...]) -> str:
     return " ".join([tokens[0], *keys, *tokens[1 + len(keys) :]])
 
 
-def iter_normal_files(text: str | bytes) -> Iterator[tuple[str, int | None]]:
+def iter_normal_files(text: Text) -> Iterator[tuple[str, int | None]]:
     """Each file of normalized ``text`` as (path, size), in manifest order, and
     each empty directory as (path, None), one stream at a time.
 
@@ -196,7 +196,7 @@ def iter_normal_files(text: str | bytes) -> Iterator[tuple[str, int | None]]:
             yield from zip([prefix + name for name in names], sizes, strict=True)
 
 
-def iter_normal_dirs(text: str | bytes) -> Iterator[tuple[str, list[str] | None, list[int]]]:
+def iter_normal_dirs(text: Text) -> Iterator[tuple[str, list[str] | None, list[int]]]:
     """Each stream of normalized ``text`` as (its path prefix, its files' names,
     their sizes); an empty directory's as (prefix, None, []).
 

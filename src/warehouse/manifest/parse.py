@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from itertools import starmap
+from itertools import islice, starmap
 from operator import add
+from typing import Protocol
 
 from warehouse.blocks.locator import Locator, LocatorError
 from warehouse.errors import UsageError
@@ -17,9 +18,11 @@ from warehouse.manifest.entries import Segment, Stream
 from warehouse.manifest.escape import unescape_name
 
 __all__ = [
+    "LineSource",
     "ManifestError",
     "RawSegment",
     "RawStream",
+    "decode_line",
     "iter_raw_streams",
     "iter_streams",
     "parse_streams",
@@ -46,6 +49,25 @@ _LOCATOR_CACHE = 100_000
 
 RawSegment = tuple[int, int, str]  # position, length, unescaped name
 RawStream = tuple[str, tuple[Locator, ...], list[RawSegment]]
+
+
+class LineSource(Protocol):
+    """Manifest text kept outside memory (a scratch file), read a line at a time."""
+
+    @property
+    def size(self) -> int:
+        """Bytes of text."""
+
+    def ends_with_newline(self) -> bool: ...
+
+    def lines(self) -> Iterator[str]:
+        """Each line, decoded (see ``decode_line``), without its newline."""
+
+    def read(self) -> bytes:
+        """The whole text: only to report a fault in it."""
+
+
+Text = str | bytes | LineSource
 
 
 class ManifestError(UsageError):
@@ -85,6 +107,19 @@ def _decode(data: bytes) -> str:
         raw = line[token_start : None if token_end < 0 else token_end]
         token = raw.decode("utf-8", "backslashreplace") if raw else text
         raise ManifestError(line_no, token, "invalid UTF-8") from None
+
+
+def decode_line(raw: bytes, number: int) -> str:
+    """Line ``number`` (1-based) of manifest text, decoded; bytes that are not
+    UTF-8 fail as a decode of the whole text does."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            _decode(raw)
+        except ManifestError as e:
+            raise ManifestError(number, e.token, e.reason) from None
+        raise
 
 
 def _check_encodable(text: str) -> None:
@@ -262,7 +297,7 @@ def _lines(text: str) -> Iterator[str]:
         start = end + 1
 
 
-def _line_source(text: str | bytes) -> Callable[[], Iterator[str]] | None:
+def _line_source(text: Text) -> Callable[[], Iterator[str]] | None:
     """What goes through ``text``'s lines, each time called; None for no text.
 
     Bytes are decoded a line at a time, so that a stored manifest's text is
@@ -270,6 +305,12 @@ def _line_source(text: str | bytes) -> Callable[[], Iterator[str]] | None:
     newline byte). Any text that would fail to decode whole, or lacks its
     final newline, fails here as it would whole.
     """
+    if not isinstance(text, str | bytes | bytearray | memoryview):
+        if not text.size:
+            return None
+        if text.ends_with_newline():
+            return text.lines
+        text = text.read()  # to report the missing newline as below
     if isinstance(text, str):
         _check_encodable(text)
         whole = text
@@ -303,18 +344,18 @@ def _byte_lines(data: bytes) -> Iterator[str]:
         start = end + 1
 
 
-def parse_streams(text: str | bytes) -> tuple[Stream, ...]:
+def parse_streams(text: Text) -> tuple[Stream, ...]:
     """Parse manifest ``text`` into streams, or raise :class:`ManifestError`."""
     return tuple(stream for _, stream in iter_streams(text))
 
 
-def iter_streams(text: str | bytes) -> Iterator[tuple[str, Stream]]:
+def iter_streams(text: Text) -> Iterator[tuple[str, Stream]]:
     """Parse manifest ``text`` stream by stream: yield each line with its stream."""
     for line, (name, locators, segments) in iter_raw_streams(text):
         yield line, Stream(name, locators, tuple(starmap(Segment, segments)))
 
 
-def iter_raw_streams(text: str | bytes) -> Iterator[tuple[str, RawStream]]:
+def iter_raw_streams(text: Text) -> Iterator[tuple[str, RawStream]]:
     """Parse manifest ``text`` stream by stream: yield each line with what it says.
 
     Only one line's segments are held at a time (as tuples, not Segments:
@@ -346,7 +387,9 @@ def iter_raw_streams(text: str | bytes) -> Iterator[tuple[str, RawStream]]:
         return
     file_line, path = clash
     dir_line = dirs[path]
-    all_lines = _as_text(text).split("\n")
+    # The two lines again, read once more rather than held: a fault is rare.
+    wanted = (dir_line, file_line)
+    all_lines = {i: line for i, line in enumerate(islice(lines(), max(wanted) + 1)) if i in wanted}
     dir_stream = _parse_line(dir_line + 1, all_lines[dir_line], cache)
     file_stream = _parse_line(file_line + 1, all_lines[file_line], cache)
     where = _token_naming(dir_stream, all_lines[dir_line], path, directory=True)
