@@ -6,6 +6,7 @@ same text held whole does, faults included."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -171,3 +172,43 @@ def test_a_block_longer_than_any_is_refused(tmp_path: Path) -> None:
     copied: list[int] = []
     with pytest.raises(CorruptDataError, match="longer than any block"):
         volume.copy_to(md5, lambda data: copied.append(len(data)))
+
+
+def _table_listing(wh: EmbeddedWarehouse, key: str, long: bool, as_json: bool) -> str:
+    """What `wh ls` printed from the whole file table (the reference)."""
+    from warehouse.cli.browse import _shown
+    from warehouse.collection.extract import select
+    from warehouse.keys import parse_key
+
+    k = parse_key(key)
+    chosen, dirs = select(wh.reader(k), k.path)
+    if as_json:
+        items = [{"path": p, "size": e.size} for p, e in chosen]
+        items += [{"path": d + "/", "size": 0} for d in dirs]
+        return json.dumps(items, indent=2, sort_keys=True) + "\n"
+    lines = [f"{e.size:>14}  {_shown(p)}" if long else _shown(p) for p, e in chosen]
+    lines += [f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/" for d in dirs]
+    return "".join(line + "\n" for line in lines)
+
+
+def test_ls_of_a_sub_path_and_json_stream_what_the_table_gave(
+    run: Runner, home: Path, tmp_path: Path
+) -> None:
+    src = make_tree(tmp_path / "src")
+    (src / "sub" / "deeper" / "\\lead").write_bytes(b"")
+    (src / "sub" / "empty inside").mkdir()
+    pdh = run("put", str(src)).stdout.strip()
+    keys = [pdh, *(f"{pdh}/{sub}" for sub in ("sub", "sub/deeper", "sub/", "empty dir"))]
+    keys += [f"{pdh}/sub/colon:name", f"{pdh}/hello.txt", f"{pdh}/empty dir/inner empty"]
+    with EmbeddedWarehouse(home, user="alice") as wh:
+        for key in keys:
+            for flags in ((), ("-l",), ("--json",)):
+                want = _table_listing(wh, key, "-l" in flags, "--json" in flags)
+                assert run("ls", *flags, key).stdout == want, (key, flags)
+    for flags in ((), ("--json",)):
+        missing = run("ls", *flags, f"{pdh}/sub/nothing", code=4)
+        assert missing.stdout == ""
+        assert missing.stderr == (
+            f"Error: no file or directory 'sub/nothing' in collection {pdh}\n"
+        )
+    assert not list(home.joinpath("tmp").iterdir())

@@ -297,6 +297,11 @@ class WarehouseBase:
         ``manifest``)."""
         return None
 
+    def stored_text(self, key: str | Key) -> bytes | StoredText | None:
+        """Like ``manifest_text``, but possibly in a scratch file (read it a
+        line at a time; the caller closes it), not held."""
+        return self.manifest_text(key)
+
     def _precheck_name(self, name: str, expect: str | None, create: bool) -> str | None:
         """What the name holds now; ConflictError if that already fails the swap.
 

@@ -25,6 +25,7 @@ from warehouse.collection.records import (
     load_manifest,
     load_manifest_text,
     load_normal_text,
+    load_stored_text,
     store_manifest,
     store_portable,
     store_spooled,
@@ -198,6 +199,9 @@ class EmbeddedWarehouse(WarehouseBase):
 
     def manifest_text(self, key: str | Key) -> bytes | None:
         return load_manifest_text(self.store, self.engine, self.resolve(key))
+
+    def stored_text(self, key: str | Key) -> StoredText | None:
+        return load_stored_text(self.store, self.engine, self.resolve(key), scratch_dir(self.home))
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)

@@ -13,6 +13,7 @@ from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.scan import DirNode, Filter
+from warehouse.collection.spool import StoredText
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
 
@@ -77,6 +78,8 @@ class Warehouse(Protocol):
     ) -> catalog.CollectionRecord: ...
 
     def manifest_text(self, key: str | Key) -> bytes | None: ...
+
+    def stored_text(self, key: str | Key) -> bytes | StoredText | None: ...
 
     def save_manifest(
         self, manifest: Manifest, file_md5s: dict[str, str] | None = None

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _json_string
 
 import click
 
 from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
-from warehouse.collection.extract import select
+from warehouse.collection.extract import path_kind, select
 from warehouse.collection.reader import stored_text_damage
-from warehouse.errors import UsageError
+from warehouse.collection.spool import StoredText
+from warehouse.errors import NotFoundError, UsageError
 from warehouse.interface import Warehouse
 from warehouse.keys import Key, parse_key
 from warehouse.manifest.normal import iter_normal_dirs
+from warehouse.manifest.parse import Text
 
 __all__ = ["cat", "ls", "manifest"]
 
@@ -35,11 +39,20 @@ def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
 
 def _ls(wh: Warehouse, k: Key, long: bool, as_json: bool) -> None:
     # The stored text is listed line by line, with no file table: a million
-    # files list in the memory of one stream.
-    text = None if as_json or k.path else wh.manifest_text(k)
-    if text is not None:
-        _ls_text(text, long)
+    # files list in the memory of one stream, a sub-path and --json too.
+    text = wh.stored_text(k)
+    if text is None:
+        _ls_parsed(wh, k, long, as_json)
         return
+    try:
+        _ls_text(text, k.path.strip("/"), long, as_json, lambda: wh.resolve(k))
+    finally:
+        if isinstance(text, StoredText):
+            text.close()
+
+
+def _ls_parsed(wh: Warehouse, k: Key, long: bool, as_json: bool) -> None:
+    """A collection whose text is not at hand as stored: from its whole table."""
     reader = wh.reader(k)
     chosen, dirs = select(reader, k.path)
     if as_json:
@@ -57,28 +70,105 @@ def _ls(wh: Warehouse, k: Key, long: bool, as_json: bool) -> None:
             out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
 
 
-def _ls_text(text: bytes, long: bool) -> None:
+def _ls_text(text: Text, sub: str, long: bool, as_json: bool, pdh: Callable[[], str]) -> None:
+    """What ``_ls_parsed`` prints, from normalized text a stream at a time:
+    the files under ``sub`` (all for ``""``) in manifest order, paths below
+    it, then the empty directories below it, sorted; one file by its name."""
+    under = ""
+    if sub:
+        kind = path_kind(text, sub)
+        if kind is None:
+            raise NotFoundError(f"no file or directory {sub!r} in collection {pdh()}")
+        under = sub + "/"
     size = human_size if sys.stdout.isatty() else str
+    cut = len(under)
     empty: list[str] = []
     with LineOut() as out:
-        for prefix, names, sizes in iter_normal_dirs(text):
-            if names is None:
-                empty.append(prefix[:-1])
-            elif long:
-                for name, length in zip(names, sizes, strict=True):
-                    out.line(f"{size(length):>14}  {_shown(prefix + name)}")
-            elif (
-                _plain(prefix)
-                and _plain(joined := "\0".join(names))
-                and (prefix or "\0\\" not in "\0" + joined)
-            ):
-                # A stream's lines at once: a million files list in seconds.
-                out.lines(prefix + ("\n" + prefix).join(names))
+        listed = _JsonItems(out) if as_json else None
+        failed = True
+        try:
+            if sub and kind:
+                _ls_one(text, sub, long, size, out, listed)
+                failed = False
+                return
+            for prefix, names, sizes in iter_normal_dirs(text):
+                if not prefix.startswith(under):
+                    continue
+                if names is None:
+                    if len(prefix) > cut:  # not ``sub`` itself
+                        empty.append(prefix[cut:-1])
+                    continue
+                rel = prefix[cut:]
+                if listed is not None:
+                    for name, length in zip(names, sizes, strict=True):
+                        listed.add(rel + name, length)
+                elif long:
+                    for name, length in zip(names, sizes, strict=True):
+                        out.line(f"{size(length):>14}  {_shown(rel + name)}")
+                elif (
+                    _plain(rel)
+                    and _plain(joined := "\0".join(names))
+                    and (rel or "\0\\" not in "\0" + joined)
+                ):
+                    # A stream's lines at once: a million files list in seconds.
+                    out.lines(rel + ("\n" + rel).join(names))
+                else:
+                    for name in names:
+                        out.line(_shown(rel + name))
+            for d in sorted(empty):
+                if listed is not None:
+                    listed.add(d + "/", 0)
+                else:
+                    out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+            failed = False
+        finally:
+            if listed is not None:
+                listed.close(failed)
+
+
+def _ls_one(
+    text: Text,
+    sub: str,
+    long: bool,
+    size: Callable[[int], str],
+    out: LineOut,
+    listed: _JsonItems | None,
+) -> None:
+    """File ``sub``, by its name, from its directory's stream."""
+    parent, _, name = sub.rpartition("/")
+    parent_prefix = parent + "/" if parent else ""
+    for prefix, names, sizes in iter_normal_dirs(text):
+        if prefix == parent_prefix and names is not None and name in names:
+            length = sizes[names.index(name)]
+            if listed is not None:
+                listed.add(name, length)
             else:
-                for name in names:
-                    out.line(_shown(prefix + name))
-        for d in sorted(empty):
-            out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
+                out.line(f"{size(length):>14}  {_shown(name)}" if long else _shown(name))
+            return
+
+
+class _JsonItems:
+    """What ``emit_json`` prints of a list of {"path", "size"}, byte for
+    byte, an item at a time (one held, for the comma after it). After a
+    failure the items printed are closed into a list: one JSON document."""
+
+    def __init__(self, out: LineOut) -> None:
+        self.out = out
+        self.held: str | None = None
+
+    def add(self, path: str, size: int) -> None:
+        item = f'  {{\n    "path": {_json_string(path)},\n    "size": {size}\n  }}'
+        self.out.line("[" if self.held is None else self.held + ",")
+        self.held = item
+
+    def close(self, failed: bool = False) -> None:
+        if self.held is None:
+            if not failed:
+                self.out.line("[]")
+        else:
+            self.out.line(self.held)
+            self.out.line("]")
+        self.held = None
 
 
 def _plain(text: str) -> bool:

@@ -41,7 +41,7 @@ from warehouse.manifest import FileEntry
 from warehouse.manifest.normal import iter_normal_dirs, iter_normal_files
 from warehouse.manifest.parse import Text
 
-__all__ = ["ExtractedFile", "extract", "select", "selected_size"]
+__all__ = ["ExtractedFile", "extract", "path_kind", "select", "selected_size"]
 
 Progress = Callable[[int], None]
 
@@ -82,7 +82,7 @@ def selected_size(reader: CollectionReader, subpath: str) -> int:
     return sum(entry.size for _, entry in select(reader, subpath)[0])
 
 
-def _kind(text: Text, sub: str) -> bool | None:
+def path_kind(text: Text, sub: str) -> bool | None:
     """Whether ``sub`` is a file (True) or a directory (False) of normalized
     manifest ``text``; None if it is neither. Stops at the first sign."""
     under = sub + "/"
@@ -336,7 +336,7 @@ def extract(
     dirs: list[str] = []
     chosen: Callable[[], Iterator[tuple[str, FileEntry]]]
     text = reader.normal_text
-    kind = None if text is None or not sub else _kind(text, sub)
+    kind = None if text is None or not sub else path_kind(text, sub)
     if text is not None and sub and kind is None:
         raise NotFoundError(f"no file or directory {sub!r} in collection {reader.pdh}")
     if text is not None and kind is not True:
