@@ -101,3 +101,55 @@ def test_manifest_put_json_has_the_same_keys(tmp_path: Path) -> None:
     assert code == 0, err
     again = json.loads(out)
     assert set(again) == set(first) and again["pdh"] == first["pdh"]
+
+
+def _dry_run_as_it_was(src: Path, excludes: list[str], skip: bool, as_json: bool) -> str:
+    """What --dry-run printed from the whole tree scanned first (the reference)."""
+    from warehouse.cli.put import _keys
+    from warehouse.collection.scan import Filter, scan_paths
+
+    keep = Filter(exclude=tuple(excludes), skip_unreadable=skip)
+    tree_ = scan_paths([src], keep)
+    files = [(f"{d.rel}/{n}" if d.rel else n, size) for d in tree_.walk() for n, _, size in d.files]
+    if as_json:
+        value = _keys(
+            files=len(files),
+            bytes=tree_.total_size,
+            skipped=[{"path": p, "reason": r} for p, r in keep.skipped],
+            excluded=keep.excluded,
+        ) | {"would_store": [{"path": p, "size": s} for p, s in files]}
+        return json.dumps(value, indent=2, sort_keys=True) + "\n"
+    lines = ["path\tsize"]
+    for path, size in files:
+        shown = path.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+        lines.append(f"{shown}\t{size}")
+    return "".join(line + "\n" for line in lines)
+
+
+def test_dry_run_prints_as_it_walks_what_a_whole_scan_printed(tmp_path: Path) -> None:
+    src = tree(tmp_path / "src")
+    (src / "d" / "a sub").mkdir()
+    (src / "d" / "a sub" / "Übergrößé\tand\nnewline").write_text("odd\n")
+    (src / "d" / "zz after the subdirectories").write_text("z\n")
+    (src / "back\\slash").write_text("b\n")
+    (src / "d" / "dangling").symlink_to(tmp_path / "nowhere")
+    (src / "empty dir").mkdir()
+    for excludes in ([], ["*.tmp", "cache/"]):
+        args = [f"--exclude={e}" for e in excludes] + ["--skip-unreadable"]
+        for as_json in (False, True):
+            code, out, err = wh(
+                tmp_path, "put", "--dry-run", *args, *(["--json"] if as_json else []), str(src)
+            )
+            assert code == 0, err
+            assert out == _dry_run_as_it_was(src, excludes, True, as_json), (excludes, as_json)
+            if not as_json:
+                assert err.count("Skipped: ") == 1 and "dangling" in err
+                assert err.endswith("1 skipped); nothing stored\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for as_json in (False, True):
+        code, out, _ = wh(
+            tmp_path, "put", "--dry-run", *(["--json"] if as_json else []), str(empty)
+        )
+        assert code == 0 and out == _dry_run_as_it_was(empty, [], False, as_json)
+    assert not (tmp_path / "home").exists()

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
+import sys
+import tempfile
+from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import click
 
 from warehouse.base import NameConflictAfterPut, PutResult
-from warehouse.cli._common import Failure, byte_progress, check_pdh, emit_json, open_warehouse
-from warehouse.collection.scan import DirNode, Filter, scan_paths
+from warehouse.cli._common import (
+    Failure,
+    LineOut,
+    byte_progress,
+    check_pdh,
+    emit_json,
+    open_warehouse,
+)
+from warehouse.collection.scan import DirNode, Filter, LazyTree
 from warehouse.collection.writer import WriteResult
 from warehouse.errors import UsageError
 from warehouse.interface import Warehouse
@@ -142,7 +154,7 @@ def put(
         raise UsageError("--dry-run names nothing: leave out --name")
     keep = Filter(exclude=excludes, skip_unreadable=skip_unreadable)
     if dry_run:
-        _dry_run(scan_paths(list(paths), keep), keep, as_json)
+        _dry_run(LazyTree(list(paths), keep), keep, as_json)
         return
     wh = open_warehouse(ctx, replication=replication, min_copies=min_copies)
     if manifest_file is not None:
@@ -271,27 +283,66 @@ def _show(
 
 
 def _dry_run(tree: DirNode, keep: Filter, as_json: bool) -> None:
-    files = [(f"{d.rel}/{n}" if d.rel else n, size) for d in tree.walk() for n, _, size in d.files]
+    """What a put would store, printed as the tree is walked in the put's
+    own order (a directory at a time: nothing per file is held)."""
     if as_json:
-        emit_json(
-            _keys(
-                files=len(files),
-                bytes=tree.total_size,
-                skipped=[{"path": p, "reason": r} for p, r in keep.skipped],
-                excluded=keep.excluded,
-            )
-            | {"would_store": [{"path": p, "size": s} for p, s in files]}
-        )
+        _dry_run_json(tree, keep)
         return
-    for _path, reason in keep.skipped:
+    shown_skips = 0
+    files = size = 0
+    with LineOut() as out:
+        out.line("path\tsize")
+        for d in tree.walk():
+            # What the walk left out so far, told as it is met.
+            for _path, reason in keep.skipped[shown_skips:]:
+                click.echo(f"Skipped: {reason}", err=True)
+            shown_skips = len(keep.skipped)
+            prefix = d.rel + "/" if d.rel else ""
+            for n, _, length in d.files:
+                # One line per file, whatever its name holds.
+                path = prefix + n
+                shown = path.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+                out.line(f"{shown}\t{length}")
+                files += 1
+                size += length
+    for _path, reason in keep.skipped[shown_skips:]:
         click.echo(f"Skipped: {reason}", err=True)
-    click.echo("path\tsize")
-    for path, size in files:
-        # One line per file, whatever its name holds.
-        shown = path.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-        click.echo(f"{shown}\t{size}")
     click.echo(
-        f"would store {len(files)} files, {tree.total_size} bytes"
+        f"would store {files} files, {size} bytes"
         f" ({keep.excluded} excluded, {len(keep.skipped)} skipped); nothing stored",
         err=True,
     )
+
+
+def _dry_run_json(tree: DirNode, keep: Filter) -> None:
+    """``--json``: the counts come before the list (the keys are sorted), so
+    the list goes to an unnamed scratch file as the tree is walked."""
+    files = size = 0
+    with tempfile.TemporaryFile("w+", encoding="ascii", prefix="wh-dry-run-") as items:
+        for d in tree.walk():
+            prefix = d.rel + "/" if d.rel else ""
+            for n, _, length in d.files:
+                # An item as emit_json prints it inside the "would_store" list.
+                items.write(
+                    f'{"," if files else ""}\n    {{\n      "path": {_json_string(prefix + n)},'
+                    f'\n      "size": {length}\n    }}'
+                )
+                files += 1
+                size += length
+        head = json.dumps(
+            _keys(
+                files=files,
+                bytes=size,
+                skipped=[{"path": p, "reason": r} for p, r in keep.skipped],
+                excluded=keep.excluded,
+            ),
+            indent=2,
+            sort_keys=True,
+        )
+        # "would_store" sorts after every other key: it closes the object.
+        out = sys.stdout
+        out.write(head[: -len("\n}")] + ',\n  "would_store": [')
+        items.seek(0)
+        shutil.copyfileobj(items, out)
+        out.write("\n  ]\n}\n" if files else "]\n}\n")
+        out.flush()
