@@ -162,6 +162,20 @@ def _remote_get(tmp_path: Path, src: Path, env: dict[str, str], dest: Path) -> N
         assert lines[0] == f"{hashlib.md5(BESIDE).hexdigest()}  beside"
         _check_listing(lines[1:], f"{TOP}/")
 
+        # The manifest and listing the controller sends go to scratch files
+        # and are read a piece at a time: a tenth of the files peaks near.
+        tenth = [str(src / TOP / f"d{i:03d}") for i in range(FILES // PER_DIR // 10)]
+        put = subprocess.run(
+            [WH, "put", "--no-progress", *tenth], env=alice, capture_output=True, check=False
+        )
+        assert put.returncode == 0, put.stderr.decode()[-2000:]
+        out, small_rss = _run(["get", "--no-write", put.stdout.decode().strip()], alice, tmp_path)
+        _check_first(out.decode().splitlines(), FILES // 10)
+        assert rss - small_rss < GET_GROWTH, (
+            f"a remote get of {FILES} files peaked at {rss >> 20} MB, "
+            f"one of {FILES // 10} at {small_rss >> 20} MB"
+        )
+
         out, rss = _run(["get", f"{pdh}/{TOP}", str(dest)], alice, tmp_path)
         assert rss < GET_MAX_RSS, f"a remote get of a sub-path peaked at {rss >> 20} MB"
         _check_listing(out.decode().splitlines(), "")
@@ -232,6 +246,28 @@ def _put_and_get_10x(tmp_path: Path) -> None:
         f"one of {FILES // 10} at {small_put >> 20} MB"
     )
     assert big_put < BOUNDED_RSS, f"put peaked at {big_put >> 20} MB"
+    # A dry run walks the tree as the put does, printing as it goes: the
+    # list (and, with --json, its items) is not held.
+    dry: dict[tuple[str, str], int] = {}
+    for how, flags in (("text", []), ("json", ["--json"])):
+        out, dry["small", how] = _run(["put", "--dry-run", *flags, *tenth], env, tmp_path)
+        if how == "json":
+            assert json.loads(out)["files"] == FILES // 10
+        out, dry["big", how] = _run(["put", "--dry-run", *flags, str(src)], env, tmp_path)
+        if how == "json":
+            would = json.loads(out)
+            assert would["files"] == FILES + 1 and len(would["would_store"]) == FILES + 1
+            assert would["would_store"][1] == {"path": f"{TOP}/{_rel(0)}", "size": 0}
+            del would
+        else:
+            lines = out.decode().splitlines()
+            assert lines[:2] == ["path\tsize", "beside\t7"] and len(lines) == FILES + 2
+            assert lines[-1] == f"{TOP}/{_rel(FILES - 1)}\t{len(_content(FILES - 1))}"
+        del out
+        assert dry["big", how] - dry["small", how] < GROWTH, (
+            f"put --dry-run ({how}) of {FILES} files peaked at {dry['big', how] >> 20} MB, "
+            f"of {FILES // 10} at {dry['small', how] >> 20} MB"
+        )
     _remove(src)
     beside = f"{hashlib.md5(BESIDE).hexdigest()}  beside"
     dest = tmp_path / "out"
@@ -258,7 +294,20 @@ def _put_and_get_10x(tmp_path: Path) -> None:
     assert (dest / "beside").read_bytes() == BESIDE
     assert sorted(os.listdir(dest)) == ["beside", TOP]
 
-    for how in ("no-write", "get"):
+    # Listings of a sub-path and --json go stream by stream too: no table.
+    out, peaks["small", "ls sub-path"] = _run(["ls", f"{small}/d000"], env, tmp_path)
+    assert len(out.splitlines()) == PER_DIR
+    out, peaks["big", "ls sub-path"] = _run(["ls", f"{big}/{TOP}"], env, tmp_path)
+    assert out.decode().splitlines() == [_rel(i) for i in range(FILES)]
+    out, peaks["small", "ls --json"] = _run(["ls", "--json", small], env, tmp_path)
+    assert len(json.loads(out)) == FILES // 10
+    out, peaks["big", "ls --json"] = _run(["ls", "--json", big], env, tmp_path)
+    items = json.loads(out)
+    assert len(items) == FILES + 1 and items[0] == {"path": "beside", "size": len(BESIDE)}
+    assert items[-1] == {"path": f"{TOP}/{_rel(FILES - 1)}", "size": len(_content(FILES - 1))}
+    del items, out
+
+    for how in ("no-write", "get", "ls sub-path", "ls --json"):
         small_rss, big_rss = peaks["small", how], peaks["big", how]
         assert big_rss - small_rss < GET_GROWTH, (
             f"a get ({how}) of {FILES} files peaked at {big_rss >> 20} MB, "

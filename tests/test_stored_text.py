@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Runner, make_tree
+from installations import Installation
 from warehouse import catalog
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection import spool
@@ -212,3 +213,43 @@ def test_ls_of_a_sub_path_and_json_stream_what_the_table_gave(
             f"Error: no file or directory 'sub/nothing' in collection {pdh}\n"
         )
     assert not list(home.joinpath("tmp").iterdir())
+
+
+def test_a_get_through_a_controller_reads_text_and_listing_in_pieces(
+    installation: Installation, run: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both answers go to scratch files and are read back in small pieces:
+    lines and listing entries cut across them (non-ASCII names too) still
+    give every file its recorded digest, in manifest order."""
+    from warehouse.remote import warehouse as remote
+
+    monkeypatch.setattr(spool, "_PIECE", 61)
+    monkeypatch.setattr(remote, "_LISTING_PART", 97)
+    read = remote.RemoteWarehouse._collection_text
+    texts: list[object] = []
+
+    def seen(self: remote.RemoteWarehouse, pdh: str) -> object:
+        got = read(self, pdh)
+        texts.append(got)
+        return got
+
+    monkeypatch.setattr(remote.RemoteWarehouse, "_collection_text", seen)
+    src = tmp_path / "src"
+    for d in range(3):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(40):
+            (src / f"d{d}" / f"Übergrößé {i:03d}").write_bytes(b"%d %d\n" % (d, i))
+    pdh = run("put", str(src)).stdout.strip()
+    want = [
+        f"{hashlib.md5(p.read_bytes()).hexdigest()}  {p.relative_to(src)}"
+        for p in sorted(src.rglob("*"))
+        if p.is_file()
+    ]
+    assert run("get", "--no-write", pdh).stdout.splitlines() == want
+    assert run("get", "--no-write", "--rehash", pdh).stdout.splitlines() == want
+    out = tmp_path / "out"
+    assert run("get", pdh, str(out)).stdout.splitlines() == want
+    assert (out / "d2" / "Übergrößé 039").read_bytes() == b"2 39\n"
+    assert run("ls", f"{pdh}/d1").stdout.splitlines() == [f"Übergrößé {i:03d}" for i in range(40)]
+    if installation.kind == "remote":  # the text and listing were read as sent
+        assert len(texts) == 3 and all(isinstance(t, tuple) and t[1] is not None for t in texts)

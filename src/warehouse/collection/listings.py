@@ -129,16 +129,23 @@ class OrderedListing:
         text: str,
         rest: Iterable[str] = (),
         whole: Callable[[], str | None] | None = None,
+        close: Callable[[], None] | None = None,
     ) -> None:
         """``text``: the listing, or its first part; ``rest``: its parts after
         that, read as needed; ``whole``: the listing read again, whole, for a
-        table (needed only with ``rest``)."""
+        table (needed only with ``rest``); ``close``: lets go of what they
+        are read from, once the listing is no longer needed."""
+        self._close = close
         self._first = text
         self._text = text
         self._pos = 1  # after the opening brace
         self._rest: Iterator[str] | None = iter(rest)
         self._whole = whole
         self._table: dict[str, str] | None = None
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
 
     def get(self, path: str, /) -> str | None:
         if self._table is not None:
@@ -182,7 +189,8 @@ def ordered_listing(
     text: str | None,
     rest: Iterable[str] = (),
     whole: Callable[[], str | None] | None = None,
+    close: Callable[[], None] | None = None,
 ) -> OrderedListing | None:
     """``text`` (a stored listing, or its first part, then ``rest``) read in
     manifest order; None: no listing. See ``OrderedListing``."""
-    return None if text is None else OrderedListing(text, rest, whole)
+    return None if text is None else OrderedListing(text, rest, whole, close)

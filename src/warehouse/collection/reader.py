@@ -24,7 +24,7 @@ from typing import Any
 
 from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore
-from warehouse.collection.listings import Digests
+from warehouse.collection.listings import Digests, OrderedListing
 from warehouse.collection.spool import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
@@ -84,9 +84,11 @@ class CollectionReader:
         return self._pdh if self._pdh is not None else self.manifest.pdh
 
     def close(self) -> None:
-        """Let go of the scratch copy of the text, if the reader has one."""
+        """Let go of the scratch copies of the text and listing, if any."""
         if isinstance(self.normal_text, StoredText):
             self.normal_text.close()
+        if isinstance(self.file_md5s, OrderedListing):
+            self.file_md5s.close()
 
     def __enter__(self) -> CollectionReader:
         return self

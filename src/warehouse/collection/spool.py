@@ -227,6 +227,16 @@ class StoredText:
             number += 1
             yield decode_line(b"".join(held), number)
 
+    def decoded_pieces(self, size: int = _PIECE) -> Iterator[str]:
+        """The text (UTF-8) as strings of at most ``size`` characters, cut
+        between characters, never inside one."""
+        decode = codecs.getincrementaldecoder("utf-8")().decode
+        for piece in self.pieces(size):
+            if decoded := decode(piece):
+                yield decoded
+        if rest := decode(b"", final=True):
+            yield rest
+
     def read(self) -> bytes:
         """The whole text (a caller that needs all of it)."""
         return b"".join(self.pieces(_PIECE))

@@ -25,7 +25,13 @@ from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import RawSegment, Text, iter_raw_streams
 
-__all__ = ["NormalSummary", "iter_normal_dirs", "iter_normal_files", "normal_summary"]
+__all__ = [
+    "NormalSummary",
+    "iter_normal_dirs",
+    "iter_normal_files",
+    "normal_pdh",
+    "normal_summary",
+]
 
 _MARKER_TAIL = f" {EMPTY_LOCATOR.key} 0:0:\\056"
 
@@ -137,23 +143,11 @@ def normal_summary(text: str | bytes) -> NormalSummary | None:
     blocks: dict[str, Locator] = {}
     files = size = 0
     for count, (line, (name, locators, segments)) in enumerate(iter_raw_streams(text)):
-        if not order.next(name):
+        sums = _line_sums(order, line, name, locators, segments)
+        if sums is None:
             return None
-        if escape_name(name) != line[: line.find(" ")]:
-            return None
-        marker = _is_marker(segments[0][2])
-        if marker:
-            if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
-                return None
-            if len(line) != line.find(" ") + len(_MARKER_TAIL):
-                return None
-        else:
-            sums = _stream_sums(locators, segments)
-            if sums is None or not _names_canonical(line, segments):
-                return None
-            files += sums[0]
-            size += sums[1]
-        order.previous_empty = marker
+        files += sums[0]
+        size += sums[1]
         hinted = False
         for locator in locators:
             hinted = hinted or bool(locator.hints)
@@ -166,6 +160,52 @@ def normal_summary(text: str | bytes) -> NormalSummary | None:
     out = data if portable is None else "".join(p + "\n" for p in portable).encode()
     pdh = f"{hashlib.md5(out).hexdigest()}+{len(out)}" if out else EMPTY_LOCATOR.key
     return NormalSummary(pdh, out, files, size, tuple(blocks.values()))
+
+
+def normal_pdh(text: Text) -> str | None:
+    """The PDH of ``text`` (the MD5 and length of its portable form), if it
+    is in normalized form; else None. Checked as ``normal_summary`` checks,
+    but a line at a time: nothing is held but one stream, whatever the size
+    of the text (which may be a scratch file)."""
+    order = _Order()
+    md5 = hashlib.md5()
+    length = 0
+    for line, (name, locators, segments) in iter_raw_streams(text):
+        if _line_sums(order, line, name, locators, segments) is None:
+            return None
+        hinted = any(locator.hints for locator in locators)
+        data = ((_portable_line(line, locators) if hinted else line) + "\n").encode()
+        md5.update(data)
+        length += len(data)
+    return f"{md5.hexdigest()}+{length}" if length else EMPTY_LOCATOR.key
+
+
+def _line_sums(
+    order: _Order,
+    line: str,
+    name: str,
+    locators: tuple[Locator, ...],
+    segments: list[RawSegment],
+) -> tuple[int, int] | None:
+    """(files, bytes) of one line, checked to be where and as the normalized
+    form has it; None if it is not."""
+    if not order.next(name):
+        return None
+    if escape_name(name) != line[: line.find(" ")]:
+        return None
+    marker = _is_marker(segments[0][2])
+    if marker:
+        if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
+            return None
+        if len(line) != line.find(" ") + len(_MARKER_TAIL):
+            return None
+        sums: tuple[int, int] | None = (0, 0)
+    else:
+        sums = _stream_sums(locators, segments)
+        if sums is None or not _names_canonical(line, segments):
+            return None
+    order.previous_empty = marker
+    return sums
 
 
 def _lines_before(data: bytes, count: int) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -100,7 +101,27 @@ class ApiClient:
         resp = self._send("GET", path)
         return None if resp.status_code == 204 else resp.content
 
-    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    def get_into(self, path: str, write: Callable[[bytes], object]) -> bool:
+        """Like ``get_bytes``, but the body goes to ``write`` a piece at a
+        time as it arrives, not held; False for no content (204)."""
+        resp = self._send("GET", path, stream=True)
+        try:
+            if resp.status_code == 204:
+                return False
+            try:
+                for piece in resp.iter_bytes():
+                    write(piece)
+            except httpx.TransportError as e:
+                # Part of the body is written: it is not tried again.
+                raise self._unreachable(e) from None
+            return True
+        finally:
+            resp.close()
+
+    def _unreachable(self, e: Exception) -> WarehouseError:
+        return WarehouseError(f"cannot reach the controller at {self.url}: {e}")
+
+    def _send(self, method: str, path: str, *, stream: bool = False, **kw: Any) -> httpx.Response:
         # A GET changes nothing, so a connection that broke under it (a kept-
         # alive one the server closed) earns it one more try; not a timeout, and
         # not other methods, which may have taken effect. A refused connection
@@ -109,7 +130,7 @@ class ApiClient:
         attempt = 0
         while True:
             try:
-                resp = self.http.request(method, path, **kw)
+                resp = self.http.send(self.http.build_request(method, path, **kw), stream=stream)
                 break
             except httpx.ConnectError as e:
                 # Nothing was sent, so any method may be tried again.
@@ -129,6 +150,13 @@ class ApiClient:
             except httpx.TransportError as e:
                 raise WarehouseError(f"cannot reach the controller at {self.url}: {e}") from None
         if resp.status_code >= 400:
+            if stream:
+                try:
+                    resp.read()  # an error's body is short
+                except httpx.TransportError as e:
+                    raise self._unreachable(e) from None
+                finally:
+                    resp.close()
             try:
                 body = resp.json()
             except ValueError:

@@ -18,7 +18,8 @@ from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.catalog.values import check_writer
-from warehouse.collection.listings import Digests, ordered_listing
+from warehouse.collection.listings import Digests, OrderedListing, ordered_listing
+from warehouse.collection.spool import StoredText
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
@@ -27,7 +28,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.manifest import Manifest
-from warehouse.manifest.normal import normal_summary
+from warehouse.manifest.normal import normal_pdh
 from warehouse.remote.api import ApiClient, check_token
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
@@ -208,25 +209,45 @@ class RemoteWarehouse(WarehouseBase):
                 f"with a manifest whose PDH is {got}"
             )
 
-    def _collection_text(self, pdh: str) -> tuple[bytes, Digests | None] | None:
+    def _collection_text(self, pdh: str) -> tuple[StoredText, Digests | None] | None:
         """The manifest as the controller stores it (normalized), signed, and
         the caller's own listing read in manifest order: a get goes through
-        them stream by stream. None where the controller does not hold it
-        that way (another cluster's, stored otherwise, or an older controller
-        without these requests): the caller asks for the whole manifest."""
+        them stream by stream. Both are written to unnamed scratch files as
+        they arrive and read back a piece at a time, so neither is held.
+        None where the controller does not hold it that way (another
+        cluster's, stored otherwise, or an older controller without these
+        requests): the caller asks for the whole manifest."""
+        text = StoredText()
         try:
-            text = self.api.get_bytes(f"/collections/{pdh}/manifest")
-        except (NotFoundError, ConflictError):
-            return None
-        if text is None:
-            return None
-        summary = normal_summary(text)
-        if summary is None:
-            return None  # not normalized: the whole manifest is asked for (and checked)
-        self._check_pdh(pdh, summary.pdh)
-        del summary  # its portable copy of the text is not kept while reading
-        listing = self.api.get_bytes(f"/collections/{pdh}/listing")
-        return text, ordered_listing(None if listing is None else listing.decode())
+            try:
+                sent = self.api.get_into(f"/collections/{pdh}/manifest", text.write)
+            except (NotFoundError, ConflictError):
+                sent = False
+            if not sent or (got := normal_pdh(text.done())) is None:
+                # Not normalized: the whole manifest is asked for (and checked).
+                text.close()
+                return None
+            self._check_pdh(pdh, got)
+            return text, self._listing(pdh)
+        except BaseException:
+            text.close()
+            raise
+
+    def _listing(self, pdh: str) -> OrderedListing | None:
+        """The caller's own listing, from a scratch file a piece at a time."""
+        listing = StoredText()
+        try:
+            if not self.api.get_into(f"/collections/{pdh}/listing", listing.write):
+                listing.close()
+                return None
+        except BaseException:
+            listing.close()
+            raise
+        parts = listing.done().decoded_pieces(_LISTING_PART)
+        # A listing in another order is read whole into a table, as before.
+        return ordered_listing(
+            next(parts, ""), parts, lambda: listing.read().decode(), close=listing.close
+        )
 
     def holds(self, pdh: str) -> bool:
         """Whether this cluster itself records the collection."""
@@ -276,6 +297,10 @@ class RemoteWarehouse(WarehouseBase):
 
     def accounting(self, since: float = 0.0) -> list[catalog.AccountingRow]:
         return [catalog.AccountingRow(**r) for r in self.api.get("/accounting", since=since)]
+
+
+# What of a listing is read at once (as the catalog's parts: docs/storage.md).
+_LISTING_PART = 1 << 20
 
 
 def _name_path(name: str) -> str:
