@@ -6,7 +6,8 @@ The tree of ``put_bounded.py`` (tiny files, 1,000 to a directory, under
 ``WH_HOME`` by the first build: its first tenth (by the directories'
 names) and the whole. Then, round by round, each build runs
 ``get --no-write PDH``, ``get PDH DEST`` (DEST under ``--scratch``),
-``ls PDH``, ``ls --json PDH`` and ``ls PDH/d0001`` of both collections, under
+``ls PDH``, ``ls --json PDH`` and ``ls PDH/d0000`` of both collections
+and ``put --dry-run`` of the tree and of its tenth, under
 ``MALLOC_ARENA_MAX=2`` as the tests run it; the peak resident size is
 ``wait4``'s. A build is ``PATH/TO/wh`` or ``PATH/TO/wh=SRC_DIR`` (run with
 ``PYTHONPATH=SRC_DIR``).
@@ -88,6 +89,11 @@ def main() -> None:
                     "ls": ["ls", pdh],
                     "ls --json": ["ls", "--json", pdh],
                     "ls PDH/sub": ["ls", f"{pdh}/{tenth[0].name}"],
+                    "put --dry-run": [
+                        "put",
+                        "--dry-run",
+                        *(map(str, tenth) if size == "tenth" else [str(tree)]),
+                    ],
                 }
                 for label, argv in runs.items():
                     shutil.rmtree(dest, ignore_errors=True)
