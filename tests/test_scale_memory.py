@@ -375,3 +375,68 @@ def _put_ls_manifest(tmp_path: Path) -> None:
     first_md5, last_md5 = (hashlib.md5(b"%09d\n" % i).hexdigest() for i in (0, last))
     assert got[0] == f"{first_md5}  d0000/f00"
     assert got[-1] == f"{last_md5}  d{last:04d}/f99"
+
+
+# A get and `wh ls` hold none of the stored manifest text: it is copied to a
+# scratch file and read back a piece at a time. With names long enough that
+# the text (about 33 MB for 200,000 files) is most of what they would hold,
+# each peaks near where it does for a tenth of the files. Holding the text,
+# a get grew by about as much as the text.
+LONG_NAME = "x" * 150
+LONG_GROWTH = 8 << 20
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_get_and_ls_of_a_long_manifest_hold_none_of_its_text(tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
+        _long_manifest(Path(d))
+
+
+def _long_manifest(tmp_path: Path) -> None:
+    from warehouse.embedded import EmbeddedWarehouse
+
+    home = tmp_path / "wh"
+    env = {**os.environ, "WH_HOME": str(home), "MALLOC_ARENA_MAX": "2"}
+    env.pop("WH_URL", None)
+    sizes = {"small": MANIFEST_STREAMS // 10, "big": MANIFEST_STREAMS}
+    pdhs: dict[str, str] = {}
+    with EmbeddedWarehouse(home) as wh:
+        lines = []
+        for i in range(MANIFEST_STREAMS):
+            block = b"%09d\n" % i * 100  # 100 files of 10 bytes
+            loc = wh.store.put(block).locator
+            segments = " ".join(f"{10 * j}:10:{LONG_NAME}{j:02d}" for j in range(100))
+            lines.append(f"./d{i:04d} {loc} {segments}\n")
+        wh.store.flush()
+    for size, streams in sizes.items():
+        text = "".join(lines[:streams]).encode()
+        (tmp_path / "m.txt").write_bytes(text)
+        out, _ = _run(["put", "--manifest", str(tmp_path / "m.txt")], env, tmp_path)
+        pdhs[size] = out.decode().strip()
+        assert pdhs[size] == f"{hashlib.md5(text).hexdigest()}+{len(text)}"
+    del lines, text
+    (tmp_path / "m.txt").unlink()
+
+    peaks: dict[tuple[str, str], int] = {}
+    for size, pdh in pdhs.items():
+        files = sizes[size] * 100
+        last = sizes[size] - 1
+        out, peaks[size, "get"] = _run(["get", "--no-write", pdh], env, tmp_path)
+        got = out.decode().splitlines()
+        assert len(got) == files
+        first_md5, last_md5 = (hashlib.md5(b"%09d\n" % i).hexdigest() for i in (0, last))
+        assert got[0] == f"{first_md5}  d0000/{LONG_NAME}00"
+        assert got[-1] == f"{last_md5}  d{last:04d}/{LONG_NAME}99"
+        del got
+        out, peaks[size, "ls"] = _run(["ls", "-l", pdh], env, tmp_path)
+        listed = out.decode().splitlines()
+        assert len(listed) == files
+        assert listed[-1].split() == ["10", f"d{last:04d}/{LONG_NAME}99"]
+        del listed, out
+    for how in ("get", "ls"):
+        small, big = peaks["small", how], peaks["big", how]
+        assert big - small < LONG_GROWTH, (
+            f"{how} of {sizes['big'] * 100} files (long names) peaked at {big >> 20} MB, "
+            f"of {sizes['small'] * 100} at {small >> 20} MB"
+        )
