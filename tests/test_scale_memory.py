@@ -216,11 +216,14 @@ GROWTH = 16 << 20
 BOUNDED_RSS = 100 << 20
 
 
-# A get reads the stored manifest stream by stream, and its recorded
-# digests a listing part (1 MiB) at a time in step with it: a get of 200,000
-# files peaks within a few MB of one of 20,000 (about 7 MB more here: the
-# manifest's one block, 2.8 MB, and a part's copies). Joining the listing's
-# parts and decoding the whole manifest text, it grew by 19 MB (57 to 76 MB).
+# A get reads the stored manifest stream by stream (from a scratch file),
+# and its recorded digests a listing part (1 MiB) at a time in step with
+# it: a get of 200,000 files peaks within a few MB of one of 20,000 (about
+# 5 MB more here: a part's copies; 7 MB while it held the manifest text,
+# 2.8 MB). Joining the listing's parts and decoding the whole manifest
+# text, it grew by 19 MB (57 to 76 MB). `wh ls` of a sub-path and `--json`
+# and `put --dry-run` are held to the same: building the file table (or
+# scanning the whole tree first) they grew by 150 to 280 MB.
 GET_GROWTH = 14 << 20
 
 
