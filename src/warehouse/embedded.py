@@ -201,13 +201,23 @@ class EmbeddedWarehouse(WarehouseBase):
         return load_manifest_text(self.store, self.engine, self.resolve(key))
 
     def stored_text(self, key: str | Key) -> StoredText | None:
-        return load_stored_text(self.store, self.engine, self.resolve(key), scratch_dir(self.home))
+        return load_stored_text(self.store, self.engine, self.resolve(key), self._text_scratch())
+
+    def _text_scratch(self) -> Path | None:
+        """Where a reader copies a stored manifest: the warehouse's scratch
+        directory, or the system's where that cannot be made (a reader
+        with no right to write the warehouse's home)."""
+        try:
+            path = scratch_dir(self.home)
+        except OSError:
+            return None
+        return path if os.access(path, os.W_OK | os.X_OK) else None
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)
 
     def _collection_text(self, pdh: str) -> tuple[bytes | StoredText, Digests | None] | None:
-        return load_normal_text(self.store, self.engine, pdh, self.user, scratch_dir(self.home))
+        return load_normal_text(self.store, self.engine, pdh, self.user, self._text_scratch())
 
     # -- names ---------------------------------------------------------------
 
