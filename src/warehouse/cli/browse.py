@@ -214,10 +214,15 @@ def manifest(ctx: click.Context, key: str) -> None:
             f"wh manifest prints a whole collection's manifest: give KEY without /{k.path}"
         )
     wh = open_warehouse(ctx)
-    text = wh.manifest_text(k)  # stored as is: printed with no parse
+    text = wh.stored_text(k)  # stored as is: printed with no parse, a piece at a time
     if text is not None:
         out = sys.stdout.buffer
-        out.write(text)
+        if isinstance(text, StoredText):
+            with text:
+                for piece in text.pieces(1 << 18):
+                    out.write(piece)
+        else:
+            out.write(text)
         out.flush()
         return
     click.echo(wh.manifest(k).format(), nl=False)
