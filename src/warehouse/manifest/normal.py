@@ -25,7 +25,15 @@ from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import RawSegment, iter_raw_streams
 
-__all__ = ["NormalSummary", "iter_normal_dirs", "iter_normal_files", "normal_summary"]
+__all__ = [
+    "NormalOrder",
+    "NormalSummary",
+    "is_marker",
+    "iter_normal_dirs",
+    "iter_normal_files",
+    "normal_summary",
+    "portable_line",
+]
 
 _MARKER_TAIL = f" {EMPTY_LOCATOR.key} 0:0:\\056"
 
@@ -41,8 +49,9 @@ class NormalSummary:
     blocks: tuple[Locator, ...]  # distinct stored blocks, first use first
 
 
-class _Order:
-    """Whether each stream comes where the normalized form puts it."""
+class NormalOrder:
+    """Whether each stream comes where the normalized form puts it, and is
+    written as that form writes it (``line``)."""
 
     def __init__(self) -> None:
         self.previous: list[str] | None = None
@@ -58,6 +67,30 @@ class _Order:
                 return False  # a directory with a subdirectory is not empty
         self.previous = key
         return True
+
+    def line(
+        self, line: str, name: str, locators: tuple[Locator, ...], segments: list[RawSegment]
+    ) -> tuple[int, int] | None:
+        """(files, bytes) of the next stream, ``line`` parsed; None if it
+        breaks a rule of the normalized form, here or where it comes."""
+        if not self.next(name):
+            return None
+        if escape_name(name) != line[: line.find(" ")]:
+            return None
+        marker = is_marker(segments[0][2])
+        if marker:
+            if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
+                return None
+            if len(line) != line.find(" ") + len(_MARKER_TAIL):
+                return None
+            sums = (0, 0)
+        else:
+            found = _stream_sums(locators, segments)
+            if found is None or not _names_canonical(line, segments):
+                return None
+            sums = found
+        self.previous_empty = marker
+        return sums
 
 
 def _names_canonical(line: str, segments: list[RawSegment]) -> bool:
@@ -132,28 +165,16 @@ def normal_summary(text: str | bytes) -> NormalSummary | None:
     Holds one stream at a time, besides the text and its portable form.
     """
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    order = _Order()
+    order = NormalOrder()
     portable: list[str] | None = None  # built only when a locator has hints
     blocks: dict[str, Locator] = {}
     files = size = 0
     for count, (line, (name, locators, segments)) in enumerate(iter_raw_streams(text)):
-        if not order.next(name):
+        sums = order.line(line, name, locators, segments)
+        if sums is None:
             return None
-        if escape_name(name) != line[: line.find(" ")]:
-            return None
-        marker = _is_marker(segments[0][2])
-        if marker:
-            if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
-                return None
-            if len(line) != line.find(" ") + len(_MARKER_TAIL):
-                return None
-        else:
-            sums = _stream_sums(locators, segments)
-            if sums is None or not _names_canonical(line, segments):
-                return None
-            files += sums[0]
-            size += sums[1]
-        order.previous_empty = marker
+        files += sums[0]
+        size += sums[1]
         hinted = False
         for locator in locators:
             hinted = hinted or bool(locator.hints)
@@ -162,7 +183,7 @@ def normal_summary(text: str | bytes) -> NormalSummary | None:
         if hinted and portable is None:
             portable = [] if count == 0 else _lines_before(data, count)
         if portable is not None:
-            portable.append(_portable_line(line, locators) if hinted else line)
+            portable.append(portable_line(line, locators) if hinted else line)
     out = data if portable is None else "".join(p + "\n" for p in portable).encode()
     pdh = f"{hashlib.md5(out).hexdigest()}+{len(out)}" if out else EMPTY_LOCATOR.key
     return NormalSummary(pdh, out, files, size, tuple(blocks.values()))
@@ -172,11 +193,11 @@ def _lines_before(data: bytes, count: int) -> list[str]:
     return data.decode("utf-8").split("\n")[:count]
 
 
-def _is_marker(name: str) -> bool:
+def is_marker(name: str) -> bool:
     return name == "." or name.endswith("/.")
 
 
-def _portable_line(line: str, locators: tuple[Locator, ...]) -> str:
+def portable_line(line: str, locators: tuple[Locator, ...]) -> str:
     tokens = line.split(" ")
     keys = [locator.key for locator in locators]
     return " ".join([tokens[0], *keys, *tokens[1 + len(keys) :]])
@@ -205,7 +226,7 @@ def iter_normal_dirs(text: str | bytes) -> Iterator[tuple[str, list[str] | None,
     """
     for _line, (stream_name, _, segments) in iter_raw_streams(text):
         prefix = "" if stream_name == "." else stream_name[2:] + "/"
-        if _is_marker(segments[0][2]):
+        if is_marker(segments[0][2]):
             yield prefix, None, []
             continue
         names = [segment[2] for segment in segments]
