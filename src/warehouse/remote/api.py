@@ -179,7 +179,14 @@ class ApiClient:
         """POST ``body`` (of ``length`` bytes, read as it is sent: re-iterable,
         since a refused connection is tried again) with ``params``."""
         headers = {"Content-Length": str(length), "Content-Type": "application/octet-stream"}
-        return self.call("POST", path, content=body, headers=headers, params=params)
+        # The controller answers once it has checked and recorded the whole
+        # body: its wait grows with the body (a second a megabyte: ten
+        # million files' manifest and listing are about 750 MB).
+        wait = self.http.timeout.read or 0.0
+        timeout = httpx.Timeout(wait + length / 1e6, connect=10.0)
+        return self.call(
+            "POST", path, content=body, headers=headers, params=params, timeout=timeout
+        )
 
     def post(self, path: str, body: Any) -> Any:
         return self.call("POST", path, json=body)
