@@ -34,7 +34,7 @@ from warehouse.blocks.signing import Check, check_signature
 from warehouse.collection.records import store_spooled
 from warehouse.collection.spool import Spool
 from warehouse.errors import UsageError
-from warehouse.manifest.normal import NormalOrder, portable_line
+from warehouse.manifest.normal import NormalOrder, is_marker, portable_line
 from warehouse.manifest.parse import ManifestError, parse_raw_line
 from warehouse.server.controller.state import ControllerState
 
@@ -225,7 +225,7 @@ def record_streamed(
                     line[: line.find(" ")],
                     "not in normalized form (send such text to POST /api/v1/collections)",
                 )
-            names = [] if _empty(segments) else _files(segments)
+            names = [] if is_marker(segments[0][2]) else _files(segments)
             clash = ancestors.enter(number, name, set(names))
             if clash is not None:
                 raise ManifestError(number, line[: line.find(" ")], clash)
@@ -262,12 +262,6 @@ def record_streamed(
                 batch.clear()
         catalog.record_block_writes(state.engine, user.name, batch)
         return store_spooled(state.keep(), state.engine, spool, user.name)
-
-
-def _empty(segments: list[tuple[int, int, str]]) -> bool:
-    """An empty directory's marker stream (no files)."""
-    last = segments[0][2]
-    return last == "." or last.endswith("/.")
 
 
 def _files(segments: list[tuple[int, int, str]]) -> list[str]:
