@@ -77,6 +77,8 @@ def _tree(root: Path, dirs: int, per_dir: int) -> Path:
             )
     (root / "empty dir").mkdir()
     (root / "top é.txt").write_bytes(b"at the top\n")
+    # Names the manifest escapes and the listing's JSON escapes.
+    (root / 'a "quoted"\\name:\ttab').write_bytes(b"escaped\n")
     return root
 
 
