@@ -390,3 +390,26 @@ def test_a_remote_put_of_ten_times_the_files_peaks_alike(tmp_path: Path) -> None
     (client_small, ctl_small), (client_large, ctl_large) = peaks
     assert client_large - client_small < GROWTH, (client_small >> 20, client_large >> 20)
     assert ctl_large - ctl_small < GROWTH, (ctl_small >> 20, ctl_large >> 20)
+
+
+def test_a_body_that_stalls_is_cut_off_and_leaves_nothing(tmp_path: Path, pool: KeepPool) -> None:
+    with controller(tmp_path / "c.db", pool, body_timeout=1.0, scratch=tmp_path) as ctl:
+        alice = Alice(ctl)
+        before = _rows(ctl.state.engine)
+        where = urlsplit(alice.url)
+        with socket.create_connection((where.hostname, where.port)) as s:
+            s.sendall(
+                (
+                    f"POST {PATH}?manifest_size=1000&listing_size=2 HTTP/1.1\r\n"
+                    f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
+                    "Content-Length: 1002\r\n\r\n"
+                ).encode()
+                + b"x" * 100
+            )
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert _rows(ctl.state.engine) == before
+        # Its scratch files are unnamed: nothing is left where they were made.
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith("put-")]
