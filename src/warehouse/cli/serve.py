@@ -11,6 +11,7 @@ import click
 
 from warehouse.cli._common import server_options
 from warehouse.clusters.placement import HostMap
+from warehouse.collection.spool import scratch_dir
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.private import private_dir
@@ -106,7 +107,16 @@ def default_db_url() -> str:
     type=click.IntRange(min=1),
     default=ControllerConfig.max_manifest,
     show_default=True,
-    help="Bytes: a bigger manifest is refused (413) before it is parsed.",
+    help="Bytes: a bigger manifest is refused (413) before it is parsed; on the streamed "
+    "put (POST /collections/text), the most of one line (a directory's stream).",
+)
+@click.option(
+    "--max-spooled-body",
+    type=click.IntRange(min=1),
+    default=ControllerConfig.max_spooled,
+    show_default=True,
+    help="Bytes: the most a streamed put may send (its manifest, listing and block "
+    "writes), spooled to unnamed files under $WH_HOME/tmp; more is refused (413).",
 )
 @click.option(
     "--regol-interval",
@@ -160,6 +170,7 @@ def serve(
     body_timeout: float,
     header_timeout: float,
     max_manifest: int,
+    max_spooled_body: int,
     regol_interval: float,
     cluster_name: str,
     host_map: Path | None,
@@ -210,6 +221,8 @@ def serve(
         replication=replication,
         body_timeout=body_timeout,
         max_manifest=max_manifest,
+        max_spooled=max_spooled_body,
+        scratch=scratch_dir(private_dir(default_home())),
         # The JSON around a manifest (its listing, above all) may be a few times its size.
         max_body=max(ControllerConfig.max_body, 4 * max_manifest),
         regol_interval=regol_interval,

@@ -74,6 +74,7 @@ class Spool:
         self.file_count = 0
         self.size = 0  # bytes of the files
         self.streams = 0
+        self._listed = False  # an entry is in the listing file
 
     def add(self, stream: Stream, rel: str, names: Sequence[str], md5s: bytes | bytearray) -> None:
         """One directory's stream and its files' MD5s (16 bytes each, in the order of ``names``)."""
@@ -95,8 +96,34 @@ class Spool:
             f'{quote(prefix + name)}:"{md5s[16 * i : 16 * i + 16].hex()}"'
             for i, name in enumerate(names)
         )
-        self._listing.write((("," if self.file_count else "") + entries).encode())
+        self._listing.write((("," if self._listed else "") + entries).encode())
+        self._listed = True
         self.file_count += len(names)
+
+    def add_line(self, portable: bytes, files: int, size: int) -> None:
+        """One stream as a line of portable text already written (a
+        controller recording a client's put), holding ``files`` files and
+        ``size`` bytes."""
+        self._text.write(portable)
+        self._md5.update(portable)
+        self.text_size += len(portable)
+        self.streams += 1
+        self.file_count += files
+        self.size += size
+
+    def add_entries(self, entries: str) -> None:
+        """Listing entries as ``add`` writes them, commas between, in manifest
+        order (the files ``add_line`` counted)."""
+        if entries:
+            self._listing.write((("," if self._listed else "") + entries).encode())
+            self._listed = True
+
+    def written(self) -> tuple[int, int]:
+        """Bytes of what ``text_pieces`` and ``listing_pieces`` give (UTF-8)."""
+        self._text.flush()
+        self._listing.flush()
+        listing = os.fstat(self._listing.fileno()).st_size + 2  # and its braces
+        return os.fstat(self._text.fileno()).st_size, listing
 
     @property
     def pdh(self) -> str:

@@ -26,11 +26,14 @@ from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import RawSegment, Text, iter_raw_streams
 
 __all__ = [
+    "NormalOrder",
     "NormalSummary",
+    "is_marker",
     "iter_normal_dirs",
     "iter_normal_files",
     "normal_pdh",
     "normal_summary",
+    "portable_line",
 ]
 
 _MARKER_TAIL = f" {EMPTY_LOCATOR.key} 0:0:\\056"
@@ -47,8 +50,9 @@ class NormalSummary:
     blocks: tuple[Locator, ...]  # distinct stored blocks, first use first
 
 
-class _Order:
-    """Whether each stream comes where the normalized form puts it."""
+class NormalOrder:
+    """Whether each stream comes where the normalized form puts it, and is
+    written as that form writes it (``line``)."""
 
     def __init__(self) -> None:
         self.previous: list[str] | None = None
@@ -64,6 +68,30 @@ class _Order:
                 return False  # a directory with a subdirectory is not empty
         self.previous = key
         return True
+
+    def line(
+        self, line: str, name: str, locators: tuple[Locator, ...], segments: list[RawSegment]
+    ) -> tuple[int, int] | None:
+        """(files, bytes) of the next stream, ``line`` parsed; None if it
+        breaks a rule of the normalized form, here or where it comes."""
+        if not self.next(name):
+            return None
+        if escape_name(name) != line[: line.find(" ")]:
+            return None
+        marker = is_marker(segments[0][2])
+        if marker:
+            if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
+                return None
+            if len(line) != line.find(" ") + len(_MARKER_TAIL):
+                return None
+            sums = (0, 0)
+        else:
+            found = _stream_sums(locators, segments)
+            if found is None or not _names_canonical(line, segments):
+                return None
+            sums = found
+        self.previous_empty = marker
+        return sums
 
 
 def _names_canonical(line: str, segments: list[RawSegment]) -> bool:
@@ -138,12 +166,12 @@ def normal_summary(text: str | bytes) -> NormalSummary | None:
     Holds one stream at a time, besides the text and its portable form.
     """
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    order = _Order()
+    order = NormalOrder()
     portable: list[str] | None = None  # built only when a locator has hints
     blocks: dict[str, Locator] = {}
     files = size = 0
     for count, (line, (name, locators, segments)) in enumerate(iter_raw_streams(text)):
-        sums = _line_sums(order, line, name, locators, segments)
+        sums = order.line(line, name, locators, segments)
         if sums is None:
             return None
         files += sums[0]
@@ -156,7 +184,7 @@ def normal_summary(text: str | bytes) -> NormalSummary | None:
         if hinted and portable is None:
             portable = [] if count == 0 else _lines_before(data, count)
         if portable is not None:
-            portable.append(_portable_line(line, locators) if hinted else line)
+            portable.append(portable_line(line, locators) if hinted else line)
     out = data if portable is None else "".join(p + "\n" for p in portable).encode()
     pdh = f"{hashlib.md5(out).hexdigest()}+{len(out)}" if out else EMPTY_LOCATOR.key
     return NormalSummary(pdh, out, files, size, tuple(blocks.values()))
@@ -167,56 +195,28 @@ def normal_pdh(text: Text) -> str | None:
     is in normalized form; else None. Checked as ``normal_summary`` checks,
     but a line at a time: nothing is held but one stream, whatever the size
     of the text (which may be a scratch file)."""
-    order = _Order()
+    order = NormalOrder()
     md5 = hashlib.md5()
     length = 0
     for line, (name, locators, segments) in iter_raw_streams(text):
-        if _line_sums(order, line, name, locators, segments) is None:
+        if order.line(line, name, locators, segments) is None:
             return None
         hinted = any(locator.hints for locator in locators)
-        data = ((_portable_line(line, locators) if hinted else line) + "\n").encode()
+        data = ((portable_line(line, locators) if hinted else line) + "\n").encode()
         md5.update(data)
         length += len(data)
     return f"{md5.hexdigest()}+{length}" if length else EMPTY_LOCATOR.key
-
-
-def _line_sums(
-    order: _Order,
-    line: str,
-    name: str,
-    locators: tuple[Locator, ...],
-    segments: list[RawSegment],
-) -> tuple[int, int] | None:
-    """(files, bytes) of one line, checked to be where and as the normalized
-    form has it; None if it is not."""
-    if not order.next(name):
-        return None
-    if escape_name(name) != line[: line.find(" ")]:
-        return None
-    marker = _is_marker(segments[0][2])
-    if marker:
-        if name == "." or not line.endswith(_MARKER_TAIL) or len(segments) > 1:
-            return None
-        if len(line) != line.find(" ") + len(_MARKER_TAIL):
-            return None
-        sums: tuple[int, int] | None = (0, 0)
-    else:
-        sums = _stream_sums(locators, segments)
-        if sums is None or not _names_canonical(line, segments):
-            return None
-    order.previous_empty = marker
-    return sums
 
 
 def _lines_before(data: bytes, count: int) -> list[str]:
     return data.decode("utf-8").split("\n")[:count]
 
 
-def _is_marker(name: str) -> bool:
+def is_marker(name: str) -> bool:
     return name == "." or name.endswith("/.")
 
 
-def _portable_line(line: str, locators: tuple[Locator, ...]) -> str:
+def portable_line(line: str, locators: tuple[Locator, ...]) -> str:
     tokens = line.split(" ")
     keys = [locator.key for locator in locators]
     return " ".join([tokens[0], *keys, *tokens[1 + len(keys) :]])
@@ -245,7 +245,7 @@ def iter_normal_dirs(text: Text) -> Iterator[tuple[str, list[str] | None, list[i
     """
     for _line, (stream_name, _, segments) in iter_raw_streams(text):
         prefix = "" if stream_name == "." else stream_name[2:] + "/"
-        if _is_marker(segments[0][2]):
+        if is_marker(segments[0][2]):
             yield prefix, None, []
             continue
         names = [segment[2] for segment in segments]

@@ -25,6 +25,7 @@ __all__ = [
     "decode_line",
     "iter_raw_streams",
     "iter_streams",
+    "parse_raw_line",
     "parse_streams",
 ]
 
@@ -279,6 +280,22 @@ def _parse_raw(line_no: int, line: str, cache: dict[str, Locator]) -> RawStream:
             _check_file_name(line_no, token, name, length)
         segments.append((position, length, name))
     return stream_name, tuple(locators), segments
+
+
+def parse_raw_line(line_no: int, data: bytes, cache: dict[str, Locator]) -> tuple[str, RawStream]:
+    """Line ``line_no`` of a manifest (its bytes, without the newline),
+    decoded and checked alone: for a reader that goes through text a line at a time. ``cache``
+    holds locators already parsed (the caller bounds it). A file that is also
+    a directory is the caller's to find."""
+    try:
+        line = data.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            _decode(data)
+        except ManifestError as e:
+            raise ManifestError(line_no, e.token, e.reason) from None
+        raise
+    return line, _parse_raw(line_no, line, cache)
 
 
 def _as_text(text: str | bytes) -> str:

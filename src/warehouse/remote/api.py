@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -19,7 +19,7 @@ from warehouse.errors import (
 from warehouse.remote.blockhttp import IDLE_SECONDS
 from warehouse.remote.tls import tls_failure, verify_for
 
-__all__ = ["NO_TOKEN", "ApiClient", "AuthError", "check_token"]
+__all__ = ["NO_TOKEN", "ApiClient", "AuthError", "MethodNotAllowed", "check_token"]
 
 NO_TOKEN = "no token: set WH_TOKEN (`wh user add` and `wh token create` print one)"
 
@@ -38,11 +38,16 @@ class AuthError(ForbiddenError):
     """No token, or one the controller does not know (HTTP 401)."""
 
 
+class MethodNotAllowed(WarehouseError):
+    """HTTP 405: a route this controller does not have (an older version)."""
+
+
 _ERRORS: dict[int, type[WarehouseError]] = {
     400: UsageError,
     401: AuthError,
     403: ForbiddenError,
     404: NotFoundError,
+    405: MethodNotAllowed,
     409: ConflictError,
     413: UsageError,
     502: CorruptDataError,
@@ -196,6 +201,19 @@ class ApiClient:
                 raise self._garbage("GET", path, resp, "a page that is not a list")
             out.extend(page)
         return out
+
+    def post_stream(self, path: str, body: Iterable[bytes], length: int, **params: Any) -> Any:
+        """POST ``body`` (of ``length`` bytes, read as it is sent: re-iterable,
+        since a refused connection is tried again) with ``params``."""
+        headers = {"Content-Length": str(length), "Content-Type": "application/octet-stream"}
+        # The controller answers once it has checked and recorded the whole
+        # body: its wait grows with the body (a second a megabyte: ten
+        # million files' manifest and listing are about 750 MB).
+        wait = self.http.timeout.read or 0.0
+        timeout = httpx.Timeout(wait + length / 1e6, connect=10.0)
+        return self.call(
+            "POST", path, content=body, headers=headers, params=params, timeout=timeout
+        )
 
     def post(self, path: str, body: Any) -> Any:
         return self.call("POST", path, json=body)

@@ -7,10 +7,11 @@ for the caller.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -19,17 +20,18 @@ from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.catalog.values import check_writer
 from warehouse.collection.listings import Digests, OrderedListing, ordered_listing
-from warehouse.collection.spool import StoredText
+from warehouse.collection.spool import Spool, StoredText
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
     NotFoundError,
     UsageError,
     WarehouseError,
+    os_error,
 )
 from warehouse.manifest import Manifest
 from warehouse.manifest.normal import normal_pdh
-from warehouse.remote.api import ApiClient, check_token
+from warehouse.remote.api import ApiClient, MethodNotAllowed, check_token
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
 from warehouse.remote.signatures import SignatureCache, default_cache_dir
@@ -174,6 +176,35 @@ class RemoteWarehouse(WarehouseBase):
             out["pdh"], "", out["size"], out["file_count"], time.time(), self.user
         )
 
+    def _spool(self) -> Spool:
+        # The system's scratch directory ($TMPDIR): a client has no home of its own.
+        try:
+            return Spool()
+        except OSError as e:
+            raise os_error(e, "cannot make a put's scratch files") from None
+
+    def _record_spool(self, spool: Spool, writes: BlockWrites) -> catalog.CollectionRecord:
+        # Streamed from the spool's files: neither the manifest nor the
+        # listing is held whole here, nor on the controller.
+        text_size, listing_size = spool.written()
+        lines = [f"{m} {s} {int(n)}\n".encode() for m, s, n in writes]
+        length = text_size + listing_size + sum(map(len, lines))
+        try:
+            out = self.api.post_stream(
+                "/collections/text",
+                _SpoolBody(spool, lines),
+                length,
+                manifest_size=text_size,
+                listing_size=listing_size,
+            )
+        except MethodNotAllowed:
+            # A controller older than the streamed put: the whole manifest, as before.
+            listing = json.loads(spool.listing())
+            return self._record(Manifest.parse(spool.text()), listing, writes)
+        return catalog.CollectionRecord(
+            out["pdh"], "", out["size"], out["file_count"], time.time(), self.user
+        )
+
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         try:
             return self._own_collection(pdh)
@@ -301,6 +332,26 @@ class RemoteWarehouse(WarehouseBase):
 
 # What of a listing is read at once (as the catalog's parts: docs/storage.md).
 _LISTING_PART = 1 << 20
+
+
+class _SpoolBody:
+    """A streamed put's body read from its spool, a piece at a time, each
+    time it is iterated: the manifest text, the listing, the block writes."""
+
+    def __init__(self, spool: Spool, writes: list[bytes]) -> None:
+        self._spool = spool
+        self._writes = writes
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._spool.text_pieces(_PIECE)
+        for piece in self._spool.listing_pieces(_PIECE):
+            yield piece.encode()
+        for i in range(0, len(self._writes), 4096):
+            yield b"".join(self._writes[i : i + 4096])
+
+
+# What a put's body is sent in pieces of.
+_PIECE = 1 << 20
 
 
 def _name_path(name: str) -> str:

@@ -72,12 +72,14 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
 class BodyLimit:
     """Refuse bodies over ``limit`` bytes with 413 before reading them into memory."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, own: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.limit = limit
+        # Paths whose routes bound their bodies themselves (spooling them to disk).
+        self.own = own
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in self.own:
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
@@ -172,7 +174,7 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
         starting = getattr(request.app.state, "controller", None)
         return {"status": "starting" if getattr(starting, "starting", False) else "ok"}
 
-    app.add_middleware(BodyLimit, limit=config.max_body)
+    app.add_middleware(BodyLimit, limit=config.max_body, own=frozenset({collections.STREAMED_PATH}))
     app.add_middleware(BodyTimeout, idle=config.body_timeout)
     app.add_middleware(LatencyMiddleware, metrics=app.state.metrics)
     app.add_middleware(AccessLog)  # outermost: it sees every answer, 408 and 413 too

@@ -6,10 +6,12 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterator
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi import Request as _Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from warehouse import catalog
 from warehouse.blocks import Locator
@@ -27,9 +29,10 @@ from warehouse.errors import NotFoundError, UsageError
 from warehouse.manifest import Manifest
 from warehouse.manifest.parse import iter_raw_streams
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
+from warehouse.server.controller.putstream import Body, block_refusal, record_streamed
 from warehouse.server.controller.state import ControllerState
 
-__all__ = ["router", "signed_text"]
+__all__ = ["STREAMED_PATH", "router", "signed_text"]
 
 router = APIRouter(prefix="/api/v1/collections", tags=["collections"])
 
@@ -141,15 +144,11 @@ def _check_blocks(manifest: Manifest, token: str, state: ControllerState) -> Non
     legacy: list[Locator] = []
     for loc in manifest.blocks():
         verdict = check_signature(loc, token, state.signing_key, state.config.signature_ttl)
+        why = block_refusal(verdict)
+        if why is not None:
+            raise HTTPException(403, f"manifest_text: block {loc.key} {why}")
         if verdict is Check.LEGACY:
             legacy.append(loc)
-        elif verdict is not Check.OK:
-            why = {
-                Check.MISSING: "is not signed",
-                Check.EXPIRED: "has an expired signature",
-                Check.BAD: "is not signed for this token and size",
-            }[verdict]
-            raise HTTPException(403, f"manifest_text: block {loc.key} {why}")
     # An old-format signature does not cover the size: ask the keep servers
     # for a block of exactly that size (their HEAD matches md5 and size).
     keep = state.keep() if legacy else None
@@ -186,6 +185,76 @@ def create_collection(
     if digests is None:
         digests = parse_listing(get_listing(state.engine, normal.pdh, user.name))
     return _out(normal, digests, token, state)
+
+
+class CollectionStored(BaseModel):
+    pdh: str
+    size: int
+    file_count: int
+
+
+# The streamed put's path, which has its own bound on the body (BodyLimit).
+STREAMED_PATH = "/api/v1/collections/text"
+
+
+@router.post(
+    "/text",
+    response_model=CollectionStored,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def create_collection_streamed(
+    user: Caller,
+    token: CallerToken,
+    request: _Request,
+    manifest_size: int = Query(ge=0, description="Bytes of the manifest text, first."),
+    listing_size: int = Query(ge=2, description="Bytes of the listing (JSON), next."),
+) -> CollectionStored:
+    """Record a collection of any number of files from a streamed body (the
+    way `wh --controller URL put` records one): the manifest text, normalized
+    and signed for the caller; then the caller's listing of the files' MD5s,
+    one JSON object naming the manifest's files in manifest order; then the
+    put's block writes, a line ``md5 size new`` (0 or 1) each. Spooled to
+    disk (at most the controller's --max-spooled-body bytes, else 413) and
+    checked a line at a time (a line over --max-manifest bytes: 413); bad
+    input is a 400 naming the line and token, and nothing is recorded.
+    Stored exactly as an embedded put stores its collection."""
+    state = state_of(request)
+    limit = state.config.max_spooled
+    over = HTTPException(
+        413, f"request body over {limit} bytes (the controller's max spooled body)"
+    )
+    length = request.headers.get("content-length")
+    if manifest_size + listing_size > limit or (
+        length is not None and length.isdigit() and int(length) > limit
+    ):
+        raise over
+    body = await run_in_threadpool(Body, state.config.scratch, manifest_size, listing_size)
+    try:
+        try:
+            async for chunk in request.stream():
+                if body.seen + len(chunk) > limit:
+                    raise over
+                if body.add(chunk):
+                    await run_in_threadpool(body.flush)
+            await run_in_threadpool(body.flush)
+        except ClientDisconnect:
+            # The client left (or was cut off for slowness): nothing is recorded.
+            raise HTTPException(400, "the request body ended early") from None
+        if body.received < manifest_size + listing_size:
+            raise HTTPException(
+                400,
+                f"the body ended after {body.received} bytes, before the "
+                f"{manifest_size + listing_size} of its manifest and listing",
+            )
+        record = await run_in_threadpool(record_streamed, state, body, user, token)
+    finally:
+        await run_in_threadpool(body.close)
+    return CollectionStored(pdh=record.pdh, size=record.size, file_count=record.file_count)
 
 
 @router.get("/{pdh}", response_model=CollectionOut)

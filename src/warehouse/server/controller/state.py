@@ -44,6 +44,11 @@ class ControllerConfig:
     # A manifest over this many bytes is refused (413) before it is parsed:
     # parsing takes ~25 bytes of memory per byte (docs/security.md).
     max_manifest: int = 16 * 1024 * 1024
+    # A streamed put's body (POST /collections/text) over this is refused
+    # (413): it is spooled to disk, and only a line of it held at once.
+    max_spooled: int = 4 * 1024**3
+    # Where request bodies are spooled (unnamed files); None: the system's.
+    scratch: Path | None = None
     # A request body that sends nothing for this many seconds is cut off (408).
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     # Normally kept in the catalog (made on first start); given here when keep

@@ -1,0 +1,324 @@
+"""Recording a collection from a streamed body: a put of any number of files
+in memory bounded by a setting, not by the file count.
+
+``POST /api/v1/collections/text`` (docs/server.md) carries three sections
+one after another: the manifest text (``manifest_size`` bytes, normalized,
+its locators signed for the caller), the caller's listing of the files'
+MD5s as one JSON object in manifest order (``listing_size`` bytes), and the
+block writes of the put, a line ``md5 size new`` each. The body is spooled
+to unnamed scratch files as it comes (at most ``max_spooled`` bytes, a
+setting); then the text is read a line (a stream) at a time, each line
+checked (form, normalized order, signatures) and its files' listing
+entries checked against it, and the portable text and listing written to
+a put's ``Spool``, which is recorded exactly as an embedded put records
+its own: same PDH, same blocks, same catalog rows. What is held at once is
+one line (at most ``max_manifest`` bytes, the bound a whole manifest has
+on ``POST /collections``) and what the line's ancestors' file names take.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+from fastapi import HTTPException
+
+from warehouse import catalog
+from warehouse.blocks import MAX_BLOCK_SIZE, Locator
+from warehouse.blocks.signing import Check, check_signature
+from warehouse.collection.records import store_spooled
+from warehouse.collection.spool import Spool
+from warehouse.errors import UsageError
+from warehouse.manifest.normal import NormalOrder, is_marker, portable_line
+from warehouse.manifest.parse import ManifestError, parse_raw_line
+from warehouse.server.controller.state import ControllerState
+
+__all__ = ["Body", "block_refusal", "record_streamed"]
+
+# What the body is read into before its sections go to their files.
+_BUFFER = 1 << 20
+# Locators already parsed or checked, kept for the next lines (a block holds
+# many small files across directories); cleared when this many.
+_CACHE = 100_000
+# Block writes recorded per catalog write.
+_WRITES_BATCH = 10_000
+_MD5 = re.compile(r"[0-9a-f]{32}")
+# JSON's own string encoder, as a put's spool writes each path.
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def block_refusal(verdict: Check) -> str | None:
+    """Why a block with this signature verdict is refused (None: it is not)."""
+    return {
+        Check.MISSING: "is not signed",
+        Check.EXPIRED: "has an expired signature",
+        Check.BAD: "is not signed for this token and size",
+    }.get(verdict)
+
+
+class Body:
+    """A streamed put's body, spooled to three unnamed scratch files as it
+    comes: gone when closed or when the process dies."""
+
+    def __init__(self, directory: Path | None, manifest_size: int, listing_size: int) -> None:
+        self.sizes = (manifest_size, listing_size)
+        self.files: list[IO[bytes]] = []
+        try:
+            for _ in range(3):
+                # Held open for the request and closed by close(): no `with`.
+                self.files.append(tempfile.TemporaryFile(dir=directory, prefix="put-body-"))  # noqa: SIM115
+        except BaseException:
+            self.close()
+            raise
+        self.received = 0
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+
+    @property
+    def seen(self) -> int:
+        """Bytes of the body come so far."""
+        return self.received + self._pending_size
+
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True when enough is buffered to be written (``flush``)."""
+        self._pending.append(chunk)
+        self._pending_size += len(chunk)
+        return self._pending_size >= _BUFFER
+
+    def flush(self) -> None:
+        """Write what is buffered to its section's file (blocking: in a thread)."""
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
+        at = self.received
+        self.received += len(data)
+        bounds = (0, self.sizes[0], self.sizes[0] + self.sizes[1])
+        for section, start in enumerate(bounds):
+            end = bounds[section + 1] if section < 2 else None
+            lo = max(at, start)
+            hi = at + len(data) if end is None else min(at + len(data), end)
+            if lo < hi:
+                self.files[section].write(data[lo - at : hi - at])
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+class _Listing:
+    """The listing section read forward a piece at a time, entry by entry."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        f.seek(0)
+        self._f = f
+        self._decode = codecs.getincrementaldecoder("utf-8")().decode
+        self._text = ""
+        self._pos = 0
+        self._eof = False
+
+    def _fill(self, need: int) -> None:
+        while len(self._text) - self._pos < need and not self._eof:
+            data = self._f.read(_BUFFER)
+            self._eof = not data
+            try:
+                more = self._decode(data, final=self._eof)
+            except UnicodeDecodeError:
+                raise UsageError("file_md5s: invalid UTF-8") from None
+            self._text = self._text[self._pos :] + more
+            self._pos = 0
+
+    def expect(self, text: str) -> bool:
+        """Whether ``text`` comes next (then read past it)."""
+        self._fill(len(text))
+        if not self._text.startswith(text, self._pos):
+            return False
+        self._pos += len(text)
+        return True
+
+    def take(self, count: int) -> str:
+        self._fill(count)
+        out = self._text[self._pos : self._pos + count]
+        self._pos += len(out)
+        return out
+
+    def at_end(self) -> bool:
+        self._fill(1)
+        return self._pos >= len(self._text)
+
+
+def _lines(f: IO[bytes], limit: int) -> Iterator[tuple[int, bytes]]:
+    """Each line of the text (its number, its bytes without the newline); a
+    line over ``limit`` bytes is refused before it is read whole."""
+    f.seek(0)
+    number = 0
+    while data := f.readline(limit + 1):
+        number += 1
+        if not data.endswith(b"\n"):
+            if len(data) > limit:
+                raise HTTPException(
+                    413,
+                    f"manifest line {number}: over {limit} bytes (the controller's max "
+                    "manifest size, the most of one stream it holds)",
+                )
+            last = data.rsplit(b" ", 1)[-1].decode("utf-8", "backslashreplace")
+            raise ManifestError(number, last, "missing newline at end of manifest")
+        yield number, data[:-1]
+
+
+class _Ancestors:
+    """The streams above the current one, with their files' names: a file
+    that is also a directory is found as the directory's stream comes
+    (normalized text puts a directory's stream after its parent's)."""
+
+    def __init__(self) -> None:
+        self._stack: list[tuple[list[str], int, set[str]]] = []
+
+    def enter(self, number: int, name: str, files: set[str]) -> str | None:
+        """Stream ``name`` on line ``number``: the path of a file it makes a
+        directory of, with the file's line, if any."""
+        key = [] if name == "." else name[2:].split("/")
+        stack = self._stack
+        while stack and stack[-1][0] != key[: len(stack[-1][0])]:
+            stack.pop()
+        clash = None
+        for parent, line, names in stack:
+            below = key[len(parent)]
+            if below in names:
+                path = "/".join([*parent, below])
+                clash = f"{path!r} is a file and also a directory (line {line}: {below!r})"
+                break
+        stack.append((key, number, files))
+        return clash
+
+
+def record_streamed(
+    state: ControllerState, body: Body, user: catalog.User, token: str
+) -> catalog.CollectionRecord:
+    """Check the spooled ``body`` and record its collection for ``user``
+    (UsageError or HTTPException naming what is wrong; nothing recorded)."""
+    config = state.config
+    check = None if user.admin else _Signatures(state, token)
+    listing = _Listing(body.files[1])
+    if not listing.expect("{"):
+        raise UsageError("file_md5s: want a JSON object {path: md5} in manifest order")
+    with Spool(config.scratch) as spool:
+        order = NormalOrder()
+        ancestors = _Ancestors()
+        cache: dict[str, Locator] = {}
+        listed = 0
+        for number, data in _lines(body.files[0], config.max_manifest):
+            if len(cache) > _CACHE:
+                cache.clear()
+            line, (name, locators, segments) = parse_raw_line(number, data, cache)
+            if check is not None:
+                for locator in locators:
+                    check.block(number, locator)
+            sums = order.line(line, name, locators, segments)
+            if sums is None:
+                raise ManifestError(
+                    number,
+                    line[: line.find(" ")],
+                    "not in normalized form (send such text to POST /api/v1/collections)",
+                )
+            names = [] if is_marker(segments[0][2]) else _files(segments)
+            clash = ancestors.enter(number, name, set(names))
+            if clash is not None:
+                raise ManifestError(number, line[: line.find(" ")], clash)
+            prefix = "" if name == "." else name[2:] + "/"
+            entries = []
+            for file_name in names:
+                path = prefix + file_name
+                if not listing.expect(("," if listed else "") + _quote(path) + ':"'):
+                    raise UsageError(
+                        f"file_md5s: the next entry is not {path!r} (a listing names "
+                        "the manifest's files, in manifest order, each once)"
+                    )
+                md5 = listing.take(32)
+                if _MD5.fullmatch(md5) is None or not listing.expect('"'):
+                    raise UsageError(
+                        f"file_md5s: the digest of {path!r} is not 32 lowercase hex digits"
+                    )
+                entries.append(f'{_quote(path)}:"{md5}"')
+                listed += 1
+            hinted = any(loc.hints for loc in locators)
+            portable = portable_line(line, locators) if hinted else line
+            spool.add_line((portable + "\n").encode(), sums[0], sums[1])
+            spool.add_entries(",".join(entries))
+        if not listing.expect("}") or not listing.at_end():
+            raise UsageError("file_md5s: more than the manifest's files, or not one JSON object")
+        writes = body.files[2]
+        for _ in _writes(writes):
+            pass  # every line checked before anything is recorded
+        batch: list[tuple[str, int, bool]] = []
+        for write in _writes(writes):
+            batch.append(write)
+            if len(batch) == _WRITES_BATCH:
+                catalog.record_block_writes(state.engine, user.name, batch)
+                batch.clear()
+        catalog.record_block_writes(state.engine, user.name, batch)
+        return store_spooled(state.keep(), state.engine, spool, user.name)
+
+
+def _files(segments: list[tuple[int, int, str]]) -> list[str]:
+    """The stream's files' names, in order (a file's segments are adjacent)."""
+    names: list[str] = []
+    for _, _, name in segments:
+        if not names or names[-1] != name:
+            names.append(name)
+    return names
+
+
+def _writes(f: IO[bytes]) -> Iterator[tuple[str, int, bool]]:
+    """The block writes section: ``md5 size new`` a line (new: 0 or 1)."""
+    f.seek(0)
+    for number, line in enumerate(f, 1):
+        fields = line.split()
+        if (
+            len(fields) != 3
+            or _MD5.fullmatch(fields[0].decode("ascii", "replace")) is None
+            or not fields[1].isdigit()
+            or len(fields[1]) > 9
+            or int(fields[1]) > MAX_BLOCK_SIZE
+            or fields[2] not in (b"0", b"1")
+            or not line.endswith(b"\n")
+        ):
+            shown = line[:80].decode("utf-8", "backslashreplace")
+            raise UsageError(f"block_writes line {number}: want 'md5 size 0|1': {shown!r}")
+        yield fields[0].decode(), int(fields[1]), fields[2] == b"1"
+
+
+class _Signatures:
+    """Every block signed for the caller, its size included (DESIGN §3.4)."""
+
+    def __init__(self, state: ControllerState, token: str) -> None:
+        self._state = state
+        self._token = token
+        self._good: set[str] = set()  # locators (as written) already checked
+
+    def block(self, number: int, locator: Locator) -> None:
+        if locator.is_empty:
+            return
+        written = str(locator)
+        if written in self._good:
+            return
+        state = self._state
+        verdict = check_signature(
+            locator, self._token, state.signing_key, state.config.signature_ttl
+        )
+        why = block_refusal(verdict)
+        if why is not None:
+            raise HTTPException(403, f"manifest line {number}: block {locator.key} {why}")
+        # An old-format signature does not cover the size: ask the keep
+        # servers for a block of exactly that size.
+        if verdict is Check.LEGACY and not state.keep().exists(locator.without_hints()):
+            raise HTTPException(
+                400, f"manifest line {number}: block {locator.key}: no block of that size is stored"
+            )
+        if len(self._good) > _CACHE:
+            self._good.clear()
+        self._good.add(written)
