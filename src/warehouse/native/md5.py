@@ -4,19 +4,19 @@
 library that the package's build compiles (``md5.c``, next to this file) and
 a CPU with AVX2, eight buffers are hashed side by side, one per lane, in one
 call that releases the GIL; otherwise each buffer goes through ``hashlib``.
-The library and the CPU are looked at once, on first use.
+The library and the CPU are looked at once, on first use;
+``WH_NATIVE_MD5=0`` in the environment then leaves the library unused.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 __all__ = ["LIBRARY", "lanes", "md5_many", "md5_many_hashlib"]
 
@@ -24,6 +24,34 @@ LIBRARY = Path(__file__).with_name("_md5.so")
 
 _lib: list[Any] = []  # [library or None], once looked at
 _lock = threading.Lock()
+
+
+class _Buffer(ctypes.Structure):
+    """CPython's ``Py_buffer``: a read-only buffer's address (ctypes' own
+    ``from_buffer`` wants a writable one, and an mmap of a block is not)."""
+
+    _fields_ = (
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.py_object),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
+    )
+
+
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_Buffer), ctypes.c_int]
+_get_buffer.restype = ctypes.c_int
+_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer.argtypes = [ctypes.POINTER(_Buffer)]
+_release_buffer.restype = None
+_PYBUF_SIMPLE = 0  # contiguous bytes, read-only allowed
 
 
 def _load() -> Any:
@@ -34,14 +62,17 @@ def _load() -> Any:
 
 
 def _open() -> Any:
+    if os.environ.get("WH_NATIVE_MD5") == "0":
+        return None
     try:
         lib = ctypes.CDLL(str(LIBRARY))  # CDLL: each call releases the GIL
     except OSError:  # not built here (no compiler), or built for another system
         return None
     lib.wh_md5_lanes.restype = ctypes.c_int
     lib.wh_md5_lanes.argtypes = []
-    lib.wh_md5_many.restype = None
-    lib.wh_md5_many.argtypes = [
+    lib.wh_md5_many_width.restype = None
+    lib.wh_md5_many_width.argtypes = [
+        ctypes.c_int,
         ctypes.c_size_t,
         ctypes.c_void_p,
         ctypes.c_void_p,
@@ -62,19 +93,26 @@ def md5_many_hashlib(buffers: Sequence[Any]) -> list[bytes]:
     return [hashlib.md5(b).digest() for b in buffers]
 
 
-def md5_many(buffers: Sequence[Any]) -> list[bytes]:
+def md5_many(buffers: Sequence[Any], *, width: int = 16) -> list[bytes]:
     """The 16-byte MD5 digest of each buffer (bytes, bytearray, memoryview,
-    mmap: anything contiguous), in order."""
+    mmap: anything contiguous), in order. ``width``: at most so many lanes
+    (16, 8, or 1 for the library's plain C code), for tests to compare them."""
     lib = _load()
     n = len(buffers)
-    if lib is None or n < 3:  # two or fewer: the library would hash them one by one
+    if lib is None or (n < 3 and width > 1):  # the library would hash them one by one
         return md5_many_hashlib(buffers)
-    # numpy reads a read-only buffer's address (ctypes' from_buffer needs a writable one).
-    arrays = [np.frombuffer(b, dtype=np.uint8) for b in buffers]
-    ptrs = np.fromiter((a.ctypes.data for a in arrays), dtype=np.uintp, count=n)
-    lens = np.fromiter((a.size for a in arrays), dtype=np.uintp, count=n)
-    out = np.empty(16 * n, dtype=np.uint8)
-    lib.wh_md5_many(n, ptrs.ctypes.data, lens.ctypes.data, out.ctypes.data)
-    raw = out.tobytes()
-    del arrays  # held until the call returned
+    views = [_Buffer() for _ in range(n)]
+    held = 0
+    try:
+        for b, view in zip(buffers, views, strict=True):
+            _get_buffer(b, ctypes.byref(view), _PYBUF_SIMPLE)  # raises if not contiguous
+            held += 1
+        ptrs = (ctypes.c_void_p * n)(*(v.buf for v in views))
+        lens = (ctypes.c_size_t * n)(*(v.len for v in views))
+        out = ctypes.create_string_buffer(16 * n)
+        lib.wh_md5_many_width(width, n, ptrs, lens, out)
+    finally:
+        for view in views[:held]:
+            _release_buffer(ctypes.byref(view))
+    raw = out.raw
     return [raw[16 * i : 16 * i + 16] for i in range(n)]

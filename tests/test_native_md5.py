@@ -1,0 +1,138 @@
+"""The native multi-buffer MD5 gives hashlib's digests, on every path."""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warehouse.native import md5 as native
+from warehouse.native.md5 import md5_many, md5_many_hashlib
+
+# Around the padding's edges (55/56: the length fits in the last block or
+# not), a block's, and many blocks.
+EDGES = [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 121, 127, 128, 129, 1000, 150_000, 1 << 20]
+WIDTHS = [16, 8, 1]  # AVX-512, AVX2, the plain C code (fewer if the CPU lacks them)
+
+
+def _want(buffers: list[bytes]) -> list[bytes]:
+    return [hashlib.md5(b).digest() for b in buffers]
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_each_length_at_an_edge(width: int) -> None:
+    rnd = random.Random(width)
+    buffers = [rnd.randbytes(n) for n in EDGES]
+    assert md5_many(buffers, width=width) == _want(buffers)
+    for n in EDGES:  # each alone, and a lane's worth of one length
+        one = [rnd.randbytes(n)]
+        assert md5_many(one, width=width) == _want(one)
+        many = [rnd.randbytes(n) for _ in range(17)]
+        assert md5_many(many, width=width) == _want(many)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_count_of_buffers_up_to_past_two_passes_of_lanes(width: int) -> None:
+    rnd = random.Random(7)
+    buffers = [rnd.randbytes(rnd.randrange(0, 3000)) for _ in range(40)]
+    for n in range(len(buffers) + 1):
+        assert md5_many(buffers[:n], width=width) == _want(buffers[:n]), n
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.binary(max_size=700), max_size=40),
+    st.sampled_from(WIDTHS),
+)
+def test_mixed_lengths(buffers: list[bytes], width: int) -> None:
+    assert md5_many(buffers, width=width) == _want(buffers)
+
+
+def test_long_and_short_lanes_mixed() -> None:
+    """Lanes end at very different times: each takes the next buffer."""
+    rnd = random.Random(3)
+    sizes = [rnd.choice([0, 5, 64, 200, 70_000, 300_000]) for _ in range(100)]
+    buffers = [rnd.randbytes(n) for n in sizes]
+    for width in WIDTHS:
+        assert md5_many(buffers, width=width) == _want(buffers)
+
+
+def test_buffers_of_every_kind(tmp_path: Path) -> None:
+    """bytes, bytearray, memoryview slices and a read-only mmap (how a block is read)."""
+    path = tmp_path / "block"
+    path.write_bytes(os.urandom(200_000))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as pages:
+        view = memoryview(pages)
+        buffers = [pages, view, view[3:70_001], b"abc", bytearray(b"x" * 99), view[:0]]
+        assert md5_many(buffers) == _want([bytes(b) for b in buffers])
+        for b in buffers:  # the mapping closes only once no view holds it
+            if isinstance(b, memoryview):
+                b.release()
+
+
+def test_a_buffer_not_contiguous_is_refused() -> None:
+    data = memoryview(b"0123456789" * 10)[::2]
+    if native.lanes():
+        with pytest.raises(BufferError):
+            md5_many([data] * 5)
+
+
+def test_the_fallback_gives_the_same() -> None:
+    rnd = random.Random(5)
+    buffers = [rnd.randbytes(n) for n in EDGES]
+    assert md5_many_hashlib(buffers) == md5_many(buffers) == _want(buffers)
+
+
+def test_without_the_library_hashlib_gives_the_same() -> None:
+    """``WH_NATIVE_MD5=0``: the library is left unused; the same digests."""
+    code = (
+        "import hashlib, random; from warehouse.native import md5;"
+        "b = [random.randbytes(n) for n in (0, 56, 64, 100000, 3, 9)];"
+        "assert md5.lanes() == 0;"
+        "assert md5.md5_many(b) == [hashlib.md5(x).digest() for x in b]; print('ok')"
+    )
+    env = {**os.environ, "WH_NATIVE_MD5": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+
+def test_the_library_is_used_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a C compiler is, the install built the library, and on a CPU
+    with AVX2 it hashes (hashlib is not called)."""
+    if shutil.which(os.environ.get("CC", "cc").split()[0]) is None:
+        pytest.skip("no C compiler here, so the install built no native MD5 (hashlib is used)")
+    assert native.LIBRARY.exists(), f"{native.LIBRARY} was not built: reinstall (make install)"
+    if platform.machine() not in ("x86_64", "AMD64") or "avx2" not in _cpu_flags():
+        pytest.skip("this CPU has no AVX2: the library hashes no quicker than hashlib")
+    assert native.lanes() == (16 if "avx512f" in _cpu_flags() else 8)
+
+    def refused(*args: object) -> None:
+        raise AssertionError("hashlib used")
+
+    buffers = [os.urandom(1000) for _ in range(20)]
+    want = _want(buffers)
+    monkeypatch.setattr(native.hashlib, "md5", refused)
+    assert md5_many(buffers) == want
