@@ -136,3 +136,108 @@ def test_the_library_is_used_when_built(monkeypatch: pytest.MonkeyPatch) -> None
     want = _want(buffers)
     monkeypatch.setattr(native.hashlib, "md5", refused)
     assert md5_many(buffers) == want
+
+
+# The checking filesystem of a query step, over a real volume.
+
+
+def _rot(path: Path) -> None:
+    """One byte changed in place, mtime kept (bit rot)."""
+    st = path.stat()
+    with open(path, "r+b") as f:
+        f.seek(10)
+        byte = f.read(1)
+        f.seek(10)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _files(tmp_path: Path, count: int = 4, blocks: int = 5):  # type: ignore[no-untyped-def]
+    """``count`` files of ``blocks`` blocks each, stored on a volume, added
+    to a BlockFiles; (BlockFiles, volume, [(path, data, [md5])])."""
+    from warehouse.blocks.volume import LocalVolume
+    from warehouse.query.blockfs import BlockFiles
+
+    volume = LocalVolume(tmp_path / "vol")
+    files = BlockFiles(volume)
+    rnd = random.Random(11)
+    made = []
+    for n in range(count):
+        parts = [rnd.randbytes(rnd.randrange(100, 9000)) for _ in range(blocks)]
+        md5s = [hashlib.md5(p).hexdigest() for p in parts]
+        for md5, part in zip(md5s, parts, strict=True):
+            volume.put(md5, part)
+        layout = [(m, len(p)) for m, p in zip(md5s, parts, strict=True)]
+        path = files.add(f"t/part-{n}.parquet", layout)
+        made.append((path.split("://", 1)[1], b"".join(parts), md5s))
+    return files, volume, made
+
+
+def test_a_touched_block_is_checked_with_its_siblings(tmp_path: Path) -> None:
+    files, _, made = _files(tmp_path)
+    path, data, _ = made[0]
+    f = files.files[path]
+    start = f.starts[2]
+    assert files.read(f, start + 3, 50) == data[start + 3 : start + 53]
+    # Block 2 of every file was checked in that one touch.
+    assert {ms[2] for _, _, ms in made} <= set(files._kept)
+    assert not {ms[1] for _, _, ms in made} & set(files._kept)
+    for other, other_data, _ in made[1:]:
+        g = files.files[other]
+        assert files.read(g, 0, g.size) == other_data  # every byte, from checked blocks
+
+
+def test_a_bad_sibling_fails_only_the_read_that_touches_it(tmp_path: Path) -> None:
+    from warehouse.errors import CorruptDataError
+
+    files, volume, made = _files(tmp_path)
+    bad = made[1][2][3]  # block 3 of file 1
+    _rot(volume.path_for(bad))
+    f0 = files.files[made[0][0]]
+    s = f0.starts[3]
+    assert files.read(f0, s, 10) == made[0][1][s : s + 10]  # checked with the bad one
+    assert files.error is None and volume.path_for(bad).exists()  # not read: not reported
+    f1 = files.files[made[1][0]]
+    with pytest.raises(CorruptDataError, match=r"it holds data of: t/part-1\.parquet"):
+        files.read(f1, f1.starts[3], 10)
+    assert isinstance(files.error, CorruptDataError)
+    assert not volume.path_for(bad).exists()  # moved aside by the volume's check
+    assert list(volume.path_for(bad).parent.glob(bad + ".corrupt.*"))
+
+
+def test_threads_touching_the_same_blocks_all_get_checked_bytes(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    files, _, made = _files(tmp_path, count=8, blocks=9)
+
+    def whole(item: tuple[str, bytes, list[str]]) -> bool:
+        f = files.files[item[0]]
+        got = b"".join(files.read(f, pos, 1000) for pos in range(0, f.size, 1000))
+        return got == item[1]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(whole, made * 3))
+    assert not files._checking
+
+
+def test_whole_blocks_are_verified_together(tmp_path: Path) -> None:
+    """A query step's check of whole-block files: one answer per open block."""
+    from warehouse.query.steps import _shares, _verify
+
+    rnd = random.Random(13)
+    blocks = []
+    for n in range(9):
+        data = rnd.randbytes(rnd.randrange(1, 50_000))
+        path = tmp_path / f"b{n}"
+        path.write_bytes(data)
+        if n == 4:
+            _rot(path)
+        blocks.append((os.open(path, os.O_RDONLY), hashlib.md5(data).hexdigest(), len(data)))
+    try:
+        assert _verify(blocks) == [n != 4 for n in range(9)]
+        shares = _shares(blocks, 2)
+        assert sorted(b for share in shares for b in share) == sorted(blocks)
+        assert [ok for share in shares for ok in _verify(share)].count(False) == 1
+    finally:
+        for fd, _, _ in blocks:
+            os.close(fd)
