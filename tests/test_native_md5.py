@@ -138,6 +138,29 @@ def test_the_library_is_used_when_built(monkeypatch: pytest.MonkeyPatch) -> None
     assert md5_many(buffers) == want
 
 
+def test_files_mapped_and_hashed_in_one_call(tmp_path: Path) -> None:
+    if not native.can_map():
+        pytest.skip("the native library is not used here (files are mapped from Python)")
+    rnd = random.Random(5)
+    datas = [rnd.randbytes(n) for n in (1, 64, 150_000, 1 << 20, 3000)]
+    paths = []
+    for i, data in enumerate(datas):
+        paths.append(str(tmp_path / f"b{i}"))
+        Path(paths[-1]).write_bytes(data)
+    (tmp_path / "empty").write_bytes(b"")
+    asked = [*paths, str(tmp_path / "missing"), paths[2], str(tmp_path / "empty")]
+    sizes = [len(d) for d in datas] + [10, len(datas[2]) - 1, 0]
+    found = native.map_md5(asked, sizes)
+    for (view, digest), data in zip(found[: len(datas)], datas, strict=True):
+        assert view.readonly and bytes(view) == data
+        assert digest == hashlib.md5(data).digest()
+    # Not there, not of the size asked, empty: not mapped.
+    assert found[len(datas) :] == [None, None, None]
+    kept = found[3][0][100:200]  # type: ignore[index]
+    del found
+    assert bytes(kept) == datas[3][100:200]  # a view keeps its mapping
+
+
 # The checking filesystem of a query step, over a real volume.
 
 
@@ -185,6 +208,17 @@ def test_a_touched_block_is_checked_with_its_siblings(tmp_path: Path) -> None:
     for other, other_data, _ in made[1:]:
         g = files.files[other]
         assert files.read(g, 0, g.size) == other_data  # every byte, from checked blocks
+
+
+def test_a_read_over_several_blocks_checks_them_with_their_siblings(tmp_path: Path) -> None:
+    files, _, made = _files(tmp_path)
+    path, data, _ = made[0]
+    f = files.files[path]
+    start, end = f.starts[1] + 5, f.starts[3] + 7
+    assert files.read(f, start, end - start) == data[start:end]
+    # Blocks 1 to 3 of every file, in the one check of the first touch.
+    assert {ms[j] for _, _, ms in made for j in (1, 2, 3)} <= set(files._kept)
+    assert not {ms[j] for _, _, ms in made for j in (0, 4)} & set(files._kept)
 
 
 def test_a_bad_sibling_fails_only_the_read_that_touches_it(tmp_path: Path) -> None:

@@ -583,3 +583,83 @@ void wh_md5_many(size_t n, const unsigned char *const *ptrs, const size_t *lens,
 #endif
     md5_scalar(n, ptrs, lens, out);
 }
+
+/* Block files mapped and checked in one call, for a reader that holds a lock
+ * between its own calls (Python's GIL, released by a ctypes call): opening,
+ * mapping and faulting in each file one at a time from Python gives the lock
+ * up and takes it back four times a block, each time behind whichever
+ * thread took it meanwhile.
+ *
+ * wh_map_md5(n, paths, sizes, addrs, out): each file at paths[i] is mapped
+ * read-only, its pages faulted in ahead (a read error shows here, not as a
+ * SIGBUS later), then the mapped ones are hashed side by side (digest of
+ * file i at out + 16 * i). addrs[i] is the mapping, to be unmapped with
+ * wh_unmap(addrs[i], sizes[i]), or NULL if the file could not be opened, is
+ * not sizes[i] bytes (or is empty), or could not be mapped and faulted in:
+ * its digest is then left as it was. Returns -1 if no memory was to be had
+ * for the call (nothing mapped), else how many files were mapped. */
+#if defined(__linux__)
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14; older kernels refuse it: nothing is mapped */
+#endif
+
+static void *map_file(const char *path, size_t size) {
+    if (!size)
+        return NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size == size && st.st_size > 0)
+        p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (madvise(p, size, MADV_POPULATE_READ) != 0) {
+        munmap(p, size);
+        return NULL;
+    }
+    return p;
+}
+
+int wh_map_md5(size_t n, const char *const *paths, const size_t *sizes, void **addrs,
+               unsigned char *out) {
+    const unsigned char **ptrs = malloc((n ? n : 1) * sizeof *ptrs);
+    size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+    size_t *which = malloc((n ? n : 1) * sizeof *which);
+    unsigned char *sums = malloc((n ? n : 1) * 16);
+    int mapped = -1;
+    if (ptrs && lens && which && sums) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            addrs[i] = map_file(paths[i], sizes[i]);
+            if (addrs[i]) {
+                ptrs[m] = addrs[i];
+                lens[m] = sizes[i];
+                which[m++] = i;
+            }
+        }
+        wh_md5_many(m, ptrs, lens, sums);
+        for (size_t k = 0; k < m; k++)
+            memcpy(out + 16 * which[k], sums + 16 * k, 16);
+        mapped = (int)m;
+    }
+    free(ptrs);
+    free(lens);
+    free(which);
+    free(sums);
+    return mapped;
+}
+
+void wh_unmap(void *addr, size_t size) {
+    if (addr)
+        munmap(addr, size);
+}
+#endif

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LIBRARY", "lanes", "md5_many", "md5_many_hashlib"]
+__all__ = ["LIBRARY", "can_map", "lanes", "map_md5", "md5_many", "md5_many_hashlib"]
 
 LIBRARY = Path(__file__).with_name("_md5.so")
 
@@ -78,6 +78,17 @@ def _open() -> Any:
         ctypes.c_void_p,
         ctypes.c_void_p,
     ]
+    if hasattr(lib, "wh_map_md5"):  # built for Linux
+        lib.wh_map_md5.restype = ctypes.c_int
+        lib.wh_map_md5.argtypes = [
+            ctypes.c_size_t,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
+        lib.wh_unmap.restype = None
+        lib.wh_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     # One lane (no AVX2) would be no quicker than hashlib: not worth the calls.
     return lib if lib.wh_md5_lanes() > 1 else None
 
@@ -116,3 +127,52 @@ def md5_many(buffers: Sequence[Any], *, width: int = 16) -> list[bytes]:
             _release_buffer(ctypes.byref(view))
     raw = out.raw
     return [raw[16 * i : 16 * i + 16] for i in range(n)]
+
+
+class _Mapping:
+    """One file mapped by ``wh_map_md5``: unmapped once no view of it is left."""
+
+    __slots__ = ("addr", "size", "unmap")
+
+    def __init__(self, addr: int, size: int, unmap: Any) -> None:
+        self.addr = addr
+        self.size = size
+        self.unmap = unmap
+
+    def __del__(self) -> None:
+        self.unmap(self.addr, self.size)
+
+
+def can_map() -> bool:
+    """Whether ``map_md5`` maps and hashes files in one native call here."""
+    lib = _load()
+    return lib is not None and hasattr(lib, "wh_map_md5")
+
+
+def map_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[memoryview, bytes] | None]:
+    """Each file mapped read-only with its pages faulted in, and the MD5
+    digest of what is mapped, all in one call that releases the GIL; None
+    for a file that is not there with that size, or could not be mapped so
+    (its read error, if any, is for the caller's own read to report). Only
+    where ``can_map()``. A view keeps its mapping until it is dropped."""
+    lib = _load()
+    n = len(paths)
+    names = [os.fsencode(p) for p in paths]
+    c_paths = (ctypes.c_char_p * n)(*names)
+    c_sizes = (ctypes.c_size_t * n)(*sizes)
+    addrs = (ctypes.c_void_p * n)()
+    out = ctypes.create_string_buffer(16 * n)
+    if lib.wh_map_md5(n, c_paths, c_sizes, addrs, out) < 0:
+        raise MemoryError("no memory to map the blocks")
+    raw = out.raw
+    found: list[tuple[memoryview, bytes] | None] = []
+    for i in range(n):
+        addr = addrs[i]
+        if not addr:
+            found.append(None)
+            continue
+        pages = (ctypes.c_ubyte * sizes[i]).from_address(addr)
+        # The array holds the mapping, a view of it holds the array.
+        pages._wh_mapping = _Mapping(addr, sizes[i], lib.wh_unmap)  # type: ignore[attr-defined]
+        found.append((memoryview(pages).cast("B").toreadonly(), raw[16 * i : 16 * i + 16]))
+    return found

@@ -39,7 +39,7 @@ from fsspec import AbstractFileSystem  # type: ignore[import-untyped]
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.manifest import FileEntry
-from warehouse.native.md5 import md5_many
+from warehouse.native.md5 import can_map, map_md5, md5_many
 
 __all__ = ["KEEP_BYTES", "PROTOCOL", "BlockFiles", "lazy_layout"]
 
@@ -47,7 +47,7 @@ PROTOCOL = "whblocks"
 KEEP_BYTES = 256 << 20
 # Blocks checked in one call at most (the one touched and those taken along),
 # and their bytes: a lane each, a share of what is kept.
-BATCH_BLOCKS = 32
+BATCH_BLOCKS = 64
 BATCH_BYTES = 64 << 20
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -110,8 +110,9 @@ class BlockFiles:
         end = f.starts[i + 1] if i + 1 < len(f.starts) else f.size
         return end - f.starts[i]
 
-    def block(self, f: _File, i: int) -> memoryview:
-        """Block ``i`` of ``f``, checked in this step."""
+    def block(self, f: _File, i: int, last: int | None = None) -> memoryview:
+        """Block ``i`` of ``f``, checked in this step; if it is checked now,
+        so are those up to ``last`` that the same read will want."""
         md5 = f.md5s[i]
         size = self._size(f, i)
         while True:
@@ -121,7 +122,7 @@ class BlockFiles:
                     return data
                 busy = self._checking.get(md5)
                 if busy is None:
-                    batch = self._batch(f, i)
+                    batch = self._batch(f, i, i if last is None else last)
                     done = threading.Event()
                     for other, _ in batch:
                         self._checking[other] = done
@@ -141,30 +142,44 @@ class BlockFiles:
             self._keep({md5: data})
         return data
 
-    def _batch(self, f: _File, i: int) -> list[tuple[str, int]]:
-        """Block ``i`` of ``f`` and, to check along with it, block ``i`` of
-        the other files of as many blocks (neither kept nor being checked)."""
+    def _batch(self, f: _File, i: int, last: int) -> list[tuple[str, int]]:
+        """Block ``i`` of ``f`` and, to check along with it, the next ones up
+        to ``last`` and the blocks at the same places in the other files of
+        as many blocks (none kept or being checked). A read spans several
+        blocks, and the SIMD lanes are filled only by a call of many."""
         batch = [(f.md5s[i], self._size(f, i))]
         total = batch[0][1]
         seen = {f.md5s[i]}
-        for other in self.files.values():
-            if len(batch) >= BATCH_BLOCKS:
-                break
-            if other is f or len(other.md5s) != len(f.md5s):
-                continue
-            md5, size = other.md5s[i], self._size(other, i)
-            if md5 in seen or md5 in self._kept or md5 in self._checking:
-                continue
-            if total + size > BATCH_BYTES:
-                break
-            seen.add(md5)
-            batch.append((md5, size))
-            total += size
+        alike = [f] + [o for o in self.files.values() if o is not f and len(o.md5s) == len(f.md5s)]
+        for other in alike:
+            for j in range(i, last + 1):
+                if len(batch) >= BATCH_BLOCKS:
+                    return batch
+                md5, size = other.md5s[j], self._size(other, j)
+                if md5 in seen or md5 in self._kept or md5 in self._checking:
+                    continue
+                if total + size > BATCH_BYTES:
+                    return batch
+                seen.add(md5)
+                batch.append((md5, size))
+                total += size
         return batch
 
     def _check(self, batch: list[tuple[str, int]]) -> dict[str, memoryview]:
         """The blocks of ``batch`` that are here whole and pass their check,
         mapped; all hashed in one call. The rest are left out, unreported."""
+        if LocalVolume.can_map and can_map():
+            # One native call maps, faults in and hashes them all, the GIL
+            # released throughout (DuckDB's other thread reads meanwhile).
+            paths = [str(self.volume.path_for(md5)) for md5, _ in batch]
+            found = map_md5(paths, [size for _, size in batch])
+            good = {
+                md5: got[0]
+                for (md5, _), got in zip(batch, found, strict=True)
+                if got is not None and got[1].hex() == md5
+            }
+            self._keep(good)
+            return good
         mapped: dict[str, memoryview] = {}
         for md5, size in batch:
             data = self._map(md5, size)
@@ -241,8 +256,9 @@ class BlockFiles:
         end = min(pos + n, f.size)
         parts: list[memoryview] = []
         i = bisect.bisect_right(f.starts, pos) - 1
+        last = bisect.bisect_right(f.starts, end - 1) - 1
         while pos < end:
-            data = self.block(f, i)
+            data = self.block(f, i, last)
             start = f.starts[i]
             take = min(end - pos, start + len(data) - pos)
             parts.append(data[pos - start : pos - start + take])

@@ -19,7 +19,7 @@ import mmap
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +53,8 @@ if "warehouse.jobs.forkserver" in sys.modules:
 def _connect(threads: int = 1) -> Any:
     import duckdb
 
-    con = duckdb.connect()
+    # The first one was made on the loader thread, beside this one's work.
+    con = _early.pop().result() if _early else duckdb.connect()
     # A step is one slot (the executor runs steps side by side), except a
     # one-step query, which is alone and uses the cores it may run on.
     con.execute(f"SET threads = {threads}")
@@ -85,12 +86,22 @@ _BLOCKS = "whblocks://"  # blockfs.PROTOCOL (not imported: it brings fsspec)
 
 
 def _load_duckdb() -> None:
-    """Import DuckDB (half a second or more) on a thread; ``_connect``'s own
-    import then waits for it. MD5 releases the GIL, so both go on at once."""
+    """Import DuckDB (half a second or more) and make the step's first
+    connection (about 10 CPU-ms, the GIL released) on a thread; ``_connect``
+    then waits for it. MD5 releases the GIL, so both go on at once."""
     loader = ThreadPoolExecutor(1, thread_name_prefix="wh-duckdb")
-    loader.submit(importlib.import_module, "duckdb")
+    _early.append(loader.submit(_new_connection))
     loader.submit(importlib.import_module, "warehouse.query.blockfs")
     loader.shutdown(wait=False)
+
+
+def _new_connection() -> Any:
+    import duckdb
+
+    return duckdb.connect()
+
+
+_early: list[Future[Any]] = []  # the step's first connection, being made
 
 
 def _cores() -> int:
@@ -420,7 +431,8 @@ def _table_step() -> None:
 
 
 def _table_files(table: str, fmt: str, partition: int | None) -> list[FileEntry]:
-    files = step.input_manifest().files()
+    # The reader's manifest: the input is not parsed a second time.
+    files = step.reader().files
     prefix = f"{table}/"
     wanted = part_name(partition, fmt) if partition is not None else None
     return [
