@@ -10,6 +10,13 @@ step.
 A block that fails its check is moved aside by the volume (as on any read)
 and the read fails; the query step then fails with the reason.
 
+The check of a block DuckDB touches first takes along the blocks at the same
+place in the step's other files cut alike (the same column chunk of the
+other partitions, which a scan reads too), all hashed in one call of
+``warehouse.native.md5.md5_many`` (SIMD lanes side by side, without the
+GIL). Only a block DuckDB touches can fail a read: one taken along that
+fails is left unchecked, to be checked (and reported) if DuckDB touches it.
+
 Checked blocks are kept, up to ``KEEP_BYTES``, while the step runs (DuckDB
 reads a column chunk once, but a read may straddle two blocks); one
 dropped is read and checked again if touched again.
@@ -20,6 +27,8 @@ from __future__ import annotations
 import bisect
 import datetime
 import io
+import mmap
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -30,11 +39,17 @@ from fsspec import AbstractFileSystem  # type: ignore[import-untyped]
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.manifest import FileEntry
+from warehouse.native.md5 import can_map, map_md5, md5_many
 
 __all__ = ["KEEP_BYTES", "PROTOCOL", "BlockFiles", "lazy_layout"]
 
 PROTOCOL = "whblocks"
 KEEP_BYTES = 256 << 20
+# Blocks checked in one call at most (the one touched and those taken along),
+# and their bytes: a lane each, a share of what is kept.
+BATCH_BLOCKS = 64
+BATCH_BYTES = 64 << 20
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
@@ -76,6 +91,8 @@ class BlockFiles:
         self.checked_bytes = 0
         self._kept: OrderedDict[str, memoryview] = OrderedDict()
         self._kept_bytes = 0
+        # Blocks a thread is checking now: another wanting one waits for it.
+        self._checking: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.fs = _BlockFS(self)
 
@@ -89,19 +106,128 @@ class BlockFiles:
         if self.files and self.fs.protocol not in con.list_filesystems():
             con.register_filesystem(self.fs)
 
-    def block(self, f: _File, i: int) -> memoryview:
-        """Block ``i`` of ``f``, checked in this step."""
-        md5 = f.md5s[i]
+    def _size(self, f: _File, i: int) -> int:
         end = f.starts[i + 1] if i + 1 < len(f.starts) else f.size
-        size = end - f.starts[i]
-        with self._lock:
-            data = self._kept.get(md5)
-        if data is not None and len(data) == size:  # a file may list it with another size
-            return data
+        return end - f.starts[i]
+
+    def block(self, f: _File, i: int, last: int | None = None) -> memoryview:
+        """Block ``i`` of ``f``, checked in this step; if it is checked now,
+        so are those up to ``last`` that the same read will want."""
+        md5 = f.md5s[i]
+        size = self._size(f, i)
+        while True:
+            with self._lock:
+                data = self._kept.get(md5)
+                if data is not None and len(data) == size:  # a file may list it with another size
+                    return data
+                busy = self._checking.get(md5)
+                if busy is None:
+                    batch = self._batch(f, i, i if last is None else last)
+                    done = threading.Event()
+                    for other, _ in batch:
+                        self._checking[other] = done
+            if busy is None:
+                break
+            busy.wait()  # another thread is checking it: kept once that is done, if good
         try:
-            # Mapped whole and checked (a bad copy is moved aside) by the
-            # volume, never from the warehouse's block cache: each step checks
-            # anew. Mapped, not read: no copy, no fresh pages to fault in.
+            found = self._check(batch)
+        finally:
+            with self._lock:
+                for other, _ in batch:
+                    self._checking.pop(other, None)
+            done.set()
+        data = found.get(md5)
+        if data is None:  # the volume's own check, which moves a bad copy aside, says why
+            data = self._checked_one(f, i)
+            self._keep({md5: data})
+        return data
+
+    def _batch(self, f: _File, i: int, last: int) -> list[tuple[str, int]]:
+        """Block ``i`` of ``f`` and, to check along with it, the next ones up
+        to ``last`` and the blocks at the same places in the other files of
+        as many blocks (none kept or being checked). A read spans several
+        blocks, and the SIMD lanes are filled only by a call of many."""
+        batch = [(f.md5s[i], self._size(f, i))]
+        total = batch[0][1]
+        seen = {f.md5s[i]}
+        alike = [f] + [o for o in self.files.values() if o is not f and len(o.md5s) == len(f.md5s)]
+        for other in alike:
+            for j in range(i, last + 1):
+                if len(batch) >= BATCH_BLOCKS:
+                    return batch
+                md5, size = other.md5s[j], self._size(other, j)
+                if md5 in seen or md5 in self._kept or md5 in self._checking:
+                    continue
+                if total + size > BATCH_BYTES:
+                    return batch
+                seen.add(md5)
+                batch.append((md5, size))
+                total += size
+        return batch
+
+    def _check(self, batch: list[tuple[str, int]]) -> dict[str, memoryview]:
+        """The blocks of ``batch`` that are here whole and pass their check,
+        mapped; all hashed in one call. The rest are left out, unreported."""
+        if LocalVolume.can_map and can_map():
+            # One native call maps, faults in and hashes them all, the GIL
+            # released throughout (DuckDB's other thread reads meanwhile).
+            paths = [str(self.volume.path_for(md5)) for md5, _ in batch]
+            found = map_md5(paths, [size for _, size in batch])
+            good = {
+                md5: got[0]
+                for (md5, _), got in zip(batch, found, strict=True)
+                if got is not None and got[1].hex() == md5
+            }
+            self._keep(good)
+            return good
+        mapped: dict[str, memoryview] = {}
+        for md5, size in batch:
+            data = self._map(md5, size)
+            if data is not None:
+                mapped[md5] = data
+        sums = md5_many(list(mapped.values()))
+        good = {
+            md5: data
+            for (md5, data), digest in zip(mapped.items(), sums, strict=True)
+            if digest.hex() == md5
+        }
+        self._keep(good)
+        return good
+
+    def _map(self, md5: str, size: int) -> memoryview | None:
+        """The block file's pages, mapped and faulted in (a read error is an
+        OSError here, not a SIGBUS later); None if it is not here whole, or
+        cannot be mapped so."""
+        if not LocalVolume.can_map or not size:
+            return None
+        try:
+            fd = os.open(self.volume.path_for(md5), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            if os.fstat(fd).st_size != size:
+                return None
+            pages = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        try:
+            pages.madvise(_MADV_POPULATE_READ)
+        except OSError:
+            pages.close()
+            return None
+        # Block files are never changed in place (a write renames a new file
+        # in, trash renames it away): the pages stay those hashed.
+        return memoryview(pages)
+
+    def _checked_one(self, f: _File, i: int) -> memoryview:
+        """Block ``i`` of ``f`` through the volume's own check (a bad copy is
+        moved aside); the error, naming the file, if it fails."""
+        md5, size = f.md5s[i], self._size(f, i)
+        try:
+            # Mapped whole and checked by the volume, never from the
+            # warehouse's block cache: each step checks anew.
             data = self.volume.get_mapped(md5)
             if data is None:  # this system cannot fault a mapping in ahead
                 data = memoryview(self.volume.get(md5))
@@ -113,22 +239,26 @@ class BlockFiles:
             with self._lock:
                 self.error = self.error or error
             raise error from e
+        return data
+
+    def _keep(self, blocks: dict[str, memoryview]) -> None:
         with self._lock:
-            self.checked_bytes += len(data)
-            if md5 not in self._kept:
-                self._kept[md5] = data
-                self._kept_bytes += len(data)
+            for md5, data in blocks.items():
+                self.checked_bytes += len(data)
+                if md5 not in self._kept:
+                    self._kept[md5] = data
+                    self._kept_bytes += len(data)
             while self._kept_bytes > KEEP_BYTES and len(self._kept) > 1:
                 _, old = self._kept.popitem(last=False)
                 self._kept_bytes -= len(old)
-        return data
 
     def read(self, f: _File, pos: int, n: int) -> bytes:
         end = min(pos + n, f.size)
         parts: list[memoryview] = []
         i = bisect.bisect_right(f.starts, pos) - 1
+        last = bisect.bisect_right(f.starts, end - 1) - 1
         while pos < end:
-            data = self.block(f, i)
+            data = self.block(f, i, last)
             start = f.starts[i]
             take = min(end - pos, start + len(data) - pos)
             parts.append(data[pos - start : pos - start + take])

@@ -13,14 +13,13 @@ results go back as blocks.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import mmap
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from warehouse.blocks import MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.manifest import FileEntry, Segment, Stream
+from warehouse.native.md5 import md5_many
 from warehouse.query.tables import (
     FORMATS,
     META_FILE,
@@ -53,7 +53,8 @@ if "warehouse.jobs.forkserver" in sys.modules:
 def _connect(threads: int = 1) -> Any:
     import duckdb
 
-    con = duckdb.connect()
+    # The first one was made on the loader thread, beside this one's work.
+    con = _early.pop().result() if _early else duckdb.connect()
     # A step is one slot (the executor runs steps side by side), except a
     # one-step query, which is alone and uses the cores it may run on.
     con.execute(f"SET threads = {threads}")
@@ -85,12 +86,22 @@ _BLOCKS = "whblocks://"  # blockfs.PROTOCOL (not imported: it brings fsspec)
 
 
 def _load_duckdb() -> None:
-    """Import DuckDB (half a second or more) on a thread; ``_connect``'s own
-    import then waits for it. MD5 releases the GIL, so both go on at once."""
+    """Import DuckDB (half a second or more) and make the step's first
+    connection (about 10 CPU-ms, the GIL released) on a thread; ``_connect``
+    then waits for it. MD5 releases the GIL, so both go on at once."""
     loader = ThreadPoolExecutor(1, thread_name_prefix="wh-duckdb")
-    loader.submit(importlib.import_module, "duckdb")
+    _early.append(loader.submit(_new_connection))
     loader.submit(importlib.import_module, "warehouse.query.blockfs")
     loader.shutdown(wait=False)
+
+
+def _new_connection() -> Any:
+    import duckdb
+
+    return duckdb.connect()
+
+
+_early: list[Future[Any]] = []  # the step's first connection, being made
 
 
 def _cores() -> int:
@@ -160,48 +171,77 @@ def _open_block(store: LocalBlockStore, md5: str, size: int) -> int | None:
     return fd
 
 
-def _verify(fd: int, md5: str, size: int) -> bool:
-    """Whether the open block hashes to its MD5 (over the very inode DuckDB reads)."""
+def _verify(blocks: Sequence[tuple[int, str, int]]) -> list[bool]:
+    """Whether each open block (descriptor, MD5, size) hashes to its MD5,
+    over the very inode DuckDB reads; all in one call of ``md5_many``."""
+    maps: list[mmap.mmap | None] = []
     try:
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as pages:
-            return hashlib.md5(pages).hexdigest() == md5
-    except OSError:
-        return False
+        for fd, _, size in blocks:
+            try:
+                maps.append(mmap.mmap(fd, size, prot=mmap.PROT_READ))
+            except OSError:
+                maps.append(None)
+        sums = iter(md5_many([m for m in maps if m is not None]))
+        return [
+            m is not None and next(sums).hex() == md5
+            for m, (_, md5, _) in zip(maps, blocks, strict=True)
+        ]
+    finally:
+        for m in maps:
+            if m is not None:
+                m.close()
 
 
-def _whole_block(store: LocalBlockStore, md5: str, size: int) -> str | None:
-    """``/proc/self/fd/N`` for a whole block once its MD5 is checked; None if
-    it is not here or fails the check (the file is then copied, and the
-    reader reports the corrupt copy and moves it aside)."""
-    fd = _open_block(store, md5, size)
-    if fd is None or not _verify(fd, md5, size):
-        return None
-    return f"/proc/self/fd/{fd}"
+def _shares(blocks: Sequence[tuple[int, str, int]], n: int) -> list[list[tuple[int, str, int]]]:
+    """``blocks`` dealt into at most ``n`` shares of about equal bytes."""
+    shares: list[list[tuple[int, str, int]]] = [[] for _ in range(min(n, len(blocks)))]
+    loads = [0] * len(shares)
+    for block in sorted(blocks, key=lambda b: -b[2]):
+        k = loads.index(min(loads))
+        shares[k].append(block)
+        loads[k] += block[2]
+    return shares
 
 
-def _check_later(store: BlockStore, entries: Iterable[FileEntry]) -> Callable[[], list[str]]:
-    """Open the whole blocks of ``entries`` for DuckDB now and check them on
-    threads meanwhile; the function returned waits for the checks and gives
-    the MD5s that failed (those are then copied, like any other file)."""
+def _whole_blocks(store: BlockStore, entries: Iterable[FileEntry]) -> list[tuple[int, str, int]]:
+    """The whole blocks of ``entries`` not checked yet, opened (descriptor,
+    MD5, size); ``_in_place`` says ``None`` for any not here whole (copied)."""
     todo: dict[str, int] = {}
     for entry in entries:
         md5 = _one_block(store, entry)
         if md5 is not None and md5 not in _in_place:
             todo[md5] = entry.size
     if not todo:
-        return list
+        return []
     assert isinstance(store, LocalBlockStore)
-    pool = ThreadPoolExecutor(min(_cores(), len(todo)), thread_name_prefix="wh-md5")
-    checks = {}
+    opened = []
     for md5, size in todo.items():
         fd = _open_block(store, md5, size)
         _in_place[md5] = None if fd is None else f"/proc/self/fd/{fd}"
         if fd is not None:
-            checks[md5] = pool.submit(_verify, fd, md5, size)
+            opened.append((fd, md5, size))
+    return opened
+
+
+def _check_later(store: BlockStore, entries: Iterable[FileEntry]) -> Callable[[], list[str]]:
+    """Open the whole blocks of ``entries`` for DuckDB now and check them on
+    threads meanwhile; the function returned waits for the checks and gives
+    the MD5s that failed (those are then copied, like any other file)."""
+    opened = _whole_blocks(store, entries)
+    if not opened:
+        return list
+    shares = _shares(opened, _cores())
+    pool = ThreadPoolExecutor(len(shares), thread_name_prefix="wh-md5")
+    checks = [(share, pool.submit(_verify, share)) for share in shares]
     pool.shutdown(wait=False)
 
     def failed() -> list[str]:
-        bad = [md5 for md5, check in checks.items() if not check.result()]
+        bad = [
+            md5
+            for share, check in checks
+            for (_, md5, _), ok in zip(share, check.result(), strict=True)
+            if not ok
+        ]
         for md5 in bad:
             _in_place[md5] = None
         return bad
@@ -210,19 +250,19 @@ def _check_later(store: BlockStore, entries: Iterable[FileEntry]) -> Callable[[]
 
 
 def _check(store: BlockStore, entries: Iterable[FileEntry]) -> None:
-    """Check every whole block of ``entries`` not checked yet, all at once:
-    one thread per core, as MD5 runs without the GIL."""
-    todo = {}
-    for entry in entries:
-        md5 = _one_block(store, entry)
-        if md5 is not None and md5 not in _in_place:
-            todo[md5] = entry.size
-    if not todo:
+    """Check every whole block of ``entries`` not checked yet, all at once: a
+    share of them per core, each share in one ``md5_many`` call (no GIL held);
+    one that fails is copied instead (the reader reports the corrupt copy and
+    moves it aside)."""
+    opened = _whole_blocks(store, entries)
+    if not opened:
         return
-    assert isinstance(store, LocalBlockStore)
-    with ThreadPoolExecutor(min(_cores(), len(todo))) as pool:
-        found = pool.map(lambda item: _whole_block(store, *item), todo.items())
-        _in_place.update(zip(todo, found, strict=True))
+    shares = _shares(opened, _cores())
+    with ThreadPoolExecutor(len(shares)) as pool:
+        for share, oks in zip(shares, pool.map(_verify, shares), strict=True):
+            for (_, md5, _), ok in zip(share, oks, strict=True):
+                if not ok:
+                    _in_place[md5] = None
 
 
 def _fetch(
@@ -391,7 +431,8 @@ def _table_step() -> None:
 
 
 def _table_files(table: str, fmt: str, partition: int | None) -> list[FileEntry]:
-    files = step.input_manifest().files()
+    # The reader's manifest: the input is not parsed a second time.
+    files = step.reader().files
     prefix = f"{table}/"
     wanted = part_name(partition, fmt) if partition is not None else None
     return [

@@ -1,0 +1,277 @@
+"""The native multi-buffer MD5 gives hashlib's digests, on every path."""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warehouse.native import md5 as native
+from warehouse.native.md5 import md5_many, md5_many_hashlib
+
+# Around the padding's edges (55/56: the length fits in the last block or
+# not), a block's, and many blocks.
+EDGES = [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 121, 127, 128, 129, 1000, 150_000, 1 << 20]
+WIDTHS = [16, 8, 1]  # AVX-512, AVX2, the plain C code (fewer if the CPU lacks them)
+
+
+def _want(buffers: list[bytes]) -> list[bytes]:
+    return [hashlib.md5(b).digest() for b in buffers]
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_each_length_at_an_edge(width: int) -> None:
+    rnd = random.Random(width)
+    buffers = [rnd.randbytes(n) for n in EDGES]
+    assert md5_many(buffers, width=width) == _want(buffers)
+    for n in EDGES:  # each alone, and a lane's worth of one length
+        one = [rnd.randbytes(n)]
+        assert md5_many(one, width=width) == _want(one)
+        many = [rnd.randbytes(n) for _ in range(17)]
+        assert md5_many(many, width=width) == _want(many)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_count_of_buffers_up_to_past_two_passes_of_lanes(width: int) -> None:
+    rnd = random.Random(7)
+    buffers = [rnd.randbytes(rnd.randrange(0, 3000)) for _ in range(40)]
+    for n in range(len(buffers) + 1):
+        assert md5_many(buffers[:n], width=width) == _want(buffers[:n]), n
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.binary(max_size=700), max_size=40),
+    st.sampled_from(WIDTHS),
+)
+def test_mixed_lengths(buffers: list[bytes], width: int) -> None:
+    assert md5_many(buffers, width=width) == _want(buffers)
+
+
+def test_long_and_short_lanes_mixed() -> None:
+    """Lanes end at very different times: each takes the next buffer."""
+    rnd = random.Random(3)
+    sizes = [rnd.choice([0, 5, 64, 200, 70_000, 300_000]) for _ in range(100)]
+    buffers = [rnd.randbytes(n) for n in sizes]
+    for width in WIDTHS:
+        assert md5_many(buffers, width=width) == _want(buffers)
+
+
+def test_buffers_of_every_kind(tmp_path: Path) -> None:
+    """bytes, bytearray, memoryview slices and a read-only mmap (how a block is read)."""
+    path = tmp_path / "block"
+    path.write_bytes(os.urandom(200_000))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as pages:
+        view = memoryview(pages)
+        buffers = [pages, view, view[3:70_001], b"abc", bytearray(b"x" * 99), view[:0]]
+        assert md5_many(buffers) == _want([bytes(b) for b in buffers])
+        for b in buffers:  # the mapping closes only once no view holds it
+            if isinstance(b, memoryview):
+                b.release()
+
+
+def test_a_buffer_not_contiguous_is_refused() -> None:
+    data = memoryview(b"0123456789" * 10)[::2]
+    if native.lanes():
+        with pytest.raises(BufferError):
+            md5_many([data] * 5)
+
+
+def test_the_fallback_gives_the_same() -> None:
+    rnd = random.Random(5)
+    buffers = [rnd.randbytes(n) for n in EDGES]
+    assert md5_many_hashlib(buffers) == md5_many(buffers) == _want(buffers)
+
+
+def test_without_the_library_hashlib_gives_the_same() -> None:
+    """``WH_NATIVE_MD5=0``: the library is left unused; the same digests."""
+    code = (
+        "import hashlib, random; from warehouse.native import md5;"
+        "b = [random.randbytes(n) for n in (0, 56, 64, 100000, 3, 9)];"
+        "assert md5.lanes() == 0;"
+        "assert md5.md5_many(b) == [hashlib.md5(x).digest() for x in b]; print('ok')"
+    )
+    env = {**os.environ, "WH_NATIVE_MD5": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+
+def test_the_library_is_used_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a C compiler is, the install built the library, and on a CPU
+    with AVX2 it hashes (hashlib is not called)."""
+    if shutil.which(os.environ.get("CC", "cc").split()[0]) is None:
+        pytest.skip("no C compiler here, so the install built no native MD5 (hashlib is used)")
+    assert native.LIBRARY.exists(), f"{native.LIBRARY} was not built: reinstall (make install)"
+    if platform.machine() not in ("x86_64", "AMD64") or "avx2" not in _cpu_flags():
+        pytest.skip("this CPU has no AVX2: the library hashes no quicker than hashlib")
+    assert native.lanes() == (16 if "avx512f" in _cpu_flags() else 8)
+
+    def refused(*args: object) -> None:
+        raise AssertionError("hashlib used")
+
+    buffers = [os.urandom(1000) for _ in range(20)]
+    want = _want(buffers)
+    monkeypatch.setattr(native.hashlib, "md5", refused)
+    assert md5_many(buffers) == want
+
+
+def test_files_mapped_and_hashed_in_one_call(tmp_path: Path) -> None:
+    if not native.can_map():
+        pytest.skip("the native library is not used here (files are mapped from Python)")
+    rnd = random.Random(5)
+    datas = [rnd.randbytes(n) for n in (1, 64, 150_000, 1 << 20, 3000)]
+    paths = []
+    for i, data in enumerate(datas):
+        paths.append(str(tmp_path / f"b{i}"))
+        Path(paths[-1]).write_bytes(data)
+    (tmp_path / "empty").write_bytes(b"")
+    asked = [*paths, str(tmp_path / "missing"), paths[2], str(tmp_path / "empty")]
+    sizes = [len(d) for d in datas] + [10, len(datas[2]) - 1, 0]
+    found = native.map_md5(asked, sizes)
+    for (view, digest), data in zip(found[: len(datas)], datas, strict=True):
+        assert view.readonly and bytes(view) == data
+        assert digest == hashlib.md5(data).digest()
+    # Not there, not of the size asked, empty: not mapped.
+    assert found[len(datas) :] == [None, None, None]
+    kept = found[3][0][100:200]  # type: ignore[index]
+    del found
+    assert bytes(kept) == datas[3][100:200]  # a view keeps its mapping
+
+
+# The checking filesystem of a query step, over a real volume.
+
+
+def _rot(path: Path) -> None:
+    """One byte changed in place, mtime kept (bit rot)."""
+    st = path.stat()
+    with open(path, "r+b") as f:
+        f.seek(10)
+        byte = f.read(1)
+        f.seek(10)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _files(tmp_path: Path, count: int = 4, blocks: int = 5):  # type: ignore[no-untyped-def]
+    """``count`` files of ``blocks`` blocks each, stored on a volume, added
+    to a BlockFiles; (BlockFiles, volume, [(path, data, [md5])])."""
+    from warehouse.blocks.volume import LocalVolume
+    from warehouse.query.blockfs import BlockFiles
+
+    volume = LocalVolume(tmp_path / "vol")
+    files = BlockFiles(volume)
+    rnd = random.Random(11)
+    made = []
+    for n in range(count):
+        parts = [rnd.randbytes(rnd.randrange(100, 9000)) for _ in range(blocks)]
+        md5s = [hashlib.md5(p).hexdigest() for p in parts]
+        for md5, part in zip(md5s, parts, strict=True):
+            volume.put(md5, part)
+        layout = [(m, len(p)) for m, p in zip(md5s, parts, strict=True)]
+        path = files.add(f"t/part-{n}.parquet", layout)
+        made.append((path.split("://", 1)[1], b"".join(parts), md5s))
+    return files, volume, made
+
+
+def test_a_touched_block_is_checked_with_its_siblings(tmp_path: Path) -> None:
+    files, _, made = _files(tmp_path)
+    path, data, _ = made[0]
+    f = files.files[path]
+    start = f.starts[2]
+    assert files.read(f, start + 3, 50) == data[start + 3 : start + 53]
+    # Block 2 of every file was checked in that one touch.
+    assert {ms[2] for _, _, ms in made} <= set(files._kept)
+    assert not {ms[1] for _, _, ms in made} & set(files._kept)
+    for other, other_data, _ in made[1:]:
+        g = files.files[other]
+        assert files.read(g, 0, g.size) == other_data  # every byte, from checked blocks
+
+
+def test_a_read_over_several_blocks_checks_them_with_their_siblings(tmp_path: Path) -> None:
+    files, _, made = _files(tmp_path)
+    path, data, _ = made[0]
+    f = files.files[path]
+    start, end = f.starts[1] + 5, f.starts[3] + 7
+    assert files.read(f, start, end - start) == data[start:end]
+    # Blocks 1 to 3 of every file, in the one check of the first touch.
+    assert {ms[j] for _, _, ms in made for j in (1, 2, 3)} <= set(files._kept)
+    assert not {ms[j] for _, _, ms in made for j in (0, 4)} & set(files._kept)
+
+
+def test_a_bad_sibling_fails_only_the_read_that_touches_it(tmp_path: Path) -> None:
+    from warehouse.errors import CorruptDataError
+
+    files, volume, made = _files(tmp_path)
+    bad = made[1][2][3]  # block 3 of file 1
+    _rot(volume.path_for(bad))
+    f0 = files.files[made[0][0]]
+    s = f0.starts[3]
+    assert files.read(f0, s, 10) == made[0][1][s : s + 10]  # checked with the bad one
+    assert files.error is None and volume.path_for(bad).exists()  # not read: not reported
+    f1 = files.files[made[1][0]]
+    with pytest.raises(CorruptDataError, match=r"it holds data of: t/part-1\.parquet"):
+        files.read(f1, f1.starts[3], 10)
+    assert isinstance(files.error, CorruptDataError)
+    assert not volume.path_for(bad).exists()  # moved aside by the volume's check
+    assert list(volume.path_for(bad).parent.glob(bad + ".corrupt.*"))
+
+
+def test_threads_touching_the_same_blocks_all_get_checked_bytes(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    files, _, made = _files(tmp_path, count=8, blocks=9)
+
+    def whole(item: tuple[str, bytes, list[str]]) -> bool:
+        f = files.files[item[0]]
+        got = b"".join(files.read(f, pos, 1000) for pos in range(0, f.size, 1000))
+        return got == item[1]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(whole, made * 3))
+    assert not files._checking
+
+
+def test_whole_blocks_are_verified_together(tmp_path: Path) -> None:
+    """A query step's check of whole-block files: one answer per open block."""
+    from warehouse.query.steps import _shares, _verify
+
+    rnd = random.Random(13)
+    blocks = []
+    for n in range(9):
+        data = rnd.randbytes(rnd.randrange(1, 50_000))
+        path = tmp_path / f"b{n}"
+        path.write_bytes(data)
+        if n == 4:
+            _rot(path)
+        blocks.append((os.open(path, os.O_RDONLY), hashlib.md5(data).hexdigest(), len(data)))
+    try:
+        assert _verify(blocks) == [n != 4 for n in range(9)]
+        shares = _shares(blocks, 2)
+        assert sorted(b for share in shares for b in share) == sorted(blocks)
+        assert [ok for share in shares for ok in _verify(share)].count(False) == 1
+    finally:
+        for fd, _, _ in blocks:
+            os.close(fd)
