@@ -254,14 +254,17 @@ def record_streamed(
         writes = body.files[2]
         for _ in _writes(writes):
             pass  # every line checked before anything is recorded
-        batch: list[tuple[str, int, bool]] = []
-        for write in _writes(writes):
-            batch.append(write)
-            if len(batch) == _WRITES_BATCH:
-                catalog.record_block_writes(state.engine, user.name, batch)
-                batch.clear()
-        catalog.record_block_writes(state.engine, user.name, batch)
-        return store_spooled(state.keep(), state.engine, spool, user.name)
+        record = store_spooled(state.keep(), state.engine, spool, user.name)
+    # The put's accounting only once its collection is recorded (as POST
+    # /collections does): a put that fails to store records neither.
+    batch: list[tuple[str, int, bool]] = []
+    for write in _writes(writes):
+        batch.append(write)
+        if len(batch) == _WRITES_BATCH:
+            catalog.record_block_writes(state.engine, user.name, batch)
+            batch.clear()
+    catalog.record_block_writes(state.engine, user.name, batch)
+    return record
 
 
 def _files(segments: list[tuple[int, int, str]]) -> list[str]:

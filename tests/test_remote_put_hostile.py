@@ -1,0 +1,104 @@
+"""A streamed put (POST /api/v1/collections/text) as a hostile or careless
+caller sends it, against a real controller and keep servers: what is refused
+records nothing, and no caller holds more than its share of the disk."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from cluster import Controller, KeepPool, controller, keep_pool
+from warehouse.catalog.schema import (
+    block_writes,
+    collection_listing_parts,
+    collection_listings,
+    collections,
+)
+from warehouse.remote.warehouse import RemoteWarehouse
+
+MAX_MANIFEST = 64 << 10
+MAX_SPOOLED = 4 << 20
+PATH = "/api/v1/collections/text"
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[KeepPool]:
+    with keep_pool(tmp_path / "keep", 2) as p:
+        yield p
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
+    with controller(
+        tmp_path / "c.db",
+        pool,
+        max_manifest=MAX_MANIFEST,
+        max_spooled=MAX_SPOOLED,
+        scratch=tmp_path,
+    ) as c:
+        yield c
+
+
+def _rows(engine: sa.Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+            for t in (collections, collection_listings, collection_listing_parts, block_writes)
+        }
+
+
+class User:
+    """A user with one stored block, signed for them, to write manifests of."""
+
+    def __init__(self, ctl: Controller, name: str) -> None:
+        self.token = ctl.user(name)
+        self.url = ctl.url
+        with RemoteWarehouse(ctl.url, self.token) as remote:
+            self.data = b"hello\n"
+            self.loc = str(remote.store.put(self.data).locator)
+            self.md5 = hashlib.md5(self.data).hexdigest()
+
+    def text(self, name: str = "a.txt") -> bytes:
+        return f". {self.loc} 0:6:{name}\n".encode()
+
+    def listing(self, *paths: str) -> bytes:
+        return json.dumps({p: self.md5 for p in paths}, separators=(",", ":")).encode()
+
+    def send(
+        self,
+        text: bytes,
+        listing: bytes,
+        writes: bytes = b"",
+        params: dict[str, object] | None = None,
+    ) -> httpx.Response:
+        sizes = {"manifest_size": len(text), "listing_size": len(listing)}
+        return httpx.post(
+            self.url + PATH,
+            params=sizes if params is None else params,
+            content=text + listing + writes,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def alice(ctl: Controller) -> User:
+    return User(ctl, "alice")
+
+
+def test_block_writes_are_not_recorded_when_the_collection_is_not(
+    alice: User, ctl: Controller, pool: KeepPool
+) -> None:
+    # Every check passes; storing the manifest text fails (no keep server
+    # answers): the put's accounting must not be recorded without it.
+    before = _rows(ctl.state.engine)
+    pool.close()
+    resp = alice.send(alice.text(), alice.listing("a.txt"), f"{alice.md5} 6 1\n".encode())
+    assert resp.status_code >= 500, resp.text
+    assert _rows(ctl.state.engine) == before
