@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -102,3 +105,54 @@ def test_block_writes_are_not_recorded_when_the_collection_is_not(
     resp = alice.send(alice.text(), alice.listing("a.txt"), f"{alice.md5} 6 1\n".encode())
     assert resp.status_code >= 500, resp.text
     assert _rows(ctl.state.engine) == before
+
+
+def _until(done: Callable[[], bool]) -> None:
+    """Wait for ``done`` (the test's timeout bounds the wait)."""
+    while not done():
+        time.sleep(0.02)
+
+
+def test_a_users_puts_at_once_share_one_bodys_bound_on_the_disk(
+    alice: User, ctl: Controller
+) -> None:
+    bob = User(ctl, "bob")
+    before = _rows(ctl.state.engine)
+    shares = ctl.state.spooled
+    big = MAX_SPOOLED * 3 // 4
+    where = urlsplit(alice.url)
+    with socket.create_connection((where.hostname, where.port)) as s:
+        # A put of 3 MiB, its body begun and not ended: its share is held.
+        s.sendall(
+            (
+                f"POST {PATH}?manifest_size={big - 2}&listing_size=2 HTTP/1.1\r\n"
+                f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
+                f"Content-Length: {big}\r\n\r\n"
+            ).encode()
+            + b"x" * 1000
+        )
+        _until(lambda: shares.held("alice") == big)
+        # Another of hers past what is left is refused at once, by its
+        # length or, chunked, as it comes; each under the bound alone.
+        resp = alice.send(b"x" * (MAX_SPOOLED // 2), b"{}")
+        assert resp.status_code == 429, resp.text
+        assert "alice's streamed puts at once" in resp.json()["error"], resp.text
+        half = b"x" * (MAX_SPOOLED // 2)
+        resp = httpx.post(
+            alice.url + PATH,
+            params={"manifest_size": len(half), "listing_size": 2},
+            content=(half[i : i + 65536] for i in range(0, len(half), 65536)),
+            headers={"Authorization": f"Bearer {alice.token}"},
+        )
+        assert resp.status_code == 429, resp.text
+        # A small one of hers fits in what is left; another user's is hers alone.
+        assert alice.send(alice.text(), alice.listing("a.txt")).status_code == 200
+        assert bob.send(bob.text("b.txt"), bob.listing("b.txt")).status_code == 200
+        assert shares.held("alice") == big
+    # The client went away: its share is given back.
+    _until(lambda: shares.held("alice") == 0)
+    resp = alice.send(b"x" * (MAX_SPOOLED // 2), b"{}")
+    assert resp.status_code == 413 and "line 1" in resp.json()["error"], resp.text
+    assert shares.held("alice") == shares.held("bob") == 0
+    after = _rows(ctl.state.engine)
+    assert after["collections"] == before["collections"] + 2

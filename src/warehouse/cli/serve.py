@@ -116,7 +116,8 @@ def default_db_url() -> str:
     default=ControllerConfig.max_spooled,
     show_default=True,
     help="Bytes: the most a streamed put may send (its manifest, listing and block "
-    "writes), spooled to unnamed files under $WH_HOME/tmp; more is refused (413).",
+    "writes), spooled to unnamed files under $WH_HOME/tmp; more is refused (413). A "
+    "user's streamed puts at once share it (more: 429).",
 )
 @click.option(
     "--regol-interval",
