@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
+import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -17,12 +21,15 @@ import pytest
 import sqlalchemy as sa
 
 from cluster import Controller, KeepPool, controller, keep_pool
+from memory_helpers import WH
 from warehouse.catalog.schema import (
     block_writes,
     collection_listing_parts,
     collection_listings,
     collections,
 )
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.remote.warehouse import RemoteWarehouse
 
 MAX_MANIFEST = 64 << 10
@@ -156,3 +163,147 @@ def test_a_users_puts_at_once_share_one_bodys_bound_on_the_disk(
     assert shares.held("alice") == shares.held("bob") == 0
     after = _rows(ctl.state.engine)
     assert after["collections"] == before["collections"] + 2
+
+
+# -- the client against a controller that answers the streamed put otherwise ---
+
+
+class _Front(ThreadingHTTPServer):
+    """A server of the test's own before a real controller: it passes every
+    request on, but answers the streamed put itself with ``answer`` (an
+    older controller's 405, a proxy's error page, a broken answer)."""
+
+    daemon_threads = True
+
+    def __init__(self, behind: str) -> None:
+        super().__init__(("127.0.0.1", 0), _FrontHandler)
+        self.behind = behind
+        self.answer: tuple[int, str, bytes] = (405, "application/json", b'{"detail":"no"}')
+        self.streamed = 0  # streamed puts answered here
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _FrontHandler(BaseHTTPRequestHandler):
+    server: _Front
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _relay(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.command == "POST" and self.path.split("?")[0] == PATH:
+            self.server.streamed += 1
+            status, kind, answer = self.server.answer
+        else:
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
+            resp = httpx.request(
+                self.command, self.server.behind + self.path, headers=headers, content=body
+            )
+            status, kind, answer = (
+                resp.status_code,
+                resp.headers.get("content-type", ""),
+                resp.content,
+            )
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(answer)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
+
+
+@pytest.fixture
+def front(ctl: Controller) -> Iterator[_Front]:
+    server = _Front(ctl.url)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _src(root: Path) -> Path:
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "x.txt").write_bytes(b"x\n")
+    (root / "top é.txt").write_bytes(b"top\n")
+    return root
+
+
+def test_a_controller_without_the_streamed_put_is_sent_the_whole_manifest(
+    tmp_path: Path, ctl: Controller, front: _Front, home: Path
+) -> None:
+    src = _src(tmp_path / "src")
+    token = ctl.user("alice")
+    with RemoteWarehouse(front.url, token) as remote:
+        pdh = remote.put(src).pdh
+        assert front.streamed == 1
+        assert remote._collection(pdh)[1] is not None, "her listing is recorded"
+    with EmbeddedWarehouse(home) as local:
+        assert local.put(src).pdh == pdh
+    assert _rows(ctl.state.engine)["collections"] == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "said"),
+    [
+        ((404, "application/json", b'{"error":"no such route"}'), NotFoundError, "no such route"),
+        ((500, "text/html", b"<html>proxy error</html>"), WarehouseError, "proxy error"),
+        ((200, "text/html", b"<html>a login page</html>"), WarehouseError, "not JSON"),
+        ((200, "application/json", b"[]"), WarehouseError, "not the collection it recorded"),
+        ((200, "application/json", b'{"pdh":1}'), WarehouseError, "not the collection"),
+        (
+            (200, "application/json", b'{"pdh":"%s+1","size":1,"file_count":1}' % (b"0" * 32)),
+            CorruptDataError,
+            "for a put of",
+        ),
+    ],
+)
+def test_a_streamed_put_answered_wrongly_is_one_error(
+    tmp_path: Path,
+    ctl: Controller,
+    front: _Front,
+    answer: tuple[int, str, bytes],
+    error: type[WarehouseError],
+    said: str,
+) -> None:
+    front.answer = answer
+    with (
+        RemoteWarehouse(front.url, ctl.user("alice")) as remote,
+        pytest.raises(error, match=said),
+    ):
+        remote.put(_src(tmp_path / "src"))
+    assert _rows(ctl.state.engine)["collections"] == 0
+
+
+def test_wh_put_answered_wrongly_says_one_error_line(
+    tmp_path: Path, ctl: Controller, front: _Front
+) -> None:
+    front.answer = (200, "application/json", b"[]")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {
+        **os.environ,
+        "WH_URL": front.url,
+        "WH_TOKEN": ctl.user("alice"),
+        "WH_HOME": str(tmp_path / "home"),
+        "TMPDIR": str(scratch),
+    }
+    done = subprocess.run(
+        [WH, "put", "--no-progress", str(_src(tmp_path / "src"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: the controller at"), done.stderr
+    assert list(scratch.iterdir()) == []
