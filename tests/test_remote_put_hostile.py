@@ -22,6 +22,10 @@ import sqlalchemy as sa
 
 from cluster import Controller, KeepPool, controller, keep_pool
 from memory_helpers import WH
+from warehouse import catalog
+from warehouse.blocks import Locator
+from warehouse.blocks.signing import legacy_signature, sign
+from warehouse.catalog.auth import JOB_TOKEN_LABEL
 from warehouse.catalog.schema import (
     block_writes,
     collection_listing_parts,
@@ -86,13 +90,14 @@ class User:
         listing: bytes,
         writes: bytes = b"",
         params: dict[str, object] | None = None,
+        token: str | None = None,
     ) -> httpx.Response:
         sizes = {"manifest_size": len(text), "listing_size": len(listing)}
         return httpx.post(
             self.url + PATH,
             params=sizes if params is None else params,
             content=text + listing + writes,
-            headers={"Authorization": f"Bearer {self.token}"},
+            headers={"Authorization": f"Bearer {token or self.token}"},
             timeout=60,
         )
 
@@ -307,3 +312,44 @@ def test_wh_put_answered_wrongly_says_one_error_line(
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: the controller at"), done.stderr
     assert list(scratch.iterdir()) == []
+
+
+# -- whose blocks ---------------------------------------------------------------
+
+
+def test_only_blocks_signed_for_the_caller_and_their_size_are_recorded(
+    alice: User, ctl: Controller
+) -> None:
+    state = ctl.state
+    key, ttl = state.signing_key, state.config.signature_ttl
+    bob = User(ctl, "bob")
+    bare = Locator.parse(alice.loc).without_hints()
+    # A job's token is its owner's (here an admin's), but no admin's: its
+    # blocks are checked as anyone's.
+    job = catalog.create_token(state.engine, "root", label=JOB_TOKEN_LABEL + "1")
+    legacy_expiry = int(time.time()) + 600
+    bigger = Locator(bare.md5, 1 << 20)
+    cases = [
+        # Signed for bob: alice may not record what she may not read.
+        (alice.token, f". {bob.loc} 0:6:a.txt\n", 403, "is not signed for this token"),
+        (alice.token, f". {sign(bare, alice.token, key, ttl, now=0)} 0:6:a.txt\n", 403, "expired"),
+        (job, f". {bare} 0:6:a.txt\n", 403, "is not signed"),
+        # An old signature does not cover the size: a block of a size not stored.
+        (
+            alice.token,
+            f". {bigger}+A{legacy_signature(bare.md5, alice.token, legacy_expiry, key, ttl)}"
+            f"@{legacy_expiry:08x} 0:6:a.txt\n",
+            400,
+            "no block of that size",
+        ),
+    ]
+    # The same old signature on the stored size is good.
+    old = legacy_signature(bare.md5, alice.token, legacy_expiry, key, ttl)
+    good = f". {bare}+A{old}@{legacy_expiry:08x} 0:6:a.txt\n"
+    before = _rows(state.engine)
+    for token, text, status, said in cases:
+        resp = alice.send(text.encode(), alice.listing("a.txt"), token=token)
+        assert resp.status_code == status, (text, resp.text)
+        assert said in resp.json()["error"] and "line 1" in resp.json()["error"], resp.text
+    assert _rows(state.engine) == before
+    assert alice.send(good.encode(), alice.listing("a.txt")).status_code == 200
