@@ -353,3 +353,18 @@ def test_only_blocks_signed_for_the_caller_and_their_size_are_recorded(
         assert said in resp.json()["error"] and "line 1" in resp.json()["error"], resp.text
     assert _rows(state.engine) == before
     assert alice.send(good.encode(), alice.listing("a.txt")).status_code == 200
+
+
+# -- careless callers -------------------------------------------------------------
+
+
+def test_sections_of_other_sizes_than_said_are_named(alice: User, ctl: Controller) -> None:
+    text, listing = alice.text(), alice.listing("a.txt")
+    before = _rows(ctl.state.engine)
+    for m, n in ((1, -1), (-1, 1), (0, 5), (-len(text), len(text))):
+        sizes = {"manifest_size": len(text) + m, "listing_size": len(listing) + n}
+        resp = alice.send(text, listing, params=sizes)
+        assert resp.status_code == 400, resp.text
+        assert "manifest_size" in resp.json()["error"], (sizes, resp.text)
+        assert "listing_size" in resp.json()["error"], (sizes, resp.text)
+    assert _rows(ctl.state.engine) == before

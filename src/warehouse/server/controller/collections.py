@@ -265,7 +265,8 @@ async def create_collection_streamed(
             raise HTTPException(
                 400,
                 f"the body ended after {body.received} bytes, before the "
-                f"{manifest_size + listing_size} of its manifest and listing",
+                f"{manifest_size + listing_size} of its manifest and listing "
+                "(manifest_size + listing_size)",
             )
         record = await run_in_threadpool(record_streamed, state, body, user, token)
     finally:

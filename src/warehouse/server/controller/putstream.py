@@ -205,7 +205,10 @@ def record_streamed(
     check = None if user.admin else _Signatures(state, token)
     listing = _Listing(body.files[1])
     if not listing.expect("{"):
-        raise UsageError("file_md5s: want a JSON object {path: md5} in manifest order")
+        raise UsageError(
+            "file_md5s: want a JSON object {path: md5} in manifest order, the "
+            "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
+        )
     with Spool(config.scratch) as spool:
         order = NormalOrder()
         ancestors = _Ancestors()
@@ -250,7 +253,10 @@ def record_streamed(
             spool.add_line((portable + "\n").encode(), sums[0], sums[1])
             spool.add_entries(",".join(entries))
         if not listing.expect("}") or not listing.at_end():
-            raise UsageError("file_md5s: more than the manifest's files, or not one JSON object")
+            raise UsageError(
+                "file_md5s: more than the manifest's files, or not one JSON object of "
+                "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
+            )
         writes = body.files[2]
         for _ in _writes(writes):
             pass  # every line checked before anything is recorded
