@@ -368,3 +368,20 @@ def test_sections_of_other_sizes_than_said_are_named(alice: User, ctl: Controlle
         assert "manifest_size" in resp.json()["error"], (sizes, resp.text)
         assert "listing_size" in resp.json()["error"], (sizes, resp.text)
     assert _rows(ctl.state.engine) == before
+
+
+def test_a_listing_in_another_json_spelling_is_refused_saying_which(
+    alice: User, ctl: Controller
+) -> None:
+    text = f". {alice.loc} 0:6:é\\040x\n".encode()
+    before = _rows(ctl.state.engine)
+    for listing in (
+        json.dumps({"é x": alice.md5}).encode(),  # \u00e9, and spaces after ':'
+        json.dumps({"é x": alice.md5}, ensure_ascii=False).encode(),
+    ):
+        resp = alice.send(text, listing)
+        assert resp.status_code == 400, resp.text
+        assert "compact" in resp.json()["error"], resp.text
+    assert _rows(ctl.state.engine) == before
+    good = json.dumps({"é x": alice.md5}, ensure_ascii=False, separators=(",", ":"))
+    assert alice.send(text, good.encode()).status_code == 200

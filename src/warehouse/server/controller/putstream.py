@@ -239,7 +239,9 @@ def record_streamed(
                 if not listing.expect(("," if listed else "") + _quote(path) + ':"'):
                     raise UsageError(
                         f"file_md5s: the next entry is not {path!r} (a listing names "
-                        "the manifest's files, in manifest order, each once)"
+                        "the manifest's files, in manifest order, each once, in compact "
+                        'JSON: "path":"md5" and commas, no spaces, names escaped only '
+                        'where JSON must be: " \\ and control characters)'
                     )
                 md5 = listing.take(32)
                 if _MD5.fullmatch(md5) is None or not listing.expect('"'):
