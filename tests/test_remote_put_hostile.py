@@ -385,3 +385,39 @@ def test_a_listing_in_another_json_spelling_is_refused_saying_which(
     assert _rows(ctl.state.engine) == before
     good = json.dumps({"é x": alice.md5}, ensure_ascii=False, separators=(",", ":"))
     assert alice.send(text, good.encode()).status_code == 200
+
+
+# -- what a stream's ancestors hold ------------------------------------------------
+
+
+def _nested(user: User, files: list[list[str]]) -> tuple[bytes, bytes]:
+    """A chain of directories a/a/…, the k-th (and its stream) holding ``files[k]``."""
+    lines, paths = [], []
+    for k, names in enumerate(files):
+        name = "/".join(["a"] * (k + 1))
+        lines.append(f"./{name} {user.loc} " + " ".join(f"0:6:{n}" for n in names) + "\n")
+        paths += [f"{name}/{n}" for n in names]
+    return "".join(lines).encode(), user.listing(*paths)
+
+
+def test_the_names_a_streams_ancestors_hold_are_bounded(alice: User, ctl: Controller) -> None:
+    # Each stream under the bound alone; the chain of them over it together
+    # (each a directory of the one before, so each stream's files are held
+    # while its subdirectories come).
+    per = [f"{i:05d}-" + "n" * 40 for i in range(800)]
+    chain = [[f"{n}-{k}" for n in per] for k in range(4)]
+    assert sum(len(n) + 6 for n in chain[0]) < MAX_MANIFEST < sum(sum(map(len, c)) for c in chain)
+    before = _rows(ctl.state.engine)
+    resp = alice.send(*_nested(alice, chain))
+    assert resp.status_code == 413, resp.text
+    assert "line 2" in resp.json()["error"] and "above it" in resp.json()["error"], resp.text
+    assert _rows(ctl.state.engine) == before
+    # Deep paths cost their own line only; a file that is also a directory
+    # is found however deep.
+    resp = alice.send(*_nested(alice, [["f"]] * 300))
+    assert resp.status_code == 200, resp.text
+    deep = _nested(alice, [["f"]] * 5 + [["a", "f"]] + [["f"]] * 3)
+    resp = alice.send(*deep)
+    assert resp.status_code == 400, resp.text
+    assert "line 7" in resp.json()["error"], resp.text
+    assert "'a/a/a/a/a/a/a' is a file and also a directory (line 6: 'a')" in resp.text

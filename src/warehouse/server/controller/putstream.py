@@ -13,7 +13,8 @@ entries checked against it, and the portable text and listing written to
 a put's ``Spool``, which is recorded exactly as an embedded put records
 its own: same PDH, same blocks, same catalog rows. What is held at once is
 one line (at most ``max_manifest`` bytes, the bound a whole manifest has
-on ``POST /collections``) and what the line's ancestors' file names take.
+on ``POST /collections``) and its ancestors' file names (as many
+characters at most).
 """
 
 from __future__ import annotations
@@ -173,26 +174,51 @@ def _lines(f: IO[bytes], limit: int) -> Iterator[tuple[int, bytes]]:
 class _Ancestors:
     """The streams above the current one, with their files' names: a file
     that is also a directory is found as the directory's stream comes
-    (normalized text puts a directory's stream after its parent's)."""
+    (normalized text puts a directory's stream after its parent's). Each
+    is held as the length of its path, a prefix of the current stream's,
+    so that deep paths cost their own line only; the names held together
+    are bounded (``limit`` characters), or a chain of directories, each
+    with a large stream, would hold the manifest."""
 
-    def __init__(self) -> None:
-        self._stack: list[tuple[list[str], int, set[str]]] = []
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._path = ""  # the current stream's path ("" for ".")
+        # (length of its path, line, its files' names, their characters)
+        self._stack: list[tuple[int, int, set[str], int]] = []
+        self._held = 0
 
     def enter(self, number: int, name: str, files: set[str]) -> str | None:
         """Stream ``name`` on line ``number``: the path of a file it makes a
         directory of, with the file's line, if any."""
-        key = [] if name == "." else name[2:].split("/")
-        stack = self._stack
-        while stack and stack[-1][0] != key[: len(stack[-1][0])]:
-            stack.pop()
+        path = "" if name == "." else name[2:]
+        stack, last = self._stack, self._path
+        while stack:
+            n = stack[-1][0]
+            if n == 0 or (path[:n] == last[:n] and path[n : n + 1] in ("", "/")):
+                break  # an ancestor (or "."), and so are those under it
+            self._held -= stack.pop()[3]
         clash = None
-        for parent, line, names in stack:
-            below = key[len(parent)]
+        for n, line, names, _ in stack:
+            if len(path) <= n and n:
+                continue
+            start = n + 1 if n else 0
+            stop = path.find("/", start)
+            below = path[start:] if stop < 0 else path[start:stop]
             if below in names:
-                path = "/".join([*parent, below])
-                clash = f"{path!r} is a file and also a directory (line {line}: {below!r})"
+                where = path[: start + len(below)]
+                clash = f"{where!r} is a file and also a directory (line {line}: {below!r})"
                 break
-        stack.append((key, number, files))
+        size = sum(map(len, files))
+        self._held += size
+        if self._held > self._limit:
+            raise HTTPException(
+                413,
+                f"manifest line {number}: it and the streams above it name over "
+                f"{self._limit} characters of files (the controller's max manifest "
+                "size, the most of them it holds)",
+            )
+        stack.append((len(path), number, files, size))
+        self._path = path
         return clash
 
 
@@ -211,7 +237,7 @@ def record_streamed(
         )
     with Spool(config.scratch) as spool:
         order = NormalOrder()
-        ancestors = _Ancestors()
+        ancestors = _Ancestors(config.max_manifest)
         cache: dict[str, Locator] = {}
         listed = 0
         for number, data in _lines(body.files[0], config.max_manifest):
