@@ -11,6 +11,7 @@ import socket
 import subprocess
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -421,3 +422,37 @@ def test_the_names_a_streams_ancestors_hold_are_bounded(alice: User, ctl: Contro
     assert resp.status_code == 400, resp.text
     assert "line 7" in resp.json()["error"], resp.text
     assert "'a/a/a/a/a/a/a' is a file and also a directory (line 6: 'a')" in resp.text
+
+
+def test_an_endless_block_write_line_is_refused_by_its_start(
+    tmp_path: Path, pool: KeepPool
+) -> None:
+    # 48 MB of block writes with no newline: refused without reading the
+    # line whole (a line at a time was read whole, and split again).
+    size = 48 << 20
+    with controller(tmp_path / "big.db", pool, max_spooled=size * 2, scratch=tmp_path) as big:
+        user = User(big, "alice")
+        text, listing = user.text(), user.listing("a.txt")
+
+        def body() -> Iterator[bytes]:
+            yield text + listing
+            piece = b"f" * (1 << 20)
+            for _ in range(size >> 20):
+                yield piece
+
+        tracemalloc.start()
+        try:
+            resp = httpx.post(
+                user.url + PATH,
+                params={"manifest_size": len(text), "listing_size": len(listing)},
+                content=body(),
+                headers={"Authorization": f"Bearer {user.token}"},
+                timeout=120,
+            )
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert resp.status_code == 400, resp.text
+        assert "block_writes line 1" in resp.json()["error"], resp.text
+        assert peak < size // 2, peak >> 20
+        assert _rows(big.state.engine)["block_writes"] == 0

@@ -48,6 +48,8 @@ _BUFFER = 1 << 20
 _CACHE = 100_000
 # Block writes recorded per catalog write.
 _WRITES_BATCH = 10_000
+# The longest block write line taken: "md5 size new\n" is at most 45 bytes.
+_WRITE_LINE = 64
 _MD5 = re.compile(r"[0-9a-f]{32}")
 # JSON's own string encoder, as a put's spool writes each path.
 _quote: Callable[[str], str] = json.encoder.encode_basestring
@@ -313,10 +315,15 @@ def _files(segments: list[tuple[int, int, str]]) -> list[str]:
 def _writes(f: IO[bytes]) -> Iterator[tuple[str, int, bool]]:
     """The block writes section: ``md5 size new`` a line (new: 0 or 1)."""
     f.seek(0)
-    for number, line in enumerate(f, 1):
+    number = 0
+    # A line read at most its longest and a byte more: one never ending is
+    # refused by its start, not read whole.
+    while line := f.readline(_WRITE_LINE + 1):
+        number += 1
         fields = line.split()
         if (
-            len(fields) != 3
+            len(line) > _WRITE_LINE
+            or len(fields) != 3
             or _MD5.fullmatch(fields[0].decode("ascii", "replace")) is None
             or not fields[1].isdigit()
             or len(fields[1]) > 9
