@@ -456,3 +456,16 @@ def test_an_endless_block_write_line_is_refused_by_its_start(
         assert "block_writes line 1" in resp.json()["error"], resp.text
         assert peak < size // 2, peak >> 20
         assert _rows(big.state.engine)["block_writes"] == 0
+
+
+def test_a_line_of_exactly_the_bound_is_taken_and_one_byte_more_is_not(
+    alice: User, ctl: Controller
+) -> None:
+    head = f". {alice.loc} 0:6:"
+    for extra, status in ((1, 413), (0, 200)):
+        name = "n" * (MAX_MANIFEST - len(head) + extra)
+        text = (head + name + "\n").encode()
+        assert len(text) == MAX_MANIFEST + extra + 1
+        resp = alice.send(text, alice.listing(name))
+        assert resp.status_code == status, resp.text[:200]
+    assert _rows(ctl.state.engine)["collections"] == 1
