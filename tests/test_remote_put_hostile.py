@@ -470,3 +470,23 @@ def test_a_line_of_exactly_the_bound_is_taken_and_one_byte_more_is_not(
         resp = alice.send(text, alice.listing(name))
         assert resp.status_code == status, resp.text[:200]
     assert _rows(ctl.state.engine)["collections"] == 1
+
+
+@pytest.mark.parametrize(
+    ("streams", "said"),
+    [
+        ([("./a", "c"), ("./a/c", "z"), ("./a-b", "y")], "manifest line 2: 'a/c'"),
+        ([(".", "a"), ("./a/c", "z")], "manifest line 2: 'a'"),
+        # Found above streams that came and went in between.
+        ([(".", "b"), ("./a", "z"), ("./a/c", "z"), ("./b/d", "y")], "manifest line 4: 'b'"),
+    ],
+)
+def test_a_file_that_is_also_a_directory_is_found_whichever_stream_names_it(
+    alice: User, ctl: Controller, streams: list[tuple[str, str]], said: str
+) -> None:
+    text = "".join(f"{s} {alice.loc} 0:6:{f}\n" for s, f in streams)
+    paths = [(s[2:] + "/" if s != "." else "") + f for s, f in streams]
+    resp = alice.send(text.encode(), alice.listing(*paths))
+    assert resp.status_code == 400, resp.text
+    assert said in resp.json()["error"] and "also a directory" in resp.text, resp.text
+    assert _rows(ctl.state.engine)["collections"] == 0

@@ -200,16 +200,17 @@ class _Ancestors:
                 break  # an ancestor (or "."), and so are those under it
             self._held -= stack.pop()[3]
         clash = None
-        for n, line, names, _ in stack:
-            if len(path) <= n and n:
-                continue
+        # Only the nearest ancestor's files need a look: what this path has
+        # below each one further up, the stream before had too (and it was
+        # looked at then), so a chain of nested streams costs no more.
+        if stack and (len(path) > stack[-1][0] or not stack[-1][0]):
+            n, line, names, _ = stack[-1]
             start = n + 1 if n else 0
             stop = path.find("/", start)
             below = path[start:] if stop < 0 else path[start:stop]
             if below in names:
                 where = path[: start + len(below)]
                 clash = f"{where!r} is a file and also a directory (line {line}: {below!r})"
-                break
         size = sum(map(len, files))
         self._held += size
         if self._held > self._limit:
