@@ -108,7 +108,8 @@ def default_db_url() -> str:
     default=ControllerConfig.max_manifest,
     show_default=True,
     help="Bytes: a bigger manifest is refused (413) before it is parsed; on the streamed "
-    "put (POST /collections/text), the most of one line (a directory's stream).",
+    "put (POST /collections/text), the most of one line (a directory's stream), and "
+    "of file names in a stream and the streams above it together.",
 )
 @click.option(
     "--max-spooled-body",
@@ -116,7 +117,8 @@ def default_db_url() -> str:
     default=ControllerConfig.max_spooled,
     show_default=True,
     help="Bytes: the most a streamed put may send (its manifest, listing and block "
-    "writes), spooled to unnamed files under $WH_HOME/tmp; more is refused (413).",
+    "writes), spooled to unnamed files under $WH_HOME/tmp; more is refused (413). A "
+    "user's streamed puts at once share it (more: 429).",
 )
 @click.option(
     "--regol-interval",

@@ -162,7 +162,11 @@ class RemoteWarehouse(WarehouseBase):
     # -- collections ---------------------------------------------------------
 
     def _record(
-        self, manifest: Manifest, file_md5s: Mapping[str, str] | None, writes: BlockWrites
+        self,
+        manifest: Manifest,
+        file_md5s: Mapping[str, str] | None,
+        writes: BlockWrites,
+        pdh: str | None = None,
     ) -> catalog.CollectionRecord:
         out = self.api.post(
             "/collections",
@@ -172,6 +176,27 @@ class RemoteWarehouse(WarehouseBase):
                 "block_writes": [{"md5": m, "size": s, "new": n} for m, s, n in writes],
             },
         )
+        return self._stored("/collections", out, pdh)
+
+    def _stored(self, path: str, out: object, pdh: str | None) -> catalog.CollectionRecord:
+        """The record a controller answered a put with, ``pdh`` when known:
+        an answer of another shape, or naming another collection, is an
+        error (not a traceback, nor a put that seems done)."""
+        if not (
+            isinstance(out, dict)
+            and isinstance(out.get("pdh"), str)
+            and isinstance(out.get("size"), int)
+            and isinstance(out.get("file_count"), int)
+        ):
+            raise WarehouseError(
+                f"the controller at {self.api.url} answered POST {path} with "
+                f"{str(out)[:80]!r}, not the collection it recorded"
+            )
+        if pdh is not None and out["pdh"] != pdh:
+            raise CorruptDataError(
+                f"the controller at {self.api.url} recorded {str(out['pdh'])[:80]!r} "
+                f"for a put of {pdh}"
+            )
         return catalog.CollectionRecord(
             out["pdh"], "", out["size"], out["file_count"], time.time(), self.user
         )
@@ -200,10 +225,8 @@ class RemoteWarehouse(WarehouseBase):
         except MethodNotAllowed:
             # A controller older than the streamed put: the whole manifest, as before.
             listing = json.loads(spool.listing())
-            return self._record(Manifest.parse(spool.text()), listing, writes)
-        return catalog.CollectionRecord(
-            out["pdh"], "", out["size"], out["file_count"], time.time(), self.user
-        )
+            return self._record(Manifest.parse(spool.text()), listing, writes, spool.pdh)
+        return self._stored("/collections/text", out, spool.pdh)
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         try:

@@ -229,16 +229,32 @@ async def create_collection_streamed(
         413, f"request body over {limit} bytes (the controller's max spooled body)"
     )
     length = request.headers.get("content-length")
-    if manifest_size + listing_size > limit or (
-        length is not None and length.isdigit() and int(length) > limit
-    ):
+    announced = int(length) if length is not None and length.isdigit() else None
+    if manifest_size + listing_size > limit or (announced is not None and announced > limit):
         raise over
-    body = await run_in_threadpool(Body, state.config.scratch, manifest_size, listing_size)
+    # The user's puts at once share the bound one has: held as announced,
+    # more as more comes (a chunked body), given back when the request ends.
+    shares = state.spooled
+    busy = HTTPException(
+        429,
+        f"{user.name}'s streamed puts at once would spool over {limit} bytes (the "
+        "controller's max spooled body): try again when one has ended",
+    )
+    held = max(announced or 0, manifest_size + listing_size)
+    if not shares.take(user.name, held):
+        raise busy
+    body = None
     try:
+        body = await run_in_threadpool(Body, state.config.scratch, manifest_size, listing_size)
         try:
             async for chunk in request.stream():
                 if body.seen + len(chunk) > limit:
                     raise over
+                if body.seen + len(chunk) > held:
+                    more = body.seen + len(chunk) - held
+                    if not shares.take(user.name, more):
+                        raise busy
+                    held += more
                 if body.add(chunk):
                     await run_in_threadpool(body.flush)
             await run_in_threadpool(body.flush)
@@ -249,11 +265,14 @@ async def create_collection_streamed(
             raise HTTPException(
                 400,
                 f"the body ended after {body.received} bytes, before the "
-                f"{manifest_size + listing_size} of its manifest and listing",
+                f"{manifest_size + listing_size} of its manifest and listing "
+                "(manifest_size + listing_size)",
             )
         record = await run_in_threadpool(record_streamed, state, body, user, token)
     finally:
-        await run_in_threadpool(body.close)
+        if body is not None:
+            await run_in_threadpool(body.close)
+        shares.give(user.name, held)
     return CollectionStored(pdh=record.pdh, size=record.size, file_count=record.file_count)
 
 

@@ -13,7 +13,8 @@ entries checked against it, and the portable text and listing written to
 a put's ``Spool``, which is recorded exactly as an embedded put records
 its own: same PDH, same blocks, same catalog rows. What is held at once is
 one line (at most ``max_manifest`` bytes, the bound a whole manifest has
-on ``POST /collections``) and what the line's ancestors' file names take.
+on ``POST /collections``) and its ancestors' file names (as many
+characters at most).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ _BUFFER = 1 << 20
 _CACHE = 100_000
 # Block writes recorded per catalog write.
 _WRITES_BATCH = 10_000
+# The longest block write line taken: "md5 size new\n" is at most 45 bytes.
+_WRITE_LINE = 64
 _MD5 = re.compile(r"[0-9a-f]{32}")
 # JSON's own string encoder, as a put's spool writes each path.
 _quote: Callable[[str], str] = json.encoder.encode_basestring
@@ -173,26 +176,52 @@ def _lines(f: IO[bytes], limit: int) -> Iterator[tuple[int, bytes]]:
 class _Ancestors:
     """The streams above the current one, with their files' names: a file
     that is also a directory is found as the directory's stream comes
-    (normalized text puts a directory's stream after its parent's)."""
+    (normalized text puts a directory's stream after its parent's). Each
+    is held as the length of its path, a prefix of the current stream's,
+    so that deep paths cost their own line only; the names held together
+    are bounded (``limit`` characters), or a chain of directories, each
+    with a large stream, would hold the manifest."""
 
-    def __init__(self) -> None:
-        self._stack: list[tuple[list[str], int, set[str]]] = []
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._path = ""  # the current stream's path ("" for ".")
+        # (length of its path, line, its files' names, their characters)
+        self._stack: list[tuple[int, int, set[str], int]] = []
+        self._held = 0
 
     def enter(self, number: int, name: str, files: set[str]) -> str | None:
         """Stream ``name`` on line ``number``: the path of a file it makes a
         directory of, with the file's line, if any."""
-        key = [] if name == "." else name[2:].split("/")
-        stack = self._stack
-        while stack and stack[-1][0] != key[: len(stack[-1][0])]:
-            stack.pop()
+        path = "" if name == "." else name[2:]
+        stack, last = self._stack, self._path
+        while stack:
+            n = stack[-1][0]
+            if n == 0 or (path[:n] == last[:n] and path[n : n + 1] in ("", "/")):
+                break  # an ancestor (or "."), and so are those under it
+            self._held -= stack.pop()[3]
         clash = None
-        for parent, line, names in stack:
-            below = key[len(parent)]
+        # Only the nearest ancestor's files need a look: what this path has
+        # below each one further up, the stream before had too (and it was
+        # looked at then), so a chain of nested streams costs no more.
+        if stack and (len(path) > stack[-1][0] or not stack[-1][0]):
+            n, line, names, _ = stack[-1]
+            start = n + 1 if n else 0
+            stop = path.find("/", start)
+            below = path[start:] if stop < 0 else path[start:stop]
             if below in names:
-                path = "/".join([*parent, below])
-                clash = f"{path!r} is a file and also a directory (line {line}: {below!r})"
-                break
-        stack.append((key, number, files))
+                where = path[: start + len(below)]
+                clash = f"{where!r} is a file and also a directory (line {line}: {below!r})"
+        size = sum(map(len, files))
+        self._held += size
+        if self._held > self._limit:
+            raise HTTPException(
+                413,
+                f"manifest line {number}: it and the streams above it name over "
+                f"{self._limit} characters of files (the controller's max manifest "
+                "size, the most of them it holds)",
+            )
+        stack.append((len(path), number, files, size))
+        self._path = path
         return clash
 
 
@@ -205,10 +234,13 @@ def record_streamed(
     check = None if user.admin else _Signatures(state, token)
     listing = _Listing(body.files[1])
     if not listing.expect("{"):
-        raise UsageError("file_md5s: want a JSON object {path: md5} in manifest order")
+        raise UsageError(
+            "file_md5s: want a JSON object {path: md5} in manifest order, the "
+            "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
+        )
     with Spool(config.scratch) as spool:
         order = NormalOrder()
-        ancestors = _Ancestors()
+        ancestors = _Ancestors(config.max_manifest)
         cache: dict[str, Locator] = {}
         listed = 0
         for number, data in _lines(body.files[0], config.max_manifest):
@@ -236,7 +268,9 @@ def record_streamed(
                 if not listing.expect(("," if listed else "") + _quote(path) + ':"'):
                     raise UsageError(
                         f"file_md5s: the next entry is not {path!r} (a listing names "
-                        "the manifest's files, in manifest order, each once)"
+                        "the manifest's files, in manifest order, each once, in compact "
+                        'JSON: "path":"md5" and commas, no spaces, names escaped only '
+                        'where JSON must be: " \\ and control characters)'
                     )
                 md5 = listing.take(32)
                 if _MD5.fullmatch(md5) is None or not listing.expect('"'):
@@ -250,18 +284,24 @@ def record_streamed(
             spool.add_line((portable + "\n").encode(), sums[0], sums[1])
             spool.add_entries(",".join(entries))
         if not listing.expect("}") or not listing.at_end():
-            raise UsageError("file_md5s: more than the manifest's files, or not one JSON object")
+            raise UsageError(
+                "file_md5s: more than the manifest's files, or not one JSON object of "
+                "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
+            )
         writes = body.files[2]
         for _ in _writes(writes):
             pass  # every line checked before anything is recorded
-        batch: list[tuple[str, int, bool]] = []
-        for write in _writes(writes):
-            batch.append(write)
-            if len(batch) == _WRITES_BATCH:
-                catalog.record_block_writes(state.engine, user.name, batch)
-                batch.clear()
-        catalog.record_block_writes(state.engine, user.name, batch)
-        return store_spooled(state.keep(), state.engine, spool, user.name)
+        record = store_spooled(state.keep(), state.engine, spool, user.name)
+    # The put's accounting only once its collection is recorded (as POST
+    # /collections does): a put that fails to store records neither.
+    batch: list[tuple[str, int, bool]] = []
+    for write in _writes(writes):
+        batch.append(write)
+        if len(batch) == _WRITES_BATCH:
+            catalog.record_block_writes(state.engine, user.name, batch)
+            batch.clear()
+    catalog.record_block_writes(state.engine, user.name, batch)
+    return record
 
 
 def _files(segments: list[tuple[int, int, str]]) -> list[str]:
@@ -276,10 +316,15 @@ def _files(segments: list[tuple[int, int, str]]) -> list[str]:
 def _writes(f: IO[bytes]) -> Iterator[tuple[str, int, bool]]:
     """The block writes section: ``md5 size new`` a line (new: 0 or 1)."""
     f.seek(0)
-    for number, line in enumerate(f, 1):
+    number = 0
+    # A line read at most its longest and a byte more: one never ending is
+    # refused by its start, not read whole.
+    while line := f.readline(_WRITE_LINE + 1):
+        number += 1
         fields = line.split()
         if (
-            len(fields) != 3
+            len(line) > _WRITE_LINE
+            or len(fields) != 3
             or _MD5.fullmatch(fields[0].decode("ascii", "replace")) is None
             or not fields[1].isdigit()
             or len(fields[1]) > 9

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from warehouse.regol.auto import RegolRunner
     from warehouse.workflows.hosted import WorkflowThread
 
-__all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState", "private_paths"]
+__all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState", "SpoolShares", "private_paths"]
 
 SYSTEM_USER = "system"
 
@@ -67,6 +67,38 @@ class ControllerConfig:
     host_map: HostMap | None = None
 
 
+class SpoolShares:
+    """Bytes of streamed puts' bodies each user has spooled at once: their
+    sum is bounded as one body is (``max_spooled``), so a user cannot fill
+    the disk with many puts at once."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, user: str, size: int) -> bool:
+        """Hold ``size`` more bytes for ``user``; False (nothing held) if over."""
+        with self._lock:
+            held = self._held.get(user, 0)
+            if held + size > self.limit:
+                return False
+            self._held[user] = held + size
+            return True
+
+    def give(self, user: str, size: int) -> None:
+        with self._lock:
+            left = self._held.get(user, 0) - size
+            if left > 0:
+                self._held[user] = left
+            else:
+                self._held.pop(user, None)
+
+    def held(self, user: str) -> int:
+        with self._lock:
+            return self._held.get(user, 0)
+
+
 @dataclass
 class ControllerState:
     config: ControllerConfig
@@ -87,6 +119,11 @@ class ControllerState:
     # True while `wh serve` is still starting its keep servers and job manager:
     # /api/v1/health says "starting", and clients wait (docs/server.md).
     starting: bool = False
+    # What each user's streamed puts have spooled at once (POST /collections/text).
+    spooled: SpoolShares = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.spooled = SpoolShares(self.config.max_spooled)
 
     @classmethod
     def open(cls, config: ControllerConfig) -> ControllerState:

@@ -1,0 +1,492 @@
+"""A streamed put (POST /api/v1/collections/text) as a hostile or careless
+caller sends it, against a real controller and keep servers: what is refused
+records nothing, and no caller holds more than its share of the disk."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from cluster import Controller, KeepPool, controller, keep_pool
+from memory_helpers import WH
+from warehouse import catalog
+from warehouse.blocks import Locator
+from warehouse.blocks.signing import legacy_signature, sign
+from warehouse.catalog.auth import JOB_TOKEN_LABEL
+from warehouse.catalog.schema import (
+    block_writes,
+    collection_listing_parts,
+    collection_listings,
+    collections,
+)
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
+from warehouse.remote.warehouse import RemoteWarehouse
+
+MAX_MANIFEST = 64 << 10
+MAX_SPOOLED = 4 << 20
+PATH = "/api/v1/collections/text"
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[KeepPool]:
+    with keep_pool(tmp_path / "keep", 2) as p:
+        yield p
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
+    with controller(
+        tmp_path / "c.db",
+        pool,
+        max_manifest=MAX_MANIFEST,
+        max_spooled=MAX_SPOOLED,
+        scratch=tmp_path,
+    ) as c:
+        yield c
+
+
+def _rows(engine: sa.Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+            for t in (collections, collection_listings, collection_listing_parts, block_writes)
+        }
+
+
+class User:
+    """A user with one stored block, signed for them, to write manifests of."""
+
+    def __init__(self, ctl: Controller, name: str) -> None:
+        self.token = ctl.user(name)
+        self.url = ctl.url
+        with RemoteWarehouse(ctl.url, self.token) as remote:
+            self.data = b"hello\n"
+            self.loc = str(remote.store.put(self.data).locator)
+            self.md5 = hashlib.md5(self.data).hexdigest()
+
+    def text(self, name: str = "a.txt") -> bytes:
+        return f". {self.loc} 0:6:{name}\n".encode()
+
+    def listing(self, *paths: str) -> bytes:
+        return json.dumps({p: self.md5 for p in paths}, separators=(",", ":")).encode()
+
+    def send(
+        self,
+        text: bytes,
+        listing: bytes,
+        writes: bytes = b"",
+        params: dict[str, object] | None = None,
+        token: str | None = None,
+    ) -> httpx.Response:
+        sizes = {"manifest_size": len(text), "listing_size": len(listing)}
+        return httpx.post(
+            self.url + PATH,
+            params=sizes if params is None else params,
+            content=text + listing + writes,
+            headers={"Authorization": f"Bearer {token or self.token}"},
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def alice(ctl: Controller) -> User:
+    return User(ctl, "alice")
+
+
+def test_block_writes_are_not_recorded_when_the_collection_is_not(
+    alice: User, ctl: Controller, pool: KeepPool
+) -> None:
+    # Every check passes; storing the manifest text fails (no keep server
+    # answers): the put's accounting must not be recorded without it.
+    before = _rows(ctl.state.engine)
+    pool.close()
+    resp = alice.send(alice.text(), alice.listing("a.txt"), f"{alice.md5} 6 1\n".encode())
+    assert resp.status_code >= 500, resp.text
+    assert _rows(ctl.state.engine) == before
+
+
+def _until(done: Callable[[], bool]) -> None:
+    """Wait for ``done`` (the test's timeout bounds the wait)."""
+    while not done():
+        time.sleep(0.02)
+
+
+def test_a_users_puts_at_once_share_one_bodys_bound_on_the_disk(
+    alice: User, ctl: Controller
+) -> None:
+    bob = User(ctl, "bob")
+    before = _rows(ctl.state.engine)
+    shares = ctl.state.spooled
+    big = MAX_SPOOLED * 3 // 4
+    where = urlsplit(alice.url)
+    with socket.create_connection((where.hostname, where.port)) as s:
+        # A put of 3 MiB, its body begun and not ended: its share is held.
+        s.sendall(
+            (
+                f"POST {PATH}?manifest_size={big - 2}&listing_size=2 HTTP/1.1\r\n"
+                f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
+                f"Content-Length: {big}\r\n\r\n"
+            ).encode()
+            + b"x" * 1000
+        )
+        _until(lambda: shares.held("alice") == big)
+        # Another of hers past what is left is refused at once, by its
+        # length or, chunked, as it comes; each under the bound alone.
+        resp = alice.send(b"x" * (MAX_SPOOLED // 2), b"{}")
+        assert resp.status_code == 429, resp.text
+        assert "alice's streamed puts at once" in resp.json()["error"], resp.text
+        half = b"x" * (MAX_SPOOLED // 2)
+        resp = httpx.post(
+            alice.url + PATH,
+            # Sections that say little: the share is taken as the body comes.
+            params={"manifest_size": 10, "listing_size": 2},
+            content=(half[i : i + 65536] for i in range(0, len(half), 65536)),
+            headers={"Authorization": f"Bearer {alice.token}"},
+        )
+        assert resp.status_code == 429, resp.text
+        # A small one of hers fits in what is left; another user's is hers alone.
+        assert alice.send(alice.text(), alice.listing("a.txt")).status_code == 200
+        assert bob.send(bob.text("b.txt"), bob.listing("b.txt")).status_code == 200
+        assert shares.held("alice") == big
+    # The client went away: its share is given back.
+    _until(lambda: shares.held("alice") == 0)
+    resp = alice.send(b"x" * (MAX_SPOOLED // 2), b"{}")
+    assert resp.status_code == 413 and "line 1" in resp.json()["error"], resp.text
+    assert shares.held("alice") == shares.held("bob") == 0
+    after = _rows(ctl.state.engine)
+    assert after["collections"] == before["collections"] + 2
+
+
+# -- the client against a controller that answers the streamed put otherwise ---
+
+
+class _Front(ThreadingHTTPServer):
+    """A server of the test's own before a real controller: it passes every
+    request on, but answers the streamed put itself with ``answer`` (an
+    older controller's 405, a proxy's error page, a broken answer)."""
+
+    daemon_threads = True
+
+    def __init__(self, behind: str) -> None:
+        super().__init__(("127.0.0.1", 0), _FrontHandler)
+        self.behind = behind
+        self.answer: tuple[int, str, bytes] = (405, "application/json", b'{"detail":"no"}')
+        self.streamed = 0  # streamed puts answered here
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _FrontHandler(BaseHTTPRequestHandler):
+    server: _Front
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _relay(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.command == "POST" and self.path.split("?")[0] == PATH:
+            self.server.streamed += 1
+            status, kind, answer = self.server.answer
+        else:
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
+            resp = httpx.request(
+                self.command, self.server.behind + self.path, headers=headers, content=body
+            )
+            status, kind, answer = (
+                resp.status_code,
+                resp.headers.get("content-type", ""),
+                resp.content,
+            )
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(answer)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
+
+
+@pytest.fixture
+def front(ctl: Controller) -> Iterator[_Front]:
+    server = _Front(ctl.url)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _src(root: Path) -> Path:
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "x.txt").write_bytes(b"x\n")
+    (root / "top é.txt").write_bytes(b"top\n")
+    return root
+
+
+def test_a_controller_without_the_streamed_put_is_sent_the_whole_manifest(
+    tmp_path: Path, ctl: Controller, front: _Front, home: Path
+) -> None:
+    src = _src(tmp_path / "src")
+    token = ctl.user("alice")
+    with RemoteWarehouse(front.url, token) as remote:
+        pdh = remote.put(src).pdh
+        assert front.streamed == 1
+        assert remote._collection(pdh)[1] is not None, "her listing is recorded"
+    with EmbeddedWarehouse(home) as local:
+        assert local.put(src).pdh == pdh
+    assert _rows(ctl.state.engine)["collections"] == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "said"),
+    [
+        ((404, "application/json", b'{"error":"no such route"}'), NotFoundError, "no such route"),
+        ((500, "text/html", b"<html>proxy error</html>"), WarehouseError, "proxy error"),
+        ((200, "text/html", b"<html>a login page</html>"), WarehouseError, "not JSON"),
+        ((200, "application/json", b"[]"), WarehouseError, "not the collection it recorded"),
+        ((200, "application/json", b'{"pdh":1}'), WarehouseError, "not the collection"),
+        (
+            (200, "application/json", b'{"pdh":"%s+1","size":1,"file_count":1}' % (b"0" * 32)),
+            CorruptDataError,
+            "for a put of",
+        ),
+    ],
+)
+def test_a_streamed_put_answered_wrongly_is_one_error(
+    tmp_path: Path,
+    ctl: Controller,
+    front: _Front,
+    answer: tuple[int, str, bytes],
+    error: type[WarehouseError],
+    said: str,
+) -> None:
+    front.answer = answer
+    with (
+        RemoteWarehouse(front.url, ctl.user("alice")) as remote,
+        pytest.raises(error, match=said),
+    ):
+        remote.put(_src(tmp_path / "src"))
+    assert _rows(ctl.state.engine)["collections"] == 0
+
+
+def test_wh_put_answered_wrongly_says_one_error_line(
+    tmp_path: Path, ctl: Controller, front: _Front
+) -> None:
+    front.answer = (200, "application/json", b"[]")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {
+        **os.environ,
+        "WH_URL": front.url,
+        "WH_TOKEN": ctl.user("alice"),
+        "WH_HOME": str(tmp_path / "home"),
+        "TMPDIR": str(scratch),
+    }
+    done = subprocess.run(
+        [WH, "put", "--no-progress", str(_src(tmp_path / "src"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: the controller at"), done.stderr
+    assert list(scratch.iterdir()) == []
+
+
+# -- whose blocks ---------------------------------------------------------------
+
+
+def test_only_blocks_signed_for_the_caller_and_their_size_are_recorded(
+    alice: User, ctl: Controller
+) -> None:
+    state = ctl.state
+    key, ttl = state.signing_key, state.config.signature_ttl
+    bob = User(ctl, "bob")
+    bare = Locator.parse(alice.loc).without_hints()
+    # A job's token is its owner's (here an admin's), but no admin's: its
+    # blocks are checked as anyone's.
+    job = catalog.create_token(state.engine, "root", label=JOB_TOKEN_LABEL + "1")
+    legacy_expiry = int(time.time()) + 600
+    bigger = Locator(bare.md5, 1 << 20)
+    cases = [
+        # Signed for bob: alice may not record what she may not read.
+        (alice.token, f". {bob.loc} 0:6:a.txt\n", 403, "is not signed for this token"),
+        (alice.token, f". {sign(bare, alice.token, key, ttl, now=0)} 0:6:a.txt\n", 403, "expired"),
+        (job, f". {bare} 0:6:a.txt\n", 403, "is not signed"),
+        # An old signature does not cover the size: a block of a size not stored.
+        (
+            alice.token,
+            f". {bigger}+A{legacy_signature(bare.md5, alice.token, legacy_expiry, key, ttl)}"
+            f"@{legacy_expiry:08x} 0:6:a.txt\n",
+            400,
+            "no block of that size",
+        ),
+    ]
+    # The same old signature on the stored size is good.
+    old = legacy_signature(bare.md5, alice.token, legacy_expiry, key, ttl)
+    good = f". {bare}+A{old}@{legacy_expiry:08x} 0:6:a.txt\n"
+    before = _rows(state.engine)
+    for token, text, status, said in cases:
+        resp = alice.send(text.encode(), alice.listing("a.txt"), token=token)
+        assert resp.status_code == status, (text, resp.text)
+        assert said in resp.json()["error"] and "line 1" in resp.json()["error"], resp.text
+    assert _rows(state.engine) == before
+    assert alice.send(good.encode(), alice.listing("a.txt")).status_code == 200
+
+
+# -- careless callers -------------------------------------------------------------
+
+
+def test_sections_of_other_sizes_than_said_are_named(alice: User, ctl: Controller) -> None:
+    text, listing = alice.text(), alice.listing("a.txt")
+    before = _rows(ctl.state.engine)
+    for m, n in ((1, -1), (-1, 1), (0, 5), (-len(text), len(text))):
+        sizes = {"manifest_size": len(text) + m, "listing_size": len(listing) + n}
+        resp = alice.send(text, listing, params=sizes)
+        assert resp.status_code == 400, resp.text
+        assert "manifest_size" in resp.json()["error"], (sizes, resp.text)
+        assert "listing_size" in resp.json()["error"], (sizes, resp.text)
+    assert _rows(ctl.state.engine) == before
+
+
+def test_a_listing_in_another_json_spelling_is_refused_saying_which(
+    alice: User, ctl: Controller
+) -> None:
+    text = f". {alice.loc} 0:6:é\\040x\n".encode()
+    before = _rows(ctl.state.engine)
+    for listing in (
+        json.dumps({"é x": alice.md5}).encode(),  # \u00e9, and spaces after ':'
+        json.dumps({"é x": alice.md5}, ensure_ascii=False).encode(),
+    ):
+        resp = alice.send(text, listing)
+        assert resp.status_code == 400, resp.text
+        assert "compact" in resp.json()["error"], resp.text
+    assert _rows(ctl.state.engine) == before
+    good = json.dumps({"é x": alice.md5}, ensure_ascii=False, separators=(",", ":"))
+    assert alice.send(text, good.encode()).status_code == 200
+
+
+# -- what a stream's ancestors hold ------------------------------------------------
+
+
+def _nested(user: User, files: list[list[str]]) -> tuple[bytes, bytes]:
+    """A chain of directories a/a/…, the k-th (and its stream) holding ``files[k]``."""
+    lines, paths = [], []
+    for k, names in enumerate(files):
+        name = "/".join(["a"] * (k + 1))
+        lines.append(f"./{name} {user.loc} " + " ".join(f"0:6:{n}" for n in names) + "\n")
+        paths += [f"{name}/{n}" for n in names]
+    return "".join(lines).encode(), user.listing(*paths)
+
+
+def test_the_names_a_streams_ancestors_hold_are_bounded(alice: User, ctl: Controller) -> None:
+    # Each stream under the bound alone; the chain of them over it together
+    # (each a directory of the one before, so each stream's files are held
+    # while its subdirectories come).
+    per = [f"{i:05d}-" + "n" * 40 for i in range(800)]
+    chain = [[f"{n}-{k}" for n in per] for k in range(4)]
+    assert sum(len(n) + 6 for n in chain[0]) < MAX_MANIFEST < sum(sum(map(len, c)) for c in chain)
+    before = _rows(ctl.state.engine)
+    resp = alice.send(*_nested(alice, chain))
+    assert resp.status_code == 413, resp.text
+    assert "line 2" in resp.json()["error"] and "above it" in resp.json()["error"], resp.text
+    assert _rows(ctl.state.engine) == before
+    # Deep paths cost their own line only; a file that is also a directory
+    # is found however deep.
+    resp = alice.send(*_nested(alice, [["f"]] * 300))
+    assert resp.status_code == 200, resp.text
+    deep = _nested(alice, [["f"]] * 5 + [["a", "f"]] + [["f"]] * 3)
+    resp = alice.send(*deep)
+    assert resp.status_code == 400, resp.text
+    assert "line 7" in resp.json()["error"], resp.text
+    assert "'a/a/a/a/a/a/a' is a file and also a directory (line 6: 'a')" in resp.text
+
+
+def test_an_endless_block_write_line_is_refused_by_its_start(
+    tmp_path: Path, pool: KeepPool
+) -> None:
+    # 48 MB of block writes with no newline: refused without reading the
+    # line whole (a line at a time was read whole, and split again).
+    size = 48 << 20
+    with controller(tmp_path / "big.db", pool, max_spooled=size * 2, scratch=tmp_path) as big:
+        user = User(big, "alice")
+        text, listing = user.text(), user.listing("a.txt")
+
+        def body() -> Iterator[bytes]:
+            yield text + listing
+            piece = b"f" * (1 << 20)
+            for _ in range(size >> 20):
+                yield piece
+
+        tracemalloc.start()
+        try:
+            resp = httpx.post(
+                user.url + PATH,
+                params={"manifest_size": len(text), "listing_size": len(listing)},
+                content=body(),
+                headers={"Authorization": f"Bearer {user.token}"},
+                timeout=120,
+            )
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert resp.status_code == 400, resp.text
+        assert "block_writes line 1" in resp.json()["error"], resp.text
+        assert peak < size // 2, peak >> 20
+        assert _rows(big.state.engine)["block_writes"] == 0
+
+
+def test_a_line_of_exactly_the_bound_is_taken_and_one_byte_more_is_not(
+    alice: User, ctl: Controller
+) -> None:
+    head = f". {alice.loc} 0:6:"
+    for extra, status in ((1, 413), (0, 200)):
+        name = "n" * (MAX_MANIFEST - len(head) + extra)
+        text = (head + name + "\n").encode()
+        assert len(text) == MAX_MANIFEST + extra + 1
+        resp = alice.send(text, alice.listing(name))
+        assert resp.status_code == status, resp.text[:200]
+    assert _rows(ctl.state.engine)["collections"] == 1
+
+
+@pytest.mark.parametrize(
+    ("streams", "said"),
+    [
+        ([("./a", "c"), ("./a/c", "z"), ("./a-b", "y")], "manifest line 2: 'a/c'"),
+        ([(".", "a"), ("./a/c", "z")], "manifest line 2: 'a'"),
+        # Found above streams that came and went in between.
+        ([(".", "b"), ("./a", "z"), ("./a/c", "z"), ("./b/d", "y")], "manifest line 4: 'b'"),
+    ],
+)
+def test_a_file_that_is_also_a_directory_is_found_whichever_stream_names_it(
+    alice: User, ctl: Controller, streams: list[tuple[str, str]], said: str
+) -> None:
+    text = "".join(f"{s} {alice.loc} 0:6:{f}\n" for s, f in streams)
+    paths = [(s[2:] + "/" if s != "." else "") + f for s, f in streams]
+    resp = alice.send(text.encode(), alice.listing(*paths))
+    assert resp.status_code == 400, resp.text
+    assert said in resp.json()["error"] and "also a directory" in resp.text, resp.text
+    assert _rows(ctl.state.engine)["collections"] == 0
