@@ -234,9 +234,7 @@ def test_save_manifest_records_a_big_listing_in_parts_in_manifest_order(tmp_path
         with wh.engine.connect() as conn:
             row = conn.execute(sa.select(collection_listings.c.file_md5s)).scalar()
             parts = conn.execute(
-                sa.select(collection_listing_parts.c.text).order_by(
-                    collection_listing_parts.c.part
-                )
+                sa.select(collection_listing_parts.c.text).order_by(collection_listing_parts.c.part)
             ).scalars()
             texts = list(parts)
         assert row == IN_PARTS
