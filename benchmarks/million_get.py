@@ -10,7 +10,8 @@ builds given with ``--wh`` (a build is ``PATH/TO/wh`` or
 - ``get --no-write PDH``                 the whole collection
 - ``get --no-write PDH/all``             a sub-path holding every file
 - ``get --no-write PDH/all/dNNNNN``      a sub-path of one directory
-- ``get --no-write PDH`` through ``wh serve`` (``--remote``)
+- ``ls PDH``                             every file's path
+- ``get --no-write PDH`` and ``ls PDH`` through ``wh serve`` (``--remote``)
 
 with CPU time (user + system) and peak resident size from ``wait4``. Every
 output is counted: one line a file. The setup (blocks, manifest, listing)
@@ -105,6 +106,7 @@ def main() -> None:
             "whole": (env, ["get", "--no-write", pdh], files),
             "sub-path, every file": (env, ["get", "--no-write", f"{pdh}/{TOP}"], files),
             "sub-path, one directory": (env, ["get", "--no-write", f"{pdh}/{middle}"], args.files),
+            "ls": (env, ["ls", pdh], files),
         }
         if args.remote:
             server, remote = _serve(work, builds[0][1])
@@ -114,6 +116,7 @@ def main() -> None:
                 remote_pdh = _record(rwh, blocks, text, digests)
             assert remote_pdh == pdh
             runs["remote, whole"] = (remote, ["get", "--no-write", pdh], files)
+            runs["remote, ls"] = (remote, ["ls", pdh], files)
         del blocks, text, digests
         for _ in range(args.repeat):
             for label, (run_env, argv, want) in runs.items():

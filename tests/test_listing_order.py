@@ -201,3 +201,73 @@ def test_the_stored_listing_is_the_json_of_the_files_in_manifest_order_or_none()
     assert listing_text(bare, md5s | {"not/a/file": _md5("x")}) is None
     assert listing_text(bare, md5s | {some: "F" * 32}) is None
     assert listing_text(bare, None) is None
+
+
+def test_save_manifest_records_a_big_listing_in_parts_in_manifest_order(tmp_path: Path) -> None:
+    """A listing handed to ``save_manifest`` (a step's output, a library
+    caller) is recorded a part (1 MiB) at a time as a put's is, so a get
+    reads it a part at a time too; the same text, and the same rows, as
+    when it was recorded whole."""
+    from warehouse.catalog.schema import collection_listing_parts, collection_listings
+    from warehouse.collection.listings import IN_PARTS, listing_pieces
+    from warehouse.collection.records import LISTING_PIECE
+    from warehouse.manifest import Manifest
+
+    files, per_dir = 24_000, 1_000
+    data = bytes(range(256)) * (per_dir // 256 + 1)
+    with EmbeddedWarehouse(tmp_path / "wh") as wh:
+        block = wh.store.put(data[:per_dir]).locator
+        wh.store.flush()
+        lines = []
+        for d in range(files // per_dir):
+            names = " ".join(f"{i}:1:{'n' * 40}{d:02d}-{i:04d}" for i in range(per_dir))
+            lines.append(f"./d{d:02d} {block.without_hints()} {names}\n")
+        manifest = Manifest.parse("".join(lines).encode())
+        paths = list(manifest.files())
+        claims = {p: hashlib.md5(p.encode()).hexdigest() for p in reversed(paths)}
+        pdh = wh.save_manifest(manifest, claims).pdh
+
+        whole = json.dumps({p: claims[p] for p in paths}, separators=(",", ":"))
+        assert len(whole) > 2 * LISTING_PIECE
+        assert listing_text(manifest, claims) == whole
+        assert "".join(listing_pieces(manifest, claims, LISTING_PIECE)) == whole
+        with wh.engine.connect() as conn:
+            row = conn.execute(sa.select(collection_listings.c.file_md5s)).scalar()
+            parts = conn.execute(
+                sa.select(collection_listing_parts.c.text).order_by(collection_listing_parts.c.part)
+            ).scalars()
+            texts = list(parts)
+        assert row == IN_PARTS
+        assert len(texts) >= 2
+        assert all(len(t) < LISTING_PIECE + 200_000 for t in texts)
+        assert "".join(texts) == whole == catalog.records.get_listing(wh.engine, pdh, wh.user)
+
+        # A get reads every digest from the parts, in step (no table).
+        reader = wh.reader(pdh, one_pass=True)
+        assert isinstance(reader.file_md5s, OrderedListing)
+        got = {f.path: f.md5 for f in extract(reader, None)}
+        assert reader.file_md5s._table is None
+        assert got == claims and list(got) == paths
+        again = {f.path: f.md5 for f in extract(wh.reader(pdh, one_pass=True), None, rehash=True)}
+        assert again == {
+            p: hashlib.md5(data[i % per_dir : i % per_dir + 1]).hexdigest()
+            for i, p in enumerate(paths)
+        }
+
+        # Not a listing of exactly these files: kept by nobody, and the one
+        # recorded before stands (its parts too), as when it was made whole.
+        some = paths[-1]
+        for bad in (
+            {p: m for p, m in claims.items() if p != some},
+            claims | {"not/a/file": "0" * 32},
+            claims | {some: "F" * 32},
+        ):
+            wh.save_manifest(manifest, bad)
+            assert catalog.records.get_listing(wh.engine, pdh, wh.user) == whole
+
+        # A small listing is still one value.
+        small = Manifest.parse(lines[0].encode())
+        small_pdh = wh.save_manifest(small, {p: claims[p] for p in small.files()}).pdh
+        found = get_listing_in_parts(wh.engine, small_pdh, wh.user)
+        assert found is not None and list(found[1]) == []
+        assert json.loads(found[0]) == {p: claims[p] for p in small.files()}

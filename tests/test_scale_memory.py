@@ -169,10 +169,22 @@ def _remote_get(tmp_path: Path, src: Path, env: dict[str, str], dest: Path) -> N
             [WH, "put", "--no-progress", *tenth], env=alice, capture_output=True, check=False
         )
         assert put.returncode == 0, put.stderr.decode()[-2000:]
-        out, small_rss = _run(["get", "--no-write", put.stdout.decode().strip()], alice, tmp_path)
+        small = put.stdout.decode().strip()
+        out, small_rss = _run(["get", "--no-write", small], alice, tmp_path)
         _check_first(out.decode().splitlines(), FILES // 10)
         assert rss - small_rss < GET_GROWTH, (
             f"a remote get of {FILES} files peaked at {rss >> 20} MB, "
+            f"one of {FILES // 10} at {small_rss >> 20} MB"
+        )
+
+        # `wh ls` lists from the text it is sent, a stream at a time, as an
+        # embedded one does: no file table (a million files' took 885 MB).
+        out, rss = _run(["ls", pdh], alice, tmp_path)
+        assert out.decode().splitlines() == ["beside", *(f"{TOP}/{_rel(i)}" for i in range(FILES))]
+        out, small_rss = _run(["ls", small], alice, tmp_path)
+        assert out.decode().splitlines() == [_rel(i) for i in range(FILES // 10)]
+        assert rss - small_rss < GET_GROWTH, (
+            f"a remote ls of {FILES} files peaked at {rss >> 20} MB, "
             f"one of {FILES // 10} at {small_rss >> 20} MB"
         )
 

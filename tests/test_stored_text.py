@@ -21,6 +21,7 @@ from warehouse.collection.records import load_stored_text
 from warehouse.collection.spool import StoredText
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import CorruptDataError
+from warehouse.interface import Warehouse
 from warehouse.manifest.parse import ManifestError, iter_raw_streams
 
 
@@ -175,7 +176,7 @@ def test_a_block_longer_than_any_is_refused(tmp_path: Path) -> None:
         volume.copy_to(md5, lambda data: copied.append(len(data)))
 
 
-def _table_listing(wh: EmbeddedWarehouse, key: str, long: bool, as_json: bool) -> str:
+def _table_listing(wh: Warehouse, key: str, long: bool, as_json: bool) -> str:
     """What `wh ls` printed from the whole file table (the reference)."""
     from warehouse.cli.browse import _shown
     from warehouse.collection.extract import select
@@ -253,3 +254,43 @@ def test_a_get_through_a_controller_reads_text_and_listing_in_pieces(
     assert run("ls", f"{pdh}/d1").stdout.splitlines() == [f"Übergrößé {i:03d}" for i in range(40)]
     if installation.kind == "remote":  # the text and listing were read as sent
         assert len(texts) == 3 and all(isinstance(t, tuple) and t[1] is not None for t in texts)
+
+
+def test_ls_and_manifest_through_a_controller_stream_what_the_table_gave(
+    installation: Installation, run: Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wh ls` (whole, sub-paths, -l, --json) lists from the text it is
+    sent, in a scratch file, a stream at a time, as an embedded one does:
+    the same lines as from the parsed file table; `wh manifest` prints
+    the text as before."""
+    import warehouse
+    from warehouse.remote import warehouse as remote
+
+    monkeypatch.setattr(spool, "_PIECE", 61)  # lines cut across pieces
+    texts: list[object] = []
+    read = remote.RemoteWarehouse.stored_text
+
+    def seen(self: remote.RemoteWarehouse, key: str) -> object:
+        got = read(self, key)
+        texts.append(got)
+        return got
+
+    monkeypatch.setattr(remote.RemoteWarehouse, "stored_text", seen)
+    src = make_tree(tmp_path / "src")
+    (src / "sub" / "deeper" / "\\lead").write_bytes(b"")
+    (src / "sub" / "empty inside").mkdir()
+    (src / "sub" / "Übergrößé ☃").write_bytes(b"x" * 70)
+    pdh = run("put", str(src)).stdout.strip()
+    keys = [pdh, *(f"{pdh}/{sub}" for sub in ("sub", "sub/deeper", "sub/", "empty dir"))]
+    keys += [f"{pdh}/sub/colon:name", f"{pdh}/hello.txt", f"{pdh}/empty dir/inner empty"]
+    with warehouse.open() as wh:
+        for key in keys:
+            for flags in ((), ("-l",), ("--json",)):
+                want = _table_listing(wh, key, "-l" in flags, "--json" in flags)
+                assert run("ls", *flags, key).stdout == want, (key, flags)
+        assert run("manifest", pdh).stdout == wh.manifest(pdh).format()
+    missing = run("ls", f"{pdh}/sub/nothing", code=4)
+    assert missing.stderr == f"Error: no file or directory 'sub/nothing' in collection {pdh}\n"
+    if installation.kind == "remote":  # each listing was made from the text as sent
+        assert len(texts) == 3 * len(keys) + 2
+        assert all(isinstance(t, StoredText) for t in texts)

@@ -20,8 +20,10 @@ from warehouse.manifest import Manifest
 __all__ = [
     "IN_PARTS",
     "Digests",
+    "NotWellFormed",
     "OrderedListing",
     "check_listing",
+    "listing_pieces",
     "listing_text",
     "ordered_listing",
     "parse_listing",
@@ -65,31 +67,56 @@ def listing_text(manifest: Manifest, file_md5s: Mapping[str, str] | None) -> str
 
     The files come in the order of ``manifest`` (normalized, as stored), so
     that a get reads the listing in step with the manifest (``OrderedListing``).
-    Checked and written in that one pass, a chunk at a time: no table of the
-    manifest's paths, no second dict of the listing (a put of a million files
-    holds the first).
     """
     if not isinstance(file_md5s, Mapping):
         return None
+    try:
+        return "".join(listing_pieces(manifest, file_md5s, 1 << 24))
+    except NotWellFormed:
+        return None
+
+
+class NotWellFormed(Exception):
+    """Raised by ``listing_pieces``: the listing is not one of exactly the
+    manifest's files (kept by nobody, as before)."""
+
+
+def listing_pieces(manifest: Manifest, file_md5s: Mapping[str, str], size: int) -> Iterator[str]:
+    """The listing's JSON text (as ``listing_text``) in pieces of about
+    ``size`` characters, checked and written in one pass, so that a caller
+    recording it a piece at a time holds a piece, not the whole text (55 B
+    a file). Raises NotWellFormed as soon as a digest is missing or wrong,
+    or, at the end, if there are digests of files the manifest does not
+    have: a caller that has recorded pieces already undoes them.
+    """
     quote = _json_string
-    chunks = ["{"]  # joined once at the end: the text is made once, not copied again
+    md5_form = _MD5.fullmatch
     chunk: list[str] = []
+    held = 1  # the opening brace
+    pieces: list[str] = ["{"]
     found = 0
+    first = True
     for path in manifest.file_paths_in_order():
         md5 = file_md5s.get(path)
-        if not isinstance(md5, str) or _MD5.fullmatch(md5) is None:
-            return None
+        if not isinstance(md5, str) or md5_form(md5) is None:
+            raise NotWellFormed(path)
         chunk.append(f'{quote(path)}:"{md5}"')
         found += 1
         if len(chunk) == _CHUNK:
-            chunks += (",", ",".join(chunk)) if len(chunks) > 1 else (",".join(chunk),)
-            chunk = []
+            text = ",".join(chunk)
+            pieces += (text,) if first else (",", text)
+            held += len(text) + (0 if first else 1)
+            first, chunk = False, []
+            if held >= size:
+                yield "".join(pieces)
+                pieces, held = [], 0
     if found != len(file_md5s):  # a digest of a file the manifest does not have
-        return None
+        raise NotWellFormed()
     if chunk:
-        chunks += (",", ",".join(chunk)) if len(chunks) > 1 else (",".join(chunk),)
-    chunks.append("}")
-    return "".join(chunks)
+        text = ",".join(chunk)
+        pieces += (text,) if first else (",", text)
+    pieces.append("}")
+    yield "".join(pieces)
 
 
 _CHUNK = 4096

@@ -6,8 +6,10 @@ the block store they hand in.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,8 +18,9 @@ from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.locator import EMPTY_LOCATOR
 from warehouse.blocks.store import BlockStore, LocalBlockStore
 from warehouse.collection.listings import (
+    NotWellFormed,
     OrderedListing,
-    listing_text,
+    listing_pieces,
     ordered_listing,
     parse_listing,
 )
@@ -66,11 +69,15 @@ def store_manifest(
         file_count=manifest.file_count(),
         user=user,
     )
-    listing = listing_text(manifest, file_md5s)
-    if listing is not None:
-        from warehouse.catalog.records import record_listing  # SQLAlchemy: loaded when used
+    if isinstance(file_md5s, Mapping):
+        from warehouse.catalog.records import record_listing_parts  # SQLAlchemy: loaded when used
 
-        record_listing(engine, manifest.pdh, user, listing)
+        # Made and recorded a piece at a time, in manifest order, as a put's
+        # spool records it: a listing of a million files is 55 MB. One not
+        # well formed is undone with its transaction and kept by nobody.
+        pieces = partial(listing_pieces, manifest, file_md5s, LISTING_PIECE)
+        with contextlib.suppress(NotWellFormed):
+            record_listing_parts(engine, manifest.pdh, user, pieces)
     return record
 
 

@@ -37,6 +37,7 @@ from warehouse.remote.probe import Service
 from warehouse.remote.signatures import SignatureCache, default_cache_dir
 
 if TYPE_CHECKING:
+    from warehouse.keys import Key
     from warehouse.settings import OtherCluster
 
 __all__ = ["RemoteWarehouse"]
@@ -271,6 +272,25 @@ class RemoteWarehouse(WarehouseBase):
         None where the controller does not hold it that way (another
         cluster's, stored otherwise, or an older controller without these
         requests): the caller asks for the whole manifest."""
+        text = self._signed_text(pdh)
+        if text is None:
+            return None
+        try:
+            return text, self._listing(pdh)
+        except BaseException:
+            text.close()
+            raise
+
+    def stored_text(self, key: str | Key) -> StoredText | None:
+        """The manifest as the controller stores it (see ``_collection_text``),
+        in a scratch file: ``wh ls`` and ``wh manifest`` go through it a line
+        or a piece at a time, with no file table."""
+        return self._signed_text(self.resolve(key))
+
+    def _signed_text(self, pdh: str) -> StoredText | None:
+        """The collection's normalized, signed text written to an unnamed
+        scratch file as it arrives, checked a line at a time against ``pdh``;
+        None where the controller does not hold it that way."""
         text = StoredText()
         try:
             try:
@@ -282,7 +302,7 @@ class RemoteWarehouse(WarehouseBase):
                 text.close()
                 return None
             self._check_pdh(pdh, got)
-            return text, self._listing(pdh)
+            return text
         except BaseException:
             text.close()
             raise
