@@ -205,6 +205,7 @@ def test_a_body_that_stops_midway_is_one_error(
     [
         pytest.param(lambda body: b"<html>a login page</html>", id="not-json"),
         pytest.param(lambda body: body[: body.rindex(b"}") + 1][:-1] + b"]", id="not-closed"),
+        pytest.param(lambda body: b"[]", id="a-list"),
     ],
 )
 def test_a_listing_that_is_not_one_is_one_error(
@@ -277,3 +278,36 @@ def test_a_manifest_longer_than_its_pdh_says_is_not_read_to_its_end(
     done = client("get", "--no-write", pdh)
     assert "Traceback" not in done.stderr
     assert front.cut_short == 1
+
+
+@pytest.mark.parametrize("edit", ["missing", "extra"])
+def test_a_listing_with_entries_missing_or_extra_gives_the_right_digests(
+    tmp_path: Path, client: _Client, front: _Front, edit: str
+) -> None:
+    """A file the listing leaves out is hashed as it is read; an entry for
+    no file is never used."""
+    src = _src(tmp_path / "src")
+    pdh = client("put", "--no-progress", str(src)).stdout.strip()
+
+    def change(path: str, answer: Answer) -> Answer:
+        if path.endswith(f"/collections/{pdh}/listing"):
+            status, kind, body, _ = answer
+            items = json.loads(body)
+            if edit == "missing":
+                del items["a/f é 2"]
+            else:
+                items = {"a/f é 11": "0" * 32, **items, "c": "1" * 32}
+            return (status, kind, json.dumps(items, ensure_ascii=False).encode(), False)
+        return answer
+
+    front.change = change
+    done = client("get", "--no-write", pdh)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == _want(src)
+    out = tmp_path / "out"
+    done = client("get", pdh, str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == _want(src)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(
+        str(p.relative_to(src)) for p in src.rglob("*") if p.is_file()
+    )
