@@ -206,6 +206,7 @@ def test_a_body_that_stops_midway_is_one_error(
         pytest.param(lambda body: b"<html>a login page</html>", id="not-json"),
         pytest.param(lambda body: body[: body.rindex(b"}") + 1][:-1] + b"]", id="not-closed"),
         pytest.param(lambda body: b"[]", id="a-list"),
+        pytest.param(lambda body: b"", id="empty"),
     ],
 )
 def test_a_listing_that_is_not_one_is_one_error(
@@ -311,3 +312,34 @@ def test_a_listing_with_entries_missing_or_extra_gives_the_right_digests(
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(
         str(p.relative_to(src)) for p in src.rglob("*") if p.is_file()
     )
+
+
+_PROXY_ERROR: Answer = (500, "text/html", b"<html>proxy error</html>", False)
+
+
+# An empty listing is in test_a_listing_that_is_not_one_is_one_error.
+@pytest.mark.parametrize(
+    ("which", "answer"),
+    [
+        pytest.param("manifest", _PROXY_ERROR, id="manifest-500"),
+        pytest.param("listing", _PROXY_ERROR, id="listing-500"),
+        pytest.param("manifest", (200, "text/plain", b"", False), id="manifest-empty"),
+    ],
+)
+def test_an_error_or_empty_answer_is_one_error(
+    tmp_path: Path, client: _Client, front: _Front, which: str, answer: Answer
+) -> None:
+    pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
+
+    def change(path: str, sent: Answer) -> Answer:
+        return answer if path.endswith(f"/collections/{pdh}/{which}") else sent
+
+    front.change = change
+    dest = tmp_path / "out"
+    for args in (("get", pdh, str(dest)), ("get", "--no-write", pdh)):
+        done = client(*args)
+        assert not dest.exists()
+        assert list(client.scratch.iterdir()) == []
+        assert done.returncode in (1, 5) and done.stdout == "", (args, done)
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr
