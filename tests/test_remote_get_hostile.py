@@ -198,7 +198,7 @@ def test_a_body_that_stops_midway_is_one_error(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a listing that is not JSON is read whole as one in another order: a traceback",
+    reason="a listing that is not a JSON object is parsed as one in another order: a traceback",
 )
 @pytest.mark.parametrize(
     "listing",
