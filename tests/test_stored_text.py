@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -294,3 +295,38 @@ def test_ls_and_manifest_through_a_controller_stream_what_the_table_gave(
     if installation.kind == "remote":  # each listing was made from the text as sent
         assert len(texts) == 3 * len(keys) + 2
         assert all(isinstance(t, StoredText) for t in texts)
+
+
+def test_a_full_scratch_directory_falls_back_to_the_systems(
+    run: Runner, home: Path, tmp_path: Path
+) -> None:
+    """The warehouse's scratch directory full: a get, ls and manifest copy
+    the text to the system's, as when that directory cannot be written (the
+    text held whole, as before, needed no scratch file at all)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3000):  # a manifest of some 100 KB, more than the disk below
+        (src / f"file-with-a-long-name-{i:05d}").write_text(str(i))
+    pdh = run("put", str(src)).stdout.strip()
+    want = run("get", "--no-write", pdh).stdout
+    listed = run("ls", f"{pdh}/").stdout
+    text = run("manifest", pdh).stdout
+    scratch = home / "tmp"
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(scratch)], capture_output=True
+        ).returncode
+        != 0
+    ):
+        pytest.skip("cannot mount a small file system here")
+    try:
+        assert run("get", "--no-write", pdh).stdout == want
+        assert run("ls", f"{pdh}/").stdout == listed
+        assert run("manifest", pdh).stdout == text
+        out = tmp_path / "out"
+        assert run("get", pdh, str(out)).stdout == want
+        assert len(os.listdir(out)) == 3000
+        assert os.listdir(scratch) == []
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=True)

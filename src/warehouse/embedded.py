@@ -7,13 +7,14 @@ Layout: ``blocks/`` (the volume), ``warehouse.db`` (the catalog), ``tmp/``
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, PutResult, WarehouseBase
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["EmbeddedWarehouse", "PutResult", "default_home"]
 
 Progress = Callable[[int], None]
+_T = TypeVar("_T")
 
 
 def default_home() -> Path:
@@ -201,7 +203,21 @@ class EmbeddedWarehouse(WarehouseBase):
         return load_manifest_text(self.store, self.engine, self.resolve(key))
 
     def stored_text(self, key: str | Key) -> StoredText | None:
-        return load_stored_text(self.store, self.engine, self.resolve(key), self._text_scratch())
+        pdh = self.resolve(key)
+        return self._scratch_copy(lambda d: load_stored_text(self.store, self.engine, pdh, d))
+
+    def _scratch_copy(self, load: Callable[[Path | None], _T]) -> _T:
+        """``load`` a manifest into the warehouse's scratch directory, or
+        into the system's when that one is full: the text held whole (as a
+        read once was) needed no room there, so a full one fails no read
+        that the system's has room for."""
+        directory = self._text_scratch()
+        try:
+            return load(directory)
+        except OSError as e:
+            if directory is None or e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+        return load(None)
 
     def _text_scratch(self) -> Path | None:
         """Where a reader copies a stored manifest: the warehouse's scratch
@@ -217,7 +233,9 @@ class EmbeddedWarehouse(WarehouseBase):
         return load_manifest(self.store, self.engine, pdh, self.user)
 
     def _collection_text(self, pdh: str) -> tuple[bytes | StoredText, Digests | None] | None:
-        return load_normal_text(self.store, self.engine, pdh, self.user, self._text_scratch())
+        return self._scratch_copy(
+            lambda d: load_normal_text(self.store, self.engine, pdh, self.user, d)
+        )
 
     # -- names ---------------------------------------------------------------
 

@@ -1,0 +1,345 @@
+"""A get through a controller that answers the manifest and listing
+requests wrongly (a server of the test's own before a real controller): one
+`Error:` line, nothing under the destination, no scratch file left; or, for
+an answer the client may take some other way, the right files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cluster import Controller, KeepPool, controller, keep_pool
+from memory_helpers import WH
+
+# What the front sends for a GET: status, content type, body, and whether
+# it says a longer body than it sends (a body that stops midway).
+Answer = tuple[int, str, bytes, bool]
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[KeepPool]:
+    with keep_pool(tmp_path / "keep", 2) as p:
+        yield p
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
+    with controller(tmp_path / "c.db", pool, scratch=tmp_path) as c:
+        yield c
+
+
+class _Front(ThreadingHTTPServer):
+    """Passes every request on to the controller behind it; ``change``
+    may rewrite the answer to a GET of the paths it names."""
+
+    daemon_threads = True
+
+    def __init__(self, behind: str) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.behind = behind
+        self.change: Callable[[str, Answer], Answer] = lambda path, answer: answer
+        self.cut_short = 0  # answers the client stopped reading before their end
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Front
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _relay(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+        resp = httpx.request(
+            self.command, self.server.behind + self.path, headers=headers, content=body
+        )
+        answer: Answer = (
+            resp.status_code,
+            resp.headers.get("content-type", ""),
+            resp.content,
+            False,
+        )
+        if self.command == "GET":
+            answer = self.server.change(self.path.split("?")[0], answer)
+        status, kind, sent, short = answer
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(sent) + (100 if short else 0)))
+        if short:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            self.wfile.write(sent)
+            self.wfile.flush()
+        except OSError:
+            self.server.cut_short += 1
+        if short:
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
+
+
+@pytest.fixture
+def front(ctl: Controller) -> Iterator[_Front]:
+    server = _Front(ctl.url)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _src(root: Path) -> Path:
+    for d in ("a", "b"):
+        (root / d).mkdir(parents=True)
+        for i in range(5):
+            (root / d / f"f é {i}").write_bytes(b"%s %d\n" % (d.encode(), i))
+    return root
+
+
+def _want(src: Path) -> list[str]:
+    return [
+        f"{hashlib.md5(p.read_bytes()).hexdigest()}  {p.relative_to(src)}"
+        for p in sorted(src.rglob("*"))
+        if p.is_file()
+    ]
+
+
+class _Client:
+    def __init__(self, tmp_path: Path, ctl: Controller, front: _Front) -> None:
+        self.scratch = tmp_path / "scratch"
+        self.scratch.mkdir()
+        self.env = {
+            **os.environ,
+            "WH_URL": front.url,
+            "WH_TOKEN": ctl.user("alice"),
+            "WH_HOME": str(tmp_path / "home"),
+            "TMPDIR": str(self.scratch),
+        }
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [WH, *args], env=self.env, capture_output=True, text=True, check=False, timeout=300
+        )
+
+
+@pytest.fixture
+def client(tmp_path: Path, ctl: Controller, front: _Front) -> _Client:
+    return _Client(tmp_path, ctl, front)
+
+
+def _refused(client: _Client, pdh: str, dest: Path, code: int, said: str) -> None:
+    for args in (("get", pdh, str(dest)), ("get", "--no-write", pdh)):
+        done = client(*args)
+        assert done.returncode == code, (args, done.stderr)
+        assert done.stdout == ""
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr
+        assert said in lines[0], lines[0]
+        assert not dest.exists()
+        assert list(client.scratch.iterdir()) == []
+
+
+def _other_manifest(client: _Client, tmp_path: Path) -> bytes:
+    other = tmp_path / "other"
+    (other / "a").mkdir(parents=True)
+    (other / "a" / "f é 0").write_bytes(b"not the same\n")
+    pdh = client("put", "--no-progress", str(other)).stdout.strip()
+    done = client("manifest", pdh)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.encode()
+
+
+def test_a_manifest_that_is_not_the_pdhs_is_refused(
+    tmp_path: Path, client: _Client, front: _Front
+) -> None:
+    pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
+    other = _other_manifest(client, tmp_path)
+
+    def change(path: str, answer: Answer) -> Answer:
+        if path.endswith(f"/collections/{pdh}/manifest"):
+            return (200, "text/plain", other, False)
+        return answer
+
+    front.change = change
+    _refused(client, pdh, tmp_path / "out", 5, "whose PDH is")
+
+
+@pytest.mark.parametrize("which", ["manifest", "listing"])
+def test_a_body_that_stops_midway_is_one_error(
+    tmp_path: Path, client: _Client, front: _Front, which: str
+) -> None:
+    pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
+
+    def change(path: str, answer: Answer) -> Answer:
+        if path.endswith(f"/collections/{pdh}/{which}"):
+            status, kind, body, _ = answer
+            return (status, kind, body[: len(body) // 2], True)
+        return answer
+
+    front.change = change
+    _refused(client, pdh, tmp_path / "out", 1, "the controller at")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a listing that is not a JSON object is parsed as one in another order: a traceback",
+)
+@pytest.mark.parametrize(
+    "listing",
+    [
+        pytest.param(lambda body: b"<html>a login page</html>", id="not-json"),
+        pytest.param(lambda body: body[: body.rindex(b"}") + 1][:-1] + b"]", id="not-closed"),
+        pytest.param(lambda body: b"[]", id="a-list"),
+        pytest.param(lambda body: b"", id="empty"),
+    ],
+)
+def test_a_listing_that_is_not_one_is_one_error(
+    tmp_path: Path, client: _Client, front: _Front, listing: Callable[[bytes], bytes]
+) -> None:
+    pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
+
+    def change(path: str, answer: Answer) -> Answer:
+        if path.endswith(f"/collections/{pdh}/listing"):
+            status, kind, body, _ = answer
+            return (status, kind, listing(body), False)
+        return answer
+
+    front.change = change
+    dest = tmp_path / "out"
+    for args in (("get", pdh, str(dest)), ("get", "--no-write", pdh)):
+        done = client(*args)
+        assert not dest.exists(), sorted(str(p) for p in dest.rglob("*"))
+        assert list(client.scratch.iterdir()) == []
+        assert done.returncode == 1 and done.stdout == "", (args, done)
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: the controller at"), done.stderr
+
+
+def test_a_listing_in_another_order_gives_the_right_digests(
+    tmp_path: Path, client: _Client, front: _Front
+) -> None:
+    src = _src(tmp_path / "src")
+    pdh = client("put", "--no-progress", str(src)).stdout.strip()
+
+    def change(path: str, answer: Answer) -> Answer:
+        if path.endswith(f"/collections/{pdh}/listing"):
+            status, kind, body, _ = answer
+            items = json.loads(body)
+            if isinstance(items, dict):
+                items = dict(reversed(list(items.items())))
+            else:
+                items.reverse()
+            return (status, kind, json.dumps(items).encode(), False)
+        return answer
+
+    front.change = change
+    done = client("get", "--no-write", pdh)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == _want(src)
+    out = tmp_path / "out"
+    done = client("get", pdh, str(out))
+    assert done.returncode == 0, done.stderr
+    assert (out / "b" / "f é 4").read_bytes() == b"b 4\n"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the manifest a controller sends is read whole, however long: a PDH says its length",
+)
+def test_a_manifest_longer_than_its_pdh_says_is_not_read_to_its_end(
+    tmp_path: Path, client: _Client, front: _Front
+) -> None:
+    """An endless line (48 MiB, no newline) sent as the manifest of a
+    collection whose PDH says a few hundred bytes: the client stops reading
+    it past that length, so the front could not send it all."""
+    pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
+
+    def change(path: str, answer: Answer) -> Answer:
+        if path.endswith(f"/collections/{pdh}/manifest"):
+            return (200, "text/plain", b". " + b"x" * (48 << 20), False)
+        return answer
+
+    front.change = change
+    done = client("get", "--no-write", pdh)
+    assert "Traceback" not in done.stderr
+    assert front.cut_short == 1
+
+
+@pytest.mark.parametrize("edit", ["missing", "extra"])
+def test_a_listing_with_entries_missing_or_extra_gives_the_right_digests(
+    tmp_path: Path, client: _Client, front: _Front, edit: str
+) -> None:
+    """A file the listing leaves out is hashed as it is read; an entry for
+    no file is never used."""
+    src = _src(tmp_path / "src")
+    pdh = client("put", "--no-progress", str(src)).stdout.strip()
+
+    def change(path: str, answer: Answer) -> Answer:
+        if path.endswith(f"/collections/{pdh}/listing"):
+            status, kind, body, _ = answer
+            items = json.loads(body)
+            if edit == "missing":
+                del items["a/f é 2"]
+            else:
+                items = {"a/f é 11": "0" * 32, **items, "c": "1" * 32}
+            return (status, kind, json.dumps(items, ensure_ascii=False).encode(), False)
+        return answer
+
+    front.change = change
+    done = client("get", "--no-write", pdh)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == _want(src)
+    out = tmp_path / "out"
+    done = client("get", pdh, str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == _want(src)
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == sorted(
+        str(p.relative_to(src)) for p in src.rglob("*") if p.is_file()
+    )
+
+
+_PROXY_ERROR: Answer = (500, "text/html", b"<html>proxy error</html>", False)
+
+
+# An empty listing is in test_a_listing_that_is_not_one_is_one_error.
+@pytest.mark.parametrize(
+    ("which", "answer"),
+    [
+        pytest.param("manifest", _PROXY_ERROR, id="manifest-500"),
+        pytest.param("listing", _PROXY_ERROR, id="listing-500"),
+        pytest.param("manifest", (200, "text/plain", b"", False), id="manifest-empty"),
+    ],
+)
+def test_an_error_or_empty_answer_is_one_error(
+    tmp_path: Path, client: _Client, front: _Front, which: str, answer: Answer
+) -> None:
+    pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
+
+    def change(path: str, sent: Answer) -> Answer:
+        return answer if path.endswith(f"/collections/{pdh}/{which}") else sent
+
+    front.change = change
+    dest = tmp_path / "out"
+    for args in (("get", pdh, str(dest)), ("get", "--no-write", pdh)):
+        done = client(*args)
+        assert not dest.exists()
+        assert list(client.scratch.iterdir()) == []
+        assert done.returncode in (1, 5) and done.stdout == "", (args, done)
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), done.stderr
