@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
-from warehouse.errors import UsageError
+from warehouse.errors import CorruptDataError, UsageError
 from warehouse.manifest import Manifest
 
 __all__ = [
@@ -125,10 +125,16 @@ _json_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def parse_listing(text: str | None) -> dict[str, str] | None:
+    """A stored listing's table of path to MD5; None for no listing. Text
+    that is not one is damage (CorruptDataError), never a traceback."""
     if text is None:
         return None
-    value = json.loads(text)
-    assert isinstance(value, dict)
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise CorruptDataError("a recorded listing is not a JSON object of paths and MD5s")
     return value
 
 

@@ -106,15 +106,25 @@ class ApiClient:
         resp = self._send("GET", path)
         return None if resp.status_code == 204 else resp.content
 
-    def get_into(self, path: str, write: Callable[[bytes], object]) -> bool:
+    def get_into(
+        self, path: str, write: Callable[[bytes], object], limit: int | None = None
+    ) -> bool:
         """Like ``get_bytes``, but the body goes to ``write`` a piece at a
-        time as it arrives, not held; False for no content (204)."""
+        time as it arrives, not held; False for no content (204). A body
+        longer than ``limit`` is cut off there, an error."""
         resp = self._send("GET", path, stream=True)
         try:
             if resp.status_code == 204:
                 return False
+            got = 0
             try:
                 for piece in resp.iter_bytes():
+                    got += len(piece)
+                    if limit is not None and got > limit:
+                        raise WarehouseError(
+                            f"the controller at {self.url} answered GET {path} "
+                            f"with more than the {limit} bytes it can be"
+                        )
                     write(piece)
             except httpx.TransportError as e:
                 # Part of the body is written: it is not tried again.

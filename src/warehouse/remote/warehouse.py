@@ -19,7 +19,7 @@ from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.catalog.values import check_writer
-from warehouse.collection.listings import Digests, OrderedListing, ordered_listing
+from warehouse.collection.listings import Digests, OrderedListing, ordered_listing, parse_listing
 from warehouse.collection.spool import Spool, StoredText
 from warehouse.errors import (
     ConflictError,
@@ -294,7 +294,9 @@ class RemoteWarehouse(WarehouseBase):
         text = StoredText()
         try:
             try:
-                sent = self.api.get_into(f"/collections/{pdh}/manifest", text.write)
+                sent = self.api.get_into(
+                    f"/collections/{pdh}/manifest", text.write, _signed_bound(pdh)
+                )
             except (NotFoundError, ConflictError):
                 sent = False
             if not sent or (got := normal_pdh(text.done())) is None:
@@ -310,18 +312,42 @@ class RemoteWarehouse(WarehouseBase):
     def _listing(self, pdh: str) -> OrderedListing | None:
         """The caller's own listing, from a scratch file a piece at a time."""
         listing = StoredText()
+        first = last = b""  # its first and last bytes but blanks
+
+        def write(piece: bytes) -> None:
+            nonlocal first, last
+            listing.write(piece)
+            kept = piece.strip()
+            if kept:
+                first = first or kept[:1]
+                last = kept[-1:]
+
+        where = f"the controller at {self.api.url} answered the listing of {pdh} with"
         try:
-            if not self.api.get_into(f"/collections/{pdh}/listing", listing.write):
+            if not self.api.get_into(f"/collections/{pdh}/listing", write):
                 listing.close()
                 return None
+            # Told before any file is listed: what is not an object is no listing.
+            if first + last != b"{}":
+                raise WarehouseError(f"{where} no JSON object of paths and MD5s")
         except BaseException:
             listing.close()
             raise
         parts = listing.done().decoded_pieces(_LISTING_PART)
+
+        def whole() -> str:
+            try:
+                text = listing.read().decode()
+            except UnicodeDecodeError:
+                raise WarehouseError(f"{where} bytes that are not UTF-8") from None
+            try:
+                parse_listing(text)
+            except CorruptDataError:
+                raise WarehouseError(f"{where} no JSON object of paths and MD5s") from None
+            return text
+
         # A listing in another order is read whole into a table, as before.
-        return ordered_listing(
-            next(parts, ""), parts, lambda: listing.read().decode(), close=listing.close
-        )
+        return ordered_listing(next(parts, ""), parts, whole, close=listing.close)
 
     def holds(self, pdh: str) -> bool:
         """Whether this cluster itself records the collection."""
@@ -371,6 +397,13 @@ class RemoteWarehouse(WarehouseBase):
 
     def accounting(self, since: float = 0.0) -> list[catalog.AccountingRow]:
         return [catalog.AccountingRow(**r) for r in self.api.get("/accounting", since=since)]
+
+
+def _signed_bound(pdh: str) -> int:
+    """The most bytes a signed text of ``pdh`` can take: its portable
+    length (in the PDH) with a signature hint on each locator, which at most
+    about triples a locator's length (docs/server.md)."""
+    return 4 * int(pdh.partition("+")[2] or 0) + (1 << 20)
 
 
 # What of a listing is read at once (as the catalog's parts: docs/storage.md).
