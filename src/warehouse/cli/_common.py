@@ -9,6 +9,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from json.encoder import encode_basestring_ascii as _json_string
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -240,6 +241,36 @@ def server_options(*, with_keep: bool = False) -> Callable[[F], F]:
         return command
 
     return decorate
+
+
+class JsonItems:
+    """What ``emit_json`` prints of a list of flat objects, byte for byte,
+    an item at a time (one held, for the comma after it): a listing of a
+    million files is never a list in memory. After a failure the items
+    printed are closed into a list (one JSON document); before any, nothing
+    is printed."""
+
+    def __init__(self, out: LineOut) -> None:
+        self.out = out
+        self.held: str | None = None
+
+    def add(self, **fields: str | int) -> None:
+        """One item; ``fields`` in key order (``emit_json`` sorts keys)."""
+        body = ",\n".join(
+            f'    "{key}": {_json_string(v) if isinstance(v, str) else v}'
+            for key, v in fields.items()
+        )
+        self.out.line("[" if self.held is None else self.held + ",")
+        self.held = "  {\n" + body + "\n  }"
+
+    def close(self, failed: bool = False) -> None:
+        if self.held is None:
+            if not failed:
+                self.out.line("[]")
+        else:
+            self.out.line(self.held)
+            self.out.line("]")
+        self.held = None
 
 
 class LineOut:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii as _json_string
 
 import click
 
-from warehouse.cli._common import LineOut, emit_json, human_size, open_warehouse
+from warehouse.cli._common import JsonItems, LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import path_kind, select
 from warehouse.collection.reader import stored_text_damage
@@ -84,7 +83,7 @@ def _ls_text(text: Text, sub: str, long: bool, as_json: bool, pdh: Callable[[], 
     cut = len(under)
     empty: list[str] = []
     with LineOut() as out:
-        listed = _JsonItems(out) if as_json else None
+        listed = JsonItems(out) if as_json else None
         failed = True
         try:
             if sub and kind:
@@ -101,7 +100,7 @@ def _ls_text(text: Text, sub: str, long: bool, as_json: bool, pdh: Callable[[], 
                 rel = prefix[cut:]
                 if listed is not None:
                     for name, length in zip(names, sizes, strict=True):
-                        listed.add(rel + name, length)
+                        listed.add(path=rel + name, size=length)
                 elif long:
                     for name, length in zip(names, sizes, strict=True):
                         out.line(f"{size(length):>14}  {_shown(rel + name)}")
@@ -117,7 +116,7 @@ def _ls_text(text: Text, sub: str, long: bool, as_json: bool, pdh: Callable[[], 
                         out.line(_shown(rel + name))
             for d in sorted(empty):
                 if listed is not None:
-                    listed.add(d + "/", 0)
+                    listed.add(path=d + "/", size=0)
                 else:
                     out.line(f"{'-':>14}  {_shown(d)}/" if long else f"{_shown(d)}/")
             failed = False
@@ -132,7 +131,7 @@ def _ls_one(
     long: bool,
     size: Callable[[int], str],
     out: LineOut,
-    listed: _JsonItems | None,
+    listed: JsonItems | None,
 ) -> None:
     """File ``sub``, by its name, from its directory's stream."""
     parent, _, name = sub.rpartition("/")
@@ -141,34 +140,10 @@ def _ls_one(
         if prefix == parent_prefix and names is not None and name in names:
             length = sizes[names.index(name)]
             if listed is not None:
-                listed.add(name, length)
+                listed.add(path=name, size=length)
             else:
                 out.line(f"{size(length):>14}  {_shown(name)}" if long else _shown(name))
             return
-
-
-class _JsonItems:
-    """What ``emit_json`` prints of a list of {"path", "size"}, byte for
-    byte, an item at a time (one held, for the comma after it). After a
-    failure the items printed are closed into a list: one JSON document."""
-
-    def __init__(self, out: LineOut) -> None:
-        self.out = out
-        self.held: str | None = None
-
-    def add(self, path: str, size: int) -> None:
-        item = f'  {{\n    "path": {_json_string(path)},\n    "size": {size}\n  }}'
-        self.out.line("[" if self.held is None else self.held + ",")
-        self.held = item
-
-    def close(self, failed: bool = False) -> None:
-        if self.held is None:
-            if not failed:
-                self.out.line("[]")
-        else:
-            self.out.line(self.held)
-            self.out.line("]")
-        self.held = None
 
 
 def _plain(text: str) -> bool:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 
 import click
 
-from warehouse.cli._common import LineOut, byte_progress, open_warehouse
+from warehouse.cli._common import JsonItems, LineOut, byte_progress, open_warehouse
 from warehouse.cli.completion import complete_keys
-from warehouse.collection.extract import ExtractedFile, extract, selected_size
+from warehouse.collection.extract import extract, selected_size
 from warehouse.collection.reader import stored_text_damage
 from warehouse.errors import UsageError
 from warehouse.keys import parse_key
@@ -72,7 +71,7 @@ def get(
             byte_progress("get", lambda: selected_size(reader, k.path)) as progress,
             LineOut() as out,
         ):
-            listed = _JsonList(out) if as_json else None
+            listed = JsonItems(out) if as_json else None
             failed = True
             try:
                 extract(
@@ -86,42 +85,10 @@ def get(
                     on_file=(
                         (lambda f: out.line(md5sum_line(f.md5, f.path)))
                         if listed is None
-                        else listed.add
+                        else (lambda f: listed.add(md5=f.md5, path=f.path, size=f.size))
                     ),
                 )
                 failed = False
             finally:
                 if listed is not None:
                     listed.close(failed)
-
-
-class _JsonList:
-    """The files as ``emit_json`` prints a list of {"path", "md5", "size"},
-    byte for byte, an item at a time (one item held, for the comma after it).
-
-    After a failure once files were written, the list of those is closed
-    (the output stays one JSON document); before any, nothing is printed.
-    """
-
-    def __init__(self, out: LineOut) -> None:
-        self.out = out
-        self.held: str | None = None
-
-    def add(self, f: ExtractedFile) -> None:
-        # What json.dumps(..., indent=2, sort_keys=True) makes of the item,
-        # indented as a member of a list.
-        item = (
-            f'  {{\n    "md5": "{f.md5}",\n    "path": {_json_string(f.path)},\n'
-            f'    "size": {f.size}\n  }}'
-        )
-        self.out.line("[" if self.held is None else self.held + ",")
-        self.held = item
-
-    def close(self, failed: bool = False) -> None:
-        if self.held is None:
-            if not failed:
-                self.out.line("[]")
-        else:
-            self.out.line(self.held)
-            self.out.line("]")
-        self.held = None
