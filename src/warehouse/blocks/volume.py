@@ -23,6 +23,7 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import io
 import mmap
 import os
 import re
@@ -444,6 +445,18 @@ class LocalVolume:
         self._verify(md5, data, ino)
         return data
 
+    def _open_raw(self, md5: str) -> tuple[io.FileIO, int]:
+        """The block's file, unbuffered, and its inode (to move it aside by)."""
+        try:
+            f = open(self.path_for(md5), "rb", buffering=0)  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            raise NotFoundError(f"block {md5} is not on {self.root}") from None
+        try:
+            return f, os.fstat(f.fileno()).st_ino
+        except BaseException:
+            f.close()
+            raise
+
     def get_into(self, md5: str, buf: bytearray) -> memoryview:
         """Like ``get``, but into the caller's buffer (which must hold any block).
 
@@ -451,12 +464,8 @@ class LocalVolume:
         64 MiB allocation per read costs more CPU in page faults than the read.
         """
         view = memoryview(buf)
-        try:
-            f = open(self.path_for(md5), "rb", buffering=0)  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            raise NotFoundError(f"block {md5} is not on {self.root}") from None
+        f, ino = self._open_raw(md5)
         with f:
-            ino = os.fstat(f.fileno()).st_ino
             n = 0
             while n < len(view) and (got := f.readinto(view[n:])):
                 n += got
@@ -471,12 +480,8 @@ class LocalVolume:
         """Copy a block a ``piece`` at a time to ``write``, hashing it on the
         way; return its length. Verified as ``get`` verifies, but only once
         all of it is copied: the caller uses none of it before this returns."""
-        try:
-            f = open(self.path_for(md5), "rb", buffering=0)  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            raise NotFoundError(f"block {md5} is not on {self.root}") from None
+        f, ino = self._open_raw(md5)
         with f:
-            ino = os.fstat(f.fileno()).st_ino
             digest = hashlib.md5()
             n = 0
             while data := f.read(piece):
