@@ -287,14 +287,7 @@ def parse_raw_line(line_no: int, data: bytes, cache: dict[str, Locator]) -> tupl
     decoded and checked alone: for a reader that goes through text a line at a time. ``cache``
     holds locators already parsed (the caller bounds it). A file that is also
     a directory is the caller's to find."""
-    try:
-        line = data.decode("utf-8")
-    except UnicodeDecodeError:
-        try:
-            _decode(data)
-        except ManifestError as e:
-            raise ManifestError(line_no, e.token, e.reason) from None
-        raise
+    line = decode_line(data, line_no)
     return line, _parse_raw(line_no, line, cache)
 
 
