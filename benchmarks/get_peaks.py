@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from put_bounded import _tiny_tree
+from put_bounded import tiny_tree
 
 
 def _child_peak(argv: list[str], env: dict[str, str]) -> int:
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     builds = [(v, *v.partition("=")[::2]) for v in args.wh]
-    tree = _tiny_tree(args.scratch / f"tree{args.files}", args.files)
+    tree = tiny_tree(args.scratch / f"tree{args.files}", args.files)
     home = args.scratch / "home"
     shutil.rmtree(home, ignore_errors=True)
     base = {**os.environ, "WH_HOME": str(home), "MALLOC_ARENA_MAX": "2"}

@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest  # the trees of the ingest benchmark
 
 
-def _tiny_tree(root: Path, count: int) -> Path:
+def tiny_tree(root: Path, count: int) -> Path:
+    """``count`` tiny files, a thousand a directory (kept if already there)."""
     if root.is_dir() and sum(len(f) for _, _, f in os.walk(root)) == count:
         return root
     shutil.rmtree(root, ignore_errors=True)
@@ -92,8 +93,8 @@ def main() -> None:
     opts.work.mkdir(parents=True, exist_ok=True)
     opts.scratch.mkdir(parents=True, exist_ok=True)
 
-    small = _tiny_tree(opts.scratch / "t20k", 20_000)
-    large = _tiny_tree(opts.scratch / "t200k", 200_000)
+    small = tiny_tree(opts.scratch / "t20k", 20_000)
+    large = tiny_tree(opts.scratch / "t200k", 200_000)
     for name, wh in builds.items():
         for tree in (small, large, small, large):
             peak = _peak(wh, tree, opts.scratch / f"home-{name}", opts.scratch / "cache")

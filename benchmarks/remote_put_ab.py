@@ -26,20 +26,12 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-
-def _tiny_tree(root: Path, count: int) -> Path:
-    if root.is_dir() and sum(len(f) for _, _, f in os.walk(root)) == count:
-        return root
-    shutil.rmtree(root, ignore_errors=True)
-    for i in range(count):
-        d = root / f"d{i // 1000:04d}"
-        if i % 1000 == 0:
-            d.mkdir(parents=True)
-        (d / f"f{i:06d}").write_bytes(b"" if i % 5 == 0 else b"%x\n" % i)
-    return root
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from put_bounded import tiny_tree  # the same trees
 
 
 def _peak_kib(pid: int) -> int:
@@ -98,7 +90,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    tree = _tiny_tree(args.scratch / f"tiny{args.files}", args.files)
+    tree = tiny_tree(args.scratch / f"tiny{args.files}", args.files)
     seen: dict[str, list[tuple[float, int, int]]] = {"A": [], "B": []}
     loads = []
     for r in range(args.rounds):
