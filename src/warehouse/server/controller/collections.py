@@ -212,7 +212,9 @@ async def create_collection_streamed(
     token: CallerToken,
     request: _Request,
     manifest_size: int = Query(ge=0, description="Bytes of the manifest text, first."),
-    listing_size: int = Query(ge=2, description="Bytes of the listing (JSON), next."),
+    listing_size: int = Query(
+        ge=0, description="Bytes of the listing (JSON), next; 0: none (a put of manifest text)."
+    ),
 ) -> CollectionStored:
     """Record a collection of any number of files from a streamed body (the
     way `wh --controller URL put` records one): the manifest text, normalized

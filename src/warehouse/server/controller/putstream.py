@@ -35,7 +35,7 @@ from warehouse.blocks.signing import Check, check_signature
 from warehouse.collection.records import store_spooled
 from warehouse.collection.spool import Spool
 from warehouse.errors import UsageError
-from warehouse.manifest.normal import NormalOrder, is_marker, portable_line
+from warehouse.manifest.normal import Ancestors, NormalOrder, TooManyNames, is_marker, portable_line
 from warehouse.manifest.parse import ManifestError, parse_raw_line
 from warehouse.server.controller.state import ControllerState
 
@@ -173,58 +173,6 @@ def _lines(f: IO[bytes], limit: int) -> Iterator[tuple[int, bytes]]:
         yield number, data[:-1]
 
 
-class _Ancestors:
-    """The streams above the current one, with their files' names: a file
-    that is also a directory is found as the directory's stream comes
-    (normalized text puts a directory's stream after its parent's). Each
-    is held as the length of its path, a prefix of the current stream's,
-    so that deep paths cost their own line only; the names held together
-    are bounded (``limit`` characters), or a chain of directories, each
-    with a large stream, would hold the manifest."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._path = ""  # the current stream's path ("" for ".")
-        # (length of its path, line, its files' names, their characters)
-        self._stack: list[tuple[int, int, set[str], int]] = []
-        self._held = 0
-
-    def enter(self, number: int, name: str, files: set[str]) -> str | None:
-        """Stream ``name`` on line ``number``: the path of a file it makes a
-        directory of, with the file's line, if any."""
-        path = "" if name == "." else name[2:]
-        stack, last = self._stack, self._path
-        while stack:
-            n = stack[-1][0]
-            if n == 0 or (path[:n] == last[:n] and path[n : n + 1] in ("", "/")):
-                break  # an ancestor (or "."), and so are those under it
-            self._held -= stack.pop()[3]
-        clash = None
-        # Only the nearest ancestor's files need a look: what this path has
-        # below each one further up, the stream before had too (and it was
-        # looked at then), so a chain of nested streams costs no more.
-        if stack and (len(path) > stack[-1][0] or not stack[-1][0]):
-            n, line, names, _ = stack[-1]
-            start = n + 1 if n else 0
-            stop = path.find("/", start)
-            below = path[start:] if stop < 0 else path[start:stop]
-            if below in names:
-                where = path[: start + len(below)]
-                clash = f"{where!r} is a file and also a directory (line {line}: {below!r})"
-        size = sum(map(len, files))
-        self._held += size
-        if self._held > self._limit:
-            raise HTTPException(
-                413,
-                f"manifest line {number}: it and the streams above it name over "
-                f"{self._limit} characters of files (the controller's max manifest "
-                "size, the most of them it holds)",
-            )
-        stack.append((len(path), number, files, size))
-        self._path = path
-        return clash
-
-
 def record_streamed(
     state: ControllerState, body: Body, user: catalog.User, token: str
 ) -> catalog.CollectionRecord:
@@ -232,15 +180,16 @@ def record_streamed(
     (UsageError or HTTPException naming what is wrong; nothing recorded)."""
     config = state.config
     check = None if user.admin else _Signatures(state, token)
+    listed_none = body.sizes[1] == 0  # a put of manifest text: no listing
     listing = _Listing(body.files[1])
-    if not listing.expect("{"):
+    if not listed_none and not listing.expect("{"):
         raise UsageError(
             "file_md5s: want a JSON object {path: md5} in manifest order, the "
             "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
         )
     with Spool(config.scratch) as spool:
         order = NormalOrder()
-        ancestors = _Ancestors(config.max_manifest)
+        ancestors = Ancestors(config.max_manifest)
         cache: dict[str, Locator] = {}
         listed = 0
         for number, data in _lines(body.files[0], config.max_manifest):
@@ -258,12 +207,18 @@ def record_streamed(
                     "not in normalized form (send such text to POST /api/v1/collections)",
                 )
             names = [] if is_marker(segments[0][2]) else _files(segments)
-            clash = ancestors.enter(number, name, set(names))
+            try:
+                clash = ancestors.enter(number, name, set(names))
+            except TooManyNames as e:
+                raise HTTPException(
+                    413,
+                    f"{e} (the controller's max manifest size, the most of them it holds)",
+                ) from None
             if clash is not None:
                 raise ManifestError(number, line[: line.find(" ")], clash)
             prefix = "" if name == "." else name[2:] + "/"
             entries = []
-            for file_name in names:
+            for file_name in [] if listed_none else names:
                 path = prefix + file_name
                 if not listing.expect(("," if listed else "") + _quote(path) + ':"'):
                     raise UsageError(
@@ -283,7 +238,7 @@ def record_streamed(
             portable = portable_line(line, locators) if hinted else line
             spool.add_line((portable + "\n").encode(), sums[0], sums[1])
             spool.add_entries(",".join(entries))
-        if not listing.expect("}") or not listing.at_end():
+        if not listed_none and (not listing.expect("}") or not listing.at_end()):
             raise UsageError(
                 "file_md5s: more than the manifest's files, or not one JSON object of "
                 "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
@@ -291,7 +246,9 @@ def record_streamed(
         writes = body.files[2]
         for _ in _writes(writes):
             pass  # every line checked before anything is recorded
-        record = store_spooled(state.keep(), state.engine, spool, user.name)
+        record = store_spooled(
+            state.keep(), state.engine, spool, user.name, listing=not listed_none
+        )
     # The put's accounting only once its collection is recorded (as POST
     # /collections does): a put that fails to store records neither.
     batch: list[tuple[str, int, bool]] = []
