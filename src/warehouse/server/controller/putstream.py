@@ -20,8 +20,11 @@ characters at most).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
+import os
 import re
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -187,7 +190,11 @@ def record_streamed(
             "file_md5s: want a JSON object {path: md5} in manifest order, the "
             "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
         )
-    with Spool(config.scratch) as spool:
+    writes = body.files[2]
+    claims = None if body.received == sum(body.sizes) else _Claims(config.scratch)
+    with Spool(config.scratch) as spool, contextlib.ExitStack() as stack:
+        if claims is not None:
+            stack.callback(claims.close)
         order = NormalOrder()
         ancestors = Ancestors(config.max_manifest)
         cache: dict[str, Locator] = {}
@@ -199,6 +206,8 @@ def record_streamed(
             if check is not None:
                 for locator in locators:
                     check.block(number, locator)
+            if claims is not None:
+                claims.named(locators)
             sums = order.line(line, name, locators, segments)
             if sums is None:
                 raise ManifestError(
@@ -243,16 +252,17 @@ def record_streamed(
                 "file_md5s: more than the manifest's files, or not one JSON object of "
                 "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
             )
-        writes = body.files[2]
-        for _ in _writes(writes):
-            pass  # every line checked before anything is recorded
+        if claims is not None:
+            # Every line checked, and its block named by the manifest,
+            # before anything is recorded.
+            claims.check(_writes(writes))
         record = store_spooled(
             state.keep(), state.engine, spool, user.name, listing=not listed_none
         )
     # The put's accounting only once its collection is recorded (as POST
     # /collections does): a put that fails to store records neither.
     batch: list[tuple[str, int, bool]] = []
-    for write in _writes(writes):
+    for write in [] if claims is None else _writes(writes):
         batch.append(write)
         if len(batch) == _WRITES_BATCH:
             catalog.record_block_writes(state.engine, user.name, batch)
@@ -292,6 +302,79 @@ def _writes(f: IO[bytes]) -> Iterator[tuple[str, int, bool]]:
             shown = line[:80].decode("utf-8", "backslashreplace")
             raise UsageError(f"block_writes line {number}: want 'md5 size 0|1': {shown!r}")
         yield fields[0].decode(), int(fields[1]), fields[2] == b"1"
+
+
+class _Claims:
+    """The put's block writes held against the blocks its manifest names:
+    a write must name a block of the manifest, with its size, and a block
+    is written at most as often as the manifest's streams name it (a real
+    put writes a block once for each directory whose files it packed into
+    it, so two directories alike write their block twice). Both lists go
+    to a scratch SQLite database, not memory: a body may list a hundred
+    million of either."""
+
+    def __init__(self, directory: Path | None) -> None:
+        fd, path = tempfile.mkstemp(dir=directory, prefix="put-claims-")
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False)
+        finally:
+            os.close(fd)
+        try:
+            # Nothing here outlives the request: no journal, no syncs.
+            self._db.executescript(
+                "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+                "CREATE TABLE named (key TEXT, size INTEGER);"
+                "CREATE TABLE written (line INTEGER PRIMARY KEY, key TEXT, size INTEGER);"
+            )
+        finally:
+            os.unlink(path)  # the open database stays; its name goes
+        self._named: list[tuple[str, int]] = []
+
+    def named(self, locators: tuple[Locator, ...]) -> None:
+        """The blocks one stream of the manifest names (each once)."""
+        self._named.extend((loc.md5, loc.size) for loc in locators)
+        if len(self._named) >= _WRITES_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._db.executemany("INSERT INTO named VALUES (?, ?)", self._named)
+        self._named.clear()
+
+    def check(self, writes: Iterator[tuple[str, int, bool]]) -> None:
+        """UsageError naming the first write line that claims a block the
+        manifest does not name (with that size), or one more time than its
+        streams name it."""
+        self._flush()
+        batch: list[tuple[int, str, int]] = []
+        for number, (md5, size, _) in enumerate(writes, 1):
+            batch.append((number, md5, size))
+            if len(batch) >= _WRITES_BATCH:
+                self._db.executemany("INSERT INTO written VALUES (?, ?, ?)", batch)
+                batch.clear()
+        self._db.executemany("INSERT INTO written VALUES (?, ?, ?)", batch)
+        self._db.execute("CREATE INDEX named_block ON named (key, size)")
+        bad = self._db.execute(
+            "SELECT line, key, size, nth, (SELECT count(*) FROM named AS n"
+            "  WHERE n.key = w.key AND n.size = w.size) AS times"
+            " FROM (SELECT line, key, size, row_number() OVER"
+            "  (PARTITION BY key, size ORDER BY line) AS nth FROM written) AS w"
+            " WHERE nth > times ORDER BY line LIMIT 1"
+        ).fetchone()
+        if bad is None:
+            return
+        number, md5, size, nth, times = bad
+        if not times:
+            raise UsageError(
+                f"block_writes line {number}: block {md5}+{size} is not in the manifest "
+                "with that size (a put writes only blocks its manifest names)"
+            )
+        raise UsageError(
+            f"block_writes line {number}: block {md5}+{size} written {nth} times, more "
+            f"than the {times} streams of the manifest that name it"
+        )
+
+    def close(self) -> None:
+        self._db.close()
 
 
 class _Signatures:
