@@ -210,3 +210,16 @@ def test_the_cli_reads_a_file_or_standard_input(tmp_path: Path, home: Path) -> N
     back = tmp_path / "back"
     run("get", "moved", str(back))
     assert (back / "x" / "hello.txt").read_bytes() == b"hello\n"
+
+
+def test_empty_text_is_the_empty_collection_either_way(tmp_path: Path, ctl: Controller) -> None:
+    with EmbeddedWarehouse(tmp_path / "a", user="alice") as wh:
+        streamed = wh.put_manifest_file(io.BytesIO(b""), LIMIT)
+        rows = _rows(wh.engine, streamed.pdh)
+    with EmbeddedWarehouse(tmp_path / "b", user="alice") as wh:
+        whole = wh.put_manifest_text(b"")
+        assert _rows(wh.engine, whole.pdh) == rows
+    with RemoteWarehouse(ctl.url, ctl.user("alice")) as remote:
+        sent = remote.put_manifest_file(io.BytesIO(b""), LIMIT)
+    assert streamed.pdh == whole.pdh == sent.pdh == Manifest.parse("").pdh
+    assert _rows(ctl.state.engine, sent.pdh) == rows
