@@ -223,3 +223,19 @@ def test_empty_text_is_the_empty_collection_either_way(tmp_path: Path, ctl: Cont
         sent = remote.put_manifest_file(io.BytesIO(b""), LIMIT)
     assert streamed.pdh == whole.pdh == sent.pdh == Manifest.parse("").pdh
     assert _rows(ctl.state.engine, sent.pdh) == rows
+
+
+def test_a_warehouse_without_a_spool_reads_the_text_whole(tmp_path: Path) -> None:
+    from warehouse import catalog
+    from warehouse.jobs.hosted import CatalogWarehouse
+
+    src = _tree(tmp_path / "src")
+    with EmbeddedWarehouse(tmp_path / "h", user="alice") as wh:
+        pdh = wh.put(src).pdh
+        text = _moved(wh.manifest_text(pdh).decode()).encode()  # type: ignore[union-attr]
+        hosted = CatalogWarehouse(wh.engine, lambda: wh.store, "alice")
+        with pytest.raises(UsageError, match=f"manifest is over {len(text) - 1} bytes"):
+            hosted.put_manifest_file(io.BytesIO(text), len(text) - 1)
+        record = hosted.put_manifest_file(io.BytesIO(text), len(text), name="moved")
+        assert record.pdh == Manifest.parse(text).normalized().pdh
+        assert catalog.get_name(wh.engine, "moved").pdh == record.pdh

@@ -312,10 +312,13 @@ class WarehouseBase:
     def _record_file(self, f: BinaryIO, limit: int) -> catalog.CollectionRecord:
         spool = self._spool()
         if spool is None:
-            text = f.read(limit + 1)
-            if len(text) > limit:
-                raise UsageError(f"manifest is over {limit} bytes")
-            return self._record_text(text)
+            # In chunks: one read of the limit would reserve all of it.
+            text = bytearray()
+            while chunk := f.read(min(1 << 24, limit - len(text) + 1)):
+                text += chunk
+                if len(text) > limit:
+                    raise UsageError(f"manifest is over {limit} bytes")
+            return self._record_text(bytes(text))
         try:
             whole = spool_normal_text(spool, f, limit, self._block_check())
             if whole is not None:
