@@ -4,8 +4,10 @@ in memory bounded by a setting, not by the file count.
 ``POST /api/v1/collections/text`` (docs/server.md) carries three sections
 one after another: the manifest text (``manifest_size`` bytes, normalized,
 its locators signed for the caller), the caller's listing of the files'
-MD5s as one JSON object in manifest order (``listing_size`` bytes), and the
-block writes of the put, a line ``md5 size new`` each. The body is spooled
+MD5s as one JSON object in manifest order (``listing_size`` bytes; none
+when 0, as a put of manifest text sends it), and the block writes of the
+put, a line ``md5 size new`` each, each of a block the manifest names (see
+``_Claims``). The body is spooled
 to unnamed scratch files as it comes (at most ``max_spooled`` bytes, a
 setting); then the text is read a line (a stream) at a time, each line
 checked (form, normalized order, signatures) and its files' listing
