@@ -490,3 +490,90 @@ def test_a_file_that_is_also_a_directory_is_found_whichever_stream_names_it(
     assert resp.status_code == 400, resp.text
     assert said in resp.json()["error"] and "also a directory" in resp.text, resp.text
     assert _rows(ctl.state.engine)["collections"] == 0
+
+
+# -- block writes the manifest does not name; streamed puts at once ------------
+
+
+def test_block_writes_must_name_the_manifests_blocks_as_often_as_its_streams_do(
+    alice: User, ctl: Controller
+) -> None:
+    one = alice.text()
+    two = f". {alice.loc} 0:6:a.txt\n./d {alice.loc} 0:6:a.txt\n".encode()
+    listing_two = alice.listing("a.txt", "d/a.txt")
+    good = f"{alice.md5} 6 1\n"
+    refused = [
+        # A block the manifest does not name at all: a hundred million of
+        # them would be as many accounting rows.
+        (
+            one,
+            good + f"{'0' * 32} 6 1\n",
+            "line 2: block " + "0" * 32 + "+6 is not in the manifest",
+        ),
+        # The manifest's block, claimed with another size.
+        (one, f"{alice.md5} 7 1\n", f"line 1: block {alice.md5}+7 is not in the manifest"),
+        # More often than the manifest's streams name it.
+        (one, good + good, "line 2: block " + alice.md5 + "+6 written 2 times, more than the 1"),
+        (two, good * 3, "line 3: block " + alice.md5 + "+6 written 3 times, more than the 2"),
+    ]
+    before = _rows(ctl.state.engine)
+    for text, writes, error in refused:
+        listing = alice.listing("a.txt") if text == one else listing_two
+        resp = alice.send(text, listing, writes.encode())
+        assert resp.status_code == 400, resp.text
+        assert f"block_writes {error}" in resp.json()["error"], resp.text
+        assert _rows(ctl.state.engine) == before
+    # What a real put sends: each block once for each directory packed into it.
+    for text, writes in ((one, good), (two, good * 2), (two, good)):
+        listing = alice.listing("a.txt") if text == one else listing_two
+        resp = alice.send(text, listing, writes.encode())
+        assert resp.status_code == 200, resp.text
+    assert _rows(ctl.state.engine)["block_writes"] == before["block_writes"] + 4
+
+
+def test_a_put_of_two_directories_alike_records_each_write(
+    tmp_path: Path, ctl: Controller, alice: User
+) -> None:
+    # Each directory's block is written by the put (twice, the same block):
+    # both writes are named by the manifest, once per stream.
+    for d in ("a", "b"):
+        (tmp_path / "src" / d).mkdir(parents=True)
+        (tmp_path / "src" / d / "f").write_bytes(b"same\n")
+    before = _rows(ctl.state.engine)
+    with RemoteWarehouse(ctl.url, alice.token) as remote:
+        put = remote.put(tmp_path / "src")
+    assert len(put.write.blocks) == 2
+    assert _rows(ctl.state.engine)["block_writes"] == before["block_writes"] + 2
+
+
+def test_streamed_puts_at_once_are_bounded_over_all_users(tmp_path: Path, pool: KeepPool) -> None:
+    with controller(
+        tmp_path / "one.db", pool, max_spooled=MAX_SPOOLED, scratch=tmp_path, max_streamed_puts=1
+    ) as one:
+        alice, bob = User(one, "alice"), User(one, "bob")
+        slots = one.state.streamed_puts
+        before = _rows(one.state.engine)
+        where = urlsplit(alice.url)
+        with socket.create_connection((where.hostname, where.port)) as s:
+            # Alice's put, its body begun and not ended, holds the one slot.
+            s.sendall(
+                (
+                    f"POST {PATH}?manifest_size=998&listing_size=2 HTTP/1.1\r\n"
+                    f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
+                    "Content-Length: 1000\r\n\r\n"
+                ).encode()
+                + b"x" * 100
+            )
+            _until(lambda: slots.used == 1)
+            resp = bob.send(bob.text("b.txt"), bob.listing("b.txt"))
+            assert resp.status_code == 503, resp.text
+            assert (
+                "most streamed puts at once (1, its --max-streamed-puts)" in resp.json()["error"]
+            ), resp.text
+            assert resp.headers.get("retry-after") == "5"
+            assert _rows(one.state.engine) == before
+        # The client went away: its slot is given back, and the next put runs.
+        _until(lambda: slots.used == 0)
+        resp = bob.send(bob.text("b.txt"), bob.listing("b.txt"))
+        assert resp.status_code == 200, resp.text
+        assert slots.used == 0

@@ -11,13 +11,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, BinaryIO, Self
 
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.extract import ExtractedFile, extract
 from warehouse.collection.listings import Digests
 from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
+from warehouse.collection.records import spool_normal_text
 from warehouse.collection.scan import DirNode, Filter, LazyTree
 from warehouse.collection.spool import StoredText
 from warehouse.collection.writer import WriteResult, write_tree
@@ -26,6 +27,7 @@ from warehouse.keys import Key, parse_key
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
+    from warehouse.blocks.locator import Locator
     from warehouse.collection.spool import Spool
     from warehouse.putcache import CacheStats, PutCache
 
@@ -285,6 +287,56 @@ class WarehouseBase:
         if name is not None:
             self.set_name(name, record.pdh, expect=expect, create=create)
         return record
+
+    def put_manifest_file(
+        self,
+        f: BinaryIO,
+        limit: int,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+    ) -> catalog.CollectionRecord:
+        """``put_manifest_text`` of the text read from ``f`` (at most ``limit``
+        bytes). Text in normalized form (what ``wh manifest`` writes) is read
+        and checked a line at a time into a put's spool and recorded from
+        there, as a put records its own: it is never held whole. Other text
+        is read whole and normalized, as ``put_manifest_text`` does."""
+        if name is not None:
+            self._precheck_name(name, expect, create)
+        record = self._record_file(f, limit)
+        if name is not None:
+            self.set_name(name, record.pdh, expect=expect, create=create)
+        return record
+
+    def _record_file(self, f: BinaryIO, limit: int) -> catalog.CollectionRecord:
+        spool = self._spool()
+        if spool is None:
+            # In chunks: one read of the limit would reserve all of it.
+            text = bytearray()
+            while chunk := f.read(min(1 << 24, limit - len(text) + 1)):
+                text += chunk
+                if len(text) > limit:
+                    raise UsageError(f"manifest is over {limit} bytes")
+            return self._record_text(bytes(text))
+        try:
+            whole = spool_normal_text(spool, f, limit, self._block_check())
+            if whole is not None:
+                spool.close()  # its scratch files are not needed any more
+                return self._record_text(whole)
+            return self._record_text_spool(spool)
+        finally:
+            spool.close()
+
+    def _block_check(self) -> Callable[[Locator], bool] | None:
+        """Whether a block of manifest text put is stored; None: not asked
+        here (a controller checks each block's signature instead)."""
+        return None
+
+    def _record_text_spool(self, spool: Spool) -> catalog.CollectionRecord:
+        """Record the collection of manifest text copied to ``spool``
+        (normalized, every block stored): no listing, no block writes."""
+        raise NotImplementedError
 
     def _record_text(self, text: bytes) -> catalog.CollectionRecord:
         """Record a collection from its manifest text; each kind of warehouse

@@ -41,6 +41,8 @@ from warehouse.private import private_dir
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
+    from warehouse.blocks.locator import Locator
+
 __all__ = ["EmbeddedWarehouse", "PutResult", "default_home"]
 
 Progress = Callable[[int], None]
@@ -178,6 +180,12 @@ class EmbeddedWarehouse(WarehouseBase):
         # (by the store or the resume cache) before it: nothing dangles.
         catalog.record_block_writes(self.engine, self.user, writes)
         return store_spooled(self.store, self.engine, spool, self.user)
+
+    def _block_check(self) -> Callable[[Locator], bool]:
+        return self.store.exists
+
+    def _record_text_spool(self, spool: Spool) -> catalog.CollectionRecord:
+        return store_spooled(self.store, self.engine, spool, self.user, listing=False)
 
     def _record_text(self, text: bytes) -> catalog.CollectionRecord:
         # Normalized text (what every writer produces) is checked and stored

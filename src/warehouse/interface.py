@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, BinaryIO, Protocol, Self
 
 from warehouse import catalog
 from warehouse.base import PutResult
@@ -71,6 +71,16 @@ class Warehouse(Protocol):
     def put_manifest_text(
         self,
         text: bytes,
+        *,
+        name: str | None = None,
+        expect: str | None = None,
+        create: bool = False,
+    ) -> catalog.CollectionRecord: ...
+
+    def put_manifest_file(
+        self,
+        f: BinaryIO,
+        limit: int,
         *,
         name: str | None = None,
         expect: str | None = None,

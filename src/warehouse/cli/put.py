@@ -30,7 +30,8 @@ from warehouse.interface import Warehouse
 if TYPE_CHECKING:
     from warehouse.putcache import PutCache
 
-# A manifest text is read into memory; 1 GiB lists tens of millions of files.
+# The most manifest text a put takes: normalized text is read a line at a
+# time, other text into memory whole; 1 GiB lists tens of millions of files.
 MAX_MANIFEST_BYTES = 1 << 30
 
 __all__ = ["put"]
@@ -160,9 +161,9 @@ def put(
     if manifest_file is not None:
         if replace or allow_changing:
             raise UsageError("--replace and --allow-changing go with PATHS")
-        text = _read_manifest(manifest_file)
-        record = wh.put_manifest_text(text, name=name, expect=expect, create=create)
-        del text
+        record = wh.put_manifest_file(
+            manifest_file, MAX_MANIFEST_BYTES, name=name, expect=expect, create=create
+        )
         if as_json:
             emit_json(_keys(pdh=record.pdh, files=record.file_count, bytes=record.size))
         else:
@@ -198,17 +199,6 @@ def put(
         for path in result.write.changed:
             click.echo(f"Warning: {path} changed while it was read; stored as read", err=True)
     _show(result.write, result, as_json, keep)
-
-
-def _read_manifest(f: BinaryIO) -> bytes:
-    """The manifest text, at most MAX_MANIFEST_BYTES. Read in chunks: one
-    read of the limit would reserve the whole gigabyte for any manifest."""
-    data = bytearray()
-    while chunk := f.read(1 << 24):
-        data += chunk
-        if len(data) > MAX_MANIFEST_BYTES:
-            raise UsageError(f"manifest is over {MAX_MANIFEST_BYTES} bytes")
-    return bytes(data)
 
 
 def _open_cache(wh: Warehouse, quiet: bool) -> PutCache | None:

@@ -121,6 +121,14 @@ def default_db_url() -> str:
     "user's streamed puts at once share it (more: 429).",
 )
 @click.option(
+    "--max-streamed-puts",
+    type=click.IntRange(min=1),
+    default=ControllerConfig.max_streamed_puts,
+    show_default=True,
+    help="Streamed puts (POST /collections/text) run at once, of all users together; "
+    "one more is refused (503, try again later). Each holds scratch files and disk.",
+)
+@click.option(
     "--regol-interval",
     type=click.FloatRange(min=0),
     default=0.0,
@@ -173,6 +181,7 @@ def serve(
     header_timeout: float,
     max_manifest: int,
     max_spooled_body: int,
+    max_streamed_puts: int,
     regol_interval: float,
     cluster_name: str,
     host_map: Path | None,
@@ -224,6 +233,7 @@ def serve(
         body_timeout=body_timeout,
         max_manifest=max_manifest,
         max_spooled=max_spooled_body,
+        max_streamed_puts=max_streamed_puts,
         scratch=scratch_dir(private_dir(default_home())),
         # The JSON around a manifest (its listing, above all) may be a few times its size.
         max_body=max(ControllerConfig.max_body, 4 * max_manifest),

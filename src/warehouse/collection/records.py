@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
@@ -26,9 +26,11 @@ from warehouse.collection.listings import (
 )
 from warehouse.collection.reader import stored_text_damage
 from warehouse.collection.spool import Spool, StoredText
-from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
+from warehouse.errors import CorruptDataError, NotFoundError, UsageError, WarehouseError
 from warehouse.faults import fault_point
 from warehouse.manifest import Manifest
+from warehouse.manifest.normal import Ancestors, NormalOrder, TooManyNames, is_marker, portable_line
+from warehouse.manifest.parse import ManifestError, parse_raw_line
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -41,6 +43,7 @@ __all__ = [
     "load_normal_text",
     "load_stored_text",
     "manifest_from_blocks",
+    "spool_normal_text",
     "store_manifest",
     "store_portable",
     "store_spooled",
@@ -82,10 +85,11 @@ def store_manifest(
 
 
 def store_spooled(
-    store: BlockStore, engine: sa.Engine, spool: Spool, user: str
+    store: BlockStore, engine: sa.Engine, spool: Spool, user: str, *, listing: bool = True
 ) -> catalog.CollectionRecord:
     """Record the collection a put wrote to ``spool``: its manifest text is
-    stored as blocks a block at a time, and its listing kept as ``user``'s own."""
+    stored as blocks a block at a time, and its listing kept as ``user``'s own
+    (``listing``: a put of manifest text has none, and records none)."""
     if not spool.portable:  # hints in the text (no local store gives any)
         return store_manifest(store, engine, Manifest.parse(spool.text()), user, None)
     locators = [store.put(piece).locator for piece in spool.text_pieces(MAX_BLOCK_SIZE)]
@@ -101,12 +105,104 @@ def store_spooled(
         spool.file_count,
         user,
     )
+    if not listing:
+        return record
     from warehouse.catalog.records import record_listing_parts  # SQLAlchemy: loaded when used
 
     # A piece at a time: a listing of ten million files is half a gigabyte.
     record_listing_parts(engine, spool.pdh, user, lambda: spool.listing_pieces(LISTING_PIECE))
     return record
 
+
+def spool_normal_text(
+    spool: Spool,
+    f: BinaryIO,
+    limit: int,
+    stored: Callable[[Locator], bool] | None = None,
+) -> bytes | None:
+    """Copy manifest text from ``f`` into ``spool`` a line at a time, each
+    line checked as it comes: None once all of it is in normalized form
+    (the spool then holds it, as a put's own). Else the whole text (what was
+    read, and the rest of ``f``): the caller parses and normalizes it whole,
+    which reports any fault in it as a whole parse does. Over ``limit``
+    bytes: UsageError. ``stored``: whether a block is stored (NotFoundError
+    for the first that is not, once the whole text is read)."""
+    order = NormalOrder()
+    ancestors = Ancestors(limit)
+    cache: dict[str, Locator] = {}
+    known: set[str] = set()  # blocks found stored (bounded as ``cache`` is)
+    missing: str | None = None
+    read = number = 0
+    while data := f.readline(limit - read + 1):
+        read += len(data)
+        if read > limit:
+            raise UsageError(f"manifest is over {limit} bytes")
+        number += 1
+        line = _normal_line(number, data, order, ancestors, cache)
+        if line is None:  # not normalized, or at fault: parsed whole, as before
+            return _whole(spool, data, f, limit)
+        text, locators, files, size = line
+        if stored is not None and missing is None:
+            if len(known) > _KNOWN:
+                known.clear()
+            for locator in locators:
+                if locator.key not in known and not locator.is_empty:
+                    if not stored(locator):
+                        missing = locator.key
+                        break
+                    known.add(locator.key)
+        hinted = any(loc.hints for loc in locators)
+        portable = (portable_line(text, locators) + "\n").encode() if hinted else data
+        spool.add_line(portable, files, size, data if hinted else None)
+    if missing is not None:
+        raise NotFoundError(f"block {missing} of the manifest is not stored")
+    return None
+
+
+def _normal_line(
+    number: int,
+    data: bytes,
+    order: NormalOrder,
+    ancestors: Ancestors,
+    cache: dict[str, Locator],
+) -> tuple[str, tuple[Locator, ...], int, int] | None:
+    """Line ``number`` (with its newline) parsed and checked: its text,
+    locators, files and bytes; None if it is not in normalized form or at
+    fault in any way (the whole parse then says how)."""
+    if not data.endswith(b"\n"):
+        return None
+    if len(cache) > _KNOWN:
+        cache.clear()
+    try:
+        text, (name, locators, segments) = parse_raw_line(number, data[:-1], cache)
+    except (ManifestError, UnicodeDecodeError):
+        return None
+    sums = order.line(text, name, locators, segments)
+    if sums is None:
+        return None
+    names = set() if is_marker(segments[0][2]) else {s[2] for s in segments}
+    try:
+        if ancestors.enter(number, name, names) is not None:
+            return None
+    except TooManyNames:
+        return None
+    return text, locators, sums[0], sums[1]
+
+
+def _whole(spool: Spool, data: bytes, f: BinaryIO, limit: int) -> bytes:
+    """The text spooled so far, ``data`` and the rest of ``f`` (the whole
+    at most ``limit`` bytes)."""
+    text = bytearray(spool.text())
+    text += data
+    while chunk := f.read(min(1 << 24, limit - len(text) + 1)):
+        text += chunk
+        if len(text) > limit:
+            raise UsageError(f"manifest is over {limit} bytes")
+    return bytes(text)
+
+
+# Blocks known stored, and locators parsed, kept at most (then forgotten).
+_KNOWN = 100_000
 
 # The most of a listing a put holds at once while recording it.
 LISTING_PIECE = 1 << 20

@@ -100,11 +100,14 @@ class Spool:
         self._listed = True
         self.file_count += len(names)
 
-    def add_line(self, portable: bytes, files: int, size: int) -> None:
+    def add_line(self, portable: bytes, files: int, size: int, hinted: bytes | None = None) -> None:
         """One stream as a line of portable text already written (a
         controller recording a client's put), holding ``files`` files and
-        ``size`` bytes."""
-        self._text.write(portable)
+        ``size`` bytes; ``hinted``: the line as written, with its locators'
+        hints, kept in the text (the PDH is still the portable text's)."""
+        if hinted is not None and hinted != portable:
+            self.portable = False
+        self._text.write(portable if hinted is None else hinted)
         self._md5.update(portable)
         self.text_size += len(portable)
         self.streams += 1

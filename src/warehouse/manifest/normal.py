@@ -26,8 +26,10 @@ from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import RawSegment, Text, iter_raw_streams
 
 __all__ = [
+    "Ancestors",
     "NormalOrder",
     "NormalSummary",
+    "TooManyNames",
     "is_marker",
     "iter_normal_dirs",
     "iter_normal_files",
@@ -92,6 +94,60 @@ class NormalOrder:
             sums = found
         self.previous_empty = marker
         return sums
+
+
+class TooManyNames(Exception):
+    """A stream and those above it name more characters of files than allowed."""
+
+
+class Ancestors:
+    """The streams above the current one, with their files' names: a file
+    that is also a directory is found as the directory's stream comes
+    (normalized text puts a directory's stream after its parent's). Each
+    is held as the length of its path, a prefix of the current stream's,
+    so that deep paths cost their own line only; the names held together
+    are bounded (``limit`` characters), or a chain of directories, each
+    with a large stream, would hold the manifest."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._path = ""  # the current stream's path ("" for ".")
+        # (length of its path, line, its files' names, their characters)
+        self._stack: list[tuple[int, int, set[str], int]] = []
+        self._held = 0
+
+    def enter(self, number: int, name: str, files: set[str]) -> str | None:
+        """Stream ``name`` on line ``number``: the path of a file it makes a
+        directory of, with the file's line, if any."""
+        path = "" if name == "." else name[2:]
+        stack, last = self._stack, self._path
+        while stack:
+            n = stack[-1][0]
+            if n == 0 or (path[:n] == last[:n] and path[n : n + 1] in ("", "/")):
+                break  # an ancestor (or "."), and so are those under it
+            self._held -= stack.pop()[3]
+        clash = None
+        # Only the nearest ancestor's files need a look: what this path has
+        # below each one further up, the stream before had too (and it was
+        # looked at then), so a chain of nested streams costs no more.
+        if stack and (len(path) > stack[-1][0] or not stack[-1][0]):
+            n, line, names, _ = stack[-1]
+            start = n + 1 if n else 0
+            stop = path.find("/", start)
+            below = path[start:] if stop < 0 else path[start:stop]
+            if below in names:
+                where = path[: start + len(below)]
+                clash = f"{where!r} is a file and also a directory (line {line}: {below!r})"
+        size = sum(map(len, files))
+        self._held += size
+        if self._held > self._limit:
+            raise TooManyNames(
+                f"manifest line {number}: it and the streams above it name over "
+                f"{self._limit} characters of files"
+            )
+        stack.append((len(path), number, files, size))
+        self._path = path
+        return clash
 
 
 def _names_canonical(line: str, segments: list[RawSegment]) -> bool:

@@ -229,6 +229,23 @@ class RemoteWarehouse(WarehouseBase):
             return self._record(Manifest.parse(spool.text()), listing, writes, spool.pdh)
         return self._stored("/collections/text", out, spool.pdh)
 
+    def _record_text_spool(self, spool: Spool) -> catalog.CollectionRecord:
+        # Streamed as a put's own text, with no listing (listing_size 0) and
+        # no block writes: the controller checks it a line at a time.
+        text_size, _ = spool.written()
+        try:
+            out = self.api.post_stream(
+                "/collections/text",
+                _SpoolBody(spool, [], listing=False),
+                text_size,
+                manifest_size=text_size,
+                listing_size=0,
+            )
+        except MethodNotAllowed:
+            # A controller older than the streamed put: the whole manifest, as before.
+            return self._record(Manifest.parse(spool.text()), None, (), spool.pdh)
+        return self._stored("/collections/text", out, spool.pdh)
+
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         try:
             return self._own_collection(pdh)
@@ -414,14 +431,16 @@ class _SpoolBody:
     """A streamed put's body read from its spool, a piece at a time, each
     time it is iterated: the manifest text, the listing, the block writes."""
 
-    def __init__(self, spool: Spool, writes: list[bytes]) -> None:
+    def __init__(self, spool: Spool, writes: list[bytes], *, listing: bool = True) -> None:
         self._spool = spool
         self._writes = writes
+        self._listing = listing
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._spool.text_pieces(_PIECE)
-        for piece in self._spool.listing_pieces(_PIECE):
-            yield piece.encode()
+        if self._listing:
+            for piece in self._spool.listing_pieces(_PIECE):
+                yield piece.encode()
         for i in range(0, len(self._writes), 4096):
             yield b"".join(self._writes[i : i + 4096])
 

@@ -164,6 +164,7 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})  # a 503's Retry-After
         if exc.status_code == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
         return response

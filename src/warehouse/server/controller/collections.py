@@ -212,7 +212,9 @@ async def create_collection_streamed(
     token: CallerToken,
     request: _Request,
     manifest_size: int = Query(ge=0, description="Bytes of the manifest text, first."),
-    listing_size: int = Query(ge=2, description="Bytes of the listing (JSON), next."),
+    listing_size: int = Query(
+        ge=0, description="Bytes of the listing (JSON), next; 0: none (a put of manifest text)."
+    ),
 ) -> CollectionStored:
     """Record a collection of any number of files from a streamed body (the
     way `wh --controller URL put` records one): the manifest text, normalized
@@ -241,7 +243,17 @@ async def create_collection_streamed(
         "controller's max spooled body): try again when one has ended",
     )
     held = max(announced or 0, manifest_size + listing_size)
+    # A bound over all users: each put holds scratch files and disk.
+    slots = state.streamed_puts
+    if not slots.take():
+        raise HTTPException(
+            503,
+            f"the controller runs its most streamed puts at once ({slots.limit}, its "
+            "--max-streamed-puts): try again when one has ended",
+            headers={"Retry-After": "5"},
+        )
     if not shares.take(user.name, held):
+        slots.give()
         raise busy
     body = None
     try:
@@ -273,6 +285,7 @@ async def create_collection_streamed(
         if body is not None:
             await run_in_threadpool(body.close)
         shares.give(user.name, held)
+        slots.give()
     return CollectionStored(pdh=record.pdh, size=record.size, file_count=record.file_count)
 
 

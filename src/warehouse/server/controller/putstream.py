@@ -4,8 +4,10 @@ in memory bounded by a setting, not by the file count.
 ``POST /api/v1/collections/text`` (docs/server.md) carries three sections
 one after another: the manifest text (``manifest_size`` bytes, normalized,
 its locators signed for the caller), the caller's listing of the files'
-MD5s as one JSON object in manifest order (``listing_size`` bytes), and the
-block writes of the put, a line ``md5 size new`` each. The body is spooled
+MD5s as one JSON object in manifest order (``listing_size`` bytes; none
+when 0, as a put of manifest text sends it), and the block writes of the
+put, a line ``md5 size new`` each, each of a block the manifest names (see
+``_Claims``). The body is spooled
 to unnamed scratch files as it comes (at most ``max_spooled`` bytes, a
 setting); then the text is read a line (a stream) at a time, each line
 checked (form, normalized order, signatures) and its files' listing
@@ -20,8 +22,11 @@ characters at most).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
+import os
 import re
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,7 +40,7 @@ from warehouse.blocks.signing import Check, check_signature
 from warehouse.collection.records import store_spooled
 from warehouse.collection.spool import Spool
 from warehouse.errors import UsageError
-from warehouse.manifest.normal import NormalOrder, is_marker, portable_line
+from warehouse.manifest.normal import Ancestors, NormalOrder, TooManyNames, is_marker, portable_line
 from warehouse.manifest.parse import ManifestError, parse_raw_line
 from warehouse.server.controller.state import ControllerState
 
@@ -173,58 +178,6 @@ def _lines(f: IO[bytes], limit: int) -> Iterator[tuple[int, bytes]]:
         yield number, data[:-1]
 
 
-class _Ancestors:
-    """The streams above the current one, with their files' names: a file
-    that is also a directory is found as the directory's stream comes
-    (normalized text puts a directory's stream after its parent's). Each
-    is held as the length of its path, a prefix of the current stream's,
-    so that deep paths cost their own line only; the names held together
-    are bounded (``limit`` characters), or a chain of directories, each
-    with a large stream, would hold the manifest."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._path = ""  # the current stream's path ("" for ".")
-        # (length of its path, line, its files' names, their characters)
-        self._stack: list[tuple[int, int, set[str], int]] = []
-        self._held = 0
-
-    def enter(self, number: int, name: str, files: set[str]) -> str | None:
-        """Stream ``name`` on line ``number``: the path of a file it makes a
-        directory of, with the file's line, if any."""
-        path = "" if name == "." else name[2:]
-        stack, last = self._stack, self._path
-        while stack:
-            n = stack[-1][0]
-            if n == 0 or (path[:n] == last[:n] and path[n : n + 1] in ("", "/")):
-                break  # an ancestor (or "."), and so are those under it
-            self._held -= stack.pop()[3]
-        clash = None
-        # Only the nearest ancestor's files need a look: what this path has
-        # below each one further up, the stream before had too (and it was
-        # looked at then), so a chain of nested streams costs no more.
-        if stack and (len(path) > stack[-1][0] or not stack[-1][0]):
-            n, line, names, _ = stack[-1]
-            start = n + 1 if n else 0
-            stop = path.find("/", start)
-            below = path[start:] if stop < 0 else path[start:stop]
-            if below in names:
-                where = path[: start + len(below)]
-                clash = f"{where!r} is a file and also a directory (line {line}: {below!r})"
-        size = sum(map(len, files))
-        self._held += size
-        if self._held > self._limit:
-            raise HTTPException(
-                413,
-                f"manifest line {number}: it and the streams above it name over "
-                f"{self._limit} characters of files (the controller's max manifest "
-                "size, the most of them it holds)",
-            )
-        stack.append((len(path), number, files, size))
-        self._path = path
-        return clash
-
-
 def record_streamed(
     state: ControllerState, body: Body, user: catalog.User, token: str
 ) -> catalog.CollectionRecord:
@@ -232,15 +185,20 @@ def record_streamed(
     (UsageError or HTTPException naming what is wrong; nothing recorded)."""
     config = state.config
     check = None if user.admin else _Signatures(state, token)
+    listed_none = body.sizes[1] == 0  # a put of manifest text: no listing
     listing = _Listing(body.files[1])
-    if not listing.expect("{"):
+    if not listed_none and not listing.expect("{"):
         raise UsageError(
             "file_md5s: want a JSON object {path: md5} in manifest order, the "
             "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
         )
-    with Spool(config.scratch) as spool:
+    writes = body.files[2]
+    claims = None if body.received == sum(body.sizes) else _Claims(config.scratch)
+    with Spool(config.scratch) as spool, contextlib.ExitStack() as stack:
+        if claims is not None:
+            stack.callback(claims.close)
         order = NormalOrder()
-        ancestors = _Ancestors(config.max_manifest)
+        ancestors = Ancestors(config.max_manifest)
         cache: dict[str, Locator] = {}
         listed = 0
         for number, data in _lines(body.files[0], config.max_manifest):
@@ -250,6 +208,8 @@ def record_streamed(
             if check is not None:
                 for locator in locators:
                     check.block(number, locator)
+            if claims is not None:
+                claims.named(locators)
             sums = order.line(line, name, locators, segments)
             if sums is None:
                 raise ManifestError(
@@ -258,12 +218,18 @@ def record_streamed(
                     "not in normalized form (send such text to POST /api/v1/collections)",
                 )
             names = [] if is_marker(segments[0][2]) else _files(segments)
-            clash = ancestors.enter(number, name, set(names))
+            try:
+                clash = ancestors.enter(number, name, set(names))
+            except TooManyNames as e:
+                raise HTTPException(
+                    413,
+                    f"{e} (the controller's max manifest size, the most of them it holds)",
+                ) from None
             if clash is not None:
                 raise ManifestError(number, line[: line.find(" ")], clash)
             prefix = "" if name == "." else name[2:] + "/"
             entries = []
-            for file_name in names:
+            for file_name in [] if listed_none else names:
                 path = prefix + file_name
                 if not listing.expect(("," if listed else "") + _quote(path) + ':"'):
                     raise UsageError(
@@ -283,19 +249,22 @@ def record_streamed(
             portable = portable_line(line, locators) if hinted else line
             spool.add_line((portable + "\n").encode(), sums[0], sums[1])
             spool.add_entries(",".join(entries))
-        if not listing.expect("}") or not listing.at_end():
+        if not listed_none and (not listing.expect("}") or not listing.at_end()):
             raise UsageError(
                 "file_md5s: more than the manifest's files, or not one JSON object of "
                 "listing_size bytes after the manifest's manifest_size (are they its sizes?)"
             )
-        writes = body.files[2]
-        for _ in _writes(writes):
-            pass  # every line checked before anything is recorded
-        record = store_spooled(state.keep(), state.engine, spool, user.name)
+        if claims is not None:
+            # Every line checked, and its block named by the manifest,
+            # before anything is recorded.
+            claims.check(_writes(writes))
+        record = store_spooled(
+            state.keep(), state.engine, spool, user.name, listing=not listed_none
+        )
     # The put's accounting only once its collection is recorded (as POST
     # /collections does): a put that fails to store records neither.
     batch: list[tuple[str, int, bool]] = []
-    for write in _writes(writes):
+    for write in [] if claims is None else _writes(writes):
         batch.append(write)
         if len(batch) == _WRITES_BATCH:
             catalog.record_block_writes(state.engine, user.name, batch)
@@ -335,6 +304,79 @@ def _writes(f: IO[bytes]) -> Iterator[tuple[str, int, bool]]:
             shown = line[:80].decode("utf-8", "backslashreplace")
             raise UsageError(f"block_writes line {number}: want 'md5 size 0|1': {shown!r}")
         yield fields[0].decode(), int(fields[1]), fields[2] == b"1"
+
+
+class _Claims:
+    """The put's block writes held against the blocks its manifest names:
+    a write must name a block of the manifest, with its size, and a block
+    is written at most as often as the manifest's streams name it (a real
+    put writes a block once for each directory whose files it packed into
+    it, so two directories alike write their block twice). Both lists go
+    to a scratch SQLite database, not memory: a body may list a hundred
+    million of either."""
+
+    def __init__(self, directory: Path | None) -> None:
+        fd, path = tempfile.mkstemp(dir=directory, prefix="put-claims-")
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False)
+        finally:
+            os.close(fd)
+        try:
+            # Nothing here outlives the request: no journal, no syncs.
+            self._db.executescript(
+                "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+                "CREATE TABLE named (key TEXT, size INTEGER);"
+                "CREATE TABLE written (line INTEGER PRIMARY KEY, key TEXT, size INTEGER);"
+            )
+        finally:
+            os.unlink(path)  # the open database stays; its name goes
+        self._named: list[tuple[str, int]] = []
+
+    def named(self, locators: tuple[Locator, ...]) -> None:
+        """The blocks one stream of the manifest names (each once)."""
+        self._named.extend((loc.md5, loc.size) for loc in locators)
+        if len(self._named) >= _WRITES_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._db.executemany("INSERT INTO named VALUES (?, ?)", self._named)
+        self._named.clear()
+
+    def check(self, writes: Iterator[tuple[str, int, bool]]) -> None:
+        """UsageError naming the first write line that claims a block the
+        manifest does not name (with that size), or one more time than its
+        streams name it."""
+        self._flush()
+        batch: list[tuple[int, str, int]] = []
+        for number, (md5, size, _) in enumerate(writes, 1):
+            batch.append((number, md5, size))
+            if len(batch) >= _WRITES_BATCH:
+                self._db.executemany("INSERT INTO written VALUES (?, ?, ?)", batch)
+                batch.clear()
+        self._db.executemany("INSERT INTO written VALUES (?, ?, ?)", batch)
+        self._db.execute("CREATE INDEX named_block ON named (key, size)")
+        bad = self._db.execute(
+            "SELECT line, key, size, nth, (SELECT count(*) FROM named AS n"
+            "  WHERE n.key = w.key AND n.size = w.size) AS times"
+            " FROM (SELECT line, key, size, row_number() OVER"
+            "  (PARTITION BY key, size ORDER BY line) AS nth FROM written) AS w"
+            " WHERE nth > times ORDER BY line LIMIT 1"
+        ).fetchone()
+        if bad is None:
+            return
+        number, md5, size, nth, times = bad
+        if not times:
+            raise UsageError(
+                f"block_writes line {number}: block {md5}+{size} is not in the manifest "
+                "with that size (a put writes only blocks its manifest names)"
+            )
+        raise UsageError(
+            f"block_writes line {number}: block {md5}+{size} written {nth} times, more "
+            f"than the {times} streams of the manifest that name it"
+        )
+
+    def close(self) -> None:
+        self._db.close()
 
 
 class _Signatures:

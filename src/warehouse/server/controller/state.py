@@ -47,6 +47,9 @@ class ControllerConfig:
     # A streamed put's body (POST /collections/text) over this is refused
     # (413): it is spooled to disk, and only a line of it held at once.
     max_spooled: int = 4 * 1024**3
+    # Streamed puts checked or spooled at once, of all users: each holds six
+    # scratch files and up to twice max_spooled of disk (503 past it).
+    max_streamed_puts: int = 8
     # Where request bodies are spooled (unnamed files); None: the system's.
     scratch: Path | None = None
     # A request body that sends nothing for this many seconds is cut off (408).
@@ -99,6 +102,27 @@ class SpoolShares:
             return self._held.get(user, 0)
 
 
+class Slots:
+    """How many of a bounded number of things run at once."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """Take a slot; False (none taken) if all are in use."""
+        with self._lock:
+            if self.used >= self.limit:
+                return False
+            self.used += 1
+            return True
+
+    def give(self) -> None:
+        with self._lock:
+            self.used -= 1
+
+
 @dataclass
 class ControllerState:
     config: ControllerConfig
@@ -121,9 +145,12 @@ class ControllerState:
     starting: bool = False
     # What each user's streamed puts have spooled at once (POST /collections/text).
     spooled: SpoolShares = field(init=False, repr=False)
+    # Streamed puts running at once, of all users (bounded by max_streamed_puts).
+    streamed_puts: Slots = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.spooled = SpoolShares(self.config.max_spooled)
+        self.streamed_puts = Slots(self.config.max_streamed_puts)
 
     @classmethod
     def open(cls, config: ControllerConfig) -> ControllerState:
