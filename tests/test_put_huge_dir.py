@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from warehouse.collection import writer
 from warehouse.collection.records import listing_of
 from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
 from warehouse.collection.spool import HELD_ENTRIES_VAR, Spool
@@ -99,8 +100,10 @@ def test_a_spool_takes_a_stream_in_parts_as_it_takes_it_whole(
     for block_size in (16384, 4096):
         with EmbeddedWarehouse(tmp_path / "home") as wh:
             texts = []
-            for held in ("100000", "500"):
+            # Spilled, the files of a block hashed a few at a time as well.
+            for held, batch in (("100000", writer._WHOLE_BATCH), ("500", 7)):
                 monkeypatch.setenv(HELD_ENTRIES_VAR, held)
+                monkeypatch.setattr(writer, "_WHOLE_BATCH", batch)
                 with Spool(tmp_path) as spool:
                     result = write_tree(wh.store, [src], spool=spool, block_size=block_size)
                     texts.append((spool.pdh, spool.text(), spool.listing(), result.bytes_read))

@@ -334,6 +334,15 @@ class _Packer:
         fut.add_done_callback(self._note_error)
         self.tasks.append(fut)
 
+    def hash_files(
+        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: bytearray
+    ) -> None:
+        """Hash files wholly inside the buffer being filled, before it is
+        submitted: what it holds of them is read, and stays where it is (a
+        grown buffer is a copy; the old one lives while this task holds it)."""
+        lease.hold()
+        self._task(self.pool.submit(self._hash_files, lease, whole_files, md5s))
+
     def hash_part(self, fh: _FileHash, lease: _Lease, lo: int, hi: int) -> None:
         """Add buf[lo:hi] to a file's MD5, after the parts submitted before."""
         lease.hold()
@@ -557,6 +566,10 @@ class SegmentText:
             file.close()
 
 
+# Files wholly inside a block held at most before they are hashed.
+_WHOLE_BATCH = 8192
+
+
 def _pack_dir(
     rel: str,
     files: Files,
@@ -687,6 +700,11 @@ def _pack_dir(
             changed.append(f"{rel}/{name}" if rel else name)
         if fh is None:
             whole.append((index, file_start, fill))
+            if len(whole) >= _WHOLE_BATCH:
+                # A block of many tiny files (a million fit in 64 MiB): its
+                # files are hashed a batch at a time, not listed to its end.
+                packer.hash_files(lease, whole, md5s)
+                whole = []
         else:
             packer.hash_part(fh, lease, file_start, fill)
             packer.file_done(md5s, index, fh)
