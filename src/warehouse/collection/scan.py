@@ -331,7 +331,7 @@ def _fill(
         with os.scandir(path) as entries:
             for e in entries:
                 names.append(_name(e.name, path))
-                if len(names) >= held:
+                if len(names) > held:
                     runs = runs or Records()
                     bounds.append(_run(runs, names))
                     names = []
