@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wh_process
 from memory_helpers import limited
 from warehouse.collection import writer
 from warehouse.collection.records import listing_of
@@ -194,3 +195,17 @@ def test_a_put_of_a_flat_directory_of_200k_files_peaks_near_one_of_20k(tmp_path:
         f"a put of a directory of 200,000 files peaked at {peaks[200_000] >> 20} MB, "
         f"one of 20,000 at {peaks[20_000] >> 20} MB"
     )
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5"])
+def test_a_bad_held_entries_setting_is_one_error_line(tmp_path: Path, value: str) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"f")
+    done = wh_process(
+        "put", "--no-progress", str(src), home=tmp_path / "wh", env={HELD_ENTRIES_VAR: value}
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"Error: {HELD_ENTRIES_VAR}: {value!r} is not a whole number from 1"
+    ]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
+from warehouse.errors import UsageError
 from warehouse.manifest.entries import Stream, format_stream
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import decode_line
@@ -41,11 +42,12 @@ HELD_ENTRIES_VAR = "WH_PUT_HELD_ENTRIES"
 
 def held_entries() -> int:
     """How many of one directory's entries a put holds in memory at most."""
-    value = os.environ.get(HELD_ENTRIES_VAR, "")
-    try:
-        return max(1, int(value)) if value else HELD_ENTRIES
-    except ValueError:
+    value = os.environ.get(HELD_ENTRIES_VAR, "").strip()
+    if not value:
         return HELD_ENTRIES
+    if not value.isdigit() or not 1 <= int(value) <= 1 << 40:
+        raise UsageError(f"{HELD_ENTRIES_VAR}: {value[:40]!r} is not a whole number from 1")
+    return int(value)
 
 
 # JSON's own string encoder (C), as a listing writes each path.
