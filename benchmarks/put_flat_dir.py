@@ -32,7 +32,7 @@ from pathlib import Path
 
 def _flat(root: Path, count: int) -> Path:
     """A directory of ``count`` tiny files (made once, kept for the next run)."""
-    done = root / ".complete"
+    done = root.with_name(root.name + ".complete")  # beside it: not one of its files
     if done.exists():
         return root
     shutil.rmtree(root, ignore_errors=True)

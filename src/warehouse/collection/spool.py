@@ -68,6 +68,7 @@ def scratch_dir(home: Path) -> Path:
 
 
 _RECORD = struct.Struct("<qI")  # a record's number and the length of its name
+_RECORDS_AT_ONCE = 8192  # parts of records joined into one write
 
 
 class Records:
@@ -81,16 +82,25 @@ class Records:
     def __init__(self) -> None:
         # The system's temporary directory: the scan does not know the
         # warehouse's. Closed by close() (or with the object): no `with`.
-        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="put-dir-", buffering=_BUFFER)  # noqa: SIM115
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="put-dir-", buffering=0)  # noqa: SIM115
         self._end = 0
-        self._flushed = True
+        self._pending: list[bytes] = []  # records not written yet, written together
 
     def append(self, name: str, number: int) -> None:
         data = name.encode()
-        self._file.write(_RECORD.pack(number, len(data)))
-        self._file.write(data)
+        pending = self._pending
+        pending.append(_RECORD.pack(number, len(data)))
+        pending.append(data)
         self._end += _RECORD.size + len(data)
-        self._flushed = False
+        if len(pending) >= _RECORDS_AT_ONCE:
+            self._write()
+
+    def _write(self) -> None:
+        data = b"".join(self._pending)
+        self._pending.clear()
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view) or 0 :]
 
     @property
     def end(self) -> int:
@@ -99,9 +109,8 @@ class Records:
 
     def read(self, start: int = 0, end: int | None = None) -> Iterator[tuple[str, int]]:
         """The records from offset ``start`` to ``end`` (the end of those written)."""
-        if not self._flushed:
-            self._file.flush()
-            self._flushed = True
+        if self._pending:
+            self._write()
         return self._read(self._file.fileno(), start, self._end if end is None else end)
 
     @staticmethod
@@ -110,19 +119,24 @@ class Records:
         head = _RECORD.size
         data = b""
         at = 0  # where the next record starts in data
-        while pos < end or at < len(data):
-            if len(data) - at < head or len(data) - at < head + unpack(data, at)[1]:
-                more = os.pread(fd, min(_PIECE, end - pos), pos) if pos < end else b""
-                if not more:  # an unnamed file nobody else can reach: cut short means gone
-                    raise OSError(f"a scratch file of a put ends at {pos} of {end} bytes")
-                pos += len(more)
-                data = data[at:] + more
-                at = 0
-                continue
-            number, length = unpack(data, at)
-            at += head
-            yield data[at : at + length].decode(), number
-            at += length
+        while True:
+            if at + head <= len(data):
+                number, length = unpack(data, at)
+                stop = at + head + length
+                if stop <= len(data):
+                    yield data[at + head : stop].decode(), number
+                    at = stop
+                    continue
+            if pos >= end:
+                if at < len(data):
+                    raise OSError(f"a scratch file of a put ends inside a record at {end}")
+                return
+            more = os.pread(fd, min(_PIECE, end - pos), pos)
+            if not more:  # an unnamed file nobody else can reach: cut short means gone
+                raise OSError(f"a scratch file of a put ends at {pos} of {end} bytes")
+            pos += len(more)
+            data = data[at:] + more
+            at = 0
 
     def close(self) -> None:
         self._file.close()

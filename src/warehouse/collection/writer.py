@@ -31,7 +31,7 @@ from warehouse.collection.digests import FileDigests, digest_table
 from warehouse.collection.scan import DirNode, Files, LazyTree
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
-from warehouse.manifest.entries import FileEntry, format_stream
+from warehouse.manifest.entries import FileEntry
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.layout import file_entries
 from warehouse.manifest.normalize import normalized_streams
@@ -531,16 +531,26 @@ class SegmentText:
         self.file: IO[bytes] = tempfile.TemporaryFile(prefix="put-segments-", buffering=1 << 20)  # noqa: SIM115
         self.size = 0
         self.data_size = 0
+        self._pending: list[str] = []  # segments not written yet, written together
 
     def append(self, segment: Segment) -> None:
-        # As format_stream writes it (a name "." or ending "/." is escaped):
-        # " position:length:name", less the stream's name and newline.
-        data = format_stream(Stream(".", (), (segment,)), hints=False)[1:-1].encode()
+        # As format_stream writes it. A file's name here has no "/" and is
+        # no "." (which it would escape further): a directory's entry.
+        text = f" {segment.position}:{segment.length}:{escape_name(segment.name)}"
+        self._pending.append(text)
+        self.data_size += segment.length  # as read (a changing file may differ from its scan)
+        if len(self._pending) >= 8192:
+            self._write()
+
+    def _write(self) -> None:
+        data = "".join(self._pending).encode()
+        self._pending.clear()
         self.file.write(data)
         self.size += len(data)
-        self.data_size += segment.length  # as read (a changing file may differ from its scan)
 
     def pieces(self, size: int = 1 << 18) -> Iterator[bytes]:
+        if self._pending:
+            self._write()
         self.file.flush()
         fd = self.file.fileno()
         pos = 0
