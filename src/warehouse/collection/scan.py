@@ -9,6 +9,7 @@ loop, a special file or a name that is not valid UTF-8 is refused.
 from __future__ import annotations
 
 import errno
+import heapq
 import os
 import stat
 from array import array
@@ -16,9 +17,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warehouse.collection.spool import Records, held_entries
 from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 
-__all__ = ["DirNode", "Files", "Filter", "LazyTree", "scan_paths"]
+__all__ = ["DirNode", "Files", "Filter", "LazyTree", "SpilledFiles", "scan_paths"]
 
 # Bounds on what a command line may ask of the matcher.
 MAX_EXCLUDES = 1000
@@ -108,6 +110,14 @@ class Files:
     def names(self) -> list[str]:
         return self._names
 
+    def iter_names(self) -> Iterator[str]:
+        return iter(self._names)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the files are in a scratch file rather than held."""
+        return False
+
     @property
     def total_size(self) -> int:
         return sum(self._sizes)
@@ -135,6 +145,60 @@ class Files:
 
     def __repr__(self) -> str:
         return f"Files({list(self)!r})"
+
+
+class SpilledFiles(Files):
+    """A directory's files in name order in a scratch file (``Records``):
+    what a directory of more files than ``held_entries()`` is read into, so
+    that what is held of it does not grow with its file count. Every file's
+    path is ``prefix + name`` (the files of a directory read by the scan);
+    each iteration reads the file again from its start."""
+
+    __slots__ = ("_count", "_records", "_total")
+
+    def __init__(self, prefix: str = "") -> None:
+        super().__init__(prefix)
+        self._records = Records()
+        self._count = 0
+        self._total = 0
+
+    def append(self, name: str, path: str, size: int) -> None:
+        if path != self._prefix + name:
+            raise ValueError(f"a spilled file is read from its directory: {path}")
+        self._records.append(name, size)
+        self._count += 1
+        self._total += size
+
+    def sort(self) -> None:
+        raise TypeError("spilled files are appended in name order")
+
+    @property
+    def names(self) -> list[str]:
+        raise TypeError("spilled files are not held: iterate over them")
+
+    def iter_names(self) -> Iterator[str]:
+        return (name for name, _ in self._records.read())
+
+    @property
+    def spilled(self) -> bool:
+        return True
+
+    @property
+    def total_size(self) -> int:
+        return self._total
+
+    def path(self, i: int) -> str:
+        raise TypeError("spilled files are not held: iterate over them")
+
+    def __iter__(self) -> Iterator[tuple[str, str, int]]:
+        prefix = self._prefix
+        return ((n, prefix + n, s) for n, s in self._records.read())
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
 
 
 @dataclass
@@ -257,16 +321,52 @@ def _fill(
     keep: Filter,
     lazy: bool = False,
 ) -> None:
+    # Read an entry at a time: a directory of more entries than are held is
+    # sorted in runs kept in a scratch file, then merged.
+    held = held_entries()
+    names: list[str] = []
+    runs: Records | None = None
+    bounds: list[tuple[int, int]] = []
     try:
-        entries = os.listdir(path)
+        with os.scandir(path) as entries:
+            for e in entries:
+                names.append(_name(e.name, path))
+                if len(names) > held:
+                    runs = runs or Records()
+                    bounds.append(_run(runs, names))
+                    names = []
     except OSError as e:
+        if runs is not None:
+            runs.close()
         raise os_error(e, f"cannot read directory {path}") from None
     prefix = path if path.endswith("/") else path + "/"
-    node.files = Files(prefix)
-    # In name order, so the files are too (each appended in turn).
-    for entry in sorted(_name(e, path) for e in entries):
-        _add(node, entry, prefix + entry, ancestors, keep, lazy)
+    ordered: Iterable[str]
+    if runs is None:
+        node.files = Files(prefix)
+        ordered = sorted(names)
+    else:
+        if names:
+            bounds.append(_run(runs, names))
+        node.files = SpilledFiles(prefix)
+        ordered = heapq.merge(*((n for n, _ in runs.read(a, b)) for a, b in bounds))
+    del names
+    try:
+        # In name order, so the files are too (each appended in turn).
+        for entry in ordered:
+            _add(node, entry, prefix + entry, ancestors, keep, lazy)
+    finally:
+        if runs is not None:
+            runs.close()
     node.dirs.sort(key=lambda d: d.rel.rsplit("/", 1)[-1])
+
+
+def _run(runs: Records, names: list[str]) -> tuple[int, int]:
+    """Write ``names`` sorted to ``runs``: where the run starts and ends."""
+    start = runs.end
+    names.sort()
+    for name in names:
+        runs.append(name, 0)
+    return start, runs.end
 
 
 def scan_paths(paths: Sequence[Path | str], keep: Filter | None = None) -> DirNode:

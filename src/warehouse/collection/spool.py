@@ -19,16 +19,36 @@ import codecs
 import hashlib
 import json
 import os
+import struct
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from warehouse.blocks.locator import EMPTY_LOCATOR
+from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
+from warehouse.errors import UsageError
 from warehouse.manifest.entries import Stream, format_stream
+from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import decode_line
 
-__all__ = ["Spool", "StoredText", "scratch_dir"]
+__all__ = ["Records", "Spool", "StoredText", "held_entries", "scratch_dir"]
+
+# A directory's entries held in memory at most while a put scans and packs
+# it; beyond, they go to an unnamed scratch file (``Records``). A setting of
+# the environment so tests reach it with a few thousand files.
+HELD_ENTRIES = 100_000
+HELD_ENTRIES_VAR = "WH_PUT_HELD_ENTRIES"
+
+
+def held_entries() -> int:
+    """How many of one directory's entries a put holds in memory at most."""
+    value = os.environ.get(HELD_ENTRIES_VAR, "").strip()
+    if not value:
+        return HELD_ENTRIES
+    if not value.isdigit() or not 1 <= int(value) <= 1 << 40:
+        raise UsageError(f"{HELD_ENTRIES_VAR}: {value[:40]!r} is not a whole number from 1")
+    return int(value)
+
 
 # JSON's own string encoder (C), as a listing writes each path.
 _quote: Callable[[str], str] = json.encoder.encode_basestring
@@ -45,6 +65,86 @@ def scratch_dir(home: Path) -> Path:
     path = home / "tmp"
     path.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+_RECORD = struct.Struct("<qI")  # a record's number and the length of its name
+_RECORDS_AT_ONCE = 8192  # parts of records joined into one write
+
+
+class Records:
+    """(name, number) pairs in an unnamed scratch file, written in order and
+    read back as often as wanted, each reading from its own position.
+
+    What a put would otherwise hold of one directory of millions of files:
+    its names in sorted runs, then its files (name and size) in name order.
+    """
+
+    def __init__(self) -> None:
+        # The system's temporary directory: the scan does not know the
+        # warehouse's. Closed by close() (or with the object): no `with`.
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="put-dir-", buffering=0)  # noqa: SIM115
+        self._end = 0
+        self._pending: list[bytes] = []  # records not written yet, written together
+
+    def append(self, name: str, number: int) -> None:
+        data = name.encode()
+        pending = self._pending
+        pending.append(_RECORD.pack(number, len(data)))
+        pending.append(data)
+        self._end += _RECORD.size + len(data)
+        if len(pending) >= _RECORDS_AT_ONCE:
+            self._write()
+
+    def _write(self) -> None:
+        data = b"".join(self._pending)
+        self._pending.clear()
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view) or 0 :]
+
+    @property
+    def end(self) -> int:
+        """Where the next record is written (a run's start or end)."""
+        return self._end
+
+    def read(self, start: int = 0, end: int | None = None) -> Iterator[tuple[str, int]]:
+        """The records from offset ``start`` to ``end`` (the end of those written)."""
+        if self._pending:
+            self._write()
+        return self._read(self._file.fileno(), start, self._end if end is None else end)
+
+    @staticmethod
+    def _read(fd: int, pos: int, end: int) -> Iterator[tuple[str, int]]:
+        unpack = _RECORD.unpack_from
+        head = _RECORD.size
+        data = b""
+        at = 0  # where the next record starts in data
+        while True:
+            if at + head <= len(data):
+                number, length = unpack(data, at)
+                stop = at + head + length
+                if stop <= len(data):
+                    yield data[at + head : stop].decode(), number
+                    at = stop
+                    continue
+            if pos >= end:
+                if at < len(data):
+                    raise OSError(f"a scratch file of a put ends inside a record at {end}")
+                return
+            more = os.pread(fd, min(_PIECE, end - pos), pos)
+            if not more:  # an unnamed file nobody else can reach: cut short means gone
+                raise OSError(f"a scratch file of a put ends at {pos} of {end} bytes")
+            pos += len(more)
+            data = data[at:] + more
+            at = 0
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __del__(self) -> None:
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
 
 
 class Spool:
@@ -99,6 +199,50 @@ class Spool:
         self._listing.write((("," if self._listed else "") + entries).encode())
         self._listed = True
         self.file_count += len(names)
+
+    def add_parts(
+        self,
+        name: str,
+        locators: Sequence[Locator],
+        segments: Iterable[bytes],
+        rel: str,
+        names: Iterable[str],
+        md5s: bytes | bytearray,
+        files: int,
+        size: int,
+    ) -> None:
+        """One directory's stream as ``add`` writes it, given in parts: its
+        locators, its segments' text (" position:length:name" each, as
+        pieces of bytes) and its files' names as they are read back, so
+        that the line is never held whole; the same bytes, the same PDH."""
+        head = escape_name(name)
+        portable = " ".join([head, *(loc.key for loc in locators)]).encode()
+        hinted = portable
+        if any(loc.hints for loc in locators):
+            hinted = " ".join([head, *(str(loc) for loc in locators)]).encode()
+            self.portable = False
+        self._text.write(hinted)
+        self._md5.update(portable)
+        self.text_size += len(portable)
+        for piece in segments:
+            self._text.write(piece)
+            self._md5.update(piece)
+            self.text_size += len(piece)
+        self._text.write(b"\n")
+        self._md5.update(b"\n")
+        self.text_size += 1
+        self.streams += 1
+        self.size += size
+        prefix = rel + "/" if rel else ""
+        quote = _quote
+        batch: list[str] = []
+        for i, file in enumerate(names):
+            batch.append(f'{quote(prefix + file)}:"{md5s[16 * i : 16 * i + 16].hex()}"')
+            if len(batch) >= 4096:
+                self.add_entries(",".join(batch))
+                batch = []
+        self.add_entries(",".join(batch))
+        self.file_count += files
 
     def add_line(self, portable: bytes, files: int, size: int, hinted: bytes | None = None) -> None:
         """One stream as a line of portable text already written (a

@@ -16,13 +16,14 @@ import hashlib
 import mmap
 import os
 import queue
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, StoredBlock
@@ -31,8 +32,10 @@ from warehouse.collection.scan import DirNode, Files, LazyTree
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
 from warehouse.manifest.entries import FileEntry
+from warehouse.manifest.escape import escape_name
 from warehouse.manifest.layout import file_entries
 from warehouse.manifest.normalize import normalized_streams
+from warehouse.manifest.parse import parse_streams
 
 if TYPE_CHECKING:
     from warehouse.collection.spool import Spool
@@ -331,6 +334,15 @@ class _Packer:
         fut.add_done_callback(self._note_error)
         self.tasks.append(fut)
 
+    def hash_files(
+        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: bytearray
+    ) -> None:
+        """Hash files wholly inside the buffer being filled, before it is
+        submitted: what it holds of them is read, and stays where it is (a
+        grown buffer is a copy; the old one lives while this task holds it)."""
+        lease.hold()
+        self._task(self.pool.submit(self._hash_files, lease, whole_files, md5s))
+
     def hash_part(self, fh: _FileHash, lease: _Lease, lo: int, hi: int) -> None:
         """Add buf[lo:hi] to a file's MD5, after the parts submitted before."""
         lease.hold()
@@ -508,6 +520,66 @@ def _changed(scanned: int, before: tuple[int, int], after: tuple[int, int], read
     return ""
 
 
+class SegmentText:
+    """The segments of a directory of spilled files (``SpilledFiles``), as
+    the text of its manifest line has them (" position:length:name" each),
+    in an unnamed scratch file: written as the files are read, copied after
+    the stream's locators once its blocks are stored."""
+
+    def __init__(self) -> None:
+        # Closed by close() (or with the object): no `with`.
+        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="put-segments-", buffering=1 << 20)  # noqa: SIM115
+        self.size = 0
+        self.data_size = 0
+        self._pending: list[str] = []  # segments not written yet, written together
+
+    def append(self, segment: Segment) -> None:
+        # As format_stream writes it. A file's name here has no "/" and is
+        # no "." (which it would escape further): a directory's entry.
+        text = f" {segment.position}:{segment.length}:{escape_name(segment.name)}"
+        self._pending.append(text)
+        self.data_size += segment.length  # as read (a changing file may differ from its scan)
+        if len(self._pending) >= 8192:
+            self._write()
+
+    def _write(self) -> None:
+        data = "".join(self._pending).encode()
+        self._pending.clear()
+        self.file.write(data)
+        self.size += len(data)
+
+    def pieces(self, size: int = 1 << 18) -> Iterator[bytes]:
+        if self._pending:
+            self._write()
+        self.file.flush()
+        fd = self.file.fileno()
+        pos = 0
+        while pos < self.size:
+            piece = os.pread(fd, min(size, self.size - pos), pos)
+            if not piece:
+                raise OSError(f"a scratch file of a put ends at {pos} of {self.size} bytes")
+            pos += len(piece)
+            yield piece
+
+    def stream(self, name: str, locators: Sequence[Any]) -> Stream:
+        """The stream whole (where it must be normalized again, or is kept in memory)."""
+        head = " ".join([escape_name(name), *(str(loc) for loc in locators)]).encode()
+        (stream,) = parse_streams(b"".join([head, *self.pieces(), b"\n"]))
+        return stream
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __del__(self) -> None:
+        file = getattr(self, "file", None)
+        if file is not None:
+            file.close()
+
+
+# Files wholly inside a block held at most before they are hashed.
+_WHOLE_BATCH = 8192
+
+
 def _pack_dir(
     rel: str,
     files: Files,
@@ -516,7 +588,7 @@ def _pack_dir(
     progress: Progress | None,
     allow_changing: bool = False,
     changed: list[str] | None = None,
-) -> tuple[list[Future[StoredBlock]], list[Segment], int, bytearray]:
+) -> tuple[list[Future[StoredBlock]], list[Segment] | SegmentText, int, bytearray]:
     """Pack one directory's files into blocks; also take every file's MD5.
 
     The MD5s are recorded for the md5sum listing of `wh get`. A file inside one
@@ -526,7 +598,8 @@ def _pack_dir(
     so the same file is stored as the same blocks in any collection.
     """
     blocks: list[Future[StoredBlock]] = []
-    segments: list[Segment] = []
+    # A directory of more files than are held writes its segments out.
+    segments: list[Segment] | SegmentText = SegmentText() if files.spilled else []
     block_size = packer.block_size
     rest = files.total_size  # bytes of the files not read yet
     lease = packer.lease(rest)
@@ -637,6 +710,11 @@ def _pack_dir(
             changed.append(f"{rel}/{name}" if rel else name)
         if fh is None:
             whole.append((index, file_start, fill))
+            if len(whole) >= _WHOLE_BATCH:
+                # A block of many tiny files (a million fit in 64 MiB): its
+                # files are hashed a batch at a time, not listed to its end.
+                packer.hash_files(lease, whole, md5s)
+                whole = []
         else:
             packer.hash_part(fh, lease, file_start, fill)
             packer.file_done(md5s, index, fh)
@@ -704,6 +782,13 @@ class _Sink(Protocol):
     ) -> None: ...
 
 
+def _parts_sink(sink: _Sink) -> Spool | None:
+    """The sink as a spool (which takes a stream in parts), if it is one."""
+    from warehouse.collection.spool import Spool
+
+    return sink if isinstance(sink, Spool) else None
+
+
 class _Kept:
     """The streams and digests of a put kept in memory (no spool)."""
 
@@ -736,7 +821,7 @@ class _Packed:
 
     todo: _Todo
     blocks: list[Future[StoredBlock]]
-    segments: list[Segment]
+    segments: list[Segment] | SegmentText
     md5s: bytearray
     tasks: list[Future[Any]]
     changed: list[str]
@@ -784,13 +869,41 @@ class _Emitter:
                 self.blocks.append(b)
                 if self.cache is not None:
                     self._keys.add(b.locator.key)
-        names = node.files.names
-        if not names:
+        if not node.files:
             self.sink.add(Stream(name, (EMPTY_LOCATOR,), (_MARKER,)), rel, (), b"")
             return
-        stream = Stream(
-            name, tuple(b.locator for b in stored) or (EMPTY_LOCATOR,), tuple(packed.segments)
-        )
+        locators = tuple(b.locator for b in stored) or (EMPTY_LOCATOR,)
+        if isinstance(packed.segments, SegmentText):
+            # A directory of more files than are held: into a spool in parts,
+            # its locators, then its segments copied from scratch, then its
+            # listing entries, as the files are read back.
+            text = packed.segments
+            try:
+                spool = _parts_sink(self.sink)
+                laid_out = _laid_out_normalized(Stream(name, locators, ()))
+                if hits is None and spool is not None and laid_out:
+                    spool.add_parts(
+                        name,
+                        locators,
+                        text.pieces(),
+                        rel,
+                        node.files.iter_names(),
+                        packed.md5s,
+                        len(node.files),
+                        text.data_size,
+                    )
+                    return
+                # Normalized again, with the resume cache, or kept in memory:
+                # held whole, as a directory of fewer files is.
+                stream = text.stream(name, locators)
+            finally:
+                text.close()
+            names: Sequence[str] = list(node.files.iter_names())
+        else:
+            # (Spilled files all read through the resume cache are held here.)
+            spilled = node.files.spilled
+            names = list(node.files.iter_names()) if spilled else node.files.names
+            stream = Stream(name, locators, tuple(packed.segments))
         if hits is None:
             if not _laid_out_normalized(stream):
                 (stream,) = normalized_streams(file_entries([stream]).values())
