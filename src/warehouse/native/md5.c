@@ -541,4 +541,68 @@ void wh_unmap(void *addr, size_t size) {
     if (addr)
         munmap(addr, size);
 }
+
+/* wh_open_md5(n, paths, sizes, fds, out): as wh_map_md5, but each file is
+ * unmapped once hashed and left open instead: fds[i] is its descriptor (the
+ * caller closes it), or -1 where wh_map_md5 gives NULL. A reader then
+ * copies what it wants of a file out with pread, without holding its own
+ * lock, from the very inode hashed (block files are never changed in
+ * place); no mapping outlives the call, for the process to tear down. The
+ * files are mapped side by side into one reserved range, unmapped at once:
+ * one unmapping (one flush of the other threads' TLBs) instead of one a
+ * file. */
+static size_t page_round(size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (size + page - 1) / page * page;
+}
+
+int wh_open_md5(size_t n, const char *const *paths, const size_t *sizes, int *fds,
+                unsigned char *out) {
+    const unsigned char **ptrs = malloc((n ? n : 1) * sizeof *ptrs);
+    size_t *lens = malloc((n ? n : 1) * sizeof *lens);
+    size_t *which = malloc((n ? n : 1) * sizeof *which);
+    unsigned char *sums = malloc((n ? n : 1) * 16);
+    size_t span = 0;
+    for (size_t i = 0; i < n; i++)
+        span += page_round(sizes[i]);
+    unsigned char *range = NULL;
+    if (span) {
+        void *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        range = r == MAP_FAILED ? NULL : r;
+    }
+    int opened = -1;
+    if (ptrs && lens && which && sums && (range || !span)) {
+        size_t m = 0, at = 0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char *slot = range + at;
+            at += page_round(sizes[i]);
+            fds[i] = sizes[i] ? open(paths[i], O_RDONLY | O_CLOEXEC) : -1;
+            if (fds[i] < 0)
+                continue;
+            struct stat st;
+            void *p = MAP_FAILED;
+            if (fstat(fds[i], &st) == 0 && (size_t)st.st_size == sizes[i])
+                p = mmap(slot, sizes[i], PROT_READ, MAP_SHARED | MAP_FIXED, fds[i], 0);
+            if (p == MAP_FAILED || madvise(p, sizes[i], MADV_POPULATE_READ) != 0) {
+                close(fds[i]);
+                fds[i] = -1;
+                continue;
+            }
+            ptrs[m] = p;
+            lens[m] = sizes[i];
+            which[m++] = i;
+        }
+        wh_md5_many(m, ptrs, lens, sums);
+        for (size_t k = 0; k < m; k++)
+            memcpy(out + 16 * which[k], sums + 16 * k, 16);
+        opened = (int)m;
+    }
+    if (range)
+        munmap(range, span);
+    free(ptrs);
+    free(lens);
+    free(which);
+    free(sums);
+    return opened;
+}
 #endif

@@ -18,7 +18,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LIBRARY", "can_map", "lanes", "map_md5", "md5_many", "md5_many_hashlib"]
+__all__ = [
+    "LIBRARY",
+    "can_map",
+    "can_open",
+    "lanes",
+    "map_md5",
+    "md5_many",
+    "md5_many_hashlib",
+    "open_md5",
+]
 
 LIBRARY = Path(__file__).with_name("_md5.so")
 
@@ -89,6 +98,15 @@ def _open() -> Any:
         ]
         lib.wh_unmap.restype = None
         lib.wh_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    if hasattr(lib, "wh_open_md5"):
+        lib.wh_open_md5.restype = ctypes.c_int
+        lib.wh_open_md5.argtypes = [
+            ctypes.c_size_t,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
     # One lane (no AVX2) would be no quicker than hashlib: not worth the calls.
     return lib if lib.wh_md5_lanes() > 1 else None
 
@@ -176,3 +194,29 @@ def map_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[memoryview
         pages._wh_mapping = _Mapping(addr, sizes[i], lib.wh_unmap)  # type: ignore[attr-defined]
         found.append((memoryview(pages).cast("B").toreadonly(), raw[16 * i : 16 * i + 16]))
     return found
+
+
+def can_open() -> bool:
+    """Whether ``open_md5`` opens and hashes files in one native call here."""
+    lib = _load()
+    return lib is not None and hasattr(lib, "wh_open_md5")
+
+
+def open_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[int, bytes] | None]:
+    """Each file opened read-only and hashed whole (mapped with its pages
+    faulted in, then unmapped), all in one call that releases the GIL: its
+    open descriptor (the caller's to close) and the MD5 digest of what it
+    holds; None for a file that is not there with that size, or could not be
+    read so (its read error, if any, is for the caller's own read to
+    report). Only where ``can_open()``."""
+    lib = _load()
+    n = len(paths)
+    names = [os.fsencode(p) for p in paths]
+    c_paths = (ctypes.c_char_p * n)(*names)
+    c_sizes = (ctypes.c_size_t * n)(*sizes)
+    fds = (ctypes.c_int * n)()
+    out = ctypes.create_string_buffer(16 * n)
+    if lib.wh_open_md5(n, c_paths, c_sizes, fds, out) < 0:
+        raise MemoryError("no memory to hash the blocks")
+    raw = out.raw
+    return [None if fds[i] < 0 else (fds[i], raw[16 * i : 16 * i + 16]) for i in range(n)]
