@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import mmap
 import os
@@ -192,6 +193,34 @@ def test_files_opened_and_hashed_in_one_call(tmp_path: Path) -> None:
     assert native.open_md5([], []) == []
 
 
+def test_pieces_of_open_files_read_into_one_bytes(tmp_path: Path) -> None:
+    if not native.can_open():
+        pytest.skip("the native library is not used here (files are mapped from Python)")
+    rnd = random.Random(7)
+    datas = [rnd.randbytes(n) for n in (5000, 1 << 20, 77)]
+    fds = []
+    for i, data in enumerate(datas):
+        (tmp_path / f"p{i}").write_bytes(data)
+        fds.append(os.open(tmp_path / f"p{i}", os.O_RDONLY))
+    try:
+        pieces = [(fds[0], 4000, 1000), (fds[1], 0, 1 << 20), (fds[2], 3, 70), (fds[0], 0, 1)]
+        got = native.pread_all(pieces)
+        assert type(got) is bytes
+        assert got == datas[0][4000:] + datas[1] + datas[2][3:73] + datas[0][:1]
+        assert native.pread_all([]) == b""
+        with pytest.raises(OSError, match="ended before"):
+            native.pread_all([(fds[2], 70, 8)])  # the file has 77 bytes
+        r, w = os.pipe()
+        os.close(w)
+        with pytest.raises(OSError) as e:
+            native.pread_all([(r, 0, 4)])  # a pipe cannot be read at an offset
+        os.close(r)
+        assert e.value.errno == errno.ESPIPE
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 # The checking filesystem of a query step, over a real volume.
 
 
@@ -259,6 +288,17 @@ def test_blocks_kept_are_closed_when_dropped(tmp_path: Path) -> None:
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) == before
     assert blockfs.KEEP_OPEN >= 16
+
+
+def test_reads_at_the_end_and_across_blocks(tmp_path: Path) -> None:
+    files, _, made = _files(tmp_path)
+    path, data, _ = made[2]
+    f = files.files[path]
+    assert files.read(f, f.size, 10) == b""
+    assert files.read(f, f.size - 3, 10) == data[-3:]
+    assert files.read(f, 0, f.size + 100) == data
+    got = files.read(f, f.starts[1] - 1, f.starts[4] - f.starts[1] + 2)
+    assert type(got) is bytes and got == data[f.starts[1] - 1 : f.starts[4] + 1]
 
 
 def test_a_read_over_several_blocks_checks_them_with_their_siblings(tmp_path: Path) -> None:

@@ -478,6 +478,7 @@ void wh_md5_many(size_t n, const unsigned char *const *ptrs, const size_t *lens,
  * its digest is then left as it was. Returns -1 if no memory was to be had
  * for the call (nothing mapped), else how many files were mapped. */
 #if defined(__linux__)
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -604,5 +605,30 @@ int wh_open_md5(size_t n, const char *const *paths, const size_t *sizes, int *fd
     free(which);
     free(sums);
     return opened;
+}
+
+/* wh_pread_all(k, fds, offsets, lens, dest): piece i, lens[i] bytes of
+ * fds[i] from offsets[i], copied to dest one after another, all without the
+ * caller's lock (one read of DuckDB's spanning several block files lands
+ * in the one buffer it gets). 0, or -1 if a read failed or a file ended
+ * early (errno says which; 0 for an early end). */
+int wh_pread_all(size_t k, const int *fds, const size_t *offsets, const size_t *lens,
+                 unsigned char *dest) {
+    for (size_t i = 0; i < k; i++) {
+        size_t done = 0;
+        while (done < lens[i]) {
+            ssize_t got = pread(fds[i], dest + done, lens[i] - done, (off_t)(offsets[i] + done));
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                if (got == 0)
+                    errno = 0;
+                return -1;
+            }
+            done += (size_t)got;
+        }
+        dest += lens[i];
+    }
+    return 0;
 }
 #endif

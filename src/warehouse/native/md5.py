@@ -27,6 +27,7 @@ __all__ = [
     "md5_many",
     "md5_many_hashlib",
     "open_md5",
+    "pread_all",
 ]
 
 LIBRARY = Path(__file__).with_name("_md5.so")
@@ -61,6 +62,14 @@ _release_buffer = ctypes.pythonapi.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_Buffer)]
 _release_buffer.restype = None
 _PYBUF_SIMPLE = 0  # contiguous bytes, read-only allowed
+# A new bytes object of a size, not filled yet, and where its bytes are: the
+# C API's way to fill one before anything else sees it.
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
+_new_bytes.restype = ctypes.py_object
+_bytes_at = ctypes.pythonapi.PyBytes_AsString
+_bytes_at.argtypes = [ctypes.py_object]
+_bytes_at.restype = ctypes.c_void_p
 
 
 def _load() -> Any:
@@ -74,7 +83,7 @@ def _open() -> Any:
     if os.environ.get("WH_NATIVE_MD5") == "0":
         return None
     try:
-        lib = ctypes.CDLL(str(LIBRARY))  # CDLL: each call releases the GIL
+        lib = ctypes.CDLL(str(LIBRARY), use_errno=True)  # CDLL: each call releases the GIL
     except OSError:  # not built here (no compiler), or built for another system
         return None
     lib.wh_md5_lanes.restype = ctypes.c_int
@@ -98,6 +107,15 @@ def _open() -> Any:
         ]
         lib.wh_unmap.restype = None
         lib.wh_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    if hasattr(lib, "wh_pread_all"):
+        lib.wh_pread_all.restype = ctypes.c_int
+        lib.wh_pread_all.argtypes = [
+            ctypes.c_size_t,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
     if hasattr(lib, "wh_open_md5"):
         lib.wh_open_md5.restype = ctypes.c_int
         lib.wh_open_md5.argtypes = [
@@ -197,9 +215,30 @@ def map_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[memoryview
 
 
 def can_open() -> bool:
-    """Whether ``open_md5`` opens and hashes files in one native call here."""
+    """Whether ``open_md5`` opens and hashes files in one native call here,
+    and ``pread_all`` reads them."""
     lib = _load()
-    return lib is not None and hasattr(lib, "wh_open_md5")
+    return lib is not None and hasattr(lib, "wh_open_md5") and hasattr(lib, "wh_pread_all")
+
+
+def pread_all(pieces: Sequence[tuple[int, int, int]]) -> bytes:
+    """The pieces (descriptor, offset, length) read one after another into
+    one new ``bytes``, in one call that releases the GIL: one copy, the
+    kernel's. OSError if a read fails or a file ends before its piece does.
+    Only where ``can_open()``."""
+    lib = _load()
+    k = len(pieces)
+    total = sum(n for _, _, n in pieces)
+    out = _new_bytes(None, total)
+    fds = (ctypes.c_int * k)(*(fd for fd, _, _ in pieces))
+    offsets = (ctypes.c_size_t * k)(*(at for _, at, _ in pieces))
+    lens = (ctypes.c_size_t * k)(*(n for _, _, n in pieces))
+    if total and lib.wh_pread_all(k, fds, offsets, lens, _bytes_at(out)) < 0:
+        errno = ctypes.get_errno()
+        if errno:
+            raise OSError(errno, os.strerror(errno))
+        raise OSError("a file ended before the piece asked of it")
+    return out  # type: ignore[no-any-return]
 
 
 def open_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[int, bytes] | None]:

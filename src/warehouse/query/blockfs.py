@@ -43,7 +43,7 @@ from fsspec import AbstractFileSystem  # type: ignore[import-untyped]
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.manifest import FileEntry
-from warehouse.native.md5 import can_open, md5_many, open_md5
+from warehouse.native.md5 import can_open, md5_many, open_md5, pread_all
 
 __all__ = ["KEEP_BYTES", "PROTOCOL", "BlockFiles", "lazy_layout"]
 
@@ -303,23 +303,26 @@ class BlockFiles:
 
     def read(self, f: _File, pos: int, n: int) -> bytes:
         end = min(pos + n, f.size)
-        parts: list[bytes | memoryview] = []
+        parts: list[tuple[_Block, int, int]] = []  # (block, offset in it, length)
         i = bisect.bisect_right(f.starts, pos) - 1
         last = bisect.bisect_right(f.starts, end - 1) - 1
         while pos < end:
             data = self.block(f, i, last)
             start = f.starts[i]
             take = min(end - pos, start + len(data) - pos)
-            if isinstance(data, _Opened):  # copied out without the GIL
-                parts.append(data.pread(pos - start, take))
-            else:
-                parts.append(data[pos - start : pos - start + take])
+            parts.append((data, pos - start, take))
             pos += take
             i += 1
-        # DuckDB takes bytes (it copies them out under the GIL).
-        if len(parts) == 1:
-            return parts[0] if isinstance(parts[0], bytes) else bytes(parts[0])
-        return b"".join(parts)
+        # DuckDB takes bytes (it copies them out under the GIL). Out of open
+        # block files the kernel copies straight into them, the GIL released.
+        opened = [(data.fd, at, take) for data, at, take in parts if isinstance(data, _Opened)]
+        if len(opened) == len(parts):  # the blocks, held by ``parts``, stay open meanwhile
+            return pread_all(opened)
+        views = [
+            memoryview(data.pread(at, take)) if isinstance(data, _Opened) else data[at : at + take]
+            for data, at, take in parts
+        ]
+        return bytes(views[0]) if len(views) == 1 else b"".join(views)
 
 
 class _Reader(io.RawIOBase):
