@@ -543,67 +543,201 @@ void wh_unmap(void *addr, size_t size) {
         munmap(addr, size);
 }
 
-/* wh_open_md5(n, paths, sizes, fds, out): as wh_map_md5, but each file is
- * unmapped once hashed and left open instead: fds[i] is its descriptor (the
- * caller closes it), or -1 where wh_map_md5 gives NULL. A reader then
- * copies what it wants of a file out with pread, without holding its own
- * lock, from the very inode hashed (block files are never changed in
- * place); no mapping outlives the call, for the process to tear down. The
- * files are mapped side by side into one reserved range, unmapped at once:
- * one unmapping (one flush of the other threads' TLBs) instead of one a
- * file. */
-static size_t page_round(size_t size) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return (size + page - 1) / page * page;
+/* wh_read_md5(n, paths, sizes, fds, out): each file at paths[i] opened and
+ * hashed (digest at out + 16 * i), all side by side as wh_md5_many does, and
+ * left open: fds[i] is its descriptor (the caller closes it), or -1 if it
+ * could not be opened, is not sizes[i] bytes (or is empty), or could not be
+ * read whole (its digest is then left as it was). A reader then copies what
+ * it wants of a file out with pread, without holding its own lock, from the
+ * very inode hashed (block files are never changed in place). The files are
+ * read a chunk at a time into a small buffer per lane, not mapped: no page
+ * is mapped, faulted in or unmapped (each unmapping flushes the TLBs of the
+ * process's other threads), and the buffers stay in the CPU's cache while
+ * they are hashed. Returns how many files are left open, or -1 if no
+ * memory was to be had (none is). */
+#define READ_CHUNK (128 * 1024) /* a multiple of 64 */
+
+typedef struct {
+    size_t job;         /* which file; (size_t)-1 if the lane is idle */
+    size_t off;         /* bytes of it read */
+    size_t blocks, pos; /* 64-byte blocks in buf, and hashed of them */
+    int last;           /* buf ends with the padding */
+    unsigned char *buf; /* READ_CHUNK + 128 bytes */
+} rlane;
+
+/* The lane's next chunk of its file (the last one padded); -1 if a read
+ * failed or the file ended early. */
+static int rlane_fill(rlane *l, int fd, size_t size) {
+    size_t want = size - l->off < READ_CHUNK ? size - l->off : READ_CHUNK;
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = pread(fd, l->buf + got, want - got, (off_t)(l->off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    l->off += got;
+    l->pos = 0;
+    l->last = l->off == size;
+    if (!l->last) {
+        l->blocks = got / 64;
+        return 0;
+    }
+    size_t rest = got % 64, whole = got - rest;
+    size_t tail_blocks = rest < 56 ? 1 : 2;
+    uint64_t bits = (uint64_t)size * 8u;
+    memset(l->buf + got, 0, tail_blocks * 64 - rest);
+    l->buf[got] = 0x80;
+    for (int i = 0; i < 8; i++)
+        l->buf[whole + tail_blocks * 64 - 8 + i] = (unsigned char)(bits >> (8 * i));
+    l->blocks = whole / 64 + tail_blocks;
+    return 0;
 }
 
-int wh_open_md5(size_t n, const char *const *paths, const size_t *sizes, int *fds,
-                unsigned char *out) {
-    const unsigned char **ptrs = malloc((n ? n : 1) * sizeof *ptrs);
-    size_t *lens = malloc((n ? n : 1) * sizeof *lens);
-    size_t *which = malloc((n ? n : 1) * sizeof *which);
-    unsigned char *sums = malloc((n ? n : 1) * 16);
-    size_t span = 0;
-    for (size_t i = 0; i < n; i++)
-        span += page_round(sizes[i]);
-    unsigned char *range = NULL;
-    if (span) {
-        void *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        range = r == MAP_FAILED ? NULL : r;
-    }
-    int opened = -1;
-    if (ptrs && lens && which && sums && (range || !span)) {
-        size_t m = 0, at = 0;
-        for (size_t i = 0; i < n; i++) {
-            unsigned char *slot = range + at;
-            at += page_round(sizes[i]);
-            fds[i] = sizes[i] ? open(paths[i], O_RDONLY | O_CLOEXEC) : -1;
-            if (fds[i] < 0)
-                continue;
-            struct stat st;
-            void *p = MAP_FAILED;
-            if (fstat(fds[i], &st) == 0 && (size_t)st.st_size == sizes[i])
-                p = mmap(slot, sizes[i], PROT_READ, MAP_SHARED | MAP_FIXED, fds[i], 0);
-            if (p == MAP_FAILED || madvise(p, sizes[i], MADV_POPULATE_READ) != 0) {
-                close(fds[i]);
-                fds[i] = -1;
-                continue;
-            }
-            ptrs[m] = p;
-            lens[m] = sizes[i];
-            which[m++] = i;
+/* Start the next file that opens and reads on lane l; 0 if none is left. */
+static int rlane_start(rlane *l, size_t *next, size_t n, int *fds, const size_t *sizes) {
+    for (; *next < n; (*next)++) {
+        size_t j = *next;
+        if (fds[j] < 0)
+            continue;
+        l->job = j;
+        l->off = 0;
+        if (rlane_fill(l, fds[j], sizes[j]) == 0) {
+            (*next)++;
+            return 1;
         }
-        wh_md5_many(m, ptrs, lens, sums);
-        for (size_t k = 0; k < m; k++)
-            memcpy(out + 16 * which[k], sums + 16 * k, 16);
-        opened = (int)m;
+        close(fds[j]);
+        fds[j] = -1;
     }
-    if (range)
-        munmap(range, span);
-    free(ptrs);
-    free(lens);
-    free(which);
-    free(sums);
+    l->job = (size_t)-1;
+    return 0;
+}
+
+/* Hash the rest of lane l's file from state st; 0, or -1 if a read failed. */
+static int rlane_finish(rlane *l, uint32_t st[4], int fd, size_t size, unsigned char *out) {
+    for (;;) {
+        compress(st, l->buf + 64 * l->pos, l->blocks - l->pos);
+        if (l->last) {
+            digest_out(st, out);
+            return 0;
+        }
+        if (rlane_fill(l, fd, size) != 0)
+            return -1;
+    }
+}
+
+int wh_read_md5(size_t n, const char *const *paths, const size_t *sizes, int *fds,
+                unsigned char *out) {
+    int opened = 0;
+    for (size_t i = 0; i < n; i++) {
+        fds[i] = sizes[i] ? open(paths[i], O_RDONLY | O_CLOEXEC) : -1;
+        struct stat st;
+        if (fds[i] >= 0 && (fstat(fds[i], &st) != 0 || (size_t)st.st_size != sizes[i])) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+    }
+    int width = 1;
+#ifdef WH_X86
+    static int lanes_here;
+    if (!lanes_here)
+        lanes_here = wh_md5_lanes();
+    width = lanes_here >= 16 ? 16 : lanes_here >= 8 ? 8 : 1;
+#else
+#define LANES 1
+#endif
+    rlane lanes[LANES];
+    unsigned char *bufs = malloc((size_t)width * (READ_CHUNK + 128));
+    if (!bufs) {
+        for (size_t i = 0; i < n; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        return -1;
+    }
+    size_t next = 0;
+    int active = 0;
+    for (int i = 0; i < width; i++) {
+        lanes[i].buf = bufs + (size_t)i * (READ_CHUNK + 128);
+        active += rlane_start(&lanes[i], &next, n, fds, sizes);
+    }
+#ifdef WH_X86
+    if (width > 1) {
+        static const unsigned char idle_block[64];
+        uint32_t st[4][LANES];
+        for (int i = 0; i < LANES; i++)
+            for (int w = 0; w < 4; w++)
+                st[w][i] = IV[w];
+        /* Few lanes busy: SIMD passes would mostly hash idle lanes. */
+        while (active > width / 4) {
+            const unsigned char *p[LANES];
+            size_t stride[LANES];
+            size_t run = (size_t)-1;
+            for (int i = 0; i < LANES; i++) {
+                p[i] = idle_block;
+                stride[i] = 0;
+                if (i >= width || lanes[i].job == (size_t)-1)
+                    continue;
+                p[i] = lanes[i].buf + 64 * lanes[i].pos;
+                stride[i] = 64;
+                if (lanes[i].blocks - lanes[i].pos < run)
+                    run = lanes[i].blocks - lanes[i].pos;
+            }
+            if (width == 16)
+                compress16(st, p, stride, run);
+            else
+                compress8(st, p, stride, run);
+            for (int i = 0; i < width; i++) {
+                rlane *l = &lanes[i];
+                if (l->job == (size_t)-1)
+                    continue;
+                l->pos += run;
+                if (l->pos < l->blocks)
+                    continue;
+                if (!l->last && rlane_fill(l, fds[l->job], sizes[l->job]) == 0)
+                    continue;
+                if (l->last) {
+                    uint32_t s4[4] = {st[0][i], st[1][i], st[2][i], st[3][i]};
+                    digest_out(s4, out + 16 * l->job);
+                } else { /* a read failed */
+                    close(fds[l->job]);
+                    fds[l->job] = -1;
+                }
+                for (int w = 0; w < 4; w++)
+                    st[w][i] = IV[w];
+                if (!rlane_start(l, &next, n, fds, sizes))
+                    active--;
+            }
+        }
+        for (int i = 0; i < width; i++) {
+            rlane *l = &lanes[i];
+            if (l->job == (size_t)-1)
+                continue;
+            uint32_t s4[4] = {st[0][i], st[1][i], st[2][i], st[3][i]};
+            if (rlane_finish(l, s4, fds[l->job], sizes[l->job], out + 16 * l->job) != 0) {
+                close(fds[l->job]);
+                fds[l->job] = -1;
+            }
+            l->job = (size_t)-1;
+        }
+    }
+#endif
+    /* One lane: each file in turn (and what the lanes above left). */
+    for (;;) {
+        rlane *l = &lanes[0];
+        if (l->job == (size_t)-1 && !rlane_start(l, &next, n, fds, sizes))
+            break;
+        uint32_t s4[4] = {IV[0], IV[1], IV[2], IV[3]};
+        if (rlane_finish(l, s4, fds[l->job], sizes[l->job], out + 16 * l->job) != 0) {
+            close(fds[l->job]);
+            fds[l->job] = -1;
+        }
+        l->job = (size_t)-1;
+    }
+    free(bufs);
+    for (size_t i = 0; i < n; i++)
+        opened += fds[i] >= 0;
     return opened;
 }
 

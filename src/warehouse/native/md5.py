@@ -116,9 +116,9 @@ def _open() -> Any:
             ctypes.c_void_p,
             ctypes.c_void_p,
         ]
-    if hasattr(lib, "wh_open_md5"):
-        lib.wh_open_md5.restype = ctypes.c_int
-        lib.wh_open_md5.argtypes = [
+    if hasattr(lib, "wh_read_md5"):
+        lib.wh_read_md5.restype = ctypes.c_int
+        lib.wh_read_md5.argtypes = [
             ctypes.c_size_t,
             ctypes.c_void_p,
             ctypes.c_void_p,
@@ -218,7 +218,7 @@ def can_open() -> bool:
     """Whether ``open_md5`` opens and hashes files in one native call here,
     and ``pread_all`` reads them."""
     lib = _load()
-    return lib is not None and hasattr(lib, "wh_open_md5") and hasattr(lib, "wh_pread_all")
+    return lib is not None and hasattr(lib, "wh_read_md5") and hasattr(lib, "wh_pread_all")
 
 
 def pread_all(pieces: Sequence[tuple[int, int, int]]) -> bytes:
@@ -242,12 +242,12 @@ def pread_all(pieces: Sequence[tuple[int, int, int]]) -> bytes:
 
 
 def open_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[int, bytes] | None]:
-    """Each file opened read-only and hashed whole (mapped with its pages
-    faulted in, then unmapped), all in one call that releases the GIL: its
-    open descriptor (the caller's to close) and the MD5 digest of what it
-    holds; None for a file that is not there with that size, or could not be
-    read so (its read error, if any, is for the caller's own read to
-    report). Only where ``can_open()``."""
+    """Each file opened read-only and hashed whole (read into a small
+    buffer a chunk at a time, side by side in SIMD lanes), all in one call
+    that releases the GIL: its open descriptor (the caller's to close) and
+    the MD5 digest of what it holds; None for a file that is not there
+    with that size, or could not be read so (its read error, if any, is for
+    the caller's own read to report). Only where ``can_open()``."""
     lib = _load()
     n = len(paths)
     names = [os.fsencode(p) for p in paths]
@@ -255,7 +255,7 @@ def open_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[int, byte
     c_sizes = (ctypes.c_size_t * n)(*sizes)
     fds = (ctypes.c_int * n)()
     out = ctypes.create_string_buffer(16 * n)
-    if lib.wh_open_md5(n, c_paths, c_sizes, fds, out) < 0:
+    if lib.wh_read_md5(n, c_paths, c_sizes, fds, out) < 0:
         raise MemoryError("no memory to hash the blocks")
     raw = out.raw
     return [None if fds[i] < 0 else (fds[i], raw[16 * i : 16 * i + 16]) for i in range(n)]
