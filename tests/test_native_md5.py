@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import mmap
 import os
@@ -162,65 +161,6 @@ def test_files_mapped_and_hashed_in_one_call(tmp_path: Path) -> None:
     assert bytes(kept) == datas[3][100:200]  # a view keeps its mapping
 
 
-def test_files_opened_and_hashed_in_one_call(tmp_path: Path) -> None:
-    if not native.can_open():
-        pytest.skip("the native library is not used here (files are mapped from Python)")
-    rnd = random.Random(6)
-    datas = [rnd.randbytes(n) for n in (1, 64, 150_000, 1 << 20, 3000, 4096)]
-    paths = []
-    for i, data in enumerate(datas):
-        paths.append(str(tmp_path / f"b{i}"))
-        Path(paths[-1]).write_bytes(data)
-    (tmp_path / "empty").write_bytes(b"")
-    asked = [*paths, str(tmp_path / "missing"), paths[2], str(tmp_path / "empty"), paths[1]]
-    sizes = [len(d) for d in datas] + [10, len(datas[2]) - 1, 0, len(datas[1])]
-    found = native.open_md5(asked, sizes)
-    try:
-        for got, data in zip(found[: len(datas)], datas, strict=True):
-            assert got is not None
-            fd, digest = got
-            assert digest == hashlib.md5(data).digest()
-            assert os.pread(fd, len(data) + 1, 0) == data  # open on the file hashed
-        # Not there, not of the size asked, empty: not opened. A file asked
-        # twice is opened twice.
-        assert found[len(datas) : -1] == [None, None, None]
-        assert found[-1] is not None and found[-1][1] == hashlib.md5(datas[1]).digest()
-        assert found[-1][0] != found[1][0]  # type: ignore[index]
-    finally:
-        for got in found:
-            if got is not None:
-                os.close(got[0])
-    assert native.open_md5([], []) == []
-
-
-def test_pieces_of_open_files_read_into_one_bytes(tmp_path: Path) -> None:
-    if not native.can_open():
-        pytest.skip("the native library is not used here (files are mapped from Python)")
-    rnd = random.Random(7)
-    datas = [rnd.randbytes(n) for n in (5000, 1 << 20, 77)]
-    fds = []
-    for i, data in enumerate(datas):
-        (tmp_path / f"p{i}").write_bytes(data)
-        fds.append(os.open(tmp_path / f"p{i}", os.O_RDONLY))
-    try:
-        pieces = [(fds[0], 4000, 1000), (fds[1], 0, 1 << 20), (fds[2], 3, 70), (fds[0], 0, 1)]
-        got = native.pread_all(pieces)
-        assert type(got) is bytes
-        assert got == datas[0][4000:] + datas[1] + datas[2][3:73] + datas[0][:1]
-        assert native.pread_all([]) == b""
-        with pytest.raises(OSError, match="ended before"):
-            native.pread_all([(fds[2], 70, 8)])  # the file has 77 bytes
-        r, w = os.pipe()
-        os.close(w)
-        with pytest.raises(OSError) as e:
-            native.pread_all([(r, 0, 4)])  # a pipe cannot be read at an offset
-        os.close(r)
-        assert e.value.errno == errno.ESPIPE
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
 # The checking filesystem of a query step, over a real volume.
 
 
@@ -268,26 +208,6 @@ def test_a_touched_block_is_checked_with_its_siblings(tmp_path: Path) -> None:
     for other, other_data, _ in made[1:]:
         g = files.files[other]
         assert files.read(g, 0, g.size) == other_data  # every byte, from checked blocks
-
-
-def test_blocks_kept_are_closed_when_dropped(tmp_path: Path) -> None:
-    import gc
-
-    from warehouse.query import blockfs
-
-    files, _, made = _files(tmp_path)
-    gc.collect()  # what earlier tests left, closed now
-    before = len(os.listdir("/proc/self/fd"))
-    for path, data, _ in made:
-        f = files.files[path]
-        assert files.read(f, 0, f.size) == data
-    held = len(os.listdir("/proc/self/fd")) - before
-    if native.can_open():  # each checked block file is held open, not mapped
-        assert held == len(files._kept) == sum(len(ms) for _, _, ms in made)
-    del files, f
-    gc.collect()
-    assert len(os.listdir("/proc/self/fd")) == before
-    assert blockfs.KEEP_OPEN >= 16
 
 
 def test_reads_at_the_end_and_across_blocks(tmp_path: Path) -> None:

@@ -18,17 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "LIBRARY",
-    "can_map",
-    "can_open",
-    "lanes",
-    "map_md5",
-    "md5_many",
-    "md5_many_hashlib",
-    "open_md5",
-    "pread_all",
-]
+__all__ = ["LIBRARY", "can_map", "lanes", "map_md5", "md5_many", "md5_many_hashlib"]
 
 LIBRARY = Path(__file__).with_name("_md5.so")
 
@@ -62,14 +52,6 @@ _release_buffer = ctypes.pythonapi.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_Buffer)]
 _release_buffer.restype = None
 _PYBUF_SIMPLE = 0  # contiguous bytes, read-only allowed
-# A new bytes object of a size, not filled yet, and where its bytes are: the
-# C API's way to fill one before anything else sees it.
-_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
-_new_bytes.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
-_new_bytes.restype = ctypes.py_object
-_bytes_at = ctypes.pythonapi.PyBytes_AsString
-_bytes_at.argtypes = [ctypes.py_object]
-_bytes_at.restype = ctypes.c_void_p
 
 
 def _load() -> Any:
@@ -83,7 +65,7 @@ def _open() -> Any:
     if os.environ.get("WH_NATIVE_MD5") == "0":
         return None
     try:
-        lib = ctypes.CDLL(str(LIBRARY), use_errno=True)  # CDLL: each call releases the GIL
+        lib = ctypes.CDLL(str(LIBRARY))  # CDLL: each call releases the GIL
     except OSError:  # not built here (no compiler), or built for another system
         return None
     lib.wh_md5_lanes.restype = ctypes.c_int
@@ -107,24 +89,6 @@ def _open() -> Any:
         ]
         lib.wh_unmap.restype = None
         lib.wh_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    if hasattr(lib, "wh_pread_all"):
-        lib.wh_pread_all.restype = ctypes.c_int
-        lib.wh_pread_all.argtypes = [
-            ctypes.c_size_t,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-        ]
-    if hasattr(lib, "wh_read_md5"):
-        lib.wh_read_md5.restype = ctypes.c_int
-        lib.wh_read_md5.argtypes = [
-            ctypes.c_size_t,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-        ]
     # One lane (no AVX2) would be no quicker than hashlib: not worth the calls.
     return lib if lib.wh_md5_lanes() > 1 else None
 
@@ -212,50 +176,3 @@ def map_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[memoryview
         pages._wh_mapping = _Mapping(addr, sizes[i], lib.wh_unmap)  # type: ignore[attr-defined]
         found.append((memoryview(pages).cast("B").toreadonly(), raw[16 * i : 16 * i + 16]))
     return found
-
-
-def can_open() -> bool:
-    """Whether ``open_md5`` opens and hashes files in one native call here,
-    and ``pread_all`` reads them."""
-    lib = _load()
-    return lib is not None and hasattr(lib, "wh_read_md5") and hasattr(lib, "wh_pread_all")
-
-
-def pread_all(pieces: Sequence[tuple[int, int, int]]) -> bytes:
-    """The pieces (descriptor, offset, length) read one after another into
-    one new ``bytes``, in one call that releases the GIL: one copy, the
-    kernel's. OSError if a read fails or a file ends before its piece does.
-    Only where ``can_open()``."""
-    lib = _load()
-    k = len(pieces)
-    total = sum(n for _, _, n in pieces)
-    out = _new_bytes(None, total)
-    fds = (ctypes.c_int * k)(*(fd for fd, _, _ in pieces))
-    offsets = (ctypes.c_size_t * k)(*(at for _, at, _ in pieces))
-    lens = (ctypes.c_size_t * k)(*(n for _, _, n in pieces))
-    if total and lib.wh_pread_all(k, fds, offsets, lens, _bytes_at(out)) < 0:
-        errno = ctypes.get_errno()
-        if errno:
-            raise OSError(errno, os.strerror(errno))
-        raise OSError("a file ended before the piece asked of it")
-    return out  # type: ignore[no-any-return]
-
-
-def open_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[int, bytes] | None]:
-    """Each file opened read-only and hashed whole (read into a small
-    buffer a chunk at a time, side by side in SIMD lanes), all in one call
-    that releases the GIL: its open descriptor (the caller's to close) and
-    the MD5 digest of what it holds; None for a file that is not there
-    with that size, or could not be read so (its read error, if any, is for
-    the caller's own read to report). Only where ``can_open()``."""
-    lib = _load()
-    n = len(paths)
-    names = [os.fsencode(p) for p in paths]
-    c_paths = (ctypes.c_char_p * n)(*names)
-    c_sizes = (ctypes.c_size_t * n)(*sizes)
-    fds = (ctypes.c_int * n)()
-    out = ctypes.create_string_buffer(16 * n)
-    if lib.wh_read_md5(n, c_paths, c_sizes, fds, out) < 0:
-        raise MemoryError("no memory to hash the blocks")
-    raw = out.raw
-    return [None if fds[i] < 0 else (fds[i], raw[16 * i : 16 * i + 16]) for i in range(n)]

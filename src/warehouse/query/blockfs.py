@@ -6,9 +6,7 @@ needs only their blocks. DuckDB opens such a file through this filesystem
 (registered with the connection); the first read that touches any byte of
 a block maps the whole block file of the local volume and checks its MD5,
 and every byte DuckDB gets is copied out of a block so checked, in this
-step. With the native library the block file is hashed through a mapping
-that goes at once, and kept open: a read copies its bytes out with
-``pread`` (one copy, the GIL released), from the inode hashed.
+step.
 A block that fails its check is moved aside by the volume (as on any read)
 and the read fails; the query step then fails with the reason.
 
@@ -19,10 +17,9 @@ other partitions, which a scan reads too), all hashed in one call of
 GIL). Only a block DuckDB touches can fail a read: one taken along that
 fails is left unchecked, to be checked (and reported) if DuckDB touches it.
 
-Checked blocks are kept, up to ``KEEP_BYTES`` mapped or ``KEEP_OPEN`` held
-open, while the step runs (DuckDB reads a column chunk once, but a read may
-straddle two blocks); one dropped is read and checked again if touched
-again.
+Checked blocks are kept, up to ``KEEP_BYTES``, while the step runs (DuckDB
+reads a column chunk once, but a read may straddle two blocks); one
+dropped is read and checked again if touched again.
 """
 
 from __future__ import annotations
@@ -32,10 +29,9 @@ import datetime
 import io
 import mmap
 import os
-import resource
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from fsspec import AbstractFileSystem  # type: ignore[import-untyped]
@@ -43,14 +39,12 @@ from fsspec import AbstractFileSystem  # type: ignore[import-untyped]
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.manifest import FileEntry
-from warehouse.native.md5 import can_open, md5_many, open_md5, pread_all
+from warehouse.native.md5 import can_map, map_md5, md5_many
 
 __all__ = ["KEEP_BYTES", "PROTOCOL", "BlockFiles", "lazy_layout"]
 
 PROTOCOL = "whblocks"
 KEEP_BYTES = 256 << 20
-# Block files held open at most: a share of the descriptors a process may have.
-KEEP_OPEN = max(16, min(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4))
 # Blocks checked in one call at most (the one touched and those taken along),
 # and their bytes: a lane each, a share of what is kept.
 BATCH_BLOCKS = 64
@@ -71,35 +65,6 @@ def lazy_layout(entry: FileEntry) -> list[tuple[str, int]] | None:
             return None
         out.append((piece.locator.md5, size))
     return out
-
-
-class _Opened:
-    """A checked block file held open; closed once no reader holds it (a
-    descriptor is never closed under a read, nor reused for another file)."""
-
-    __slots__ = ("fd", "size")
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd = fd
-        self.size = size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __del__(self) -> None:
-        os.close(self.fd)
-
-    def pread(self, pos: int, n: int) -> bytes:
-        data = os.pread(self.fd, n, pos)
-        while len(data) < n:  # a regular file reads short only at its end
-            more = os.pread(self.fd, n - len(data), pos + len(data))
-            if not more:
-                raise OSError(f"a checked block file ended at {pos + len(data)} of {self.size}")
-            data += more
-        return data
-
-
-_Block = memoryview | _Opened
 
 
 class _File:
@@ -124,9 +89,8 @@ class BlockFiles:
         # reports a failed read in its own words; the step raises this.
         self.error: Exception | None = None
         self.checked_bytes = 0
-        self._kept: OrderedDict[str, _Block] = OrderedDict()
-        self._kept_bytes = 0  # mapped
-        self._kept_open = 0
+        self._kept: OrderedDict[str, memoryview] = OrderedDict()
+        self._kept_bytes = 0
         # Blocks a thread is checking now: another wanting one waits for it.
         self._checking: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
@@ -146,7 +110,7 @@ class BlockFiles:
         end = f.starts[i + 1] if i + 1 < len(f.starts) else f.size
         return end - f.starts[i]
 
-    def block(self, f: _File, i: int, last: int | None = None) -> _Block:
+    def block(self, f: _File, i: int, last: int | None = None) -> memoryview:
         """Block ``i`` of ``f``, checked in this step; if it is checked now,
         so are those up to ``last`` that the same read will want."""
         md5 = f.md5s[i]
@@ -201,25 +165,21 @@ class BlockFiles:
                 total += size
         return batch
 
-    def _check(self, batch: list[tuple[str, int]]) -> dict[str, _Block]:
+    def _check(self, batch: list[tuple[str, int]]) -> dict[str, memoryview]:
         """The blocks of ``batch`` that are here whole and pass their check,
-        open or mapped; all hashed in one call. The rest are left out,
-        unreported."""
-        if LocalVolume.can_map and can_open():
-            # One native call opens, maps, faults in, hashes and unmaps them
-            # all, the GIL released throughout (DuckDB's other thread reads
-            # meanwhile); the good ones are kept open.
+        mapped; all hashed in one call. The rest are left out, unreported."""
+        if LocalVolume.can_map and can_map():
+            # One native call maps, faults in and hashes them all, the GIL
+            # released throughout (DuckDB's other thread reads meanwhile).
             paths = [str(self.volume.path_for(md5)) for md5, _ in batch]
-            found = open_md5(paths, [size for _, size in batch])
-            opened: dict[str, _Block] = {}
-            for (md5, size), got in zip(batch, found, strict=True):
-                if got is None:
-                    continue
-                held = _Opened(got[0], size)  # closed with its last reference
-                if got[1].hex() == md5:
-                    opened[md5] = held
-            self._keep(opened)
-            return opened
+            found = map_md5(paths, [size for _, size in batch])
+            good = {
+                md5: got[0]
+                for (md5, _), got in zip(batch, found, strict=True)
+                if got is not None and got[1].hex() == md5
+            }
+            self._keep(good)
+            return good
         mapped: dict[str, memoryview] = {}
         for md5, size in batch:
             data = self._map(md5, size)
@@ -232,7 +192,7 @@ class BlockFiles:
             if digest.hex() == md5
         }
         self._keep(good)
-        return dict(good)
+        return good
 
     def _map(self, md5: str, size: int) -> memoryview | None:
         """The block file's pages, mapped and faulted in (a read error is an
@@ -281,48 +241,31 @@ class BlockFiles:
             raise error from e
         return data
 
-    def _keep(self, blocks: Mapping[str, _Block]) -> None:
+    def _keep(self, blocks: dict[str, memoryview]) -> None:
         with self._lock:
             for md5, data in blocks.items():
                 self.checked_bytes += len(data)
                 if md5 not in self._kept:
                     self._kept[md5] = data
-                    self._count(data, 1)
-            while len(self._kept) > 1 and self._over():
+                    self._kept_bytes += len(data)
+            while self._kept_bytes > KEEP_BYTES and len(self._kept) > 1:
                 _, old = self._kept.popitem(last=False)
-                self._count(old, -1)
-
-    def _over(self) -> bool:
-        return self._kept_bytes > KEEP_BYTES or self._kept_open > KEEP_OPEN
-
-    def _count(self, data: _Block, sign: int) -> None:
-        if isinstance(data, _Opened):
-            self._kept_open += sign
-        else:
-            self._kept_bytes += sign * len(data)
+                self._kept_bytes -= len(old)
 
     def read(self, f: _File, pos: int, n: int) -> bytes:
         end = min(pos + n, f.size)
-        parts: list[tuple[_Block, int, int]] = []  # (block, offset in it, length)
+        parts: list[memoryview] = []
         i = bisect.bisect_right(f.starts, pos) - 1
         last = bisect.bisect_right(f.starts, end - 1) - 1
         while pos < end:
             data = self.block(f, i, last)
             start = f.starts[i]
             take = min(end - pos, start + len(data) - pos)
-            parts.append((data, pos - start, take))
+            parts.append(data[pos - start : pos - start + take])
             pos += take
             i += 1
-        # DuckDB takes bytes (it copies them out under the GIL). Out of open
-        # block files the kernel copies straight into them, the GIL released.
-        opened = [(data.fd, at, take) for data, at, take in parts if isinstance(data, _Opened)]
-        if len(opened) == len(parts):  # the blocks, held by ``parts``, stay open meanwhile
-            return pread_all(opened)
-        views = [
-            memoryview(data.pread(at, take)) if isinstance(data, _Opened) else data[at : at + take]
-            for data, at, take in parts
-        ]
-        return bytes(views[0]) if len(views) == 1 else b"".join(views)
+        # DuckDB takes bytes (it copies them out under the GIL).
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
 
 
 class _Reader(io.RawIOBase):
