@@ -17,6 +17,7 @@ a timeline of each run, in milliseconds from the submission:
 - ``checks_done``: every block's MD5 checked (threads beside DuckDB);
 - ``query_done``: DuckDB wrote the result table in scratch;
 - ``reported``: the result's blocks stored and fsynced, its record written;
+- ``ending``: the step's code is done, its process about to exit;
 - ``exited``: the manager saw the step's end;
 - ``written``: the job's rows and manifests committed;
 - ``returned``: the waiter (``run_manager``) returned;
@@ -73,6 +74,7 @@ def report(*a, **k):
 qs._check_later, qs._compute, qs._report = check_later, compute, report
 qs.query_step()
 print(f"STEPCPU {time.process_time()}", file=sys.stderr)
+_t["ending"] = time.time()
 print("TIMELINE " + " ".join(f"{k}={v}" for k, v in _t.items()), file=sys.stderr)
 import warehouse.step
 if hasattr(warehouse.step, "done"):  # as builtin:query ends, where it does
@@ -89,6 +91,7 @@ ORDER = [
     "checks_done",
     "query_done",
     "reported",
+    "ending",
     "exited",
     "written",
     "returned",

@@ -210,6 +210,17 @@ def test_a_touched_block_is_checked_with_its_siblings(tmp_path: Path) -> None:
         assert files.read(g, 0, g.size) == other_data  # every byte, from checked blocks
 
 
+def test_reads_at_the_end_and_across_blocks(tmp_path: Path) -> None:
+    files, _, made = _files(tmp_path)
+    path, data, _ = made[2]
+    f = files.files[path]
+    assert files.read(f, f.size, 10) == b""
+    assert files.read(f, f.size - 3, 10) == data[-3:]
+    assert files.read(f, 0, f.size + 100) == data
+    got = files.read(f, f.starts[1] - 1, f.starts[4] - f.starts[1] + 2)
+    assert type(got) is bytes and got == data[f.starts[1] - 1 : f.starts[4] + 1]
+
+
 def test_a_read_over_several_blocks_checks_them_with_their_siblings(tmp_path: Path) -> None:
     files, _, made = _files(tmp_path)
     path, data, _ = made[0]
