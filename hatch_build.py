@@ -37,6 +37,10 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[misc]
 
 
 def _compile(source: Path, target: Path) -> bool:
+    """Compile ``source`` to ``target``; False (and no ``target`` left) if it fails."""
+    # A library built from an earlier md5.c would be loaded in place of the
+    # one that failed: it goes first, so a failed build leaves hashlib's path.
+    target.unlink(missing_ok=True)
     cc = shlex.split(os.environ.get("CC", "cc"))
     if not cc or shutil.which(cc[0]) is None:
         _warn(f"no C compiler ({' '.join(cc) or 'CC is empty'}): MD5 checks use hashlib")

@@ -286,3 +286,40 @@ def test_whole_blocks_are_verified_together(tmp_path: Path) -> None:
     finally:
         for fd, _, _ in blocks:
             os.close(fd)
+
+
+def _run_compile(
+    tmp_path: Path, source: Path, target: Path, cc: str
+) -> subprocess.CompletedProcess[str]:
+    """hatch_build's compile step, run alone with ``CC=cc`` (hatchling, which
+    only the build's own environment has, stood in for by its base class)."""
+    stub = tmp_path / "stub" / "hatchling" / "builders" / "hooks" / "plugin"
+    stub.mkdir(parents=True)
+    (stub / "interface.py").write_text("class BuildHookInterface:\n    pass\n")
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys; from pathlib import Path; import hatch_build;"
+        f"print(hatch_build._compile(Path({str(source)!r}), Path({str(target)!r})))"
+    )
+    env = {**os.environ, "CC": cc, "PYTHONPATH": f"{tmp_path / 'stub'}{os.pathsep}{root}"}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize("broken", ["source", "compiler"])
+def test_a_failed_build_leaves_no_earlier_library(tmp_path: Path, broken: str) -> None:
+    """A library built from an earlier md5.c is not left to be loaded when
+    the build of the current one fails (or finds no compiler): the package
+    then hashes with hashlib, not with a kernel its source no longer is."""
+    cc = os.environ.get("CC", "cc")
+    if broken == "source" and shutil.which(cc.split()[0]) is None:
+        pytest.skip("no C compiler here")
+    source = tmp_path / "md5.c"
+    source.write_text("this is not C\n" if broken == "source" else "int x;\n")
+    target = tmp_path / "_md5.so"
+    target.write_bytes(b"built from an earlier md5.c")
+    done = _run_compile(tmp_path, source, target, cc if broken == "source" else "no-such-cc-here")
+    assert done.returncode == 0 and done.stdout == "False\n", done.stderr
+    assert "native MD5 not built" in done.stderr
+    assert not target.exists()
