@@ -318,10 +318,8 @@ class _Claims:
     def __init__(self, directory: Path | None) -> None:
         fd, path = tempfile.mkstemp(dir=directory, prefix="put-claims-")
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False)
-        finally:
             os.close(fd)
-        try:
+            self._db = sqlite3.connect(path, check_same_thread=False)
             # Nothing here outlives the request: no journal, no syncs.
             self._db.executescript(
                 "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
@@ -329,7 +327,7 @@ class _Claims:
                 "CREATE TABLE written (line INTEGER PRIMARY KEY, key TEXT, size INTEGER);"
             )
         finally:
-            os.unlink(path)  # the open database stays; its name goes
+            os.unlink(path)  # the open database stays (once made); its name goes, whatever failed
         self._named: list[tuple[str, int]] = []
 
     def named(self, locators: tuple[Locator, ...]) -> None:
