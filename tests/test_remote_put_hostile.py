@@ -9,11 +9,9 @@ import json
 import os
 import socket
 import subprocess
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from cluster import Controller, KeepPool, controller, keep_pool
+from frontserver import Answer, Front, serving
 from memory_helpers import WH
 from warehouse import catalog
 from warehouse.blocks import Locator
@@ -175,65 +174,27 @@ def test_a_users_puts_at_once_share_one_bodys_bound_on_the_disk(
 # -- the client against a controller that answers the streamed put otherwise ---
 
 
-class _Front(ThreadingHTTPServer):
+class _Front(Front):
     """A server of the test's own before a real controller: it passes every
     request on, but answers the streamed put itself with ``answer`` (an
     older controller's 405, a proxy's error page, a broken answer)."""
 
-    daemon_threads = True
-
     def __init__(self, behind: str) -> None:
-        super().__init__(("127.0.0.1", 0), _FrontHandler)
-        self.behind = behind
+        super().__init__(behind)
         self.answer: tuple[int, str, bytes] = (405, "application/json", b'{"detail":"no"}')
         self.streamed = 0  # streamed puts answered here
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _FrontHandler(BaseHTTPRequestHandler):
-    server: _Front
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _relay(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        if self.command == "POST" and self.path.split("?")[0] == PATH:
-            self.server.streamed += 1
-            status, kind, answer = self.server.answer
-        else:
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
-            resp = httpx.request(
-                self.command, self.server.behind + self.path, headers=headers, content=body
-            )
-            status, kind, answer = (
-                resp.status_code,
-                resp.headers.get("content-type", ""),
-                resp.content,
-            )
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(answer)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
+    def reply(self, command: str, path: str, relay: Callable[[], Answer]) -> Answer:
+        if command == "POST" and path == PATH:
+            self.streamed += 1
+            return (*self.answer, False)
+        return relay()
 
 
 @pytest.fixture
 def front(ctl: Controller) -> Iterator[_Front]:
-    server = _Front(ctl.url)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_Front(ctl.url)) as server:
+        yield server
 
 
 def _src(root: Path) -> Path:
