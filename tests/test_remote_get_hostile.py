@@ -14,21 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from cluster import Controller, KeepPool, controller, keep_pool
+from cluster import (
+    Controller,
+    ctl_fixture,
+    pool_fixture,
+)
 from frontserver import Answer, Front, serving
 from memory_helpers import WH
 
-
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[KeepPool]:
-    with keep_pool(tmp_path / "keep", 2) as p:
-        yield p
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
-    with controller(tmp_path / "c.db", pool, scratch=tmp_path) as c:
-        yield c
+pool = pool_fixture()
+ctl = ctl_fixture()
 
 
 class _Front(Front):
