@@ -21,44 +21,25 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from million import _blocks, _manifest
+from million_get import _serve  # the same controller and admin
+from remote_put_ab import _peak_kib
 
 
 def _peak_mb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM"):
-            return int(line.split()[1]) // 1024
-    raise SystemExit(f"no VmHWM for process {pid}")
+    return _peak_kib(pid) // 1024
 
 
 def _one(wh: str, manifest: Path, base: str) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(dir=base, prefix="wh-put-remote-"))
-    env = dict(os.environ, WH_HOME=str(work / "served"))
-    env.pop("WH_URL", None)
-    env.pop("PYTHONPATH", None)
-    argv = [wh, "serve", "--listen", "127.0.0.1:0", "--keep", "2", "--executor", "none"]
-    server = subprocess.Popen(
-        [*argv, "--max-manifest", str(64 << 20)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    server, client = _serve(work, wh)
     try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split()[3]
-        for _ in range(2):
-            server.stdout.readline()
-        admin = subprocess.run(
-            [wh, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
-        )
-        if admin.returncode != 0:
-            raise SystemExit(admin.stderr)
-        client = {**env, "WH_URL": url, "WH_TOKEN": admin.stdout.strip()}
         client["WH_HOME"] = str(work / "client")
         before = _peak_mb(server.pid)
         start = time.monotonic()

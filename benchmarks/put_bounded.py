@@ -48,12 +48,17 @@ def tiny_tree(root: Path, count: int) -> Path:
     return root
 
 
-def _put(wh: str, tree: Path, home: Path, cache: Path) -> tuple[float, str]:
-    """Wall seconds and PDH of ``wh put TREE --json`` into a fresh home."""
+def fresh_env(home: Path, cache: Path) -> dict[str, str]:
+    """The environment of a local `wh` with a fresh ``home`` and resume ``cache``."""
     shutil.rmtree(home, ignore_errors=True)
     shutil.rmtree(cache, ignore_errors=True)
     env = {**os.environ, "WH_HOME": str(home), "XDG_CACHE_HOME": str(cache)}
     env.pop("WH_URL", None)
+    return env
+
+
+def timed_put(wh: str, tree: Path, env: dict[str, str]) -> tuple[float, str]:
+    """Wall seconds and PDH of ``wh put TREE --json`` in ``env``."""
     subprocess.run([wh, "name", "ls"], env=env, capture_output=True, check=True)  # untimed
     t0 = time.perf_counter()
     done = subprocess.run([wh, "put", str(tree), "--json"], env=env, capture_output=True)
@@ -63,12 +68,9 @@ def _put(wh: str, tree: Path, home: Path, cache: Path) -> tuple[float, str]:
     return wall, str(json.loads(done.stdout)["pdh"])
 
 
-def _peak(wh: str, tree: Path, home: Path, cache: Path) -> int:
-    """Peak resident bytes of a put, read from wait4 of the child itself."""
-    shutil.rmtree(home, ignore_errors=True)
-    shutil.rmtree(cache, ignore_errors=True)
-    env = {**os.environ, "WH_HOME": str(home), "XDG_CACHE_HOME": str(cache)}
-    env.pop("WH_URL", None)
+def peak_put(wh: str, tree: Path, env: dict[str, str]) -> int:
+    """Peak resident bytes of ``wh put --no-progress TREE`` in ``env``, read
+    from wait4 of the child itself."""
     pid = os.fork()
     if pid == 0:
         fd = os.open(os.devnull, os.O_WRONLY)
@@ -78,6 +80,18 @@ def _peak(wh: str, tree: Path, home: Path, cache: Path) -> int:
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"{wh} put of {tree} failed")
     return usage.ru_maxrss * 1024
+
+
+def print_walls(walls: dict[str, list[float]], loads: list[float]) -> None:
+    """Each build's min/median/max, the per-round ratio of B to A, the load seen."""
+    for name, ws in walls.items():
+        s = sorted(ws)
+        print(f"{name}: min/median/max {s[0]:.2f}/{statistics.median(s):.2f}/{s[-1]:.2f} s")
+    ratios = sorted(b / a for a, b in zip(walls["A"], walls["B"], strict=True))
+    print(
+        f"B/A per round: {ratios[0]:.3f}/{statistics.median(ratios):.3f}/{ratios[-1]:.3f}; "
+        f"load average {min(loads):.2f}-{max(loads):.2f}"
+    )
 
 
 def main() -> None:
@@ -97,7 +111,8 @@ def main() -> None:
     large = tiny_tree(opts.scratch / "t200k", 200_000)
     for name, wh in builds.items():
         for tree in (small, large, small, large):
-            peak = _peak(wh, tree, opts.scratch / f"home-{name}", opts.scratch / "cache")
+            env = fresh_env(opts.scratch / f"home-{name}", opts.scratch / "cache")
+            peak = peak_put(wh, tree, env)
             print(f"memory {name} {tree.name}: {peak / 2**20:.1f} MiB", flush=True)
 
     if opts.skip_speed:
@@ -113,17 +128,11 @@ def main() -> None:
                     with open(os.path.join(dirpath, f), "rb") as fh:
                         fh.read()
             loads.append(os.getloadavg()[0])
-            wall, pdh = _put(builds[name], tree, opts.work / f"home-{name}", opts.work / "cache")
+            env = fresh_env(opts.work / f"home-{name}", opts.work / "cache")
+            wall, pdh = timed_put(builds[name], tree, env)
             walls[name].append(wall)
             print(f"speed {name} round {r}: {wall:.2f} s {pdh}", flush=True)
-    for name, ws in walls.items():
-        s = sorted(ws)
-        print(f"{name}: min/median/max {s[0]:.2f}/{statistics.median(s):.2f}/{s[-1]:.2f} s")
-    ratios = sorted(b / a for a, b in zip(walls["A"], walls["B"], strict=True))
-    print(
-        f"B/A per round: {ratios[0]:.3f}/{statistics.median(ratios):.3f}/{ratios[-1]:.3f}; "
-        f"load average {min(loads):.2f}-{max(loads):.2f}"
-    )
+    print_walls(walls, loads)
 
 
 if __name__ == "__main__":

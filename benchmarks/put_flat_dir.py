@@ -21,13 +21,19 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import statistics
-import subprocess
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from put_bounded import fresh_env, peak_put, print_walls, timed_put
+
+
+def _env(home: Path) -> dict[str, str]:
+    """A fresh home, its resume cache inside it."""
+    return fresh_env(home, home / "cache")
 
 
 def _flat(root: Path, count: int) -> Path:
@@ -43,38 +49,6 @@ def _flat(root: Path, count: int) -> Path:
         (root / f"f{j:08d}").write_bytes(b"" if j % 5 == 0 else b"%x\n" % j)
     done.write_bytes(b"")
     return root
-
-
-def _env(home: Path) -> dict[str, str]:
-    shutil.rmtree(home, ignore_errors=True)
-    env = {**os.environ, "WH_HOME": str(home), "XDG_CACHE_HOME": str(home / "cache")}
-    env.pop("WH_URL", None)
-    return env
-
-
-def _peak(wh: str, tree: Path, home: Path) -> int:
-    """Peak resident bytes of a put, read from wait4 of the child itself."""
-    env = _env(home)
-    pid = os.fork()
-    if pid == 0:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1)
-        os.execve(wh, [wh, "put", "--no-progress", str(tree)], env)
-    _, status, usage = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{wh} put of {tree} failed")
-    return usage.ru_maxrss * 1024
-
-
-def _put(wh: str, tree: Path, home: Path) -> tuple[float, str]:
-    env = _env(home)
-    subprocess.run([wh, "name", "ls"], env=env, capture_output=True, check=True)  # untimed
-    t0 = time.perf_counter()
-    done = subprocess.run([wh, "put", str(tree), "--json"], env=env, capture_output=True)
-    wall = time.perf_counter() - t0
-    if done.returncode:
-        raise SystemExit(f"{wh} put failed: {done.stderr.decode()[-500:]}")
-    return wall, str(json.loads(done.stdout)["pdh"])
 
 
 def main() -> None:
@@ -96,7 +70,7 @@ def main() -> None:
             tree = _flat(opts.work / f"flat{count}", count)
             for name, wh in builds.items():
                 t0 = time.perf_counter()
-                peak = _peak(wh, tree, opts.work / f"home-{name}")
+                peak = peak_put(wh, tree, _env(opts.work / f"home-{name}"))
                 wall = time.perf_counter() - t0
                 print(
                     f"memory {name} {count} files: {peak / 2**20:.1f} MiB ({wall:.1f} s, "
@@ -115,20 +89,13 @@ def main() -> None:
                 with open(entry.path, "rb") as fh:
                     fh.read()
             loads.append(os.getloadavg()[0])
-            wall, pdh = _put(builds[name], tree, opts.work / f"home-{name}")
+            wall, pdh = timed_put(builds[name], tree, _env(opts.work / f"home-{name}"))
             walls[name].append(wall)
             pdhs.add(pdh)
             print(f"speed {name} round {r}: {wall:.2f} s {pdh}", flush=True)
     if len(pdhs) != 1:
         raise SystemExit(f"the builds stored different collections: {sorted(pdhs)}")
-    for name, ws in walls.items():
-        s = sorted(ws)
-        print(f"{name}: min/median/max {s[0]:.2f}/{statistics.median(s):.2f}/{s[-1]:.2f} s")
-    ratios = sorted(b / a for a, b in zip(walls["A"], walls["B"], strict=True))
-    print(
-        f"B/A per round: {ratios[0]:.3f}/{statistics.median(ratios):.3f}/{ratios[-1]:.3f}; "
-        f"load average {min(loads):.2f}-{max(loads):.2f}"
-    )
+    print_walls(walls, loads)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import pytest
+import sqlalchemy as sa
 
 from warehouse import catalog
 from warehouse.blocks.volume import LocalVolume
+from warehouse.catalog.schema import (
+    block_writes,
+    collection_listing_parts,
+    collection_listings,
+    collections,
+)
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
 from warehouse.server.serving import ServerThread
 
@@ -129,6 +138,26 @@ def keep_pool(root: Path, count: int = 4, *options: str) -> Iterator[KeepPool]:
         pool.close()
 
 
+def pool_fixture(scope: Literal["function", "module"] = "function") -> Any:
+    """A ``pool`` fixture of two keep servers, new for each test (under its
+    ``tmp_path``) or for each module."""
+    if scope == "module":
+
+        @pytest.fixture(scope="module", name="pool")
+        def module_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeepPool]:
+            with keep_pool(tmp_path_factory.mktemp("keep"), 2) as p:
+                yield p
+
+        return module_pool
+
+    @pytest.fixture(name="pool")
+    def pool(tmp_path: Path) -> Iterator[KeepPool]:
+        with keep_pool(tmp_path / "keep", 2) as p:
+            yield p
+
+    return pool
+
+
 @dataclass
 class Controller:
     url: str
@@ -164,6 +193,28 @@ def controller(
     finally:
         server.stop()
         state.close()
+
+
+def ctl_fixture(**settings: Any) -> Any:
+    """A ``ctl`` fixture: a controller for each test over the ``pool``
+    fixture's keep servers, its catalog and scratch under ``tmp_path``;
+    ``settings``: more ControllerConfig fields."""
+
+    @pytest.fixture(name="ctl")
+    def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
+        with controller(tmp_path / "c.db", pool, scratch=tmp_path, **settings) as c:
+            yield c
+
+    return ctl
+
+
+def row_counts(engine: sa.Engine) -> dict[str, int]:
+    """The rows a put records, by table."""
+    with engine.connect() as conn:
+        return {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+            for t in (collections, collection_listings, collection_listing_parts, block_writes)
+        }
 
 
 def wh_serve(env: dict[str, str], *options: str, stderr: Any = subprocess.DEVNULL) -> Any:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from cluster import Controller, KeepPool, controller, keep_pool
+from cluster import (
+    Controller,
+    ctl_fixture,
+    pool_fixture,
+)
 from conftest import Runner, make_tree
 from warehouse.catalog.schema import (
     block_writes,
@@ -33,16 +36,8 @@ MAX_MANIFEST = 4 << 10
 LIMIT = 1 << 30
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeepPool]:
-    with keep_pool(tmp_path_factory.mktemp("mkeep"), 2) as p:
-        yield p
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
-    with controller(tmp_path / "c.db", pool, max_manifest=MAX_MANIFEST, scratch=tmp_path) as c:
-        yield c
+pool = pool_fixture("module")
+ctl = ctl_fixture(max_manifest=MAX_MANIFEST)
 
 
 def _tree(root: Path) -> Path:

@@ -9,99 +9,40 @@ import hashlib
 import json
 import os
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
-from cluster import Controller, KeepPool, controller, keep_pool
+from cluster import (
+    Controller,
+    ctl_fixture,
+    pool_fixture,
+)
+from frontserver import Answer, Front, serving
 from memory_helpers import WH
 
-# What the front sends for a GET: status, content type, body, and whether
-# it says a longer body than it sends (a body that stops midway).
-Answer = tuple[int, str, bytes, bool]
+pool = pool_fixture()
+ctl = ctl_fixture()
 
 
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[KeepPool]:
-    with keep_pool(tmp_path / "keep", 2) as p:
-        yield p
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
-    with controller(tmp_path / "c.db", pool, scratch=tmp_path) as c:
-        yield c
-
-
-class _Front(ThreadingHTTPServer):
+class _Front(Front):
     """Passes every request on to the controller behind it; ``change``
     may rewrite the answer to a GET of the paths it names."""
 
-    daemon_threads = True
-
     def __init__(self, behind: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.behind = behind
+        super().__init__(behind)
         self.change: Callable[[str, Answer], Answer] = lambda path, answer: answer
-        self.cut_short = 0  # answers the client stopped reading before their end
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Front
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _relay(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-        resp = httpx.request(
-            self.command, self.server.behind + self.path, headers=headers, content=body
-        )
-        answer: Answer = (
-            resp.status_code,
-            resp.headers.get("content-type", ""),
-            resp.content,
-            False,
-        )
-        if self.command == "GET":
-            answer = self.server.change(self.path.split("?")[0], answer)
-        status, kind, sent, short = answer
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(sent) + (100 if short else 0)))
-        if short:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        try:
-            self.wfile.write(sent)
-            self.wfile.flush()
-        except OSError:
-            self.server.cut_short += 1
-        if short:
-            self.close_connection = True
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
+    def reply(self, command: str, path: str, relay: Callable[[], Answer]) -> Answer:
+        answer = relay()
+        return self.change(path, answer) if command == "GET" else answer
 
 
 @pytest.fixture
 def front(ctl: Controller) -> Iterator[_Front]:
-    server = _Front(ctl.url)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_Front(ctl.url)) as server:
+        yield server
 
 
 def _src(root: Path) -> Path:

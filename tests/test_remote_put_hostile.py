@@ -9,30 +9,29 @@ import json
 import os
 import socket
 import subprocess
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-import sqlalchemy as sa
 
-from cluster import Controller, KeepPool, controller, keep_pool
+from cluster import (
+    Controller,
+    KeepPool,
+    controller,
+    ctl_fixture,
+    pool_fixture,
+    row_counts,
+)
+from frontserver import Answer, Front, serving
 from memory_helpers import WH
 from warehouse import catalog
 from warehouse.blocks import Locator
 from warehouse.blocks.signing import legacy_signature, sign
 from warehouse.catalog.auth import JOB_TOKEN_LABEL
-from warehouse.catalog.schema import (
-    block_writes,
-    collection_listing_parts,
-    collection_listings,
-    collections,
-)
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.remote.warehouse import RemoteWarehouse
@@ -42,30 +41,8 @@ MAX_SPOOLED = 4 << 20
 PATH = "/api/v1/collections/text"
 
 
-@pytest.fixture
-def pool(tmp_path: Path) -> Iterator[KeepPool]:
-    with keep_pool(tmp_path / "keep", 2) as p:
-        yield p
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
-    with controller(
-        tmp_path / "c.db",
-        pool,
-        max_manifest=MAX_MANIFEST,
-        max_spooled=MAX_SPOOLED,
-        scratch=tmp_path,
-    ) as c:
-        yield c
-
-
-def _rows(engine: sa.Engine) -> dict[str, int]:
-    with engine.connect() as conn:
-        return {
-            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
-            for t in (collections, collection_listings, collection_listing_parts, block_writes)
-        }
+pool = pool_fixture()
+ctl = ctl_fixture(max_manifest=MAX_MANIFEST, max_spooled=MAX_SPOOLED)
 
 
 class User:
@@ -113,11 +90,11 @@ def test_block_writes_are_not_recorded_when_the_collection_is_not(
 ) -> None:
     # Every check passes; storing the manifest text fails (no keep server
     # answers): the put's accounting must not be recorded without it.
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     pool.close()
     resp = alice.send(alice.text(), alice.listing("a.txt"), f"{alice.md5} 6 1\n".encode())
     assert resp.status_code >= 500, resp.text
-    assert _rows(ctl.state.engine) == before
+    assert row_counts(ctl.state.engine) == before
 
 
 def _until(done: Callable[[], bool]) -> None:
@@ -130,7 +107,7 @@ def test_a_users_puts_at_once_share_one_bodys_bound_on_the_disk(
     alice: User, ctl: Controller
 ) -> None:
     bob = User(ctl, "bob")
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     shares = ctl.state.spooled
     big = MAX_SPOOLED * 3 // 4
     where = urlsplit(alice.url)
@@ -168,72 +145,34 @@ def test_a_users_puts_at_once_share_one_bodys_bound_on_the_disk(
     resp = alice.send(b"x" * (MAX_SPOOLED // 2), b"{}")
     assert resp.status_code == 413 and "line 1" in resp.json()["error"], resp.text
     assert shares.held("alice") == shares.held("bob") == 0
-    after = _rows(ctl.state.engine)
+    after = row_counts(ctl.state.engine)
     assert after["collections"] == before["collections"] + 2
 
 
 # -- the client against a controller that answers the streamed put otherwise ---
 
 
-class _Front(ThreadingHTTPServer):
+class _Front(Front):
     """A server of the test's own before a real controller: it passes every
     request on, but answers the streamed put itself with ``answer`` (an
     older controller's 405, a proxy's error page, a broken answer)."""
 
-    daemon_threads = True
-
     def __init__(self, behind: str) -> None:
-        super().__init__(("127.0.0.1", 0), _FrontHandler)
-        self.behind = behind
+        super().__init__(behind)
         self.answer: tuple[int, str, bytes] = (405, "application/json", b'{"detail":"no"}')
         self.streamed = 0  # streamed puts answered here
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _FrontHandler(BaseHTTPRequestHandler):
-    server: _Front
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _relay(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        if self.command == "POST" and self.path.split("?")[0] == PATH:
-            self.server.streamed += 1
-            status, kind, answer = self.server.answer
-        else:
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
-            resp = httpx.request(
-                self.command, self.server.behind + self.path, headers=headers, content=body
-            )
-            status, kind, answer = (
-                resp.status_code,
-                resp.headers.get("content-type", ""),
-                resp.content,
-            )
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(answer)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
+    def reply(self, command: str, path: str, relay: Callable[[], Answer]) -> Answer:
+        if command == "POST" and path == PATH:
+            self.streamed += 1
+            return (*self.answer, False)
+        return relay()
 
 
 @pytest.fixture
 def front(ctl: Controller) -> Iterator[_Front]:
-    server = _Front(ctl.url)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_Front(ctl.url)) as server:
+        yield server
 
 
 def _src(root: Path) -> Path:
@@ -254,7 +193,7 @@ def test_a_controller_without_the_streamed_put_is_sent_the_whole_manifest(
         assert remote._collection(pdh)[1] is not None, "her listing is recorded"
     with EmbeddedWarehouse(home) as local:
         assert local.put(src).pdh == pdh
-    assert _rows(ctl.state.engine)["collections"] == 1
+    assert row_counts(ctl.state.engine)["collections"] == 1
 
 
 @pytest.mark.parametrize(
@@ -286,7 +225,7 @@ def test_a_streamed_put_answered_wrongly_is_one_error(
         pytest.raises(error, match=said),
     ):
         remote.put(_src(tmp_path / "src"))
-    assert _rows(ctl.state.engine)["collections"] == 0
+    assert row_counts(ctl.state.engine)["collections"] == 0
 
 
 def test_wh_put_answered_wrongly_says_one_error_line(
@@ -348,12 +287,12 @@ def test_only_blocks_signed_for_the_caller_and_their_size_are_recorded(
     # The same old signature on the stored size is good.
     old = legacy_signature(bare.md5, alice.token, legacy_expiry, key, ttl)
     good = f". {bare}+A{old}@{legacy_expiry:08x} 0:6:a.txt\n"
-    before = _rows(state.engine)
+    before = row_counts(state.engine)
     for token, text, status, said in cases:
         resp = alice.send(text.encode(), alice.listing("a.txt"), token=token)
         assert resp.status_code == status, (text, resp.text)
         assert said in resp.json()["error"] and "line 1" in resp.json()["error"], resp.text
-    assert _rows(state.engine) == before
+    assert row_counts(state.engine) == before
     assert alice.send(good.encode(), alice.listing("a.txt")).status_code == 200
 
 
@@ -362,21 +301,21 @@ def test_only_blocks_signed_for_the_caller_and_their_size_are_recorded(
 
 def test_sections_of_other_sizes_than_said_are_named(alice: User, ctl: Controller) -> None:
     text, listing = alice.text(), alice.listing("a.txt")
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     for m, n in ((1, -1), (-1, 1), (0, 5), (-len(text), len(text))):
         sizes = {"manifest_size": len(text) + m, "listing_size": len(listing) + n}
         resp = alice.send(text, listing, params=sizes)
         assert resp.status_code == 400, resp.text
         assert "manifest_size" in resp.json()["error"], (sizes, resp.text)
         assert "listing_size" in resp.json()["error"], (sizes, resp.text)
-    assert _rows(ctl.state.engine) == before
+    assert row_counts(ctl.state.engine) == before
 
 
 def test_a_listing_in_another_json_spelling_is_refused_saying_which(
     alice: User, ctl: Controller
 ) -> None:
     text = f". {alice.loc} 0:6:é\\040x\n".encode()
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     for listing in (
         json.dumps({"é x": alice.md5}).encode(),  # \u00e9, and spaces after ':'
         json.dumps({"é x": alice.md5}, ensure_ascii=False).encode(),
@@ -384,7 +323,7 @@ def test_a_listing_in_another_json_spelling_is_refused_saying_which(
         resp = alice.send(text, listing)
         assert resp.status_code == 400, resp.text
         assert "compact" in resp.json()["error"], resp.text
-    assert _rows(ctl.state.engine) == before
+    assert row_counts(ctl.state.engine) == before
     good = json.dumps({"é x": alice.md5}, ensure_ascii=False, separators=(",", ":"))
     assert alice.send(text, good.encode()).status_code == 200
 
@@ -409,11 +348,11 @@ def test_the_names_a_streams_ancestors_hold_are_bounded(alice: User, ctl: Contro
     per = [f"{i:05d}-" + "n" * 40 for i in range(800)]
     chain = [[f"{n}-{k}" for n in per] for k in range(4)]
     assert sum(len(n) + 6 for n in chain[0]) < MAX_MANIFEST < sum(sum(map(len, c)) for c in chain)
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     resp = alice.send(*_nested(alice, chain))
     assert resp.status_code == 413, resp.text
     assert "line 2" in resp.json()["error"] and "above it" in resp.json()["error"], resp.text
-    assert _rows(ctl.state.engine) == before
+    assert row_counts(ctl.state.engine) == before
     # Deep paths cost their own line only; a file that is also a directory
     # is found however deep.
     resp = alice.send(*_nested(alice, [["f"]] * 300))
@@ -456,7 +395,7 @@ def test_an_endless_block_write_line_is_refused_by_its_start(
         assert resp.status_code == 400, resp.text
         assert "block_writes line 1" in resp.json()["error"], resp.text
         assert peak < size // 2, peak >> 20
-        assert _rows(big.state.engine)["block_writes"] == 0
+        assert row_counts(big.state.engine)["block_writes"] == 0
 
 
 def test_a_line_of_exactly_the_bound_is_taken_and_one_byte_more_is_not(
@@ -469,7 +408,7 @@ def test_a_line_of_exactly_the_bound_is_taken_and_one_byte_more_is_not(
         assert len(text) == MAX_MANIFEST + extra + 1
         resp = alice.send(text, alice.listing(name))
         assert resp.status_code == status, resp.text[:200]
-    assert _rows(ctl.state.engine)["collections"] == 1
+    assert row_counts(ctl.state.engine)["collections"] == 1
 
 
 @pytest.mark.parametrize(
@@ -489,7 +428,7 @@ def test_a_file_that_is_also_a_directory_is_found_whichever_stream_names_it(
     resp = alice.send(text.encode(), alice.listing(*paths))
     assert resp.status_code == 400, resp.text
     assert said in resp.json()["error"] and "also a directory" in resp.text, resp.text
-    assert _rows(ctl.state.engine)["collections"] == 0
+    assert row_counts(ctl.state.engine)["collections"] == 0
 
 
 # -- block writes the manifest does not name; streamed puts at once ------------
@@ -516,19 +455,19 @@ def test_block_writes_must_name_the_manifests_blocks_as_often_as_its_streams_do(
         (one, good + good, "line 2: block " + alice.md5 + "+6 written 2 times, more than the 1"),
         (two, good * 3, "line 3: block " + alice.md5 + "+6 written 3 times, more than the 2"),
     ]
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     for text, writes, error in refused:
         listing = alice.listing("a.txt") if text == one else listing_two
         resp = alice.send(text, listing, writes.encode())
         assert resp.status_code == 400, resp.text
         assert f"block_writes {error}" in resp.json()["error"], resp.text
-        assert _rows(ctl.state.engine) == before
+        assert row_counts(ctl.state.engine) == before
     # What a real put sends: each block once for each directory packed into it.
     for text, writes in ((one, good), (two, good * 2), (two, good)):
         listing = alice.listing("a.txt") if text == one else listing_two
         resp = alice.send(text, listing, writes.encode())
         assert resp.status_code == 200, resp.text
-    assert _rows(ctl.state.engine)["block_writes"] == before["block_writes"] + 4
+    assert row_counts(ctl.state.engine)["block_writes"] == before["block_writes"] + 4
 
 
 def test_a_put_of_two_directories_alike_records_each_write(
@@ -539,11 +478,11 @@ def test_a_put_of_two_directories_alike_records_each_write(
     for d in ("a", "b"):
         (tmp_path / "src" / d).mkdir(parents=True)
         (tmp_path / "src" / d / "f").write_bytes(b"same\n")
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     with RemoteWarehouse(ctl.url, alice.token) as remote:
         put = remote.put(tmp_path / "src")
     assert len(put.write.blocks) == 2
-    assert _rows(ctl.state.engine)["block_writes"] == before["block_writes"] + 2
+    assert row_counts(ctl.state.engine)["block_writes"] == before["block_writes"] + 2
 
 
 def test_streamed_puts_at_once_are_bounded_over_all_users(tmp_path: Path, pool: KeepPool) -> None:
@@ -552,7 +491,7 @@ def test_streamed_puts_at_once_are_bounded_over_all_users(tmp_path: Path, pool: 
     ) as one:
         alice, bob = User(one, "alice"), User(one, "bob")
         slots = one.state.streamed_puts
-        before = _rows(one.state.engine)
+        before = row_counts(one.state.engine)
         where = urlsplit(alice.url)
         with socket.create_connection((where.hostname, where.port)) as s:
             # Alice's put, its body begun and not ended, holds the one slot.
@@ -571,7 +510,7 @@ def test_streamed_puts_at_once_are_bounded_over_all_users(tmp_path: Path, pool: 
                 "most streamed puts at once (1, its --max-streamed-puts)" in resp.json()["error"]
             ), resp.text
             assert resp.headers.get("retry-after") == "5"
-            assert _rows(one.state.engine) == before
+            assert row_counts(one.state.engine) == before
         # The client went away: its slot is given back, and the next put runs.
         _until(lambda: slots.used == 0)
         resp = bob.send(bob.text("b.txt"), bob.listing("b.txt"))

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,13 +24,14 @@ from cluster import (
     KeepPool,
     admin_and_alice,
     controller,
-    keep_pool,
+    ctl_fixture,
     listening,
+    pool_fixture,
+    row_counts,
     wh_serve,
 )
 from memory_helpers import WH, limited
 from warehouse.catalog.schema import (
-    block_writes,
     collection_listing_parts,
     collection_listings,
     collections,
@@ -48,22 +48,8 @@ MAX_SPOOLED = 4 << 20
 PATH = "/api/v1/collections/text"
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeepPool]:
-    with keep_pool(tmp_path_factory.mktemp("skeep"), 2) as p:
-        yield p
-
-
-@pytest.fixture
-def ctl(tmp_path: Path, pool: KeepPool) -> Iterator[Controller]:
-    with controller(
-        tmp_path / "c.db",
-        pool,
-        max_manifest=MAX_MANIFEST,
-        max_spooled=MAX_SPOOLED,
-        scratch=tmp_path,
-    ) as c:
-        yield c
+pool = pool_fixture("module")
+ctl = ctl_fixture(max_manifest=MAX_MANIFEST, max_spooled=MAX_SPOOLED)
 
 
 def _tree(root: Path, dirs: int, per_dir: int) -> Path:
@@ -80,14 +66,6 @@ def _tree(root: Path, dirs: int, per_dir: int) -> Path:
     # Names the manifest escapes and the listing's JSON escapes.
     (root / 'a "quoted"\\name:\ttab').write_bytes(b"escaped\n")
     return root
-
-
-def _rows(engine: sa.Engine) -> dict[str, int]:
-    with engine.connect() as conn:
-        return {
-            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
-            for t in (collections, collection_listings, collection_listing_parts, block_writes)
-        }
 
 
 def _recorded(engine: sa.Engine, pdh: str, user: str) -> tuple[object, ...]:
@@ -194,7 +172,7 @@ def test_a_good_body_is_recorded(alice: Alice, ctl: Controller) -> None:
         "size": 6,
         "file_count": 1,
     }
-    assert _rows(ctl.state.engine) == {
+    assert row_counts(ctl.state.engine) == {
         "collections": 1,
         "collection_listings": 1,
         "collection_listing_parts": 0,
@@ -206,7 +184,7 @@ def test_hostile_bodies_are_refused_and_leave_nothing(alice: Alice, ctl: Control
     loc = alice.loc
     bare = loc.split("+A")[0]
     one = alice.listing("a.txt")
-    before = _rows(ctl.state.engine)
+    before = row_counts(ctl.state.engine)
     cases: list[tuple[bytes, bytes, bytes, int, tuple[str, ...]]] = [
         # Not signed for her: what she may not read, she may not record.
         (f". {bare} 0:6:a.txt\n".encode(), one, b"", 403, ("line 1", "is not signed")),
@@ -286,7 +264,7 @@ def test_hostile_bodies_are_refused_and_leave_nothing(alice: Alice, ctl: Control
     resp = alice.send(f". {loc} 0:6:a.txt\n".encode(), one)
     assert resp.status_code == 200, resp.text
     after = {**before, "collections": 1, "collection_listings": 1}
-    assert _rows(ctl.state.engine) == after
+    assert row_counts(ctl.state.engine) == after
 
 
 def _short(alice: Alice) -> httpx.Response:
@@ -395,7 +373,7 @@ def test_a_remote_put_of_ten_times_the_files_peaks_alike(tmp_path: Path) -> None
 def test_a_body_that_stalls_is_cut_off_and_leaves_nothing(tmp_path: Path, pool: KeepPool) -> None:
     with controller(tmp_path / "c.db", pool, body_timeout=1.0, scratch=tmp_path) as ctl:
         alice = Alice(ctl)
-        before = _rows(ctl.state.engine)
+        before = row_counts(ctl.state.engine)
         where = urlsplit(alice.url)
         with socket.create_connection((where.hostname, where.port)) as s:
             s.sendall(
@@ -410,6 +388,6 @@ def test_a_body_that_stalls_is_cut_off_and_leaves_nothing(tmp_path: Path, pool: 
             while chunk := s.recv(4096):
                 answer += chunk
         assert answer.startswith(b"HTTP/1.1 408 "), answer
-        assert _rows(ctl.state.engine) == before
+        assert row_counts(ctl.state.engine) == before
         # Its scratch files are unnamed: nothing is left where they were made.
         assert not [p for p in tmp_path.iterdir() if p.name.startswith("put-")]

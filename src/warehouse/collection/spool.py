@@ -71,7 +71,24 @@ _RECORD = struct.Struct("<qI")  # a record's number and the length of its name
 _RECORDS_AT_ONCE = 8192  # parts of records joined into one write
 
 
-class Records:
+class _ScratchFile:
+    """Holds one unnamed scratch file (``_file``, opened by the subclass),
+    closed by close() or with the object."""
+
+    _file: IO[bytes]
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __del__(self) -> None:
+        # Dropped unclosed (by a library caller): its scratch file goes with
+        # it, as an unnamed file would at exit anyway.
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
+
+
+class Records(_ScratchFile):
     """(name, number) pairs in an unnamed scratch file, written in order and
     read back as often as wanted, each reading from its own position.
 
@@ -137,14 +154,6 @@ class Records:
             pos += len(more)
             data = data[at:] + more
             at = 0
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __del__(self) -> None:
-        file = getattr(self, "_file", None)
-        if file is not None:
-            file.close()
 
 
 class Spool:
@@ -319,7 +328,7 @@ class Spool:
         self.close()
 
 
-class StoredText:
+class StoredText(_ScratchFile):
     """A manifest's text in an unnamed scratch file, read back a piece at a time.
 
     Written once (``write``, then ``done``), then read as often as wanted:
@@ -414,16 +423,6 @@ class StoredText:
     def read(self) -> bytes:
         """The whole text (a caller that needs all of it)."""
         return b"".join(self.pieces(_PIECE))
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __del__(self) -> None:
-        # A reader dropped unclosed (by a library caller): its scratch file
-        # goes with it, as an unnamed file would at exit anyway.
-        file = getattr(self, "_file", None)
-        if file is not None:
-            file.close()
 
     def __enter__(self) -> StoredText:
         return self
