@@ -49,7 +49,7 @@ class ControllerConfig:
     max_spooled: int = 4 * 1024**3
     # Streamed puts checked or spooled at once, of all users: each holds six
     # scratch files and up to twice max_spooled of disk (503 past it).
-    max_streamed_puts: int = 8
+    max_streamed_puts: int = 32
     # Where request bodies are spooled (unnamed files); None: the system's.
     scratch: Path | None = None
     # A request body that sends nothing for this many seconds is cut off (408).
