@@ -36,6 +36,11 @@ class Front(ThreadingHTTPServer):
         asks the controller behind."""
         return relay()
 
+    def headers(self, command: str, path: str, status: int) -> dict[str, str]:
+        """Headers of the answer to ``command`` of ``path`` besides its type
+        and length (a relayed answer's Retry-After is passed on too)."""
+        return {}
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: Front
@@ -47,17 +52,23 @@ class _Handler(BaseHTTPRequestHandler):
     def _relay(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        passed: dict[str, str] = {}
 
         def relay() -> Answer:
             headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
             resp = httpx.request(
                 self.command, self.server.behind + self.path, headers=headers, content=body
             )
+            if "retry-after" in resp.headers:
+                passed["Retry-After"] = resp.headers["retry-after"]
             return (resp.status_code, resp.headers.get("content-type", ""), resp.content, False)
 
-        status, kind, sent, short = self.server.reply(self.command, self.path.split("?")[0], relay)
+        path = self.path.split("?")[0]
+        status, kind, sent, short = self.server.reply(self.command, path, relay)
         self.send_response(status)
         self.send_header("Content-Type", kind)
+        for name, value in {**passed, **self.server.headers(self.command, path, status)}.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(sent) + (100 if short else 0)))
         if short:
             self.send_header("Connection", "close")

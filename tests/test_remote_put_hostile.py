@@ -9,9 +9,11 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -34,6 +36,7 @@ from warehouse.blocks.signing import legacy_signature, sign
 from warehouse.catalog.auth import JOB_TOKEN_LABEL
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
+from warehouse.remote.api import BUSY_TRIES, BUSY_WAIT_CAP, retry_after
 from warehouse.remote.warehouse import RemoteWarehouse
 
 MAX_MANIFEST = 64 << 10
@@ -515,4 +518,149 @@ def test_streamed_puts_at_once_are_bounded_over_all_users(tmp_path: Path, pool: 
         _until(lambda: slots.used == 0)
         resp = bob.send(bob.text("b.txt"), bob.listing("b.txt"))
         assert resp.status_code == 200, resp.text
+        assert slots.used == 0
+
+
+# -- a busy controller: asked again after the wait it names ---------------------
+
+
+class _Busy(Front):
+    """Answers the first ``busy`` streamed puts 503 with Retry-After
+    ``after`` (as a controller at its most streamed puts does), then
+    relays them; counts the 503s it sent or relayed."""
+
+    def __init__(self, behind: str, busy: int, after: str) -> None:
+        super().__init__(behind)
+        self.busy = busy
+        self.after = after
+        self.refused = 0
+
+    def reply(self, command: str, path: str, relay: Callable[[], Answer]) -> Answer:
+        if command == "POST" and path == PATH and self.refused < self.busy:
+            self.refused += 1
+            error = b'{"error":"the controller runs its most streamed puts at once"}'
+            return (503, "application/json", error, False)
+        answer = relay()
+        if answer[0] == 503:
+            self.refused += 1
+        return answer
+
+    def headers(self, command: str, path: str, status: int) -> dict[str, str]:
+        # "": a relayed 503 keeps the controller's own Retry-After.
+        return {"Retry-After": self.after} if status == 503 and self.after else {}
+
+
+def _wh_put(
+    front: Front, token: str, tmp_path: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "WH_URL": front.url,
+        "WH_TOKEN": token,
+        "WH_HOME": str(tmp_path / "home"),
+    }
+    return subprocess.run(
+        [WH, "put", "--no-progress", *args, str(_src(tmp_path / "src"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_busy_controller_is_asked_again_after_the_wait_it_names(
+    tmp_path: Path, ctl: Controller, home: Path
+) -> None:
+    with serving(_Busy(ctl.url, busy=2, after="1")) as front:
+        done = _wh_put(front, ctl.user("alice"), tmp_path, "--json")
+    assert done.returncode == 0, done.stderr
+    # The whole body was sent again each time: the third is recorded.
+    with EmbeddedWarehouse(home) as local:
+        assert json.loads(done.stdout)["pdh"] == local.put(tmp_path / "src").pdh
+    assert front.refused == 2
+    waits = done.stderr.splitlines()
+    assert len(waits) == 2, done.stderr
+    for n, line in enumerate(waits, 1):
+        assert line == (
+            f"the controller at {front.url} is busy (503): asking again in 1 s "
+            f"({n} of at most {BUSY_TRIES} tries)"
+        ), line
+    assert row_counts(ctl.state.engine)["collections"] == 1
+
+
+def test_a_controller_busy_past_the_bound_is_one_error_line(
+    tmp_path: Path, ctl: Controller
+) -> None:
+    with serving(_Busy(ctl.url, busy=1000, after="0")) as front:
+        done = _wh_put(front, ctl.user("alice"), tmp_path)
+    assert front.refused == BUSY_TRIES + 1
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    *waits, last = done.stderr.splitlines()
+    assert len(waits) == BUSY_TRIES and all("is busy (503)" in w for w in waits), done.stderr
+    assert last.startswith(f"Error: the controller at {front.url} is busy: "), last
+    assert "most streamed puts at once" in last and f"asked {BUSY_TRIES + 1} times" in last, last
+    assert row_counts(ctl.state.engine)["collections"] == 0
+
+
+def test_retry_after_is_seconds_or_a_date_and_at_most_the_cap() -> None:
+    def after(status: int, value: str) -> float | None:
+        return retry_after(httpx.Response(status, headers={"Retry-After": value}))
+
+    assert after(503, "5") == 5
+    assert after(503, "3600") == BUSY_WAIT_CAP
+    assert after(503, formatdate(time.time() + 3600, usegmt=True)) == BUSY_WAIT_CAP
+    assert after(503, formatdate(time.time() - 3600, usegmt=True)) == 0
+    # Not a wait: the refusal is final.
+    assert after(503, "soon") is None
+    assert after(503, "-1") is None
+    assert after(500, "5") is None
+    assert retry_after(httpx.Response(503)) is None
+
+
+def test_a_put_waits_for_the_controllers_slot_and_is_recorded(
+    tmp_path: Path, pool: KeepPool
+) -> None:
+    with (
+        controller(
+            tmp_path / "one.db",
+            pool,
+            max_spooled=MAX_SPOOLED,
+            scratch=tmp_path,
+            max_streamed_puts=1,
+        ) as one,
+        serving(_Busy(one.url, busy=0, after="")) as front,
+    ):
+        alice, bob = User(one, "alice"), User(one, "bob")
+        slots = one.state.streamed_puts
+        where = urlsplit(alice.url)
+        put: list[object] = []
+        with socket.create_connection((where.hostname, where.port)) as s:
+            # Alice's put, its body begun and not ended, holds the one slot.
+            s.sendall(
+                (
+                    f"POST {PATH}?manifest_size=998&listing_size=2 HTTP/1.1\r\n"
+                    f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
+                    "Content-Length: 1000\r\n\r\n"
+                ).encode()
+                + b"x" * 100
+            )
+            _until(lambda: slots.used == 1)
+
+            def bobs_put() -> None:
+                try:
+                    with RemoteWarehouse(front.url, bob.token) as remote:
+                        put.append(remote.put(_src(tmp_path / "src")).pdh)
+                except Exception as e:
+                    put.append(e)
+
+            thread = threading.Thread(target=bobs_put)
+            thread.start()
+            # The controller's own 503 (and its Retry-After) reached Bob's put.
+            _until(lambda: front.refused >= 1 or bool(put))
+        # Alice went away: her slot is given back, and Bob's put, asked again, runs.
+        thread.join()
+        assert len(put) == 1 and isinstance(put[0], str), put
+        with RemoteWarehouse(one.url, bob.token) as remote:
+            assert remote.holds(put[0])
         assert slots.used == 0

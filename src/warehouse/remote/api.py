@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Iterable
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -19,7 +22,17 @@ from warehouse.errors import (
 from warehouse.remote.blockhttp import IDLE_SECONDS
 from warehouse.remote.tls import tls_failure, verify_for
 
-__all__ = ["NO_TOKEN", "ApiClient", "AuthError", "MethodNotAllowed", "check_token"]
+__all__ = [
+    "BUSY_TRIES",
+    "BUSY_WAIT",
+    "BUSY_WAIT_CAP",
+    "NO_TOKEN",
+    "ApiClient",
+    "AuthError",
+    "BusyError",
+    "MethodNotAllowed",
+    "check_token",
+]
 
 NO_TOKEN = "no token: set WH_TOKEN (`wh user add` and `wh token create` print one)"
 
@@ -42,6 +55,19 @@ class MethodNotAllowed(WarehouseError):
     """HTTP 405: a route this controller does not have (an older version)."""
 
 
+class BusyError(WarehouseError):
+    """HTTP 503 or 429: the controller refused the request for now (it runs
+    its most streamed puts at once, or the caller's take their share of its
+    disk); still so after the waits it asked for (docs/server.md)."""
+
+
+# A controller that answers 503 (or 429) with Retry-After is asked again
+# after that many seconds, at most BUSY_WAIT_CAP per wait, at most
+# BUSY_TRIES times and BUSY_WAIT seconds in all (docs/server.md, "Busy").
+BUSY_WAIT_CAP = 30.0
+BUSY_TRIES = 10
+BUSY_WAIT = 300.0
+
 _ERRORS: dict[int, type[WarehouseError]] = {
     400: UsageError,
     401: AuthError,
@@ -51,7 +77,26 @@ _ERRORS: dict[int, type[WarehouseError]] = {
     409: ConflictError,
     413: UsageError,
     502: CorruptDataError,
+    503: BusyError,
 }
+
+
+def retry_after(resp: httpx.Response) -> float | None:
+    """The seconds a 503 or 429 asks the client to wait before it asks
+    again (its Retry-After, seconds or a date), at most BUSY_WAIT_CAP;
+    None when it does not say (the refusal is final)."""
+    if resp.status_code not in (429, 503):
+        return None
+    raw = resp.headers.get("retry-after", "").strip()
+    if raw.isdigit():
+        return min(float(raw), BUSY_WAIT_CAP)
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return min(max(when.timestamp() - time.time(), 0.0), BUSY_WAIT_CAP)
 
 
 _BROKEN = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
@@ -143,10 +188,27 @@ class ApiClient:
         # waits (bounded) for a controller that is starting.
         tries = 2 if method == "GET" else 1
         attempt = 0
+        busy = 0  # answers "busy, ask again later" so far
+        waited = 0.0
         while True:
             try:
                 resp = self.http.send(self.http.build_request(method, path, **kw), stream=stream)
-                break
+                # A busy controller did nothing of the request: it is sent
+                # again (a streamed body is re-read from its start).
+                wait = retry_after(resp)
+                if wait is None or busy >= BUSY_TRIES or waited + wait > BUSY_WAIT:
+                    break
+                resp.close()
+                busy += 1
+                waited += wait
+                print(
+                    f"the controller at {self.url} is busy ({resp.status_code}): "
+                    f"asking again in {wait:g} s ({busy} of at most {BUSY_TRIES} tries)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                time.sleep(wait)
+                continue
             except httpx.ConnectError as e:
                 # Nothing was sent, so any method may be tried again.
                 if not self._may_wait or tls_failure(e) is not None:
@@ -178,7 +240,12 @@ class ApiClient:
                 body = None
             # A proxy's page, or JSON of another shape, is shown as it came.
             message = body.get("error", resp.text) if isinstance(body, dict) else resp.text
-            raise _ERRORS.get(resp.status_code, WarehouseError)(message)
+            error = _ERRORS.get(resp.status_code, WarehouseError)
+            if error is BusyError:
+                message = f"the controller at {self.url} is busy: {message}" + (
+                    f" (asked {busy + 1} times over {waited:g} s)" if busy else ""
+                )
+            raise error(message)
         return resp
 
     def wait_until_ready(self) -> None:
