@@ -664,3 +664,59 @@ def test_a_put_waits_for_the_controllers_slot_and_is_recorded(
         with RemoteWarehouse(one.url, bob.token) as remote:
             assert remote.holds(put[0])
         assert slots.used == 0
+
+
+# -- refusals a later try may not meet: one line each, a documented exit code ---
+
+
+def test_a_503_without_retry_after_is_not_waited_for(tmp_path: Path, ctl: Controller) -> None:
+    with serving(_Busy(ctl.url, busy=1, after="")) as front:
+        done = _wh_put(front, ctl.user("alice"), tmp_path)
+    assert front.refused == 1
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"Error: the controller at {front.url} is busy: the controller runs its most "
+        "streamed puts at once"
+    ], done.stderr
+
+
+def test_a_put_past_the_users_share_of_the_disk_is_one_busy_line(
+    tmp_path: Path, ctl: Controller
+) -> None:
+    alice = User(ctl, "alice")
+    shares = ctl.state.spooled
+    held = MAX_SPOOLED - 100
+    where = urlsplit(alice.url)
+    with socket.create_connection((where.hostname, where.port)) as s:
+        # Her put of all but 100 bytes of the bound, begun and not ended.
+        s.sendall(
+            (
+                f"POST {PATH}?manifest_size={held - 2}&listing_size=2 HTTP/1.1\r\n"
+                f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
+                f"Content-Length: {held}\r\n\r\n"
+            ).encode()
+            + b"x" * 100
+        )
+        _until(lambda: shares.held("alice") == held)
+        with serving(Front(ctl.url)) as front:
+            done = _wh_put(front, alice.token, tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"Error: the controller at {front.url} is busy: alice's streamed puts at once "
+        f"would spool over {MAX_SPOOLED} bytes (the controller's max spooled body): try "
+        "again when one has ended"
+    ], done.stderr
+    assert row_counts(ctl.state.engine)["collections"] == 0
+
+
+def test_a_put_over_the_controllers_bound_is_one_line_and_bad_input(
+    tmp_path: Path, pool: KeepPool
+) -> None:
+    with controller(tmp_path / "small.db", pool, max_spooled=256, scratch=tmp_path) as small:
+        done = _wh_put(small, small.user("alice"), tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.splitlines() == [
+            f"Error: the controller at {small.url} refused it as too large: request body "
+            "over 256 bytes (the controller's max spooled body)"
+        ], done.stderr
+        assert row_counts(small.state.engine)["collections"] == 0

@@ -57,8 +57,9 @@ class MethodNotAllowed(WarehouseError):
 
 class BusyError(WarehouseError):
     """HTTP 503 or 429: the controller refused the request for now (it runs
-    its most streamed puts at once, or the caller's take their share of its
-    disk); still so after the waits it asked for (docs/server.md)."""
+    its most streamed puts at once, or the caller's own take their share of
+    its disk); still so after the waits it asked for (docs/server.md). Exit
+    code 1, as any error a later try may not meet."""
 
 
 # A controller that answers 503 (or 429) with Retry-After is asked again
@@ -76,6 +77,7 @@ _ERRORS: dict[int, type[WarehouseError]] = {
     405: MethodNotAllowed,
     409: ConflictError,
     413: UsageError,
+    429: BusyError,
     502: CorruptDataError,
     503: BusyError,
 }
@@ -245,6 +247,9 @@ class ApiClient:
                 message = f"the controller at {self.url} is busy: {message}" + (
                     f" (asked {busy + 1} times over {waited:g} s)" if busy else ""
                 )
+            elif resp.status_code == 413:
+                # Over one of the controller's bounds, whatever sent it: said so.
+                message = f"the controller at {self.url} refused it as too large: {message}"
             raise error(message)
         return resp
 
