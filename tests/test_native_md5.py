@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from disk_helpers import rot
 from warehouse.native import md5 as native
 from warehouse.native.md5 import md5_many, md5_many_hashlib
 
@@ -164,17 +165,6 @@ def test_files_mapped_and_hashed_in_one_call(tmp_path: Path) -> None:
 # The checking filesystem of a query step, over a real volume.
 
 
-def _rot(path: Path) -> None:
-    """One byte changed in place, mtime kept (bit rot)."""
-    st = path.stat()
-    with open(path, "r+b") as f:
-        f.seek(10)
-        byte = f.read(1)
-        f.seek(10)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
 def _files(tmp_path: Path, count: int = 4, blocks: int = 5):  # type: ignore[no-untyped-def]
     """``count`` files of ``blocks`` blocks each, stored on a volume, added
     to a BlockFiles; (BlockFiles, volume, [(path, data, [md5])])."""
@@ -237,7 +227,7 @@ def test_a_bad_sibling_fails_only_the_read_that_touches_it(tmp_path: Path) -> No
 
     files, volume, made = _files(tmp_path)
     bad = made[1][2][3]  # block 3 of file 1
-    _rot(volume.path_for(bad))
+    rot(volume.path_for(bad))
     f0 = files.files[made[0][0]]
     s = f0.starts[3]
     assert files.read(f0, s, 10) == made[0][1][s : s + 10]  # checked with the bad one
@@ -276,7 +266,7 @@ def test_whole_blocks_are_verified_together(tmp_path: Path) -> None:
         path = tmp_path / f"b{n}"
         path.write_bytes(data)
         if n == 4:
-            _rot(path)
+            rot(path)
         blocks.append((os.open(path, os.O_RDONLY), hashlib.md5(data).hexdigest(), len(data)))
     try:
         assert _verify(blocks) == [n != 4 for n in range(9)]

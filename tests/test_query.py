@@ -7,7 +7,6 @@ import dataclasses
 import decimal
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from cluster import controller
 from conftest import Runner
+from disk_helpers import rot
 from tpch.queries import QUERIES
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.query.planner import STEP_BYTES, plan
@@ -239,18 +239,6 @@ def chunk_block(home: Path, table: str, part: str, column: str) -> Path:
             return home / "blocks" / piece.locator.md5[:3] / piece.locator.md5
         pos += piece.length
     raise AssertionError(f"no block begins at {start}")
-
-
-def rot(path: Path) -> None:
-    """One byte changed in place with the mtime kept, as bit rot would: the
-    copy's verified mark still holds, so only a read that checks it sees it."""
-    st = path.stat()
-    with open(path, "r+b") as f:
-        f.seek(10)
-        byte = f.read(1)
-        f.seek(10)
-        f.write(bytes([byte[0] ^ 0xFF]))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _lineitem_in_two(run, tpch: Path) -> None:  # type: ignore[no-untyped-def]
