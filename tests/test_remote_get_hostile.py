@@ -27,8 +27,8 @@ ctl = ctl_fixture()
 
 
 class _Front(Front):
-    """Passes every request on to the controller behind it; ``change``
-    may rewrite the answer to a GET of the paths it names."""
+    """Passes every request on to the controller behind it; ``answer``
+    rewrites the answer to a GET of one collection's manifest or listing."""
 
     def __init__(self, behind: str) -> None:
         super().__init__(behind)
@@ -37,6 +37,23 @@ class _Front(Front):
     def reply(self, command: str, path: str, relay: Callable[[], Answer]) -> Answer:
         answer = relay()
         return self.change(path, answer) if command == "GET" else answer
+
+    def answer(self, pdh: str, which: str, change: Callable[[Answer], Answer]) -> None:
+        """GET /collections/``pdh``/``which`` (manifest, listing) is answered
+        ``change(what the controller answered)``."""
+        suffix = f"/collections/{pdh}/{which}"
+        self.change = lambda path, sent: change(sent) if path.endswith(suffix) else sent
+
+
+def _body(edit: Callable[[bytes], bytes], *, short: bool = False) -> Callable[[Answer], Answer]:
+    """The controller's answer with its body rewritten by ``edit``; ``short``:
+    saying a longer body than it sends (a body that stops midway)."""
+
+    def change(sent: Answer) -> Answer:
+        status, kind, body, _ = sent
+        return (status, kind, edit(body), short)
+
+    return change
 
 
 @pytest.fixture
@@ -111,13 +128,7 @@ def test_a_manifest_that_is_not_the_pdhs_is_refused(
 ) -> None:
     pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
     other = _other_manifest(client, tmp_path)
-
-    def change(path: str, answer: Answer) -> Answer:
-        if path.endswith(f"/collections/{pdh}/manifest"):
-            return (200, "text/plain", other, False)
-        return answer
-
-    front.change = change
+    front.answer(pdh, "manifest", lambda sent: (200, "text/plain", other, False))
     _refused(client, pdh, tmp_path / "out", 5, "whose PDH is")
 
 
@@ -126,14 +137,7 @@ def test_a_body_that_stops_midway_is_one_error(
     tmp_path: Path, client: _Client, front: _Front, which: str
 ) -> None:
     pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
-
-    def change(path: str, answer: Answer) -> Answer:
-        if path.endswith(f"/collections/{pdh}/{which}"):
-            status, kind, body, _ = answer
-            return (status, kind, body[: len(body) // 2], True)
-        return answer
-
-    front.change = change
+    front.answer(pdh, which, _body(lambda body: body[: len(body) // 2], short=True))
     _refused(client, pdh, tmp_path / "out", 1, "the controller at")
 
 
@@ -150,14 +154,7 @@ def test_a_listing_that_is_not_one_is_one_error(
     tmp_path: Path, client: _Client, front: _Front, listing: Callable[[bytes], bytes]
 ) -> None:
     pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
-
-    def change(path: str, answer: Answer) -> Answer:
-        if path.endswith(f"/collections/{pdh}/listing"):
-            status, kind, body, _ = answer
-            return (status, kind, listing(body), False)
-        return answer
-
-    front.change = change
+    front.answer(pdh, "listing", _body(listing))
     dest = tmp_path / "out"
     for args in (("get", pdh, str(dest)), ("get", "--no-write", pdh)):
         done = client(*args)
@@ -174,18 +171,15 @@ def test_a_listing_in_another_order_gives_the_right_digests(
     src = _src(tmp_path / "src")
     pdh = client("put", "--no-progress", str(src)).stdout.strip()
 
-    def change(path: str, answer: Answer) -> Answer:
-        if path.endswith(f"/collections/{pdh}/listing"):
-            status, kind, body, _ = answer
-            items = json.loads(body)
-            if isinstance(items, dict):
-                items = dict(reversed(list(items.items())))
-            else:
-                items.reverse()
-            return (status, kind, json.dumps(items).encode(), False)
-        return answer
+    def reverse(body: bytes) -> bytes:
+        items = json.loads(body)
+        if isinstance(items, dict):
+            items = dict(reversed(list(items.items())))
+        else:
+            items.reverse()
+        return json.dumps(items).encode()
 
-    front.change = change
+    front.answer(pdh, "listing", _body(reverse))
     done = client("get", "--no-write", pdh)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == _want(src)
@@ -202,13 +196,8 @@ def test_a_manifest_longer_than_its_pdh_says_is_not_read_to_its_end(
     collection whose PDH says a few hundred bytes: the client stops reading
     it past that length, so the front could not send it all."""
     pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
-
-    def change(path: str, answer: Answer) -> Answer:
-        if path.endswith(f"/collections/{pdh}/manifest"):
-            return (200, "text/plain", b". " + b"x" * (48 << 20), False)
-        return answer
-
-    front.change = change
+    endless = b". " + b"x" * (48 << 20)
+    front.answer(pdh, "manifest", lambda sent: (200, "text/plain", endless, False))
     done = client("get", "--no-write", pdh)
     assert "Traceback" not in done.stderr
     assert front.cut_short == 1
@@ -223,18 +212,15 @@ def test_a_listing_with_entries_missing_or_extra_gives_the_right_digests(
     src = _src(tmp_path / "src")
     pdh = client("put", "--no-progress", str(src)).stdout.strip()
 
-    def change(path: str, answer: Answer) -> Answer:
-        if path.endswith(f"/collections/{pdh}/listing"):
-            status, kind, body, _ = answer
-            items = json.loads(body)
-            if edit == "missing":
-                del items["a/f é 2"]
-            else:
-                items = {"a/f é 11": "0" * 32, **items, "c": "1" * 32}
-            return (status, kind, json.dumps(items, ensure_ascii=False).encode(), False)
-        return answer
+    def missing_or_extra(body: bytes) -> bytes:
+        items = json.loads(body)
+        if edit == "missing":
+            del items["a/f é 2"]
+        else:
+            items = {"a/f é 11": "0" * 32, **items, "c": "1" * 32}
+        return json.dumps(items, ensure_ascii=False).encode()
 
-    front.change = change
+    front.answer(pdh, "listing", _body(missing_or_extra))
     done = client("get", "--no-write", pdh)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == _want(src)
@@ -264,10 +250,7 @@ def test_an_error_or_empty_answer_is_one_error(
 ) -> None:
     pdh = client("put", "--no-progress", str(_src(tmp_path / "src"))).stdout.strip()
 
-    def change(path: str, sent: Answer) -> Answer:
-        return answer if path.endswith(f"/collections/{pdh}/{which}") else sent
-
-    front.change = change
+    front.answer(pdh, which, lambda sent: answer)
     dest = tmp_path / "out"
     for args in (("get", pdh, str(dest)), ("get", "--no-write", pdh)):
         done = client(*args)
