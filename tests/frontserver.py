@@ -4,11 +4,13 @@ some request itself (a hostile, broken or older controller's answer)."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -98,3 +100,21 @@ def serving(server: F) -> Iterator[F]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def begin_put(url: str, token: str, length: int, sent: int) -> socket.socket:
+    """A streamed put (POST /api/v1/collections/text) to the controller at
+    ``url``, begun and not ended: its body said to be ``length`` bytes (a
+    manifest of all but 2, a listing of 2) and ``sent`` of them sent. The
+    put holds what it takes on the controller until the socket is closed."""
+    where = urlsplit(url)
+    s = socket.create_connection((where.hostname, where.port))
+    s.sendall(
+        (
+            f"POST /api/v1/collections/text?manifest_size={length - 2}&listing_size=2 "
+            f"HTTP/1.1\r\nHost: {where.netloc}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Length: {length}\r\n\r\n"
+        ).encode()
+        + b"x" * sent
+    )
+    return s

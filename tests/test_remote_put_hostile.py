@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -15,7 +14,6 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from email.utils import formatdate
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -28,7 +26,7 @@ from cluster import (
     pool_fixture,
     row_counts,
 )
-from frontserver import Answer, Front, serving
+from frontserver import Answer, Front, begin_put, serving
 from memory_helpers import WH
 from warehouse import catalog
 from warehouse.blocks import Locator
@@ -113,17 +111,8 @@ def test_a_users_puts_at_once_share_one_bodys_bound_on_the_disk(
     before = row_counts(ctl.state.engine)
     shares = ctl.state.spooled
     big = MAX_SPOOLED * 3 // 4
-    where = urlsplit(alice.url)
-    with socket.create_connection((where.hostname, where.port)) as s:
-        # A put of 3 MiB, its body begun and not ended: its share is held.
-        s.sendall(
-            (
-                f"POST {PATH}?manifest_size={big - 2}&listing_size=2 HTTP/1.1\r\n"
-                f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
-                f"Content-Length: {big}\r\n\r\n"
-            ).encode()
-            + b"x" * 1000
-        )
+    # A put of 3 MiB, its body begun and not ended: its share is held.
+    with begin_put(alice.url, alice.token, big, 1000):
         _until(lambda: shares.held("alice") == big)
         # Another of hers past what is left is refused at once, by its
         # length or, chunked, as it comes; each under the bound alone.
@@ -495,17 +484,8 @@ def test_streamed_puts_at_once_are_bounded_over_all_users(tmp_path: Path, pool: 
         alice, bob = User(one, "alice"), User(one, "bob")
         slots = one.state.streamed_puts
         before = row_counts(one.state.engine)
-        where = urlsplit(alice.url)
-        with socket.create_connection((where.hostname, where.port)) as s:
-            # Alice's put, its body begun and not ended, holds the one slot.
-            s.sendall(
-                (
-                    f"POST {PATH}?manifest_size=998&listing_size=2 HTTP/1.1\r\n"
-                    f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
-                    "Content-Length: 1000\r\n\r\n"
-                ).encode()
-                + b"x" * 100
-            )
+        # Alice's put, its body begun and not ended, holds the one slot.
+        with begin_put(alice.url, alice.token, 1000, 100):
             _until(lambda: slots.used == 1)
             resp = bob.send(bob.text("b.txt"), bob.listing("b.txt"))
             assert resp.status_code == 503, resp.text
@@ -633,18 +613,9 @@ def test_a_put_waits_for_the_controllers_slot_and_is_recorded(
     ):
         alice, bob = User(one, "alice"), User(one, "bob")
         slots = one.state.streamed_puts
-        where = urlsplit(alice.url)
         put: list[object] = []
-        with socket.create_connection((where.hostname, where.port)) as s:
-            # Alice's put, its body begun and not ended, holds the one slot.
-            s.sendall(
-                (
-                    f"POST {PATH}?manifest_size=998&listing_size=2 HTTP/1.1\r\n"
-                    f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
-                    "Content-Length: 1000\r\n\r\n"
-                ).encode()
-                + b"x" * 100
-            )
+        # Alice's put, its body begun and not ended, holds the one slot.
+        with begin_put(alice.url, alice.token, 1000, 100):
             _until(lambda: slots.used == 1)
 
             def bobs_put() -> None:
@@ -686,17 +657,8 @@ def test_a_put_past_the_users_share_of_the_disk_is_one_busy_line(
     alice = User(ctl, "alice")
     shares = ctl.state.spooled
     held = MAX_SPOOLED - 100
-    where = urlsplit(alice.url)
-    with socket.create_connection((where.hostname, where.port)) as s:
-        # Her put of all but 100 bytes of the bound, begun and not ended.
-        s.sendall(
-            (
-                f"POST {PATH}?manifest_size={held - 2}&listing_size=2 HTTP/1.1\r\n"
-                f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
-                f"Content-Length: {held}\r\n\r\n"
-            ).encode()
-            + b"x" * 100
-        )
+    # Her put of all but 100 bytes of the bound, begun and not ended.
+    with begin_put(alice.url, alice.token, held, 100):
         _until(lambda: shares.held("alice") == held)
         with serving(Front(ctl.url)) as front:
             done = _wh_put(front, alice.token, tmp_path)

@@ -9,11 +9,9 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -30,6 +28,7 @@ from cluster import (
     row_counts,
     wh_serve,
 )
+from frontserver import begin_put
 from memory_helpers import WH, limited
 from warehouse.catalog.schema import (
     collection_listing_parts,
@@ -275,16 +274,7 @@ def _short(alice: Alice) -> httpx.Response:
 
 def _stop_midway(alice: Alice) -> None:
     """Announce a body of 1 MB, send 1,000 bytes of it and leave."""
-    where = urlsplit(alice.url)
-    with socket.create_connection((where.hostname, where.port)) as s:
-        s.sendall(
-            (
-                f"POST {PATH}?manifest_size=1000000&listing_size=2 HTTP/1.1\r\n"
-                f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
-                "Content-Length: 1000002\r\n\r\n"
-            ).encode()
-            + b"x" * 1000
-        )
+    begin_put(alice.url, alice.token, 1000002, 1000).close()
 
 
 def test_an_old_clients_whole_manifest_is_still_taken(alice: Alice, ctl: Controller) -> None:
@@ -374,16 +364,7 @@ def test_a_body_that_stalls_is_cut_off_and_leaves_nothing(tmp_path: Path, pool: 
     with controller(tmp_path / "c.db", pool, body_timeout=1.0, scratch=tmp_path) as ctl:
         alice = Alice(ctl)
         before = row_counts(ctl.state.engine)
-        where = urlsplit(alice.url)
-        with socket.create_connection((where.hostname, where.port)) as s:
-            s.sendall(
-                (
-                    f"POST {PATH}?manifest_size=1000&listing_size=2 HTTP/1.1\r\n"
-                    f"Host: {where.netloc}\r\nAuthorization: Bearer {alice.token}\r\n"
-                    "Content-Length: 1002\r\n\r\n"
-                ).encode()
-                + b"x" * 100
-            )
+        with begin_put(alice.url, alice.token, 1002, 100) as s:
             answer = b""
             while chunk := s.recv(4096):
                 answer += chunk
