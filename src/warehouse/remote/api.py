@@ -59,7 +59,7 @@ class BusyError(WarehouseError):
     """HTTP 503 or 429: the controller refused the request for now (it runs
     its most streamed puts at once, or the caller's own take their share of
     its disk); still so after the waits it asked for (docs/server.md). Exit
-    code 1, as any error a later try may not meet."""
+    code 1 (docs/cli.md, "Exit codes")."""
 
 
 # A controller that answers 503 (or 429) with Retry-After is asked again
@@ -205,7 +205,7 @@ class ApiClient:
                 waited += wait
                 print(
                     f"the controller at {self.url} is busy ({resp.status_code}): "
-                    f"asking again in {wait:g} s ({busy} of at most {BUSY_TRIES} tries)",
+                    f"asking again in {wait:.3g} s ({busy} of at most {BUSY_TRIES} tries)",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -245,7 +245,7 @@ class ApiClient:
             error = _ERRORS.get(resp.status_code, WarehouseError)
             if error is BusyError:
                 message = f"the controller at {self.url} is busy: {message}" + (
-                    f" (asked {busy + 1} times over {waited:g} s)" if busy else ""
+                    f" (asked {busy + 1} times over {waited:.3g} s)" if busy else ""
                 )
             elif resp.status_code == 413:
                 # Over one of the controller's bounds, whatever sent it: said so.
