@@ -165,9 +165,10 @@ def test_files_mapped_and_hashed_in_one_call(tmp_path: Path) -> None:
 # The checking filesystem of a query step, over a real volume.
 
 
-def _files(tmp_path: Path, count: int = 4, blocks: int = 5):  # type: ignore[no-untyped-def]
+def _files(tmp_path: Path, count: int = 4, blocks: int = 5, named=None):  # type: ignore[no-untyped-def]
     """``count`` files of ``blocks`` blocks each, stored on a volume, added
-    to a BlockFiles; (BlockFiles, volume, [(path, data, [md5])])."""
+    to a BlockFiles (``named``: which columns the query names); (BlockFiles,
+    volume, [(path, data, [md5])])."""
     from warehouse.blocks.volume import LocalVolume
     from warehouse.query.blockfs import BlockFiles
 
@@ -181,7 +182,7 @@ def _files(tmp_path: Path, count: int = 4, blocks: int = 5):  # type: ignore[no-
         for md5, part in zip(md5s, parts, strict=True):
             volume.put(md5, part)
         layout = [(m, len(p)) for m, p in zip(md5s, parts, strict=True)]
-        path = files.add(f"t/part-{n}.parquet", layout)
+        path = files.add(f"t/part-{n}.parquet", layout, named)
         made.append((path.split("://", 1)[1], b"".join(parts), md5s))
     return files, volume, made
 
@@ -220,6 +221,36 @@ def test_a_read_over_several_blocks_checks_them_with_their_siblings(tmp_path: Pa
     # Blocks 1 to 3 of every file, in the one check of the first touch.
     assert {ms[j] for _, _, ms in made for j in (1, 2, 3)} <= set(files._kept)
     assert not {ms[j] for _, _, ms in made for j in (0, 4)} & set(files._kept)
+
+
+def test_the_named_columns_of_other_row_groups_are_checked_along(tmp_path: Path) -> None:
+    # A head, three row groups of four columns, a tail; the query names columns 0 and 2.
+    files, _, made = _files(tmp_path, count=3, blocks=14, named=[True, False, True, False])
+    path, data, _ = made[0]
+    f = files.files[path]
+    assert files.read(f, f.starts[1], 10) == data[f.starts[1] : f.starts[1] + 10]
+    # Column 0 of every row group of every file, in the one check of the first touch.
+    assert {ms[j] for _, _, ms in made for j in (1, 5, 9)} <= set(files._kept)
+    others = (0, 2, 3, 4, 6, 7, 8, 10, 11, 12, 13)
+    assert not {ms[j] for _, _, ms in made for j in others} & set(files._kept)
+    # A read over columns 1 and 2: both here, and column 2 (named) elsewhere too.
+    start, end = f.starts[6] + 5, f.starts[7] + 7
+    assert files.read(f, start, end - start) == data[start:end]
+    assert {ms[j] for _, _, ms in made for j in (3, 7, 11)} <= set(files._kept)
+    assert made[0][2][6] in files._kept
+    assert not {ms[j] for _, _, ms in made[1:] for j in (2, 10)} & set(files._kept)
+    for other, other_data, _ in made:
+        g = files.files[other]
+        assert files.read(g, 0, g.size) == other_data  # every byte, from checked blocks
+
+
+def test_blocks_not_cut_at_each_column_chunk_take_no_other_row_groups(tmp_path: Path) -> None:
+    # Thirteen blocks: not a head and tail around row groups of four columns.
+    files, _, made = _files(tmp_path, count=2, blocks=13, named=[True, False, True, False])
+    f = files.files[made[0][0]]
+    assert f.named is None
+    files.read(f, f.starts[1], 10)
+    assert set(files._kept) == {ms[1] for _, _, ms in made}
 
 
 def test_a_bad_sibling_fails_only_the_read_that_touches_it(tmp_path: Path) -> None:

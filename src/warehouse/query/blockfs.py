@@ -12,7 +12,9 @@ and the read fails; the query step then fails with the reason.
 
 The check of a block DuckDB touches first takes along the blocks at the same
 place in the step's other files cut alike (the same column chunk of the
-other partitions, which a scan reads too), all hashed in one call of
+other partitions, which a scan reads too) and, where the query's columns
+are known, the chunks of the same columns in the other row groups (a
+fixed number of blocks apart), all hashed in one call of
 ``warehouse.native.md5.md5_many`` (SIMD lanes side by side, without the
 GIL). Only a block DuckDB touches can fail a read: one taken along that
 fails is left unchecked, to be checked (and reported) if DuckDB touches it.
@@ -68,9 +70,19 @@ def lazy_layout(entry: FileEntry) -> list[tuple[str, int]] | None:
 
 
 class _File:
-    def __init__(self, name: str, blocks: Sequence[tuple[str, int]]) -> None:
+    def __init__(
+        self, name: str, blocks: Sequence[tuple[str, int]], named: Sequence[bool] | None
+    ) -> None:
         self.name = name
         self.md5s = [md5 for md5, _ in blocks]
+        # Cut as ``builtin:table`` cuts a partition (its head, each column
+        # chunk of each row group, its tail), a column's chunks are as many
+        # blocks apart as the table has columns. ``named``: which columns
+        # the query names (by position); None if unknown, or if the blocks
+        # do not fall so (a chunk cut again).
+        n = len(blocks) - 2
+        fits = named and n >= len(named) and n % len(named) == 0
+        self.named = list(named) if named and fits else None
         self.starts = []
         pos = 0
         for _, size in blocks:
@@ -96,10 +108,14 @@ class BlockFiles:
         self._lock = threading.Lock()
         self.fs = _BlockFS(self)
 
-    def add(self, name: str, blocks: Sequence[tuple[str, int]]) -> str:
-        """The path DuckDB reads the file at (``name`` ends as the file's does)."""
+    def add(
+        self, name: str, blocks: Sequence[tuple[str, int]], named: Sequence[bool] | None = None
+    ) -> str:
+        """The path DuckDB reads the file at (``name`` ends as the file's does);
+        ``named``: whether the query names each column of the table, if known
+        (the chunks of those in all row groups are checked together)."""
         path = f"{len(self.files)}/{name.rsplit('/', 1)[-1]}"
-        self.files[path] = _File(name, blocks)
+        self.files[path] = _File(name, blocks, named)
         return f"{PROTOCOL}://{path}"
 
     def register(self, con: Any) -> None:
@@ -144,25 +160,39 @@ class BlockFiles:
 
     def _batch(self, f: _File, i: int, last: int) -> list[tuple[str, int]]:
         """Block ``i`` of ``f`` and, to check along with it, the next ones up
-        to ``last`` and the blocks at the same places in the other files of
-        as many blocks (none kept or being checked). A read spans several
-        blocks, and the SIMD lanes are filled only by a call of many."""
+        to ``last``, the blocks at the same places in the other files of as
+        many blocks, then (where the files' columns are known) the chunks of
+        the same columns in the other row groups, those the query names: none
+        kept or being checked. A read spans several blocks, a scan reads a
+        column in every row group, and the SIMD lanes are filled only by a
+        call of many. (A read may span a column the query does not name,
+        where DuckDB joins two reads: that one is not taken along from other
+        row groups.)"""
         batch = [(f.md5s[i], self._size(f, i))]
         total = batch[0][1]
         seen = {f.md5s[i]}
         alike = [f] + [o for o in self.files.values() if o is not f and len(o.md5s) == len(f.md5s)]
-        for other in alike:
-            for j in range(i, last + 1):
-                if len(batch) >= BATCH_BLOCKS:
-                    return batch
-                md5, size = other.md5s[j], self._size(other, j)
-                if md5 in seen or md5 in self._kept or md5 in self._checking:
-                    continue
-                if total + size > BATCH_BYTES:
-                    return batch
-                seen.add(md5)
-                batch.append((md5, size))
-                total += size
+        places = [list(range(i, last + 1))]
+        named = f.named
+        if named and all(o.named == named for o in alike):
+            stride, n = len(named), len(f.md5s)
+            ours = [j for j in range(max(i, 1), min(last, n - 2) + 1) if named[(j - 1) % stride]]
+            # The later row groups first (a scan reads on), then the earlier.
+            for k in [*range(1, n // stride + 1), *range(-1, -n // stride - 1, -1)]:
+                places.append([j + k * stride for j in ours if 1 <= j + k * stride <= n - 2])
+        for js in places:
+            for other in alike:
+                for j in js:
+                    if len(batch) >= BATCH_BLOCKS:
+                        return batch
+                    md5, size = other.md5s[j], self._size(other, j)
+                    if md5 in seen or md5 in self._kept or md5 in self._checking:
+                        continue
+                    if total + size > BATCH_BYTES:
+                        return batch
+                    seen.add(md5)
+                    batch.append((md5, size))
+                    total += size
         return batch
 
     def _check(self, batch: list[tuple[str, int]]) -> dict[str, memoryview]:
