@@ -27,8 +27,9 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.blocks.store import BlockStore, StoredBlock
-from warehouse.collection.digests import FileDigests, digest_table
+from warehouse.collection.digests import Digests, FileDigests, digest_table, directory_digests
 from warehouse.collection.scan import DirNode, Files, LazyTree
+from warehouse.collection.spool import SpilledDigests
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
 from warehouse.manifest.entries import FileEntry
@@ -297,7 +298,7 @@ class _Packer:
         lease: _Lease,
         length: int,
         whole_files: list[tuple[int, int, int]],
-        md5s: bytearray,
+        md5s: Digests,
         seed: Future[Any] | None = None,
     ) -> Future[StoredBlock]:
         """Store the buffer's first ``length`` bytes; the reading thread's hold passes on.
@@ -335,7 +336,7 @@ class _Packer:
         self.tasks.append(fut)
 
     def hash_files(
-        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: bytearray
+        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: Digests
     ) -> None:
         """Hash files wholly inside the buffer being filled, before it is
         submitted: what it holds of them is read, and stays where it is (a
@@ -355,7 +356,7 @@ class _Packer:
 
         self._task(self.hasher.submit(update))
 
-    def file_done(self, md5s: bytearray, index: int, fh: _FileHash) -> None:
+    def file_done(self, md5s: Digests, index: int, fh: _FileHash) -> None:
         def record() -> None:
             md5s[index * 16 : index * 16 + 16] = fh.state().digest()
 
@@ -366,12 +367,22 @@ class _Packer:
             self.error = fut.exception()
 
     def _hash_files(
-        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: bytearray
+        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: Digests
     ) -> None:
         try:
             view = memoryview(lease.buf)
+            # Set a run of consecutive files at once: one write to a scratch
+            # file (a spilled directory's) per run, not one per file.
+            run = bytearray()
+            first = 0
             for index, lo, hi in whole_files:
-                md5s[index * 16 : index * 16 + 16] = hashlib.md5(view[lo:hi]).digest()
+                if index != first + len(run) // 16:
+                    if run:
+                        md5s[16 * first : 16 * first + len(run)] = run
+                    first, run = index, bytearray()
+                run += hashlib.md5(view[lo:hi]).digest()
+            if run:
+                md5s[16 * first : 16 * first + len(run)] = run
         finally:
             lease.release()
 
@@ -381,7 +392,7 @@ class _Packer:
         length: int,
         first: tuple[int, int, int] | None,
         seed: Future[Any] | None,
-        md5s: bytearray,
+        md5s: Digests,
     ) -> StoredBlock:
         try:
             view = memoryview(lease.buf)
@@ -588,7 +599,7 @@ def _pack_dir(
     progress: Progress | None,
     allow_changing: bool = False,
     changed: list[str] | None = None,
-) -> tuple[list[Future[StoredBlock]], list[Segment] | SegmentText, int, bytearray]:
+) -> tuple[list[Future[StoredBlock]], list[Segment] | SegmentText, int, Digests]:
     """Pack one directory's files into blocks; also take every file's MD5.
 
     The MD5s are recorded for the md5sum listing of `wh get`. A file inside one
@@ -606,7 +617,9 @@ def _pack_dir(
     buf = lease.buf
     fill = 0
     whole: list[tuple[int, int, int]] = []  # files wholly inside the current buffer
-    md5s = digest_table(len(files))  # each file's MD5, in the order of the names
+    # Each file's MD5, in the order of the names; a directory of more files
+    # than are held keeps them in a scratch file.
+    md5s = directory_digests(len(files), files.spilled)
     stream_pos = 0
 
     file_start = 0  # where the file being read starts in the buffer
@@ -822,7 +835,7 @@ class _Packed:
     todo: _Todo
     blocks: list[Future[StoredBlock]]
     segments: list[Segment] | SegmentText
-    md5s: bytearray
+    md5s: Digests
     tasks: list[Future[Any]]
     changed: list[str]
 
@@ -858,12 +871,21 @@ class _Emitter:
             self._emit(self.pending.popleft())
 
     def _emit(self, packed: _Packed) -> None:
-        node, files, hits = packed.todo.node, packed.todo.files, packed.todo.hits
-        rel = node.rel
-        name = f"./{rel}" if rel else "."
         stored = [f.result() for f in packed.blocks]
         for task in packed.tasks:
             task.result()  # a file's hash failed: raised here
+        # Every task is done: nothing writes to the digests' scratch file any
+        # more (on an error the tasks still running hold it open).
+        try:
+            self._write(packed, stored)
+        finally:
+            if isinstance(packed.md5s, SpilledDigests):
+                packed.md5s.close()
+
+    def _write(self, packed: _Packed, stored: list[StoredBlock]) -> None:
+        node, files, hits = packed.todo.node, packed.todo.files, packed.todo.hits
+        rel = node.rel
+        name = f"./{rel}" if rel else "."
         for b in stored:
             if not b.locator.is_empty:
                 self.blocks.append(b)
@@ -899,19 +921,22 @@ class _Emitter:
             finally:
                 text.close()
             names: Sequence[str] = list(node.files.iter_names())
+            md5s = packed.md5s.read() if isinstance(packed.md5s, SpilledDigests) else packed.md5s
         else:
             # (Spilled files all read through the resume cache are held here.)
             spilled = node.files.spilled
             names = list(node.files.iter_names()) if spilled else node.files.names
             stream = Stream(name, locators, tuple(packed.segments))
+            assert isinstance(packed.md5s, bytearray)  # spilled digests go with SegmentText
+            md5s = packed.md5s
         if hits is None:
             if not _laid_out_normalized(stream):
                 (stream,) = normalized_streams(file_entries([stream]).values())
-            self.sink.add(stream, rel, names, packed.md5s)
+            self.sink.add(stream, rel, names, md5s)
             return
         written = file_entries([stream]) if files else {}
         entries: list[FileEntry] = []
-        md5s = digest_table(0)
+        read_md5s, md5s = md5s, digest_table(0)
         read: dict[str, str] = {}
         prefix = rel + "/" if rel else ""
         j = 0
@@ -926,7 +951,7 @@ class _Emitter:
                         self._keys.add(loc.key)
                         self.blocks.append(StoredBlock(loc, False))
                 continue
-            digest = packed.md5s[16 * j : 16 * j + 16]
+            digest = read_md5s[16 * j : 16 * j + 16]
             j += 1
             entries.append(written[prefix + n])
             md5s += digest
