@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from memory_helpers import limited
 from warehouse.collection import writer
 from warehouse.collection.records import listing_of
 from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
-from warehouse.collection.spool import HELD_ENTRIES_VAR, Spool
+from warehouse.collection.spool import HELD_ENTRIES_VAR, SpilledDigests, Spool
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.putcache import RACY_NS, PutCache
@@ -117,6 +119,65 @@ def test_a_spool_takes_a_stream_in_parts_as_it_takes_it_whole(
                     assert spool.file_count == FILES + 4
         assert texts[0] == texts[1]
         assert texts[0][1].count(b"\n") == 4
+
+
+def test_spilled_digests_are_read_back_in_order() -> None:
+    """A spilled directory's MD5s, set in runs out of order by several
+    threads, come back in the order of the files; one never set is an error."""
+    count = 5000
+    digests = [hashlib.md5(b"%d" % i).digest() for i in range(count)]
+    runs = [(i, min(i + 37, count)) for i in range(0, count, 37)]
+    random.Random(7).shuffle(runs)
+    table = SpilledDigests(count)
+    try:
+
+        def setter(part: list[tuple[int, int]]) -> None:
+            for lo, hi in part:
+                table[16 * lo : 16 * hi] = b"".join(digests[lo:hi])
+
+        threads = [threading.Thread(target=setter, args=(runs[k::4],)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(table) == 16 * count
+        assert table.read() == b"".join(digests)
+        assert list(table.hex()) == [d.hex() for d in digests]
+        assert b"".join(table.pieces(100)) == b"".join(digests)  # a whole number each time
+        with pytest.raises(IndexError):
+            table[16 * count : 16 * count + 16] = digests[0]
+        with pytest.raises(ValueError, match="16 bytes each"):
+            table[8:24] = digests[0]
+    finally:
+        table.close()
+    short = SpilledDigests(3)
+    try:
+        short[0:32] = digests[0] + digests[1]
+        with pytest.raises(OSError, match="ends at 32 of 48 bytes"):
+            short.read()
+    finally:
+        short.close()
+
+
+def test_a_put_of_a_spilled_directory_through_wh_is_a_held_ones(tmp_path: Path) -> None:
+    """`wh put` itself (the resume cache on, as it is by default), the
+    directory spilled and its MD5s in a scratch file: the PDH and listing
+    of the held directory, and every byte back."""
+    src = _make(tmp_path / "src")
+    held = _put(tmp_path / "held", src)
+    home = tmp_path / "wh"
+    env = {HELD_ENTRIES_VAR: "500", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = wh_process("put", "--no-progress", str(src), home=home, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == held[0]
+    with EmbeddedWarehouse(home) as wh:
+        assert wh.manifest_text(held[0]) == held[1]
+        assert listing_of(wh.engine, held[0], wh.user) == held[2]
+    got = wh_process("get", held[0], str(tmp_path / "out"), home=home, env=env)
+    assert got.returncode == 0, got.stderr
+    for path in src.rglob("*"):
+        out = tmp_path / "out" / path.relative_to(src)
+        assert out.is_dir() if path.is_dir() else out.read_bytes() == path.read_bytes(), path
 
 
 def test_a_spilled_directory_through_the_resume_cache(
