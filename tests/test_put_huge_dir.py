@@ -10,6 +10,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -20,13 +21,14 @@ import pytest
 
 from conftest import wh_process
 from memory_helpers import limited
+from warehouse import putcache
 from warehouse.collection import writer
 from warehouse.collection.records import listing_of
 from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
 from warehouse.collection.spool import HELD_ENTRIES_VAR, SpilledDigests, Spool
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.putcache import RACY_NS, PutCache
+from warehouse.putcache import RACY_NS, CacheSession, PutCache
 
 FILES = 3000
 
@@ -206,6 +208,63 @@ def test_a_spilled_directory_through_the_resume_cache(
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
         p.name for p in src.iterdir()
     )
+    for path in src.iterdir():
+        assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()
+
+
+def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spilled directory of files the resume cache is asked about (40 KB
+    each): a put stopped after a few blocks learns nothing; run again, it
+    reads every file, written in parts as without the cache (the cache
+    stat'ing, looking up and learning the files a chunk at a time, its
+    rows past a few in a scratch file), the same PDH and listing as the
+    held directory; a third put reads none of them and stores the same."""
+    src = tmp_path / "src"
+    src.mkdir()
+    count = 300
+    for i in reversed(range(count)):
+        (src / f"f{i:04d}").write_bytes(b"%d," % i * (40_000 // len(b"%d," % i)))
+    with EmbeddedWarehouse(tmp_path / "held") as wh:
+        held = wh.put(src)
+        held_listing = listing_of(wh.engine, held.pdh, wh.user)
+        held_text = wh.manifest_text(held.pdh)
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
+    while time.time_ns() <= newest + RACY_NS:
+        time.sleep(0.05)
+    monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
+    monkeypatch.setattr(putcache, "_CHUNK", 64)
+    monkeypatch.setattr(putcache, "_ROWS_HELD", 100)
+    home = tmp_path / "home"
+    with EmbeddedWarehouse(home) as wh, PutCache("test", tmp_path / "cache") as cache:
+        calls = 0
+
+        def stop() -> None:
+            nonlocal calls
+            calls += 1
+            if calls > 3:
+                raise KeyboardInterrupt
+
+        session = CacheSession(cache, wh.store)
+        with Spool(tmp_path) as spool, pytest.raises(KeyboardInterrupt):
+            write_tree(
+                wh.store, LazyTree([src]), spool=spool, cache=session, check=stop, block_size=65536
+            )
+        assert calls == 4
+        rerun = wh.put(src, cache=cache)
+        assert rerun.cached is not None and rerun.cached.files == 0
+        assert rerun.write.bytes_read == rerun.write.size
+        assert rerun.pdh == held.pdh
+        assert listing_of(wh.engine, rerun.pdh, wh.user) == held_listing
+        assert wh.manifest_text(rerun.pdh) == held_text
+        third = wh.put(src, cache=cache)
+        assert third.cached is not None and third.cached.files == count
+        assert third.write.bytes_read == 0
+        assert third.pdh == held.pdh
+        wh.get(third.pdh, tmp_path / "out")
+    (learned,) = sqlite3.connect(cache.path).execute("SELECT count(*) FROM entries").fetchone()
+    assert learned == count
     for path in src.iterdir():
         assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()
 

@@ -18,6 +18,7 @@ import os
 import queue
 import tempfile
 import threading
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -25,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
+from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.digests import Digests, FileDigests, digest_table, directory_digests
 from warehouse.collection.scan import DirNode, Files, LazyTree
-from warehouse.collection.spool import SpilledDigests
+from warehouse.collection.spool import SpilledDigests, hex_digests
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
-from warehouse.manifest.entries import FileEntry
+from warehouse.manifest.entries import FileEntry, FilePiece
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.layout import file_entries
 from warehouse.manifest.normalize import normalized_streams
@@ -572,6 +573,48 @@ class SegmentText:
             pos += len(piece)
             yield piece
 
+    def positions(self) -> Iterator[tuple[int, int]]:
+        """Each segment's position and length, in order, read back from scratch."""
+        rest = b""
+        for piece in self.pieces():
+            words = (rest + piece).split(b" ")
+            rest = words.pop()  # may go on in the next piece
+            for word in words:
+                if word:
+                    position, length, _ = word.split(b":", 2)
+                    yield int(position), int(length)
+        if rest:
+            position, length, _ = rest.split(b":", 2)
+            yield int(position), int(length)
+
+    def entries(
+        self, rel: str, names: Iterable[str], locators: Sequence[Locator]
+    ) -> Iterator[FileEntry]:
+        """Each file's entry (its pieces block by block), as ``file_entries``
+        makes them of a stream laid out normalized (one segment a file, no
+        block named twice), a file at a time in the order of ``names``."""
+        starts = [0]
+        for loc in locators:
+            starts.append(starts[-1] + loc.size)
+        prefix = rel + "/" if rel else ""
+        for name, (position, length) in zip(names, self.positions(), strict=True):
+            pieces: list[FilePiece] = []
+            if length and len(locators) == 1:
+                pieces.append(FilePiece(locators[0], position, length))
+            elif length:
+                # bisect_right skips empty blocks that share a start.
+                index = bisect_right(starts, position) - 1
+                left = length
+                while left:
+                    loc = locators[index]
+                    take = min(left, loc.size - (position - starts[index]))
+                    if take > 0:
+                        pieces.append(FilePiece(loc, position - starts[index], take))
+                        position += take
+                        left -= take
+                    index += 1
+            yield FileEntry(prefix + name, length, tuple(pieces))
+
     def stream(self, name: str, locators: Sequence[Any]) -> Stream:
         """The stream whole (where it must be normalized again, or is kept in memory)."""
         head = " ".join([escape_name(name), *(str(loc) for loc in locators)]).encode()
@@ -788,6 +831,16 @@ class FileCache(Protocol):
     ) -> None:
         """What the put read of a directory ``hits`` looked at (by path)."""
 
+    def learn_read(
+        self,
+        node: DirNode,
+        entries: Iterable[FileEntry],
+        md5s: Iterable[str],
+        changed: Collection[str],
+    ) -> None:
+        """``learn`` of a directory ``hits`` answered nothing for (every file
+        read), its entries and MD5s given in the order of its files."""
+
 
 class _Sink(Protocol):
     def add(
@@ -903,7 +956,7 @@ class _Emitter:
             try:
                 spool = _parts_sink(self.sink)
                 laid_out = _laid_out_normalized(Stream(name, locators, ()))
-                if hits is None and spool is not None and laid_out:
+                if not hits and spool is not None and laid_out:
                     spool.add_parts(
                         name,
                         locators,
@@ -914,9 +967,19 @@ class _Emitter:
                         len(node.files),
                         text.data_size,
                     )
+                    if hits is not None:
+                        # The cache was asked and answered nothing: it learns
+                        # every file, read back a file at a time.
+                        assert self.cache is not None
+                        self.cache.learn_read(
+                            node,
+                            text.entries(rel, node.files.iter_names(), locators),
+                            hex_digests(packed.md5s),
+                            set(packed.changed),
+                        )
                     return
-                # Normalized again, with the resume cache, or kept in memory:
-                # held whole, as a directory of fewer files is.
+                # Normalized again, files the resume cache answers for, or
+                # kept in memory: held whole, as a directory of fewer files is.
                 stream = text.stream(name, locators)
             finally:
                 text.close()
