@@ -26,9 +26,10 @@ is not used. An entry naming a missing block is read again.
 One SQLite file per store (a local home, or a controller URL and token) under
 ``$XDG_CACHE_HOME/warehouse``, private to the user (0600 in a 0700 folder).
 Its entries are looked up a directory at a time (one query per up to
-``LOOKUP_BATCH`` files). What one put learns is written in one transaction
-at its end, so a crash leaves the cache as it was; one found damaged is
-started again. It is bounded: at most
+``LOOKUP_BATCH`` files), a directory of more files than a put holds
+``_CHUNK`` files at a time. What one put learns is written in one
+transaction at its end, so a crash leaves the cache as it was (and its
+rerun reads every file again); one found damaged is started again. It is bounded: at most
 ``max_entries`` files per store (the least recently used go first; an
 entry's time of use is rewritten at most once a day) and ``MAX_CACHE_FILES``
 stores.

@@ -1,9 +1,11 @@
 """The MD5 of every file a put read, by its path in the collection.
 
-A put holds one for every file until the collection is recorded: 16 bytes
-a file in one array, found through each directory's list of names (which
-the scanned tree holds anyway), where a dict of hex strings by path took
-about 170 bytes a file.
+A put without a spool holds one for every file until the collection is
+recorded: 16 bytes a file in one array, found through each directory's
+list of names (which the scanned tree holds anyway), where a dict of hex
+strings by path took about 170 bytes a file. With a spool, a directory's
+table lives until its stream is written; a directory of more files than a
+put holds keeps it in a scratch file instead (``directory_digests``).
 """
 
 from __future__ import annotations
