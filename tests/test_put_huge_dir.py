@@ -28,6 +28,7 @@ from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
 from warehouse.collection.spool import HELD_ENTRIES_VAR, SpilledDigests, Spool
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.manifest import Manifest
 from warehouse.putcache import RACY_NS, CacheSession, PutCache
 
 FILES = 3000
@@ -267,6 +268,51 @@ def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
     assert learned == count
     for path in src.iterdir():
         assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()
+
+
+def test_a_spilled_directory_of_many_blocks_learned_a_file_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files straddling blocks (40 KB files in 64 KiB blocks): what the cache
+    learns of a spilled directory a file at a time is each file's pieces as
+    the manifest has them; the put again reads nothing and writes the same."""
+    src = tmp_path / "src"
+    src.mkdir()
+    count = 120
+    for i in reversed(range(count)):
+        (src / f"f{i:04d}").write_bytes(b"%d;" % i * (40_000 // len(b"%d;" % i)))
+    (src / "zz empty").write_bytes(b"")  # an empty file after the others
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
+    while time.time_ns() <= newest + RACY_NS:
+        time.sleep(0.05)
+    monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
+    monkeypatch.setattr(putcache, "_CHUNK", 16)
+    monkeypatch.setattr(putcache, "_ROWS_HELD", 7)
+    texts = []
+    with EmbeddedWarehouse(tmp_path / "home") as wh, PutCache("t", tmp_path / "cache") as cache:
+        for _ in range(2):
+            session = CacheSession(cache, wh.store)
+            with Spool(tmp_path) as spool:
+                done = write_tree(
+                    wh.store, LazyTree([src]), spool=spool, cache=session, block_size=65536
+                )
+                texts.append((spool.pdh, spool.text(), spool.listing(), done.bytes_read))
+            session.finish()
+    (pdh, text, listing, read), again = texts
+    assert read == sum(p.stat().st_size for p in src.iterdir())
+    assert again == (pdh, text, listing, 0)
+    entries = Manifest.parse(text).files()
+    assert len(entries) == count + 1
+    assert len({p.locator.key for e in entries.values() for p in e.pieces}) > 50
+    rows = sqlite3.connect(cache.path).execute("SELECT name, md5, pieces FROM entries").fetchall()
+    assert sorted(rows) == sorted(
+        (
+            name,
+            json.loads(listing)[name],
+            " ".join(f"{p.locator} {p.offset} {p.length}" for p in e.pieces),
+        )
+        for name, e in entries.items()
+    )
 
 
 # A put of one flat directory of 200,000 tiny files peaks within a few MB of
