@@ -374,16 +374,16 @@ class _Packer:
             view = memoryview(lease.buf)
             # Set a run of consecutive files at once: one write to a scratch
             # file (a spilled directory's) per run, not one per file.
-            run = bytearray()
+            run: list[bytes] = []
             first = 0
             for index, lo, hi in whole_files:
-                if index != first + len(run) // 16:
+                if index != first + len(run):
                     if run:
-                        md5s[16 * first : 16 * first + len(run)] = run
-                    first, run = index, bytearray()
-                run += hashlib.md5(view[lo:hi]).digest()
+                        md5s[16 * first : 16 * (first + len(run))] = b"".join(run)
+                    first, run = index, []
+                run.append(hashlib.md5(view[lo:hi]).digest())
             if run:
-                md5s[16 * first : 16 * first + len(run)] = run
+                md5s[16 * first : 16 * (first + len(run))] = b"".join(run)
         finally:
             lease.release()
 
@@ -990,7 +990,7 @@ class _Emitter:
             spilled = node.files.spilled
             names = list(node.files.iter_names()) if spilled else node.files.names
             stream = Stream(name, locators, tuple(packed.segments))
-            assert isinstance(packed.md5s, bytearray)  # spilled digests go with SegmentText
+            assert not isinstance(packed.md5s, SpilledDigests)  # they go with SegmentText
             md5s = packed.md5s
         if hits is None:
             if not _laid_out_normalized(stream):
