@@ -316,8 +316,9 @@ def test_a_spilled_directory_of_many_blocks_learned_a_file_at_a_time(
 
 
 # A put of one flat directory of 200,000 tiny files peaks within a few MB of
-# one of 20,000 (66.8-71.3 and 63.8 MB here, a million 86 MB: the MD5 table of
-# the directory, 16 B a file, and the manifest text stored as one block).
+# one of 20,000 (66.8-71.3 and 63.8 MB here, a million 86 MB: the manifest
+# text stored as one block; the directory's MD5s, once a table of 16 B a
+# file, are in a scratch file).
 # Holding the directory's files, segments and block file list whole it peaked
 # at 150.6 MB (and 540 MB for a million), about 0.45 KB a file.
 FLAT_GROWTH = 16 << 20
