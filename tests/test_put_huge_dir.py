@@ -124,6 +124,31 @@ def test_a_spool_takes_a_stream_in_parts_as_it_takes_it_whole(
         assert texts[0][1].count(b"\n") == 4
 
 
+def test_a_spilled_stream_ending_in_an_empty_block_is_written_in_parts_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Empty files after a file of a block or more end the stream with an
+    empty block, which normalizing drops: spilled, the stream is written in
+    parts without it, the same text and listing as held whole."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(300):
+        (src / f"a{i:03d}").write_bytes(b"%d\n" % i)
+    (src / "m big").write_bytes(os.urandom(10_000))  # blocks of its own
+    for name in ("z empty", "z empty 2"):
+        (src / name).write_bytes(b"")
+    texts = []
+    with EmbeddedWarehouse(tmp_path / "home") as wh:
+        for held in ("100000", "100"):
+            monkeypatch.setenv(HELD_ENTRIES_VAR, held)
+            with Spool(tmp_path) as spool:
+                write_tree(wh.store, [src], spool=spool, block_size=4096)
+                texts.append((spool.pdh, spool.text(), spool.listing()))
+    assert texts[0] == texts[1]
+    assert b" d41d8cd98f00b204e9800998ecf8427e+0" not in texts[0][1]
+    assert len(json.loads(texts[0][2])) == 303
+
+
 def test_spilled_digests_are_read_back_in_order() -> None:
     """A spilled directory's MD5s, set in runs out of order by several
     threads, come back in the order of the files; one never set is an error."""

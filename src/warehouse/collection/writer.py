@@ -955,6 +955,12 @@ class _Emitter:
             text = packed.segments
             try:
                 spool = _parts_sink(self.sink)
+                # An empty block (empty files after a file of a block or
+                # more end a stream with one) holds no piece of any file and
+                # shifts no position: normalizing drops it and changes no
+                # segment, so the segments' text stands without it.
+                if len(locators) > 1 and any(loc.is_empty for loc in locators):
+                    locators = tuple(loc for loc in locators if not loc.is_empty) or locators
                 laid_out = _laid_out_normalized(Stream(name, locators, ()))
                 if not hits and spool is not None and laid_out:
                     spool.add_parts(
