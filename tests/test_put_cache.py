@@ -22,7 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from installations import Installation
+from warehouse import putcache
 from warehouse.cli import cli
+from warehouse.collection.spool import HELD_ENTRIES_VAR
 from warehouse.manifest import Manifest
 from warehouse.putcache import MIN_CACHED, RACY_NS, PutCache
 
@@ -266,3 +268,28 @@ def test_a_corrupt_cache_is_started_again(
     again = put(tmp_path, str(src))
     assert again["pdh"] == first["pdh"] and again["cached_files"] == 0
     assert put(tmp_path, str(src))["cached_files"] == len(CACHED)  # learnt anew
+
+
+def test_a_directory_of_more_files_than_a_put_holds_is_cached_too(
+    installation: Installation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory past WH_PUT_HELD_ENTRIES (lowered here) of files the cache
+    looks at: the first put learns them a file at a time, in parts, and the
+    next reads none of them and stores the same collection."""
+    src = tmp_path / "src"
+    src.mkdir()
+    files = {f"f{i:03d}": os.urandom(MIN_CACHED + i) for i in range(60)}
+    for name, data in reversed(files.items()):
+        (src / name).write_bytes(data)
+    settle(src)
+    monkeypatch.setenv(HELD_ENTRIES_VAR, "20")
+    monkeypatch.setattr(putcache, "_CHUNK", 16)
+    monkeypatch.setattr(putcache, "_ROWS_HELD", 7)
+    first = put(tmp_path, str(src))
+    assert first["cached_files"] == 0 and first["bytes_read"] == first["bytes"]
+    again = put(tmp_path, str(src))
+    assert again["pdh"] == first["pdh"]
+    assert again["cached_files"] == len(files) and again["bytes_read"] == 0
+    assert stored(tmp_path, str(again["pdh"]), "out") == files
+    uncached = put(tmp_path, "--no-cache", str(src))
+    assert uncached["pdh"] == first["pdh"]

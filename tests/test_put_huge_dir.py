@@ -8,9 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
+import sqlite3
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -18,13 +21,15 @@ import pytest
 
 from conftest import wh_process
 from memory_helpers import limited
+from warehouse import putcache
 from warehouse.collection import writer
 from warehouse.collection.records import listing_of
 from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
-from warehouse.collection.spool import HELD_ENTRIES_VAR, Spool
+from warehouse.collection.spool import HELD_ENTRIES_VAR, SpilledDigests, Spool
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.putcache import RACY_NS, PutCache
+from warehouse.manifest import Manifest
+from warehouse.putcache import RACY_NS, CacheSession, PutCache
 
 FILES = 3000
 
@@ -119,6 +124,90 @@ def test_a_spool_takes_a_stream_in_parts_as_it_takes_it_whole(
         assert texts[0][1].count(b"\n") == 4
 
 
+def test_a_spilled_stream_ending_in_an_empty_block_is_written_in_parts_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Empty files after a file of a block or more end the stream with an
+    empty block, which normalizing drops: spilled, the stream is written in
+    parts without it, the same text and listing as held whole."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(300):
+        (src / f"a{i:03d}").write_bytes(b"%d\n" % i)
+    (src / "m big").write_bytes(os.urandom(10_000))  # blocks of its own
+    for name in ("z empty", "z empty 2"):
+        (src / name).write_bytes(b"")
+    texts = []
+    with EmbeddedWarehouse(tmp_path / "home") as wh:
+        for held in ("100000", "100"):
+            monkeypatch.setenv(HELD_ENTRIES_VAR, held)
+            with Spool(tmp_path) as spool:
+                write_tree(wh.store, [src], spool=spool, block_size=4096)
+                texts.append((spool.pdh, spool.text(), spool.listing()))
+    assert texts[0] == texts[1]
+    assert b" d41d8cd98f00b204e9800998ecf8427e+0" not in texts[0][1]
+    assert len(json.loads(texts[0][2])) == 303
+
+
+def test_spilled_digests_are_read_back_in_order() -> None:
+    """A spilled directory's MD5s, set in runs out of order by several
+    threads, come back in the order of the files; one never set is an error."""
+    count = 5000
+    digests = [hashlib.md5(b"%d" % i).digest() for i in range(count)]
+    runs = [(i, min(i + 37, count)) for i in range(0, count, 37)]
+    random.Random(7).shuffle(runs)
+    table = SpilledDigests(count)
+    try:
+
+        def setter(part: list[tuple[int, int]]) -> None:
+            for lo, hi in part:
+                table[16 * lo : 16 * hi] = b"".join(digests[lo:hi])
+
+        threads = [threading.Thread(target=setter, args=(runs[k::4],)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(table) == 16 * count
+        assert table.read() == b"".join(digests)
+        assert list(table.hex()) == [d.hex() for d in digests]
+        assert b"".join(table.pieces(100)) == b"".join(digests)  # a whole number each time
+        with pytest.raises(IndexError):
+            table[16 * count : 16 * count + 16] = digests[0]
+        with pytest.raises(ValueError, match="16 bytes each"):
+            table[8:24] = digests[0]
+    finally:
+        table.close()
+    short = SpilledDigests(3)
+    try:
+        short[0:32] = digests[0] + digests[1]
+        with pytest.raises(OSError, match="ends at 32 of 48 bytes"):
+            short.read()
+    finally:
+        short.close()
+
+
+def test_a_put_of_a_spilled_directory_through_wh_is_a_held_ones(tmp_path: Path) -> None:
+    """`wh put` itself (the resume cache on, as it is by default), the
+    directory spilled and its MD5s in a scratch file: the PDH and listing
+    of the held directory, and every byte back."""
+    src = _make(tmp_path / "src")
+    held = _put(tmp_path / "held", src)
+    home = tmp_path / "wh"
+    env = {HELD_ENTRIES_VAR: "500", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = wh_process("put", "--no-progress", str(src), home=home, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == held[0]
+    with EmbeddedWarehouse(home) as wh:
+        assert wh.manifest_text(held[0]) == held[1]
+        assert listing_of(wh.engine, held[0], wh.user) == held[2]
+    got = wh_process("get", held[0], str(tmp_path / "out"), home=home, env=env)
+    assert got.returncode == 0, got.stderr
+    for path in src.rglob("*"):
+        out = tmp_path / "out" / path.relative_to(src)
+        assert out.is_dir() if path.is_dir() else out.read_bytes() == path.read_bytes(), path
+
+
 def test_a_spilled_directory_through_the_resume_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -149,9 +238,112 @@ def test_a_spilled_directory_through_the_resume_cache(
         assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()
 
 
+def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spilled directory of files the resume cache is asked about (40 KB
+    each): a put stopped after a few blocks learns nothing; run again, it
+    reads every file, written in parts as without the cache (the cache
+    stat'ing, looking up and learning the files a chunk at a time, its
+    rows past a few in a scratch file), the same PDH and listing as the
+    held directory; a third put reads none of them and stores the same."""
+    src = tmp_path / "src"
+    src.mkdir()
+    count = 300
+    for i in reversed(range(count)):
+        (src / f"f{i:04d}").write_bytes(b"%d," % i * (40_000 // len(b"%d," % i)))
+    with EmbeddedWarehouse(tmp_path / "held") as wh:
+        held = wh.put(src)
+        held_listing = listing_of(wh.engine, held.pdh, wh.user)
+        held_text = wh.manifest_text(held.pdh)
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
+    while time.time_ns() <= newest + RACY_NS:
+        time.sleep(0.05)
+    monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
+    monkeypatch.setattr(putcache, "_CHUNK", 64)
+    monkeypatch.setattr(putcache, "_ROWS_HELD", 100)
+    home = tmp_path / "home"
+    with EmbeddedWarehouse(home) as wh, PutCache("test", tmp_path / "cache") as cache:
+        calls = 0
+
+        def stop() -> None:
+            nonlocal calls
+            calls += 1
+            if calls > 3:
+                raise KeyboardInterrupt
+
+        session = CacheSession(cache, wh.store)
+        with Spool(tmp_path) as spool, pytest.raises(KeyboardInterrupt):
+            write_tree(
+                wh.store, LazyTree([src]), spool=spool, cache=session, check=stop, block_size=65536
+            )
+        assert calls == 4
+        rerun = wh.put(src, cache=cache)
+        assert rerun.cached is not None and rerun.cached.files == 0
+        assert rerun.write.bytes_read == rerun.write.size
+        assert rerun.pdh == held.pdh
+        assert listing_of(wh.engine, rerun.pdh, wh.user) == held_listing
+        assert wh.manifest_text(rerun.pdh) == held_text
+        third = wh.put(src, cache=cache)
+        assert third.cached is not None and third.cached.files == count
+        assert third.write.bytes_read == 0
+        assert third.pdh == held.pdh
+        wh.get(third.pdh, tmp_path / "out")
+    (learned,) = sqlite3.connect(cache.path).execute("SELECT count(*) FROM entries").fetchone()
+    assert learned == count
+    for path in src.iterdir():
+        assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()
+
+
+def test_a_spilled_directory_of_many_blocks_learned_a_file_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files straddling blocks (40 KB files in 64 KiB blocks): what the cache
+    learns of a spilled directory a file at a time is each file's pieces as
+    the manifest has them; the put again reads nothing and writes the same."""
+    src = tmp_path / "src"
+    src.mkdir()
+    count = 120
+    for i in reversed(range(count)):
+        (src / f"f{i:04d}").write_bytes(b"%d;" % i * (40_000 // len(b"%d;" % i)))
+    (src / "zz empty").write_bytes(b"")  # an empty file after the others
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
+    while time.time_ns() <= newest + RACY_NS:
+        time.sleep(0.05)
+    monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
+    monkeypatch.setattr(putcache, "_CHUNK", 16)
+    monkeypatch.setattr(putcache, "_ROWS_HELD", 7)
+    texts = []
+    with EmbeddedWarehouse(tmp_path / "home") as wh, PutCache("t", tmp_path / "cache") as cache:
+        for _ in range(2):
+            session = CacheSession(cache, wh.store)
+            with Spool(tmp_path) as spool:
+                done = write_tree(
+                    wh.store, LazyTree([src]), spool=spool, cache=session, block_size=65536
+                )
+                texts.append((spool.pdh, spool.text(), spool.listing(), done.bytes_read))
+            session.finish()
+    (pdh, text, listing, read), again = texts
+    assert read == sum(p.stat().st_size for p in src.iterdir())
+    assert again == (pdh, text, listing, 0)
+    entries = Manifest.parse(text).files()
+    assert len(entries) == count + 1
+    assert len({p.locator.key for e in entries.values() for p in e.pieces}) > 50
+    rows = sqlite3.connect(cache.path).execute("SELECT name, md5, pieces FROM entries").fetchall()
+    assert sorted(rows) == sorted(
+        (
+            name,
+            json.loads(listing)[name],
+            " ".join(f"{p.locator} {p.offset} {p.length}" for p in e.pieces),
+        )
+        for name, e in entries.items()
+    )
+
+
 # A put of one flat directory of 200,000 tiny files peaks within a few MB of
-# one of 20,000 (66.8-71.3 and 63.8 MB here, a million 86 MB: the MD5 table of
-# the directory, 16 B a file, and the manifest text stored as one block).
+# one of 20,000 (66.8-71.3 and 63.8 MB here, a million 86 MB: the manifest
+# text stored as one block; the directory's MD5s, once a table of 16 B a
+# file, are in a scratch file).
 # Holding the directory's files, segments and block file list whole it peaked
 # at 150.6 MB (and 540 MB for a million), about 0.45 KB a file.
 FLAT_GROWTH = 16 << 20

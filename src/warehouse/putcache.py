@@ -26,9 +26,10 @@ is not used. An entry naming a missing block is read again.
 One SQLite file per store (a local home, or a controller URL and token) under
 ``$XDG_CACHE_HOME/warehouse``, private to the user (0600 in a 0700 folder).
 Its entries are looked up a directory at a time (one query per up to
-``LOOKUP_BATCH`` files). What one put learns is written in one transaction
-at its end, so a crash leaves the cache as it was; one found damaged is
-started again. It is bounded: at most
+``LOOKUP_BATCH`` files), a directory of more files than a put holds
+``_CHUNK`` files at a time. What one put learns is written in one
+transaction at its end, so a crash leaves the cache as it was (and its
+rerun reads every file again); one found damaged is started again. It is bounded: at most
 ``max_entries`` files per store (the least recently used go first; an
 entry's time of use is rewritten at most once a day) and ``MAX_CACHE_FILES``
 stores.
@@ -39,13 +40,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import pickle
 import sqlite3
+import tempfile
 import time
 from array import array
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.store import BlockStore
@@ -305,10 +309,56 @@ def _cached(node: DirNode) -> bool:
     return bool(files) and files.total_size >= MIN_CACHED * len(files)
 
 
-# What a put learns is saved at its end in one transaction; rows of a
-# cached directory (files of 32 KiB and more on average) are held until
-# then, a few hundred bytes for each such file.
+# What a put learns is saved at its end in one transaction; the rows of a
+# cached directory's files (32 KiB and more on average) are held up to
+# _ROWS_HELD, then go to an unnamed scratch file, _ROWS_HELD at a time.
 _Learned = tuple[str, str, int, int, int, int, str, str]
+_ROWS_HELD = 10_000
+# Files of a directory stat'ed and looked up at once.
+_CHUNK = 10_000
+
+
+class _Marks:
+    """Each file's size, mtime_ns, ctime_ns and inode before it was read, in
+    the order of its directory's files: held (32 bytes a file), or for a
+    directory of more files than a put holds (spilled), in an unnamed
+    scratch file, read back in order when the directory is learned."""
+
+    def __init__(self, spilled: bool) -> None:
+        self._held = array("q")
+        # Closed by close() (or with the object): no `with`.
+        self._file: IO[bytes] | None = (
+            tempfile.TemporaryFile(prefix="put-marks-") if spilled else None  # noqa: SIM115
+        )
+
+    def extend(self, mark: Iterable[int]) -> None:
+        self._held.extend(mark)
+        if self._file is not None and len(self._held) >= 4 * _CHUNK:
+            self._held.tofile(self._file)
+            self._held = array("q")
+
+    def __iter__(self) -> Iterator[tuple[int, int, int, int]]:
+        held = self._held
+        if self._file is not None:
+            # All of them from the file, the last ones written to it first.
+            held.tofile(self._file)
+            held = self._held = array("q")
+            self._file.seek(0)
+        while True:
+            for i in range(0, len(held), 4):
+                yield held[i], held[i + 1], held[i + 2], held[i + 3]
+            if self._file is None or not (data := self._file.read(4 * _CHUNK * held.itemsize)):
+                return
+            held = array("q")
+            held.frombytes(data)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def __del__(self) -> None:
+        # Left unlearned (the put stopped): its scratch file goes with it.
+        self.close()
 
 
 class CacheSession:
@@ -331,26 +381,48 @@ class CacheSession:
         # Size, mtime_ns, ctime_ns and inode of each file of the directory
         # asked about, as they were before it was read (size _UNSAVED: not to
         # be saved), by its rel; dropped once learned.
-        self._marks: dict[str, array[int]] = {}
+        self._marks: dict[str, _Marks] = {}
         self._present: set[str] = set()  # blocks found stored (per block)
         self._learned: list[_Learned] = []
+        self._spilled_rows: IO[bytes] | None = None  # learned rows past _ROWS_HELD
         self._touch: list[tuple[str, str]] = []
 
     def hits(self, node: DirNode) -> dict[str, _Hit] | None:
+        """The files of ``node`` the cache answers for (by name). Its files
+        are stat'ed and looked up _CHUNK at a time: a directory of more
+        files than a put holds is not held whole here, but its hits are."""
         if not _cached(node):
             return None
+        marks = self._marks[node.rel] = _Marks(node.files.spilled)
+        hits: dict[str, _Hit] = {}
+        where: dict[str, tuple[str, str, int]] = {}
+        chunk: list[tuple[str, str, int]] = []
+        for file in node.files:
+            chunk.append(file)
+            if len(chunk) >= _CHUNK:
+                self._look_up(node, chunk, marks, hits, where)
+                chunk = []
+        self._look_up(node, chunk, marks, hits, where)
+        return self._checked(hits, where)
+
+    def _look_up(
+        self,
+        node: DirNode,
+        chunk: list[tuple[str, str, int]],
+        marks: _Marks,
+        hits: dict[str, _Hit],
+        where: dict[str, tuple[str, str, int]],
+    ) -> None:
+        """Stat ``chunk`` (files of ``node`` in order), note their marks and
+        add those the cache holds unchanged to ``hits``."""
         cache = self.cache
         files = [
-            (name, size, os.path.split(os.path.abspath(source)))
-            for name, source, size in node.files
+            (name, size, os.path.split(os.path.abspath(source))) for name, source, size in chunk
         ]
         names: dict[str, list[str]] = {}
         for _, _, (d, n) in files:
             names.setdefault(d, []).append(n)
         rows = {d: cache.lookup(d, ns) for d, ns in names.items()}
-        marks = self._marks[node.rel] = array("q")
-        hits: dict[str, _Hit] = {}
-        where: dict[str, tuple[str, str, int]] = {}
         for name, size, (d, n) in files:
             try:
                 st = os.stat(os.path.join(d, n))
@@ -369,6 +441,11 @@ class CacheSession:
                 continue
             hits[name] = _Hit(FileEntry(_rel(node, name), size, pieces), row[4])
             where[name] = (d, n, row[6])
+
+    def _checked(
+        self, hits: dict[str, _Hit], where: dict[str, tuple[str, str, int]]
+    ) -> dict[str, _Hit]:
+        """``hits`` less those naming a block the store no longer holds."""
         named = {
             p.locator.key: p.locator
             for h in hits.values()
@@ -405,20 +482,86 @@ class CacheSession:
         marks = self._marks.pop(node.rel, None)
         if marks is None:
             return
-        for i, (name, source, _) in enumerate(node.files):
-            size, mtime_ns, ctime_ns, inode = marks[4 * i : 4 * i + 4]
-            if size == _UNSAVED:
-                continue
-            rel = _rel(node, name)
-            entry = written.get(rel)
-            md5 = md5s.get(rel)
-            if entry is None or md5 is None or rel in changed or entry.size != size:
-                continue  # a hit (not read), or not stored as it was
-            d, n = os.path.split(os.path.abspath(source))
-            self._learned.append((d, n, size, mtime_ns, ctime_ns, inode, md5, _pieces_text(entry)))
+        try:
+            for (name, source, _), (size, mtime_ns, ctime_ns, inode) in zip(
+                node.files, marks, strict=True
+            ):
+                if size == _UNSAVED:
+                    continue
+                rel = _rel(node, name)
+                entry = written.get(rel)
+                md5 = md5s.get(rel)
+                if entry is None or md5 is None or rel in changed or entry.size != size:
+                    continue  # a hit (not read), or not stored as it was
+                d, n = os.path.split(os.path.abspath(source))
+                self._learn((d, n, size, mtime_ns, ctime_ns, inode, md5, _pieces_text(entry)))
+        finally:
+            marks.close()
+
+    def learn_read(
+        self,
+        node: DirNode,
+        entries: Iterable[FileEntry],
+        md5s: Iterable[str],
+        changed: Collection[str],
+    ) -> None:
+        """``learn`` of a directory ``hits`` answered nothing for, every file
+        of it read: its entries and MD5s given in the order of its files, a
+        file at a time (a directory of more files than a put holds)."""
+        marks = self._marks.pop(node.rel, None)
+        if marks is None:
+            return
+        try:
+            for (name, source, _), (size, mtime_ns, ctime_ns, inode), entry, md5 in zip(
+                node.files, marks, entries, md5s, strict=True
+            ):
+                if size == _UNSAVED:
+                    continue
+                if entry.size != size or (changed and _rel(node, name) in changed):
+                    continue  # not stored as it was
+                d, n = os.path.split(os.path.abspath(source))
+                self._learn((d, n, size, mtime_ns, ctime_ns, inode, md5, _pieces_text(entry)))
+        finally:
+            marks.close()
+
+    def _learn(self, row: _Learned) -> None:
+        learned = self._learned
+        learned.append(row)
+        if len(learned) >= _ROWS_HELD:
+            if self._spilled_rows is None:
+                # Closed by finish() (or with the session): no `with`.
+                self._spilled_rows = tempfile.TemporaryFile(prefix="put-learned-")  # noqa: SIM115
+            pickle.dump(learned, self._spilled_rows, pickle.HIGHEST_PROTOCOL)
+            learned.clear()
+
+    def _rows(self) -> Iterator[_Learned]:
+        """Every row learned, in the order learned."""
+        spilled = self._spilled_rows
+        if spilled is not None:
+            spilled.seek(0)
+            while True:
+                try:
+                    # Written by this process a moment ago to a file no one
+                    # else can reach.
+                    batch: list[_Learned] = pickle.load(spilled)
+                except EOFError:
+                    break
+                yield from batch
+        yield from self._learned
+
+    def __del__(self) -> None:
+        # A put stopped before finish(): the rows it learned go unsaved.
+        rows = getattr(self, "_spilled_rows", None)
+        if rows is not None:
+            rows.close()
 
     def finish(self) -> CacheStats:
         """Save what the put learned (one transaction); what it took from the cache."""
-        self.cache.save(self._learned, self._touch)
+        try:
+            self.cache.save(self._rows(), self._touch)
+        finally:
+            if self._spilled_rows is not None:
+                self._spilled_rows.close()
+                self._spilled_rows = None
         self._learned, self._touch = [], []
         return self.stats

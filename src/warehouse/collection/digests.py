@@ -1,9 +1,11 @@
 """The MD5 of every file a put read, by its path in the collection.
 
-A put holds one for every file until the collection is recorded: 16 bytes
-a file in one array, found through each directory's list of names (which
-the scanned tree holds anyway), where a dict of hex strings by path took
-about 170 bytes a file.
+A put without a spool holds one for every file until the collection is
+recorded: 16 bytes a file in one array, found through each directory's
+list of names (which the scanned tree holds anyway), where a dict of hex
+strings by path took about 170 bytes a file. With a spool, a directory's
+table lives until its stream is written; a directory of more files than a
+put holds keeps it in a scratch file instead (``directory_digests``).
 """
 
 from __future__ import annotations
@@ -12,14 +14,27 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import pairwise
 
-__all__ = ["FileDigests", "digest_table"]
+from warehouse.collection.spool import SpilledDigests
+
+__all__ = ["Digests", "FileDigests", "digest_table", "directory_digests"]
 
 _SIZE = 16  # an MD5
+
+
+# One directory's files' MD5s as the writer fills them: held (16 bytes a
+# file), or, for a directory of more files than are held, in a scratch file.
+Digests = bytearray | SpilledDigests
 
 
 def digest_table(count: int) -> bytearray:
     """Room for ``count`` files' MD5s (16 bytes each), as the writer fills them."""
     return bytearray(_SIZE * count)
+
+
+def directory_digests(count: int, spilled: bool) -> Digests:
+    """Room for the MD5s of a directory of ``count`` files; in a scratch file
+    if its files are (``spilled``), so that it does not grow with them."""
+    return SpilledDigests(count) if spilled else digest_table(count)
 
 
 class FileDigests(Mapping[str, str]):

@@ -31,7 +31,15 @@ from warehouse.manifest.entries import Stream, format_stream
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import decode_line
 
-__all__ = ["Records", "Spool", "StoredText", "held_entries", "scratch_dir"]
+__all__ = [
+    "Records",
+    "SpilledDigests",
+    "Spool",
+    "StoredText",
+    "held_entries",
+    "hex_digests",
+    "scratch_dir",
+]
 
 # A directory's entries held in memory at most while a put scans and packs
 # it; beyond, they go to an unnamed scratch file (``Records``). A setting of
@@ -156,6 +164,70 @@ class Records(_ScratchFile):
             at = 0
 
 
+class SpilledDigests(_ScratchFile):
+    """The MD5s of a directory's files (16 bytes each, by the file's number
+    in name order) in an unnamed scratch file, where a directory of more
+    files than are held keeps them instead of a table of 16 bytes a file.
+
+    Set as ``md5s[16 * i : 16 * j] = digests`` (one write; threads may set
+    different files at once), every file exactly once; read back in order
+    once all are set.
+    """
+
+    def __init__(self, count: int) -> None:
+        # The system's temporary directory, as the directory's other scratch
+        # files (the writer does not know the warehouse's). Closed by close()
+        # (or with the object): no `with`.
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="put-md5-", buffering=0)  # noqa: SIM115
+        self._count = count
+
+    def __setitem__(self, key: slice, value: bytes | bytearray) -> None:
+        start = key.start
+        if start is None or key.stop - start != len(value) or start % 16 or len(value) % 16:
+            raise ValueError("digests are set whole, 16 bytes each, at their place")
+        if key.stop > 16 * self._count:
+            raise IndexError("more digests than files")
+        view = memoryview(value)
+        while view:  # a write to a regular file is whole but for a full disk
+            n = os.pwrite(self._file.fileno(), view, start)
+            view, start = view[n:], start + n
+
+    def __len__(self) -> int:
+        return 16 * self._count
+
+    def pieces(self, size: int = _PIECE) -> Iterator[bytes]:
+        """The digests in order, a whole number of them at a time (about ``size`` bytes)."""
+        size = max(16, size - size % 16)
+        fd = self._file.fileno()
+        end = 16 * self._count
+        pos = 0
+        while pos < end:
+            piece = os.pread(fd, min(size, end - pos), pos)
+            if len(piece) % 16 or not piece:
+                # A file's digest never set, or the scratch file cut short.
+                raise OSError(f"a scratch file of a put ends at {pos} of {end} bytes")
+            pos += len(piece)
+            yield piece
+
+    def hex(self) -> Iterator[str]:
+        """Each file's MD5 as hex, in order."""
+        for piece in self.pieces():
+            text = piece.hex()
+            for i in range(0, len(text), 32):
+                yield text[i : i + 32]
+
+    def read(self) -> bytes:
+        """Every digest at once (where the directory is held whole anyway)."""
+        return b"".join(self.pieces())
+
+
+def hex_digests(md5s: bytes | bytearray | SpilledDigests) -> Iterator[str]:
+    """Each MD5 of a table (16 bytes each) or a scratch file of them, as hex, in order."""
+    if isinstance(md5s, SpilledDigests):
+        return md5s.hex()
+    return (md5s[i : i + 16].hex() for i in range(0, len(md5s), 16))
+
+
 class Spool:
     """The manifest text and listing of one put, in two unnamed scratch files.
 
@@ -216,14 +288,15 @@ class Spool:
         segments: Iterable[bytes],
         rel: str,
         names: Iterable[str],
-        md5s: bytes | bytearray,
+        md5s: bytes | bytearray | SpilledDigests,
         files: int,
         size: int,
     ) -> None:
         """One directory's stream as ``add`` writes it, given in parts: its
         locators, its segments' text (" position:length:name" each, as
-        pieces of bytes) and its files' names as they are read back, so
-        that the line is never held whole; the same bytes, the same PDH."""
+        pieces of bytes) and its files' names as they are read back, with
+        their MD5s (a table or a scratch file of them), so that neither the
+        line nor the digests are held whole; the same bytes, the same PDH."""
         head = escape_name(name)
         portable = " ".join([head, *(loc.key for loc in locators)]).encode()
         hinted = portable
@@ -245,8 +318,9 @@ class Spool:
         prefix = rel + "/" if rel else ""
         quote = _quote
         batch: list[str] = []
-        for i, file in enumerate(names):
-            batch.append(f'{quote(prefix + file)}:"{md5s[16 * i : 16 * i + 16].hex()}"')
+        # zip(strict): a name without its digest, or one more digest, is an error.
+        for file, md5 in zip(names, hex_digests(md5s), strict=True):
+            batch.append(f'{quote(prefix + file)}:"{md5}"')
             if len(batch) >= 4096:
                 self.add_entries(",".join(batch))
                 batch = []

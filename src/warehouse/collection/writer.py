@@ -18,6 +18,7 @@ import os
 import queue
 import tempfile
 import threading
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -25,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
+from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore, StoredBlock
-from warehouse.collection.digests import FileDigests, digest_table
+from warehouse.collection.digests import Digests, FileDigests, digest_table, directory_digests
 from warehouse.collection.scan import DirNode, Files, LazyTree
+from warehouse.collection.spool import SpilledDigests, hex_digests
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
-from warehouse.manifest.entries import FileEntry
+from warehouse.manifest.entries import FileEntry, FilePiece
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.layout import file_entries
 from warehouse.manifest.normalize import normalized_streams
@@ -297,7 +299,7 @@ class _Packer:
         lease: _Lease,
         length: int,
         whole_files: list[tuple[int, int, int]],
-        md5s: bytearray,
+        md5s: Digests,
         seed: Future[Any] | None = None,
     ) -> Future[StoredBlock]:
         """Store the buffer's first ``length`` bytes; the reading thread's hold passes on.
@@ -335,7 +337,7 @@ class _Packer:
         self.tasks.append(fut)
 
     def hash_files(
-        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: bytearray
+        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: Digests
     ) -> None:
         """Hash files wholly inside the buffer being filled, before it is
         submitted: what it holds of them is read, and stays where it is (a
@@ -355,7 +357,7 @@ class _Packer:
 
         self._task(self.hasher.submit(update))
 
-    def file_done(self, md5s: bytearray, index: int, fh: _FileHash) -> None:
+    def file_done(self, md5s: Digests, index: int, fh: _FileHash) -> None:
         def record() -> None:
             md5s[index * 16 : index * 16 + 16] = fh.state().digest()
 
@@ -366,12 +368,22 @@ class _Packer:
             self.error = fut.exception()
 
     def _hash_files(
-        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: bytearray
+        self, lease: _Lease, whole_files: list[tuple[int, int, int]], md5s: Digests
     ) -> None:
         try:
             view = memoryview(lease.buf)
+            # Set a run of consecutive files at once: one write to a scratch
+            # file (a spilled directory's) per run, not one per file.
+            run: list[bytes] = []
+            first = 0
             for index, lo, hi in whole_files:
-                md5s[index * 16 : index * 16 + 16] = hashlib.md5(view[lo:hi]).digest()
+                if index != first + len(run):
+                    if run:
+                        md5s[16 * first : 16 * (first + len(run))] = b"".join(run)
+                    first, run = index, []
+                run.append(hashlib.md5(view[lo:hi]).digest())
+            if run:
+                md5s[16 * first : 16 * (first + len(run))] = b"".join(run)
         finally:
             lease.release()
 
@@ -381,7 +393,7 @@ class _Packer:
         length: int,
         first: tuple[int, int, int] | None,
         seed: Future[Any] | None,
-        md5s: bytearray,
+        md5s: Digests,
     ) -> StoredBlock:
         try:
             view = memoryview(lease.buf)
@@ -561,6 +573,48 @@ class SegmentText:
             pos += len(piece)
             yield piece
 
+    def positions(self) -> Iterator[tuple[int, int]]:
+        """Each segment's position and length, in order, read back from scratch."""
+        rest = b""
+        for piece in self.pieces():
+            words = (rest + piece).split(b" ")
+            rest = words.pop()  # may go on in the next piece
+            for word in words:
+                if word:
+                    position, length, _ = word.split(b":", 2)
+                    yield int(position), int(length)
+        if rest:
+            position, length, _ = rest.split(b":", 2)
+            yield int(position), int(length)
+
+    def entries(
+        self, rel: str, names: Iterable[str], locators: Sequence[Locator]
+    ) -> Iterator[FileEntry]:
+        """Each file's entry (its pieces block by block), as ``file_entries``
+        makes them of a stream laid out normalized (one segment a file, no
+        block named twice), a file at a time in the order of ``names``."""
+        starts = [0]
+        for loc in locators:
+            starts.append(starts[-1] + loc.size)
+        prefix = rel + "/" if rel else ""
+        for name, (position, length) in zip(names, self.positions(), strict=True):
+            pieces: list[FilePiece] = []
+            if length and len(locators) == 1:
+                pieces.append(FilePiece(locators[0], position, length))
+            elif length:
+                # bisect_right skips empty blocks that share a start.
+                index = bisect_right(starts, position) - 1
+                left = length
+                while left:
+                    loc = locators[index]
+                    take = min(left, loc.size - (position - starts[index]))
+                    if take > 0:
+                        pieces.append(FilePiece(loc, position - starts[index], take))
+                        position += take
+                        left -= take
+                    index += 1
+            yield FileEntry(prefix + name, length, tuple(pieces))
+
     def stream(self, name: str, locators: Sequence[Any]) -> Stream:
         """The stream whole (where it must be normalized again, or is kept in memory)."""
         head = " ".join([escape_name(name), *(str(loc) for loc in locators)]).encode()
@@ -588,7 +642,7 @@ def _pack_dir(
     progress: Progress | None,
     allow_changing: bool = False,
     changed: list[str] | None = None,
-) -> tuple[list[Future[StoredBlock]], list[Segment] | SegmentText, int, bytearray]:
+) -> tuple[list[Future[StoredBlock]], list[Segment] | SegmentText, int, Digests]:
     """Pack one directory's files into blocks; also take every file's MD5.
 
     The MD5s are recorded for the md5sum listing of `wh get`. A file inside one
@@ -606,7 +660,9 @@ def _pack_dir(
     buf = lease.buf
     fill = 0
     whole: list[tuple[int, int, int]] = []  # files wholly inside the current buffer
-    md5s = digest_table(len(files))  # each file's MD5, in the order of the names
+    # Each file's MD5, in the order of the names; a directory of more files
+    # than are held keeps them in a scratch file.
+    md5s = directory_digests(len(files), files.spilled)
     stream_pos = 0
 
     file_start = 0  # where the file being read starts in the buffer
@@ -775,6 +831,16 @@ class FileCache(Protocol):
     ) -> None:
         """What the put read of a directory ``hits`` looked at (by path)."""
 
+    def learn_read(
+        self,
+        node: DirNode,
+        entries: Iterable[FileEntry],
+        md5s: Iterable[str],
+        changed: Collection[str],
+    ) -> None:
+        """``learn`` of a directory ``hits`` answered nothing for (every file
+        read), its entries and MD5s given in the order of its files."""
+
 
 class _Sink(Protocol):
     def add(
@@ -822,7 +888,7 @@ class _Packed:
     todo: _Todo
     blocks: list[Future[StoredBlock]]
     segments: list[Segment] | SegmentText
-    md5s: bytearray
+    md5s: Digests
     tasks: list[Future[Any]]
     changed: list[str]
 
@@ -858,12 +924,21 @@ class _Emitter:
             self._emit(self.pending.popleft())
 
     def _emit(self, packed: _Packed) -> None:
-        node, files, hits = packed.todo.node, packed.todo.files, packed.todo.hits
-        rel = node.rel
-        name = f"./{rel}" if rel else "."
         stored = [f.result() for f in packed.blocks]
         for task in packed.tasks:
             task.result()  # a file's hash failed: raised here
+        # Every task is done: nothing writes to the digests' scratch file any
+        # more (on an error the tasks still running hold it open).
+        try:
+            self._write(packed, stored)
+        finally:
+            if isinstance(packed.md5s, SpilledDigests):
+                packed.md5s.close()
+
+    def _write(self, packed: _Packed, stored: list[StoredBlock]) -> None:
+        node, files, hits = packed.todo.node, packed.todo.files, packed.todo.hits
+        rel = node.rel
+        name = f"./{rel}" if rel else "."
         for b in stored:
             if not b.locator.is_empty:
                 self.blocks.append(b)
@@ -880,8 +955,14 @@ class _Emitter:
             text = packed.segments
             try:
                 spool = _parts_sink(self.sink)
+                # An empty block (empty files after a file of a block or
+                # more end a stream with one) holds no piece of any file and
+                # shifts no position: normalizing drops it and changes no
+                # segment, so the segments' text stands without it.
+                if len(locators) > 1 and any(loc.is_empty for loc in locators):
+                    locators = tuple(loc for loc in locators if not loc.is_empty) or locators
                 laid_out = _laid_out_normalized(Stream(name, locators, ()))
-                if hits is None and spool is not None and laid_out:
+                if not hits and spool is not None and laid_out:
                     spool.add_parts(
                         name,
                         locators,
@@ -892,26 +973,39 @@ class _Emitter:
                         len(node.files),
                         text.data_size,
                     )
+                    if hits is not None:
+                        # The cache was asked and answered nothing: it learns
+                        # every file, read back a file at a time.
+                        assert self.cache is not None
+                        self.cache.learn_read(
+                            node,
+                            text.entries(rel, node.files.iter_names(), locators),
+                            hex_digests(packed.md5s),
+                            set(packed.changed),
+                        )
                     return
-                # Normalized again, with the resume cache, or kept in memory:
-                # held whole, as a directory of fewer files is.
+                # Normalized again, files the resume cache answers for, or
+                # kept in memory: held whole, as a directory of fewer files is.
                 stream = text.stream(name, locators)
             finally:
                 text.close()
             names: Sequence[str] = list(node.files.iter_names())
+            md5s = packed.md5s.read() if isinstance(packed.md5s, SpilledDigests) else packed.md5s
         else:
             # (Spilled files all read through the resume cache are held here.)
             spilled = node.files.spilled
             names = list(node.files.iter_names()) if spilled else node.files.names
             stream = Stream(name, locators, tuple(packed.segments))
+            assert not isinstance(packed.md5s, SpilledDigests)  # they go with SegmentText
+            md5s = packed.md5s
         if hits is None:
             if not _laid_out_normalized(stream):
                 (stream,) = normalized_streams(file_entries([stream]).values())
-            self.sink.add(stream, rel, names, packed.md5s)
+            self.sink.add(stream, rel, names, md5s)
             return
         written = file_entries([stream]) if files else {}
         entries: list[FileEntry] = []
-        md5s = digest_table(0)
+        read_md5s, md5s = md5s, digest_table(0)
         read: dict[str, str] = {}
         prefix = rel + "/" if rel else ""
         j = 0
@@ -926,7 +1020,7 @@ class _Emitter:
                         self._keys.add(loc.key)
                         self.blocks.append(StoredBlock(loc, False))
                 continue
-            digest = packed.md5s[16 * j : 16 * j + 16]
+            digest = read_md5s[16 * j : 16 * j + 16]
             j += 1
             entries.append(written[prefix + n])
             md5s += digest
