@@ -8,7 +8,8 @@ naming the block and the files that hold data in it.
 A reader made from a stored manifest's normalized text parses it whole only
 when asked for the whole table (``manifest``, ``files``); ``iter_streams``
 and ``iter_chunks`` go stream by stream, so a pass over a million files
-holds a few streams at a time.
+holds a few streams at a time; a stream of a million files (one long line)
+is gone through in parts (``iter_raw_parts``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from warehouse.collection.spool import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories
-from warehouse.manifest.parse import ManifestError, iter_raw_streams
+from warehouse.manifest.parse import ManifestError, iter_raw_parts
 
 __all__ = ["CollectionReader", "stored_text_damage"]
 
@@ -118,9 +119,9 @@ class CollectionReader:
         if self.normal_text is None or "manifest" in self.__dict__:
             yield list(self.files.values()), self.manifest.empty_directories()
             return
-        # Normalized text: each file lies in one stream, each empty directory
-        # is a stream of its own marker.
-        for _, (name, locators, raw) in iter_raw_streams(self.normal_text):
+        # Normalized text: each file lies in one stream (in one part of a
+        # long one), each empty directory is a stream of its own marker.
+        for name, locators, raw in iter_raw_parts(self.normal_text):
             if keep is not None and not keep("" if name == "." else name[2:]):
                 continue
             stream = Stream(name, locators, tuple(itertools.starmap(Segment, raw)))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.manifest.escape import escape_name
-from warehouse.manifest.parse import RawSegment, Text, iter_raw_streams
+from warehouse.manifest.parse import RawSegment, Text, iter_raw_parts, iter_raw_streams
 
 __all__ = [
     "Ancestors",
@@ -297,9 +297,11 @@ def iter_normal_dirs(text: Text) -> Iterator[tuple[str, list[str] | None, list[i
     their sizes); an empty directory's as (prefix, None, []).
 
     The prefix is ``""`` for the root, else the directory's path and a '/'.
-    Whole lists, so that a caller can format a stream's files at C speed.
+    A long stream comes in parts, one after another, each with its prefix
+    (``iter_raw_parts``); a file lies in one. Whole lists, so that a caller
+    can format a stream's files at C speed.
     """
-    for _line, (stream_name, _, segments) in iter_raw_streams(text):
+    for stream_name, _, segments in iter_raw_parts(text):
         prefix = "" if stream_name == "." else stream_name[2:] + "/"
         if is_marker(segments[0][2]):
             yield prefix, None, []
