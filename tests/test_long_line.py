@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from warehouse.collection.reader import CollectionReader, stored_text_damage
 from warehouse.collection.spool import StoredText
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import CorruptDataError, UsageError
+from warehouse.manifest import FileEntry
 from warehouse.manifest.parse import (
     LONG_LINE_VAR,
     ManifestError,
@@ -236,3 +238,36 @@ def test_get_ls_and_manifest_of_a_flat_directory_are_as_whole(
         )
         runs.append(got)
     assert runs[0] == runs[1]
+
+
+def test_a_reader_reads_few_files_ahead_of_a_block_of_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All the files lie in one block: the reader reads no more than its
+    bound of pieces ahead of the file it gives (it looked for the next
+    blocks through every file of this one), and gives every byte."""
+    from warehouse.collection import reader as reader_module
+
+    monkeypatch.setattr(reader_module, "_AHEAD_PIECES", 50)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(1000):
+        (src / f"f{i:04d}").write_bytes(b"%d\n" % i)
+    with EmbeddedWarehouse(tmp_path / "home", user="alice") as wh:
+        pdh = wh.put([src]).pdh
+        with wh.reader(pdh) as reader:
+            entries = list(reader.files.values())
+            taken = 0
+
+            def counted() -> Iterator[FileEntry]:
+                nonlocal taken
+                for entry in entries:
+                    taken += 1
+                    yield entry
+
+            data = b""
+            for given, (entry, chunk) in enumerate(reader.iter_chunks(counted()), 1):
+                assert taken - given <= 50
+                data += chunk
+                assert entry is entries[given - 1]
+    assert data == b"".join(b"%d\n" % i for i in range(1000))
