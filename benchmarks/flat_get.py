@@ -10,8 +10,8 @@ builds given with ``--wh`` alternating (``PATH/TO/wh`` or
 
 - ``get --no-write PDH``   ``--repeat`` times
 - ``ls PDH``               ``--repeat`` times (its lines counted, as ``wc -l``)
-- ``get PDH DEST``         ``--write-repeat`` times, DEST (under ``--workdir``,
-  on disk) removed between runs, untimed
+- ``get PDH DEST``         ``--write-repeat`` times, DEST (``--dest``, else
+  under ``--workdir``) removed between runs, untimed
 
 each with its wall and CPU time and peak resident size (``wait4``); every
 output is counted, one line a file. Prints the median wall and CPU time and
@@ -42,6 +42,9 @@ def main() -> None:
     parser.add_argument("--write-repeat", type=int, default=2)
     parser.add_argument("--wh", action="append", help="a build: WH or WH=SRC (repeatable)")
     parser.add_argument("--workdir", type=Path, required=True, help="homes and destinations")
+    parser.add_argument(
+        "--dest", type=Path, help="where `get PDH DEST` writes (default: in workdir)"
+    )
     args = parser.parse_args()
     builds = [
         (chr(ord("A") + i), wh, src)
@@ -66,7 +69,7 @@ def main() -> None:
         del blocks, text, digests
         env = dict(os.environ, WH_HOME=str(home))
         env.pop("WH_URL", None)
-        dest = args.workdir / "dest"
+        dest = args.dest or args.workdir / "dest"
         runs = [
             ("get --no-write", ["get", "--no-write", pdh], args.repeat),
             ("ls", ["ls", pdh], args.repeat),

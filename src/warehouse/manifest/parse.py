@@ -6,11 +6,10 @@ and the offending token as written, so a user can find it in the text.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice, starmap
+from itertools import chain, islice, starmap
 from operator import add
 from typing import Protocol, cast
 
@@ -497,7 +496,7 @@ def iter_raw_parts(text: Text) -> Iterator[RawStream]:
         texts = _span_texts(source, item, index + 1, whole_on_fault=True)
         head = next(texts, "")
         first, _, rest = head.partition(" ")
-        _line_directories(dirs, index, first, itertools.chain((rest,), texts))
+        _line_directories(dirs, index, first, chain((rest,), texts))
     children = _children(dirs)
     cache: dict[str, Locator] = {}
     clash: tuple[int, str] | None = None
@@ -526,6 +525,8 @@ def _directories_into(dirs: dict[str, int], index: int, line: str) -> None:
 # What a long line is read by at once: a part of its segments is what one
 # piece holds (some 14,000 of a flat directory's files).
 _SPAN_PIECE = 1 << 18
+# What a long line with a fault in it is read by, to be parsed whole.
+_PIECE_WHOLE = 1 << 20
 
 
 class _Unusual(Exception):
@@ -564,9 +565,6 @@ def _decode_piece(
             raise _Unusual() from None
     decode_line(b"".join(source.pieces(_PIECE_WHOLE, *span)), line_no)
     raise AssertionError("a piece of a line fails to decode, the whole line does not")
-
-
-_PIECE_WHOLE = 1 << 20
 
 
 def _parse_span(
