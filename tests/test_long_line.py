@@ -271,3 +271,38 @@ def test_a_reader_reads_few_files_ahead_of_a_block_of_many(
                 data += chunk
                 assert entry is entries[given - 1]
     assert data == b"".join(b"%d\n" % i for i in range(1000))
+
+
+def _normal_cases() -> list[str]:
+    segments = " ".join(f"{i * 10}:10:f{i:05d}" for i in range(3000))
+    block = "d5e8c9e0d5b95b09fd5c5ed3a3b06cae+30000"
+    empty = "d41d8cd98f00b204e9800998ecf8427e+0"
+    return [
+        f". {block} {segments}\n./d {block} 0:30000:a\\040b\n./e {empty} 0:0:\\056\n",
+        f". {block}+K@x {segments}\n",  # a hint: the portable form drops it
+        f". {block} {segments} 0:0:a\n",  # not sorted
+        f". {block} {segments} {segments}\n",  # every file twice
+        ". " + block + " " + segments.replace("f01500", "f01500\\040z") + "\n",
+        ". " + block + " " + segments.replace("f01500", "f01500\\172") + "\n",  # not as written
+        f"./e {empty} 0:0:\\056 0:0:x\n",
+        f". {block} {block} {segments}\n",  # a block named twice
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_normal_cases())))
+def test_the_normal_form_and_pdh_of_a_long_line_are_as_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: int
+) -> None:
+    """What a get through a controller checks of the text it is sent:
+    the same answer whatever the lines read in pieces."""
+    from warehouse.manifest.normal import normal_pdh
+
+    monkeypatch.setattr("warehouse.manifest.parse._SPAN_PIECE", 997)
+    data = _normal_cases()[index].encode()
+    got = []
+    for limit in ("1000000000", "1000", "1"):
+        monkeypatch.setenv(LONG_LINE_VAR, limit)
+        with _stored(data, tmp_path) as text:
+            got.append(normal_pdh(text))
+    assert got[0] == got[1] == got[2]
+    assert (got[0] is not None) == (index in (0, 1, 4))

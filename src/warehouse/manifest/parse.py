@@ -27,6 +27,7 @@ __all__ = [
     "RawStream",
     "SpanSource",
     "decode_line",
+    "iter_line_pieces",
     "iter_raw_parts",
     "iter_raw_streams",
     "iter_streams",
@@ -478,14 +479,51 @@ def iter_raw_parts(text: Text) -> Iterator[RawStream]:
     a whole parse reports it (the line is then read whole, to say so), but
     the parts before the fault may have been yielded already.
     """
+    for _, line, got in iter_line_pieces(text):
+        if line is not None:
+            yield cast(RawStream, got)
+            continue
+        pending: list[RawSegment] = []
+        name = ""
+        held: tuple[Locator, ...] = ()
+        for (name, held, segments), _ in cast(LinePieces, got):
+            pending += segments
+            # A part ends before the run of segments of the last name, which
+            # may go on in the next piece.
+            last = pending[-1][2]
+            cut = len(pending) - 1
+            while cut > 0 and pending[cut - 1][2] == last:
+                cut -= 1
+            if cut:
+                yield name, held, pending[:cut]
+                del pending[:cut]
+        if pending:
+            yield name, held, pending
+
+
+LinePieces = Iterator[tuple[RawStream, str]]
+
+
+def iter_line_pieces(
+    text: Text,
+) -> Iterator[tuple[int, str, RawStream] | tuple[int, None, LinePieces]]:
+    """Each line as (its index, the line, its stream), checked as
+    ``iter_raw_streams`` checks it; but a line longer than ``long_line()``
+    bytes of text kept in a scratch file as (its index, None, its pieces):
+    each piece of it (256 KiB) as (the stream's name and locators with the
+    piece's segments, the piece as written), in order; the first piece
+    written begins with the stream's name and locators, and the pieces
+    joined by a space are the line. A line's pieces are gone through
+    before the next line comes.
+    """
     if isinstance(text, str | bytes | bytearray | memoryview) or not hasattr(text, "line_spans"):
-        for _, raw in iter_raw_streams(text):
-            yield raw
+        for index, (line, raw) in enumerate(iter_raw_streams(text)):
+            yield index, line, raw
         return
     source = cast(SpanSource, text)
     if not source.size or not source.ends_with_newline():
-        for _, raw in iter_raw_streams(text):  # nothing, or the fault reported as before
-            yield raw
+        for index, (line, raw) in enumerate(iter_raw_streams(text)):  # the fault, as before
+            yield index, line, raw
         return
     limit = long_line()
     dirs: dict[str, int] = {}
@@ -499,22 +537,37 @@ def iter_raw_parts(text: Text) -> Iterator[RawStream]:
         _line_directories(dirs, index, first, chain((rest,), texts))
     children = _children(dirs)
     cache: dict[str, Locator] = {}
-    clash: tuple[int, str] | None = None
+    clash: list[tuple[int, str]] = []  # the first file found that is a directory too
     for index, item in enumerate(source.line_spans(limit)):
         if len(cache) > _LOCATOR_CACHE:
             cache.clear()  # bounded: a manifest may list millions of blocks
         if isinstance(item, str):
             raw = _parse_raw(index + 1, item, cache)
-            if clash is None:
-                clash = _clash(index, item, raw, dirs, children)
-            yield raw
+            if not clash and (found := _clash(index, item, raw, dirs, children)) is not None:
+                clash.append(found)
+            yield index, item, raw
             continue
-        for raw in _parse_span(index + 1, source, item, cache):
-            if clash is None:
-                clash = _clash_in(index, raw[0], raw[2], dirs, children)
-            yield raw
-    if clash is not None:
-        raise _clash_error(clash, dirs, source.lines, cache)
+        pieces = _span_checked(index, source, item, cache, dirs, children, clash)
+        yield index, None, pieces
+        for _ in pieces:  # what the caller left of them, checked all the same
+            pass
+    if clash:
+        raise _clash_error(clash[0], dirs, source.lines, cache)
+
+
+def _span_checked(
+    index: int,
+    source: SpanSource,
+    span: tuple[int, int],
+    cache: dict[str, Locator],
+    dirs: dict[str, int],
+    children: dict[str, set[str]],
+    clash: list[tuple[int, str]],
+) -> LinePieces:
+    for raw, written in _parse_span(index + 1, source, span, cache):
+        if not clash and (found := _clash_in(index, raw[0], raw[2], dirs, children)) is not None:
+            clash.append(found)
+        yield raw, written
 
 
 def _directories_into(dirs: dict[str, int], index: int, line: str) -> None:
@@ -569,10 +622,10 @@ def _decode_piece(
 
 def _parse_span(
     line_no: int, source: SpanSource, span: tuple[int, int], cache: dict[str, Locator]
-) -> Iterator[RawStream]:
-    """Long line ``span``, checked a piece at a time, in parts (``iter_raw_parts``)."""
+) -> LinePieces:
+    """Long line ``span``, checked a piece at a time (``iter_line_pieces``)."""
     try:
-        yield from _span_parts(line_no, source, span, cache)
+        yield from _span_pieces(line_no, source, span, cache)
     except (_Unusual, ManifestError) as fault:
         # Reported as a whole parse reports it: which fault comes first
         # depends on the whole line (a control character anywhere comes
@@ -584,14 +637,14 @@ def _parse_span(
         raise AssertionError("a long line reads unusual in pieces, not whole") from None
 
 
-def _span_parts(
+def _span_pieces(
     line_no: int, source: SpanSource, span: tuple[int, int], cache: dict[str, Locator]
-) -> Iterator[RawStream]:
+) -> LinePieces:
     stream_name: str | None = None
     locators: list[Locator] = []
     held: tuple[Locator, ...] | None = None  # once the first segment is met
+    head: list[str] = []  # the pieces before the first segment, as written
     stream_size = 0
-    pending: list[RawSegment] = []
     for text in _span_texts(source, span, line_no):
         if _CONTROL.search(text) is not None:
             raise _Unusual()
@@ -602,6 +655,7 @@ def _span_parts(
         if stream_name is None:
             stream_name = _parse_stream_name(line_no, tokens[0])
             index = 1
+        written = text
         if held is None:
             count = len(tokens)
             while index < count and ":" not in tokens[index]:
@@ -615,27 +669,19 @@ def _span_parts(
                     cache[token] = locator
                 locators.append(locator)
                 index += 1
+            head.append(text)
             if index == count:
                 continue  # more locators, or none: the next piece says
             if not locators:
                 raise _Unusual()  # "no locator", as a whole parse says it
             held = tuple(locators)
             stream_size = sum(locator.size for locator in held)
+            written = " ".join(head)
+            head = []
         tail = text if index == 0 else text[sum(map(len, tokens[:index])) + index :]
-        pending += _segments(line_no, tokens[index:], tail, stream_size)
-        # A part ends before the run of segments of the last name, which
-        # may go on in the next piece.
-        last = pending[-1][2]
-        cut = len(pending) - 1
-        while cut > 0 and pending[cut - 1][2] == last:
-            cut -= 1
-        if cut:
-            yield stream_name, held, pending[:cut]
-            del pending[:cut]
+        yield (stream_name, held, _segments(line_no, tokens[index:], tail, stream_size)), written
     if stream_name is None or held is None:
         raise _Unusual()  # no locator or no segment, as a whole parse says it
-    if pending:
-        yield stream_name, held, pending
 
 
 def _add_dirs(dirs: dict[str, int], path: str, line_index: int) -> None:
