@@ -8,7 +8,8 @@ naming the block and the files that hold data in it.
 A reader made from a stored manifest's normalized text parses it whole only
 when asked for the whole table (``manifest``, ``files``); ``iter_streams``
 and ``iter_chunks`` go stream by stream, so a pass over a million files
-holds a few streams at a time.
+holds a few streams at a time; a stream of a million files (one long line)
+is gone through in parts (``iter_raw_parts``).
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ from warehouse.blocks.store import BlockStore
 from warehouse.collection.listings import Digests, OrderedListing
 from warehouse.collection.spool import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
-from warehouse.manifest import FileEntry, Manifest, Segment, Stream
+from warehouse.manifest import FileEntry, FilePiece, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories
-from warehouse.manifest.parse import ManifestError, iter_raw_streams
+from warehouse.manifest.parse import ManifestError, iter_raw_parts
 
 __all__ = ["CollectionReader", "stored_text_damage"]
 
 DEFAULT_READAHEAD = 3
+# File pieces a reader reads ahead of the one it gives, at most, to find the
+# blocks it fetches ahead (``iter_chunks``).
+_AHEAD_PIECES = 1 << 14
 
 
 @contextmanager
@@ -118,9 +122,9 @@ class CollectionReader:
         if self.normal_text is None or "manifest" in self.__dict__:
             yield list(self.files.values()), self.manifest.empty_directories()
             return
-        # Normalized text: each file lies in one stream, each empty directory
-        # is a stream of its own marker.
-        for _, (name, locators, raw) in iter_raw_streams(self.normal_text):
+        # Normalized text: each file lies in one stream (in one part of a
+        # long one), each empty directory is a stream of its own marker.
+        for name, locators, raw in iter_raw_parts(self.normal_text):
             if keep is not None and not keep("" if name == "." else name[2:]):
                 continue
             stream = Stream(name, locators, tuple(itertools.starmap(Segment, raw)))
@@ -152,49 +156,45 @@ class CollectionReader:
             )
             raise CorruptDataError(f"{e}; it holds data of: {shown or '(no file)'}") from e
 
-    def _blocks(self, locators: Iterable[Locator]) -> Iterator[bytes | memoryview]:
-        """Verified blocks in the given order, fetched ``readahead`` ahead."""
-        with ThreadPoolExecutor(self.readahead, thread_name_prefix="wh-read") as pool:
-            window: deque[Future[bytes | memoryview]] = deque()
-            it = iter(locators)
-            try:
-                for loc in it:
-                    window.append(pool.submit(self.get_block, loc))
-                    if len(window) >= self.readahead:
-                        yield window.popleft().result()
-                while window:
-                    yield window.popleft().result()
-            finally:
-                for f in window:
-                    f.cancel()
-
     def iter_chunks(self, entries: Iterable[FileEntry]) -> Iterator[tuple[FileEntry, memoryview]]:
         """Every file's data as (entry, chunk) pairs, in order; an empty file yields nothing.
 
-        ``entries`` is consumed as the blocks are fetched: only the pieces
-        between the block being read and those fetched ahead are held.
+        ``entries`` is consumed as the blocks are fetched, ``readahead``
+        blocks ahead of the one being read, but never more than
+        ``_AHEAD_PIECES`` pieces ahead: a block of a million tiny files
+        would otherwise hold the entries of all of them, and of the blocks
+        after it, while it is read.
         """
-        pieces, ahead = itertools.tee((e, p) for e in entries for p in e.pieces)
-
-        def needed() -> Iterator[Locator]:
-            # Consecutive pieces in one block share one fetch.
-            last: str | None = None
-            for _, p in ahead:
-                if p.locator.key != last:
-                    last = p.locator.key
-                    yield p.locator
-
-        blocks = self._blocks(needed())
-        current_key: str | None = None
-        data = memoryview(b"")
-        try:
-            for entry, piece in pieces:
-                if piece.locator.key != current_key:
-                    data = memoryview(next(blocks))
-                    current_key = piece.locator.key
-                yield entry, data[piece.offset : piece.offset + piece.length]
-        finally:
-            blocks.close()  # type: ignore[attr-defined]
+        source = ((e, p) for e in entries for p in e.pieces)
+        queued: deque[tuple[FileEntry, FilePiece]] = deque()  # read, not yet yielded
+        window: deque[Future[bytes | memoryview]] = deque()  # fetches, in order of need
+        last: str | None = None  # block of the last piece queued
+        more = True
+        with ThreadPoolExecutor(self.readahead, thread_name_prefix="wh-read") as pool:
+            try:
+                current_key: str | None = None
+                data = memoryview(b"")
+                while True:
+                    while more and len(window) < self.readahead and len(queued) < _AHEAD_PIECES:
+                        item = next(source, None)
+                        if item is None:
+                            more = False
+                            break
+                        queued.append(item)
+                        # Consecutive pieces in one block share one fetch.
+                        if item[1].locator.key != last:
+                            last = item[1].locator.key
+                            window.append(pool.submit(self.get_block, item[1].locator))
+                    if not queued:
+                        return
+                    entry, piece = queued.popleft()
+                    if piece.locator.key != current_key:
+                        data = memoryview(window.popleft().result())
+                        current_key = piece.locator.key
+                    yield entry, data[piece.offset : piece.offset + piece.length]
+            finally:
+                for f in window:
+                    f.cancel()
 
     def iter_file(self, path: str) -> Iterator[memoryview]:
         for _, chunk in self.iter_chunks([self.entry(path)]):

@@ -444,16 +444,55 @@ class StoredText(_ScratchFile):
     def ends_with_newline(self) -> bool:
         return self._last == b"\n"
 
-    def pieces(self, size: int) -> Iterator[bytes]:
-        """The text in pieces of at most ``size`` bytes, in order."""
+    def pieces(self, size: int, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The text (or its bytes from ``start`` to ``end``) in pieces of at
+        most ``size`` bytes, in order."""
         fd = self._file.fileno()
-        pos = 0
-        while pos < self.size:
-            piece = os.pread(fd, min(size, self.size - pos), pos)
+        pos = start
+        stop = self.size if end is None else min(end, self.size)
+        while pos < stop:
+            piece = os.pread(fd, min(size, stop - pos), pos)
             if not piece:  # an unnamed file nobody else can reach: cut short means gone
                 raise OSError(f"the scratch copy of a manifest ends at {pos} of {self.size} bytes")
             pos += len(piece)
             yield piece
+
+    def line_spans(self, limit: int) -> Iterator[str | tuple[int, int]]:
+        """Each line as ``lines`` gives it, but a line of more than ``limit``
+        bytes as where it lies instead, (start, end) without its newline,
+        never held: a reader goes through it a piece at a time (``pieces``)."""
+        number = 0
+        held: list[bytes] = []  # the start of a short line begun in an earlier piece
+        held_size = 0
+        long = False  # the current line is past ``limit``: only its start is kept
+        line_start = 0
+        offset = 0  # of the piece
+        for piece in self.pieces(_PIECE):
+            start = 0
+            find = piece.find
+            while (end := find(b"\n", start)) >= 0:
+                number += 1
+                if long or held_size + end - start > limit:
+                    yield (line_start, offset + end)
+                elif held:
+                    held.append(piece[start:end])
+                    yield decode_line(b"".join(held), number)
+                else:
+                    yield decode_line(piece[start:end], number)
+                held, held_size, long = [], 0, False
+                start = end + 1
+                line_start = offset + start
+            if start < len(piece) and not long:
+                held_size += len(piece) - start
+                if held_size > limit:
+                    held, long = [], True
+                else:
+                    held.append(piece[start:])
+            offset += len(piece)
+        if long:  # no final newline: the parser asks ends_with_newline() first
+            yield (line_start, offset)
+        elif held:
+            yield decode_line(b"".join(held), number + 1)
 
     def lines(self) -> Iterator[str]:
         """Each line, decoded, without its newline (a line may span pieces)."""

@@ -20,10 +20,19 @@ import hashlib
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.manifest.escape import escape_name
-from warehouse.manifest.parse import RawSegment, Text, iter_raw_streams
+from warehouse.manifest.parse import (
+    LinePieces,
+    RawSegment,
+    RawStream,
+    Text,
+    iter_line_pieces,
+    iter_raw_parts,
+    iter_raw_streams,
+)
 
 __all__ = [
     "Ancestors",
@@ -167,51 +176,92 @@ def _stream_sums(
     locators: tuple[Locator, ...], segments: list[RawSegment]
 ) -> tuple[int, int] | None:
     """(files, bytes) of a normalized stream of files; None if it is not normalized."""
-    count = len(locators)
-    starts: list[int] = []
-    total = 0
-    keys: set[str] = set()
-    for locator in locators:
-        # A block of no bytes holds nothing any file uses: normalizing drops it.
-        if locator.size == 0 and count > 1:
+    sums = _StreamSums.of(locators)
+    if sums is None or not sums.add(segments):
+        return None
+    return sums.end()
+
+
+class _StreamSums:
+    """(files, bytes) of a normalized stream of files, its segments given a
+    run at a time, in order (a long line's a piece at a time)."""
+
+    def __init__(self, locators: tuple[Locator, ...], starts: list[int]) -> None:
+        self.locators = locators
+        self.starts = starts
+        self.used = 0  # blocks used so far: the next block first used must be this one
+        self.files = self.size = 0
+        self.previous: str | None = None
+        self.previous_end = self.previous_length = -1
+
+    @classmethod
+    def of(cls, locators: tuple[Locator, ...]) -> _StreamSums | None:
+        """None if the block list is not normalized."""
+        count = len(locators)
+        starts: list[int] = []
+        total = 0
+        keys: set[str] = set()
+        for locator in locators:
+            # A block of no bytes holds nothing any file uses: normalizing drops it.
+            if locator.size == 0 and count > 1:
+                return None
+            keys.add(locator.key)
+            starts.append(total)
+            total += locator.size
+        if len(keys) != count:
             return None
-        keys.add(locator.key)
-        starts.append(total)
-        total += locator.size
-    if len(keys) != count:
-        return None
-    used = 0  # blocks used so far: the next block first used must be this one
-    files = size = 0
-    previous: str | None = None
-    previous_end = previous_length = -1
-    for position, length, name in segments:
-        if name == previous:
-            # The same file again: only after a non-empty piece, not adjacent.
-            if not length or not previous_length or position == previous_end:
-                return None
-        else:
-            if previous is not None and name < previous:
-                return None
-            if "/" in name or name == ".":
-                return None
-            if not length and position:
-                return None
-            files += 1
-        if length:
-            if count == 1:
-                first = last = 0
+        return cls(locators, starts)
+
+    def add(self, segments: list[RawSegment]) -> bool:
+        """False if these segments break the normalized form."""
+        count = len(self.locators)
+        starts = self.starts
+        used, files, size = self.used, self.files, self.size
+        previous, previous_end, previous_length = (
+            self.previous,
+            self.previous_end,
+            self.previous_length,
+        )
+        for position, length, name in segments:
+            if name == previous:
+                # The same file again: only after a non-empty piece, not adjacent.
+                if not length or not previous_length or position == previous_end:
+                    return False
             else:
-                first = bisect_right(starts, position) - 1
-                last = bisect_right(starts, position + length - 1) - 1
-            if first > used:
-                return None
-            if last >= used:
-                used = last + 1
-        size += length
-        previous, previous_end, previous_length = name, position + length, length
-    if used != count and not (used == 0 and count == 1 and locators[0].is_empty):
-        return None
-    return files, size
+                if previous is not None and name < previous:
+                    return False
+                if "/" in name or name == ".":
+                    return False
+                if not length and position:
+                    return False
+                files += 1
+            if length:
+                if count == 1:
+                    first = last = 0
+                else:
+                    first = bisect_right(starts, position) - 1
+                    last = bisect_right(starts, position + length - 1) - 1
+                if first > used:
+                    return False
+                if last >= used:
+                    used = last + 1
+            size += length
+            previous, previous_end, previous_length = name, position + length, length
+        self.used, self.files, self.size = used, files, size
+        self.previous, self.previous_end, self.previous_length = (
+            previous,
+            previous_end,
+            previous_length,
+        )
+        return True
+
+    def end(self) -> tuple[int, int] | None:
+        """(files, bytes) of the stream; None if it is not normalized."""
+        locators = self.locators
+        count = len(locators)
+        if self.used != count and not (self.used == 0 and count == 1 and locators[0].is_empty):
+            return None
+        return self.files, self.size
 
 
 def normal_summary(text: str | bytes) -> NormalSummary | None:
@@ -250,11 +300,19 @@ def normal_pdh(text: Text) -> str | None:
     """The PDH of ``text`` (the MD5 and length of its portable form), if it
     is in normalized form; else None. Checked as ``normal_summary`` checks,
     but a line at a time: nothing is held but one stream, whatever the size
-    of the text (which may be a scratch file)."""
+    of the text (which may be a scratch file), and of a long line of a
+    scratch file a piece (``iter_line_pieces``)."""
     order = NormalOrder()
     md5 = hashlib.md5()
     length = 0
-    for line, (name, locators, segments) in iter_raw_streams(text):
+    for _, line, got in iter_line_pieces(text):
+        if line is None:
+            found = _long_line_portable(order, cast(LinePieces, got), md5)
+            if found is None:
+                return None
+            length += found
+            continue
+        name, locators, segments = cast(RawStream, got)
         if order.line(line, name, locators, segments) is None:
             return None
         hinted = any(locator.hints for locator in locators)
@@ -262,6 +320,48 @@ def normal_pdh(text: Text) -> str | None:
         md5.update(data)
         length += len(data)
     return f"{md5.hexdigest()}+{length}" if length else EMPTY_LOCATOR.key
+
+
+def _long_line_portable(order: NormalOrder, pieces: LinePieces, md5: Any) -> int | None:
+    """Check a long line a piece at a time as ``NormalOrder.line`` checks a
+    line, adding its portable form to ``md5``; its length, or None if it
+    breaks a rule of the normalized form."""
+    sums: _StreamSums | None = None
+    length = 0
+    for count, ((name, locators, segments), written) in enumerate(pieces):
+        if count == 0:
+            if not order.next(name) or escape_name(name) != written[: written.find(" ")]:
+                return None
+            if is_marker(segments[0][2]):
+                # Only a stream name of over a piece makes a marker's line long.
+                if name == "." or len(segments) > 1:
+                    return None
+                if written != written[: written.find(" ")] + _MARKER_TAIL:
+                    return None
+                order.previous_empty = True
+            else:
+                sums = _StreamSums.of(locators)
+                if sums is None:
+                    return None
+                order.previous_empty = False
+            canonical = written
+            if any(locator.hints for locator in locators):
+                written = portable_line(written, locators)
+        else:
+            if sums is None:  # a marker's line goes on
+                return None
+            canonical = written = " " + written
+        if sums is not None and (
+            not sums.add(segments) or not _names_canonical(canonical, segments)
+        ):
+            return None
+        data = written.encode()
+        md5.update(data)
+        length += len(data)
+    if sums is not None and sums.end() is None:
+        return None
+    md5.update(b"\n")
+    return length + 1
 
 
 def _lines_before(data: bytes, count: int) -> list[str]:
@@ -297,9 +397,11 @@ def iter_normal_dirs(text: Text) -> Iterator[tuple[str, list[str] | None, list[i
     their sizes); an empty directory's as (prefix, None, []).
 
     The prefix is ``""`` for the root, else the directory's path and a '/'.
-    Whole lists, so that a caller can format a stream's files at C speed.
+    A long stream comes in parts, one after another, each with its prefix
+    (``iter_raw_parts``); a file lies in one. Whole lists, so that a caller
+    can format a stream's files at C speed.
     """
-    for _line, (stream_name, _, segments) in iter_raw_streams(text):
+    for stream_name, _, segments in iter_raw_parts(text):
         prefix = "" if stream_name == "." else stream_name[2:] + "/"
         if is_marker(segments[0][2]):
             yield prefix, None, []

@@ -6,11 +6,12 @@ and the offending token as written, so a user can find it in the text.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice, starmap
+from itertools import chain, islice, starmap
 from operator import add
-from typing import Protocol
+from typing import Protocol, cast
 
 from warehouse.blocks.locator import Locator, LocatorError
 from warehouse.errors import UsageError
@@ -18,13 +19,19 @@ from warehouse.manifest.entries import Segment, Stream
 from warehouse.manifest.escape import unescape_name
 
 __all__ = [
+    "LONG_LINE",
+    "LONG_LINE_VAR",
     "LineSource",
     "ManifestError",
     "RawSegment",
     "RawStream",
+    "SpanSource",
     "decode_line",
+    "iter_line_pieces",
+    "iter_raw_parts",
     "iter_raw_streams",
     "iter_streams",
+    "long_line",
     "parse_raw_line",
     "parse_streams",
 ]
@@ -46,6 +53,11 @@ _DOT_NAME = re.compile(r":\.\.?(?: |$)")
 # Parsed locators kept for reuse (a block is listed by many streams of a big
 # tree); cleared when it grows past this.
 _LOCATOR_CACHE = 100_000
+# A line longer than this (bytes) of text in a scratch file is read a piece
+# at a time (``iter_raw_parts``); a setting of the environment so that tests
+# reach it with a few thousand files.
+LONG_LINE = 1 << 20
+LONG_LINE_VAR = "WH_MANIFEST_LONG_LINE"
 
 
 RawSegment = tuple[int, int, str]  # position, length, unescaped name
@@ -240,10 +252,16 @@ def _parse_raw(line_no: int, line: str, cache: dict[str, Locator]) -> RawStream:
         raise ManifestError(line_no, tokens[-1], "stream has no segment")
 
     stream_size = sum(locator.size for locator in locators)
+    tail = line[sum(map(len, tokens[:index])) + index :]
+    return stream_name, tuple(locators), _segments(line_no, tokens[index:], tail, stream_size)
+
+
+def _segments(line_no: int, tokens: list[str], tail: str, stream_size: int) -> list[RawSegment]:
+    """The segments ``tokens`` (``tail``: them joined by spaces) of a
+    stream of ``stream_size`` bytes, checked."""
     # Most lines hold only plain, well-formed segments: one regex checks them
     # all, another splits them, both at C speed. Anything else (or a segment
     # past the end) takes the token-by-token loop, which says what is wrong.
-    tail = line[sum(map(len, tokens[:index])) + index :]
     if (
         "\\" not in tail
         and "/" not in tail
@@ -254,10 +272,10 @@ def _parse_raw(line_no: int, line: str, cache: dict[str, Locator]) -> RawStream:
         starts = list(map(int, positions))
         sizes = list(map(int, lengths))
         if max(map(add, starts, sizes)) <= stream_size:
-            return stream_name, tuple(locators), list(zip(starts, sizes, names, strict=True))
+            return list(zip(starts, sizes, names, strict=True))
     segments: list[RawSegment] = []
     match_segment = _SEGMENT.fullmatch
-    for token in tokens[index:]:
+    for token in tokens:
         match = match_segment(token)
         if match is None:
             if ":" in token:
@@ -279,7 +297,7 @@ def _parse_raw(line_no: int, line: str, cache: dict[str, Locator]) -> RawStream:
         if "/" in name or name in (".", ".."):
             _check_file_name(line_no, token, name, length)
         segments.append((position, length, name))
-    return stream_name, tuple(locators), segments
+    return segments
 
 
 def parse_raw_line(line_no: int, data: bytes, cache: dict[str, Locator]) -> tuple[str, RawStream]:
@@ -378,12 +396,7 @@ def iter_raw_streams(text: Text) -> Iterator[tuple[str, RawStream]]:
     if lines is None:
         return
     dirs = _directories(lines())
-    # A file clashes only with a directory of the same parent: most streams
-    # have no subdirectory at all, and their segments need no look-up.
-    children: dict[str, set[str]] = {}
-    for path in dirs:
-        parent, _, base = path.rpartition("/")
-        children.setdefault(parent + "/" if parent else "", set()).add(base)
+    children = _children(dirs)
     cache: dict[str, Locator] = {}
     clash: tuple[int, str] | None = None
     for index, line in enumerate(lines()):
@@ -393,8 +406,17 @@ def iter_raw_streams(text: Text) -> Iterator[tuple[str, RawStream]]:
         if clash is None:
             clash = _clash(index, line, raw, dirs, children)
         yield line, raw
-    if clash is None:
-        return
+    if clash is not None:
+        raise _clash_error(clash, dirs, lines, cache)
+
+
+def _clash_error(
+    clash: tuple[int, str],
+    dirs: dict[str, int],
+    lines: Callable[[], Iterator[str]],
+    cache: dict[str, Locator],
+) -> ManifestError:
+    """The error for a file (line and path) that is also a directory."""
     file_line, path = clash
     dir_line = dirs[path]
     # The two lines again, read once more rather than held: a fault is rare.
@@ -403,11 +425,263 @@ def iter_raw_streams(text: Text) -> Iterator[tuple[str, RawStream]]:
     dir_stream = _parse_line(dir_line + 1, all_lines[dir_line], cache)
     file_stream = _parse_line(file_line + 1, all_lines[file_line], cache)
     where = _token_naming(dir_stream, all_lines[dir_line], path, directory=True)
-    raise ManifestError(
+    return ManifestError(
         file_line + 1,
         _token_naming(file_stream, all_lines[file_line], path, directory=False),
         f"{path!r} is a file and also a directory (line {dir_line + 1}: {where!r})",
     )
+
+
+def _children(dirs: dict[str, int]) -> dict[str, set[str]]:
+    """Each directory's path prefix ("" for the root) -> its subdirectories' names.
+
+    A file clashes only with a directory of the same parent: most streams
+    have no subdirectory at all, and their segments need no look-up."""
+    children: dict[str, set[str]] = {}
+    for path in dirs:
+        parent, _, base = path.rpartition("/")
+        children.setdefault(parent + "/" if parent else "", set()).add(base)
+    return children
+
+
+def long_line() -> int:
+    """Bytes of a manifest line above which a reader of text kept in a
+    scratch file goes through it a piece at a time (``iter_raw_parts``)."""
+    value = os.environ.get(LONG_LINE_VAR, "").strip()
+    if not value:
+        return LONG_LINE
+    if not value.isdigit() or not 1 <= int(value) <= 1 << 40:
+        raise UsageError(f"{LONG_LINE_VAR}: {value[:40]!r} is not a whole number from 1")
+    return int(value)
+
+
+class SpanSource(LineSource, Protocol):
+    """Text in a scratch file whose long lines can be read a piece at a time."""
+
+    def line_spans(self, limit: int) -> Iterator[str | tuple[int, int]]:
+        """Each line (as ``lines``), or, if longer than ``limit`` bytes,
+        where it lies: (start, end), without its newline."""
+
+    def pieces(self, size: int, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The bytes from ``start`` to ``end`` in pieces of at most ``size``."""
+
+
+def iter_raw_parts(text: Text) -> Iterator[RawStream]:
+    """What ``iter_raw_streams`` yields, without the lines; a line longer
+    than ``long_line()`` bytes of text kept in a scratch file (a flat
+    directory of a million files is one line of 19 MB) is read from it a
+    piece at a time, its segments given in parts of a piece's worth, each
+    part a stream of the same name and locators.
+
+    A part never ends inside a run of segments of one name, so each file of
+    normalized text (whose segments lie together) lies in one part. Every
+    check of a whole parse is made; a fault in a long line is reported as
+    a whole parse reports it (the line is then read whole, to say so), but
+    the parts before the fault may have been yielded already.
+    """
+    for _, line, got in iter_line_pieces(text):
+        if line is not None:
+            yield cast(RawStream, got)
+            continue
+        pending: list[RawSegment] = []
+        name = ""
+        held: tuple[Locator, ...] = ()
+        for (name, held, segments), _ in cast(LinePieces, got):
+            pending += segments
+            # A part ends before the run of segments of the last name, which
+            # may go on in the next piece.
+            last = pending[-1][2]
+            cut = len(pending) - 1
+            while cut > 0 and pending[cut - 1][2] == last:
+                cut -= 1
+            if cut:
+                yield name, held, pending[:cut]
+                del pending[:cut]
+        if pending:
+            yield name, held, pending
+
+
+LinePieces = Iterator[tuple[RawStream, str]]
+
+
+def iter_line_pieces(
+    text: Text,
+) -> Iterator[tuple[int, str, RawStream] | tuple[int, None, LinePieces]]:
+    """Each line as (its index, the line, its stream), checked as
+    ``iter_raw_streams`` checks it; but a line longer than ``long_line()``
+    bytes of text kept in a scratch file as (its index, None, its pieces):
+    each piece of it (256 KiB) as (the stream's name and locators with the
+    piece's segments, the piece as written), in order; the first piece
+    written begins with the stream's name and locators, and the pieces
+    joined by a space are the line. A line's pieces are gone through
+    before the next line comes.
+    """
+    if isinstance(text, str | bytes | bytearray | memoryview) or not hasattr(text, "line_spans"):
+        for index, (line, raw) in enumerate(iter_raw_streams(text)):
+            yield index, line, raw
+        return
+    source = cast(SpanSource, text)
+    if not source.size or not source.ends_with_newline():
+        for index, (line, raw) in enumerate(iter_raw_streams(text)):  # the fault, as before
+            yield index, line, raw
+        return
+    limit = long_line()
+    dirs: dict[str, int] = {}
+    for index, item in enumerate(source.line_spans(limit)):
+        if isinstance(item, str):
+            _directories_into(dirs, index, item)
+            continue
+        texts = _span_texts(source, item, index + 1, whole_on_fault=True)
+        head = next(texts, "")
+        first, _, rest = head.partition(" ")
+        _line_directories(dirs, index, first, chain((rest,), texts))
+    children = _children(dirs)
+    cache: dict[str, Locator] = {}
+    clash: list[tuple[int, str]] = []  # the first file found that is a directory too
+    for index, item in enumerate(source.line_spans(limit)):
+        if len(cache) > _LOCATOR_CACHE:
+            cache.clear()  # bounded: a manifest may list millions of blocks
+        if isinstance(item, str):
+            raw = _parse_raw(index + 1, item, cache)
+            if not clash and (found := _clash(index, item, raw, dirs, children)) is not None:
+                clash.append(found)
+            yield index, item, raw
+            continue
+        pieces = _span_checked(index, source, item, cache, dirs, children, clash)
+        yield index, None, pieces
+        for _ in pieces:  # what the caller left of them, checked all the same
+            pass
+    if clash:
+        raise _clash_error(clash[0], dirs, source.lines, cache)
+
+
+def _span_checked(
+    index: int,
+    source: SpanSource,
+    span: tuple[int, int],
+    cache: dict[str, Locator],
+    dirs: dict[str, int],
+    children: dict[str, set[str]],
+    clash: list[tuple[int, str]],
+) -> LinePieces:
+    for raw, written in _parse_span(index + 1, source, span, cache):
+        if not clash and (found := _clash_in(index, raw[0], raw[2], dirs, children)) is not None:
+            clash.append(found)
+        yield raw, written
+
+
+def _directories_into(dirs: dict[str, int], index: int, line: str) -> None:
+    head, _, rest = line.partition(" ")
+    _line_directories(dirs, index, head, (rest,))
+
+
+# What a long line is read by at once: a part of its segments is what one
+# piece holds (some 14,000 of a flat directory's files).
+_SPAN_PIECE = 1 << 18
+# What a long line with a fault in it is read by, to be parsed whole.
+_PIECE_WHOLE = 1 << 20
+
+
+class _Unusual(Exception):
+    """A long line holds something a piece-wise reading does not judge
+    (bytes that are not UTF-8, a control character, a stray space): the
+    line is read whole to report it as a whole parse does."""
+
+
+def _span_texts(
+    source: SpanSource, span: tuple[int, int], line_no: int, *, whole_on_fault: bool = False
+) -> Iterator[str]:
+    """Long line ``span`` of ``source`` as decoded pieces cut at spaces: joined
+    with a space between them, they are the line. Raises ``_Unusual`` for bytes
+    that are not UTF-8, or (``whole_on_fault``) the ManifestError a decode
+    of the whole line raises."""
+    start, end = span
+    carry = b""
+    for piece in source.pieces(_SPAN_PIECE, start, end):
+        data = carry + piece if carry else piece
+        cut = data.rfind(b" ")
+        if cut < 0:
+            carry = data
+            continue
+        carry = data[cut + 1 :]
+        yield _decode_piece(source, span, line_no, data[:cut], whole_on_fault)
+    yield _decode_piece(source, span, line_no, carry, whole_on_fault)
+
+
+def _decode_piece(
+    source: SpanSource, span: tuple[int, int], line_no: int, data: bytes, whole: bool
+) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        if not whole:
+            raise _Unusual() from None
+    decode_line(b"".join(source.pieces(_PIECE_WHOLE, *span)), line_no)
+    raise AssertionError("a piece of a line fails to decode, the whole line does not")
+
+
+def _parse_span(
+    line_no: int, source: SpanSource, span: tuple[int, int], cache: dict[str, Locator]
+) -> LinePieces:
+    """Long line ``span``, checked a piece at a time (``iter_line_pieces``)."""
+    try:
+        yield from _span_pieces(line_no, source, span, cache)
+    except (_Unusual, ManifestError) as fault:
+        # Reported as a whole parse reports it: which fault comes first
+        # depends on the whole line (a control character anywhere comes
+        # before a bad token earlier in the line).
+        line = decode_line(b"".join(source.pieces(_PIECE_WHOLE, *span)), line_no)
+        _parse_raw(line_no, line, cache)
+        if isinstance(fault, ManifestError):
+            raise
+        raise AssertionError("a long line reads unusual in pieces, not whole") from None
+
+
+def _span_pieces(
+    line_no: int, source: SpanSource, span: tuple[int, int], cache: dict[str, Locator]
+) -> LinePieces:
+    stream_name: str | None = None
+    locators: list[Locator] = []
+    held: tuple[Locator, ...] | None = None  # once the first segment is met
+    head: list[str] = []  # the pieces before the first segment, as written
+    stream_size = 0
+    for text in _span_texts(source, span, line_no):
+        if _CONTROL.search(text) is not None:
+            raise _Unusual()
+        tokens = text.split(" ")
+        if "" in tokens:
+            raise _Unusual()
+        index = 0
+        if stream_name is None:
+            stream_name = _parse_stream_name(line_no, tokens[0])
+            index = 1
+        written = text
+        if held is None:
+            count = len(tokens)
+            while index < count and ":" not in tokens[index]:
+                token = tokens[index]
+                locator = cache.get(token)
+                if locator is None:
+                    try:
+                        locator = Locator.parse(token)
+                    except LocatorError as exc:
+                        raise ManifestError(line_no, token, f"bad locator: {exc.reason}") from None
+                    cache[token] = locator
+                locators.append(locator)
+                index += 1
+            head.append(text)
+            if index == count:
+                continue  # more locators, or none: the next piece says
+            if not locators:
+                raise _Unusual()  # "no locator", as a whole parse says it
+            held = tuple(locators)
+            stream_size = sum(locator.size for locator in held)
+            written = " ".join(head)
+            head = []
+        tail = text if index == 0 else text[sum(map(len, tokens[:index])) + index :]
+        yield (stream_name, held, _segments(line_no, tokens[index:], tail, stream_size)), written
+    if stream_name is None or held is None:
+        raise _Unusual()  # no locator or no segment, as a whole parse says it
 
 
 def _add_dirs(dirs: dict[str, int], path: str, line_index: int) -> None:
@@ -431,14 +705,22 @@ def _directories(lines: Iterable[str]) -> dict[str, int]:
     dirs: dict[str, int] = {}
     for index, line in enumerate(lines):
         head, _, rest = line.partition(" ")
-        try:
-            name = unescape_name(head)
-        except ValueError:
-            continue
-        prefix = ""
-        if name.startswith("./"):
-            prefix = name[2:] + "/"
-            _add_dirs(dirs, name[2:], index)
+        _line_directories(dirs, index, head, (rest,))
+    return dirs
+
+
+def _line_directories(dirs: dict[str, int], index: int, head: str, rests: Iterable[str]) -> None:
+    """The directories line ``index`` makes: its stream's name (``head``) and
+    the rest of the line, in pieces cut between tokens, each read as needed."""
+    try:
+        name = unescape_name(head)
+    except ValueError:
+        return
+    prefix = ""
+    if name.startswith("./"):
+        prefix = name[2:] + "/"
+        _add_dirs(dirs, name[2:], index)
+    for rest in rests:
         if not _may_hold_slash(rest):
             continue
         for token in rest.split(" "):
@@ -453,7 +735,6 @@ def _directories(lines: Iterable[str]) -> dict[str, int]:
                 path = prefix + seg
                 end = -2 if seg.endswith("/.") else path.rfind("/")
                 _add_dirs(dirs, path[:end], index)
-    return dirs
 
 
 def _clash(
@@ -466,9 +747,22 @@ def _clash(
     """(line index, path) of the first file of a stream that is also a directory."""
     stream_name, _, segments = raw
     prefix = "" if stream_name == "." else stream_name[2:] + "/"
-    kids = children.get(prefix)
-    if kids is None and not _may_hold_slash(line[line.find(" ") :]):
+    if prefix not in children and not _may_hold_slash(line[line.find(" ") :]):
         return None
+    return _clash_in(index, stream_name, segments, dirs, children)
+
+
+def _clash_in(
+    index: int,
+    stream_name: str,
+    segments: list[RawSegment],
+    dirs: dict[str, int],
+    children: dict[str, set[str]],
+) -> tuple[int, str] | None:
+    """(line index, path) of the first of ``segments`` that is a file and
+    also a directory."""
+    prefix = "" if stream_name == "." else stream_name[2:] + "/"
+    kids = children.get(prefix)
     for _, _, name in segments:
         if "/" in name:
             if name.endswith("/.") or prefix + name not in dirs:
