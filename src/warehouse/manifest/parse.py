@@ -213,6 +213,19 @@ def _check_file_name(line_no: int, token: str, name: str, length: int) -> None:
             raise ManifestError(line_no, token, f"file name has a {component!r} component")
 
 
+def _locator(line_no: int, token: str, cache: dict[str, Locator]) -> Locator:
+    """``token`` parsed as a locator (through ``cache``: a block is named by
+    many streams), or the error naming it."""
+    locator = cache.get(token)
+    if locator is None:
+        try:
+            locator = Locator.parse(token)
+        except LocatorError as exc:
+            raise ManifestError(line_no, token, f"bad locator: {exc.reason}") from None
+        cache[token] = locator
+    return locator
+
+
 def _parse_line(line_no: int, line: str, cache: dict[str, Locator]) -> Stream:
     name, locators, segments = _parse_raw(line_no, line, cache)
     return Stream(name, locators, tuple(starmap(Segment, segments)))
@@ -236,15 +249,7 @@ def _parse_raw(line_no: int, line: str, cache: dict[str, Locator]) -> RawStream:
     index = 1
     count = len(tokens)
     while index < count and ":" not in tokens[index]:
-        text = tokens[index]
-        locator = cache.get(text)
-        if locator is None:
-            try:
-                locator = Locator.parse(text)
-            except LocatorError as exc:
-                raise ManifestError(line_no, text, f"bad locator: {exc.reason}") from None
-            cache[text] = locator
-        locators.append(locator)
+        locators.append(_locator(line_no, tokens[index], cache))
         index += 1
     if not locators:
         raise ManifestError(line_no, tokens[min(1, count - 1)], "stream has no locator")
@@ -659,15 +664,7 @@ def _span_pieces(
         if held is None:
             count = len(tokens)
             while index < count and ":" not in tokens[index]:
-                token = tokens[index]
-                locator = cache.get(token)
-                if locator is None:
-                    try:
-                        locator = Locator.parse(token)
-                    except LocatorError as exc:
-                        raise ManifestError(line_no, token, f"bad locator: {exc.reason}") from None
-                    cache[token] = locator
-                locators.append(locator)
+                locators.append(_locator(line_no, tokens[index], cache))
                 index += 1
             head.append(text)
             if index == count:
