@@ -150,6 +150,27 @@ def test_a_fault_in_a_long_line_is_reported_as_whole(
         assert _fault(text, parts=True) == _fault(text, parts=False)
 
 
+def test_tokens_over_many_pieces_read_as_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token many pieces long (a long stream name, a long escaped file
+    name, one huge bad token) is read as the whole line reads it; the
+    pieces it spans are joined once, not once a piece."""
+    monkeypatch.setattr("warehouse.manifest.parse._SPAN_PIECE", 7)
+    monkeypatch.setenv(LONG_LINE_VAR, "100")
+    long_name = "n\\040" * 40 + "e"
+    good = f"./{'d' * 90} {_BLOCK} {_OTHER} 0:1:a 1:2:{long_name} 3:4:z\n".encode()
+    with _stored(good, tmp_path) as text:
+        parts = list(iter_raw_parts(text))
+        assert len(parts) > 1
+        whole = [raw for _, raw in iter_raw_streams(text)]
+    assert [(n, loc) for n, loc, _ in parts] == [whole[0][:2]] * len(parts)
+    assert [seg for _, _, segs in parts for seg in segs] == list(whole[0][2])
+    for bad in (f". {'a' * 5000} 0:0:x\n", f". {_BLOCK} 0:1:{'x' * 5000}\t 1:1:y\n"):
+        with _stored(bad.encode(), tmp_path) as text:
+            assert _fault(text, parts=True) == _fault(text, parts=False)
+
+
 def test_a_get_of_a_damaged_long_line_fails_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -601,16 +601,19 @@ def _span_texts(
     that are not UTF-8, or (``whole_on_fault``) the ManifestError a decode
     of the whole line raises."""
     start, end = span
-    carry = b""
+    # The pieces since the last space: a token over many pieces (a
+    # controller's text of one huge token) is joined once, not once a piece.
+    carry: list[bytes] = []
     for piece in source.pieces(_SPAN_PIECE, start, end):
-        data = carry + piece if carry else piece
-        cut = data.rfind(b" ")
+        cut = piece.rfind(b" ")
         if cut < 0:
-            carry = data
+            carry.append(piece)
             continue
-        carry = data[cut + 1 :]
-        yield _decode_piece(source, span, line_no, data[:cut], whole_on_fault)
-    yield _decode_piece(source, span, line_no, carry, whole_on_fault)
+        carry.append(piece[:cut])
+        data = b"".join(carry) if len(carry) > 1 else carry[0]
+        carry = [piece[cut + 1 :]]
+        yield _decode_piece(source, span, line_no, data, whole_on_fault)
+    yield _decode_piece(source, span, line_no, b"".join(carry), whole_on_fault)
 
 
 def _decode_piece(
