@@ -135,6 +135,9 @@ def _damaged() -> list[bytes]:
     ]
     texts = [(entry + "\n").encode() for entry in lines]
     texts.append(at(mid, "0:1:\xe9").encode("latin-1") + b"\n")  # not UTF-8
+    # Not UTF-8 in a line with a bad stream name, after a line with a fault:
+    # a whole reading decodes every line before it parses one.
+    texts.append(f"./x {_BLOCK} 5:x:y\n./a\\q {' '.join(tokens[1:])} 0:1:\xe9\n".encode("latin-1"))
     texts.append(f"./f00009 {_BLOCK} 0:1:x\n{line}\n".encode())  # a clash across lines
     texts.append(f"{line}\n./f00009 {_BLOCK} 0:1:x\n".encode())
     return texts

@@ -540,6 +540,8 @@ def iter_line_pieces(
         head = next(texts, "")
         first, _, rest = head.partition(" ")
         _line_directories(dirs, index, first, chain((rest,), texts))
+        for _ in texts:  # decoded to its end, as a whole reading decodes every line first
+            pass
     children = _children(dirs)
     cache: dict[str, Locator] = {}
     clash: list[tuple[int, str]] = []  # the first file found that is a directory too
