@@ -84,6 +84,8 @@ def test_parts_are_the_whole_lines_streams(
             f"./d {_BLOCK} 0:1:a 1:1:b\\040c",
             _flat(500, name="./d/e\\040f"),
             f"./g {_BLOCK} 0:0:.",
+            # One file of segments over many pieces, between two short ones.
+            f"./m {_BLOCK} 0:1:a " + " ".join(f"{i}:2:big" for i in range(900)) + " 0:1:z",
         )
     ).encode()
     with _stored(text, tmp_path) as stored:

@@ -492,13 +492,20 @@ def iter_raw_parts(text: Text) -> Iterator[RawStream]:
         name = ""
         held: tuple[Locator, ...] = ()
         for (name, held, segments), _ in cast(LinePieces, got):
+            if not segments:
+                continue
+            start = len(pending)
             pending += segments
             # A part ends before the run of segments of the last name, which
-            # may go on in the next piece.
+            # may go on in the next piece. What is pending from earlier
+            # pieces is one such run: only this piece's segments are looked
+            # at (a file of millions of segments is not scanned each piece).
             last = pending[-1][2]
             cut = len(pending) - 1
-            while cut > 0 and pending[cut - 1][2] == last:
+            while cut > start and pending[cut - 1][2] == last:
                 cut -= 1
+            if cut == start and start and pending[start - 1][2] == last:
+                cut = 0
             if cut:
                 yield name, held, pending[:cut]
                 del pending[:cut]

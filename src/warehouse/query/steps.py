@@ -567,7 +567,7 @@ def _query_step() -> None:
     columns: dict[str, Any] = step.params().get("columns", {})
     # Any word of the plan may name a column: a guess, costing only checks
     # taken along that DuckDB then does not need (or not taken along).
-    words = set(re.findall(r"\w+", json.dumps(plan).casefold()))
+    words = set(re.findall(r"\w+", json.dumps(plan, ensure_ascii=False).casefold()))
     for name, cols in columns.items():
         if cols:
             _named[name] = [str(c).casefold() in words for c, _ in cols]
