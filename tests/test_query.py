@@ -21,7 +21,7 @@ from conftest import Runner
 from disk_helpers import rot
 from tpch.queries import QUERIES
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.query.planner import STEP_BYTES, plan
+from warehouse.query.planner import STEP_BYTES, explain, plan
 from warehouse.query.tables import TableMeta
 
 TABLES = ("lineitem", "orders", "customer")
@@ -295,3 +295,144 @@ def test_a_damaged_chunk_a_query_does_not_read_leaves_it_whole(  # type: ignore[
     assert "it holds data of: lineitem/part-00000.parquet" in run("job", "logs", job).stdout
     assert not block.exists()  # read, checked, moved aside
     assert list(block.parent.glob(block.name + ".corrupt.*"))
+
+
+LINEITEM = [
+    "l_orderkey",
+    "l_partkey",
+    "l_suppkey",
+    "l_linenumber",
+    "l_quantity",
+    "l_extendedprice",
+    "l_discount",
+    "l_tax",
+    "l_returnflag",
+    "l_linestatus",
+    "l_shipdate",
+    "l_commitdate",
+    "l_receiptdate",
+    "l_shipinstruct",
+    "l_shipmode",
+    "l_comment",
+]
+ORDERS = [
+    "o_orderkey",
+    "o_custkey",
+    "o_orderstatus",
+    "o_totalprice",
+    "o_orderdate",
+    "o_orderpriority",
+    "o_clerk",
+    "o_shippriority",
+    "o_comment",
+]
+CUSTOMER = [
+    "c_custkey",
+    "c_name",
+    "c_address",
+    "c_nationkey",
+    "c_phone",
+    "c_acctbal",
+    "c_mktsegment",
+    "c_comment",
+]
+
+
+def _metas(**tables: list[str]) -> dict[str, TableMeta]:
+    return {
+        name: TableMeta("parquet", None, 1, "h", [(c, "BIGINT") for c in cols], size=100)
+        for name, cols in tables.items()
+    }
+
+
+def _read(sql: str, how: str = "auto", **tables: list[str]) -> dict[str, list[str]]:
+    p = plan(sql, _metas(**tables), how)
+    return {name: t["columns"] for name, t in p["tables"].items()}
+
+
+def test_the_columns_each_tpch_query_reads() -> None:
+    """The plan lists the columns of each table a query reads: for TPC-H Q1,
+    Q3, Q6 and Q12, those a person reads off the SQL, by both plans."""
+    tpch = {"lineitem": LINEITEM, "orders": ORDERS, "customer": CUSTOMER}
+    want = {
+        "q1": {
+            "lineitem": [
+                "l_discount",
+                "l_extendedprice",
+                "l_linestatus",
+                "l_quantity",
+                "l_returnflag",
+                "l_shipdate",
+                "l_tax",
+            ]
+        },
+        "q3": {
+            "customer": ["c_custkey", "c_mktsegment"],
+            "orders": ["o_custkey", "o_orderdate", "o_orderkey", "o_shippriority"],
+            "lineitem": ["l_discount", "l_extendedprice", "l_orderkey", "l_shipdate"],
+        },
+        "q6": {"lineitem": ["l_discount", "l_extendedprice", "l_quantity", "l_shipdate"]},
+        "q12": {
+            "orders": ["o_orderkey", "o_orderpriority"],
+            "lineitem": [
+                "l_commitdate",
+                "l_orderkey",
+                "l_receiptdate",
+                "l_shipdate",
+                "l_shipmode",
+            ],
+        },
+    }
+    for label, sql in QUERIES.items():
+        used = {n: cols for n, cols in tpch.items() if n in want[label]}
+        for how in ("one-step", "distributed"):
+            assert _read(sql, how, **used) == want[label], (label, how)
+    q3 = plan(QUERIES["q3"], _metas(**tpch), "distributed")
+    assert "orders columns read: o_custkey, o_orderdate, o_orderkey, o_shippriority" in (
+        explain(q3).splitlines()
+    )
+
+
+def test_the_columns_read_through_aliases_subqueries_and_stars() -> None:
+    t = ["id", "k", "g", "n"]
+    u = ["id", "k", "g", "n", "t"]  # a column named like the other table
+    # An alias of a table and of a column; a column named as its table's alias.
+    assert _read("SELECT a.k AS id FROM t AS a WHERE a.n > 1", t=t) == {"t": ["k", "n"]}
+    assert _read("SELECT x.g, count(*) FROM t x GROUP BY 1", t=t) == {"t": ["g"]}
+    # A subquery and a CTE read what they name, whatever the outer query keeps.
+    sub = "SELECT s FROM (SELECT g AS s, n FROM t WHERE id > 2) AS q"
+    assert _read(sub, t=t) == {"t": ["g", "id", "n"]}
+    cte = "WITH q AS (SELECT k, sum(n) AS s FROM t GROUP BY k) SELECT s FROM q ORDER BY k"
+    assert _read(cte, t=t) == {"t": ["k", "n"]}
+    # A CTE named like a table hides it; a correlated subquery names the outer table.
+    hidden = "WITH u AS (SELECT id AS k FROM t) SELECT k FROM u"
+    assert _read(hidden, t=t, u=u) == {"t": ["id"]}
+    correlated = "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.n > t.n)"
+    assert _read(correlated, t=t, u=u) == {"t": ["id", "k", "n"], "u": ["k", "n"]}
+    # * and t.* read every column of what they cover; count(*) reads none.
+    assert _read("SELECT * FROM t", t=t) == {"t": sorted(t)}
+    assert _read("SELECT t.*, u.g FROM t JOIN u ON t.id = u.id", t=t, u=u) == {
+        "t": sorted(t),
+        "u": ["g", "id"],
+    }
+    assert _read("SELECT * EXCLUDE (n) FROM t", t=t) == {"t": ["g", "id", "k"]}
+    assert _read("SELECT count(*) FROM t", t=t) == {"t": []}
+    assert _read("SELECT count(*) FILTER (WHERE n > 1) FROM t", t=t) == {"t": ["n"]}
+    # u's column t, not table t's row; table t's name as a column: its whole row.
+    assert _read("SELECT u.t FROM u", u=u) == {"u": ["t"]}
+    assert _read("SELECT t FROM u", u=u) == {"u": ["t"]}
+    assert _read("SELECT t FROM t", t=t) == {"t": sorted(t)}
+    # Quoted identifiers, in any case (DuckDB's names are not case-sensitive).
+    odd = ["Order Id", "Qty", "note"]
+    quoted = 'SELECT "order id", "QTY" FROM t WHERE "Note" IS NULL'
+    assert _read(quoted, t=odd) == {"t": ["Order Id", "Qty", "note"]}
+    assert _read('SELECT "Qty" FROM "t"', t=odd) == {"t": ["Qty"]}
+
+
+def test_a_plan_lists_no_columns_where_tables_list_none() -> None:
+    """A table whose ``_table.json`` lists no columns: nothing is listed (the
+    step then guesses from the plan's words, as for plans made before)."""
+    bare = {"t": TableMeta("parquet", None, 1, "h", [], size=10)}
+    p = plan("SELECT a FROM t", bare)
+    assert "columns" not in p["tables"]["t"]
+    assert "columns read" not in explain(p)

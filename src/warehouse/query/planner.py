@@ -2,10 +2,13 @@
 
 A plan is JSON (the params of the ``builtin:query`` job):
 
-- ``tables``: name → ``{"role", "key", "partitions", "format"}``; role
+- ``tables``: name → ``{"role", "key", "partitions", "format", "columns"}``; role
   ``partitioned`` (partition p reads the table's part p), ``shuffle``
   (repartitioned by ``key`` first: a level-1 stage), or ``broadcast``
-  (every partition step reads the whole table);
+  (every partition step reads the whole table); ``columns``: the table's
+  columns the query reads, sorted, as the table names them (absent where not
+  known: a table without its columns listed, SQL the resolver cannot follow;
+  plans made before it was added lack it too);
 - ``partitions``: N, the partition steps (level 2);
 - ``partial``: the SQL each partition step runs; ``final``: the SQL the
   last step runs over the partials (a view named ``partials``);
@@ -30,6 +33,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError, TokenError
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.query.tables import TableMeta, hash_id
@@ -41,6 +46,7 @@ __all__ = [
     "MAX_PARAMS",
     "ONE_STEP_BYTES",
     "STEP_BYTES",
+    "columns_used",
     "explain",
     "parse",
     "plan",
@@ -185,8 +191,11 @@ def check_names(tree: exp.Expression, tables: Mapping[str, TableMeta]) -> None:
     known |= {a.alias.casefold() for a in tree.find_all(exp.Alias)}
     known |= {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
     known |= {t.name.casefold() for t in tree.find_all(exp.TableAlias)}
+    known |= {t.name.casefold() for t in tree.find_all(exp.Table)}  # a table's row, as a column
     known |= {c.name.casefold() for t in tree.find_all(exp.TableAlias) for c in t.columns}
     for column in tree.find_all(exp.Column):
+        if isinstance(column.this, exp.Star):
+            continue  # t.*: every column of t
         name = column.name.casefold()
         if name and name not in known and tables_have_columns(tables):
             raise NotFoundError(f"query: unknown column {column.name!r}")
@@ -211,11 +220,127 @@ def plan(sql: str, tables: Mapping[str, TableMeta], how: str = "auto") -> dict[s
     if how == "one-step" or (how == "auto" and total <= ONE_STEP_BYTES):
         why = f"{total} bytes in all, at most {ONE_STEP_BYTES}"
         why = "asked for" if how == "one-step" else why
-        return _single(tree, used, why)
+        compiled = _single(tree, used, why)
+    else:
+        try:
+            compiled = _distributed(tree, used)
+        except _Unsplittable as e:
+            compiled = _single(tree, used, str(e))
+    read = columns_used(tree, used)
+    if read is not None:
+        for name, t in compiled["tables"].items():
+            t["columns"] = read[name]
+    return compiled
+
+
+def columns_used(
+    tree: exp.Expression, used: Mapping[str, TableMeta]
+) -> dict[str, list[str]] | None:
+    """The columns of each table in ``used`` the query reads, sorted, as the
+    table names them; None where that is not known (a table without its
+    columns listed, SQL the resolver cannot follow).
+
+    ``*`` and ``t.*`` read every column of the tables they cover (and
+    ``COLUMNS(...)``, a table's name used as a column: its whole row);
+    ``count(*)`` reads none. A name the resolver leaves unplaced counts for
+    every table with a column of that name: the list may hold a column
+    DuckDB does not read, never miss one it does."""
+    if not used or not tables_have_columns(used):
+        return None
+    by_fold = {n.casefold(): n for n in used}
+    if len(by_fold) != len(used):
+        return None  # two tables told apart only by case: not resolved by name here
+    spelled = {n: {c.casefold(): c for c, _ in m.columns} for n, m in used.items()}
+    # Quoted, so any name is one identifier; the types do not matter to
+    # placing names (and a DuckDB type sqlglot cannot read would fail it).
+    schema: dict[str, object] = {
+        _quote(n): {_quote(c): "INT" for c, _ in m.columns} for n, m in used.items()
+    }
     try:
-        return _distributed(tree, used)
-    except _Unsplittable as e:
-        return _single(tree, used, str(e))
+        qualified = qualify(
+            tree.copy(),
+            schema=schema,
+            dialect=DIALECT,
+            validate_qualify_columns=False,
+            quote_identifiers=False,
+            identify=False,
+        )
+        scopes = traverse_scope(qualified)
+    except (SqlglotError, RecursionError, ValueError, KeyError, TypeError):
+        return None  # the step falls back on the words of the plan
+    read: dict[str, set[str]] = {n: set() for n in used}
+
+    def table_of(source: object) -> str | None:
+        if isinstance(source, exp.Table):
+            return by_fold.get(source.name.casefold())
+        return None
+
+    def every(name: str | None) -> None:
+        if name is not None:
+            read[name] |= set(spelled[name].values())
+
+    def by_name(column: str) -> None:
+        for name, cols in spelled.items():
+            if column.casefold() in cols:
+                read[name].add(cols[column.casefold()])
+
+    for scope in scopes:
+        for node in scope.find_all(exp.Column, exp.Star, exp.Columns, exp.TableColumn):
+            if isinstance(node, exp.TableColumn):  # a table's name as a column: its whole row
+                whole = table_of(_source(scope, node.name))
+                if whole is not None:
+                    every(whole)
+                else:
+                    by_name(node.name)
+                continue
+            if isinstance(node, exp.Columns) or (
+                isinstance(node, exp.Star) and not isinstance(node.parent, exp.Column | exp.Count)
+            ):
+                for src in scope.sources.values():  # every column of this scope's tables
+                    every(table_of(src))
+                continue
+            if not isinstance(node, exp.Column):
+                continue  # count(*)
+            source = _source(scope, node.table) if node.table else None
+            if isinstance(source, Scope):
+                continue  # a subquery's or CTE's output: its own scope reads the tables
+            name = table_of(source)
+            if isinstance(node.this, exp.Star):  # t.*, left unexpanded
+                if name is not None:
+                    every(name)
+                else:
+                    for other in read:
+                        every(other)
+            elif name is not None:
+                if node.name.casefold() in spelled[name]:
+                    read[name].add(spelled[name][node.name.casefold()])
+                else:
+                    every(name)  # not a column of it: a field of its row, say
+            elif node.table:  # no such table here: a struct column's field (s.a)
+                by_name(node.table)
+                by_name(node.name)
+            else:
+                whole = table_of(_source(scope, node.name))
+                if whole is not None:  # a table's name as a column: its whole row
+                    every(whole)
+                else:
+                    by_name(node.name)
+    return {n: sorted(cols) for n, cols in read.items()}
+
+
+def _source(scope: Scope, name: str) -> object:
+    """What ``name`` refers to in ``scope`` or an enclosing one (a correlated
+    subquery names the outer query's tables)."""
+    at: Scope | None = scope
+    while at is not None:
+        if name in at.sources:
+            return at.sources[name]
+        at = at.parent
+    return None
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _single(tree: exp.Expression, used: Mapping[str, TableMeta], why: str) -> dict[str, Any]:
@@ -526,7 +651,8 @@ def explain(p: Mapping[str, Any]) -> str:
     """The plan for people."""
     if p["mode"] == "single":
         tables = ", ".join(sorted(p["tables"]))
-        return f"one step over every partition of {tables} ({p.get('why', '')})\n  {p['sql']}\n"
+        head = f"one step over every partition of {tables} ({p.get('why', '')})\n  {p['sql']}\n"
+        return head + "".join(line + "\n" for line in _read_lines(p))
     lines = []
     for name, t in sorted(p["tables"].items()):
         if t["role"] == "partitioned":
@@ -539,8 +665,25 @@ def explain(p: Mapping[str, Any]) -> str:
             lines.append(
                 f"{name}: shuffled by {t['key']} into {t['partitions']} partitions (level 1)"
             )
+    lines += _read_lines(p)
     steps = p.get("groups") or [[n] for n in range(p["partitions"])]
     spread = "" if len(steps) == p["partitions"] else f" in {len(steps)} steps"
     lines.append(f"level 2: {p['partitions']} partitions{spread}: {p['partial']}")
     lines.append(f"level 3: final step over the partials: {p['final']}")
     return "\n".join(lines) + "\n"
+
+
+EXPLAIN_COLUMNS = 12  # names shown per table by ``explain``; the rest are counted
+
+
+def _read_lines(p: Mapping[str, Any]) -> list[str]:
+    """One line per table whose columns the plan lists: those the query reads."""
+    lines = []
+    for name, t in sorted(p["tables"].items()):
+        cols = t.get("columns")
+        if not isinstance(cols, list):
+            continue  # not known (a plan made before, or SQL not resolved)
+        shown = ", ".join(str(c) for c in cols[:EXPLAIN_COLUMNS]) or "none"
+        more = len(cols) - EXPLAIN_COLUMNS
+        lines.append(f"{name} columns read: {shown}" + (f" and {more} more" if more > 0 else ""))
+    return lines

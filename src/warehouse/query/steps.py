@@ -554,6 +554,28 @@ def _drop_views(con: Any, tables: dict[str, dict[str, Any]]) -> None:
         con.execute('DROP VIEW IF EXISTS "' + name.replace('"', '""') + '"')
 
 
+def _name_columns(plan: dict[str, Any], columns: dict[str, Any]) -> None:
+    """Which columns of each table the query reads (``_named``): as the plan
+    lists them; for a plan without the list (made before it was added, or
+    over SQL the planner could not resolve), a guess from the words of the
+    plan. Either way it decides only which blocks are checked together."""
+    words: set[str] | None = None
+    for name, cols in columns.items():
+        if not cols:
+            continue
+        listed = plan.get("tables", {}).get(name, {}).get("columns")
+        if isinstance(listed, list):
+            read = {str(c).casefold() for c in listed}
+        else:
+            if words is None:
+                # Any word of the plan may name a column: checks taken along
+                # that DuckDB then does not need (or not taken along).
+                text = json.dumps(plan, ensure_ascii=False).casefold()
+                words = set(re.findall(r"\w+", text))
+            read = words
+        _named[name] = [str(c).casefold() in read for c, _ in cols]
+
+
 def query_step() -> None:
     try:
         _query_step()
@@ -565,12 +587,7 @@ def query_step() -> None:
 def _query_step() -> None:
     plan: dict[str, Any] = step.params()["plan"]
     columns: dict[str, Any] = step.params().get("columns", {})
-    # Any word of the plan may name a column: a guess, costing only checks
-    # taken along that DuckDB then does not need (or not taken along).
-    words = set(re.findall(r"\w+", json.dumps(plan, ensure_ascii=False).casefold()))
-    for name, cols in columns.items():
-        if cols:
-            _named[name] = [str(c).casefold() in words for c, _ in cols]
+    _name_columns(plan, columns)
     level = step.level()
     if level > 0 or plan["mode"] == "single":
         _load_duckdb()  # on a thread, while the blocks are read and checked here
