@@ -430,9 +430,15 @@ def test_the_columns_read_through_aliases_subqueries_and_stars() -> None:
 
 
 def test_a_plan_lists_no_columns_where_tables_list_none() -> None:
-    """A table whose ``_table.json`` lists no columns: nothing is listed (the
-    step then guesses from the plan's words, as for plans made before)."""
+    """A table whose ``_table.json`` lists no columns, or SQL too long a chain
+    to resolve quickly: nothing is listed (the step then guesses from the
+    plan's words, as for plans made before)."""
     bare = {"t": TableMeta("parquet", None, 1, "h", [], size=10)}
     p = plan("SELECT a FROM t", bare)
     assert "columns" not in p["tables"]["t"]
     assert "columns read" not in explain(p)
+    # Nor where resolving would walk too far (a chain of thousands of terms).
+    sql = "SELECT " + " + ".join(["id"] * 3000) + " FROM t"
+    p = plan(sql, _metas(t=["id", "k"]))
+    assert p["mode"] == "single" and "columns" not in p["tables"]["t"]
+    assert _read("SELECT " + " + ".join(["id"] * 30) + " FROM t", t=["id", "k"]) == {"t": ["id"]}

@@ -238,7 +238,7 @@ def columns_used(
 ) -> dict[str, list[str]] | None:
     """The columns of each table in ``used`` the query reads, sorted, as the
     table names them; None where that is not known (a table without its
-    columns listed, SQL the resolver cannot follow).
+    columns listed, SQL the resolver cannot follow or would take long over).
 
     ``*`` and ``t.*`` read every column of the tables they cover (and
     ``COLUMNS(...)``, a table's name used as a column: its whole row);
@@ -247,27 +247,51 @@ def columns_used(
     DuckDB does not read, never miss one it does."""
     if not used or not tables_have_columns(used):
         return None
-    by_fold = {n.casefold(): n for n in used}
-    if len(by_fold) != len(used):
+    if len({n.casefold() for n in used}) != len(used):
         return None  # two tables told apart only by case: not resolved by name here
+    if _column_depths(tree) > RESOLVE_BUDGET:
+        return None
+    try:
+        return _resolve(tree, used)
+    except (SqlglotError, RecursionError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # sqlglot's optimizer did not follow this SQL: the step guesses
+
+
+# sqlglot's resolver walks up from each column to the root, more than once:
+# a chain of thousands of terms would take seconds. Past this sum of the
+# columns' depths, the plan lists no columns (the step guesses from its
+# words). The measure is of the SQL alone, so the plan stays the same for it.
+RESOLVE_BUDGET = 200_000
+
+
+def _column_depths(tree: exp.Expression) -> int:
+    """The sum of the depths of the column references in ``tree``."""
+    total = 0
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, exp.Column):
+            total += depth
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+    return total
+
+
+def _resolve(tree: exp.Expression, used: Mapping[str, TableMeta]) -> dict[str, list[str]]:
+    by_fold = {n.casefold(): n for n in used}
     spelled = {n: {c.casefold(): c for c, _ in m.columns} for n, m in used.items()}
     # Quoted, so any name is one identifier; the types do not matter to
     # placing names (and a DuckDB type sqlglot cannot read would fail it).
     schema: dict[str, object] = {
         _quote(n): {_quote(c): "INT" for c, _ in m.columns} for n, m in used.items()
     }
-    try:
-        qualified = qualify(
-            tree.copy(),
-            schema=schema,
-            dialect=DIALECT,
-            validate_qualify_columns=False,
-            quote_identifiers=False,
-            identify=False,
-        )
-        scopes = traverse_scope(qualified)
-    except (SqlglotError, RecursionError, ValueError, KeyError, TypeError):
-        return None  # the step falls back on the words of the plan
+    qualified = qualify(
+        tree.copy(),
+        schema=schema,
+        dialect=DIALECT,
+        validate_qualify_columns=False,
+        quote_identifiers=False,
+        identify=False,
+    )
     read: dict[str, set[str]] = {n: set() for n in used}
 
     def table_of(source: object) -> str | None:
@@ -284,7 +308,7 @@ def columns_used(
             if column.casefold() in cols:
                 read[name].add(cols[column.casefold()])
 
-    for scope in scopes:
+    for scope in traverse_scope(qualified):
         for node in scope.find_all(exp.Column, exp.Star, exp.Columns, exp.TableColumn):
             if isinstance(node, exp.TableColumn):  # a table's name as a column: its whole row
                 whole = table_of(_source(scope, node.name))
