@@ -6,7 +6,9 @@ import ctypes
 import hashlib
 import mmap
 import os
+import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -361,6 +363,75 @@ def test_a_one_pass_read_of_a_big_block_checks_its_mapped_pages(
     with pytest.raises(CorruptDataError, match=block.locator.md5):
         CollectionReader(store, result.manifest, one_pass=True).read_file("f")
     assert not path.exists()  # moved aside: the next put stores it anew
+
+
+def _big_blocks(tmp_path: Path, store: LocalBlockStore) -> tuple[dict[str, bytes], Any]:
+    """Files of many 1 MiB blocks (big enough to be mapped), small files and
+    an empty one between them, stored."""
+    root = tmp_path / "big"
+    root.mkdir()
+    rnd = random.Random(3)
+    contents = {
+        "a": rnd.randbytes(12 << 20),
+        "b-small": b"tiny",
+        "c-empty": b"",
+        "d": rnd.randbytes((9 << 20) + 12345),
+        "e": rnd.randbytes(1 << 20),
+    }
+    for name, data in contents.items():
+        (root / name).write_bytes(data)
+    return contents, write_tree(store, [root], block_size=1 << 20)
+
+
+def test_big_blocks_checked_ahead_together_are_the_bytes_checked(
+    tmp_path: Path, store: LocalBlockStore
+) -> None:
+    """``get_ahead`` checks big blocks at once and holds their files open:
+    each call gives the checked bytes even if the file is gone since."""
+    if not store.checks_ahead():
+        pytest.skip("the native library is not used here: blocks are checked one by one")
+    _, result = _big_blocks(tmp_path, store)
+    locators = [b.locator for b in result.blocks if b.locator.size >= 1 << 20]
+    assert len(locators) > 16  # more than one batch of lanes
+    calls = store.get_ahead(locators)
+    for loc in locators:
+        store.volume.path_for(loc.md5).unlink()
+    for loc, call in zip(locators, calls, strict=True):
+        data = call()
+        assert isinstance(data, memoryview) and hashlib.md5(data).hexdigest() == loc.md5
+
+
+@pytest.mark.parametrize("damage", ["flipped", "missing", "short"])
+def test_a_one_pass_read_of_many_big_blocks_checks_each(
+    tmp_path: Path, store: LocalBlockStore, damage: str
+) -> None:
+    """A get reads batches of big blocks checked together; every byte is as
+    stored, and a bad block among them fails it with the error a block read
+    alone gives (naming the file; a damaged copy moved aside)."""
+    contents, result = _big_blocks(tmp_path, store)
+    out = tmp_path / "out"
+    extract(CollectionReader(store, result.manifest, one_pass=True), out)
+    assert tree_files(out) == contents
+    (entry,) = [e for p, e in result.manifest.files_view().items() if p == "d"]
+    bad = entry.pieces[4].locator
+    path = store.volume.path_for(bad.md5)
+    if damage == "flipped":
+        data = bytearray(path.read_bytes())
+        data[1000] ^= 1
+        path.write_bytes(data)
+    elif damage == "missing":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[:-1])
+    seen: list[str] = []
+    with pytest.raises(CorruptDataError, match=f"{bad.md5}.*it holds data of: d"):
+        extract(
+            CollectionReader(store, result.manifest, one_pass=True),
+            tmp_path / "again",
+            on_file=lambda f: seen.append(f.path),
+        )
+    assert seen == ["a", "b-small", "c-empty"]  # the files before it, whole
+    assert not path.exists()  # a damaged copy moved aside; a missing one still missing
 
 
 @pytest.mark.parametrize("parsed", [False, True])

@@ -110,7 +110,7 @@ def test_without_the_library_hashlib_gives_the_same() -> None:
     code = (
         "import hashlib, random; from warehouse.native import md5;"
         "b = [random.randbytes(n) for n in (0, 56, 64, 100000, 3, 9)];"
-        "assert md5.lanes() == 0;"
+        "assert md5.lanes() == 0 and not md5.can_read_fds();"
         "assert md5.md5_many(b) == [hashlib.md5(x).digest() for x in b]; print('ok')"
     )
     env = {**os.environ, "WH_NATIVE_MD5": "0"}
@@ -160,6 +160,62 @@ def test_files_mapped_and_hashed_in_one_call(tmp_path: Path) -> None:
     kept = found[3][0][100:200]  # type: ignore[index]
     del found
     assert bytes(kept) == datas[3][100:200]  # a view keeps its mapping
+
+
+# Around the edges of a piece read from a file (256 KiB) too.
+FD_EDGES = [*EDGES, (256 << 10) - 1, 256 << 10, (256 << 10) + 1, 3 * (256 << 10) + 77]
+
+
+def _open_files(tmp_path: Path, datas: list[bytes]) -> list[int]:
+    fds = []
+    for i, data in enumerate(datas):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(data)
+        fds.append(os.open(path, os.O_RDONLY))
+    return fds
+
+
+def test_files_read_in_pieces_and_hashed_side_by_side(tmp_path: Path) -> None:
+    """Every count of files from one (the plain code) past two groups of
+    lanes, lengths at every edge of padding, block and piece, mixed."""
+    if not native.can_read_fds():
+        pytest.skip("the native library is not used here")
+    rnd = random.Random(7)
+    datas = [rnd.randbytes(n) for n in FD_EDGES]
+    fds = _open_files(tmp_path, datas)
+    try:
+        for count in range(1, len(datas) + 1):
+            for start in (0, len(datas) - count):
+                chosen = range(start, start + count)
+                got = native.md5_fds([fds[i] for i in chosen], [len(datas[i]) for i in chosen])
+                assert got == _want([datas[i] for i in chosen]), (count, start)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_a_file_shorter_than_asked_gives_none_and_the_others_their_digests(
+    tmp_path: Path,
+) -> None:
+    if not native.can_read_fds():
+        pytest.skip("the native library is not used here")
+    rnd = random.Random(8)
+    datas = [rnd.randbytes(300_000) for _ in range(9)]
+    fds = _open_files(tmp_path, datas)
+    try:
+        sizes = [len(d) for d in datas]
+        sizes[4] += 1  # one byte past its end
+        got = native.md5_fds(fds, sizes)
+        want = _want(datas)
+        assert got[4] is None
+        assert got[:4] + got[5:] == want[:4] + want[5:]
+        os.close(fds[2])  # not open any more: its read fails
+        got = native.md5_fds(fds, [len(d) for d in datas])
+        fds[2] = os.open(tmp_path / "f2", os.O_RDONLY)
+        assert got[2] is None and got[:2] + got[3:] == want[:2] + want[3:]
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 # The checking filesystem of a query step, over a real volume.

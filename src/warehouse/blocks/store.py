@@ -7,9 +7,10 @@ front. The remote store (keep servers) implements the same protocol.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -19,7 +20,7 @@ from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, UsageError, os_error
 
-__all__ = ["BlockStore", "LocalBlockStore", "StoredBlock"]
+__all__ = ["MAPPED_MIN", "BlockStore", "LocalBlockStore", "StoredBlock"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -46,7 +47,7 @@ class BlockStore(Protocol):
     def exists(self, locator: Locator) -> bool: ...
 
 
-_MAPPED_MIN = 1 << 20  # below this, a read costs less than mapping the block
+MAPPED_MIN = 1 << 20  # below this, a read costs less than mapping the block
 _Read = TypeVar("_Read", bytes, memoryview)
 
 
@@ -108,7 +109,7 @@ class LocalBlockStore:
         key = locator.key
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return hit
-        if not cache and locator.size >= _MAPPED_MIN:
+        if not cache and locator.size >= MAPPED_MIN:
             # A one-pass read of a big block: its pages mapped, hashed and
             # handed on without a copy (copying cost a get of a 2 GB file
             # more CPU time than its MD5).
@@ -119,6 +120,24 @@ class LocalBlockStore:
         if cache and self.cache is not None:
             self.cache.put(key, data)
         return data
+
+    def checks_ahead(self) -> bool:
+        """Whether ``get_ahead`` checks big blocks together here."""
+        return LocalVolume.can_check_open()
+
+    def get_ahead(self, locators: Sequence[Locator]) -> list[Callable[[], bytes | memoryview]]:
+        """Big blocks of a one-pass read, checked now, together (one native
+        call hashes their files side by side, a piece at a time), each given
+        by a call made when it is used, which maps it then: a reader checking
+        blocks ahead holds their descriptors, not their bytes. A block that
+        is not here whole or fails the check is read by that call through
+        ``get``, whose error names it (and moves a bad copy aside). Only
+        where ``checks_ahead()``."""
+        opened = self.volume.open_checked([(loc.md5, loc.size) for loc in locators])
+        return [
+            functools.partial(self.get, loc, cache=False) if b is None else b.take
+            for loc, b in zip(locators, opened, strict=True)
+        ]
 
     def copy_block(self, locator: Locator, write: Callable[[bytes | memoryview], object]) -> None:
         """Copy a block to ``write`` a piece at a time (a one-pass read: no

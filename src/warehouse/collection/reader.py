@@ -14,6 +14,7 @@ is gone through in parts (``iter_raw_parts``).
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 from collections import deque
@@ -24,7 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from warehouse.blocks import Locator
-from warehouse.blocks.store import BlockStore
+from warehouse.blocks.store import MAPPED_MIN, BlockStore
 from warehouse.collection.listings import Digests, OrderedListing
 from warehouse.collection.spool import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
@@ -38,6 +39,34 @@ DEFAULT_READAHEAD = 3
 # File pieces a reader reads ahead of the one it gives, at most, to find the
 # blocks it fetches ahead (``iter_chunks``).
 _AHEAD_PIECES = 1 << 14
+# Big blocks a one-pass read of a local store checks in one call at most
+# (as many as the SIMD lanes, up to this), a batch ahead of the one used: a
+# get of a 2 GB file took 1.0 s of user time, against 2.7 s one by one;
+# sixteen would hash faster still but read a gigabyte ahead.
+_TOGETHER = 8
+
+
+class _Ahead:
+    """Block ``index`` of a batch checked together (``get_ahead``): ``take``
+    gives the call that maps it, and lets the batch forget it."""
+
+    __slots__ = ("checked", "index")
+
+    def __init__(self, checked: Future[list[Callable[[], bytes | memoryview]]], index: int) -> None:
+        self.checked = checked
+        self.index = index
+
+    def take(self) -> Callable[[], bytes | memoryview]:
+        calls = self.checked.result()
+        call, calls[self.index] = calls[self.index], _taken
+        return call
+
+    def cancel(self) -> None:
+        self.checked.cancel()
+
+
+def _taken() -> bytes:
+    raise AssertionError("a block checked ahead is used once")
 
 
 @contextmanager
@@ -147,8 +176,16 @@ class CollectionReader:
 
     def get_block(self, locator: Locator) -> bytes | memoryview:
         """One verified block; errors name the files it belongs to."""
+        return self._named(
+            locator, functools.partial(self.store.get, locator, cache=not self.one_pass)
+        )
+
+    def _named(
+        self, locator: Locator, read: Callable[[], bytes | memoryview]
+    ) -> bytes | memoryview:
+        """``read()``: its errors name the files ``locator`` belongs to."""
         try:
-            return self.store.get(locator, cache=not self.one_pass)
+            return read()
         except (CorruptDataError, NotFoundError) as e:
             files = self.files_using(locator)
             shown = ", ".join(files[:10]) + (
@@ -167,34 +204,74 @@ class CollectionReader:
         """
         source = ((e, p) for e in entries for p in e.pieces)
         queued: deque[tuple[FileEntry, FilePiece]] = deque()  # read, not yet yielded
-        window: deque[Future[bytes | memoryview]] = deque()  # fetches, in order of need
+        # Fetches in order of need: a block, or (``_Ahead``) one of a batch of
+        # big blocks checked together and mapped when used.
+        window: deque[Future[bytes | memoryview] | _Ahead] = deque()
+        batch: list[Locator] = []  # big blocks waiting to be checked together
         last: str | None = None  # block of the last piece queued
         more = True
+        together = self._checks_together()
+        limit = 2 * together if together else self.readahead
+
+        checked = [0]  # batches sent to be checked
+
+        def check_batch() -> None:
+            fetch = pool.submit(self.store.get_ahead, list(batch))  # type: ignore[attr-defined]
+            window.extend(_Ahead(fetch, i) for i in range(len(batch)))
+            batch.clear()
+            checked[0] += 1
+
         with ThreadPoolExecutor(self.readahead, thread_name_prefix="wh-read") as pool:
             try:
                 current_key: str | None = None
                 data = memoryview(b"")
                 while True:
-                    while more and len(window) < self.readahead and len(queued) < _AHEAD_PIECES:
+                    while more and len(window) + len(batch) < limit and len(queued) < _AHEAD_PIECES:
                         item = next(source, None)
                         if item is None:
                             more = False
                             break
                         queued.append(item)
+                        locator = item[1].locator
                         # Consecutive pieces in one block share one fetch.
-                        if item[1].locator.key != last:
-                            last = item[1].locator.key
-                            window.append(pool.submit(self.get_block, item[1].locator))
+                        if locator.key == last:
+                            continue
+                        last = locator.key
+                        if together and locator.size >= MAPPED_MIN:
+                            batch.append(locator)
+                            # The first block alone: what is written starts
+                            # as soon as one block is read and checked.
+                            if len(batch) == (together if checked[0] else 1):
+                                check_batch()
+                            continue
+                        if batch:
+                            check_batch()
+                        window.append(pool.submit(self.get_block, locator))
+                    if batch and (not more or not window):
+                        check_batch()
                     if not queued:
                         return
                     entry, piece = queued.popleft()
                     if piece.locator.key != current_key:
-                        data = memoryview(window.popleft().result())
+                        fetch = window.popleft()
+                        if isinstance(fetch, _Ahead):
+                            data = memoryview(self._named(piece.locator, fetch.take()))
+                        else:
+                            data = memoryview(fetch.result())
                         current_key = piece.locator.key
                     yield entry, data[piece.offset : piece.offset + piece.length]
             finally:
                 for f in window:
                     f.cancel()
+
+    def _checks_together(self) -> int:
+        """How many big blocks a one-pass read checks at once (0: one by
+        one): a native call hashes that many side by side, one per SIMD lane."""
+        if not self.one_pass or not getattr(self.store, "checks_ahead", lambda: False)():
+            return 0
+        from warehouse.native.md5 import lanes
+
+        return min(lanes(), _TOGETHER)
 
     def iter_file(self, path: str) -> Iterator[memoryview]:
         for _, chunk in self.iter_chunks([self.entry(path)]):

@@ -541,4 +541,171 @@ void wh_unmap(void *addr, size_t size) {
     if (addr)
         munmap(addr, size);
 }
+
+/* Read len bytes at off; 0 on a short read or an error. */
+static int read_fully(int fd, unsigned char *buf, size_t len, uint64_t off) {
+    while (len) {
+        ssize_t got = pread(fd, buf, len, (off_t)off);
+        if (got <= 0)
+            return 0; /* an error, or the file is shorter than it should be */
+        buf += got;
+        len -= (size_t)got;
+        off += (uint64_t)got;
+    }
+    return 1;
+}
+
+/* ---- files read a piece at a time, hashed side by side ---- */
+
+/* Bytes read from each file per pass: what is held is a piece per lane,
+ * never a whole block (a one-pass get maps a block only as it writes it). */
+#define FD_PIECE (256u << 10)
+
+/* The padded tail of a message of `size` bytes whose last `rest` bytes are
+ * at `last`: one or two blocks in tail, their count returned. */
+static size_t pad_tail(unsigned char tail[128], const unsigned char *last, size_t rest,
+                       uint64_t size) {
+    uint64_t bits = size * 8u;
+    size_t blocks = rest < 56 ? 1 : 2;
+    memset(tail, 0, 128);
+    if (rest)
+        memcpy(tail, last, rest);
+    tail[rest] = 0x80;
+    for (int i = 0; i < 8; i++)
+        tail[blocks * 64 - 8 + i] = (unsigned char)(bits >> (8 * i));
+    return blocks;
+}
+
+/* One file on its own: the plain code, a piece at a time. */
+static int md5_fd_scalar(int fd, uint64_t size, uint64_t from, uint32_t st[4],
+                         unsigned char *buf, unsigned char *out) {
+    uint64_t whole = size - size % 64;
+    unsigned char tail[128];
+    for (uint64_t off = from; off < whole;) {
+        size_t len = whole - off < FD_PIECE ? (size_t)(whole - off) : FD_PIECE;
+        if (!read_fully(fd, buf, len, off))
+            return 0;
+        compress(st, buf, len / 64);
+        off += len;
+    }
+    if (size % 64 && !read_fully(fd, buf, size % 64, whole))
+        return 0;
+    compress(st, tail, pad_tail(tail, buf, size % 64, size));
+    digest_out(st, out);
+    return 1;
+}
+
+/* wh_md5_fds(n, fds, sizes, out, ok): the MD5 of the first sizes[i] bytes
+ * of each open file fds[i], read a piece (FD_PIECE) at a time and hashed
+ * side by side as wh_md5_many hashes buffers; digest i at out + 16 * i and
+ * ok[i] = 1, or ok[i] = 0 if the file could not be read that far (its error
+ * is for the caller's own read to report). Returns -1 if no memory was to
+ * be had for the call (nothing hashed), else 0. For a one-pass reader of
+ * big blocks: a lane's piece, not the block, is what it holds. */
+int wh_md5_fds(size_t n, const int *fds, const uint64_t *sizes, unsigned char *out, int *ok) {
+    int width = 1;
+#ifdef WH_X86
+    int have = wh_md5_lanes();
+    if (have == 16 && n > 4)
+        width = 16;
+    else if (have >= 8 && n > 2)
+        width = 8;
+#endif
+    unsigned char *bufs = malloc((size_t)width * FD_PIECE);
+    if (!bufs)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        ok[i] = 0;
+        posix_fadvise(fds[i], 0, (off_t)sizes[i], POSIX_FADV_SEQUENTIAL);
+    }
+    size_t next = 0;
+#ifdef WH_X86
+    compress_lanes lanes_fn = width == 16 ? compress16 : compress8;
+    while (width > 1 && n - next > (size_t)width / 4) {
+        /* A group of files, a lane each; lanes left over hash an idle block. */
+        static const unsigned char idle_block[64];
+        uint32_t st[4][LANES];
+        size_t job[LANES];
+        uint64_t off[LANES], whole[LANES];
+        size_t have_bytes[LANES], used[LANES];
+        int live[LANES];
+        size_t group = n - next < (size_t)width ? n - next : (size_t)width;
+        for (int i = 0; i < LANES; i++) {
+            for (int w = 0; w < 4; w++)
+                st[w][i] = IV[w];
+            live[i] = 0;
+            if ((size_t)i < group) {
+                job[i] = next + (size_t)i;
+                off[i] = 0;
+                whole[i] = sizes[job[i]] - sizes[job[i]] % 64;
+                have_bytes[i] = used[i] = 0;
+                live[i] = 1;
+            }
+        }
+        next += group;
+        size_t busy = group;
+        while (busy > (size_t)width / 4) {
+            const unsigned char *p[LANES];
+            size_t stride[LANES];
+            size_t run = (size_t)-1;
+            for (int i = 0; i < width; i++) {
+                if (live[i] && used[i] == have_bytes[i]) {
+                    if (off[i] == whole[i]) { /* its whole blocks hashed: the tail alone */
+                        uint32_t s[4] = {st[0][i], st[1][i], st[2][i], st[3][i]};
+                        unsigned char *buf = bufs + (size_t)i * FD_PIECE;
+                        ok[job[i]] = md5_fd_scalar(fds[job[i]], sizes[job[i]], whole[i], s, buf,
+                                                   out + 16 * job[i]);
+                        live[i] = 0;
+                        busy--;
+                    } else {
+                        uint64_t left = whole[i] - off[i];
+                        size_t len = left < FD_PIECE ? (size_t)left : FD_PIECE;
+                        if (!read_fully(fds[job[i]], bufs + (size_t)i * FD_PIECE, len, off[i])) {
+                            live[i] = 0;
+                            busy--;
+                        } else {
+                            off[i] += len;
+                            have_bytes[i] = len;
+                            used[i] = 0;
+                        }
+                    }
+                }
+                if (!live[i]) {
+                    p[i] = idle_block;
+                    stride[i] = 0;
+                    continue;
+                }
+                p[i] = bufs + (size_t)i * FD_PIECE + used[i];
+                stride[i] = 64;
+                size_t r = (have_bytes[i] - used[i]) / 64;
+                if (r < run)
+                    run = r;
+            }
+            if (busy <= (size_t)width / 4 || run == (size_t)-1)
+                break;
+            lanes_fn(st, p, stride, run);
+            for (int i = 0; i < width; i++)
+                if (live[i])
+                    used[i] += 64 * run;
+        }
+        /* Few lanes left: each finishes on its own, from where it stands. */
+        for (int i = 0; i < width; i++) {
+            if (!live[i])
+                continue;
+            uint32_t s[4] = {st[0][i], st[1][i], st[2][i], st[3][i]};
+            unsigned char *buf = bufs + (size_t)i * FD_PIECE;
+            if (used[i] < have_bytes[i])
+                compress(s, buf + used[i], (have_bytes[i] - used[i]) / 64);
+            ok[job[i]] = md5_fd_scalar(fds[job[i]], sizes[job[i]], off[i], s, buf,
+                                       out + 16 * job[i]);
+        }
+    }
+#endif
+    for (; next < n; next++) {
+        uint32_t st[4] = {IV[0], IV[1], IV[2], IV[3]};
+        ok[next] = md5_fd_scalar(fds[next], sizes[next], 0, st, bufs, out + 16 * next);
+    }
+    free(bufs);
+    return 0;
+}
 #endif
