@@ -401,6 +401,25 @@ def test_big_blocks_checked_ahead_together_are_the_bytes_checked(
         assert isinstance(data, memoryview) and hashlib.md5(data).hexdigest() == loc.md5
 
 
+def test_blocks_checked_ahead_are_read_where_a_mapping_cannot_be_faulted_in(
+    tmp_path: Path, store: LocalBlockStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel without MADV_POPULATE_READ (before 5.14) refuses the advice
+    with EINVAL: the blocks checked ahead are then read from their open
+    files, and the get goes on (main's reads fell back the same way)."""
+    import warehouse.blocks.volume as volume_module
+
+    if not store.checks_ahead():
+        pytest.skip("the native library is not used here: blocks are checked one by one")
+    contents, result = _big_blocks(tmp_path, store)
+    monkeypatch.setattr(volume_module, "_MADV_POPULATE_READ", 0x7FFF)  # no such advice
+    monkeypatch.setattr(LocalVolume, "can_map", True)  # set back after the test
+    out = tmp_path / "out"
+    extract(CollectionReader(store, result.manifest, one_pass=True), out)
+    assert tree_files(out) == contents
+    assert not LocalVolume.can_map  # found out once, then not tried again
+
+
 @pytest.mark.parametrize("damage", ["flipped", "missing", "short"])
 def test_a_one_pass_read_of_many_big_blocks_checks_each(
     tmp_path: Path, store: LocalBlockStore, damage: str

@@ -278,20 +278,33 @@ class OpenBlock:
 
     def take(self) -> memoryview:
         """The block's pages, mapped and faulted in (a read error is an
-        OSError here, not a SIGBUS later)."""
+        OSError here, not a SIGBUS later); on a kernel that cannot fault a
+        mapping in ahead, the block read from the same descriptor."""
         fd, self.fd = self.fd, -1
         if fd < 0:
             raise ValueError("an open block is taken once")
         try:
-            pages = mmap.mmap(fd, self.size, prot=mmap.PROT_READ)
+            if LocalVolume.can_map:
+                pages = mmap.mmap(fd, self.size, prot=mmap.PROT_READ)
+                try:
+                    pages.madvise(_MADV_POPULATE_READ)
+                    return memoryview(pages)
+                except OSError as e:
+                    pages.close()
+                    if e.errno != errno.EINVAL:
+                        raise
+                    LocalVolume.can_map = False  # an older kernel (as get_mapped finds)
+            data = bytearray(self.size)
+            view = memoryview(data)
+            done = 0
+            while done < self.size:
+                got = os.preadv(fd, [view[done:]], done)
+                if not got:
+                    raise OSError(errno.EIO, "a block file ended before its size")
+                done += got
+            return view.toreadonly()
         finally:
             os.close(fd)
-        try:
-            pages.madvise(_MADV_POPULATE_READ)
-        except OSError:
-            pages.close()
-            raise
-        return memoryview(pages)
 
     def close(self) -> None:
         fd, self.fd = self.fd, -1
