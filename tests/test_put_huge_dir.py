@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -238,8 +239,38 @@ def test_a_spilled_directory_through_the_resume_cache(
         assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()
 
 
+CachedTree = Callable[..., Path]
+
+
+@pytest.fixture
+def cached_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CachedTree:
+    """Makes a flat directory of ``count`` files of about 40 KB (the resume
+    cache looks at them), settled past the cache's racy window, spilled past
+    50 files; the cache stats and looks up ``chunk`` files at a time and
+    holds ``rows_held`` rows before its scratch file."""
+
+    def make(
+        count: int, sep: bytes, *, chunk: int, rows_held: int, last_empty: bool = False
+    ) -> Path:
+        src = tmp_path / "src"
+        src.mkdir()
+        for i in reversed(range(count)):
+            (src / f"f{i:04d}").write_bytes((b"%d" % i + sep) * (40_000 // len(b"%d" % i + sep)))
+        if last_empty:
+            (src / "zz empty").write_bytes(b"")  # an empty file after the others
+        newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
+        while time.time_ns() <= newest + RACY_NS:
+            time.sleep(0.05)
+        monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
+        monkeypatch.setattr(putcache, "_CHUNK", chunk)
+        monkeypatch.setattr(putcache, "_ROWS_HELD", rows_held)
+        return src
+
+    return make
+
+
 def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached_tree: CachedTree
 ) -> None:
     """A spilled directory of files the resume cache is asked about (40 KB
     each): a put stopped after a few blocks learns nothing; run again, it
@@ -247,21 +278,14 @@ def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
     stat'ing, looking up and learning the files a chunk at a time, its
     rows past a few in a scratch file), the same PDH and listing as the
     held directory; a third put reads none of them and stores the same."""
-    src = tmp_path / "src"
-    src.mkdir()
     count = 300
-    for i in reversed(range(count)):
-        (src / f"f{i:04d}").write_bytes(b"%d," % i * (40_000 // len(b"%d," % i)))
+    src = cached_tree(count, b",", chunk=64, rows_held=100)
     with EmbeddedWarehouse(tmp_path / "held") as wh:
+        monkeypatch.setenv(HELD_ENTRIES_VAR, "100000")
         held = wh.put(src)
         held_listing = listing_of(wh.engine, held.pdh, wh.user)
         held_text = wh.manifest_text(held.pdh)
-    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
-    while time.time_ns() <= newest + RACY_NS:
-        time.sleep(0.05)
     monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
-    monkeypatch.setattr(putcache, "_CHUNK", 64)
-    monkeypatch.setattr(putcache, "_ROWS_HELD", 100)
     home = tmp_path / "home"
     with EmbeddedWarehouse(home) as wh, PutCache("test", tmp_path / "cache") as cache:
         calls = 0
@@ -296,23 +320,13 @@ def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
 
 
 def test_a_spilled_directory_of_many_blocks_learned_a_file_at_a_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cached_tree: CachedTree
 ) -> None:
     """Files straddling blocks (40 KB files in 64 KiB blocks): what the cache
     learns of a spilled directory a file at a time is each file's pieces as
     the manifest has them; the put again reads nothing and writes the same."""
-    src = tmp_path / "src"
-    src.mkdir()
     count = 120
-    for i in reversed(range(count)):
-        (src / f"f{i:04d}").write_bytes(b"%d;" % i * (40_000 // len(b"%d;" % i)))
-    (src / "zz empty").write_bytes(b"")  # an empty file after the others
-    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
-    while time.time_ns() <= newest + RACY_NS:
-        time.sleep(0.05)
-    monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
-    monkeypatch.setattr(putcache, "_CHUNK", 16)
-    monkeypatch.setattr(putcache, "_ROWS_HELD", 7)
+    src = cached_tree(count, b";", chunk=16, rows_held=7, last_empty=True)
     texts = []
     with EmbeddedWarehouse(tmp_path / "home") as wh, PutCache("t", tmp_path / "cache") as cache:
         for _ in range(2):

@@ -30,7 +30,7 @@ from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.digests import Digests, FileDigests, digest_table, directory_digests
 from warehouse.collection.scan import DirNode, Files, LazyTree
-from warehouse.collection.spool import SpilledDigests, hex_digests
+from warehouse.collection.spool import SpilledDigests, _ScratchFile, hex_digests
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
 from warehouse.manifest.entries import FileEntry, FilePiece
@@ -532,7 +532,7 @@ def _changed(scanned: int, before: tuple[int, int], after: tuple[int, int], read
     return ""
 
 
-class SegmentText:
+class SegmentText(_ScratchFile):
     """The segments of a directory of spilled files (``SpilledFiles``), as
     the text of its manifest line has them (" position:length:name" each),
     in an unnamed scratch file: written as the files are read, copied after
@@ -540,7 +540,7 @@ class SegmentText:
 
     def __init__(self) -> None:
         # Closed by close() (or with the object): no `with`.
-        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="put-segments-", buffering=1 << 20)  # noqa: SIM115
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="put-segments-", buffering=1 << 20)  # noqa: SIM115
         self.size = 0
         self.data_size = 0
         self._pending: list[str] = []  # segments not written yet, written together
@@ -557,14 +557,14 @@ class SegmentText:
     def _write(self) -> None:
         data = "".join(self._pending).encode()
         self._pending.clear()
-        self.file.write(data)
+        self._file.write(data)
         self.size += len(data)
 
     def pieces(self, size: int = 1 << 18) -> Iterator[bytes]:
         if self._pending:
             self._write()
-        self.file.flush()
-        fd = self.file.fileno()
+        self._file.flush()
+        fd = self._file.fileno()
         pos = 0
         while pos < self.size:
             piece = os.pread(fd, min(size, self.size - pos), pos)
@@ -620,14 +620,6 @@ class SegmentText:
         head = " ".join([escape_name(name), *(str(loc) for loc in locators)]).encode()
         (stream,) = parse_streams(b"".join([head, *self.pieces(), b"\n"]))
         return stream
-
-    def close(self) -> None:
-        self.file.close()
-
-    def __del__(self) -> None:
-        file = getattr(self, "file", None)
-        if file is not None:
-            file.close()
 
 
 # Files wholly inside a block held at most before they are hashed.
