@@ -36,7 +36,7 @@ from warehouse.manifest import Manifest, Segment, Stream
 from warehouse.manifest.entries import FileEntry, FilePiece
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.layout import file_entries
-from warehouse.manifest.normalize import normalized_streams
+from warehouse.manifest.normalize import StreamLayout, normalized_streams
 from warehouse.manifest.parse import parse_streams
 
 if TYPE_CHECKING:
@@ -797,6 +797,42 @@ def _laid_out_normalized(stream: Stream) -> bool:
     )
 
 
+def _normalized_text(
+    entries: Callable[[], Iterable[FileEntry]], cut: int
+) -> tuple[tuple[Locator, ...], Iterator[bytes]]:
+    """The normalized form of one stream too long to hold, from its files'
+    entries (``entries()`` gives them in name order, as often as asked;
+    ``cut``: the length of their directory's prefix): its block list, read
+    through once, and its segments' text (" position:length:name" each) in
+    pieces, made as they are written, a file at a time."""
+    first = StreamLayout()
+    for entry in entries():
+        first.place(entry.path[cut:], entry)
+    locators = first.locators
+
+    def pieces() -> Iterator[bytes]:
+        layout = StreamLayout()
+        batch: list[str] = []
+        for entry in entries():
+            name = entry.path[cut:]
+            # A directory's entry: no "/" and never ".", escaped as format_stream does.
+            escaped = escape_name(name)
+            batch.extend(f" {s.position}:{s.length}:{escaped}" for s in layout.place(name, entry))
+            if len(batch) >= _TEXT_BATCH:
+                yield "".join(batch).encode()
+                batch = []
+        if batch:
+            yield "".join(batch).encode()
+        if layout.locators != locators:
+            raise RuntimeError("a stream's files read back differently the second time")
+
+    return locators, pieces()
+
+
+# Segments formatted at most before they are written out together.
+_TEXT_BATCH = 8192
+
+
 class CachedFile(Protocol):
     """A file the resume cache answers for: where its bytes are, and its MD5."""
 
@@ -953,12 +989,22 @@ class _Emitter:
                 # segment, so the segments' text stands without it.
                 if len(locators) > 1 and any(loc.is_empty for loc in locators):
                     locators = tuple(loc for loc in locators if not loc.is_empty) or locators
-                laid_out = _laid_out_normalized(Stream(name, locators, ()))
-                if not hits and spool is not None and laid_out:
+                if not hits and spool is not None:
+                    head: Sequence[Locator] = locators
+                    segments: Iterable[bytes]
+                    if _laid_out_normalized(Stream(name, locators, ())):
+                        segments = text.pieces()
+                    else:
+                        # A block named twice: the normalized form, its files'
+                        # entries read back twice (block list, then segments).
+                        head, segments = _normalized_text(
+                            lambda: text.entries(rel, node.files.iter_names(), locators),
+                            len(rel) + 1 if rel else 0,
+                        )
                     spool.add_parts(
                         name,
-                        locators,
-                        text.pieces(),
+                        head,
+                        segments,
                         rel,
                         node.files.iter_names(),
                         packed.md5s,
@@ -976,8 +1022,8 @@ class _Emitter:
                             set(packed.changed),
                         )
                     return
-                # Normalized again, files the resume cache answers for, or
-                # kept in memory: held whole, as a directory of fewer files is.
+                # Files the resume cache answers for, or kept in memory:
+                # held whole, as a directory of fewer files is.
                 stream = text.stream(name, locators)
             finally:
                 text.close()
