@@ -499,6 +499,12 @@ def test_a_spilled_directory_the_cache_answers_for_is_written_in_parts(
         time.sleep(0.05)
     assert put("50")[3:] == (read, count - 2)
     assert put("50") == (pdh, text, listing, 0, count + 1)
+    # Kept in memory (no spool), the hits held whole: the same text.
+    with EmbeddedWarehouse(stores["50"]) as wh, PutCache("t", stores["50"] / "cache") as cache:
+        session = CacheSession(cache, wh.store)
+        kept = write_tree(wh.store, LazyTree([src]), cache=session, block_size=65536)
+        assert (kept.bytes_read, session.finish().files) == (0, count + 1)
+    assert kept.manifest.portable_text().encode() == text
 
 
 # What a rerun of a put of a spilled directory, every file a hit, may grow
