@@ -15,6 +15,8 @@ import subprocess
 import tempfile
 import threading
 import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -149,6 +151,77 @@ def test_a_spilled_stream_ending_in_an_empty_block_is_written_in_parts_alike(
     assert len(json.loads(texts[0][2])) == 303
 
 
+def _named_twice(src: Path, count: int) -> Path:
+    """A flat directory of ``count`` tiny files, among them two alike of
+    three 8 KiB blocks and more, and one of zeros whose blocks are alike:
+    in 8 KiB blocks, a stream naming blocks twice, to normalize again."""
+    src.mkdir()
+    for i in range(count):
+        (src / f"f{i:06d}").write_bytes(b"" if i % 13 == 0 else b"%d\n" % i)
+    big = random.Random(5).randbytes(3 * 8192 + 100)
+    (src / f"f{count // 3:06d} big").write_bytes(big)
+    (src / f"f{2 * count // 3:06d} big").write_bytes(big)
+    (src / f"f{count // 2:06d} zeros").write_bytes(bytes(4 * 8192 + 7))
+    return src
+
+
+def test_a_spilled_stream_naming_a_block_twice_is_normalized_in_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks named twice (two files alike, a block of zeros again): the
+    stream, normalized again, lists each block once; spilled, it is written
+    in parts, the same text, PDH and listing as held whole, every byte back."""
+    src = _named_twice(tmp_path / "src", FILES)
+    texts = []
+    with EmbeddedWarehouse(tmp_path / "home") as wh:
+        for held in ("100000", "500"):
+            monkeypatch.setenv(HELD_ENTRIES_VAR, held)
+            with Spool(tmp_path) as spool:
+                write_tree(wh.store, [src], spool=spool, block_size=8192)
+                texts.append((spool.pdh, spool.text(), spool.listing()))
+        assert texts[0] == texts[1]
+        _, text, listing = texts[1]
+        (line,) = text.decode().splitlines()
+        locators = [w for w in line.split(" ")[1:] if "+" in w and ":" not in w]
+        assert len(locators) == len(set(locators)), "each block listed once"
+        assert len(locators) < sum(p.stat().st_size for p in src.iterdir()) // 8192 + 3
+        listed = json.loads(listing)
+        assert len(listed) == FILES + 3
+        # Every byte back, from the blocks the text names.
+        for path, entry in Manifest.parse(text).files().items():
+            data = b"".join(
+                bytes(wh.store.get(p.locator))[p.offset : p.offset + p.length] for p in entry.pieces
+            )
+            assert data == (src / path).read_bytes(), path
+            assert listed[path] == hashlib.md5(data).hexdigest()
+
+
+# What a spilled put naming blocks twice may grow by from 6,000 files to
+# 12,000 (traced, the scan's runs as many each time): 0.5 MB here;
+# held whole to be normalized again, 3.4 MB (0.57 KB a file).
+NAMED_TWICE_GROWTH = 2 << 20
+
+
+def test_a_stream_normalized_in_parts_is_never_held_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    peaks = {}
+    with EmbeddedWarehouse(tmp_path / "home") as wh:
+        for count in (6_000, 12_000):
+            src = _named_twice(tmp_path / f"src{count}", count)
+            # As many runs of sorted names each time: what grows is the file count.
+            monkeypatch.setenv(HELD_ENTRIES_VAR, str(count // 8))
+            with Spool(tmp_path) as spool:
+                tracemalloc.start()
+                try:
+                    write_tree(wh.store, [src], spool=spool, block_size=8192, workers=2)
+                    peaks[count] = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+                assert spool.file_count == count + 3
+    assert peaks[12_000] - peaks[6_000] < NAMED_TWICE_GROWTH, peaks
+
+
 def test_spilled_digests_are_read_back_in_order() -> None:
     """A spilled directory's MD5s, set in runs out of order by several
     threads, come back in the order of the files; one never set is an error."""
@@ -238,8 +311,38 @@ def test_a_spilled_directory_through_the_resume_cache(
         assert (tmp_path / "out" / path.name).read_bytes() == path.read_bytes()
 
 
+CachedTree = Callable[..., Path]
+
+
+@pytest.fixture
+def cached_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CachedTree:
+    """Makes a flat directory of ``count`` files of about 40 KB (the resume
+    cache looks at them), settled past the cache's racy window, spilled past
+    50 files; the cache stats and looks up ``chunk`` files at a time and
+    holds ``rows_held`` rows before its scratch file."""
+
+    def make(
+        count: int, sep: bytes, *, chunk: int, rows_held: int, last_empty: bool = False
+    ) -> Path:
+        src = tmp_path / "src"
+        src.mkdir()
+        for i in reversed(range(count)):
+            (src / f"f{i:04d}").write_bytes((b"%d" % i + sep) * (40_000 // len(b"%d" % i + sep)))
+        if last_empty:
+            (src / "zz empty").write_bytes(b"")  # an empty file after the others
+        newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
+        while time.time_ns() <= newest + RACY_NS:
+            time.sleep(0.05)
+        monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
+        monkeypatch.setattr(putcache, "_CHUNK", chunk)
+        monkeypatch.setattr(putcache, "_ROWS_HELD", rows_held)
+        return src
+
+    return make
+
+
 def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached_tree: CachedTree
 ) -> None:
     """A spilled directory of files the resume cache is asked about (40 KB
     each): a put stopped after a few blocks learns nothing; run again, it
@@ -247,21 +350,14 @@ def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
     stat'ing, looking up and learning the files a chunk at a time, its
     rows past a few in a scratch file), the same PDH and listing as the
     held directory; a third put reads none of them and stores the same."""
-    src = tmp_path / "src"
-    src.mkdir()
     count = 300
-    for i in reversed(range(count)):
-        (src / f"f{i:04d}").write_bytes(b"%d," % i * (40_000 // len(b"%d," % i)))
+    src = cached_tree(count, b",", chunk=64, rows_held=100)
     with EmbeddedWarehouse(tmp_path / "held") as wh:
+        monkeypatch.setenv(HELD_ENTRIES_VAR, "100000")
         held = wh.put(src)
         held_listing = listing_of(wh.engine, held.pdh, wh.user)
         held_text = wh.manifest_text(held.pdh)
-    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
-    while time.time_ns() <= newest + RACY_NS:
-        time.sleep(0.05)
     monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
-    monkeypatch.setattr(putcache, "_CHUNK", 64)
-    monkeypatch.setattr(putcache, "_ROWS_HELD", 100)
     home = tmp_path / "home"
     with EmbeddedWarehouse(home) as wh, PutCache("test", tmp_path / "cache") as cache:
         calls = 0
@@ -296,23 +392,13 @@ def test_an_interrupted_put_of_a_spilled_directory_of_cached_files_rerun(
 
 
 def test_a_spilled_directory_of_many_blocks_learned_a_file_at_a_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cached_tree: CachedTree
 ) -> None:
     """Files straddling blocks (40 KB files in 64 KiB blocks): what the cache
     learns of a spilled directory a file at a time is each file's pieces as
     the manifest has them; the put again reads nothing and writes the same."""
-    src = tmp_path / "src"
-    src.mkdir()
     count = 120
-    for i in reversed(range(count)):
-        (src / f"f{i:04d}").write_bytes(b"%d;" % i * (40_000 // len(b"%d;" % i)))
-    (src / "zz empty").write_bytes(b"")  # an empty file after the others
-    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
-    while time.time_ns() <= newest + RACY_NS:
-        time.sleep(0.05)
-    monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
-    monkeypatch.setattr(putcache, "_CHUNK", 16)
-    monkeypatch.setattr(putcache, "_ROWS_HELD", 7)
+    src = cached_tree(count, b";", chunk=16, rows_held=7, last_empty=True)
     texts = []
     with EmbeddedWarehouse(tmp_path / "home") as wh, PutCache("t", tmp_path / "cache") as cache:
         for _ in range(2):
@@ -338,6 +424,132 @@ def test_a_spilled_directory_of_many_blocks_learned_a_file_at_a_time(
         )
         for name, e in entries.items()
     )
+
+
+def test_a_spilled_directory_the_cache_answers_for_is_written_in_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached_tree: CachedTree
+) -> None:
+    """Reruns of a put of a spilled directory of files the resume cache
+    looks at (40 KB each, 64 KiB blocks): every file a hit, then some
+    changed and one added (after such a put stopped midway, which learns
+    nothing), the hits and the files read merged a file at a time: each
+    time the text, PDH and listing of the same puts of the directory held
+    whole, and every byte back."""
+    count = 300
+    src = cached_tree(count, b",", chunk=64, rows_held=100)
+    stores = {"100000": tmp_path / "held", "50": tmp_path / "spilled"}
+
+    def put(held: str, stop_after: int = 0) -> tuple[str, bytes, str, int, int]:
+        monkeypatch.setenv(HELD_ENTRIES_VAR, held)
+        calls = 0
+
+        def check() -> None:
+            nonlocal calls
+            calls += 1
+            if stop_after and calls > stop_after:
+                raise KeyboardInterrupt
+
+        with (
+            EmbeddedWarehouse(stores[held]) as wh,
+            PutCache("t", stores[held] / "cache") as cache,
+            Spool(tmp_path) as spool,
+        ):
+            session = CacheSession(cache, wh.store)
+            done = write_tree(
+                wh.store, LazyTree([src]), spool=spool, cache=session, check=check, block_size=65536
+            )
+            stats = session.finish()
+            text = spool.text()
+            for path, entry in Manifest.parse(text).files().items():
+                data = b"".join(
+                    bytes(wh.store.get(p.locator))[p.offset : p.offset + p.length]
+                    for p in entry.pieces
+                )
+                assert data == (src / path).read_bytes(), path
+            return spool.pdh, text, spool.listing(), done.bytes_read, stats.files
+
+    total = sum(p.stat().st_size for p in src.iterdir())
+    first = {held: put(held) for held in stores}
+    assert first["50"] == first["100000"]
+    assert first["50"][3:] == (total, 0)
+    # Every file a hit: the text of a fresh put.
+    again = {held: put(held) for held in stores}
+    assert again["50"] == again["100000"] == (*first["50"][:3], 0, count)
+    # Two files changed and one added: read, the others hits.
+    for name in ("f0010", "f0150"):
+        (src / name).write_bytes(b"changed " + (src / name).read_bytes())
+    (src / "f0150a").write_bytes(b"new\n" * 20_000)
+    with pytest.raises(KeyboardInterrupt):
+        put("50", stop_after=1)
+    changed = {held: put(held) for held in stores}
+    assert changed["50"] == changed["100000"]
+    pdh, text, listing, read, hits = changed["50"]
+    assert (read, hits) == (
+        sum((src / n).stat().st_size for n in ("f0010", "f0150", "f0150a")),
+        count - 2,
+    )
+    assert len(json.loads(listing)) == count + 1
+    assert pdh != first["50"][0]
+    (line,) = text.decode().splitlines()
+    blocks = [w for w in line.split(" ")[1:] if ":" not in w]
+    assert len(blocks) == len(set(blocks)) > 2
+    # Learned, once settled: the files read too, so a put again reads nothing.
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in src.iterdir())
+    while time.time_ns() <= newest + RACY_NS:
+        time.sleep(0.05)
+    assert put("50")[3:] == (read, count - 2)
+    assert put("50") == (pdh, text, listing, 0, count + 1)
+    # Kept in memory (no spool), the hits held whole: the same text.
+    with EmbeddedWarehouse(stores["50"]) as wh, PutCache("t", stores["50"] / "cache") as cache:
+        session = CacheSession(cache, wh.store)
+        kept = write_tree(wh.store, LazyTree([src]), cache=session, block_size=65536)
+        assert (kept.bytes_read, session.finish().files) == (0, count + 1)
+    assert kept.manifest.portable_text().encode() == text
+
+
+# What a rerun of a put of a spilled directory, every file a hit, may grow
+# by from 6,000 files to 12,000 (traced; the cache's chunks and the scan's
+# runs as many each time): 0.35 MB here; its hits held whole, 5.7 MB (0.94 KB
+# a file).
+ALL_HITS_GROWTH = 2 << 20
+
+
+def test_a_rerun_of_a_spilled_directory_all_hits_holds_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(putcache, "MIN_CACHED", 1)  # the cache looks at tiny files too
+    monkeypatch.setattr(putcache, "_CHUNK", 500)
+    monkeypatch.setattr(putcache, "_ROWS_HELD", 500)
+    sources = {}
+    for count in (6_000, 12_000):
+        src = sources[count] = tmp_path / f"src{count}"
+        src.mkdir()
+        for i in range(count):
+            (src / f"f{i:06d}").write_bytes(b"%d\n" % i)
+    newest = max(p.stat().st_ctime_ns for s in sources.values() for p in s.iterdir())
+    while time.time_ns() <= newest + RACY_NS:
+        time.sleep(0.05)
+    peaks = {}
+    with EmbeddedWarehouse(tmp_path / "home") as wh, PutCache("t", tmp_path / "cache") as cache:
+        for count, src in sources.items():
+            monkeypatch.setenv(HELD_ENTRIES_VAR, str(count // 8))
+            pdhs = []
+            for rerun in (False, True):
+                session = CacheSession(cache, wh.store)
+                with Spool(tmp_path) as spool:
+                    if rerun:
+                        tracemalloc.start()
+                    try:
+                        done = write_tree(wh.store, LazyTree([src]), spool=spool, cache=session)
+                        if rerun:
+                            peaks[count] = tracemalloc.get_traced_memory()[1]
+                    finally:
+                        tracemalloc.stop()
+                    pdhs.append(spool.pdh)
+                stats = session.finish()
+            assert (done.bytes_read, stats.files) == (0, count)
+            assert pdhs[0] == pdhs[1]
+    assert peaks[12_000] - peaks[6_000] < ALL_HITS_GROWTH, peaks
 
 
 # A put of one flat directory of 200,000 tiny files peaks within a few MB of

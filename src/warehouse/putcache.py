@@ -48,12 +48,14 @@ from array import array
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO
 
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.scan import DirNode
+from warehouse.collection.spool import SpilledHits
 from warehouse.manifest.entries import FileEntry, FilePiece
 
 __all__ = ["MIN_CACHED", "CacheSession", "CacheStats", "PutCache"]
@@ -387,23 +389,41 @@ class CacheSession:
         self._spilled_rows: IO[bytes] | None = None  # learned rows past _ROWS_HELD
         self._touch: list[tuple[str, str]] = []
 
-    def hits(self, node: DirNode) -> dict[str, _Hit] | None:
+    def hits(self, node: DirNode) -> dict[str, _Hit] | SpilledHits | None:
         """The files of ``node`` the cache answers for (by name). Its files
         are stat'ed and looked up _CHUNK at a time: a directory of more
-        files than a put holds is not held whole here, but its hits are."""
+        files than a put holds is not held whole here, nor are its hits
+        (in a scratch file in name order, unless there are none)."""
         if not _cached(node):
             return None
         marks = self._marks[node.rel] = _Marks(node.files.spilled)
         hits: dict[str, _Hit] = {}
         where: dict[str, tuple[str, str, int]] = {}
-        chunk: list[tuple[str, str, int]] = []
-        for file in node.files:
-            chunk.append(file)
-            if len(chunk) >= _CHUNK:
+        if not node.files.spilled:
+            chunk: list[tuple[str, str, int]] = []
+            for file in node.files:
+                chunk.append(file)
+                if len(chunk) >= _CHUNK:
+                    self._look_up(node, chunk, marks, hits, where)
+                    chunk = []
+            self._look_up(node, chunk, marks, hits, where)
+            return self._checked(hits, where)
+        spilled = SpilledHits()
+        try:
+            files = iter(node.files)
+            while chunk := list(islice(files, _CHUNK)):
                 self._look_up(node, chunk, marks, hits, where)
-                chunk = []
-        self._look_up(node, chunk, marks, hits, where)
-        return self._checked(hits, where)
+                # In the order looked up: the files' (name order).
+                for name, hit in self._checked(hits, where).items():
+                    spilled.append(name, hit.entry, hit.md5)
+                hits, where = {}, {}
+        except BaseException:
+            spilled.close()
+            raise
+        if not spilled:
+            spilled.close()
+            return {}
+        return spilled
 
     def _look_up(
         self,
@@ -501,13 +521,13 @@ class CacheSession:
     def learn_read(
         self,
         node: DirNode,
-        entries: Iterable[FileEntry],
-        md5s: Iterable[str],
+        entries: Iterable[FileEntry | None],
+        md5s: Iterable[str | None],
         changed: Collection[str],
     ) -> None:
-        """``learn`` of a directory ``hits`` answered nothing for, every file
-        of it read: its entries and MD5s given in the order of its files, a
-        file at a time (a directory of more files than a put holds)."""
+        """``learn`` of a directory given a file at a time (one of more files
+        than a put holds): every file's entry and MD5 in the order of its
+        files, None for one ``hits`` answered for (not read)."""
         marks = self._marks.pop(node.rel, None)
         if marks is None:
             return
@@ -515,7 +535,7 @@ class CacheSession:
             for (name, source, _), (size, mtime_ns, ctime_ns, inode), entry, md5 in zip(
                 node.files, marks, entries, md5s, strict=True
             ):
-                if size == _UNSAVED:
+                if size == _UNSAVED or entry is None or md5 is None:
                     continue
                 if entry.size != size or (changed and _rel(node, name) in changed):
                     continue  # not stored as it was

@@ -90,6 +90,21 @@ class Files:
         """The files whose names ``test`` is ``keep`` for."""
         return Files.of((f for f in self if bool(test(f[0])) is keep), self._prefix)
 
+    def without(self, names: Iterable[str]) -> Files:
+        """The files but those named in ``names`` (some of them, in name
+        order); of spilled files, spilled files again (never held)."""
+        out = type(self)(self._prefix)
+        skip = iter(names)
+        next_skip = next(skip, None)
+        for name, path, size in self:
+            if name == next_skip:
+                next_skip = next(skip, None)
+            else:
+                out.append(name, path, size)
+        if next_skip is not None:
+            raise ValueError(f"{next_skip!r} is not one of the files, or out of order")
+        return out
+
     def append(self, name: str, path: str, size: int) -> None:
         if self._paths is None and path != self._prefix + name:
             self._paths = [self._prefix + n for n in self._names]

@@ -19,21 +19,24 @@ import codecs
 import hashlib
 import json
 import os
+import pickle
 import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.errors import UsageError
-from warehouse.manifest.entries import Stream, format_stream
+from warehouse.manifest.entries import FileEntry, FilePiece, Stream, format_stream
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import decode_line
 
 __all__ = [
+    "CachedEntry",
     "Records",
     "SpilledDigests",
+    "SpilledHits",
     "Spool",
     "StoredText",
     "held_entries",
@@ -221,11 +224,100 @@ class SpilledDigests(_ScratchFile):
         return b"".join(self.pieces())
 
 
-def hex_digests(md5s: bytes | bytearray | SpilledDigests) -> Iterator[str]:
-    """Each MD5 of a table (16 bytes each) or a scratch file of them, as hex, in order."""
+def hex_digests(md5s: bytes | bytearray | SpilledDigests | Iterable[str]) -> Iterator[str]:
+    """Each MD5 of a table (16 bytes each) or a scratch file of them, as hex,
+    in order (given as hex already: as they are)."""
     if isinstance(md5s, SpilledDigests):
         return md5s.hex()
-    return (md5s[i : i + 16].hex() for i in range(0, len(md5s), 16))
+    if isinstance(md5s, bytes | bytearray):
+        return (md5s[i : i + 16].hex() for i in range(0, len(md5s), 16))
+    return iter(md5s)
+
+
+_BATCH = struct.Struct("<Q")  # the length of a batch of pickled records
+_HITS_AT_ONCE = 1024  # hits written, and read back, together
+
+
+class CachedEntry(NamedTuple):
+    """A file the resume cache answers for: where its bytes are, its MD5."""
+
+    entry: FileEntry
+    md5: str
+
+
+class SpilledHits(_ScratchFile):
+    """What the resume cache answers for in a directory of more files than a
+    put holds: each file's name, entry and MD5 in name order in an unnamed
+    scratch file, a batch at a time, instead of a table of every hit; read
+    back in order as often as wanted, each reading from its own position."""
+
+    def __init__(self) -> None:
+        # Closed by close() (or with the object): no `with`.
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="put-hits-", buffering=0)  # noqa: SIM115
+        self._pending: list[tuple[str, FileEntry, str]] = []
+        self._end = 0
+        self._count = 0
+
+    def append(self, name: str, entry: FileEntry, md5: str) -> None:
+        self._pending.append((name, entry, md5))
+        self._count += 1
+        if len(self._pending) >= _HITS_AT_ONCE:
+            self._write()
+
+    def _write(self) -> None:
+        # Plain values (a batch's blocks once each), not the dataclasses,
+        # whose unpickling is several times slower.
+        blocks: dict[Locator, int] = {}
+        rows = [
+            (
+                name,
+                md5,
+                entry.path,
+                entry.size,
+                [
+                    (blocks.setdefault(p.locator, len(blocks)), p.offset, p.length)
+                    for p in entry.pieces
+                ],
+            )
+            for name, entry, md5 in self._pending
+        ]
+        locators = [(loc.md5, loc.size, loc.hints) for loc in blocks]
+        data = pickle.dumps((locators, rows), pickle.HIGHEST_PROTOCOL)
+        self._pending = []
+        view = memoryview(_BATCH.pack(len(data)) + data)
+        while view:
+            n = os.pwrite(self._file.fileno(), view, self._end)
+            view, self._end = view[n:], self._end + n
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[tuple[str, CachedEntry]]:
+        if self._pending:
+            self._write()
+        return self._read(self._file.fileno(), self._end)
+
+    @staticmethod
+    def _read(fd: int, end: int) -> Iterator[tuple[str, CachedEntry]]:
+        pos = 0
+        while pos < end:
+            head = os.pread(fd, _BATCH.size, pos)
+            size = _BATCH.unpack(head)[0] if len(head) == _BATCH.size else -1
+            data = os.pread(fd, size, pos + _BATCH.size) if size >= 0 else b""
+            if size < 0 or len(data) != size:  # an unnamed file nobody else can reach
+                raise OSError(f"a scratch file of a put ends at {pos} of {end} bytes")
+            pos += _BATCH.size + size
+            # Written by this process to a file no one else can reach.
+            locators, rows = pickle.loads(data)
+            blocks = [Locator(key, n, hints) for key, n, hints in locators]
+            for name, md5, path, length, pieces in rows:
+                entry = FileEntry(
+                    path, length, tuple(FilePiece(blocks[i], o, n) for i, o, n in pieces)
+                )
+                yield name, CachedEntry(entry, md5)
 
 
 class Spool:
@@ -288,14 +380,14 @@ class Spool:
         segments: Iterable[bytes],
         rel: str,
         names: Iterable[str],
-        md5s: bytes | bytearray | SpilledDigests,
+        md5s: bytes | bytearray | SpilledDigests | Iterable[str],
         files: int,
         size: int,
     ) -> None:
         """One directory's stream as ``add`` writes it, given in parts: its
         locators, its segments' text (" position:length:name" each, as
         pieces of bytes) and its files' names as they are read back, with
-        their MD5s (a table or a scratch file of them), so that neither the
+        their MD5s (a table or a scratch file of them, or hex in order), so that neither the
         line nor the digests are held whole; the same bytes, the same PDH."""
         head = escape_name(name)
         portable = " ".join([head, *(loc.key for loc in locators)]).encode()

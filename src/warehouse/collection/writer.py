@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -30,13 +31,13 @@ from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.digests import Digests, FileDigests, digest_table, directory_digests
 from warehouse.collection.scan import DirNode, Files, LazyTree
-from warehouse.collection.spool import SpilledDigests, hex_digests
+from warehouse.collection.spool import SpilledDigests, SpilledHits, _ScratchFile, hex_digests
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
 from warehouse.manifest.entries import FileEntry, FilePiece
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.layout import file_entries
-from warehouse.manifest.normalize import normalized_streams
+from warehouse.manifest.normalize import StreamLayout, normalized_streams
 from warehouse.manifest.parse import parse_streams
 
 if TYPE_CHECKING:
@@ -532,7 +533,7 @@ def _changed(scanned: int, before: tuple[int, int], after: tuple[int, int], read
     return ""
 
 
-class SegmentText:
+class SegmentText(_ScratchFile):
     """The segments of a directory of spilled files (``SpilledFiles``), as
     the text of its manifest line has them (" position:length:name" each),
     in an unnamed scratch file: written as the files are read, copied after
@@ -540,7 +541,7 @@ class SegmentText:
 
     def __init__(self) -> None:
         # Closed by close() (or with the object): no `with`.
-        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="put-segments-", buffering=1 << 20)  # noqa: SIM115
+        self._file: IO[bytes] = tempfile.TemporaryFile(prefix="put-segments-", buffering=1 << 20)  # noqa: SIM115
         self.size = 0
         self.data_size = 0
         self._pending: list[str] = []  # segments not written yet, written together
@@ -557,14 +558,14 @@ class SegmentText:
     def _write(self) -> None:
         data = "".join(self._pending).encode()
         self._pending.clear()
-        self.file.write(data)
+        self._file.write(data)
         self.size += len(data)
 
     def pieces(self, size: int = 1 << 18) -> Iterator[bytes]:
         if self._pending:
             self._write()
-        self.file.flush()
-        fd = self.file.fileno()
+        self._file.flush()
+        fd = self._file.fileno()
         pos = 0
         while pos < self.size:
             piece = os.pread(fd, min(size, self.size - pos), pos)
@@ -620,14 +621,6 @@ class SegmentText:
         head = " ".join([escape_name(name), *(str(loc) for loc in locators)]).encode()
         (stream,) = parse_streams(b"".join([head, *self.pieces(), b"\n"]))
         return stream
-
-    def close(self) -> None:
-        self.file.close()
-
-    def __del__(self) -> None:
-        file = getattr(self, "file", None)
-        if file is not None:
-            file.close()
 
 
 # Files wholly inside a block held at most before they are hashed.
@@ -805,6 +798,42 @@ def _laid_out_normalized(stream: Stream) -> bool:
     )
 
 
+def _normalized_text(
+    first: Iterable[FileEntry], entries: Callable[[], Iterable[FileEntry]], cut: int
+) -> tuple[tuple[Locator, ...], Iterator[bytes]]:
+    """The normalized form of one stream too long to hold, from its files'
+    entries in name order (``first``, then ``entries()`` gives them again;
+    ``cut``: the length of their directory's prefix): its block list, read
+    through once, and its segments' text (" position:length:name" each) in
+    pieces, made as they are written, a file at a time."""
+    layout = StreamLayout()
+    for entry in first:
+        layout.place(entry.path[cut:], entry)
+    locators = layout.locators
+
+    def pieces() -> Iterator[bytes]:
+        layout = StreamLayout()
+        batch: list[str] = []
+        for entry in entries():
+            name = entry.path[cut:]
+            # A directory's entry: no "/" and never ".", escaped as format_stream does.
+            escaped = escape_name(name)
+            batch.extend(f" {s.position}:{s.length}:{escaped}" for s in layout.place(name, entry))
+            if len(batch) >= _TEXT_BATCH:
+                yield "".join(batch).encode()
+                batch = []
+        if batch:
+            yield "".join(batch).encode()
+        if layout.locators != locators:
+            raise RuntimeError("a stream's files read back differently the second time")
+
+    return locators, pieces()
+
+
+# Segments formatted at most before they are written out together.
+_TEXT_BATCH = 8192
+
+
 class CachedFile(Protocol):
     """A file the resume cache answers for: where its bytes are, and its MD5."""
 
@@ -818,9 +847,11 @@ class CachedFile(Protocol):
 class FileCache(Protocol):
     """What the writer asks of the resume cache, a directory at a time."""
 
-    def hits(self, node: DirNode) -> Mapping[str, CachedFile] | None:
+    def hits(self, node: DirNode) -> Mapping[str, CachedFile] | SpilledHits | None:
         """The files of ``node`` (by name) the cache answers for; None: it
-        does not look at this directory (nothing to learn from it either)."""
+        does not look at this directory (nothing to learn from it either).
+        Of a directory of more files than are held, in a scratch file in
+        name order (``SpilledHits``), unless there are none."""
 
     def learn(
         self,
@@ -834,12 +865,13 @@ class FileCache(Protocol):
     def learn_read(
         self,
         node: DirNode,
-        entries: Iterable[FileEntry],
-        md5s: Iterable[str],
+        entries: Iterable[FileEntry | None],
+        md5s: Iterable[str | None],
         changed: Collection[str],
     ) -> None:
-        """``learn`` of a directory ``hits`` answered nothing for (every file
-        read), its entries and MD5s given in the order of its files."""
+        """``learn`` of a directory given a file at a time: its entries and
+        MD5s in the order of its files, None for a file ``hits`` answered
+        for (not read)."""
 
 
 class _Sink(Protocol):
@@ -877,7 +909,7 @@ class _Todo:
 
     node: DirNode
     files: Files
-    hits: Mapping[str, CachedFile] | None = None
+    hits: Mapping[str, CachedFile] | SpilledHits | None = None
     marker: bool = False  # an empty directory, written as a marker stream
 
 
@@ -948,6 +980,17 @@ class _Emitter:
             self.sink.add(Stream(name, (EMPTY_LOCATOR,), (_MARKER,)), rel, (), b"")
             return
         locators = tuple(b.locator for b in stored) or (EMPTY_LOCATOR,)
+        if isinstance(hits, SpilledHits):
+            spool = _parts_sink(self.sink)
+            if spool is not None:
+                self._write_merged(packed, locators, hits, spool)
+                return
+            # Kept in memory (no spool): held whole, as a smaller directory's.
+            spilled_hits = hits
+            try:
+                hits = dict(spilled_hits)
+            finally:
+                spilled_hits.close()
         if isinstance(packed.segments, SegmentText):
             # A directory of more files than are held: into a spool in parts,
             # its locators, then its segments copied from scratch, then its
@@ -961,12 +1004,23 @@ class _Emitter:
                 # segment, so the segments' text stands without it.
                 if len(locators) > 1 and any(loc.is_empty for loc in locators):
                     locators = tuple(loc for loc in locators if not loc.is_empty) or locators
-                laid_out = _laid_out_normalized(Stream(name, locators, ()))
-                if not hits and spool is not None and laid_out:
+                if not hits and spool is not None:
+                    head: Sequence[Locator] = locators
+                    segments: Iterable[bytes]
+                    if _laid_out_normalized(Stream(name, locators, ())):
+                        segments = text.pieces()
+                    else:
+                        # A block named twice: the normalized form, its files'
+                        # entries read back twice (block list, then segments).
+                        def read_back() -> Iterator[FileEntry]:
+                            return text.entries(rel, node.files.iter_names(), locators)
+
+                        cut = len(rel) + 1 if rel else 0
+                        head, segments = _normalized_text(read_back(), read_back, cut)
                     spool.add_parts(
                         name,
-                        locators,
-                        text.pieces(),
+                        head,
+                        segments,
                         rel,
                         node.files.iter_names(),
                         packed.md5s,
@@ -984,8 +1038,8 @@ class _Emitter:
                             set(packed.changed),
                         )
                     return
-                # Normalized again, files the resume cache answers for, or
-                # kept in memory: held whole, as a directory of fewer files is.
+                # Files the resume cache answers for, or kept in memory:
+                # held whole, as a directory of fewer files is.
                 stream = text.stream(name, locators)
             finally:
                 text.close()
@@ -1030,6 +1084,80 @@ class _Emitter:
         assert self.cache is not None
         self.cache.learn(node, written, read, set(packed.changed))
 
+    def _write_merged(
+        self,
+        packed: _Packed,
+        locators: tuple[Locator, ...],
+        hits: SpilledHits,
+        spool: Spool,
+    ) -> None:
+        """A directory of more files than are held, some of which the resume
+        cache answers for, into the spool in parts: the files read and the
+        hits (each in a scratch file, in name order) merged a file at a time,
+        normalized as ``normalized_streams`` would the two held whole."""
+        node = packed.todo.node
+        rel = node.rel
+        text = packed.segments if isinstance(packed.segments, SegmentText) else None
+        assert self.cache is not None
+        try:
+            size = text.data_size if text is not None else 0
+
+            def merged() -> Iterator[tuple[FileEntry, str, bool]]:
+                """Each file's entry, MD5 and whether it was read, in name order."""
+                reads: Iterator[FileEntry] = iter(())
+                if text is not None:
+                    reads = text.entries(rel, packed.todo.files.iter_names(), locators)
+                digests = hex_digests(packed.md5s)
+                cached = iter(hits)
+                hit = next(cached, None)
+                for file in node.files.iter_names():
+                    if hit is not None and hit[0] == file:
+                        yield hit[1].entry, hit[1].md5, False
+                        hit = next(cached, None)
+                    else:
+                        yield next(reads), next(digests), True
+                if hit is not None or next(reads, None) is not None:
+                    raise RuntimeError("a directory's files and hits read back out of step")
+
+            def first() -> Iterator[FileEntry]:
+                """``merged`` the first time: the blocks the hits name are
+                counted once each, in the order held whole counts them."""
+                nonlocal size
+                for entry, _, read in merged():
+                    if not read:
+                        size += entry.size
+                        for piece in entry.pieces:
+                            loc = piece.locator
+                            if loc.key not in self._keys and not loc.is_empty:
+                                self._keys.add(loc.key)
+                                self.blocks.append(StoredBlock(loc, False))
+                    yield entry
+
+            head, segments = _normalized_text(
+                first(), lambda: (entry for entry, _, _ in merged()), len(rel) + 1 if rel else 0
+            )
+            spool.add_parts(
+                f"./{rel}" if rel else ".",
+                head,
+                segments,
+                rel,
+                node.files.iter_names(),
+                (md5 for _, md5, _ in merged()),
+                len(node.files),
+                size,
+            )
+            # The files read, learned a file at a time (hits: None).
+            entries: Iterable[FileEntry | None] = repeat(None, len(node.files))
+            md5s: Iterable[str | None] = repeat(None, len(node.files))
+            if text is not None:
+                entries = (entry if read else None for entry, _, read in merged())
+                md5s = (md5 if read else None for _, md5, read in merged())
+            self.cache.learn_read(node, entries, md5s, set(packed.changed))
+        finally:
+            if text is not None:
+                text.close()
+            hits.close()
+
 
 _MARKER = Segment(0, 0, ".")
 
@@ -1072,7 +1200,12 @@ def write_tree(
     def todos() -> Iterator[_Todo]:
         for node in root.walk():
             hits = cache.hits(node) if cache is not None and node.files else None
-            files = node.files if not hits else node.files.only(hits.__contains__, keep=False)
+            if not hits:
+                files = node.files
+            elif isinstance(hits, SpilledHits):
+                files = node.files.without(name for name, _ in hits)
+            else:
+                files = node.files.only(hits.__contains__, keep=False)
             yield _Todo(node, files, hits, bool(node.rel) and node.is_empty)
 
     try:

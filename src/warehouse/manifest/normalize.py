@@ -16,7 +16,7 @@ from warehouse.manifest.entries import FileEntry, Segment, Stream
 if TYPE_CHECKING:
     from warehouse.manifest.model import Manifest
 
-__all__ = ["normalize", "normalized_streams"]
+__all__ = ["StreamLayout", "normalize", "normalized_streams"]
 
 _MARKER = Segment(0, 0, ".")
 
@@ -47,28 +47,37 @@ def _check_pieces(entry: FileEntry) -> None:
         raise UsageError(f"pieces of {entry.path!r} hold {total} bytes, not {entry.size}")
 
 
-def _stream_for(directory: str, entries: list[FileEntry]) -> Stream:
-    """One normalized stream for the files of one directory."""
-    entries.sort(key=lambda entry: entry.path)
-    locators: list[Locator] = []
-    starts: dict[str, int] = {}
-    stream_size = 0
-    segments: list[Segment] = []
-    cut = len(directory) + 1 if directory else 0
-    for entry in entries:
-        name = entry.path[cut:]
-        first = len(segments)
+class StreamLayout:
+    """Where the normalized form puts one directory's files, given a file at
+    a time in name order: each block is listed at its first use, a file's
+    pieces map onto that listing, and touching pieces are one segment.
+
+    The same files given again to a fresh layout are placed the same way,
+    so a stream too long to hold can be laid out twice: once for its block
+    list (``locators``), then a file at a time for its segments.
+    """
+
+    __slots__ = ("_list", "_size", "_starts")
+
+    def __init__(self) -> None:
+        self._list: list[Locator] = []
+        self._starts: dict[str, int] = {}
+        self._size = 0
+
+    def place(self, name: str, entry: FileEntry) -> list[Segment]:
+        """The segments of ``entry`` (``name`` relative to the stream)."""
+        segments: list[Segment] = []
         end = -1  # stream position where this file's last segment ends
         for piece in entry.pieces:
             if not piece.length:
                 continue
             locator = piece.locator
-            start = starts.get(locator.key)
+            start = self._starts.get(locator.key)
             if start is None:
                 # First use in this stream: append the block, hints as given.
-                start = starts[locator.key] = stream_size
-                stream_size += locator.size
-                locators.append(locator)
+                start = self._starts[locator.key] = self._size
+                self._size += locator.size
+                self._list.append(locator)
             position = start + piece.offset
             if position == end:
                 last = segments[-1]
@@ -76,11 +85,25 @@ def _stream_for(directory: str, entries: list[FileEntry]) -> Stream:
             else:
                 segments.append(Segment(position, piece.length, name))
             end = position + piece.length
-        if len(segments) == first:
+        if not segments:
             segments.append(Segment(0, 0, name))
-    if not locators:
-        locators.append(EMPTY_LOCATOR)
-    return Stream(_stream_name(directory), tuple(locators), tuple(segments))
+        return segments
+
+    @property
+    def locators(self) -> tuple[Locator, ...]:
+        """The blocks of the files placed so far, in the stream's order."""
+        return tuple(self._list) or (EMPTY_LOCATOR,)
+
+
+def _stream_for(directory: str, entries: list[FileEntry]) -> Stream:
+    """One normalized stream for the files of one directory."""
+    entries.sort(key=lambda entry: entry.path)
+    layout = StreamLayout()
+    segments: list[Segment] = []
+    cut = len(directory) + 1 if directory else 0
+    for entry in entries:
+        segments.extend(layout.place(entry.path[cut:], entry))
+    return Stream(_stream_name(directory), layout.locators, tuple(segments))
 
 
 def _stream_name(directory: str) -> str:
