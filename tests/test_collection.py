@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import make_tree
+from warehouse.blocks import Locator
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore, StoredBlock
 from warehouse.blocks.volume import LocalVolume
@@ -363,6 +364,30 @@ def test_a_one_pass_read_of_a_big_block_checks_its_mapped_pages(
     with pytest.raises(CorruptDataError, match=block.locator.md5):
         CollectionReader(store, result.manifest, one_pass=True).read_file("f")
     assert not path.exists()  # moved aside: the next put stores it anew
+
+
+def test_a_range_of_a_file_is_stored_as_the_block_of_its_bytes(
+    tmp_path: Path, store: LocalBlockStore
+) -> None:
+    """``put_range`` (a put's manifest text, a piece at a time) stores what
+    ``put`` of the same bytes stores; a file shorter than the range stores
+    nothing."""
+    data = random.Random(4).randbytes(3_500_000)
+    path = tmp_path / "text"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        loc = store.put_range(fd, 1000, 2_600_001)  # over several pieces, not a whole one
+        want = data[1000:2_601_001]
+        assert loc == Locator(hashlib.md5(want).hexdigest(), len(want))
+        assert bytes(store.get(loc, cache=False)) == want
+        assert store.put_range(fd, 1000, 2_600_001) == loc  # already stored: the same
+        assert store.put_range(fd, 5, 0) == Locator(hashlib.md5(b"").hexdigest(), 0)
+        with pytest.raises(WarehouseError, match="cannot store a block"):
+            store.put_range(fd, 3_000_000, 600_000)  # past the end of the file
+        assert sorted(p.name for p in store.volume.root.rglob("*") if p.is_file()) == [loc.md5]
+    finally:
+        os.close(fd)
 
 
 def _big_blocks(tmp_path: Path, store: LocalBlockStore) -> tuple[dict[str, bytes], Any]:

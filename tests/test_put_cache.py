@@ -221,6 +221,32 @@ def test_a_cache_of_the_first_layout_is_replaced(
     assert put(tmp_path, str(src))["cached_files"] == len(CACHED)
 
 
+@pytest.mark.parametrize("held", ["100000", "3"])
+def test_a_cache_row_with_a_piece_outside_its_block_is_a_miss(
+    installation: Installation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: str
+) -> None:
+    """A damaged row (a piece past its block's end) is not taken: the file is
+    read again and its bytes stored, whether its directory is held or
+    written in parts (which lays hits out without normalizing's check)."""
+    monkeypatch.setenv(HELD_ENTRIES_VAR, held)
+    src = make_tree(tmp_path / "src")
+    first = put(tmp_path, str(src))
+    (path,) = (tmp_path / "xdg-cache" / "warehouse").glob("put-*.sqlite")
+    db = sqlite3.connect(path)
+    (pieces,) = db.execute("SELECT pieces FROM entries WHERE name = 'b.txt'").fetchone()
+    loc, _, length = pieces.split()
+    size = int(loc.split("+")[1])
+    damaged = f"{loc} {size - 10} {length}"  # runs past the block's end
+    db.execute("UPDATE entries SET pieces = ? WHERE name = 'b.txt'", (damaged,))
+    db.commit()
+    db.close()
+    again = put(tmp_path, str(src))
+    assert stored(tmp_path, str(again["pdh"]), "out") == ORIGINAL
+    assert again["bytes"] == first["bytes"]
+    assert again["cached_files"] == len(CACHED) - 1  # b.txt read again
+    assert again["bytes_read"] == ALWAYS_READ + len(ORIGINAL["b.txt"])
+
+
 def test_the_least_recently_used_entries_go_first(tmp_path: Path) -> None:
     with PutCache("home:/x", tmp_path, max_entries=3) as cache:
         for i in range(3):

@@ -257,12 +257,17 @@ def _pieces(text: str) -> tuple[FilePiece, ...] | None:
     if len(words) % 3:
         return None
     try:
-        return tuple(
+        pieces = tuple(
             FilePiece(Locator.parse(words[i]), int(words[i + 1]), int(words[i + 2]))
             for i in range(0, len(words), 3)
         )
     except ValueError:
         return None  # an entry this version cannot read is only a miss
+    # A piece outside its block (a damaged row) is a miss too: a directory
+    # written in parts would lay it out without the check normalizing makes.
+    if any(p.offset < 0 or p.length < 0 or p.offset + p.length > p.locator.size for p in pieces):
+        return None
+    return pieces
 
 
 def _bound_files(directory: Path, keep: Path) -> None:

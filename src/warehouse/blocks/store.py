@@ -7,10 +7,12 @@ front. The remote store (keep servers) implements the same protocol.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -48,6 +50,20 @@ class BlockStore(Protocol):
 
 
 MAPPED_MIN = 1 << 20  # below this, a read costs less than mapping the block
+_PIECE = 1 << 20  # bytes read at a time by ``put_range``
+
+
+def _pieces(fd: int, offset: int, size: int) -> Iterator[bytes]:
+    """``size`` bytes of ``fd`` from ``offset``, a piece at a time."""
+    end = offset + size
+    while offset < end:
+        piece = os.pread(fd, min(_PIECE, end - offset), offset)
+        if not piece:
+            raise OSError(errno.EIO, f"a file ends at {offset} bytes, before {end}")
+        offset += len(piece)
+        yield piece
+
+
 _Read = TypeVar("_Read", bytes, memoryview)
 
 
@@ -120,6 +136,33 @@ class LocalBlockStore:
         if cache and self.cache is not None:
             self.cache.put(key, data)
         return data
+
+    def put_range(self, fd: int, offset: int, size: int) -> Locator:
+        """Store ``size`` bytes of the open file ``fd`` from ``offset`` as one
+        block, durable when this returns, reading it a piece (1 MiB) at a
+        time twice: once for its MD5 (the block's name), once to write it.
+        For a put's manifest text, which may be hundreds of megabytes: what
+        is held is a piece, not a 64 MiB block."""
+        if size > MAX_BLOCK_SIZE:
+            raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
+        try:
+            md5 = hashlib.md5()
+            for piece in _pieces(fd, offset, size):
+                md5.update(piece)
+            locator = Locator(md5.hexdigest(), size)
+            if locator.is_empty:
+                return locator
+            writer = self.volume.open_write(locator.md5, size)
+            try:
+                for piece in _pieces(fd, offset, size):
+                    writer.write(piece)
+                writer.commit()  # checks the MD5 again: the file changed if not
+            except BaseException:
+                writer.abort()
+                raise
+        except OSError as e:
+            raise os_error(e, f"cannot store a block in {self.volume.root}") from None
+        return locator
 
     def checks_ahead(self) -> bool:
         """Whether ``get_ahead`` checks big blocks together here."""

@@ -461,6 +461,16 @@ class Spool:
         while piece := self._text.read(size):
             yield piece
 
+    def text_ranges(self, size: int) -> tuple[int, list[tuple[int, int]]]:
+        """The manifest text's scratch file (a descriptor, good until
+        ``close``) and where its blocks of at most ``size`` bytes lie in it
+        (offset, length): a store can take them from there a piece at a
+        time (``LocalBlockStore.put_range``) rather than each held whole."""
+        self._text.flush()
+        fd = self._text.fileno()
+        total = os.fstat(fd).st_size
+        return fd, [(pos, min(size, total - pos)) for pos in range(0, total, size)]
+
     def text(self) -> bytes:
         """The manifest text whole (a caller that needs all of it)."""
         return b"".join(self.text_pieces(1 << 24))
