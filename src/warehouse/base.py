@@ -7,7 +7,7 @@ is loaded; storing a tree, naming it and getting files out is the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["BlockWrites", "NameConflictAfterPut", "PutResult", "WarehouseBase"]
 
 Progress = Callable[[int], None]
-BlockWrites = Sequence[tuple[str, int, bool]]  # (md5, size, new) per block written
+# (md5, size, new) per block written, in order; may be iterated more than once.
+BlockWrites = Iterable[tuple[str, int, bool]]
 
 
 class NameConflictAfterPut(ConflictError):
@@ -209,7 +210,8 @@ class WarehouseBase:
                 cache=session,
             )
             cached = None if session is None else session.finish()
-            writes = [(b.locator.md5, b.locator.size, b.new) for b in result.blocks]
+            # Read back from the put's scratch file past a few thousand blocks.
+            writes = result.block_writes()
             if spool is None:
                 self._record(result.manifest, result.file_md5s, writes)
             else:

@@ -67,6 +67,10 @@ def _pieces(fd: int, offset: int, size: int) -> Iterator[bytes]:
 _Read = TypeVar("_Read", bytes, memoryview)
 
 
+# Blocks written and waiting for their fsync at most (each an open file).
+_MAX_PENDING = 256
+
+
 class LocalBlockStore:
     """A block store on one local volume, verified on every read.
 
@@ -84,8 +88,13 @@ class LocalBlockStore:
         # fsyncs run here, so hashing the next block overlaps the disk flush of
         # this one; flush() waits for them.
         self._syncer = ThreadPoolExecutor(syncers, thread_name_prefix="wh-fsync")
+        # Blocks not yet durable: running, or failed (flush() raises those).
         self._pending: set[Future[None]] = set()
         self._lock = threading.Lock()
+        # Each block waiting for its fsync holds its temporary file open: tiny
+        # blocks (a tree of one-file directories) come faster than the disk
+        # syncs them, and unbounded they ran out of open files.
+        self._room = threading.BoundedSemaphore(_MAX_PENDING)
 
     def put(self, data: Buffer, *, md5: str | None = None) -> StoredBlock:
         """Store a block; it is durable and visible once ``flush()`` returns."""
@@ -94,16 +103,35 @@ class LocalBlockStore:
         locator = Locator(md5 or hashlib.md5(data).hexdigest(), len(data))
         if locator.is_empty:
             return StoredBlock(locator, False)
+        self._room.acquire()
         try:
             pending = self.volume.put_pending(locator.md5, data)
         except OSError as e:
+            self._room.release()
             raise os_error(e, f"cannot store block {locator.md5} in {self.volume.root}") from None
+        except BaseException:
+            self._room.release()
+            raise
         if pending is None:
+            self._room.release()
             return StoredBlock(locator, False)
-        fut = self._syncer.submit(pending.finish, uncache=True)
+        try:
+            fut = self._syncer.submit(pending.finish, uncache=True)
+        except BaseException:
+            self._room.release()
+            raise
         with self._lock:
             self._pending.add(fut)
+        fut.add_done_callback(self._synced)
         return StoredBlock(locator, True)
+
+    def _synced(self, fut: Future[None]) -> None:
+        # A durable block is forgotten (the set does not grow with the
+        # blocks of a put); a failed one stays for flush() to raise.
+        if not fut.cancelled() and fut.exception() is None:
+            with self._lock:
+                self._pending.discard(fut)
+        self._room.release()
 
     def flush(self) -> None:
         with self._lock:

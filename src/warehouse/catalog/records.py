@@ -260,16 +260,28 @@ def _listing_part(
     return None if found is None else str(found)
 
 
+# Accounting rows a statement inserts at most.
+_WRITES_AT_ONCE = 2_000
+
+
 def record_block_writes(
     engine: sa.Engine, user: str, writes: Iterable[tuple[str, int, bool]]
 ) -> int:
-    """One accounting row per block write: (md5, size, whether it was new)."""
+    """One accounting row per block write: (md5, size, whether it was new),
+    all in one transaction, inserted ``_WRITES_AT_ONCE`` a statement (a put
+    of a million small directories has a million rows: not one list)."""
     now = time.time()
-    rows = [{"at": now, "user": user, "md5": m, "size": s, "new": n} for m, s, n in writes]
-    if rows:
-        with write(engine) as conn:
-            conn.execute(block_writes.insert(), rows)
-    return len(rows)
+    count = 0
+    rows = ({"at": now, "user": user, "md5": m, "size": s, "new": n} for m, s, n in writes)
+    batch = list(itertools.islice(rows, _WRITES_AT_ONCE))
+    if not batch:
+        return 0
+    with write(engine) as conn:
+        while batch:
+            conn.execute(block_writes.insert(), batch)
+            count += len(batch)
+            batch = list(itertools.islice(rows, _WRITES_AT_ONCE))
+    return count
 
 
 def accounting(

@@ -27,12 +27,15 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
+from warehouse.blocks.store import StoredBlock
 from warehouse.errors import UsageError
 from warehouse.manifest.entries import FileEntry, FilePiece, Stream, format_stream
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import decode_line
 
 __all__ = [
+    "BlockLog",
+    "BlockRows",
     "CachedEntry",
     "Records",
     "SpilledDigests",
@@ -165,6 +168,106 @@ class Records(_ScratchFile):
             pos += len(more)
             data = data[at:] + more
             at = 0
+
+
+# The blocks a put holds in memory at most (about 200 bytes each) before the
+# rest go to a scratch file at 25 bytes each; lower with WH_PUT_HELD_ENTRIES.
+HELD_BLOCKS = 10_000
+_WRITE = struct.Struct("<16sQ?")  # a block's MD5, size and whether it was new
+
+
+class BlockLog(_ScratchFile):
+    """Every block a put stored or found stored, in order: one accounting
+    row each. A tree of many small directories has a block per directory;
+    past ``held`` of them, the rest go to an unnamed scratch file, so what
+    the put holds does not grow with the directories. Counts and sums are
+    kept as the blocks come."""
+
+    def __init__(self, directory: Path | None = None, held: int | None = None) -> None:
+        self._directory = directory
+        self._held = min(held_entries(), HELD_BLOCKS) if held is None else held
+        self._blocks: list[StoredBlock] = []
+        self._spilled: IO[bytes] | None = None
+        self._pending: list[bytes] = []
+        self._end = 0
+        self.count = 0
+        self.blocks_new = 0
+        self.bytes_new = 0
+
+    def append(self, block: StoredBlock) -> None:
+        loc = block.locator
+        self.count += 1
+        if block.new:
+            self.blocks_new += 1
+            self.bytes_new += loc.size
+        if self._spilled is None:
+            if len(self._blocks) < self._held:
+                self._blocks.append(block)
+                return
+            # Closed by close() (or with the object): no `with`.
+            self._spilled = self._file = tempfile.TemporaryFile(  # noqa: SIM115
+                dir=self._directory, prefix="put-blocks-", buffering=0
+            )
+        self._pending.append(_WRITE.pack(bytes.fromhex(loc.md5), loc.size, block.new))
+        if len(self._pending) >= _RECORDS_AT_ONCE:
+            self._write()
+
+    def _write(self) -> None:
+        assert self._spilled is not None
+        data = b"".join(self._pending)
+        self._pending.clear()
+        view = memoryview(data)
+        while view:
+            view = view[self._spilled.write(view) or 0 :]
+        self._end += len(data)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def rows(self) -> BlockRows:
+        """The (md5, size, new) rows, to be read as often as wanted."""
+        return BlockRows(self)
+
+    def writes(self) -> Iterator[tuple[str, int, bool]]:
+        """(md5, size, new) of each block, in order."""
+        for b in self._blocks:
+            yield b.locator.md5, b.locator.size, b.new
+        if self._spilled is None:
+            return
+        if self._pending:
+            self._write()
+        fd, pos, end = self._spilled.fileno(), 0, self._end
+        whole = _PIECE - _PIECE % _WRITE.size
+        while pos < end:
+            data = os.pread(fd, min(whole, end - pos), pos)
+            if not data or len(data) % _WRITE.size:
+                raise OSError(f"a scratch file of a put ends at {pos} of {end} bytes")
+            pos += len(data)
+            for md5, size, new in _WRITE.iter_unpack(data):
+                yield md5.hex(), size, new
+
+    def __iter__(self) -> Iterator[StoredBlock]:
+        held = len(self._blocks)
+        for i, (md5, size, new) in enumerate(self.writes()):
+            # Those held keep their locators' hints; the rest are rebuilt.
+            yield self._blocks[i] if i < held else StoredBlock(Locator(md5, size), new)
+
+    def close(self) -> None:
+        if self._spilled is not None:
+            self._spilled.close()
+
+
+class BlockRows:
+    """A ``BlockLog``'s (md5, size, new) rows, read again at each iteration."""
+
+    def __init__(self, log: BlockLog) -> None:
+        self._log = log
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+    def __iter__(self) -> Iterator[tuple[str, int, bool]]:
+        return self._log.writes()
 
 
 class SpilledDigests(_ScratchFile):
@@ -341,6 +444,7 @@ class Spool:
         except BaseException:
             self._text.close()
             raise
+        self.directory = directory
         self._md5 = hashlib.md5()
         self.text_size = 0  # bytes of the portable text
         self.portable = True

@@ -31,7 +31,13 @@ from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.digests import Digests, FileDigests, digest_table, directory_digests
 from warehouse.collection.scan import DirNode, Files, LazyTree
-from warehouse.collection.spool import SpilledDigests, SpilledHits, _ScratchFile, hex_digests
+from warehouse.collection.spool import (
+    BlockLog,
+    SpilledDigests,
+    SpilledHits,
+    _ScratchFile,
+    hex_digests,
+)
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Manifest, Segment, Stream
 from warehouse.manifest.entries import FileEntry, FilePiece
@@ -92,7 +98,8 @@ class WriteResult:
     def __init__(
         self,
         manifest: Manifest | None = None,
-        blocks: tuple[StoredBlock, ...] = (),  # every block the data needed, in order
+        # Every block the data needed, in order.
+        blocks: BlockLog | Sequence[StoredBlock] = (),
         file_count: int = 0,
         bytes_read: int = 0,
         file_md5s: Mapping[str, str] | None = None,  # path -> MD5 of the bytes read
@@ -142,11 +149,21 @@ class WriteResult:
 
     @property
     def blocks_new(self) -> int:
+        if isinstance(self.blocks, BlockLog):
+            return self.blocks.blocks_new
         return sum(b.new for b in self.blocks)
 
     @property
     def bytes_new(self) -> int:
+        if isinstance(self.blocks, BlockLog):
+            return self.blocks.bytes_new
         return sum(b.locator.size for b in self.blocks if b.new)
+
+    def block_writes(self) -> Iterable[tuple[str, int, bool]]:
+        """(md5, size, new) of every block, in order: one accounting row each."""
+        if isinstance(self.blocks, BlockLog):
+            return self.blocks.rows()
+        return [(b.locator.md5, b.locator.size, b.new) for b in self.blocks]
 
 
 class _Lease:
@@ -937,12 +954,12 @@ class _Emitter:
     """Writes each packed directory's stream and digests to the sink, in
     walk order, once its blocks are stored."""
 
-    def __init__(self, sink: _Sink, cache: FileCache | None) -> None:
+    def __init__(self, sink: _Sink, cache: FileCache | None, blocks: BlockLog) -> None:
         self.sink = sink
         self.cache = cache
         # Every block, in order (for accounting: one row each), and with a
         # cache their keys, so a block the cache names is counted once.
-        self.blocks: list[StoredBlock] = []
+        self.blocks = blocks
         self._keys: set[str] = set()
         self.pending: deque[_Packed] = deque()
 
@@ -1195,7 +1212,7 @@ def write_tree(
         sink = kept = _Kept()
     else:
         sink = spool
-    emitter = _Emitter(sink, cache)
+    emitter = _Emitter(sink, cache, BlockLog(None if spool is None else spool.directory))
 
     def todos() -> Iterator[_Todo]:
         for node in root.walk():
@@ -1241,7 +1258,7 @@ def write_tree(
         assert spool is not None
         return WriteResult(
             None,
-            tuple(emitter.blocks),
+            emitter.blocks,
             spool.file_count,
             total,
             None,
@@ -1254,5 +1271,5 @@ def write_tree(
     # every file's entry to find it unchanged.
     manifest.__dict__["_normalized"] = manifest
     return WriteResult(
-        manifest, tuple(emitter.blocks), kept.file_count, total, kept.digests, tuple(changed)
+        manifest, emitter.blocks, kept.file_count, total, kept.digests, tuple(changed)
     )
