@@ -122,3 +122,15 @@ def test_a_put_of_many_directories_holds_no_block_list(
                 tracemalloc.stop()
             assert len(result.write.blocks) == count
     assert peaks[15_000] - peaks[3_000] < MANY_DIRS_GROWTH, peaks
+
+
+def test_the_block_keys_a_cached_put_remembers_are_the_last_ones() -> None:
+    """A put with the resume cache remembers the keys of the blocks it saw
+    lately (a block the cache names again among them is counted once), not
+    every block of a tree of millions of directories."""
+    from warehouse.collection.writer import _SeenKeys
+
+    seen = _SeenKeys(3)
+    for key in ("a", "b", "c", "a", "d", "e"):
+        seen.add(key)
+    assert [k for k in "abcde" if k in seen] == ["a", "d", "e"]  # "a" seen again: kept

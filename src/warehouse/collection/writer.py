@@ -19,7 +19,7 @@ import queue
 import tempfile
 import threading
 from bisect import bisect_right
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -945,6 +945,30 @@ class _Packed:
         return all(t.done() for t in self.tasks)
 
 
+class _SeenKeys:
+    """The last ``limit`` keys added, oldest first out: what a put of many
+    directories holds of their blocks' keys does not grow with them."""
+
+    def __init__(self, limit: int) -> None:
+        self._keys: OrderedDict[str, None] = OrderedDict()
+        self._limit = limit
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._keys
+
+    def add(self, key: str) -> None:
+        if key in self._keys:
+            self._keys.move_to_end(key)  # seen again: the latest now
+            return
+        self._keys[key] = None
+        if len(self._keys) > self._limit:
+            self._keys.popitem(last=False)
+
+
+# Block keys a put with a resume cache remembers at most (about 10 MB).
+_SEEN_KEYS = 1 << 16
+
+
 # Directories packed and not yet written out at most: their blocks are in
 # flight (the buffers bound those), so this is rarely reached.
 _PENDING = 64
@@ -958,9 +982,11 @@ class _Emitter:
         self.sink = sink
         self.cache = cache
         # Every block, in order (for accounting: one row each), and with a
-        # cache their keys, so a block the cache names is counted once.
+        # cache the keys seen lately, so a block the cache names is counted
+        # once (while among the last _SEEN_KEYS seen: one row more for a
+        # block named again after that many others, never a row less).
         self.blocks = blocks
-        self._keys: set[str] = set()
+        self._keys = _SeenKeys(_SEEN_KEYS)
         self.pending: deque[_Packed] = deque()
 
     def add(self, packed: _Packed) -> None:
