@@ -22,6 +22,9 @@ demo: install
 # WH_TEST_PG_URL already names a database to use. The Slurm executor's tests
 # run on a one-node Slurm cluster that scripts/slurm.sh starts (installing
 # slurm-wlm and munge when run as root) unless SLURM_CONF names one.
+# The tests run in two processes (pytest-xdist): most wait on servers and
+# subprocesses, so two share two cores well; the Slurm cases take turns
+# (tests/jobs_helpers.py).
 # The browser tests drive Debian's chromium (no browser download): installed
 # here when missing, as root (CI runs as root on a fresh Debian machine).
 install-browser:
@@ -47,7 +50,7 @@ test: install install-browser install-sandbox
 	    echo "make test: scripts/slurm.sh failed (see above): the Slurm cases will be" \
 	      "skipped (failed in CI). Run as root, or set SLURM_CONF to a running cluster." >&2; }; \
 	fi; \
-	SLURM_CONF="$$conf" WH_TEST_PG_URL="$$url" $(BIN)/pytest
+	SLURM_CONF="$$conf" WH_TEST_PG_URL="$$url" $(BIN)/pytest -n 2
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts

@@ -36,6 +36,10 @@ fi
 
 export SLURM_CONF=$CONF
 install -d -m 0700 "$DIR" "$DIR/state" "$DIR/spool" "$DIR/munge"
+# One run at a time: two at once (two test processes) would write the same
+# files and start the daemons twice.
+exec 9>"$DIR/.lock"
+flock 9
 
 # 2. munged with a key of its own and its socket in DIR.
 SOCKET=$DIR/munge/munge.socket

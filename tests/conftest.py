@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from installations import installation, keep_servers  # noqa: F401 (fixtures)
-from jobs_helpers import dask_cluster, executor, slurm_cluster  # noqa: F401 (fixtures)
+from jobs_helpers import dask_cluster, executor, slurm_cluster, slurm_turn  # noqa: F401 (fixtures)
 from postgres import catalog_engine, catalog_url, pg_admin, pg_url  # noqa: F401 (fixtures)
 from warehouse.cli import cli
 from warehouse.embedded import EmbeddedWarehouse

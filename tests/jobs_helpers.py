@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import bz2
+import fcntl
 import gzip
 import lzma
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,22 @@ def slurm_cluster() -> str:
         pytest.skip(f"Slurm: {problem}")
     os.environ["SLURM_CONF"] = conf
     return conf
+
+
+@pytest.fixture(autouse=True)
+def slurm_turn(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A case on the one Slurm cluster waits for its turn: the test processes
+    (``make test`` runs two) share it, and some cases count what it runs or
+    need its node free. Other cases pass straight through."""
+    node = request.node
+    callspec = getattr(node, "callspec", None)
+    on_slurm = callspec is not None and callspec.params.get("executor") == "slurm"
+    if not on_slurm and "slurm_cluster" not in request.fixturenames:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "wh-test-slurm.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # the lock goes with the file's closing
 
 
 @pytest.fixture(params=["local", "dask", "slurm"])
