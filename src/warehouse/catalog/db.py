@@ -15,8 +15,6 @@ several processes may upgrade one database at once.
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +24,7 @@ import sqlalchemy as sa
 from warehouse.errors import UsageError
 from warehouse.private import private_sqlite
 from warehouse.settings import catalog_url_problem
+from warehouse.sqlitewal import use_wal
 
 __all__ = [
     "HEAD_REVISION",
@@ -67,29 +66,10 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     # implicit BEGIN is always DEFERRED).
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
-    _wal(cur)
+    use_wal(cur)
     cur.execute("PRAGMA synchronous=FULL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
-
-
-def _wal(cur: Any) -> None:
-    """Switch a new database file to WAL; it stays so (the mode is kept in the file).
-
-    Two processes opening a fresh catalog at once both try: the switch needs
-    the database to itself and SQLite reports "locked" at once rather than
-    waiting, so the loser retries until the winner is done.
-    """
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if cur.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                cur.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
 
 
 def _sqlite_begin(conn: sa.Connection) -> None:

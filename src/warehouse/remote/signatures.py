@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from warehouse.blocks import Locator
+from warehouse.sqlitewal import use_wal
 
 __all__ = ["SignatureCache", "default_cache_dir"]
 
@@ -36,7 +37,7 @@ class SignatureCache:
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
         self._db = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        use_wal(self._db)  # another client may be opening it too
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS signed (key TEXT PRIMARY KEY, locator TEXT, expiry INT)"
         )
