@@ -21,14 +21,13 @@ put holds before it spills them) for both builds. Standard library only.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from put_bounded import fresh_env, peak_put, timed_put
+from put_bounded import ab_parser, fresh_env, peak_put, timed_put
 from put_flat_dir import _flat
 
 MEAN = 32 << 10  # the mean file size from which the resume cache looks at a directory
@@ -50,12 +49,8 @@ def _tree(root: Path, count: int) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--a", required=True, help="the `wh` of build A (before)")
-    ap.add_argument("--b", required=True, help="the `wh` of build B (this branch)")
-    ap.add_argument("--work", type=Path, required=True, help="where the trees and homes go")
+    ap = ab_parser(__doc__, rounds=2, work="where the trees and homes go")
     ap.add_argument("--counts", default="200000", help="tiny files of the directory")
-    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--held", type=int, help="WH_PUT_HELD_ENTRIES for both builds")
     args = ap.parse_args()
     builds = {"A": args.a, "B": args.b}
