@@ -31,7 +31,7 @@ from collections.abc import (
 )
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import repeat, tee
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -1262,12 +1262,15 @@ class _Emitter:
                 len(node.files),
                 size,
             )
-            # The files read, learned a file at a time (hits: None).
+            # The files read, learned a file at a time (hits: None): one pass
+            # of the merge, which learn_read takes in step (tee holds one).
             entries: Iterable[FileEntry | None] = repeat(None, len(node.files))
             md5s: Iterable[str | None] = repeat(None, len(node.files))
             if text is not None:
-                entries = (entry if read else None for entry, _, read in merged())
-                md5s = (md5 if read else None for _, md5, read in merged())
+                learned = ((e, m) if read else (None, None) for e, m, read in merged())
+                by_entry, by_md5 = tee(learned)
+                entries = (entry for entry, _ in by_entry)
+                md5s = (md5 for _, md5 in by_md5)
             self.cache.learn_read(node, entries, md5s, set(packed.changed))
         finally:
             if text is not None:
