@@ -94,13 +94,21 @@ def print_walls(walls: dict[str, list[float]], loads: list[float]) -> None:
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--a", required=True, help="the `wh` of build A (e.g. main)")
+def ab_parser(doc: str, *, rounds: int, work: str) -> argparse.ArgumentParser:
+    """The options of every put A/B here: the two builds' ``wh``, where the
+    trees go (``work``: what of them) and how many rounds by default; each
+    script adds its own."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--a", required=True, help="the `wh` of build A (before, e.g. main)")
     ap.add_argument("--b", required=True, help="the `wh` of build B (this branch)")
-    ap.add_argument("--work", type=Path, required=True, help="where the 100k tree goes")
+    ap.add_argument("--work", type=Path, required=True, help=work)
+    ap.add_argument("--rounds", type=int, default=rounds)
+    return ap
+
+
+def main() -> None:
+    ap = ab_parser(__doc__, rounds=8, work="where the 100k tree goes")
     ap.add_argument("--scratch", type=Path, required=True, help="tiny trees and homes (tmpfs)")
-    ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--skip-speed", action="store_true")
     opts = ap.parse_args()
     builds = {"A": opts.a, "B": opts.b}

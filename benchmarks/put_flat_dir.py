@@ -20,7 +20,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from put_bounded import fresh_env, peak_put, print_walls, timed_put
+from put_bounded import ab_parser, fresh_env, peak_put, print_walls, timed_put
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -52,13 +51,9 @@ def _flat(root: Path, count: int) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--a", required=True, help="the `wh` of build A (before)")
-    ap.add_argument("--b", required=True, help="the `wh` of build B (this branch)")
-    ap.add_argument("--work", type=Path, required=True, help="where the trees and homes go")
+    ap = ab_parser(__doc__, rounds=6, work="where the trees and homes go")
     ap.add_argument("--counts", default="200000,1000000", help="files of the memory runs")
     ap.add_argument("--speed-count", type=int, default=100_000)
-    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     opts = ap.parse_args()

@@ -18,6 +18,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -104,6 +105,43 @@ def test_a_spilled_directory_walks_in_name_order(
     assert list(one) == list(two) == whole[1][1][3:]
 
 
+class Put(NamedTuple):
+    """What a put of a tree into a spool made of it."""
+
+    pdh: str
+    text: bytes
+    listing: str
+    bytes_read: int
+    file_count: int
+
+
+def _held_and_spilled(
+    monkeypatch: pytest.MonkeyPatch,
+    wh: EmbeddedWarehouse,
+    src: Path,
+    held: str,
+    block_size: int,
+    *,
+    batch: int | None = None,
+) -> Put:
+    """``src`` put twice, held whole then spilled past ``held`` entries (its
+    files of a block hashed ``batch`` at a time if given): what the two
+    made, checked to be the same."""
+    whole = writer._WHOLE_BATCH
+    puts = []
+    for entries, at_a_time in (("100000", whole), (held, batch or whole)):
+        monkeypatch.setenv(HELD_ENTRIES_VAR, entries)
+        monkeypatch.setattr(writer, "_WHOLE_BATCH", at_a_time)
+        with Spool(src.parent) as spool:
+            done = write_tree(wh.store, [src], spool=spool, block_size=block_size)
+            puts.append(
+                Put(spool.pdh, spool.text(), spool.listing(), done.bytes_read, spool.file_count)
+            )
+    monkeypatch.setattr(writer, "_WHOLE_BATCH", whole)
+    assert puts[0] == puts[1]
+    return puts[1]
+
+
 def test_a_spool_takes_a_stream_in_parts_as_it_takes_it_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,17 +151,10 @@ def test_a_spool_takes_a_stream_in_parts_as_it_takes_it_whole(
     # stream with an empty block, so the stream is normalized again, whole.
     for block_size in (16384, 4096):
         with EmbeddedWarehouse(tmp_path / "home") as wh:
-            texts = []
             # Spilled, the files of a block hashed a few at a time as well.
-            for held, batch in (("100000", writer._WHOLE_BATCH), ("500", 7)):
-                monkeypatch.setenv(HELD_ENTRIES_VAR, held)
-                monkeypatch.setattr(writer, "_WHOLE_BATCH", batch)
-                with Spool(tmp_path) as spool:
-                    result = write_tree(wh.store, [src], spool=spool, block_size=block_size)
-                    texts.append((spool.pdh, spool.text(), spool.listing(), result.bytes_read))
-                    assert spool.file_count == FILES + 4
-        assert texts[0] == texts[1]
-        assert texts[0][1].count(b"\n") == 4
+            put = _held_and_spilled(monkeypatch, wh, src, "500", block_size, batch=7)
+        assert put.file_count == FILES + 4
+        assert put.text.count(b"\n") == 4
 
 
 def test_a_spilled_stream_ending_in_an_empty_block_is_written_in_parts_alike(
@@ -139,16 +170,10 @@ def test_a_spilled_stream_ending_in_an_empty_block_is_written_in_parts_alike(
     (src / "m big").write_bytes(os.urandom(10_000))  # blocks of its own
     for name in ("z empty", "z empty 2"):
         (src / name).write_bytes(b"")
-    texts = []
     with EmbeddedWarehouse(tmp_path / "home") as wh:
-        for held in ("100000", "100"):
-            monkeypatch.setenv(HELD_ENTRIES_VAR, held)
-            with Spool(tmp_path) as spool:
-                write_tree(wh.store, [src], spool=spool, block_size=4096)
-                texts.append((spool.pdh, spool.text(), spool.listing()))
-    assert texts[0] == texts[1]
-    assert b" d41d8cd98f00b204e9800998ecf8427e+0" not in texts[0][1]
-    assert len(json.loads(texts[0][2])) == 303
+        put = _held_and_spilled(monkeypatch, wh, src, "100", 4096)
+    assert b" d41d8cd98f00b204e9800998ecf8427e+0" not in put.text
+    assert len(json.loads(put.listing)) == 303
 
 
 def _named_twice(src: Path, count: int) -> Path:
@@ -172,15 +197,9 @@ def test_a_spilled_stream_naming_a_block_twice_is_normalized_in_parts(
     stream, normalized again, lists each block once; spilled, it is written
     in parts, the same text, PDH and listing as held whole, every byte back."""
     src = _named_twice(tmp_path / "src", FILES)
-    texts = []
     with EmbeddedWarehouse(tmp_path / "home") as wh:
-        for held in ("100000", "500"):
-            monkeypatch.setenv(HELD_ENTRIES_VAR, held)
-            with Spool(tmp_path) as spool:
-                write_tree(wh.store, [src], spool=spool, block_size=8192)
-                texts.append((spool.pdh, spool.text(), spool.listing()))
-        assert texts[0] == texts[1]
-        _, text, listing = texts[1]
+        put = _held_and_spilled(monkeypatch, wh, src, "500", 8192)
+        text, listing = put.text, put.listing
         (line,) = text.decode().splitlines()
         locators = [w for w in line.split(" ")[1:] if "+" in w and ":" not in w]
         assert len(locators) == len(set(locators)), "each block listed once"

@@ -580,6 +580,17 @@ class CacheSession:
         if rows is not None:
             rows.close()
 
+    def close(self) -> None:
+        """The put failed: close the scratch files now (its error's traceback
+        may hold the session long after); what it learned is not saved."""
+        for marks in self._marks.values():
+            marks.close()
+        self._marks.clear()
+        if self._spilled_rows is not None:
+            self._spilled_rows.close()
+            self._spilled_rows = None
+        self._learned, self._touch = [], []
+
     def finish(self) -> CacheStats:
         """Save what the put learned (one transaction); what it took from the cache."""
         try:

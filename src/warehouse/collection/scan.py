@@ -133,6 +133,10 @@ class Files:
         """Whether the files are in a scratch file rather than held."""
         return False
 
+    def close(self) -> None:
+        """Close the scratch file the files are in, if any (a put that
+        failed closes it before it raises, not when it is collected)."""
+
     @property
     def total_size(self) -> int:
         return sum(self._sizes)
@@ -197,6 +201,9 @@ class SpilledFiles(Files):
     @property
     def spilled(self) -> bool:
         return True
+
+    def close(self) -> None:
+        self._records.close()
 
     @property
     def total_size(self) -> int:
@@ -369,6 +376,9 @@ def _fill(
         # In name order, so the files are too (each appended in turn).
         for entry in ordered:
             _add(node, entry, prefix + entry, ancestors, keep, lazy)
+    except BaseException:
+        node.files.close()  # the error's traceback holds the node: not with it
+        raise
     finally:
         if runs is not None:
             runs.close()

@@ -20,10 +20,18 @@ import tempfile
 import threading
 from bisect import bisect_right
 from collections import OrderedDict, deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import repeat, tee
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -466,9 +474,12 @@ class _ReadAhead:
     """The directories of a walk, and their small files opened ahead in the
     order the packer takes them in."""
 
-    def __init__(self, nodes: Iterable[_Todo]) -> None:
+    def __init__(self, nodes: Iterator[_Todo]) -> None:
         self._nodes: deque[_Todo] = deque()  # found by the walk, not packed yet
-        self._walk = self._small_paths(iter(nodes))
+        # The walk holds the deque, not the read-ahead: a walk referring to
+        # its read-ahead would keep both, and the directories' scratch files,
+        # until the cycle collector ran.
+        self._walk = _small_paths(nodes, self._nodes)
         self._open: deque[int | OSError] = deque()
         self._done = False
         try:
@@ -477,14 +488,6 @@ class _ReadAhead:
         except BaseException:
             self.close()  # the walk failed (a special file, a link loop)
             raise
-
-    def _small_paths(self, nodes: Iterator[_Todo]) -> Iterator[str]:
-        for node in nodes:
-            self._nodes.append(node)
-            yield ""  # a directory starts: reading ahead may stop here
-            for _, path, size in node.files:
-                if size <= SMALL_FILE:
-                    yield path
 
     def _step(self) -> bool:
         """One step of the walk; True if it opened a small file."""
@@ -495,7 +498,9 @@ class _ReadAhead:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as e:
-            self._open.append(e)  # raised when its turn comes
+            # Its turn raises an error of its own. Without its traceback:
+            # the frames of it would hold the packing of a directory.
+            self._open.append(e.with_traceback(None))
             return True
         try:  # noqa: SIM105 - once a file: cheaper than contextlib.suppress
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
@@ -532,10 +537,32 @@ class _ReadAhead:
         return fd
 
     def close(self) -> None:
+        """Close the files opened ahead and end the walk; the directories
+        found and not packed (an error ended the put) close their scratch
+        files."""
+        self._done = True
+        self._walk.close()
         while self._open:
             fd = self._open.popleft()
             if isinstance(fd, int):
                 os.close(fd)
+        while self._nodes:
+            self._nodes.popleft().close()
+
+
+def _small_paths(nodes: Iterator[_Todo], found: deque[_Todo]) -> Generator[str, None, None]:
+    """The small files of ``nodes`` in order, each directory put in ``found``
+    as it starts (a "" then: reading ahead may stop there)."""
+    try:
+        for node in nodes:
+            found.append(node)
+            yield ""
+            for _, path, size in node.files:
+                if size <= SMALL_FILE:
+                    yield path
+    finally:
+        if isinstance(nodes, Generator):
+            nodes.close()  # ends the tree's walk too, now
 
 
 def _changed(scanned: int, before: tuple[int, int], after: tuple[int, int], read: int) -> str:
@@ -652,6 +679,7 @@ def _pack_dir(
     progress: Progress | None,
     allow_changing: bool = False,
     changed: list[str] | None = None,
+    made: list[_ScratchFile] | None = None,
 ) -> tuple[list[Future[StoredBlock]], list[Segment] | SegmentText, int, Digests]:
     """Pack one directory's files into blocks; also take every file's MD5.
 
@@ -660,6 +688,8 @@ def _pack_dir(
     packer's file hasher, in order. A file at least one block long gets blocks
     of its own: it starts a block and the block holding its end is cut there,
     so the same file is stored as the same blocks in any collection.
+    ``made``: given the scratch files it makes, for the caller to close
+    should it fail (the workers may still write to them then).
     """
     blocks: list[Future[StoredBlock]] = []
     # A directory of more files than are held writes its segments out.
@@ -673,6 +703,8 @@ def _pack_dir(
     # Each file's MD5, in the order of the names; a directory of more files
     # than are held keeps them in a scratch file.
     md5s = directory_digests(len(files), files.spilled)
+    if made is not None:
+        made.extend(x for x in (segments, md5s) if isinstance(x, _ScratchFile))
     stream_pos = 0
 
     file_start = 0  # where the file being read starts in the buffer
@@ -725,11 +757,15 @@ def _pack_dir(
         file_start = fill
         fh: _FileHash | None = None
         try:
-            fd = reads.next() if size <= SMALL_FILE else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            if isinstance(fd, OSError):
-                raise fd
+            opened = (
+                reads.next() if size <= SMALL_FILE else os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            )
         except OSError as e:
             raise os_error(e, f"cannot read {path}") from None
+        if isinstance(opened, OSError):
+            # Not raised itself: this frame, in its traceback, would hold it.
+            raise os_error(opened, f"cannot read {path}")
+        fd = opened
         try:
             # Stat before and after: a file written meanwhile would be stored
             # torn. Reading stops at the size it had when opened, so a file
@@ -890,6 +926,9 @@ class FileCache(Protocol):
         MD5s in the order of its files, None for a file ``hits`` answered
         for (not read)."""
 
+    def close(self) -> None:
+        """The put failed: close the scratch files; what it learned is not saved."""
+
 
 class _Sink(Protocol):
     def add(
@@ -928,6 +967,17 @@ class _Todo:
     files: Files
     hits: Mapping[str, CachedFile] | SpilledHits | None = None
     marker: bool = False  # an empty directory, written as a marker stream
+    walked: bool = False  # the node is the put's own walk's (a lazy tree's)
+
+    def close(self) -> None:
+        """Close its scratch files (an error ended the put): the node's own
+        only if the put's walk made it, not a tree the caller scanned."""
+        if self.walked or self.files is not self.node.files:
+            self.files.close()
+        if self.walked:
+            self.node.files.close()
+        if isinstance(self.hits, SpilledHits):
+            self.hits.close()
 
 
 @dataclass
@@ -943,6 +993,13 @@ class _Packed:
 
     def done(self) -> bool:
         return all(t.done() for t in self.tasks)
+
+    def close(self) -> None:
+        """Close its scratch files (an error ended the put, its tasks are over)."""
+        for made in (self.segments, self.md5s):
+            if isinstance(made, _ScratchFile):
+                made.close()
+        self.todo.close()
 
 
 class _SeenKeys:
@@ -988,15 +1045,31 @@ class _Emitter:
         self.blocks = blocks
         self._keys = _SeenKeys(_SEEN_KEYS)
         self.pending: deque[_Packed] = deque()
+        self._emitting: _Packed | None = None
 
     def add(self, packed: _Packed) -> None:
         self.pending.append(packed)
         while self.pending and (self.pending[0].done() or len(self.pending) > _PENDING):
-            self._emit(self.pending.popleft())
+            self._emit_next()
 
     def finish(self) -> None:
         while self.pending:
-            self._emit(self.pending.popleft())
+            self._emit_next()
+
+    def _emit_next(self) -> None:
+        self._emitting = self.pending.popleft()
+        self._emit(self._emitting)
+        self._emitting = None
+
+    def close(self) -> None:
+        """Close the scratch files of the directories not written out and
+        the block log (an error ended the put; its tasks are over)."""
+        if self._emitting is not None:
+            self._emitting.close()
+            self._emitting = None
+        while self.pending:
+            self.pending.popleft().close()
+        self.blocks.close()
 
     def _emit(self, packed: _Packed) -> None:
         stored = [f.result() for f in packed.blocks]
@@ -1189,12 +1262,15 @@ class _Emitter:
                 len(node.files),
                 size,
             )
-            # The files read, learned a file at a time (hits: None).
+            # The files read, learned a file at a time (hits: None): one pass
+            # of the merge, which learn_read takes in step (tee holds one).
             entries: Iterable[FileEntry | None] = repeat(None, len(node.files))
             md5s: Iterable[str | None] = repeat(None, len(node.files))
             if text is not None:
-                entries = (entry if read else None for entry, _, read in merged())
-                md5s = (md5 if read else None for _, md5, read in merged())
+                learned = ((e, m) if read else (None, None) for e, m, read in merged())
+                by_entry, by_md5 = tee(learned)
+                entries = (entry for entry, _ in by_entry)
+                md5s = (md5 for _, md5 in by_md5)
             self.cache.learn_read(node, entries, md5s, set(packed.changed))
         finally:
             if text is not None:
@@ -1228,7 +1304,9 @@ def write_tree(
     as soon as its blocks are stored, and the result holds neither the
     manifest nor the digests (the caller records them from the spool):
     what the put holds does not grow with the file count. ``cache``: the
-    files it answers for are not read.
+    files it answers for are not read; a put that fails closes it (what it
+    learned is not saved). A put that fails closes its scratch files before
+    it raises.
     """
     root = paths if isinstance(paths, DirNode) else LazyTree(paths)
     packer = _Packer(store, workers or default_workers(), block_size, check)
@@ -1240,6 +1318,9 @@ def write_tree(
         sink = spool
     emitter = _Emitter(sink, cache, BlockLog(None if spool is None else spool.directory))
 
+    # A lazy tree's every walk reads the tree anew: its nodes are this put's.
+    walked = isinstance(root, LazyTree)
+
     def todos() -> Iterator[_Todo]:
         for node in root.walk():
             hits = cache.hits(node) if cache is not None and node.files else None
@@ -1249,37 +1330,62 @@ def write_tree(
                 files = node.files.without(name for name, _ in hits)
             else:
                 files = node.files.only(hits.__contains__, keep=False)
-            yield _Todo(node, files, hits, bool(node.rel) and node.is_empty)
+            yield _Todo(node, files, hits, bool(node.rel) and node.is_empty, walked)
 
     try:
         reads = _ReadAhead(todos())
     except BaseException:
         packer.close()
+        emitter.close()
+        if cache is not None:
+            cache.close()
         raise
     changed: list[str] = []
     total = 0
+    todo: _Todo | None = None
+    made: list[_ScratchFile] = []  # by the directory being packed
     try:
-        while (todo := reads.node()) is not None:
-            packer.tasks = []
-            before = len(changed)
-            if todo.files:
-                blocks, segments, size, md5s = _pack_dir(
-                    todo.node.rel, todo.files, packer, reads, progress, allow_changing, changed
-                )
-                total += size
-            elif todo.node.files or todo.marker:
-                blocks, segments, md5s = [], [], digest_table(0)
-            else:
-                continue  # a directory of directories: no stream of its own
-            emitter.add(_Packed(todo, blocks, segments, md5s, packer.tasks, changed[before:]))
-        emitter.finish()
-        packer.finish()
-    finally:
-        reads.close()
-        packer.close()
-    store.flush()
-    if packer.error is not None:
-        raise packer.error
+        try:
+            while (todo := reads.node()) is not None:
+                packer.tasks = []
+                before = len(changed)
+                made = []
+                if todo.files:
+                    blocks, segments, size, md5s = _pack_dir(
+                        todo.node.rel,
+                        todo.files,
+                        packer,
+                        reads,
+                        progress,
+                        allow_changing,
+                        changed,
+                        made,
+                    )
+                    total += size
+                elif todo.node.files or todo.marker:
+                    blocks, segments, md5s = [], [], digest_table(0)
+                else:
+                    continue  # a directory of directories: no stream of its own
+                emitter.add(_Packed(todo, blocks, segments, md5s, packer.tasks, changed[before:]))
+            emitter.finish()
+            packer.finish()
+        finally:
+            reads.close()
+            packer.close()
+        store.flush()
+        if packer.error is not None:
+            raise packer.error
+    except BaseException:
+        # The error's traceback holds what is open: closed now, not when it
+        # is collected; the workers, which write to them, are done.
+        for scratch in made:
+            scratch.close()
+        if todo is not None:
+            todo.close()
+        emitter.close()
+        if cache is not None:
+            cache.close()
+        raise
     if kept is None:
         assert spool is not None
         return WriteResult(

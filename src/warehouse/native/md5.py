@@ -61,6 +61,7 @@ _release_buffer = ctypes.pythonapi.PyBuffer_Release
 _release_buffer.argtypes = [ctypes.POINTER(_Buffer)]
 _release_buffer.restype = None
 _PYBUF_SIMPLE = 0  # contiguous bytes, read-only allowed
+_WHOLE_FILE_CALLS = ("wh_map_md5", "wh_md5_fds")
 
 
 def _load() -> Any:
@@ -68,6 +69,13 @@ def _load() -> Any:
         if not _lib:
             _lib.append(_open())
         return _lib[0]
+
+
+def _has(symbol: str) -> bool:
+    """Whether the library is used here and exports ``symbol`` (an older or
+    another system's build may not)."""
+    lib = _load()
+    return lib is not None and hasattr(lib, symbol)
 
 
 def _open() -> Any:
@@ -87,26 +95,16 @@ def _open() -> Any:
         ctypes.c_void_p,
         ctypes.c_void_p,
     ]
-    if hasattr(lib, "wh_map_md5"):  # built for Linux
-        lib.wh_map_md5.restype = ctypes.c_int
-        lib.wh_map_md5.argtypes = [
-            ctypes.c_size_t,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-        ]
+    # Both take a count and four arrays and answer < 0 when out of memory.
+    # Built for Linux: wh_map_md5; from this md5.c, wh_md5_fds as well.
+    for name in _WHOLE_FILE_CALLS:
+        if hasattr(lib, name):
+            call = getattr(lib, name)
+            call.restype = ctypes.c_int
+            call.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * 4
+    if hasattr(lib, "wh_map_md5"):
         lib.wh_unmap.restype = None
         lib.wh_unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    if hasattr(lib, "wh_md5_fds"):  # built for Linux, from this md5.c
-        lib.wh_md5_fds.restype = ctypes.c_int
-        lib.wh_md5_fds.argtypes = [
-            ctypes.c_size_t,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-        ]
     # One lane (no AVX2) would be no quicker than hashlib: not worth the calls.
     return lib if lib.wh_md5_lanes() > 1 else None
 
@@ -163,8 +161,7 @@ class _Mapping:
 
 def can_map() -> bool:
     """Whether ``map_md5`` maps and hashes files in one native call here."""
-    lib = _load()
-    return lib is not None and hasattr(lib, "wh_map_md5")
+    return _has("wh_map_md5")
 
 
 def map_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[memoryview, bytes] | None]:
@@ -198,8 +195,7 @@ def map_md5(paths: Sequence[str], sizes: Sequence[int]) -> list[tuple[memoryview
 
 def can_read_fds() -> bool:
     """Whether ``md5_fds`` reads and hashes files in one native call here."""
-    lib = _load()
-    return lib is not None and hasattr(lib, "wh_md5_fds")
+    return _has("wh_md5_fds")
 
 
 def md5_fds(fds: Sequence[int], sizes: Sequence[int]) -> list[bytes | None]:
