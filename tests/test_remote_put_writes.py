@@ -74,6 +74,24 @@ def test_a_put_of_many_directories_records_the_rows_an_embedded_put_does(
     assert _writes(ctl.state.engine, "alice") == expected
 
 
+def test_directories_alike_each_write_their_one_block(
+    tmp_path: Path, ctl: Controller, home: Path
+) -> None:
+    """Each directory writes the block its file is in: one block written
+    once per directory, as often as the manifest's streams name it."""
+    src = tmp_path / "src"
+    for i in range(DIRS):
+        (src / f"d{i:05d}").mkdir(parents=True)
+        (src / f"d{i:05d}" / "same").write_bytes(b"the same\n")
+    with RemoteWarehouse(ctl.url, ctl.user("alice")) as remote:
+        pdh = remote.put(src).pdh
+    with EmbeddedWarehouse(home) as local:
+        assert local.put(src).pdh == pdh
+        expected = [(m, s) for m, s, _ in _writes(local.engine, local.user)]
+    assert len(expected) == DIRS and len(set(expected)) == 1
+    assert [(m, s) for m, s, _ in _writes(ctl.state.engine, "alice")] == expected
+
+
 class _Busy(Front):
     """Answers the first ``busy`` streamed puts 503, then relays them."""
 

@@ -353,12 +353,17 @@ class _Claims:
                 batch.clear()
         self._db.executemany("INSERT INTO written VALUES (?, ?, ?)", batch)
         self._db.execute("CREATE INDEX named_block ON named (key, size)")
+        # Each block's count taken once (grouped), not counted again for
+        # each of its writes: a tree of a million directories holding the
+        # same file names one block a million times, and a count per write
+        # took the square of that.
         bad = self._db.execute(
-            "SELECT line, key, size, nth, (SELECT count(*) FROM named AS n"
-            "  WHERE n.key = w.key AND n.size = w.size) AS times"
+            "SELECT w.line, w.key, w.size, w.nth, coalesce(n.times, 0) AS times"
             " FROM (SELECT line, key, size, row_number() OVER"
             "  (PARTITION BY key, size ORDER BY line) AS nth FROM written) AS w"
-            " WHERE nth > times ORDER BY line LIMIT 1"
+            " LEFT JOIN (SELECT key, size, count(*) AS times FROM named"
+            "  GROUP BY key, size) AS n ON n.key = w.key AND n.size = w.size"
+            " WHERE w.nth > coalesce(n.times, 0) ORDER BY w.line LIMIT 1"
         ).fetchone()
         if bad is None:
             return
