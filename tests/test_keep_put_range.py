@@ -16,6 +16,7 @@ from cluster import KeepPool, pool_fixture
 from test_remote_hostile import FakeKeep, client, servers
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.errors import UsageError, WarehouseError
+from warehouse.remote import keepclient
 from warehouse.remote.blockhttp import FileRange
 from warehouse.remote.keepclient import KeepClient, ReplicationError
 from warehouse.remote.probe import Service
@@ -113,5 +114,27 @@ def test_a_range_past_the_end_of_its_file_is_an_error(pool: KeepPool, middle: in
         with pytest.raises(WarehouseError, match="ends at"):
             keep.put_range(middle, len(HEAD), len(HEAD + BLOCK + TAIL))
         assert keep.stats.puts == 0
+    finally:
+        keep.close()
+
+
+def test_the_signed_locators_remembered_are_bounded(
+    pool: KeepPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client remembers the signed locators of the last blocks it put,
+    not all: one forgotten (no signature cache here) is sent again."""
+    monkeypatch.setattr(keepclient, "_SIGNED_HELD", 4)
+    keep = _keep(pool)
+    try:
+        blocks = [b"block %d\n" % i for i in range(10)]
+        first = [keep.put(b).locator for b in blocks]
+        assert len(keep._signed) <= 4
+        assert keep.stats.puts == 10
+        again = keep.put(blocks[0]).locator
+        assert keep.stats.puts == 11 and keep.stats.skipped == 0
+        assert again.without_hints() == first[0].without_hints()
+        keep.put(blocks[-1])  # still remembered: only checked
+        assert keep.stats.skipped == 1
+        assert [keep.get(loc, cache=False) for loc in first] == blocks
     finally:
         keep.close()

@@ -54,6 +54,8 @@ log = logging.getLogger("warehouse.keep")
 # Seconds a server that ran out a request's deadline is asked last for reads:
 # a hung server costs one deadline, not one per block.
 SLOW_FOR = 300.0
+# Signed locators of blocks put that a client remembers at most.
+_SIGNED_HELD = 65_536
 # Bytes of a file range read at a time for its MD5 (``put_range``).
 _PIECE = 1 << 20
 
@@ -111,7 +113,9 @@ class KeepClient:
         self.last_put_problem = ""
         self._lock = threading.Lock()
         # Signed locators this client already holds: a later put of the same
-        # block only checks (HEAD) that the copies are there.
+        # block only checks (HEAD) that the copies are there. The last
+        # ``_SIGNED_HELD`` at most: a block per directory of a tree of a
+        # million one-file directories held about 0.4 KB each.
         self._signed: dict[str, Locator] = {}
         self.known = known
         # The block client of another cluster by its name (None: not known);
@@ -191,6 +195,10 @@ class KeepClient:
                 f"(at least {self.min_copies} needed; {len(self.services)} servers){why}"
             )
         locator = signed.with_hint(k_hint(stored, self.cluster))
+        if len(self._signed) >= _SIGNED_HELD:
+            # Forgotten: the signature cache (``known``) still has them,
+            # else such a block is sent again, not wrongly skipped.
+            self._signed.clear()
         self._signed[plain.key] = locator
         if self.known is not None:
             self.known.add(locator)
