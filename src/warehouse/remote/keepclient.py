@@ -55,7 +55,7 @@ log = logging.getLogger("warehouse.keep")
 # a hung server costs one deadline, not one per block.
 SLOW_FOR = 300.0
 # Signed locators of blocks put that a client remembers at most.
-_SIGNED_HELD = 65_536
+_SIGNED_HELD = 10_000
 # Bytes of a file range read at a time for its MD5 (``put_range``).
 _PIECE = 1 << 20
 
