@@ -6,14 +6,18 @@ Each round, for each build: a fresh ``wh serve --keep 2 --executor none``
 in a fresh ``WH_HOME``, an admin and the user alice made by its own
 commands, then alice's ``wh put --no-progress TREE`` of ``--files`` tiny
 files (a few bytes each, 1,000 to a directory, made under ``--scratch``,
-tmpfs where there is one). Printed per run: the put's wall seconds, the
-client's peak resident size (``wait4``) and the controller's (``VmHWM``
-of the ``wh serve`` process, read before it stops; its keep servers are
-processes of their own and not counted), then each build's medians and
-the load average seen.
+tmpfs where there is one; ``--per-dir 1``: each in a directory of its own,
+a block and an accounting line per directory; with ``--same``, every
+file holds the same bytes: one block, written once per directory).
+Printed per run: the put's wall seconds, the client's peak resident size
+(``wait4``) and the controller's (``VmHWM`` of the ``wh serve`` process,
+read before it stops; its keep servers are processes of their own and not
+counted), then each build's medians and the load average seen.
 
     python benchmarks/remote_put_ab.py --a MAIN/.venv/bin/wh --b .venv/bin/wh \\
         --work /var/tmp/remote-put --scratch /dev/shm/remote-put --files 100000 --rounds 3
+    python benchmarks/remote_put_ab.py ... --files 100000 --per-dir 1 --rounds 2
+    python benchmarks/remote_put_ab.py ... --files 20000 --per-dir 1 --same --rounds 1
 
 Standard library only.
 """
@@ -32,6 +36,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from put_bounded import tiny_tree  # the same trees
+
+
+def one_file_dirs(root: Path, count: int, same: bool = False) -> Path:
+    """``count`` tiny files, each in a directory of its own (kept if already
+    there); ``same``: all holding the same bytes."""
+    if root.is_dir() and sum(len(f) for _, _, f in os.walk(root)) == count:
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    for i in range(count):
+        d = root / f"d{i // 1000:04d}" / f"{i:07d}"
+        d.mkdir(parents=True)
+        data = b"the same\n" if same else b"" if i % 5 == 0 else b"%x\n" % i
+        (d / "f").write_bytes(data)
+    return root
 
 
 def _peak_kib(pid: int) -> int:
@@ -89,8 +107,16 @@ def main() -> None:
     ap.add_argument("--scratch", type=Path, required=True, help="the tree (tmpfs)")
     ap.add_argument("--files", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--per-dir", type=int, choices=(1, 1000), default=1000, help="files per directory"
+    )
+    ap.add_argument("--same", action="store_true", help="with --per-dir 1: files alike")
     args = ap.parse_args()
-    tree = tiny_tree(args.scratch / f"tiny{args.files}", args.files)
+    if args.per_dir == 1:
+        name = f"{'same' if args.same else 'dirs'}{args.files}"
+        tree = one_file_dirs(args.scratch / name, args.files, args.same)
+    else:
+        tree = tiny_tree(args.scratch / f"tiny{args.files}", args.files)
     seen: dict[str, list[tuple[float, int, int]]] = {"A": [], "B": []}
     loads = []
     for r in range(args.rounds):

@@ -15,14 +15,14 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, UsageError, os_error
 
-__all__ = ["MAPPED_MIN", "BlockStore", "LocalBlockStore", "StoredBlock"]
+__all__ = ["MAPPED_MIN", "BatchReads", "BlockStore", "LocalBlockStore", "StoredBlock"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -47,6 +47,23 @@ class BlockStore(Protocol):
         (and may give the block's pages mapped rather than copied)."""
 
     def exists(self, locator: Locator) -> bool: ...
+
+    def put_range(self, fd: int, offset: int, size: int) -> Locator:
+        """Store ``size`` bytes of the open file ``fd`` from ``offset`` as one
+        block, durable when this returns, never holding it whole (a put's
+        manifest text, up to 64 MiB a block, is stored from its scratch
+        file this way)."""
+
+
+@runtime_checkable
+class BatchReads(Protocol):
+    """A store that may check big blocks of a one-pass read together."""
+
+    def checks_ahead(self) -> bool:
+        """Whether ``get_ahead`` checks big blocks together here."""
+
+    def get_ahead(self, locators: Sequence[Locator]) -> list[Callable[[], bytes | memoryview]]:
+        """Each block by a call made when it is used (see ``LocalBlockStore``)."""
 
 
 MAPPED_MIN = 1 << 20  # below this, a read costs less than mapping the block

@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from warehouse.blocks import Locator
-from warehouse.blocks.store import MAPPED_MIN, BlockStore
+from warehouse.blocks.store import MAPPED_MIN, BatchReads, BlockStore
 from warehouse.collection.listings import Digests, OrderedListing
 from warehouse.collection.spool import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
@@ -215,13 +215,15 @@ class CollectionReader:
         batch: list[Locator] = []  # big blocks waiting to be checked together
         last: str | None = None  # block of the last piece queued
         more = True
-        together = self._checks_together()
+        ahead = self.store if isinstance(self.store, BatchReads) else None
+        together = self._checks_together(ahead)
         limit = together + together // 2 if together else self.readahead
 
         checked = [0]  # batches sent to be checked
 
         def check_batch() -> None:
-            fetch = pool.submit(self.store.get_ahead, list(batch))  # type: ignore[attr-defined]
+            assert ahead is not None  # a batch is made only where it checks ahead
+            fetch = pool.submit(ahead.get_ahead, list(batch))
             window.extend(_Ahead(fetch, i) for i in range(len(batch)))
             batch.clear()
             checked[0] += 1
@@ -269,10 +271,10 @@ class CollectionReader:
                 for f in window:
                     f.cancel()
 
-    def _checks_together(self) -> int:
+    def _checks_together(self, ahead: BatchReads | None) -> int:
         """How many big blocks a one-pass read checks at once (0: one by
         one): a native call hashes that many side by side, one per SIMD lane."""
-        if not self.one_pass or not getattr(self.store, "checks_ahead", lambda: False)():
+        if not self.one_pass or ahead is None or not ahead.checks_ahead():
             return 0
         from warehouse.native.md5 import lanes
 

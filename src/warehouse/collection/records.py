@@ -92,12 +92,9 @@ def store_spooled(
     (``listing``: a put of manifest text has none, and records none)."""
     if not spool.portable:  # hints in the text (no local store gives any)
         return store_manifest(store, engine, Manifest.parse(spool.text()), user, None)
-    if isinstance(store, LocalBlockStore):
-        # Ten million files make 152 MB of text: stored a piece at a time.
-        fd, ranges = spool.text_ranges(MAX_BLOCK_SIZE)
-        locators = [store.put_range(fd, offset, size) for offset, size in ranges]
-    else:
-        locators = [store.put(piece).locator for piece in spool.text_pieces(MAX_BLOCK_SIZE)]
+    # Ten million files make 152 MB of text: stored a piece at a time.
+    fd, ranges = spool.text_ranges(MAX_BLOCK_SIZE)
+    locators = [store.put_range(fd, offset, size) for offset, size in ranges]
     if not locators:
         locators.append(store.put(b"").locator)
     store.flush()  # nothing is recorded before its blocks are durable

@@ -15,6 +15,7 @@ request must be over within ``timeout`` plus one second per 64 KiB it moves
 from __future__ import annotations
 
 import contextlib
+import errno
 import heapq
 import http.client
 import itertools
@@ -23,6 +24,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -34,7 +36,9 @@ __all__ = [
     "MIN_RATE",
     "REPLY_LIMIT",
     "BlockHttp",
+    "Body",
     "DeadlineError",
+    "FileRange",
     "Reply",
     "TransportError",
     "keep_timeout",
@@ -60,6 +64,9 @@ MIN_RATE = 64 * 1024
 # timeout (a socket's timeout bounds a whole sendall), which asks no more than
 # the rate of the whole-request rule; few pieces, few GIL hand-overs.
 _MIN_PIECE = 1 << 20
+# A file range is read and sent a piece of this at a time (each within the
+# timeout as a larger piece would be).
+_RANGE_PIECE = 1 << 20
 
 
 def keep_timeout() -> float:
@@ -156,6 +163,32 @@ class _Watchdog:
 
 
 @dataclass(frozen=True, slots=True)
+class FileRange:
+    """A body of ``size`` bytes of the open file ``fd`` from ``offset``,
+    sent as read, a piece at a time (each send reads it again: a request
+    tried once more, or a copy to another server, needs no copy kept)."""
+
+    fd: int
+    offset: int
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+    def pieces(self, size: int) -> Iterator[bytes]:
+        at, end = self.offset, self.offset + self.size
+        while at < end:
+            piece = os.pread(self.fd, min(size, end - at), at)
+            if not piece:
+                raise OSError(errno.EIO, f"a file ends at {at} bytes, before {end}")
+            at += len(piece)
+            yield piece
+
+
+Body = bytes | bytearray | memoryview | FileRange
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     status: int
     headers: dict[str, str]
@@ -183,7 +216,7 @@ class BlockHttp:
         self,
         method: str,
         url: str,
-        body: bytes | bytearray | memoryview | None = None,
+        body: Body | None = None,
         *,
         limit: int = REPLY_LIMIT,
     ) -> Reply:
@@ -212,7 +245,10 @@ class BlockHttp:
             timed = self._watchdog.arm(conn, deadline)
             try:
                 conn.request(method, path, headers=headers)
-                if body is not None:
+                if isinstance(body, FileRange):
+                    for data in body.pieces(_RANGE_PIECE):
+                        conn.send(data)
+                elif body is not None:
                     view = memoryview(body).cast("B")
                     for at in range(0, size, piece):
                         conn.send(view[at : at + piece])

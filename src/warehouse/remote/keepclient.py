@@ -25,11 +25,14 @@ from warehouse.errors import (
     NotFoundError,
     UsageError,
     WarehouseError,
+    os_error,
 )
 from warehouse.remote.blockhttp import (
     REPLY_LIMIT,
     BlockHttp,
+    Body,
     DeadlineError,
+    FileRange,
     Reply,
     TransportError,
     keep_timeout,
@@ -51,6 +54,10 @@ log = logging.getLogger("warehouse.keep")
 # Seconds a server that ran out a request's deadline is asked last for reads:
 # a hung server costs one deadline, not one per block.
 SLOW_FOR = 300.0
+# Signed locators of blocks put that a client remembers at most.
+_SIGNED_HELD = 10_000
+# Bytes of a file range read at a time for its MD5 (``put_range``).
+_PIECE = 1 << 20
 
 
 class ReplicationError(WarehouseError):
@@ -106,7 +113,9 @@ class KeepClient:
         self.last_put_problem = ""
         self._lock = threading.Lock()
         # Signed locators this client already holds: a later put of the same
-        # block only checks (HEAD) that the copies are there.
+        # block only checks (HEAD) that the copies are there. The last
+        # ``_SIGNED_HELD`` at most: a block per directory of a tree of a
+        # million one-file directories held about 0.4 KB each.
         self._signed: dict[str, Locator] = {}
         self.known = known
         # The block client of another cluster by its name (None: not known);
@@ -139,7 +148,29 @@ class KeepClient:
         size = len(data)
         if size > MAX_BLOCK_SIZE:
             raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
-        md5 = md5 or hashlib.md5(data).hexdigest()
+        return self._put(md5 or hashlib.md5(data).hexdigest(), data)
+
+    def put_range(self, fd: int, offset: int, size: int) -> Locator:
+        """Store ``size`` bytes of the open file ``fd`` from ``offset`` as one
+        block, as ``put`` stores a block (copies, signature, a block already
+        stored not sent again), reading it a piece (1 MiB) at a time: once
+        for its MD5, then once for each copy sent. For a put's manifest
+        text, which may be hundreds of megabytes: what is held is a piece
+        per copy in flight, not a 64 MiB block. Each server checks the MD5
+        of what it is sent (a range that changed meanwhile is refused)."""
+        if size > MAX_BLOCK_SIZE:
+            raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
+        body = FileRange(fd, offset, size)
+        md5 = hashlib.md5()
+        try:
+            for piece in body.pieces(_PIECE):
+                md5.update(piece)
+        except OSError as e:
+            raise os_error(e, "cannot read a block to store") from None
+        return self._put(md5.hexdigest(), body).locator
+
+    def _put(self, md5: str, data: Body) -> StoredBlock:
+        size = len(data)
         plain = Locator(md5, size)
         if plain.is_empty:
             return StoredBlock(plain, False)
@@ -164,13 +195,17 @@ class KeepClient:
                 f"(at least {self.min_copies} needed; {len(self.services)} servers){why}"
             )
         locator = signed.with_hint(k_hint(stored, self.cluster))
+        if len(self._signed) >= _SIGNED_HELD:
+            # Forgotten: the signature cache (``known``) still has them,
+            # else such a block is sent again, not wrongly skipped.
+            self._signed.clear()
         self._signed[plain.key] = locator
         if self.known is not None:
             self.known.add(locator)
         return StoredBlock(locator, new)
 
     def _store_copies(
-        self, md5: str, body: Buffer, order: list[Service]
+        self, md5: str, body: Body, order: list[Service]
     ) -> tuple[list[int], Locator | None, bool]:
         """PUT to the first servers in probe order that accept, the copies at
         once: which took it, a signed locator, and whether any copy was new."""
@@ -211,7 +246,7 @@ class KeepClient:
         return stored, signed, new
 
     def _put_each(
-        self, md5: str, body: Buffer, order: list[Service], batch: list[int]
+        self, md5: str, body: Body, order: list[Service], batch: list[int]
     ) -> list[Reply | str | DeadlineError]:
         """One PUT per server in ``batch``, all at once; a reply, or why it failed
         (5xx too; a DeadlineError for a server too slow to be asked again)."""

@@ -17,10 +17,12 @@ from urllib.parse import quote
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
+from warehouse.blocks import Locator
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
+from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.values import check_writer
 from warehouse.collection.listings import Digests, OrderedListing, ordered_listing, parse_listing
-from warehouse.collection.spool import Spool, StoredText
+from warehouse.collection.spool import BlockLog, Spool, StoredText
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
@@ -213,20 +215,19 @@ class RemoteWarehouse(WarehouseBase):
         # Streamed from the spool's files: neither the manifest nor the
         # listing is held whole here, nor on the controller.
         text_size, listing_size = spool.written()
-        lines = [f"{m} {s} {int(n)}\n".encode() for m, s, n in writes]
-        length = text_size + listing_size + sum(map(len, lines))
+        body = _SpoolBody(spool, _again(writes))
         try:
             out = self.api.post_stream(
                 "/collections/text",
-                _SpoolBody(spool, lines),
-                length,
+                body,
+                text_size + listing_size + body.writes_size(),
                 manifest_size=text_size,
                 listing_size=listing_size,
             )
         except MethodNotAllowed:
             # A controller older than the streamed put: the whole manifest, as before.
             listing = json.loads(spool.listing())
-            return self._record(Manifest.parse(spool.text()), listing, writes, spool.pdh)
+            return self._record(Manifest.parse(spool.text()), listing, body.writes, spool.pdh)
         return self._stored("/collections/text", out, spool.pdh)
 
     def _record_text_spool(self, spool: Spool) -> catalog.CollectionRecord:
@@ -236,7 +237,7 @@ class RemoteWarehouse(WarehouseBase):
         try:
             out = self.api.post_stream(
                 "/collections/text",
-                _SpoolBody(spool, [], listing=False),
+                _SpoolBody(spool, (), listing=False),
                 text_size,
                 manifest_size=text_size,
                 listing_size=0,
@@ -429,22 +430,56 @@ _LISTING_PART = 1 << 20
 
 class _SpoolBody:
     """A streamed put's body read from its spool, a piece at a time, each
-    time it is iterated: the manifest text, the listing, the block writes."""
+    time it is iterated: the manifest text, the listing, the block writes.
+    It is iterated again when a busy controller asks for it again, so
+    ``writes`` must be re-iterable (see ``_again``): its accounting lines
+    (about 60 bytes a block, a block per directory of small files) are made
+    as they are sent, never held together."""
 
-    def __init__(self, spool: Spool, writes: list[bytes], *, listing: bool = True) -> None:
+    def __init__(self, spool: Spool, writes: BlockWrites, *, listing: bool = True) -> None:
         self._spool = spool
-        self._writes = writes
+        self.writes = writes
         self._listing = listing
+
+    def writes_size(self) -> int:
+        """The bytes of the accounting lines, counted without making them."""
+        # Each line is "MD5 SIZE NEW\n": the MD5 and size in ASCII, NEW 0 or 1.
+        return sum(len(m) + len(str(s)) + 4 for m, s, _ in self.writes)
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._spool.text_pieces(_PIECE)
         if self._listing:
             for piece in self._spool.listing_pieces(_PIECE):
                 yield piece.encode()
-        for i in range(0, len(self._writes), 4096):
-            yield b"".join(self._writes[i : i + 4096])
+        lines: list[str] = []
+        for m, s, n in self.writes:
+            lines.append(f"{m} {s} {int(n)}\n")
+            if len(lines) == _LINES:
+                yield "".join(lines).encode()
+                lines.clear()
+        if lines:
+            yield "".join(lines).encode()
 
 
+def _again(writes: BlockWrites) -> BlockWrites:
+    """``writes`` as rows that can be read more than once: a put's own (a
+    list, or its block log read back from a scratch file) as they are; a
+    one-shot iterator is first written to a block log, which spills to a
+    scratch file past a few thousand rows."""
+    if not isinstance(writes, Iterator):
+        return writes
+    log = BlockLog()
+    try:
+        for md5, size, new in writes:
+            log.append(StoredBlock(Locator(md5, size), new))
+    except BaseException:
+        log.close()
+        raise
+    return log.rows()
+
+
+# Accounting lines sent together: 4096 make about 240 KB.
+_LINES = 4096
 # What a put's body is sent in pieces of.
 _PIECE = 1 << 20
 
