@@ -24,6 +24,14 @@ die() {
 
 [[ $(id -u) == 0 ]] || die "run as root: slurmd runs steps as their submitter and needs root"
 
+install -d -m 0700 "$DIR" "$DIR/state" "$DIR/spool" "$DIR/munge"
+# One run at a time: two at once (two test processes) would install the
+# packages, write the same files and start the daemons twice. The daemons
+# are started with the lock's descriptor closed (`9>&-`): one that kept it
+# would hold the lock as long as it lives, and every later run would wait.
+exec 9>"$DIR/.lock"
+flock -w 900 9 || die "another scripts/slurm.sh has held $DIR/.lock for 15 minutes"
+
 # 1. The software.
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null ||
     ! command -v sbatch >/dev/null || ! command -v munged >/dev/null; then
@@ -35,11 +43,6 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null ||
 fi
 
 export SLURM_CONF=$CONF
-install -d -m 0700 "$DIR" "$DIR/state" "$DIR/spool" "$DIR/munge"
-# One run at a time: two at once (two test processes) would write the same
-# files and start the daemons twice.
-exec 9>"$DIR/.lock"
-flock 9
 
 # 2. munged with a key of its own and its socket in DIR.
 SOCKET=$DIR/munge/munge.socket
@@ -51,7 +54,7 @@ if ! munge -n --socket="$SOCKET" </dev/null >/dev/null 2>&1; then
     say "starting munged"
     munged --key-file="$DIR/munge/munge.key" --socket="$SOCKET" \
         --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/munge/munged.log" \
-        --seed-file="$DIR/munge/munged.seed" --force >&2 ||
+        --seed-file="$DIR/munge/munged.seed" --force >&2 9>&- ||
         die "munged did not start (see $DIR/munge/munged.log)"
 fi
 
@@ -109,14 +112,14 @@ fi
 pid_alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if ! pid_alive "$DIR/slurmctld.pid"; then
     say "starting slurmctld"
-    slurmctld -f "$CONF" >&2 || die "slurmctld did not start (see $DIR/slurmctld.log)"
+    slurmctld -f "$CONF" >&2 9>&- || die "slurmctld did not start (see $DIR/slurmctld.log)"
 elif [[ $CHANGED == 1 ]]; then
     say "slurm.conf changed: reconfiguring"
-    scontrol reconfigure >&2 || true
+    scontrol reconfigure >&2 9>&- || true
 fi
 if ! pid_alive "$DIR/slurmd.pid"; then
     say "starting slurmd"
-    slurmd -f "$CONF" >&2 || die "slurmd did not start (see $DIR/slurmd.log)"
+    slurmd -f "$CONF" >&2 9>&- || die "slurmd did not start (see $DIR/slurmd.log)"
 fi
 
 for _ in $(seq 1 120); do
