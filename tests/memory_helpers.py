@@ -1,7 +1,9 @@
-"""Running `wh` under an address-space limit, learning its peak resident size."""
+"""Running `wh` under an address-space limit, learning its peak resident
+size; what this process holds open."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -30,3 +32,17 @@ def limited(limit: int, peak: Path, *args: str) -> list[str]:
     """The command running ``wh ARGS`` within ``limit`` bytes of address
     space; its peak resident size is written to ``peak`` when it ends."""
     return [sys.executable, "-S", "-c", _LAUNCH, str(limit), str(peak), WH, *args]
+
+
+def open_under(*roots: Path) -> set[str]:
+    """What this process has open under ``roots`` (unnamed scratch files
+    show as "DIR/#INODE (deleted)")."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed since
+        if any(target.startswith(f"{root}/") for root in roots):
+            found.add(target)
+    return found

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_helpers import open_under
 from warehouse.collection.scan import DirNode, LazyTree, scan_paths
 from warehouse.collection.spool import HELD_ENTRIES_VAR
 from warehouse.embedded import EmbeddedWarehouse
@@ -29,20 +30,6 @@ def no_collector() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-def _open_under(*roots: Path) -> set[str]:
-    """What this process has open under ``roots`` (unnamed scratch files
-    show as "DIR/#INODE (deleted)")."""
-    found = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue  # the listing's own descriptor, closed since
-        if any(target.startswith(f"{root}/") for root in roots):
-            found.add(target)
-    return found
 
 
 def _tree(src: Path, size: int) -> Path:
@@ -70,6 +57,18 @@ def _fifo_in_a_later_directory(src: Path) -> DirNode:
     return LazyTree([src])
 
 
+def _fifo_as_the_read_ahead_starts(src: Path) -> DirNode:
+    """A directory of ten files walked first, then one with a FIFO: the
+    put fails as its read-ahead starts, the ten files open, before any
+    directory is packed."""
+    (src / "0").mkdir()
+    for i in range(10):
+        (src / "0" / f"g{i}").write_bytes(b"%d\n" % i)
+    (src / "1").mkdir()
+    os.mkfifo(src / "1" / "fifo")
+    return LazyTree([src])
+
+
 def _fifo_in_a_spilled_directory(src: Path) -> DirNode:
     """A FIFO among the files of a spilled directory: its scan fails."""
     os.mkfifo(src / "b" / "zz fifo")
@@ -82,9 +81,11 @@ def _fifo_in_a_spilled_directory(src: Path) -> DirNode:
         (_removed_after_the_scan, NotFoundError, False),
         (_fifo_in_a_later_directory, UsageError, False),
         (_fifo_in_a_spilled_directory, UsageError, False),
+        (_fifo_as_the_read_ahead_starts, UsageError, False),
         # Files the resume cache looks at (32 KiB and more): its session's too.
         (_removed_after_the_scan, NotFoundError, True),
         (_fifo_in_a_later_directory, UsageError, True),
+        (_fifo_as_the_read_ahead_starts, UsageError, True),
     ],
 )
 def test_a_failed_put_closes_its_scratch_files_before_it_raises(
@@ -106,11 +107,11 @@ def test_a_failed_put_closes_its_scratch_files_before_it_raises(
     ):
         roots = (scratch, tmp_path / "home" / "tmp", src)
         tree = make(src)
-        before = _open_under(*roots)  # a tree scanned whole holds its own
+        before = open_under(*roots)  # a tree scanned whole holds its own
         with pytest.raises(error) as raised:
             wh.put(tree, cache=cache if cached else None)
         # The error, its traceback and every frame of it still held.
         assert raised.value.__traceback__ is not None
-        assert _open_under(*roots) - before == set()
+        assert open_under(*roots) - before == set()
         del raised, tree
-        assert _open_under(*roots) == set()
+        assert open_under(*roots) == set()

@@ -11,6 +11,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import tempfile
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ import sqlalchemy as sa
 
 from cluster import Controller, ctl_fixture, listening, pool_fixture, wh_serve
 from frontserver import Answer, Front, serving
-from memory_helpers import WH
+from memory_helpers import WH, open_under
 from warehouse.blocks import Locator
 from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.schema import block_writes
@@ -190,11 +191,21 @@ def test_the_block_writes_of_ten_times_the_directories_peak_alike(tmp_path: Path
     assert large - small < GROWTH, (small >> 10, large >> 10)
 
 
-def test_one_shot_block_writes_are_kept_to_be_sent_again(tmp_path: Path) -> None:
+def test_one_shot_block_writes_are_kept_to_be_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rows = [(hashlib.md5(b"%d" % i).hexdigest(), i + 1, i % 2 == 0) for i in range(20_000)]
-    again = _again(iter(rows))
-    # Read back (from a scratch file past the rows held) each time alike.
-    assert list(again) == rows
-    assert list(again) == rows
+    scratch = tmp_path / "scratch"  # the system's temporary directory, here
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv(HELD_ENTRIES_VAR, HELD)
+    with _again(iter(rows)) as again:
+        # Read back (from a scratch file past the rows held) each time alike.
+        assert list(again) == rows
+        assert list(again) == rows
+        assert open_under(scratch)
+    # Its scratch file is closed at the end, not when the object is collected.
+    assert not open_under(scratch)
     # Re-iterable rows are sent as they are.
-    assert _again(rows) is rows
+    with _again(rows) as same:
+        assert same is rows

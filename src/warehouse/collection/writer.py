@@ -1332,20 +1332,14 @@ def write_tree(
                 files = node.files.only(hits.__contains__, keep=False)
             yield _Todo(node, files, hits, bool(node.rel) and node.is_empty, walked)
 
-    try:
-        reads = _ReadAhead(todos())
-    except BaseException:
-        packer.close()
-        emitter.close()
-        if cache is not None:
-            cache.close()
-        raise
     changed: list[str] = []
     total = 0
     todo: _Todo | None = None
     made: list[_ScratchFile] = []  # by the directory being packed
+    reads: _ReadAhead | None = None
     try:
         try:
+            reads = _ReadAhead(todos())
             while (todo := reads.node()) is not None:
                 packer.tasks = []
                 before = len(changed)
@@ -1370,7 +1364,8 @@ def write_tree(
             emitter.finish()
             packer.finish()
         finally:
-            reads.close()
+            if reads is not None:
+                reads.close()
             packer.close()
         store.flush()
         if packer.error is not None:

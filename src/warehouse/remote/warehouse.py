@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -215,19 +216,20 @@ class RemoteWarehouse(WarehouseBase):
         # Streamed from the spool's files: neither the manifest nor the
         # listing is held whole here, nor on the controller.
         text_size, listing_size = spool.written()
-        body = _SpoolBody(spool, _again(writes))
-        try:
-            out = self.api.post_stream(
-                "/collections/text",
-                body,
-                text_size + listing_size + body.writes_size(),
-                manifest_size=text_size,
-                listing_size=listing_size,
-            )
-        except MethodNotAllowed:
-            # A controller older than the streamed put: the whole manifest, as before.
-            listing = json.loads(spool.listing())
-            return self._record(Manifest.parse(spool.text()), listing, body.writes, spool.pdh)
+        with _again(writes) as rows:
+            body = _SpoolBody(spool, rows)
+            try:
+                out = self.api.post_stream(
+                    "/collections/text",
+                    body,
+                    text_size + listing_size + body.writes_size(),
+                    manifest_size=text_size,
+                    listing_size=listing_size,
+                )
+            except MethodNotAllowed:
+                # A controller older than the streamed put: the whole manifest, as before.
+                listing = json.loads(spool.listing())
+                return self._record(Manifest.parse(spool.text()), listing, rows, spool.pdh)
         return self._stored("/collections/text", out, spool.pdh)
 
     def _record_text_spool(self, spool: Spool) -> catalog.CollectionRecord:
@@ -461,21 +463,20 @@ class _SpoolBody:
             yield "".join(lines).encode()
 
 
-def _again(writes: BlockWrites) -> BlockWrites:
-    """``writes`` as rows that can be read more than once: a put's own (a
-    list, or its block log read back from a scratch file) as they are; a
-    one-shot iterator is first written to a block log, which spills to a
-    scratch file past a few thousand rows."""
+@contextmanager
+def _again(writes: BlockWrites) -> Iterator[BlockWrites]:
+    """``writes`` as rows that can be read more than once, while in the
+    ``with``: a put's own (a list, or its block log read back from a scratch
+    file) as they are; a one-shot iterator is first written to a block log,
+    which spills to a scratch file past a few thousand rows, closed at the
+    end of the ``with``."""
     if not isinstance(writes, Iterator):
-        return writes
-    log = BlockLog()
-    try:
+        yield writes
+        return
+    with closing(BlockLog()) as log:
         for md5, size, new in writes:
             log.append(StoredBlock(Locator(md5, size), new))
-    except BaseException:
-        log.close()
-        raise
-    return log.rows()
+        yield log.rows()
 
 
 # Accounting lines sent together: 4096 make about 240 KB.
