@@ -103,6 +103,15 @@ echo "job $WH_JOB went"
 """
 
 
+def _input(tmp_path: Path) -> Path:
+    """A job's input in a directory of its own: not ``tmp_path``, which holds
+    the warehouse's home, whose catalog files change under a put of it."""
+    src = tmp_path / "input"
+    src.mkdir()
+    (src / "data").write_text("input\n")
+    return src
+
+
 def _until(found: Path, proc: subprocess.Popen[bytes] | None = None) -> None:
     """Wait for a step to say it started (a guard against a hang, not a bound)."""
     deadline = time.monotonic() + 120
@@ -119,7 +128,7 @@ def test_submit_wait_takes_over_from_a_killed_manager(
     # waits on the catalog; that process is killed (SIGKILL) while the job
     # runs: the waiting command runs the manager itself, and ends with the
     # job's outcome rather than waiting for ever.
-    key = wh.put([tmp_path]).pdh
+    key = wh.put([_input(tmp_path)]).pdh
     fn = put_function(wh, tmp_path, "waits.sh", WAITS_FOR_GO)
     first = jobs.submit(wh, jobs.JobRequest(fn, key, {}))
     env = {**os.environ, "WH_HOME": str(home)}
@@ -207,7 +216,7 @@ def test_a_killed_workflow_run_leaves_no_step_running(
 ) -> None:
     # kill -9 of `wh workflow run --wait`, whose manager runs a step (a
     # subprocess) that started a child: both end with it.
-    key = wh.put([tmp_path]).pdh
+    key = wh.put([_input(tmp_path)]).pdh
     fn = put_function(wh, tmp_path, "runs.sh", RUNS_ON_SH)
     flow = tmp_path / "w.yml"
     flow.write_text(f"workflow: w\njobs:\n  a:\n    function: {fn}\n    input: {key}\n")
@@ -247,7 +256,7 @@ def test_the_lifeline_runs_last_and_still_kills_steps_it_reads_late(
     """The lifeline runs at nice 19, so its start takes no CPU a step wants;
     stopped (as a starved one is) until after the manager is killed, it still
     reads the pids waiting in its pipe and kills their steps."""
-    key = wh.put([tmp_path]).pdh
+    key = wh.put([_input(tmp_path)]).pdh
     fn = put_function(wh, tmp_path, "runs.sh", RUNS_ON_SH)
     flow = tmp_path / "w.yml"
     flow.write_text(f"workflow: w\njobs:\n  a:\n    function: {fn}\n    input: {key}\n")
@@ -287,7 +296,7 @@ def test_a_killed_manager_leaves_no_forked_step_running(
     wh: EmbeddedWarehouse, home: Path, tmp_path: Path
 ) -> None:
     # The same for a Python step forked from the manager's fork server.
-    key = wh.put([tmp_path]).pdh
+    key = wh.put([_input(tmp_path)]).pdh
     fn = put_function(wh, tmp_path, "runs.py", RUNS_ON_PY)
     record = jobs.submit(wh, jobs.JobRequest(fn, key, {}))
     driver = tmp_path / "driver.py"
@@ -346,7 +355,7 @@ def test_the_lifeline_kills_the_group_of_a_step_reaped_by_another(
     killed too. The lifeline has seen the manager alive after the child
     started (it looks every 0.2 s while it holds steps, and blocks between:
     five blocks take two looks at least), which proves the group its own."""
-    key = wh.put([tmp_path]).pdh
+    key = wh.put([_input(tmp_path)]).pdh
     fn = put_function(wh, tmp_path, "ends.sh", ENDS_WITH_ITS_MANAGER)
     reaper = tmp_path / "reaper.py"
     reaper.write_text(REAPER)
