@@ -23,6 +23,35 @@ __all__ = ["FORMATS", "Chunks", "stream_tar", "stream_zip"]
 FORMATS = ("zip", "tar")
 Chunks = Callable[[FileEntry], Iterable[bytes]]  # a file's bytes, in order
 
+# The web server hands each piece of a streamed body to a thread of its pool
+# and sends it as an HTTP chunk: a tar of 200,000 files of 10 bytes was
+# 600,000 pieces (header, data, padding) and took over two minutes, now a
+# few seconds. Pieces are sent joined up to this size; a bigger one as it is.
+PIECE = 1 << 16
+
+
+def _joined(parts: Iterable[bytes]) -> Iterator[bytes]:
+    """``parts`` gathered into pieces of about ``PIECE`` bytes, in order."""
+    held: list[bytes] = []
+    size = 0
+    for part in parts:
+        if len(part) >= PIECE:  # a block's piece: not copied into another
+            if held:
+                yield b"".join(held)
+                held.clear()
+                size = 0
+            yield part
+            continue
+        if part:
+            held.append(part)
+            size += len(part)
+            if size >= PIECE:
+                yield b"".join(held)
+                held.clear()
+                size = 0
+    if held:
+        yield b"".join(held)
+
 
 class _Sink(io.RawIOBase):
     """A write-only stream that hands back what was written since the last take."""
@@ -66,6 +95,12 @@ def stream_zip(
 ) -> Iterator[bytes]:
     """A zip of ``(name in the archive, file or None for an empty
     directory)`` pairs, deflated at level 1."""
+    return _joined(_zip_parts(entries, chunks, mtime))
+
+
+def _zip_parts(
+    entries: Iterable[tuple[str, FileEntry | None]], chunks: Chunks, mtime: float | None
+) -> Iterator[bytes]:
     stamp = time.gmtime(time.time() if mtime is None else mtime)[:6]
     sink = _Sink()
     with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
@@ -94,6 +129,12 @@ def stream_tar(
 ) -> Iterator[bytes]:
     """A POSIX (pax) tar of ``(name in the archive, file or None for an
     empty directory)`` pairs."""
+    return _joined(_tar_parts(entries, chunks, mtime))
+
+
+def _tar_parts(
+    entries: Iterable[tuple[str, FileEntry | None]], chunks: Chunks, mtime: float | None
+) -> Iterator[bytes]:
     when = int(time.time() if mtime is None else mtime)
     for name, entry in entries:
         if entry is None:
