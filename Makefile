@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install install-browser install-sandbox install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
-$(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c
+$(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,server,dask,postgres]'

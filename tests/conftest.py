@@ -26,6 +26,20 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
+@pytest.fixture(params=["native", "python"])
+def small_file_writes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A get's small files written by the native library, then from Python
+    alone (as where it is not built): a module's tests run both ways."""
+    from warehouse.native import files
+
+    if request.param == "python":
+        monkeypatch.setattr(files, "_lib", [None])
+        monkeypatch.setenv("WH_NATIVE_FILES", "0")  # and in `wh` run as a process
+    elif not files.available():
+        pytest.skip("the native file library is not built here")
+    return str(request.param)
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     h = tmp_path / "wh-home"

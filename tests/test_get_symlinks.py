@@ -22,6 +22,8 @@ import pytest
 from warehouse import UsageError
 from warehouse.embedded import EmbeddedWarehouse
 
+pytestmark = pytest.mark.usefixtures("small_file_writes")
+
 
 def as_attacker(*command: str) -> None:
     prefix: list[str] = []

@@ -21,6 +21,8 @@ from warehouse import WarehouseError
 from warehouse.collection.extract import ExtractedFile, extract
 from warehouse.embedded import EmbeddedWarehouse
 
+pytestmark = pytest.mark.usefixtures("small_file_writes")
+
 
 def _tree(root: Path) -> dict[str, bytes]:
     """Three directories of small files (some empty), two files of more than
@@ -112,3 +114,32 @@ def test_a_get_from_the_stored_text_writes_what_the_parsed_manifest_does(
     (tmp_path / "one" / "hello.txt").write_bytes(b"changed\n")
     assert extract(wh.reader(pdh, one_pass=True), tmp_path / "one", force=True) == by_table
     assert _written(tmp_path / "one") == _written(src)  # and no temporary name left
+
+
+def test_a_name_taken_while_the_get_runs_stops_it_there(
+    wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    """A file that appears under a name after the checks is never replaced:
+    the files before it are written and listed, it and those after are not,
+    and the error names it."""
+    src = tmp_path / "src" / "z"
+    src.mkdir(parents=True)
+    for i in range(10):
+        (src / f"f{i}").write_bytes(b"%d\n" % i)
+    pdh = wh.put([tmp_path / "src"]).pdh
+    out = tmp_path / "out"
+    listed: list[ExtractedFile] = []
+
+    def take_f5(_: int) -> None:
+        # After the checks, before any file is handed to a writer.
+        if not (out / "z" / "f5").exists():
+            (out / "z").mkdir(parents=True, exist_ok=True)
+            (out / "z" / "f5").write_bytes(b"someone else's")
+
+    with pytest.raises(WarehouseError, match=r"z/f5 appeared while the get ran"):
+        extract(wh.reader(pdh, one_pass=True), out, progress=take_f5, on_file=listed.append)
+    assert [f.path for f in listed] == [f"z/f{i}" for i in range(5)]
+    assert _written(out) == {
+        **{f"z/f{i}": b"%d\n" % i for i in range(5)},
+        "z/f5": b"someone else's",
+    }

@@ -376,7 +376,7 @@ def _run_compile(
     root = Path(__file__).resolve().parents[1]
     code = (
         "import sys; from pathlib import Path; import hatch_build;"
-        f"print(hatch_build._compile(Path({str(source)!r}), Path({str(target)!r})))"
+        f"print(hatch_build._compile(Path({str(source)!r}), Path({str(target)!r}), 'hashlib'))"
     )
     env = {**os.environ, "CC": cc, "PYTHONPATH": f"{tmp_path / 'stub'}{os.pathsep}{root}"}
     return subprocess.run(
@@ -398,5 +398,5 @@ def test_a_failed_build_leaves_no_earlier_library(tmp_path: Path, broken: str) -
     target.write_bytes(b"built from an earlier md5.c")
     done = _run_compile(tmp_path, source, target, cc if broken == "source" else "no-such-cc-here")
     assert done.returncode == 0 and done.stdout == "False\n", done.stderr
-    assert "native MD5 not built" in done.stderr
+    assert "native md5.c not built" in done.stderr and ": hashlib" in done.stderr
     assert not target.exists()

@@ -11,6 +11,10 @@ to its name in the same directory (without ``--force``, with
 appears after the checks is refused, or, when it sits where a file goes and
 ``--force`` was given, replaced itself, never followed.
 
+Whole small files may instead be written a batch at a time by the native
+library (``put_files``): made unnamed (``O_TMPFILE``) and linked in, which
+fails as a rename without replacing does, or named and renamed as above.
+
 DEST itself is what the user named: it may be a link to a directory.
 """
 
@@ -24,11 +28,13 @@ import os
 import secrets
 import stat
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from warehouse.errors import UsageError, WarehouseError, os_error
+from warehouse.native import files as native_files
 
 __all__ = ["Destination", "Parts"]
 
@@ -123,6 +129,7 @@ class Destination:
         self._lock = threading.Lock()
         self._prefix = f".wh-{secrets.token_hex(4)}-"
         self._count = itertools.count()
+        self._named = False  # unnamed files found not offered here
 
     # -- directories -----------------------------------------------------------
 
@@ -239,6 +246,23 @@ class Destination:
             raise WarehouseError(f"{shown} exists and is a directory") from None
         except OSError as e:
             raise os_error(e, f"cannot write {_shown(self.root, (*parts, name))}") from None
+
+    def put_files(self, parts: Parts, files: Sequence[tuple[str, bytes]], *, replace: bool) -> int:
+        """Whole files (name, data) into DEST/parts, in order, in one call to
+        the native library: how many were written before one failed (0
+        without the library). The caller writes the rest with ``create`` and
+        ``commit``, which report the failure in their words."""
+        if not files or not native_files.available():
+            return 0
+        fd = self.directory(parts)
+        prefix = f"{self._prefix}{next(self._count)}."
+        names = [name for name, _ in files]
+        written = native_files.write_files(
+            fd, prefix, names, [data for _, data in files], replace=replace, named=self._named
+        )
+        if written.named:
+            self._named = True
+        return written.count
 
     def _appeared(self, parts: Parts, name: str) -> WarehouseError:
         shown = _shown(self.root, (*parts, name))

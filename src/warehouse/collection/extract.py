@@ -559,12 +559,30 @@ def _write_batch(
     target: Destination, batch: list[tuple[str, bytes, str | None]], force: bool
 ) -> _Written:
     written: list[ExtractedFile] = []
-    for rel, data, md5 in batch:
+    start = 0
+    while start < len(batch):
+        # The files of one directory go to the native library in one call;
+        # the first it could not write (and those after it in the directory)
+        # are written here, which says why one fails.
+        parts, _ = _split(batch[start][0])
+        run: list[tuple[str, bytes]] = []
+        for rel, data, _ in itertools.islice(batch, start, None):
+            here, name = _split(rel)
+            if here != parts:
+                break
+            run.append((name, data))
         try:
-            _write_small(target, rel, data, force)
-        except Exception as e:  # reported once the files before it are listed
+            native = target.put_files(parts, run, replace=force)
+        except Exception as e:  # its directory could not be opened
             return _Written(written, e)
-        written.append(ExtractedFile(rel, md5 or hashlib.md5(data).hexdigest(), len(data)))
+        for i, (rel, data, md5) in enumerate(itertools.islice(batch, start, start + len(run))):
+            if i >= native:
+                try:
+                    _write_small(target, rel, data, force)
+                except Exception as e:  # reported once the files before it are listed
+                    return _Written(written, e)
+            written.append(ExtractedFile(rel, md5 or hashlib.md5(data).hexdigest(), len(data)))
+        start += len(run)
     return _Written(written)
 
 
