@@ -68,7 +68,8 @@ static int put_unnamed(int dir, const char *name, const char *data, size_t len, 
     }
     if (linkat(AT_FDCWD, self, dir, name, AT_SYMLINK_FOLLOW) != 0) {
         e = errno;
-        if (e == ENOENT) /* no /proc here */
+        /* No /proc here, or a file system without hard links. */
+        if (e == ENOENT || e == EPERM || e == EOPNOTSUPP || e == EXDEV || e == EMLINK)
             *offered = 0;
         close(fd);
         errno = e;
