@@ -114,23 +114,20 @@ failed:
 }
 
 /* Files names[i] holding datas[i] (lens[i] bytes) in directory ``dir``, in
- * order: how many were written. *err is the errno of the one that failed
- * next (0 if none did); WH_NAMED is added to *flags once unnamed files are
- * found not offered (the caller keeps it for its next batches). Temporary
- * names are ``prefix`` and a number. */
+ * order: how many were written before one failed (the caller writes that
+ * one again itself, to report why). WH_NAMED is added to *flags once unnamed
+ * files are found not offered (the caller keeps it for its next batches).
+ * Temporary names are ``prefix`` and a number. */
 long wh_write_files(int dir, const char *prefix, long n, const char *const *names,
-                    const char *const *datas, const size_t *lens, int *flags, int *err) {
+                    const char *const *datas, const size_t *lens, int *flags) {
     char tmp[256];
-    *err = 0;
     for (long i = 0; i < n; i++) {
         int offered = 1;
         if (!(*flags & (WH_NAMED | WH_REPLACE))) {
             if (put_unnamed(dir, names[i], datas[i], lens[i], &offered) == 0)
                 continue;
-            if (offered) {
-                *err = errno;
+            if (offered)
                 return i;
-            }
             *flags |= WH_NAMED;
         }
         int made = -2;
@@ -139,12 +136,8 @@ long wh_write_files(int dir, const char *prefix, long n, const char *const *name
             snprintf(tmp, sizeof tmp, "%s%ld.%d", prefix, i, attempt);
             made = put_named(dir, tmp, names[i], datas[i], lens[i], *flags & WH_REPLACE);
         }
-        if (made != 0) {
-            if (made == -2)
-                errno = EEXIST;
-            *err = errno;
+        if (made != 0)
             return i;
-        }
     }
     return n;
 }

@@ -53,7 +53,6 @@ def _open() -> Any:
         ctypes.c_void_p,
         ctypes.c_void_p,
         ctypes.POINTER(ctypes.c_int),
-        ctypes.POINTER(ctypes.c_int),
     ]
     return lib
 
@@ -65,7 +64,6 @@ def available() -> bool:
 @dataclass(frozen=True, slots=True)
 class Written:
     count: int  # files written, from the first
-    error: int  # the errno of the one that failed next; 0 if none did
     named: bool  # unnamed files are not offered in that directory
 
 
@@ -87,7 +85,6 @@ def write_files(
     assert lib is not None, "write_files without the library"
     n = len(names)
     flags = ctypes.c_int((_REPLACE if replace else 0) | (_NAMED if named else 0))
-    err = ctypes.c_int(0)
     # c_char_p elements point into the bytes objects, which the lists keep alive.
     count = lib.wh_write_files(
         dir_fd,
@@ -97,6 +94,5 @@ def write_files(
         (ctypes.c_char_p * n)(*datas),
         (ctypes.c_size_t * n)(*map(len, datas)),
         ctypes.byref(flags),
-        ctypes.byref(err),
     )
-    return Written(count, err.value, bool(flags.value & _NAMED))
+    return Written(count, bool(flags.value & _NAMED))
