@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,17 @@ WH_BIN = str(Path(sys.executable).with_name("wh"))
 def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients keep signed locators under $XDG_CACHE_HOME: one per test, not the user's."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+@pytest.fixture
+def ram_dir(tmp_path: Path) -> Iterator[Path]:
+    """A scratch directory on a RAM file system where there is one, else
+    under ``tmp_path``: for the tests of many files or blocks, which measure
+    memory, not the disk (on a busy disk, making and syncing them would take
+    most of their time)."""
+    ram = "/dev/shm"
+    with tempfile.TemporaryDirectory(dir=ram if os.access(ram, os.W_OK) else tmp_path) as d:
+        yield Path(d)
 
 
 @pytest.fixture(params=["native", "python"])

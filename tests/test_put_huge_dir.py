@@ -12,7 +12,6 @@ import random
 import shutil
 import sqlite3
 import subprocess
-import tempfile
 import threading
 import time
 import tracemalloc
@@ -583,37 +582,34 @@ FLAT_LIMIT_AS = 560 << 20
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_a_put_of_a_flat_directory_of_200k_files_peaks_near_one_of_20k(tmp_path: Path) -> None:
-    ram = "/dev/shm"
-    with tempfile.TemporaryDirectory(dir=ram if os.access(ram, os.W_OK) else tmp_path) as d:
-        root = Path(d)
-        peaks = {}
-        for count in (20_000, 200_000):
-            src = root / f"flat{count}"
-            src.mkdir()
-            for i in range(count):
-                j = i * 7919 % count
-                (src / f"f{j:06d}").write_bytes(b"" if j % 5 == 0 else b"%x\n" % j)
-            env = {**os.environ, "WH_HOME": str(root / "wh"), "MALLOC_ARENA_MAX": "2"}
-            env.pop("WH_URL", None)
-            env.pop(HELD_ENTRIES_VAR, None)  # the default: 200,000 files are past it
-            peak = root / "peak"
-            done = subprocess.run(
-                limited(FLAT_LIMIT_AS, peak, "put", "--no-progress", str(src)),
-                env=env,
-                capture_output=True,
-                check=False,
-            )
-            assert done.returncode == 0, done.stderr.decode()[-2000:]
-            peaks[count] = int(peak.read_text())
-            pdh = done.stdout.decode().strip()
-            with EmbeddedWarehouse(root / "wh") as wh:
-                listing = listing_of(wh.engine, pdh, wh.user)
-                assert listing is not None
-                listed = json.loads(listing)
-            assert len(listed) == count
-            assert listed[f"f{count - 1:06d}"] == hashlib.md5(b"%x\n" % (count - 1)).hexdigest()
-            shutil.rmtree(src)
+def test_a_put_of_a_flat_directory_of_200k_files_peaks_near_one_of_20k(ram_dir: Path) -> None:
+    peaks = {}
+    for count in (20_000, 200_000):
+        src = ram_dir / f"flat{count}"
+        src.mkdir()
+        for i in range(count):
+            j = i * 7919 % count
+            (src / f"f{j:06d}").write_bytes(b"" if j % 5 == 0 else b"%x\n" % j)
+        env = {**os.environ, "WH_HOME": str(ram_dir / "wh"), "MALLOC_ARENA_MAX": "2"}
+        env.pop("WH_URL", None)
+        env.pop(HELD_ENTRIES_VAR, None)  # the default: 200,000 files are past it
+        peak = ram_dir / "peak"
+        done = subprocess.run(
+            limited(FLAT_LIMIT_AS, peak, "put", "--no-progress", str(src)),
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        peaks[count] = int(peak.read_text())
+        pdh = done.stdout.decode().strip()
+        with EmbeddedWarehouse(ram_dir / "wh") as wh:
+            listing = listing_of(wh.engine, pdh, wh.user)
+            assert listing is not None
+            listed = json.loads(listing)
+        assert len(listed) == count
+        assert listed[f"f{count - 1:06d}"] == hashlib.md5(b"%x\n" % (count - 1)).hexdigest()
+        shutil.rmtree(src)
     assert peaks[200_000] - peaks[20_000] < FLAT_GROWTH, (
         f"a put of a directory of 200,000 files peaked at {peaks[200_000] >> 20} MB, "
         f"one of 20,000 at {peaks[20_000] >> 20} MB"

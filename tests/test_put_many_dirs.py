@@ -107,13 +107,13 @@ MANY_DIRS_GROWTH = 6 << 20
 
 
 def test_a_put_of_many_directories_holds_no_block_list(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ram_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(HELD_ENTRIES_VAR, "100")
     peaks = {}
-    with EmbeddedWarehouse(tmp_path / "home") as wh:
+    with EmbeddedWarehouse(ram_dir / "home") as wh:
         for count in (3_000, 15_000):
-            src = _make(tmp_path / f"src{count}", count)
+            src = _make(ram_dir / f"src{count}", count)
             tracemalloc.start()
             try:
                 result = wh.put(src)

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 
 import httpx
@@ -328,33 +327,31 @@ def _hwm(pid: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_a_remote_put_of_ten_times_the_files_peaks_alike(tmp_path: Path) -> None:
-    ram = "/dev/shm"
-    with tempfile.TemporaryDirectory(dir=ram if os.access(ram, os.W_OK) else tmp_path) as d:
-        small, large = _tiny(Path(d) / "small", SMALL), _tiny(Path(d) / "large", LARGE)
-        env = {**os.environ, "WH_HOME": str(tmp_path / "served"), "MALLOC_ARENA_MAX": "2"}
-        env.pop("WH_URL", None)
-        server = wh_serve(env, "--keep", "2", "--executor", "none")
-        try:
-            alice = admin_and_alice(env, listening(server, keep=2)[0])
-            peaks = []
-            for tree in (small, large):
-                out, err, peak = tmp_path / "out", tmp_path / "err", tmp_path / "peak"
-                launch = limited(LIMIT_AS, peak, "put", "--no-progress", str(tree))
-                with out.open("wb") as o, err.open("wb") as e:
-                    done = subprocess.run(launch, env=alice, stdout=o, stderr=e, check=False)
-                assert done.returncode == 0, err.read_text()[-2000:]
-                peaks.append((int(peak.read_text()), _hwm(server.pid)))
-                pdh = out.read_text().strip()
-            listed = subprocess.run(
-                [WH, "get", "--no-write", pdh], env=alice, capture_output=True, check=True
-            )
-            assert len(listed.stdout.splitlines()) == LARGE
-        finally:
-            server.send_signal(signal.SIGTERM)
-            assert server.wait(60) == 0
-            if server.stdout:
-                server.stdout.close()
+def test_a_remote_put_of_ten_times_the_files_peaks_alike(tmp_path: Path, ram_dir: Path) -> None:
+    small, large = _tiny(ram_dir / "small", SMALL), _tiny(ram_dir / "large", LARGE)
+    env = {**os.environ, "WH_HOME": str(ram_dir / "served"), "MALLOC_ARENA_MAX": "2"}
+    env.pop("WH_URL", None)
+    server = wh_serve(env, "--keep", "2", "--executor", "none")
+    try:
+        alice = admin_and_alice(env, listening(server, keep=2)[0])
+        peaks = []
+        for tree in (small, large):
+            out, err, peak = tmp_path / "out", tmp_path / "err", tmp_path / "peak"
+            launch = limited(LIMIT_AS, peak, "put", "--no-progress", str(tree))
+            with out.open("wb") as o, err.open("wb") as e:
+                done = subprocess.run(launch, env=alice, stdout=o, stderr=e, check=False)
+            assert done.returncode == 0, err.read_text()[-2000:]
+            peaks.append((int(peak.read_text()), _hwm(server.pid)))
+            pdh = out.read_text().strip()
+        listed = subprocess.run(
+            [WH, "get", "--no-write", pdh], env=alice, capture_output=True, check=True
+        )
+        assert len(listed.stdout.splitlines()) == LARGE
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0
+        if server.stdout:
+            server.stdout.close()
     (client_small, ctl_small), (client_large, ctl_large) = peaks
     assert client_large - client_small < GROWTH, (client_small >> 20, client_large >> 20)
     assert ctl_large - ctl_small < GROWTH, (ctl_small >> 20, ctl_large >> 20)

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -67,14 +66,8 @@ def _run(args: list[str], env: dict[str, str], tmp: Path) -> tuple[bytes, int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_put_get_200k_files_in_bounded_memory(tmp_path: Path) -> None:
-    # On a RAM file system where there is one: creating 400,000 files on a
-    # busy disk would take most of the test's time.
-    with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
-        _put_get(Path(d))
-
-
-_RAM = "/dev/shm"
+def test_put_get_200k_files_in_bounded_memory(ram_dir: Path) -> None:
+    _put_get(ram_dir)
 
 
 def _make_files(src: Path) -> None:
@@ -241,9 +234,8 @@ GET_GROWTH = 14 << 20
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_a_put_and_a_get_of_200k_files_peak_near_ones_of_20k(tmp_path: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
-        _put_and_get_10x(Path(d))
+def test_a_put_and_a_get_of_200k_files_peak_near_ones_of_20k(ram_dir: Path) -> None:
+    _put_and_get_10x(ram_dir)
 
 
 def _put_and_get_10x(tmp_path: Path) -> None:
@@ -347,9 +339,8 @@ MANIFEST_MAX_RSS = 150 << 20
 
 
 @pytest.mark.slow
-def test_manifest_of_200k_files_put_listed_and_read_in_bounded_memory(tmp_path: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
-        _put_ls_manifest(Path(d))
+def test_manifest_of_200k_files_put_listed_and_read_in_bounded_memory(ram_dir: Path) -> None:
+    _put_ls_manifest(ram_dir)
 
 
 def _put_ls_manifest(tmp_path: Path) -> None:
@@ -403,9 +394,8 @@ LONG_GROWTH = 8 << 20
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_a_get_and_ls_of_a_long_manifest_hold_none_of_its_text(tmp_path: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=_RAM if os.access(_RAM, os.W_OK) else tmp_path) as d:
-        _long_manifest(Path(d))
+def test_a_get_and_ls_of_a_long_manifest_hold_none_of_its_text(ram_dir: Path) -> None:
+    _long_manifest(ram_dir)
 
 
 def _long_manifest(tmp_path: Path) -> None:

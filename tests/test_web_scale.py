@@ -20,7 +20,6 @@ import re
 import signal
 import subprocess
 import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,10 +80,8 @@ def _store(home: Path) -> bytes:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_page_of_200k_files_is_served_in_bounded_memory(tmp_path: Path) -> None:
-    ram = "/dev/shm"
-    with tempfile.TemporaryDirectory(dir=ram if os.access(ram, os.W_OK) else tmp_path) as d:
-        _serve(Path(d))
+def test_the_page_of_200k_files_is_served_in_bounded_memory(ram_dir: Path) -> None:
+    _serve(ram_dir)
 
 
 def _serve(tmp: Path) -> None:
