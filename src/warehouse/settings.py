@@ -2,7 +2,7 @@
 
 Each setting comes from ``$WH_<NAME>``, else the key ``<name>`` of
 ``$XDG_CONFIG_HOME/warehouse/config.toml`` (default ``~/.config``), else its
-default. Values are validated (pydantic-settings) before any command runs;
+default. Values are checked before any command runs;
 a bad one is one ``Error:`` naming the variable or the file's key (exit 2).
 `wh config` shows the effective settings and where each came from.
 """
@@ -62,7 +62,7 @@ _ALIASES = {"cluster_name": "WH_CLUSTER"}
 _done = False
 
 
-# The words pydantic reads as false (apply() writes a file's false as "False").
+# The words taken for false, in any case (apply() writes a file's false as "False").
 _FALSE = {"0", "off", "f", "false", "n", "no"}
 
 
@@ -191,151 +191,138 @@ def clusters() -> dict[str, OtherCluster]:
     return found
 
 
-def _model() -> Any:
-    # Imported here: pydantic costs a noticeable part of a second to load.
-    from pydantic import Field, ValidationInfo, field_validator
-    from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
-
-    class Settings(BaseSettings):
-        model_config = SettingsConfigDict(env_prefix="WH_", extra="forbid", env_ignore_empty=True)
-
-        @classmethod
-        def settings_customise_sources(
-            cls,
-            settings_cls: type[BaseSettings],
-            init_settings: PydanticBaseSettingsSource,
-            env_settings: PydanticBaseSettingsSource,
-            dotenv_settings: PydanticBaseSettingsSource,
-            file_secret_settings: PydanticBaseSettingsSource,
-        ) -> tuple[PydanticBaseSettingsSource, ...]:
-            # The environment first; the config file's values come in as init.
-            return (env_settings, init_settings)
-
-        url: str | None = None
-        token: str | None = None
-        home: Path | None = None
-        db_url: str | None = None
-        replication: int | None = Field(default=None, ge=1, le=8, strict=False)
-        wait: float = Field(default=30.0, ge=0, le=3600)
-        user: str | None = None
-        cluster_name: str | None = None
-        fork_server: bool = True
-        keep_timeout: float = Field(default=60.0, gt=0, le=3600)
-        dask_wait: float = Field(default=30.0, ge=0, le=3600)
-
-        @field_validator("cluster_name")
-        @classmethod
-        def _cluster_name(cls, v: str | None) -> str | None:
-            if v is not None and CLUSTER_NAME.fullmatch(v) is None:
-                raise ValueError("must be 1 to 32 letters, digits, _ or -")
-            return v
-
-        @field_validator("replication", "wait", "keep_timeout", "dask_wait", mode="before")
-        @classmethod
-        def _not_a_bool(cls, v: Any, info: ValidationInfo) -> Any:
-            # pydantic would read the file's `replication = true` as 1.
-            if isinstance(v, bool):
-                kind = "integer" if info.field_name == "replication" else "float"
-                raise ValueError(f"{str(v).lower()} is not a valid {kind}")
-            return v
-
-        @field_validator("user")
-        @classmethod
-        def _user(cls, v: str | None) -> str | None:
-            # Recorded in names and accounting: a user name as `wh user add` takes it.
-            from warehouse.catalog.values import check_name
-
-            if v:
-                try:
-                    check_name(v)
-                except UsageError:
-                    raise ValueError(
-                        f"{v!r} is not a user name: letters, digits and . _ @ + = -, starting "
-                        "with a letter or digit, at most 255 characters"
-                    ) from None
-            return v
-
-        @field_validator("home")
-        @classmethod
-        def _home(cls, v: Path | None) -> Path | None:
-            # A config file's "~/wh" is the user's, not a folder named "~" here.
-            return None if v is None else v.expanduser()
-
-        @field_validator("db_url")
-        @classmethod
-        def _db_url(cls, v: str | None) -> str | None:
-            if v is not None and v and (problem := catalog_url_problem(v)) is not None:
-                raise ValueError(problem)
-            return v
-
-        @field_validator("url")
-        @classmethod
-        def _url(cls, v: str | None) -> str | None:
-            if v is not None and v != v.strip():
-                # A pasted blank would reach the controller's address as is.
-                raise ValueError(f"{v!r} has blanks around it")
-            if v and not v.startswith(("http://", "https://")):
-                raise ValueError("must start with http:// or https://")
-            return v
-
-    return Settings
+# Each setting's kind and, for numbers, its range. Checked by hand: loading
+# pydantic-settings to check eleven values took 0.15 to 0.25 s of every
+# command's start (docs/benchmarks.md, "Settings checked without
+# pydantic-settings"), more than the rest of a short command.
+_KINDS: dict[str, str] = {
+    "url": "str",
+    "token": "str",
+    "home": "path",
+    "db_url": "str",
+    "replication": "int",
+    "wait": "float",
+    "user": "str",
+    "cluster_name": "str",
+    "fork_server": "bool",
+    "keep_timeout": "float",
+    "dask_wait": "float",
+}
+_DEFAULTS: dict[str, Any] = {
+    "wait": 30.0,
+    "fork_server": True,
+    "keep_timeout": 60.0,
+    "dask_wait": 30.0,
+}
+# (low, low allowed, high): "0<x<=3600" as click words an option's range.
+_BOUNDS: dict[str, tuple[float, bool, float]] = {
+    "replication": (1, True, 8),
+    "wait": (0, True, 3600),
+    "keep_timeout": (0, False, 3600),
+    "dask_wait": (0, True, 3600),
+}
+_RANGES = {
+    name: f"{lo}{'<=' if closed else '<'}x<={hi}" for name, (lo, closed, hi) in _BOUNDS.items()
+}
+# And for true (is_off() reads the environment with the same words).
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+# An integer in decimal digits, as "3" or "3.0"; a number as Python writes one.
+_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0+)?", re.ASCII)
 
 
-def _problem(name: str, error: dict[str, Any]) -> str:
-    # Worded as click words the same mistake in an option (--replication 9).
-    kind, got = error.get("type", ""), error.get("input")
-    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
-        return f"{got} is not in the range {_RANGES[name]}"
-    if kind.startswith("int_"):
-        return f"{got!r} is not a valid integer"
-    if kind.startswith("float_"):
-        return f"{got!r} is not a valid float"
-    if kind.startswith("bool_"):
-        return f"{got!r} is not a valid boolean (true or false)"
-    if kind in {"string_type", "path_type"}:
-        return f"{got!r} is not a string"
-    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+def _value(name: str, raw: Any) -> Any:
+    """The setting ``name`` from a variable's text or a config file's value;
+    raises ValueError saying what is wrong with it."""
+    kind = _KINDS[name]
+    if kind in {"str", "path"}:
+        if not isinstance(raw, str):
+            raise ValueError(f"{raw!r} is not a string")
+        return _checked(name, raw) if kind == "str" else Path(raw).expanduser()
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        word = str(raw).lower() if isinstance(raw, (str, int)) else None
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise ValueError(f"{raw!r} is not a valid boolean (true or false)")
+    if isinstance(raw, bool):
+        # A file's `replication = true` is no number, though Python counts it as 1.
+        raise ValueError(
+            f"{str(raw).lower()} is not a valid {'integer' if kind == 'int' else kind}"
+        )
+    number: float
+    if kind == "int":
+        if isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
+            number = int(float(raw)) if "." in raw else int(raw)
+        elif isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer()):
+            number = int(raw)
+        else:
+            raise ValueError(f"{raw!r} is not a valid integer")
+    else:
+        try:
+            if isinstance(raw, str) and not raw.isascii():
+                raise ValueError(raw)  # float() reads other scripts' digits too
+            number = float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{raw!r} is not a valid float") from None
+    lo, closed, hi = _BOUNDS[name]
+    # Written so that NaN is out of every range.
+    if not ((lo <= number if closed else lo < number) and number <= hi):
+        raise ValueError(f"{raw} is not in the range {_RANGES[name]}")
+    return number
+
+
+def _checked(name: str, v: str) -> str:
+    """A text setting's own rule."""
+    if name == "cluster_name" and CLUSTER_NAME.fullmatch(v) is None:
+        raise ValueError("must be 1 to 32 letters, digits, _ or -")
+    if name == "user":
+        # Recorded in names and accounting: a user name as `wh user add` takes it.
+        from warehouse.catalog.values import check_name
+
+        try:
+            check_name(v)
+        except UsageError:
+            raise ValueError(
+                f"{v!r} is not a user name: letters, digits and . _ @ + = -, starting "
+                "with a letter or digit, at most 255 characters"
+            ) from None
+    if name == "db_url" and v and (problem := catalog_url_problem(v)) is not None:
+        raise ValueError(problem)
+    if name == "url":
+        if v != v.strip():
+            # A pasted blank would reach the controller's address as is.
+            raise ValueError(f"{v!r} has blanks around it")
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+    return v
 
 
 def load() -> list[Effective]:
     """The effective settings, validated; raises UsageError naming the bad one."""
-    from pydantic import ValidationError
-
     path = config_path()
     from_file = _read_file(path)
-    origins: dict[str, str] = {}
     # An empty string counts as unset, as an empty variable does (`home = ""`
     # would otherwise be the current directory).
     from_file = {k: v for k, v in from_file.items() if k not in _TABLES and v != ""}
+    found: list[Effective] = []
     for name in FIELDS:
         var = f"WH_{name.upper()}"
-        if os.environ.get(var) and var not in _applied:  # empty: as if unset
-            origins[name] = f"env {_ALIASES[name] if name in _aliased else var}"
+        # A variable apply() set from the file is still the file's.
+        text = os.environ.get(var) if var not in _applied else None
+        if text:  # empty: as if unset
+            raw, origin, label = text, f"env {_ALIASES[name] if name in _aliased else var}", None
         elif name in from_file:
-            origins[name] = f"config {path}"
+            raw, origin, label = from_file[name], f"config {path}", f"{path}: {name}"
         else:
-            origins[name] = "default"
-    settings_class = _model()
-    saved = {v: os.environ.pop(v) for v in _applied if v in os.environ}
-    try:
-        settings = settings_class(**from_file)
-    except ValidationError as e:
-        first = e.errors()[0]
-        name = str(first["loc"][0]) if first.get("loc") else "?"
-        where = origins.get(name, "default")
-        label = where.removeprefix("env ") if where.startswith("env") else f"{path}: {name}"
-        raise UsageError(f"{label}: {_problem(name, dict(first))}") from None
-    finally:
-        os.environ.update(saved)
-    return [Effective(n, getattr(settings, n), origins[n]) for n in FIELDS]
-
-
-_RANGES = {
-    "replication": "1<=x<=8",
-    "wait": "0<=x<=3600",
-    "keep_timeout": "0<x<=3600",
-    "dask_wait": "0<=x<=3600",
-}
+            found.append(Effective(name, _DEFAULTS.get(name), "default"))
+            continue
+        try:
+            value = _value(name, raw)
+        except ValueError as e:
+            raise UsageError(f"{label or origin.removeprefix('env ')}: {e}") from None
+        found.append(Effective(name, value, origin))
+    return found
 
 
 def applied() -> None:
