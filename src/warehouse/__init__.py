@@ -15,9 +15,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from warehouse.base import PutResult
-from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator, LocatorError
-from warehouse.collection.reader import CollectionReader
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
@@ -26,11 +23,15 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
-from warehouse.interface import Warehouse
-from warehouse.manifest import Manifest, ManifestError
+from warehouse.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from warehouse.base import PutResult
+    from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator, LocatorError
+    from warehouse.collection.reader import CollectionReader
     from warehouse.embedded import EmbeddedWarehouse
+    from warehouse.interface import Warehouse
+    from warehouse.manifest import Manifest, ManifestError
 
 __all__ = [
     "EMPTY_LOCATOR",
@@ -96,11 +97,22 @@ def workflow(definition: Any, **options: Any) -> dict[str, Any]:
     return run_workflow(definition, **options)
 
 
-def __getattr__(name: str) -> Any:
-    # The embedded warehouse brings SQLAlchemy, which a remote client never
-    # needs: it loads when first asked for.
-    if name == "EmbeddedWarehouse":
-        from warehouse.embedded import EmbeddedWarehouse
-
-        return EmbeddedWarehouse
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Every process of the package imports this file first (a keep server, a
+# step, each command): the rest loads when first asked for, so that one
+# that needs no collections does not pay for them (0.15 s of a keep
+# server's start), nor a remote client for SQLAlchemy.
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "PutResult": "base",
+        "EMPTY_LOCATOR": "blocks",
+        "MAX_BLOCK_SIZE": "blocks",
+        "Locator": "blocks",
+        "LocatorError": "blocks",
+        "CollectionReader": "collection.reader",
+        "EmbeddedWarehouse": "embedded",
+        "Warehouse": "interface",
+        "Manifest": "manifest",
+        "ManifestError": "manifest",
+    },
+)

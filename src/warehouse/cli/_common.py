@@ -16,11 +16,12 @@ import click
 
 import warehouse
 from warehouse.errors import WarehouseError
-from warehouse.interface import Warehouse
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from warehouse.interface import Warehouse
 
     stderr: Console
 
