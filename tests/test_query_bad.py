@@ -5,6 +5,7 @@ query's tables, and the rows DuckDB gives over the same files by both plans."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,14 +15,50 @@ from conftest import Runner
 CSV = "id,k,g,n\n1,1,a,10\n2,2,b,\n3,1,a,30\n4,,,5\n5,3,b,7\n6,2,c,100\n7,3,,\n8,1,c,2\n"
 
 
-@pytest.fixture
-def small(run: Runner, tmp_path: Path) -> Runner:
-    """Table ``t`` (8 rows, NULLs in keys and values) in 2 partitions on ``k``."""
-    src = tmp_path / "src"
+def _made_once(root: Path, *commands: tuple[str, ...]) -> Path:
+    """A warehouse under ``root`` holding ``src`` (t.csv) and what ``commands`` make."""
+    home = root / "wh-home"
+    src = root / "src"
     src.mkdir()
     (src / "t.csv").write_text(CSV)
-    run("put", str(src), "--name", "src")
-    run("table", "create", "t", "--from", "src/t.csv", "--partition-by", "k", "--partitions", "2")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WH_HOME", str(home))
+        env.setenv("WH_USER", "alice")
+        env.setenv("XDG_CACHE_HOME", str(root / "cache"))
+        run = Runner()
+        run("put", str(src), "--name", "src")
+        for command in commands:
+            run(*command)
+    return home
+
+
+T = ("table", "create", "t", "--from", "src/t.csv", "--partition-by", "k", "--partitions", "2")
+U = ("table", "create", "u", "--from", "src/t.csv", "--partition-by", "g", "--partitions=3")
+
+
+# Made once a module and copied for each test (a warehouse's home holds no
+# path of its own): making the tables was most of a short test's time.
+@pytest.fixture(scope="module")
+def small_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _made_once(tmp_path_factory.mktemp("small"), T)
+
+
+@pytest.fixture(scope="module")
+def shapes_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _made_once(tmp_path_factory.mktemp("shapes"), T, U)
+
+
+@pytest.fixture
+def small(run: Runner, home: Path, small_home: Path) -> Runner:
+    """Table ``t`` (8 rows, NULLs in keys and values) in 2 partitions on ``k``."""
+    shutil.copytree(small_home, home)
+    return run
+
+
+@pytest.fixture
+def shapes(run: Runner, home: Path, shapes_home: Path) -> Runner:
+    """``t`` as in ``small``, and ``u``: its rows in 3 partitions on ``g``."""
+    shutil.copytree(shapes_home, home)
     return run
 
 
@@ -61,9 +98,11 @@ def duckdb_rows(tmp_path: Path, sql: str) -> list[list[object]]:
     """What DuckDB alone returns over the source CSV (as JSON would carry it)."""
     import duckdb
 
+    source = tmp_path / "duckdb" / "t.csv"
+    source.parent.mkdir(exist_ok=True)
+    source.write_text(CSV)
     with duckdb.connect() as con:
         for name in ("t", "u"):  # u: the same rows, partitioned otherwise
-            source = tmp_path / "src" / "t.csv"
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_csv('{source}')")
         return json.loads(json.dumps([list(r) for r in con.execute(sql).fetchall()]))
 
@@ -130,9 +169,8 @@ SHAPES = (
 
 
 @pytest.mark.parametrize("sql", SHAPES)
-def test_shapes_return_duckdbs_rows(small: Runner, tmp_path: Path, sql: str) -> None:
-    small("table", "create", "u", "--from", "src/t.csv", "--partition-by", "g", "--partitions=3")
-    both_plans(small, tmp_path, sql)
+def test_shapes_return_duckdbs_rows(shapes: Runner, tmp_path: Path, sql: str) -> None:
+    both_plans(shapes, tmp_path, sql)
 
 
 def test_bad_sql_is_one_line_and_changes_nothing(small: Runner) -> None:
