@@ -52,11 +52,15 @@ class Keepd:
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.stopped()
+
+    def stopped(self) -> None:
+        """Wait for the process asked to stop (killed after 15 s)."""
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
         if self.proc.stdout:
             self.proc.stdout.close()
 
@@ -64,11 +68,21 @@ class Keepd:
 def start_keepd(
     volume: Path, *extra: str, port: int = 0, env: dict[str, str] | None = None
 ) -> Keepd:
+    return _listening(*_spawn_keepd(volume, *extra, port=port, env=env))
+
+
+def _spawn_keepd(
+    volume: Path, *extra: str, port: int = 0, env: dict[str, str] | None = None
+) -> tuple[Path, subprocess.Popen[str], list[str]]:
     volume.mkdir(parents=True, exist_ok=True)
     argv = [WH_BIN, "keepd", "--volume", str(volume), "--listen", f"127.0.0.1:{port}", *extra]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
     )
+    return volume, proc, argv
+
+
+def _listening(volume: Path, proc: subprocess.Popen[str], argv: list[str]) -> Keepd:
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if not line.startswith("keepd listening on "):
@@ -90,24 +104,39 @@ class KeepPool:
     options: tuple[str, ...] = ()
 
     def add(self, i: int, port: int = 0) -> Keepd:
+        return self.start([i], port)[0]
+
+    def start(self, numbers: list[int], port: int = 0) -> list[Keepd]:
+        """Servers ``numbers``, started together (each start is mostly imports)."""
         key_file = self.root / "signing.key"
         token_file = self.root / "admin.token"
         key_file.write_bytes(self.signing_key)
         token_file.write_text(self.admin_token)
-        server = start_keepd(
-            self.root / f"keep{i}",
-            "--signing-key-file",
-            str(key_file),
-            "--admin-token-file",
-            str(token_file),
-            *self.options,
-            port=port,
-        )
-        if i < len(self.servers):
-            self.servers[i] = server
-        else:
-            self.servers.append(server)
-        return server
+        spawned = [
+            _spawn_keepd(
+                self.root / f"keep{i}",
+                "--signing-key-file",
+                str(key_file),
+                "--admin-token-file",
+                str(token_file),
+                *self.options,
+                port=port,
+            )
+            for i in numbers
+        ]
+        try:
+            started = [_listening(*each) for each in spawned]
+        except BaseException:
+            for _, proc, _ in spawned:
+                proc.kill()
+                proc.wait()
+            raise
+        for i, server in zip(numbers, started, strict=True):
+            if i < len(self.servers):
+                self.servers[i] = server
+            else:
+                self.servers.append(server)
+        return started
 
     def restart(self, i: int) -> Keepd:
         """Start server i again on its old port and volume (after a kill)."""
@@ -121,8 +150,12 @@ class KeepPool:
             self.restart(i)
 
     def close(self) -> None:
+        # Asked together, they shut down together.
         for s in self.servers:
-            s.stop()
+            if s.proc.poll() is None:
+                s.proc.terminate()
+        for s in self.servers:
+            s.stopped()
 
 
 @contextmanager
@@ -131,8 +164,7 @@ def keep_pool(root: Path, count: int = 4, *options: str) -> Iterator[KeepPool]:
     key, admin = secrets.token_hex(32).encode(), "admin-" + secrets.token_hex(16)
     pool = KeepPool(root, key, admin, options=options)
     try:
-        for i in range(count):
-            pool.add(i)
+        pool.start(list(range(count)))
         yield pool
     finally:
         pool.close()
