@@ -188,3 +188,46 @@ def test_wh_user_is_a_user_name(tmp_path: Path) -> None:
         assert code == 2 and err.startswith(f"Error: WH_USER: {value!r} is not a user name"), err
     code, _, err = wh(tmp_path / "ok", "config", WH_USER="alice.b@example")
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "shown"),
+    [
+        ("WH_REPLICATION", "3", "3"),
+        ("WH_REPLICATION", " 3 ", "3"),
+        ("WH_REPLICATION", "+3.0", "3"),
+        ("WH_WAIT", "1e3", "1000.0"),
+        ("WH_WAIT", ".5", "0.5"),
+        ("WH_KEEP_TIMEOUT", "3600", "3600.0"),
+        ("WH_FORK_SERVER", "YES", "true"),
+        ("WH_FORK_SERVER", "T", "true"),
+        ("WH_FORK_SERVER", "off", "false"),
+        ("WH_FORK_SERVER", "0", "false"),
+    ],
+)
+def test_the_spellings_a_setting_takes(tmp_path: Path, var: str, value: str, shown: str) -> None:
+    """The rules of docs/cli.md, "Settings": whole numbers, seconds, true or false."""
+    code, out, err = wh(tmp_path, "config", "--json", **{var: value})
+    assert code == 0, err
+    assert {s["variable"]: s["value"] for s in json.loads(out)["settings"]}[var] == shown
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "said"),
+    [
+        ("WH_REPLICATION", "3.5", "'3.5' is not a valid integer"),
+        ("WH_REPLICATION", "3.", "'3.' is not a valid integer"),
+        ("WH_REPLICATION", "0x3", "'0x3' is not a valid integer"),
+        ("WH_REPLICATION", "\u0663", "'\u0663' is not a valid integer"),
+        ("WH_WAIT", "\u0663", "'\u0663' is not a valid float"),
+        ("WH_WAIT", "nan", "nan is not in the range 0<=x<=3600"),
+        ("WH_WAIT", "inf", "inf is not in the range 0<=x<=3600"),
+        ("WH_KEEP_TIMEOUT", "0", "0 is not in the range 0<x<=3600"),
+        ("WH_DASK_WAIT", "3600.5", "3600.5 is not in the range 0<=x<=3600"),
+        ("WH_FORK_SERVER", " true ", "' true ' is not a valid boolean (true or false)"),
+        ("WH_FORK_SERVER", "2", "'2' is not a valid boolean (true or false)"),
+    ],
+)
+def test_the_spellings_a_setting_refuses(tmp_path: Path, var: str, value: str, said: str) -> None:
+    code, _, err = wh(tmp_path, "config", **{var: value})
+    assert code == 2 and err == f"Error: {var}: {said}\n", err

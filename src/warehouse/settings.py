@@ -226,7 +226,7 @@ _RANGES = {
 }
 # And for true (is_off() reads the environment with the same words).
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
-# An integer in decimal digits, as "3" or "3.0"; a number as Python writes one.
+# A whole number in the digits 0-9, as "3" or "3.0".
 _INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0+)?", re.ASCII)
 
 
@@ -259,9 +259,10 @@ def _value(name: str, raw: Any) -> Any:
         else:
             raise ValueError(f"{raw!r} is not a valid integer")
     else:
+        # float() reads other scripts' digits too: "٣" is no setting's number.
+        if isinstance(raw, str) and not raw.isascii():
+            raise ValueError(f"{raw!r} is not a valid float")
         try:
-            if isinstance(raw, str) and not raw.isascii():
-                raise ValueError(raw)  # float() reads other scripts' digits too
             number = float(raw)
         except (TypeError, ValueError):
             raise ValueError(f"{raw!r} is not a valid float") from None
