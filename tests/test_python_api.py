@@ -116,3 +116,22 @@ def test_a_bad_job_request_is_a_usage_error(tmp_path: Path, tree: Path) -> None:
             with pytest.raises(warehouse.UsageError, match=said):
                 jobs.submit(wh, request)
         assert jobs.submit(wh, jobs.JobRequest("builtin:zhash", pdh, {})).state == "queued"
+
+
+def test_the_package_loads_its_parts_when_first_asked_for() -> None:
+    """Every process imports the package first: a keep server, the command
+    line and a remote client load neither the collections, SQLAlchemy nor
+    pydantic until they use them; each public name is still there."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, warehouse, warehouse.server.keepd, warehouse.cli\n"
+        "heavy = ('warehouse.base', 'warehouse.collection.writer', 'sqlalchemy', 'pydantic')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "print(sorted(n for n in warehouse.__all__ if getattr(warehouse, n) is None))\n"
+        "print('warehouse.base' in sys.modules, warehouse.Manifest.__module__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "[]", "True warehouse.manifest.model"]
