@@ -12,16 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from browser_helpers import playwright_or_skip
 from cluster import WH_BIN
 from regol_helpers import make_repo
 from test_web_browser import ARGS, ARTIFACTS, CHROMIUM
 
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = playwright_or_skip()
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no chromium (make test installs it)"),
-]
+pytestmark = [pytest.mark.slow]
 
 
 def wh(env: dict[str, str], *args: str) -> str:

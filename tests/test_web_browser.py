@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from browser_helpers import CHROMIUM, playwright_or_skip
 from cluster import WH_BIN
 from jobs_helpers import make_compressed
 
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = playwright_or_skip()
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -32,10 +32,7 @@ ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "web"
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no chromium (make test installs it)"),
-]
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture

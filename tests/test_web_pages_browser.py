@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from browser_helpers import CHROMIUM, playwright_or_skip
 from cluster import Controller, KeepPool, controller
 from jobs_helpers import make_text, put_function, run_job
 from test_web_preview import PNG
@@ -26,15 +27,11 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app
 
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = playwright_or_skip()
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no chromium (make test installs it)"),
-]
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture

@@ -9,18 +9,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from browser_helpers import playwright_or_skip
 from jobs_helpers import make_text, run_job
 from test_web_pages_browser import ARGS, CHROMIUM, _signed_in, pages  # noqa: F401 (fixture)
 from warehouse import catalog
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.web.pages import human_size
 
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = playwright_or_skip()
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no chromium (make test installs it)"),
-]
+pytestmark = [pytest.mark.slow]
 
 
 def test_a_job_page_shows_the_name_its_input_was_submitted_under(

@@ -17,16 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from browser_helpers import playwright_or_skip
 from cluster import WH_BIN
 from lineage_helpers import function_repo, git
 from test_web_browser import ARGS, ARTIFACTS, CHROMIUM
 
-playwright = pytest.importorskip("playwright.sync_api")
+playwright = playwright_or_skip()
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no chromium (make test installs it)"),
-]
+pytestmark = [pytest.mark.slow]
 
 FAILS = "import sys\nprint('this job fails on purpose')\nsys.exit(3)\n"
 
