@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from warehouse.errors import UsageError
 
 __all__ = [
+    "NAME_LIMIT",
     "AccountingRow",
     "CollectionRecord",
     "NameChange",
@@ -41,7 +42,9 @@ class AccountingRow:
     bytes_new: int
 
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=-]{0,254}")
+# Characters of a name, everywhere (CLI and API alike; docs/cli.md, "Keys").
+NAME_LIMIT = 255
+_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._@+=-]{{0,{NAME_LIMIT - 1}}}")
 # Any case and with hints: a key shaped so is read as a PDH (keys.parse_key), so
 # such a name could not be reached, and in capitals it passes for another PDH.
 _LOOKS_LIKE_PDH = re.compile(r"[0-9a-f]{32}\+\d+(\+.*)?", re.IGNORECASE)
@@ -71,7 +74,7 @@ def check_name(name: str) -> str:
     if not _NAME.fullmatch(name) or _LOOKS_LIKE_PDH.fullmatch(name):
         raise UsageError(
             f"bad name {name!r}: use letters, digits and . _ @ + = - (starting with a letter "
-            "or digit, at most 255 characters, and not shaped like a PDH)"
+            f"or digit, at most {NAME_LIMIT} characters, and not shaped like a PDH)"
         )
     return name
 

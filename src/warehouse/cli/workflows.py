@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from warehouse.catalog.values import NAME_LIMIT
 from warehouse.cli._common import emit_json, emit_rows, open_warehouse, plural, text_time
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
@@ -63,7 +64,11 @@ def _summary(view: dict[str, Any]) -> str:
 @workflow.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-i", "--input", "inputs", multiple=True, metavar="NAME=VALUE", help="An input.")
-@click.option("--name-outputs", metavar="PREFIX", help="Name each output PREFIX.<output>.")
+@click.option(
+    "--name-outputs",
+    metavar="PREFIX",
+    help=f"Name each output PREFIX.<output> (at most {NAME_LIMIT} characters).",
+)
 @click.option("--wait", is_flag=True, help="Drive the run here until it ends; print progress.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @click.pass_context

@@ -33,7 +33,7 @@ from warehouse.base import PutResult
 from warehouse.blocks import EMPTY_LOCATOR, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.catalog.records import add_collection_in, require_collection
-from warehouse.catalog.values import CollectionRecord, check_name
+from warehouse.catalog.values import NAME_LIMIT, CollectionRecord, check_name
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.records import load_manifests
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
@@ -164,7 +164,13 @@ def _check_prefix(prefix: str | None, wf: Workflow) -> None:
     try:
         check_name(prefix)
         for output in wf.outputs:
-            check_name(output_name(prefix, output))
+            name = output_name(prefix, output)
+            if len(name) > NAME_LIMIT:  # said plainly: the name is not the option given
+                raise UsageError(
+                    f"output {output!r} would be named {name[:20]}…{name[-20:]}, "
+                    f"{len(name)} characters: PREFIX.OUTPUT holds at most {NAME_LIMIT}"
+                )
+            check_name(name)
     except UsageError as e:
         raise UsageError(f"--name-outputs: {e}") from None
 

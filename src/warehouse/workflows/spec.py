@@ -128,6 +128,17 @@ class Workflow:
 
 # -- reading YAML with lines ---------------------------------------------------
 
+_YAML = "tag:yaml.org,2002:"
+# The tags of what JSON holds, and of dates and !!binary (refused below in
+# their own words). Any other is refused: on a mapping or a list
+# (`!!python/object/apply:…`) the reader would otherwise drop it silently.
+_TAGS = {_YAML + t for t in ("map", "seq", "str", "int", "float", "bool", "null")}
+_TAGS |= {_YAML + "binary", _YAML + "timestamp"}
+
+
+def _shown(tag: str) -> str:
+    return "!!" + tag.removeprefix(_YAML) if tag.startswith(_YAML) else tag
+
 
 class _Reader:
     """Turns composed YAML nodes into plain values, noting each key's line."""
@@ -150,6 +161,8 @@ class _Reader:
     def value(self, node: yaml.Node, key: str, depth: int = 0) -> Any:
         line = node.start_mark.line + 1
         self.lines.setdefault(key, line)
+        if node.tag not in _TAGS:
+            raise self.fail(key, f"unknown YAML tag {_shown(node.tag)}", line)
         done = self._done.get(id(node))
         size, height = (done[1], done[2]) if done is not None else (1, 1)
         self._count += size
@@ -183,6 +196,8 @@ class _Reader:
                     raise self.fail(key, "merge keys (<<) are not supported: write the keys", at)
                 if not isinstance(k_node, yaml.ScalarNode):
                     raise self.fail(key, "keys must be plain strings", at)
+                if k_node.tag not in _TAGS:
+                    raise self.fail(key, f"unknown YAML tag {_shown(k_node.tag)}", at)
                 name = str(k_node.value)  # as written: `yes` or `0x1` stays that text
                 sub = f"{key}.{name}" if key else name
                 if name in out:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, HTTPException
 from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
+from warehouse.catalog.values import NAME_LIMIT
 from warehouse.errors import NotFoundError
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.server.controller.auth import Caller, state_of
@@ -35,7 +36,9 @@ class WorkflowCreate(BaseModel):
         default_factory=dict, max_length=1000, description="Inputs, as -i NAME=VALUE gives."
     )
     name_outputs: str | None = Field(
-        default=None, max_length=200, description="Name each output PREFIX.<output>."
+        default=None,
+        max_length=NAME_LIMIT,
+        description=f"Name each output PREFIX.<output> (at most {NAME_LIMIT} characters).",
     )
     base_dir: str | None = Field(
         default=None,
