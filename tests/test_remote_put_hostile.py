@@ -627,8 +627,11 @@ def test_a_put_waits_for_the_controllers_slot_and_is_recorded(
 
             thread = threading.Thread(target=bobs_put)
             thread.start()
-            # The controller's own 503 (and its Retry-After) reached Bob's put.
+            # The controller's own 503 (and its Retry-After) reached Bob's put,
+            # and his put waits: a controller ignoring --max-streamed-puts ends it.
             _until(lambda: front.refused >= 1 or bool(put))
+            assert front.refused >= 1 and not put, (front.refused, put)
+            assert thread.is_alive()
         # Alice went away: her slot is given back, and Bob's put, asked again, runs.
         thread.join()
         assert len(put) == 1 and isinstance(put[0], str), put
