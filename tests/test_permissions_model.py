@@ -80,7 +80,7 @@ def test_a_collection_is_read_by_its_holders_through_a_grant_or_a_readable_name(
 
     def level(who: Principal, names: list[Level], grants: list[Grant]) -> Level:
         return collection_level(
-            who, pdh=pdh, holders=["alice"], name_levels=names, grants=grants, mode=Mode.PRIVATE
+            who, pdh=pdh, holders=["alice"], through=names, grants=grants, mode=Mode.PRIVATE
         )
 
     assert level(ALICE, [], []) is Level.MANAGE

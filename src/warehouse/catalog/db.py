@@ -39,7 +39,7 @@ __all__ = [
 
 # The newest migration; checked against the migration scripts by a test, so a
 # new script without this bump fails the suite.
-HEAD_REVISION = "0012_listing_parts"
+HEAD_REVISION = "0013_permissions"
 
 _IMMEDIATE = "warehouse_write"
 

@@ -18,6 +18,7 @@ from warehouse.catalog.db import (
 from warehouse.catalog.schema import (
     block_writes,
     collected,
+    collection_holders,
     collection_listing_parts,
     collection_listings,
     collections,
@@ -71,6 +72,7 @@ def add_collection(
 
 def _add_collection(engine: sa.Engine, record: CollectionRecord) -> CollectionRecord:
     with write(engine) as conn:
+        _hold(conn, record)
         found = _recorded_again(conn, record)
         if found is not None:
             return found
@@ -78,10 +80,18 @@ def _add_collection(engine: sa.Engine, record: CollectionRecord) -> CollectionRe
     return record
 
 
+def _hold(conn: sa.Connection, record: CollectionRecord) -> None:
+    # Whoever records a collection held all its bytes: it manages it
+    # (docs/permissions.md), whether or not it was the first.
+    row = {"pdh": record.pdh, "user": record.created_by}
+    insert_ignoring_duplicates(conn, collection_holders, [row], ["pdh", "user"])
+
+
 def add_collection_in(conn: sa.Connection, record: CollectionRecord) -> None:
     """``add_collection`` inside the caller's write transaction (a workflow records
     its combined input with the jobs reading it: one commit). A row another
     writer inserted meanwhile (PostgreSQL) stands, and the transaction goes on."""
+    _hold(conn, record)
     if _recorded_again(conn, record) is None:
         insert_ignoring_duplicates(conn, collections, [_row(record)], ["pdh"])
 

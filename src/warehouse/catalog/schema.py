@@ -11,10 +11,14 @@ import sqlalchemy as sa
 __all__ = [
     "block_writes",
     "collected",
+    "collection_holders",
     "collection_listing_parts",
     "collection_listings",
     "collection_parts",
     "collections",
+    "grants",
+    "group_members",
+    "groups",
     "keep_services",
     "metadata",
     "name_history",
@@ -84,7 +88,8 @@ names = sa.Table(
     "names",
     metadata,
     sa.Column("name", sa.String(255), primary_key=True),
-    sa.Column("pdh", PDH, nullable=False),
+    # Indexed (migration 0013): a private collection is read through the names on it.
+    sa.Column("pdh", PDH, nullable=False, index=True),
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("owner", sa.String(255), nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
@@ -320,4 +325,44 @@ collection_parts = sa.Table(
     sa.Column("position", sa.Integer, primary_key=True),
     sa.Column("dir", sa.String(1024), nullable=False),
     sa.Column("part_pdh", PDH, nullable=False, index=True),
+)
+
+
+# -- permissions (migration 0013_permissions; docs/permissions.md) ------------
+
+# Every user who recorded a collection (its first, ``collections.created_by``,
+# among them): each held all its bytes, and manages it.
+collection_holders = sa.Table(
+    "collection_holders",
+    metadata,
+    sa.Column("pdh", PDH, primary_key=True),
+    sa.Column("user", sa.String(255), primary_key=True),
+)
+
+groups = sa.Table(
+    "groups",
+    metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("owner", sa.String(255), nullable=False),  # a user: adds and removes members
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+group_members = sa.Table(
+    "group_members",
+    metadata,
+    sa.Column("group_name", sa.String(255), sa.ForeignKey("groups.name"), primary_key=True),
+    sa.Column("user", sa.String(255), primary_key=True, index=True),
+)
+
+# ``level`` on ``target`` (a name or project path, a PDH, job:ID, run:ID) for
+# a user or a group; one grant per target and grantee (sharing again changes it).
+grants = sa.Table(
+    "grants",
+    metadata,
+    sa.Column("target", sa.String(1024), primary_key=True),
+    sa.Column("grantee_kind", sa.String(8), primary_key=True),  # user | group
+    sa.Column("grantee", sa.String(255), primary_key=True),
+    sa.Column("level", sa.String(8), nullable=False),  # read | write | manage
+    sa.Column("granted_by", sa.String(255), nullable=False),
+    sa.Column("granted_at", sa.Float, nullable=False),
 )

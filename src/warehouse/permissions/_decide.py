@@ -72,7 +72,7 @@ def collection_level(
     *,
     pdh: str,
     holders: Iterable[str],
-    name_levels: Iterable[Level],
+    through: Iterable[Level],
     grants: Iterable[Grant],
     mode: Mode,
 ) -> Level:
@@ -80,10 +80,10 @@ def collection_level(
 
     A collection is content: whoever recorded it (``holders``, users who put
     it, which needs every block signed for them) held all its bytes, and
-    manages it. Otherwise it is read through a grant on its PDH, or through any
-    name pointing at it that the principal may read (``name_levels``: the
-    principal's level on each; a name gives at most read on its collection,
-    since writing a name moves the name, not the bytes).
+    manages it. Otherwise it is read through a grant on its PDH, or through
+    anything leading to it that the principal may read (``through``: the
+    principal's level on each name pointing at it and each job that made it).
+    These give at most read: writing a name moves the name, not the bytes.
     """
     level = level_of(
         principal,
@@ -92,7 +92,7 @@ def collection_level(
         grants=grants,
         mode=mode,
     )
-    if level < Level.READ and any(n >= Level.READ for n in name_levels):
+    if level < Level.READ and any(n >= Level.READ for n in through):
         level = Level.READ
     return level
 

@@ -1,0 +1,363 @@
+"""Groups, grants and the installation's permission mode, kept in the catalog.
+
+The decisions are ``warehouse.permissions``'s (pure); this module reads what
+they need (owners, holders, memberships, grants) and records changes to
+them. Rules: docs/permissions.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
+from warehouse.catalog.schema import (
+    collection_holders,
+    collections,
+    grants,
+    group_members,
+    groups,
+    jobs,
+    names,
+    settings,
+    users,
+    workflow_runs,
+)
+from warehouse.catalog.values import check_name
+from warehouse.errors import ConflictError, ForbiddenError, NotFoundError
+from warehouse.keys import is_pdh
+from warehouse.permissions import (
+    Grant,
+    Level,
+    Mode,
+    Owner,
+    Principal,
+    check_target,
+    collection_level,
+    level_of,
+    parse_mode,
+    project_paths,
+    refusal,
+)
+
+__all__ = [
+    "GroupRecord",
+    "Perms",
+    "add_group",
+    "add_member",
+    "check_key",
+    "collection_level_in",
+    "get_mode",
+    "key_level",
+    "list_groups",
+    "perms",
+    "principal_of",
+    "remove_member",
+    "set_mode",
+    "share",
+    "unshare",
+]
+
+MODE_KEY = "permission_mode"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    name: str
+    owner: str
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Perms:
+    """What ``wh perms KEY`` shows: the owners, the grants that apply (on the
+    key and the projects above it), and the caller's own level."""
+
+    key: str
+    owners: tuple[Owner, ...]
+    grants: tuple[Grant, ...]
+    level: Level
+    mode: Mode
+
+
+# -- the mode -----------------------------------------------------------------
+
+
+def get_mode(engine: sa.Engine) -> Mode:
+    """The installation's mode; ``open`` when none was ever set (an upgrade)."""
+    with connect(engine) as conn:
+        return _mode(conn)
+
+
+def _mode(conn: sa.Connection) -> Mode:
+    value = conn.execute(sa.select(settings.c.value).where(settings.c.key == MODE_KEY)).scalar()
+    return Mode.OPEN if value is None else parse_mode(value)
+
+
+def set_mode(engine: sa.Engine, mode: Mode, by: Principal) -> None:
+    if not by.admin:
+        raise ForbiddenError("only an admin sets the permission mode")
+    with write(engine) as conn:
+        done = conn.execute(
+            settings.update().where(settings.c.key == MODE_KEY).values(value=mode.value)
+        )
+        if not done.rowcount:
+            conn.execute(settings.insert().values(key=MODE_KEY, value=mode.value))
+
+
+# -- principals and groups ----------------------------------------------------
+
+
+def principal_of(engine: sa.Engine, user: str, *, admin: bool) -> Principal:
+    with connect(engine) as conn:
+        return _principal(conn, user, admin)
+
+
+def _principal(conn: sa.Connection, user: str, admin: bool) -> Principal:
+    found = conn.execute(
+        sa.select(group_members.c.group_name).where(group_members.c.user == user)
+    ).scalars()
+    return Principal(user, frozenset(found), admin)
+
+
+def add_group(engine: sa.Engine, name: str, by: Principal) -> GroupRecord:
+    """A new group owned by ``by``'s user (who adds and removes its members)."""
+    check_name(name)
+    try:
+        with write(engine) as conn:
+            if conn.execute(sa.select(users.c.name).where(users.c.name == name)).first():
+                raise ConflictError(f"{name!r} is a user's name: a group needs another")
+            if conn.execute(sa.select(groups.c.name).where(groups.c.name == name)).first():
+                raise ConflictError(f"group {name!r} exists")
+            conn.execute(groups.insert().values(name=name, owner=by.user, created_at=time.time()))
+    except sa.exc.IntegrityError as e:
+        if not duplicate_key(e):
+            raise
+        raise ConflictError(f"group {name!r} exists") from None
+    return GroupRecord(name, by.user, ())
+
+
+def list_groups(engine: sa.Engine) -> list[GroupRecord]:
+    """Every group, in code point order, with its members."""
+    with connect(engine) as conn:
+        rows = conn.execute(sa.select(groups).order_by(by_code_point(engine, groups.c.name)))
+        found = [(r.name, r.owner) for r in rows]
+        members: dict[str, list[str]] = {}
+        for group, user in conn.execute(
+            sa.select(group_members.c.group_name, group_members.c.user)
+        ):
+            members.setdefault(group, []).append(user)
+    return [GroupRecord(n, o, tuple(sorted(members.get(n, ())))) for n, o in found]
+
+
+def _group_to_change(conn: sa.Connection, group: str, by: Principal) -> None:
+    owner = conn.execute(sa.select(groups.c.owner).where(groups.c.name == group)).scalar()
+    if owner is None:
+        raise NotFoundError(f"no group {group!r}")
+    if not (by.admin or owner == by.user):
+        raise ForbiddenError(f"only group {group!r}'s owner or an admin changes its members")
+
+
+def add_member(engine: sa.Engine, group: str, user: str, by: Principal) -> None:
+    check_name(group)
+    check_name(user)
+    try:
+        with write(engine) as conn:
+            _group_to_change(conn, group, by)
+            if conn.execute(sa.select(users.c.name).where(users.c.name == user)).first() is None:
+                raise NotFoundError(f"no user {user!r}")
+            mine = (group_members.c.group_name == group) & (group_members.c.user == user)
+            if conn.execute(sa.select(group_members.c.user).where(mine)).first() is None:
+                conn.execute(group_members.insert().values(group_name=group, user=user))
+    except sa.exc.IntegrityError as e:
+        if not duplicate_key(e):  # added twice at once: added
+            raise
+
+
+def remove_member(engine: sa.Engine, group: str, user: str, by: Principal) -> None:
+    check_name(group)
+    check_name(user)
+    with write(engine) as conn:
+        _group_to_change(conn, group, by)
+        mine = (group_members.c.group_name == group) & (group_members.c.user == user)
+        if not conn.execute(group_members.delete().where(mine)).rowcount:
+            raise NotFoundError(f"{user!r} is not a member of group {group!r}")
+
+
+# -- levels -------------------------------------------------------------------
+
+
+def check_key(key: str) -> str:
+    """``key`` if it may be shared: a PDH, a name or project path, job:ID, run:ID."""
+    return key if is_pdh(key) else check_target(key)
+
+
+def _grants_on(conn: sa.Connection, targets: Iterable[str]) -> list[Grant]:
+    wanted = sorted(set(targets))
+    if not wanted:
+        return []
+    rows = conn.execute(sa.select(grants).where(grants.c.target.in_(wanted)))
+    return [Grant(r.target, r.grantee_kind, r.grantee, Level[r.level.upper()]) for r in rows]
+
+
+def _name_level(
+    conn: sa.Connection, who: Principal, name: str, owner: str | None, mode: Mode
+) -> Level:
+    targets = project_paths(name)
+    owners = [] if owner is None else [("user", owner)]
+    found = _grants_on(conn, targets)
+    return level_of(who, owners=owners, targets=targets, grants=found, mode=mode)
+
+
+def _job_level(
+    conn: sa.Connection, who: Principal, ident: int, submitter: str, mode: Mode
+) -> Level:
+    target = f"job:{ident}"
+    found = _grants_on(conn, [target])
+    return level_of(who, owners=[("user", submitter)], targets=[target], grants=found, mode=mode)
+
+
+def collection_level_in(conn: sa.Connection, who: Principal, pdh: str, mode: Mode) -> Level:
+    """``who``'s level on the collection ``pdh`` (recorded or not: the caller
+    says "not found" alike for both when it is below read)."""
+    if who.admin:
+        return Level.MANAGE
+    holders = conn.execute(
+        sa.select(collection_holders.c.user).where(collection_holders.c.pdh == pdh)
+    ).scalars()
+    level = collection_level(
+        who, pdh=pdh, holders=list(holders), through=(), grants=_grants_on(conn, [pdh]), mode=mode
+    )
+    if level >= Level.READ:
+        return level
+    # Read through a name on it, or a job that made it (its output or log).
+    for name, owner in conn.execute(
+        sa.select(names.c.name, names.c.owner).where(names.c.pdh == pdh)
+    ):
+        if _name_level(conn, who, name, owner, mode) >= Level.READ:
+            return Level.READ
+    made = sa.select(jobs.c.id, jobs.c.submitted_by).where(
+        (jobs.c.output_pdh == pdh) | (jobs.c.log_pdh == pdh)
+    )
+    for ident, submitter in conn.execute(made):
+        if _job_level(conn, who, ident, submitter, mode) >= Level.READ:
+            return Level.READ
+    return level
+
+
+def _owners_and_targets(conn: sa.Connection, key: str) -> tuple[list[Owner], tuple[str, ...], bool]:
+    """Who owns ``key``, the targets grants on it are made on, and whether it exists."""
+    if is_pdh(key):
+        held = conn.execute(
+            sa.select(collection_holders.c.user).where(collection_holders.c.pdh == key)
+        ).scalars()
+        exists = conn.execute(sa.select(collections.c.pdh).where(collections.c.pdh == key)).first()
+        return [("user", h) for h in held], (key,), exists is not None
+    kind, _, number = key.partition(":")
+    if kind in ("job", "run") and number.isdigit():
+        table, column = (
+            (jobs, jobs.c.submitted_by)
+            if kind == "job"
+            else (
+                workflow_runs,
+                workflow_runs.c.owner,
+            )
+        )
+        owner = conn.execute(sa.select(column).where(table.c.id == int(number))).scalar()
+        return ([] if owner is None else [("user", owner)]), (key,), owner is not None
+    owner = conn.execute(sa.select(names.c.owner).where(names.c.name == key)).scalar()
+    # A project need not exist as a name: grants on it are made ahead.
+    return ([] if owner is None else [("user", owner)]), project_paths(key), True
+
+
+def _level_in(conn: sa.Connection, who: Principal, key: str, mode: Mode) -> tuple[Level, bool]:
+    owners, targets, exists = _owners_and_targets(conn, key)
+    if is_pdh(key):
+        return collection_level_in(conn, who, key, mode), exists
+    found = _grants_on(conn, targets)
+    return level_of(who, owners=owners, targets=targets, grants=found, mode=mode), exists
+
+
+def key_level(engine: sa.Engine, who: Principal, key: str) -> Level:
+    """``who``'s level on ``key`` (NONE for one that does not exist)."""
+    check_key(key)
+    with connect(engine) as conn:
+        level, exists = _level_in(conn, who, key, _mode(conn))
+    return level if exists else Level.NONE
+
+
+# -- sharing ------------------------------------------------------------------
+
+
+def _grantee(conn: sa.Connection, who: str) -> tuple[str, str]:
+    """A group of that name if there is one, else a user (docs/permissions.md)."""
+    check_name(who)
+    if conn.execute(sa.select(groups.c.name).where(groups.c.name == who)).first():
+        return "group", who
+    if conn.execute(sa.select(users.c.name).where(users.c.name == who)).first():
+        return "user", who
+    raise NotFoundError(f"no user or group {who!r}")
+
+
+def _to_manage(conn: sa.Connection, key: str, by: Principal) -> None:
+    level, exists = _level_in(conn, by, key, _mode(conn))
+    problem = refusal(repr(key), Level.MANAGE, level if exists else Level.NONE)
+    if problem is not None:
+        raise problem
+
+
+def share(engine: sa.Engine, key: str, who: str, level: Level, by: Principal) -> Grant:
+    """Give ``who`` (a group, else a user) ``level`` on ``key``, replacing its
+    earlier grant there. Needs manage on ``key``."""
+    check_key(key)
+    row = {"target": key, "level": str(level), "granted_by": by.user, "granted_at": time.time()}
+    for attempt in range(2):
+        try:
+            with write(engine) as conn:
+                _to_manage(conn, key, by)
+                kind, name = _grantee(conn, who)
+                mine = (
+                    (grants.c.target == key)
+                    & (grants.c.grantee_kind == kind)
+                    & (grants.c.grantee == name)
+                )
+                conn.execute(grants.delete().where(mine))
+                conn.execute(grants.insert().values(**row, grantee_kind=kind, grantee=name))
+            return Grant(key, kind, name, level)
+        except sa.exc.IntegrityError as e:
+            # Shared twice at once (PostgreSQL): the second writes over the first.
+            if not duplicate_key(e) or attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def unshare(engine: sa.Engine, key: str, who: str, by: Principal) -> None:
+    """Take back ``who``'s grant on ``key`` (NotFoundError if it has none)."""
+    check_key(key)
+    with write(engine) as conn:
+        _to_manage(conn, key, by)
+        kind, name = _grantee(conn, who)
+        mine = (
+            (grants.c.target == key) & (grants.c.grantee_kind == kind) & (grants.c.grantee == name)
+        )
+        if not conn.execute(grants.delete().where(mine)).rowcount:
+            raise NotFoundError(f"{kind} {name!r} has no grant on {key!r}")
+
+
+def perms(engine: sa.Engine, key: str, by: Principal) -> Perms:
+    """Owners and grants of ``key``, for a caller who may read it."""
+    check_key(key)
+    with connect(engine) as conn:
+        mode = _mode(conn)
+        level, exists = _level_in(conn, by, key, mode)
+        problem = refusal(repr(key), Level.READ, level if exists else Level.NONE)
+        if problem is not None:
+            raise problem
+        owners, targets, _ = _owners_and_targets(conn, key)
+        found = sorted(
+            _grants_on(conn, targets), key=lambda g: (len(g.target), g.target, g.grantee)
+        )
+    return Perms(key, tuple(owners), tuple(found), level, mode)
