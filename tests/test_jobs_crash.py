@@ -250,12 +250,28 @@ def _lifeline_of(manager: int) -> int:
     raise AssertionError(f"process {manager} runs no lifeline")
 
 
-def test_the_lifeline_runs_last_and_still_kills_steps_it_reads_late(
+def _until_looked(lifeline: int) -> None:
+    """Wait until the lifeline has seen the manager alive after the step's
+    child started: it looks every 0.2 s while it holds steps, and blocks
+    between, so five blocks take two looks at least. Waited for, not
+    asserted: a lifeline that never looks is tested too."""
+    seen = _sleeps(lifeline)
+    deadline = time.monotonic() + 30
+    while _sleeps(lifeline) < seen + 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_kernel_stops_the_step_and_a_late_lifeline_kills_it_whole(
     wh: EmbeddedWarehouse, home: Path, tmp_path: Path
 ) -> None:
-    """The lifeline runs at nice 19, so its start takes no CPU a step wants;
-    stopped (as a starved one is) until after the manager is killed, it still
-    reads the pids waiting in its pipe and kills their steps."""
+    """The step's own process is stopped by the kernel with its manager, with
+    no process of ours running: the lifeline is stopped here (as a starved
+    one is). Its child runs on until the lifeline reads the pids waiting in
+    its pipe and kills the step's group, the stopped step with it."""
     key = wh.put([_input(tmp_path)]).pdh
     fn = put_function(wh, tmp_path, "runs.sh", RUNS_ON_SH)
     flow = tmp_path / "w.yml"
@@ -268,11 +284,18 @@ def test_the_lifeline_runs_last_and_still_kills_steps_it_reads_late(
         _until(home.parent / "pids", proc)
         pids = [int(p) for p in (home.parent / "pids").read_text().split()]
         lifeline = _lifeline_of(proc.pid)
-        assert os.getpriority(os.PRIO_PROCESS, lifeline) == 19
+        # At the manager's own priority: at nice 19 a busy machine starved it.
+        assert os.getpriority(os.PRIO_PROCESS, lifeline) == os.getpriority(
+            os.PRIO_PROCESS, proc.pid
+        )
         os.kill(lifeline, signal.SIGSTOP)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert not _ended(pids[0]) and not _ended(pids[1])  # nothing else killed them
+        deadline = time.monotonic() + 120  # a guard against a hang, not a bound
+        while _state(pids[0]) != "T":  # the kernel's doing: the lifeline is stopped
+            assert time.monotonic() < deadline, _state(pids[0])
+            time.sleep(0.02)
+        assert not _ended(pids[1])  # nothing else killed it
         os.kill(lifeline, signal.SIGCONT)
         _until_ended(pids[:2])
     finally:
@@ -316,13 +339,14 @@ def test_a_killed_manager_leaves_no_forked_step_running(
 
 
 # The step leaves a child running, tells the pids, then waits until its
-# parent (the manager) is gone and ends at once, reaped by its new parent.
+# parent (the manager) is stopped and ends at once: a zombie that its new
+# parent reaps once the manager is killed.
 ENDS_WITH_ITS_MANAGER = """#!/bin/sh
 sleep 1000 &
 parent=$PPID
 echo "$$ $! $PPID" > "$WH_HOME/../pids.tmp"
 mv "$WH_HOME/../pids.tmp" "$WH_HOME/../pids"
-while [ "$(awk '{print $4}' /proc/$$/stat)" = "$parent" ]; do :; done
+while [ "$(awk '{print $3}' /proc/$parent/stat)" != "T" ]; do sleep 0.01; done
 exit 0
 """
 
@@ -350,11 +374,11 @@ def test_the_lifeline_kills_the_group_of_a_step_reaped_by_another(
     wh: EmbeddedWarehouse, home: Path, tmp_path: Path
 ) -> None:
     """The manager is killed while the lifeline waits (stopped here, as in its
-    pause between batches or starved); the step ends at once and is reaped by
-    another parent (a subreaper): its child, left in its process group, is
-    killed too. The lifeline has seen the manager alive after the child
-    started (it looks every 0.2 s while it holds steps, and blocks between:
-    five blocks take two looks at least), which proves the group its own."""
+    pause between batches or starved) just as its step ended: the step, not
+    yet reaped, is reaped at once by another parent (a subreaper), and its
+    child, left in its process group, is killed too. The lifeline has seen
+    the manager alive after the child started, which proves the group its
+    own."""
     key = wh.put([_input(tmp_path)]).pdh
     fn = put_function(wh, tmp_path, "ends.sh", ENDS_WITH_ITS_MANAGER)
     reaper = tmp_path / "reaper.py"
@@ -371,19 +395,72 @@ def test_the_lifeline_kills_the_group_of_a_step_reaped_by_another(
         _until(home.parent / "pids", proc)
         pids = [int(p) for p in (home.parent / "pids").read_text().split()]
         lifeline = _lifeline_of(pids[2])  # of the `wh` process, the step's manager
-        seen = _sleeps(lifeline)
-        # Waited for, not asserted: a lifeline that never looks is tested too.
-        deadline = time.monotonic() + 30
-        while _sleeps(lifeline) < seen + 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _until_looked(lifeline)
         deadline = time.monotonic() + 120  # a guard against a hang, not a bound
         os.kill(lifeline, signal.SIGSTOP)
-        os.kill(pids[2], signal.SIGKILL)
-        while Path(f"/proc/{pids[0]}").exists():  # the step ended, and was reaped
+        os.kill(pids[2], signal.SIGSTOP)  # it cannot reap the step now
+        while _state(pids[0]) != "Z":  # the step ended
             assert time.monotonic() < deadline, "the step did not end"
+            time.sleep(0.02)
+        os.kill(pids[2], signal.SIGKILL)
+        while Path(f"/proc/{pids[0]}").exists():  # reaped by the subreaper
+            assert time.monotonic() < deadline, "the step was not reaped"
             time.sleep(0.02)
         assert not _ended(pids[1])  # its child runs on
         os.kill(lifeline, signal.SIGCONT)
         _until_ended(pids[1:2])
     finally:
         _leave_nothing(proc, pids[:3], lifeline)
+
+
+# Busy processes that load every core, more than one each: the machine is
+# fully loaded while the manager is killed.
+HOG = "while :; do :; done"
+
+
+@pytest.mark.parametrize("how", ["subprocess", "forked"])
+def test_steps_of_a_killed_manager_end_beside_cpu_hogs(
+    wh: EmbeddedWarehouse, home: Path, tmp_path: Path, how: str
+) -> None:
+    """A step started as a subprocess (and its child), or forked by the fork
+    server, ends soon after its manager is killed on a machine whose every
+    core is busy: by the kernel and by processes of normal priority, none
+    waiting for CPU the hogs leave (once, at nice 19, minutes)."""
+    key = wh.put([_input(tmp_path)]).pdh
+    env = {**os.environ, "WH_HOME": str(home)}
+    if how == "subprocess":
+        fn = put_function(wh, tmp_path, "runs.sh", RUNS_ON_SH)
+        flow = tmp_path / "w.yml"
+        flow.write_text(f"workflow: w\njobs:\n  a:\n    function: {fn}\n    input: {key}\n")
+        argv = [WH_BIN, "workflow", "run", str(flow), "--wait"]
+    else:
+        fn = put_function(wh, tmp_path, "runs.py", RUNS_ON_PY)
+        record = jobs.submit(wh, jobs.JobRequest(fn, key, {}))
+        driver = tmp_path / "driver.py"
+        driver.write_text(RUNS_A_JOB_FORKED)
+        argv = [sys.executable, str(driver), str(home), str(record.id)]
+    hogs: list[subprocess.Popen[bytes]] = []
+    proc: subprocess.Popen[bytes] | None = None
+    pids: list[int] = []
+    try:
+        for _ in range(2 * len(os.sched_getaffinity(0))):
+            hogs.append(subprocess.Popen(["sh", "-c", HOG]))
+        proc = subprocess.Popen(argv, env=env)
+        _until(home.parent / "pids", proc)
+        pids = [int(p) for p in (home.parent / "pids").read_text().split()]
+        left = pids[:2] if how == "subprocess" else pids
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed = time.monotonic()
+        # Generous beside the 2 s aimed at; the starved lifeline took minutes.
+        deadline = killed + 30
+        while not all(_ended(p) for p in left):
+            assert time.monotonic() < deadline, [p for p in left if not _ended(p)]
+            time.sleep(0.02)
+        print(f"ended {time.monotonic() - killed:.2f} s after the kill")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        if proc is not None:
+            _leave_nothing(proc, pids)

@@ -34,7 +34,10 @@ alongside) and ``kill`` (id) go to the server; ``started`` (id, pid) and
 while its leader is not yet reaped, so a reused pid is never hit. When a
 channel closes (its executor closed, or the executor's process died, however)
 the server kills the steps of that channel still running: no step outlives
-its manager. When the control socket closes (the process exits, or lets the
+its manager; and each forked step is killed by the kernel if the server
+itself dies (``PR_SET_PDEATHSIG``; not set on the server, which any thread
+of the executor's process may start: the kernel would kill it with that
+thread). When the control socket closes (the process exits, or lets the
 server go because its environment changed since the server started: steps
 would never be forked from it again, so another server is started) the
 server serves the channels it has until the last closes, and exits.
@@ -61,6 +64,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from warehouse.jobs.lifeline import on_parent_death
 from warehouse.jobs.protocol import ENV_VARS, process_environment
 
 __all__ = ["PRELOAD", "Channel", "forkable", "ready", "server_channel", "warm"]
@@ -344,6 +348,7 @@ def _serve(control: socket.socket) -> _Step | None:
                     continue
                 (log_fd,) = fds
                 step = _Step(message["argv"], message["env"], message["cwd"], log_fd)
+                die_with_server = on_parent_death(signal.SIGKILL)  # made here, not in the child
                 try:
                     pid = os.fork()
                 except OSError as e:  # out of processes or memory: a failed attempt
@@ -353,6 +358,9 @@ def _serve(control: socket.socket) -> _Step | None:
                     _send(channel, {"op": "exited", "id": message["id"], "status": 1})
                     continue
                 if pid == 0:
+                    # Killed by the kernel if this server dies (it has one
+                    # thread, so its death is this thread's).
+                    die_with_server()
                     sel.close()
                     for fd in children:
                         os.close(fd)
