@@ -173,13 +173,14 @@ def test_git_finds_no_repository_outside_the_git_roots_from_inside_them(
 def test_a_git_spec_cannot_fetch_through_a_command_transport(
     alice: httpx.Client, one_file: str, tmp_path: Path
 ) -> None:
-    """Only http(s), git, ssh and file are fetched: no "ext::" command, no other helper."""
+    """Only http(s), git, ssh and file are fetched: no "ext::" command, no other
+    helper (refused by the controller's --git-allow before git runs)."""
     ran = tmp_path / "ran"
     for repo in (f"ext::sh -c touch% {ran}", "fd::3"):
         r = alice.post(
             "/api/v1/jobs", json={"function": f"git:{repo}@main:x.py", "input": one_file}
         )
-        assert r.status_code == 400, r.text
+        assert r.status_code == 403 and "--git-allow" in r.json()["error"], r.text
         assert not ran.exists()
 
 

@@ -104,6 +104,9 @@ class WarehouseBase:
     # Where a git: function's repository on this machine may be read; None:
     # anywhere (a user's own machine), a controller's hosts list its roots.
     git_roots: Sequence[str] | None = None
+    # Schemes and hosts a git: function may be fetched from, with a clean
+    # environment (gitcmd.check_remote); None: any, with the user's own.
+    git_allow: Sequence[str] | None = None
 
     def get_name(self, name: str) -> catalog.NameRecord:
         raise NotImplementedError

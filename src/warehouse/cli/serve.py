@@ -14,6 +14,7 @@ from warehouse.clusters.placement import HostMap
 from warehouse.collection.spool import scratch_dir
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
+from warehouse.gitcmd import DEFAULT_ALLOW, check_allow
 from warehouse.private import private_dir
 from warehouse.server.accesslog import configure_access_log
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
@@ -163,6 +164,16 @@ def default_db_url() -> str:
     "(git:/path@REV:FILE); repeatable. Without it, only repositories the controller "
     "fetches by URL (docs/security.md).",
 )
+@click.option(
+    "--git-allow",
+    "git_allow",
+    multiple=True,
+    metavar="SCHEME://HOST[:PORT]",
+    help="Where git repositories named by URL may be fetched from (HOST a name, *.DOMAIN, "
+    "or * for any DNS name; an address or localhost only by itself); repeatable; none: "
+    "fetch nothing. Default: https://* (fetches run with none of this machine's git "
+    "configuration, credentials or SSH keys; docs/security.md).",
+)
 def serve(
     listen: str,
     db_url: str | None,
@@ -186,6 +197,7 @@ def serve(
     cluster_name: str,
     host_map: Path | None,
     git_roots: tuple[Path, ...],
+    git_allow: tuple[str, ...],
 ) -> None:
     """Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.
 
@@ -206,6 +218,9 @@ def serve(
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
+    allow = tuple(check_allow(rule) for rule in git_allow) or DEFAULT_ALLOW
+    if "none" in allow and len(allow) > 1:
+        raise UsageError("--git-allow none: fetch nothing, so give no other --git-allow")
     if db_url and (problem := catalog_url_problem(db_url)) is not None:
         raise UsageError(f"--db: {problem}")
     if executor == "dask" and not dask_scheduler and not unsafe_steps:
@@ -241,6 +256,7 @@ def serve(
         cluster=check_cluster_name(cluster_name),
         host_map=_host_map(host_map),
         git_roots=tuple(str(p.resolve()) for p in git_roots),
+        git_allow=allow,
     )
     if sandbox is not None:  # steps would see the catalog: refused before it is made
         keep = (keep_dir or default_home() / "keep") if keep_count else None

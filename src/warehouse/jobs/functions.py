@@ -48,6 +48,9 @@ class _Store(Protocol):
     def git_roots(self) -> Sequence[str] | None: ...  # None: read anywhere (gitcmd)
 
     @property
+    def git_allow(self) -> Sequence[str] | None: ...  # None: fetch from anywhere (gitcmd)
+
+    @property
     def store(self) -> BlockStore: ...
 
     def put(self, paths: list[Path]) -> PutResult: ...
@@ -161,6 +164,12 @@ def _git_tree(wh: _Store, repo: str, revision: str) -> tuple[str, str]:
     """The commit ``revision`` names, and its tree stored as a collection."""
     gitcmd.no_option(repository=repo, revision=revision)
     gitcmd.check_local(repo, wh.git_roots)
+    gitcmd.check_remote(repo, wh.git_allow)
+    clean = wh.git_allow is not None  # a controller: none of its operator's git setup
+
+    def git(*args: str) -> str:
+        return gitcmd.run(args, clean=clean)
+
     local = gitcmd.local_path(repo)
     # The git directory checked is the one read (a swapped `.git` file is not followed).
     checked = None
@@ -171,18 +180,18 @@ def _git_tree(wh: _Store, repo: str, revision: str) -> tuple[str, str]:
             gitdir = checked
         else:  # a URL: fetch just that revision
             gitdir = os.path.join(tmp, "repo.git")
-            gitcmd.run(["init", "--quiet", "--bare", gitdir])
-            gitcmd.run(["-C", gitdir, "fetch", "--quiet", "--depth=1", "--", repo, revision])
+            git("init", "--quiet", "--bare", gitdir)
+            git("-C", gitdir, "fetch", "--quiet", "--depth=1", "--", repo, revision)
             revision = "FETCH_HEAD"
-        commit = gitcmd.run(["-C", gitdir, "rev-parse", "--verify", f"{revision}^{{commit}}"])
+        commit = git("-C", gitdir, "rev-parse", "--verify", f"{revision}^{{commit}}")
         commit = commit.strip()
         tree = Path(tmp) / "tree"
         tree.mkdir()
         archive = Path(tmp) / "tree.tar"
         # A commit of no files archives to a tar that tarfile cannot open.
-        if not gitcmd.run(["-C", gitdir, "ls-tree", "--name-only", commit]).strip():
+        if not git("-C", gitdir, "ls-tree", "--name-only", commit).strip():
             raise NotFoundError(f"commit {commit[:12]} of {repo} holds no files")
-        gitcmd.run(["-C", gitdir, "archive", "--format=tar", f"--output={archive}", commit])
+        git("-C", gitdir, "archive", "--format=tar", f"--output={archive}", commit)
         with tarfile.open(archive) as tar:
             tar.extractall(tree, filter="data")
         pdh = wh.put([tree]).pdh

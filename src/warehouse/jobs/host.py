@@ -41,6 +41,9 @@ class SubmitHost(Protocol):
     @property
     def git_roots(self) -> Sequence[str] | None: ...
 
+    @property
+    def git_allow(self) -> Sequence[str] | None: ...
+
     def put(self, paths: Sequence[Path]) -> PutResult: ...
 
     def manifest(self, key: str) -> Manifest: ...
@@ -92,6 +95,10 @@ class EmbeddedHost:
     @property
     def git_roots(self) -> Sequence[str] | None:
         return self.wh.git_roots
+
+    @property
+    def git_allow(self) -> Sequence[str] | None:
+        return self.wh.git_allow
 
     def put(self, paths: Sequence[Path]) -> PutResult:
         return self.wh.put(paths)

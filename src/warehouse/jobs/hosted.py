@@ -27,6 +27,7 @@ from warehouse.catalog.auth import JOB_TOKEN_LABEL, revoke_label, revoke_secret
 from warehouse.clusters.placer import Placer
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
+from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.executors import Executor
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.sandbox import Sandbox
@@ -55,12 +56,15 @@ class CatalogWarehouse(WarehouseBase):
         keep: Callable[[], BlockStore],
         user: str,
         git_roots: Sequence[str] = (),
+        git_allow: Sequence[str] = DEFAULT_ALLOW,
     ) -> None:
         self.engine = engine
         self._keep = keep
         self.user = user
-        # On the controller's disk, only these hold repositories a user may name.
+        # On the controller's disk, only these hold repositories a user may name;
+        # by URL, only these schemes and hosts, fetched with a clean environment.
         self.git_roots = tuple(git_roots)
+        self.git_allow = tuple(git_allow)
 
     @property
     def store(self) -> BlockStore:  # type: ignore[override] # the keep servers now

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import WarehouseError
+from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import model, records, service
 from warehouse.regol.values import RunRecord
@@ -35,12 +36,14 @@ class RegolRunner:
         interval: float,
         *,
         git_roots: Sequence[str] = (),
+        git_allow: Sequence[str] = DEFAULT_ALLOW,
     ) -> None:
         self.engine = engine
         self.keep = keep
         self.executor = executor
         self.interval = interval
         self.git_roots = tuple(git_roots)
+        self.git_allow = tuple(git_allow)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wh-regol", daemon=True)
 
@@ -54,7 +57,7 @@ class RegolRunner:
             return []
         made: list[RunRecord] = []
         for w in records.list_watches(self.engine, active_only=True):
-            host = CatalogWarehouse(self.engine, self.keep, w.owner, self.git_roots)
+            host = CatalogWarehouse(self.engine, self.keep, w.owner, self.git_roots, self.git_allow)
             try:
                 made += service.run_watch(host, w, None, self.executor)
             except WarehouseError as e:  # one broken watch does not stop the others

@@ -7,20 +7,31 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from warehouse import gitcmd
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.regol.model import Commit
 
-__all__ = ["GitSpec", "Repository", "open_repository", "parse_spec"]
+__all__ = ["GitPolicy", "GitSpec", "Repository", "open_repository", "parse_spec"]
 
 SUBJECT_LIMIT = 200  # characters of a commit's subject kept
 MAX_COMMITS = 1000  # one request runs at most this many commits
 MAX_BISECT = 100_000  # commits a bisect may search (about 17 runs)
+
+
+class GitPolicy(Protocol):
+    """Where a controller's git may read (a host's git_roots and git_allow)."""
+
+    @property
+    def git_roots(self) -> Sequence[str] | None: ...
+
+    @property
+    def git_allow(self) -> Sequence[str] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +55,13 @@ def parse_spec(spec: str) -> GitSpec:
     return GitSpec(repo, revision, path.strip("/"))
 
 
-def _git(gitdir: str, *args: str) -> str:
+def _git(gitdir: str, *args: str, env: dict[str, str] | None = None) -> str:
     done = subprocess.run(
         ["git", "-C", gitdir, *args],
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, **gitcmd.GIT_ENV},  # no ext:: or fd:: transport
+        env=env or {**os.environ, **gitcmd.GIT_ENV},  # no ext:: or fd:: transport
     )
     if done.returncode != 0:
         # git's first line says what went wrong; the rest is advice (one Error: line).
@@ -60,8 +71,10 @@ def _git(gitdir: str, *args: str) -> str:
 
 
 class Repository:
-    def __init__(self, gitdir: str) -> None:
+    def __init__(self, gitdir: str, env: dict[str, str] | None = None) -> None:
         self.gitdir = gitdir
+        # A controller's: gitcmd.clean_env (none of its operator's git setup).
+        self.env = env or {**os.environ, **gitcmd.GIT_ENV}
 
     def commit(self, revision: str) -> str:
         if revision.startswith("-"):
@@ -72,6 +85,7 @@ class Repository:
             capture_output=True,
             text=True,
             check=False,
+            env=self.env,
         )
         if done.returncode != 0:
             raise NotFoundError(f"no commit {revision!r} in the repository")
@@ -87,6 +101,7 @@ class Repository:
             capture_output=True,
             text=True,
             check=False,
+            env=self.env,
         )
         if done.returncode != 0:
             said = next((x.strip() for x in done.stderr.splitlines() if x.strip()), "failed")
@@ -98,32 +113,45 @@ class Repository:
         done = subprocess.run(
             ["git", "-C", self.gitdir, "show-ref", "--verify", "--quiet", f"refs/heads/{name}"],
             check=False,
+            env=self.env,
         )
         return done.returncode == 0
 
     def default_branch(self) -> str:
-        return _git(self.gitdir, "symbolic-ref", "--short", "HEAD").strip()
+        return _git(self.gitdir, "symbolic-ref", "--short", "HEAD", env=self.env).strip()
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         done = subprocess.run(
-            ["git", "-C", self.gitdir, "merge-base", "--is-ancestor", older, newer], check=False
+            ["git", "-C", self.gitdir, "merge-base", "--is-ancestor", older, newer],
+            check=False,
+            env=self.env,
         )
         return done.returncode == 0
 
     def describe(self, revision: str) -> Commit:
         sha = self.commit(revision)
-        generation = int(_git(self.gitdir, "rev-list", "--count", "--first-parent", sha))
-        when, _, subject = _git(self.gitdir, "log", "-1", "--format=%ct%x00%s", sha).partition("\0")
+        generation = int(
+            _git(self.gitdir, "rev-list", "--count", "--first-parent", sha, env=self.env)
+        )
+        when, _, subject = _git(
+            self.gitdir, "log", "-1", "--format=%ct%x00%s", sha, env=self.env
+        ).partition("\0")
         return Commit(sha, float(when), subject.strip()[:SUBJECT_LIMIT], generation)
 
     def commits(self, start: str | None, end: str, limit: int = MAX_COMMITS) -> list[Commit]:
         """The first-parent chain to ``end`` (after ``start``, at most ``limit``
         commits then), oldest first."""
         tip = self.commit(end)
-        total = int(_git(self.gitdir, "rev-list", "--count", "--first-parent", tip))
+        total = int(_git(self.gitdir, "rev-list", "--count", "--first-parent", tip, env=self.env))
         span = tip if start is None else f"{self.commit(start)}..{tip}"
         text = _git(
-            self.gitdir, "log", "--first-parent", "--reverse", "--format=%H%x00%ct%x00%s", span
+            self.gitdir,
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--format=%H%x00%ct%x00%s",
+            span,
+            env=self.env,
         )
         lines = text.splitlines()
         if len(lines) > limit and start is not None:
@@ -138,24 +166,38 @@ class Repository:
 
 
 @contextmanager
-def open_repository(location: str, branch: str | None = None) -> Iterator[Repository]:
-    """A repository to read: the directory itself, or a fetch of ``branch``."""
+def open_repository(
+    location: str, branch: str | None = None, host: GitPolicy | None = None
+) -> Iterator[Repository]:
+    """A repository to read: the directory itself, or a fetch of ``branch``;
+    on a controller (``host``), only where its admin allows, with a clean
+    environment (gitcmd)."""
     gitcmd.no_option(repository=location, branch=branch or "")
-    if Path(location).is_dir():
-        is_git = subprocess.run(
-            ["git", "-C", location, "rev-parse", "--git-dir"], capture_output=True, check=False
-        )
-        if is_git.returncode != 0:
-            raise NotFoundError(f"no git repository at {location}")
-        yield Repository(location)
-        return
-    if location.startswith(("/", "./", "../", "~")):
-        # A path, not a URL: fetching it would only say so in git's words.
-        raise NotFoundError(f"no git repository at {location}")
+    allow = host.git_allow if host is not None else None
+    gitcmd.check_local(location, host.git_roots if host is not None else None)
+    gitcmd.check_remote(location, allow)
     with tempfile.TemporaryDirectory(prefix="wh-regol-") as tmp:
+        env = None
+        if allow is not None:
+            os.mkdir(home := os.path.join(tmp, "home"))
+            env = gitcmd.clean_env(home)
+        if Path(location).is_dir():
+            is_git = subprocess.run(
+                ["git", "-C", location, "rev-parse", "--git-dir"],
+                capture_output=True,
+                check=False,
+                env=env,
+            )
+            if is_git.returncode != 0:
+                raise NotFoundError(f"no git repository at {location}")
+            yield Repository(location, env)
+            return
+        if location.startswith(("/", "./", "../", "~")):
+            # A path, not a URL: fetching it would only say so in git's words.
+            raise NotFoundError(f"no git repository at {location}")
         gitdir = os.path.join(tmp, "repo.git")
-        _git(tmp, "init", "--quiet", "--bare", gitdir)
+        _git(tmp, "init", "--quiet", "--bare", gitdir, env=env)
         ref = branch or "HEAD"
         refspec = f"+{ref}:refs/heads/{branch or 'fetched'}"
-        _git(gitdir, "fetch", "--quiet", "--", location, refspec)
-        yield Repository(gitdir)
+        _git(gitdir, "fetch", "--quiet", "--", location, refspec, env=env)
+        yield Repository(gitdir, env)

@@ -58,7 +58,7 @@ def watch(host: SubmitHost, job_id: int, branch: str | None, label: str | None) 
         repository = str(Path(repository).resolve())
     if branch is not None:
         _bounded("a branch", branch)
-    with open_repository(repository, branch or spec.revision) as repo:
+    with open_repository(repository, branch or spec.revision, host) as repo:
         if branch is None:
             branch = spec.revision if repo.is_branch(spec.revision) else repo.default_branch()
         elif not repo.is_branch(branch):
@@ -124,7 +124,7 @@ def _to_run(
 ) -> tuple[JobRecord, list[model.Commit]]:
     """The watched job and the commits ``run_watch`` would submit, in order."""
     job = get_job(host.engine, w.job)
-    with open_repository(w.repository, w.branch) as repo:
+    with open_repository(w.repository, w.branch, host) as repo:
         if commits is None:
             found = repo.commits(None, w.branch)
             shas = [c.sha for c in found]
@@ -146,7 +146,7 @@ def bisect_step(
     """One step of ``wh regol bisect``: the answer, or the run to wait for
     (submitted now unless one is already under way)."""
     job = get_job(host.engine, w.job)
-    with open_repository(w.repository, w.branch) as repo:
+    with open_repository(w.repository, w.branch, host) as repo:
         g, b = repo.commit(good), repo.commit(bad)
         if g == b:
             raise UsageError(f"--good {good} and --bad {bad} are the same commit {g[:12]}")

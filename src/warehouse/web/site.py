@@ -227,7 +227,9 @@ class Site:
         state = self.controller
         if state is None or state.job_manager is None:
             raise UsageError("this controller runs no job manager")
-        host = CatalogWarehouse(state.engine, state.keep, user.name, state.config.git_roots)
+        host = CatalogWarehouse(
+            state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
+        )
         return submit_job(host, replace(request, executor=state.job_manager.executor_name))
 
     def control(self, job_id: int, action: str, user: catalog.User) -> JobRecord:

@@ -769,6 +769,10 @@ class _AsOwner:
     def git_roots(self) -> Sequence[str] | None:
         return self._host.git_roots
 
+    @property
+    def git_allow(self) -> Sequence[str] | None:
+        return self._host.git_allow
+
     def put(self, paths: Sequence[Path]) -> PutResult:
         return self._host.put(paths)
 

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import WarehouseError
+from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.workflows import records
 from warehouse.workflows.driver import Driver, driver_id
@@ -35,12 +36,14 @@ class WorkflowThread:
         *,
         interval: float = 0.05,
         git_roots: Sequence[str] = (),
+        git_allow: Sequence[str] = DEFAULT_ALLOW,
     ) -> None:
         self.engine = engine
         self.keep = keep
         self.executor = executor
         self.interval = interval
         self.git_roots = tuple(git_roots)
+        self.git_allow = tuple(git_allow)
         self.driver = driver_id()
         self._drivers: dict[int, Driver] = {}
         self._stop = threading.Event()
@@ -60,7 +63,9 @@ class WorkflowThread:
             if run.id in self._drivers:
                 continue
             try:
-                host = CatalogWarehouse(self.engine, self.keep, run.owner, self.git_roots)
+                host = CatalogWarehouse(
+                    self.engine, self.keep, run.owner, self.git_roots, self.git_allow
+                )
                 driver = Driver(host, run.id, executor=self.executor, driver=self.driver)
                 if driver.claim():
                     self._drivers[run.id] = driver

@@ -62,7 +62,9 @@ def submit_job(body: JobCreate, user: Caller, request: _Request) -> dict[str, An
     executor = _executor(state)
     if body.executor is not None and body.executor != executor:
         raise HTTPException(400, f"executor: this controller runs {executor!r}")
-    wh = CatalogWarehouse(state.engine, state.keep, user.name, state.config.git_roots)
+    wh = CatalogWarehouse(
+        state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
+    )
     job_request = jobs.JobRequest(
         body.function,
         body.input,

@@ -55,7 +55,9 @@ def _host(state: ControllerState, user: str) -> tuple[CatalogWarehouse, str]:
     manager = state.job_manager
     if manager is None:
         raise HTTPException(400, "this controller runs no job manager")
-    host = CatalogWarehouse(state.engine, state.keep, user, state.config.git_roots)
+    host = CatalogWarehouse(
+        state.engine, state.keep, user, state.config.git_roots, state.config.git_allow
+    )
     return host, manager.executor_name
 
 
@@ -74,7 +76,9 @@ def create_watch(
     # another user's code) acts for its submitter only while its job runs.
     if is_job_token(state.engine, token):
         raise HTTPException(403, "a job's token cannot make watches")
-    host = CatalogWarehouse(state.engine, state.keep, user.name, state.config.git_roots)
+    host = CatalogWarehouse(
+        state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
+    )
     return service.watch(host, body.job, body.branch, body.label).as_dict()
 
 

@@ -16,6 +16,7 @@ from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, sign
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
 from warehouse.clusters.placement import HostMap
 from warehouse.errors import UsageError
+from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
 from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
@@ -65,6 +66,9 @@ class ControllerConfig:
     # Directories of this machine under which a git: function's repository
     # may be read (`wh serve --git-root`); none: only fetched ones (gitcmd).
     git_roots: tuple[str, ...] = ()
+    # Schemes and hosts a git: function may be fetched from (`wh serve
+    # --git-allow`; gitcmd.check_remote).
+    git_allow: tuple[str, ...] = DEFAULT_ALLOW
     # Keep servers' and workers' host labels: steps prefer workers beside
     # their input (docs/clusters.md, "Placement"); None: no placement.
     host_map: HostMap | None = None
@@ -276,11 +280,16 @@ class ControllerState:
                 executor,
                 self.config.regol_interval,
                 git_roots=self.config.git_roots,
+                git_allow=self.config.git_allow,
             ).start()
         from warehouse.workflows.hosted import WorkflowThread
 
         self.workflows = WorkflowThread(
-            self.engine, self.keep, executor, git_roots=self.config.git_roots
+            self.engine,
+            self.keep,
+            executor,
+            git_roots=self.config.git_roots,
+            git_allow=self.config.git_allow,
         ).start()
         return self.job_manager
 

@@ -53,7 +53,9 @@ def start_workflow(body: WorkflowCreate, user: Caller, request: _Request) -> dic
     state = state_of(request)
     if state.workflows is None:
         raise HTTPException(400, "this controller runs no job manager")
-    wh = CatalogWarehouse(state.engine, state.keep, user.name, state.config.git_roots)
+    wh = CatalogWarehouse(
+        state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
+    )
     started = start_run(
         wh,
         body.file,
