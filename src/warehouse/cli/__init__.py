@@ -71,7 +71,7 @@ _COMMANDS = {
     "keep": ("warehouse.cli.keep:keep", "The keep servers registered with the controller."),
     "keepd": (
         "warehouse.cli.keepd:keepd",
-        "Serve blocks over HTTP from local volumes (the keep server).",
+        "Serve blocks over HTTP from local or S3 volumes (the keep server).",
     ),
     "job": ("warehouse.cli.jobs:job", "Submit batch jobs and follow them (see docs/jobs.md)."),
     "step": ("warehouse.cli.steps:step", "Report from inside a running step (uses $WH_RESULT)."),

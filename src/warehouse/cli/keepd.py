@@ -1,4 +1,4 @@
-"""``wh keepd``: run a keep server over one or more volume directories."""
+"""``wh keepd``: run a keep server over one or more volumes (directories or S3 buckets)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from warehouse.errors import UsageError
 from warehouse.server.accesslog import configure_access_log
 from warehouse.server.keepd import KeepdOptions, run_keepd
 from warehouse.server.serving import Tls, parse_listen
+from warehouse.volumes.base import is_s3_spec
 
 __all__ = ["keepd"]
 
@@ -37,6 +38,19 @@ def _lifetime(ctx: click.Context, param: click.Parameter, value: float | None) -
     return value
 
 
+def _volumes(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> list[Path | str]:
+    """Directories as paths (refused if a file is in the way), S3 specs as given."""
+    out: list[Path | str] = []
+    for spec in value:
+        if is_s3_spec(spec):
+            out.append(spec)
+            continue
+        out.append(click.Path(file_okay=False, path_type=Path).convert(spec, param, ctx))
+    return out
+
+
 def _announce(url: str) -> None:
     click.echo(f"keepd listening on {url}")
     sys.stdout.flush()
@@ -48,8 +62,10 @@ def _announce(url: str) -> None:
     "volumes",
     multiple=True,
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="A directory of blocks (repeat for several; created if missing).",
+    metavar="DIR|s3://BUCKET/PREFIX?endpoint=URL",
+    callback=_volumes,
+    help="A directory of blocks (created if missing), or an S3 bucket and prefix "
+    "(docs/s3.md); repeat for several.",
 )
 @click.option("--listen", required=True, help="HOST:PORT to listen on (port 0: any free port).")
 @click.option("--controller", metavar="URL", help="The controller; its admin token is $WH_TOKEN.")
@@ -78,7 +94,7 @@ def _announce(url: str) -> None:
 )
 @server_options()
 def keepd(
-    volumes: tuple[Path, ...],
+    volumes: list[Path | str],
     listen: str,
     controller: str | None,
     admin_token_file: Path | None,
@@ -91,7 +107,7 @@ def keepd(
     body_timeout: float,
     header_timeout: float,
 ) -> None:
-    """Serve blocks over HTTP from local volumes (the keep server).
+    """Serve blocks over HTTP from local or S3 volumes (the keep server).
 
     Prints `keepd listening on http://HOST:PORT` (https with --tls-cert) once
     it accepts requests, then serves until SIGTERM or SIGINT, logging one
@@ -101,6 +117,7 @@ def keepd(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("botocore").setLevel(logging.WARNING)  # an S3 volume's client
     host, port = parse_listen(listen)
     tls = Tls.from_options(tls_cert, tls_key)
     configure_access_log(access_log)
@@ -112,7 +129,7 @@ def keepd(
     if signing_key_file and not key:
         raise UsageError(f"the signing key file {signing_key_file} is empty")
     options = KeepdOptions(
-        volumes=list(volumes),
+        volumes=volumes,
         host=host,
         port=port,
         controller=controller,

@@ -1,20 +1,21 @@
-"""GC, fsck and balance on the embedded warehouse: one local volume.
+"""GC, fsck and balance on the embedded warehouse: one volume (a local
+directory or an S3 bucket).
 
 The decisions are the same as for keep servers (``plan``); the volume is
-"server" ``local``. Trash goes through ``LocalVolume.trash(if_mtime_ns=…)``
+"server" ``local``. Trash goes through ``Volume.trash(if_mtime_ns=…)``
 so a block written again since the index was read is left alone, and each
 run removes trash past its lifetime.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 
 import sqlalchemy as sa
 
 from warehouse.blocks.locator import Locator
-from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.gc.collected import record_collected
 from warehouse.gc.mark import GcAborted, MarkResult, mark
@@ -22,6 +23,7 @@ from warehouse.gc.plan import Copy, plan_sweep
 from warehouse.gc.report import GcReport
 from warehouse.gc.roots import Roots, find_roots
 from warehouse.gc.settings import GcSettings, load_settings
+from warehouse.volumes.base import Volume
 
 __all__ = ["local_balance", "local_fsck", "local_gc", "require_catalog", "require_marked"]
 
@@ -43,13 +45,13 @@ def _roots(engine: sa.Engine, s: GcSettings, now: float) -> Roots:
     return find_roots(engine, now, s.history_retention, s.job_retention, s.signature_ttl)
 
 
-def _reader(volume: LocalVolume) -> Callable[[Locator], bytes]:
+def _reader(volume: Volume) -> Callable[[Locator], bytes]:
     return lambda loc: volume.get(loc.md5)
 
 
 def local_gc(
     engine: sa.Engine,
-    volume: LocalVolume,
+    volume: Volume,
     *,
     dry_run: bool = False,
     now: float | None = None,
@@ -62,7 +64,7 @@ def local_gc(
     try:
         copies = [Copy(b.md5, b.size, b.mtime_ns) for b in volume.index()]
     except OSError as e:
-        raise GcAborted(f"cannot read the index of {volume.root}: {e}") from e
+        raise GcAborted(f"cannot read the index of {volume.name}: {e}") from e
     # Roots are read after the index: a block named meanwhile is marked.
     roots = _roots(engine, s, now)
     require_catalog(roots)
@@ -76,7 +78,9 @@ def local_gc(
         report.trashed = len(doomed)
         report.actions = [f"trash {c.key} on {LOCAL}" for c in doomed]
         return report
-    target = LocalVolume(volume.root, trash_lifetime=s.trash_lifetime)
+    # The same volume, with the catalog's trash lifetime.
+    target = copy.copy(volume)
+    target.trash_lifetime = s.trash_lifetime
     for c in doomed:
         if target.trash(c.md5, if_mtime_ns=c.mtime_ns, now=now):
             report.trashed += 1
@@ -89,7 +93,7 @@ def local_gc(
 
 
 def local_fsck(
-    engine: sa.Engine, volume: LocalVolume, *, progress: Progress | None = None
+    engine: sa.Engine, volume: Volume, *, progress: Progress | None = None
 ) -> GcReport:
     """Read and verify every block of the volume; report missing and corrupt blocks
     of the roots and the collections they belong to."""
@@ -137,7 +141,7 @@ def local_fsck(
     return report
 
 
-def local_balance(engine: sa.Engine, volume: LocalVolume, *, dry_run: bool = False) -> GcReport:
+def local_balance(engine: sa.Engine, volume: Volume, *, dry_run: bool = False) -> GcReport:
     """Nothing to balance: the embedded warehouse keeps one copy on one volume."""
     return GcReport(
         "balance",

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from warehouse import catalog
 from warehouse.blocks import Locator
 from warehouse.blocks.store import BlockStore
+from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.records import load_manifest_text, manifest_from_blocks
 from warehouse.embedded import EmbeddedWarehouse
@@ -90,8 +91,10 @@ class Site:
         return self._store()
 
     def volume_paths(self) -> list[Path]:
-        """The embedded warehouse's local volume (none for a controller)."""
-        return [] if self.embedded is None else [self.embedded.volume.root]
+        """The embedded warehouse's local volume (none for a controller or an S3 volume)."""
+        if self.embedded is None or not isinstance(self.embedded.volume, LocalVolume):
+            return []
+        return [self.embedded.volume.root]
 
     def outlined(self, pdh: str) -> Outlined:
         """A collection's outline, made once and kept among the last used.

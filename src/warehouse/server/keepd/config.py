@@ -6,16 +6,16 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
-from warehouse.blocks.volume import LocalVolume
 from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.keepd.auth import TokenChecker
+from warehouse.volumes.base import Volume
 
 __all__ = ["KeepConfig"]
 
 
 @dataclass
 class KeepConfig:
-    volumes: list[LocalVolume]
+    volumes: list[Volume]
     signing_key: bytes
     tokens: TokenChecker
     signature_ttl: int = DEFAULT_SIGNATURE_TTL

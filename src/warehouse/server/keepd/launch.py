@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL
-from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, LocalVolume
+from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
 from warehouse.errors import UsageError
 from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 from warehouse.server.headertimeout import DEFAULT_HEADER_TIMEOUT
@@ -26,6 +26,7 @@ from warehouse.server.keepd.config import KeepConfig
 from warehouse.server.keepd.controller import fetch_keep_config, register_keep_service
 from warehouse.server.lifeline import PARENT_ENV, die_with_parent, server_id
 from warehouse.server.serving import Tls, serve
+from warehouse.volumes.base import is_s3_spec, open_volume
 
 __all__ = ["KeepdOptions", "build_config", "run_keepd", "service_url"]
 
@@ -34,7 +35,7 @@ log = logging.getLogger("warehouse.keepd")
 
 @dataclass
 class KeepdOptions:
-    volumes: list[Path]
+    volumes: list[Path | str]  # directories, or s3://BUCKET/PREFIX?endpoint=URL specs
     host: str
     port: int
     controller: str | None = None
@@ -62,6 +63,11 @@ def build_config(options: KeepdOptions) -> KeepConfig:
     """The server's configuration; with a controller, this asks it for the keep settings."""
     if not options.volumes:
         raise UsageError("keepd needs at least one --volume")
+    if options.controller and is_s3_spec(options.volumes[0]):
+        raise UsageError(
+            "with --controller, the first --volume must be a directory: "
+            "it keeps the server's id (docs/keepd.md)"
+        )
     ttl = options.signature_ttl or DEFAULT_SIGNATURE_TTL
     lifetime = options.trash_lifetime or DEFAULT_TRASH_LIFETIME
     tokens: TokenChecker
@@ -80,7 +86,9 @@ def build_config(options: KeepdOptions) -> KeepConfig:
             key = secrets.token_hex(32).encode()
         tokens = StaticTokenChecker(options.admin_tokens)
         service_token = options.admin_tokens[0] if options.admin_tokens else None
-    volumes = [LocalVolume(p.absolute(), trash_lifetime=lifetime) for p in options.volumes]
+    # An S3 volume's bucket is asked now: a missing one, or refused
+    # credentials, stop the start with one line.
+    volumes = [open_volume(v, trash_lifetime=lifetime) for v in options.volumes]
     return KeepConfig(
         volumes=volumes,
         signing_key=key,
@@ -101,7 +109,7 @@ def run_keepd(options: KeepdOptions, announce: Callable[[str], None]) -> None:
     def ready(port: int) -> None:
         url = service_url(options.host, port, https=options.tls is not None)
         if options.controller and options.controller_token:
-            sid = server_id(options.volumes[0])
+            sid = server_id(Path(options.volumes[0]))
             register_keep_service(options.controller, options.controller_token, url, sid)
             log.info("registered %s with %s", url, options.controller)
         announce(url)

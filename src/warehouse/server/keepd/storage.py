@@ -10,14 +10,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import os
 from collections.abc import Sequence
 
 from warehouse.blocks.locator import Locator
-from warehouse.blocks.volume import BlockStat, BlockWriter, LocalVolume
+from warehouse.blocks.volume import BlockStat
 from warehouse.errors import CorruptDataError, NotFoundError
 from warehouse.server.keepd.metrics import Metrics, VolumeGauge
 from warehouse.server.keepd.rules import Refused, TrashItem, choose_volume
+from warehouse.volumes.base import BlockWrite, Volume
 
 __all__ = ["VolumeSet"]
 
@@ -25,13 +25,13 @@ log = logging.getLogger("warehouse.keepd")
 
 
 class VolumeSet:
-    def __init__(self, volumes: Sequence[LocalVolume], metrics: Metrics, reserve: int = 0) -> None:
+    def __init__(self, volumes: Sequence[Volume], metrics: Metrics, reserve: int = 0) -> None:
         self.volumes = list(volumes)
         self.metrics = metrics
         self.reserve = reserve
         self._turns = itertools.count()
 
-    def _copies(self, md5: str) -> list[tuple[LocalVolume, BlockStat]]:
+    def _copies(self, md5: str) -> list[tuple[Volume, BlockStat]]:
         out = []
         for v in self.volumes:
             st = v.stat(md5)
@@ -64,12 +64,12 @@ class VolumeSet:
             except CorruptDataError:
                 corrupt.append(v)
                 self.metrics.add(corrupt_reads=1)
-                log.error("corrupt copy of block %s on volume %s", loc.md5, v.root)
+                log.error("corrupt copy of block %s on volume %s", loc.md5, v.name)
                 continue
             except NotFoundError:
                 continue  # trashed since we looked
             except OSError as e:  # e.g. a bad sector: another copy may do
-                log.error("cannot read block %s on volume %s: %s", loc.md5, v.root, e)
+                log.error("cannot read block %s on volume %s: %s", loc.md5, v.name, e)
                 unreadable = e
                 continue
             if len(data) == loc.size:
@@ -82,12 +82,12 @@ class VolumeSet:
         raise NotFoundError(f"block {loc.key} is not here")
 
     @staticmethod
-    def _read_copy(v: LocalVolume, md5: str, mapped: bool, buf: bytearray | None) -> memoryview:
+    def _read_copy(v: Volume, md5: str, mapped: bool, buf: bytearray | None) -> memoryview:
         if mapped and (pages := v.get_mapped(md5)) is not None:
             return pages
         return memoryview(v.get(md5)) if buf is None else v.get_into(md5, buf)
 
-    def open_write(self, md5: str, size: int) -> BlockWriter:
+    def open_write(self, md5: str, size: int) -> BlockWrite:
         """A writer on the volume that has this block already, else on the roomiest one."""
         for v, st in self._copies(md5):
             if st.size == size:
@@ -135,9 +135,7 @@ class VolumeSet:
         out = []
         for v in self.volumes:
             space = v.space()
-            dev = os.stat(v.root).st_dev
-            device = f"{os.major(dev)}:{os.minor(dev)}"
-            out.append(VolumeGauge(str(v.root), space.free_bytes, space.total_bytes, device))
+            out.append(VolumeGauge(v.name, space.free_bytes, space.total_bytes, v.device()))
         return out
 
     def clean(self, stale_temporary_age: float) -> None:
@@ -146,4 +144,4 @@ class VolumeSet:
             removed = v.empty_trash()
             stale = v.remove_stale_temporaries(stale_temporary_age)
             if removed or stale:
-                log.info("volume %s: removed %d trashed, %d stale", v.root, removed, stale)
+                log.info("volume %s: removed %d trashed, %d stale", v.name, removed, stale)

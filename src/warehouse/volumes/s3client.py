@@ -1,0 +1,124 @@
+"""Where an S3 volume lives and how it is asked: the spec, the client, the errors.
+
+``s3://BUCKET/PREFIX?endpoint=URL&region=NAME`` names a bucket (and a key
+prefix) of any S3-compatible store. Credentials never appear in a spec:
+boto3 finds them as it always does (``AWS_ACCESS_KEY_ID`` and
+``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, ``~/.aws/credentials``, an
+instance role). Retries are botocore's "standard" mode: 500, 503 SlowDown,
+throttling and connection errors are retried with exponential backoff and
+jitter, a bounded number of times; what still fails is an OSError naming
+the volume, so callers treat it as they treat a failing disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from warehouse.errors import UsageError
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+__all__ = ["MAX_ATTEMPTS", "S3Location", "make_client", "s3_error", "status_of"]
+
+# Attempts per request, first included (botocore's standard mode backs off
+# exponentially with jitter between them, up to 20 s).
+MAX_ATTEMPTS = int(os.environ.get("WH_S3_MAX_ATTEMPTS", "5") or 5)
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,62}")
+_OPTIONS = ("endpoint", "region")
+
+
+@dataclass(frozen=True, slots=True)
+class S3Location:
+    bucket: str
+    prefix: str  # "" or ends with "/"
+    endpoint: str | None
+    region: str | None
+
+    @classmethod
+    def parse(cls, spec: str) -> S3Location:
+        parts = urlsplit(spec)
+        if parts.scheme != "s3" or not parts.netloc:
+            raise UsageError(f"not an S3 volume: {spec!r} (s3://BUCKET/PREFIX?endpoint=URL)")
+        if "@" in parts.netloc:
+            raise UsageError(
+                f"{spec!r}: credentials do not belong in a volume spec "
+                "(use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws/credentials)"
+            )
+        if not _BUCKET.fullmatch(parts.netloc):
+            raise UsageError(f"{spec!r}: {parts.netloc!r} is not a bucket name")
+        query = parse_qs(parts.query, keep_blank_values=True)
+        unknown = sorted(set(query) - set(_OPTIONS))
+        if unknown:
+            raise UsageError(f"{spec!r}: unknown option {unknown[0]!r} (known: endpoint, region)")
+        if any(len(v) > 1 for v in query.values()):
+            raise UsageError(f"{spec!r}: an option is given twice")
+        endpoint = query.get("endpoint", [""])[0] or None
+        if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
+            raise UsageError(f"{spec!r}: the endpoint must be an http:// or https:// URL")
+        prefix = parts.path.strip("/")
+        if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
+            raise UsageError(f"{spec!r}: {prefix!r} is not a key prefix")
+        region = query.get("region", [""])[0] or None
+        return cls(parts.netloc, f"{prefix}/" if prefix else "", endpoint, region)
+
+    @property
+    def name(self) -> str:
+        """The spec without options: what errors and logs show."""
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+def make_client(location: S3Location, *, max_pool: int = 32) -> BaseClient:
+    """A thread-safe S3 client for the location (boto3 loads here, not before)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=60,
+        max_pool_connections=max_pool,
+        # Another store than AWS is reached by path (bucket names there
+        # need no DNS entry); AWS itself picks its own style.
+        s3={"addressing_style": "path" if location.endpoint else "auto"},
+        # Checksums only where the operation needs one: stores other than
+        # AWS refuse the newer default headers, and every block is checked
+        # by its MD5 anyway (Content-MD5 on each PUT, the name on each read).
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    session = boto3.session.Session()
+    region = location.region or session.region_name or "us-east-1"
+    client: BaseClient = session.client(
+        "s3", endpoint_url=location.endpoint, region_name=region, config=config
+    )
+    return client
+
+
+def status_of(error: BaseException) -> tuple[int, str]:
+    """An S3 error's HTTP status and code; (0, "") for one with no answer."""
+    response: Any = getattr(error, "response", None)
+    if not isinstance(response, dict):
+        return 0, ""
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    code = str(response.get("Error", {}).get("Code", ""))
+    return int(status), code
+
+
+def s3_error(volume: str, what: str, error: BaseException) -> OSError:
+    """The OSError a failed request becomes, naming the volume: keepd then
+    tries another volume or answers 503, fsck reports the block unreadable."""
+    status, code = status_of(error)
+    if status:
+        reason = f"{code or 'error'} (HTTP {status})"
+        if status in (401, 403):
+            reason += ": check the credentials and the bucket's policy"
+    else:
+        reason = str(error) or type(error).__name__
+    err = errno.EACCES if status in (401, 403) else errno.EIO
+    return OSError(err, f"S3 volume {volume}: {what}: {reason}")

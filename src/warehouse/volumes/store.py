@@ -1,0 +1,128 @@
+"""The embedded warehouse's block store on any volume (an S3 volume).
+
+``LocalBlockStore`` stays the store of a local directory: it overlaps fsyncs,
+maps big blocks and checks them side by side, all of which need files. This
+one asks only the ``Volume`` interface: a put is durable when the volume's
+``put`` returns (one PUT for an S3 volume), and every read is verified by
+the volume.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+
+from warehouse.blocks.cache import BlockCache
+from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
+from warehouse.blocks.store import StoredBlock
+from warehouse.errors import CorruptDataError, UsageError, os_error
+from warehouse.volumes.base import Volume
+
+__all__ = ["VolumeBlockStore"]
+
+Buffer = bytes | bytearray | memoryview
+_PIECE = 1 << 20
+
+
+class VolumeBlockStore:
+    """A block store on one volume, with a RAM cache in front."""
+
+    def __init__(self, volume: Volume, cache: BlockCache | None = None) -> None:
+        self.volume = volume
+        self.cache = cache
+
+    def put(self, data: Buffer, *, md5: str | None = None) -> StoredBlock:
+        if len(data) > MAX_BLOCK_SIZE:
+            raise UsageError(f"block of {len(data)} bytes is over the {MAX_BLOCK_SIZE} limit")
+        locator = Locator(md5 or hashlib.md5(data).hexdigest(), len(data))
+        if locator.is_empty:
+            return StoredBlock(locator, False)
+        try:
+            new = self.volume.put(locator.md5, data)
+        except OSError as e:
+            raise os_error(e, f"cannot store block {locator.md5} in {self.volume.name}") from None
+        return StoredBlock(locator, new)
+
+    def flush(self) -> None:
+        """Nothing waits: each put was durable when it returned."""
+
+    def close(self) -> None:
+        pass
+
+    def get(self, locator: Locator, *, cache: bool = True) -> bytes | memoryview:
+        if locator.md5 == EMPTY_MD5:
+            return b""
+        if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
+            return hit
+        try:
+            data = self.volume.get(locator.md5)
+        except OSError as e:
+            raise os_error(e, f"cannot read block {locator.md5}") from None
+        if len(data) != locator.size:
+            raise CorruptDataError(
+                f"block {locator.md5} on {self.volume.name} has {len(data)} bytes, "
+                f"not {locator.size}"
+            )
+        if cache and self.cache is not None:
+            self.cache.put(locator.key, data)
+        return data
+
+    def exists(self, locator: Locator) -> bool:
+        if locator.is_empty:
+            return True
+        try:
+            return self.volume.check(locator.md5, locator.size)
+        except OSError as e:
+            raise os_error(e, f"cannot look for block {locator.md5}") from None
+
+    def put_range(self, fd: int, offset: int, size: int) -> Locator:
+        """Store ``size`` bytes of ``fd`` from ``offset`` as one block, read
+        a piece at a time twice (for its MD5, then to send it)."""
+        if size > MAX_BLOCK_SIZE:
+            raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
+        try:
+            md5 = hashlib.md5()
+            for piece in _pieces(fd, offset, size):
+                md5.update(piece)
+            locator = Locator(md5.hexdigest(), size)
+            if locator.is_empty:
+                return locator
+            writer = self.volume.open_write(locator.md5, size)
+            try:
+                for piece in _pieces(fd, offset, size):
+                    writer.write(piece)
+                writer.commit()  # checks the MD5 again: the file changed if not
+            except BaseException:
+                writer.abort()
+                raise
+        except OSError as e:
+            raise os_error(e, f"cannot store a block in {self.volume.name}") from None
+        return locator
+
+    def copy_block(self, locator: Locator, write: Callable[[bytes | memoryview], object]) -> None:
+        """Copy a block to ``write`` a piece at a time, verified once all is copied."""
+        if locator.md5 == EMPTY_MD5:
+            return
+        if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
+            write(hit)
+            return
+        try:
+            size = self.volume.copy_to(locator.md5, write)
+        except OSError as e:
+            raise os_error(e, f"cannot read block {locator.md5}") from None
+        if size != locator.size:
+            raise CorruptDataError(
+                f"block {locator.md5} on {self.volume.name} has {size} bytes, not {locator.size}"
+            )
+
+
+def _pieces(fd: int, offset: int, size: int) -> Iterator[bytes]:
+    end = offset + size
+    while offset < end:
+        piece = os.pread(fd, min(_PIECE, end - offset), offset)
+        if not piece:
+            raise OSError(errno.EIO, f"a file ends at {offset} bytes, before {end}")
+        offset += len(piece)
+        yield piece
