@@ -90,10 +90,15 @@ def scenario(
     gc_thread.start()
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 60  # the writers take a few seconds
     for t in threads:
-        t.join(60)
+        t.join(max(0.0, deadline - time.monotonic()))
     stop.set()
     gc_thread.join(60)
+    # A writer still busy (a lost compare-and-swap retried for ever, a lock
+    # never given back) would leave its puts out of what is checked below.
+    assert not [t for t in threads if t.is_alive()], "a writer did not end within 60 s"
+    assert not gc_thread.is_alive(), "the collector did not stop within 60 s"
     assert not errors, errors
     assert runs[0] >= 2, "GC ran while the writers wrote"
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 
@@ -31,9 +30,11 @@ from warehouse.errors import ConflictError, ForbiddenError, NotFoundError
 from warehouse.keys import is_pdh
 from warehouse.permissions import (
     Grant,
+    GroupRecord,
     Level,
     Mode,
     Owner,
+    Perms,
     Principal,
     check_target,
     collection_level,
@@ -51,9 +52,13 @@ __all__ = [
     "check_key",
     "collection_level_in",
     "get_mode",
+    "job_level_in",
     "key_level",
     "list_groups",
+    "mode_in",
+    "name_level_in",
     "perms",
+    "principal_in",
     "principal_of",
     "remove_member",
     "set_mode",
@@ -64,35 +69,16 @@ __all__ = [
 MODE_KEY = "permission_mode"
 
 
-@dataclass(frozen=True, slots=True)
-class GroupRecord:
-    name: str
-    owner: str
-    members: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Perms:
-    """What ``wh perms KEY`` shows: the owners, the grants that apply (on the
-    key and the projects above it), and the caller's own level."""
-
-    key: str
-    owners: tuple[Owner, ...]
-    grants: tuple[Grant, ...]
-    level: Level
-    mode: Mode
-
-
 # -- the mode -----------------------------------------------------------------
 
 
 def get_mode(engine: sa.Engine) -> Mode:
     """The installation's mode; ``open`` when none was ever set (an upgrade)."""
     with connect(engine) as conn:
-        return _mode(conn)
+        return mode_in(conn)
 
 
-def _mode(conn: sa.Connection) -> Mode:
+def mode_in(conn: sa.Connection) -> Mode:
     value = conn.execute(sa.select(settings.c.value).where(settings.c.key == MODE_KEY)).scalar()
     return Mode.OPEN if value is None else parse_mode(value)
 
@@ -113,10 +99,10 @@ def set_mode(engine: sa.Engine, mode: Mode, by: Principal) -> None:
 
 def principal_of(engine: sa.Engine, user: str, *, admin: bool) -> Principal:
     with connect(engine) as conn:
-        return _principal(conn, user, admin)
+        return principal_in(conn, user, admin)
 
 
-def _principal(conn: sa.Connection, user: str, admin: bool) -> Principal:
+def principal_in(conn: sa.Connection, user: str, admin: bool) -> Principal:
     found = conn.execute(
         sa.select(group_members.c.group_name).where(group_members.c.user == user)
     ).scalars()
@@ -212,7 +198,13 @@ def _name_level(
     return level_of(who, owners=owners, targets=targets, grants=found, mode=mode)
 
 
-def _job_level(
+def name_level_in(conn: sa.Connection, who: Principal, name: str, mode: Mode) -> tuple[Level, bool]:
+    """``who``'s level on the name ``name``, and whether the name exists."""
+    owner = conn.execute(sa.select(names.c.owner).where(names.c.name == name)).scalar()
+    return _name_level(conn, who, name, owner, mode), owner is not None
+
+
+def job_level_in(
     conn: sa.Connection, who: Principal, ident: int, submitter: str, mode: Mode
 ) -> Level:
     target = f"job:{ident}"
@@ -243,7 +235,7 @@ def collection_level_in(conn: sa.Connection, who: Principal, pdh: str, mode: Mod
         (jobs.c.output_pdh == pdh) | (jobs.c.log_pdh == pdh)
     )
     for ident, submitter in conn.execute(made):
-        if _job_level(conn, who, ident, submitter, mode) >= Level.READ:
+        if job_level_in(conn, who, ident, submitter, mode) >= Level.READ:
             return Level.READ
     return level
 
@@ -285,7 +277,7 @@ def key_level(engine: sa.Engine, who: Principal, key: str) -> Level:
     """``who``'s level on ``key`` (NONE for one that does not exist)."""
     check_key(key)
     with connect(engine) as conn:
-        level, exists = _level_in(conn, who, key, _mode(conn))
+        level, exists = _level_in(conn, who, key, mode_in(conn))
     return level if exists else Level.NONE
 
 
@@ -303,7 +295,7 @@ def _grantee(conn: sa.Connection, who: str) -> tuple[str, str]:
 
 
 def _to_manage(conn: sa.Connection, key: str, by: Principal) -> None:
-    level, exists = _level_in(conn, by, key, _mode(conn))
+    level, exists = _level_in(conn, by, key, mode_in(conn))
     problem = refusal(repr(key), Level.MANAGE, level if exists else Level.NONE)
     if problem is not None:
         raise problem
@@ -351,7 +343,7 @@ def perms(engine: sa.Engine, key: str, by: Principal) -> Perms:
     """Owners and grants of ``key``, for a caller who may read it."""
     check_key(key)
     with connect(engine) as conn:
-        mode = _mode(conn)
+        mode = mode_in(conn)
         level, exists = _level_in(conn, by, key, mode)
         problem = refusal(repr(key), Level.READ, level if exists else Level.NONE)
         if problem is not None:

@@ -18,8 +18,10 @@ from warehouse.permissions._decide import (
 from warehouse.permissions._model import (
     GRANTEE_KINDS,
     Grant,
+    GroupRecord,
     Level,
     Mode,
+    Perms,
     Principal,
     check_target,
     parse_level,
@@ -29,9 +31,11 @@ from warehouse.permissions._model import (
 __all__ = [
     "GRANTEE_KINDS",
     "Grant",
+    "GroupRecord",
     "Level",
     "Mode",
     "Owner",
+    "Perms",
     "Principal",
     "check_target",
     "collection_level",

@@ -15,8 +15,10 @@ from warehouse.errors import UsageError
 __all__ = [
     "GRANTEE_KINDS",
     "Grant",
+    "GroupRecord",
     "Level",
     "Mode",
+    "Perms",
     "Principal",
     "check_target",
     "parse_level",
@@ -108,3 +110,23 @@ def check_target(target: str) -> str:
         f"bad key {target[:300]!r}: give a name or project (lab, lab/run42), a PDH, "
         "job:ID or run:ID"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    name: str
+    owner: str  # the user who made it: it adds and removes members
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Perms:
+    """What ``wh perms KEY`` shows: the owners (kind, name), the grants that
+    apply (on the key and the projects above it), the caller's own level and
+    the installation's mode."""
+
+    key: str
+    owners: tuple[tuple[str, str], ...]
+    grants: tuple[Grant, ...]
+    level: Level
+    mode: Mode

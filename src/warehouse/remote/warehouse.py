@@ -37,6 +37,7 @@ from warehouse.manifest.normal import normal_pdh
 from warehouse.remote.api import ApiClient, MethodNotAllowed, check_token
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
+from warehouse.remote.sharing import RemoteSharing
 from warehouse.remote.signatures import SignatureCache, default_cache_dir
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ __all__ = ["RemoteWarehouse"]
 Progress = Callable[[int], None]
 
 
-class RemoteWarehouse(WarehouseBase):
+class RemoteWarehouse(WarehouseBase, RemoteSharing):
     # Each block waits on the network and two servers' disks: more blocks in
     # flight than cores keeps the cores busy (measured in benchmarks/remote.py).
     writers = 4

@@ -29,6 +29,7 @@ from warehouse.server.controller import (
     lineage,
     names,
     regol,
+    sharing,
     sql,
     users,
     workflows,
@@ -136,7 +137,7 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     app.include_router(docs_router(app.title))
     app.state.metrics = ControllerMetrics()
     app.include_router(metrics_router())
-    for module in (collections, names, users, gc, jobs, regol, workflows, lineage, sql):
+    for module in (collections, names, users, gc, jobs, regol, workflows, lineage, sql, sharing):
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us
 

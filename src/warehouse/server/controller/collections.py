@@ -28,6 +28,7 @@ from warehouse.collection.records import (
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.manifest import Manifest
 from warehouse.manifest.parse import iter_raw_streams
+from warehouse.server.controller.access import readable_pdhs, require_collection_read
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.putstream import Body, block_refusal, record_streamed
 from warehouse.server.controller.state import ControllerState
@@ -294,6 +295,8 @@ def get_collection(pdh: str, user: Caller, token: CallerToken, request: _Request
     """The collection's manifest, signed for the caller, with the caller's own listing."""
     state = state_of(request)
     pdh = _portable(pdh)
+    # Signatures only for a collection the caller may read (docs/permissions.md).
+    require_collection_read(state.engine, user, pdh)
     manifest, digests = load_manifest(state.keep(), state.engine, pdh, user.name)
     return _out(manifest, digests, token, state)
 
@@ -318,6 +321,7 @@ def get_collection_text(
     after 200 read as "cannot reach the controller"."""
     state = state_of(request)
     pdh = _portable(pdh)
+    require_collection_read(state.engine, user, pdh)
     text = load_manifest_text(state.keep(), state.engine, pdh)
     if text is None:
         raise HTTPException(409, f"the manifest of {pdh} is not stored normalized")
@@ -337,6 +341,7 @@ def get_listing_text(pdh: str, user: Caller, request: _Request) -> Response:
     204 when the caller recorded none."""
     state = state_of(request)
     pdh = _portable(pdh)
+    require_collection_read(state.engine, user, pdh)
     catalog.get_collection(state.engine, pdh)  # 404 for no such collection
     text = listing_of(state.engine, pdh, user.name)
     if text is None:
@@ -385,8 +390,11 @@ def list_collections(
     """The newest collections; by created_by, of kind (`wh collection ls`), with kinds."""
     engine = state_of(request).engine
     limit = min(max(limit, 1), 10000)
+    # In private mode only those the caller may read: fewer than ``limit``
+    # then (docs/permissions.md).
     if created_by is None and kind is None and not with_kinds:
         records = catalog.list_collections(engine, limit)
+        shown = readable_pdhs(engine, user, [r.pdh for r in records])
         return [
             CollectionSummary(
                 pdh=r.pdh,
@@ -396,8 +404,14 @@ def list_collections(
                 created_by=r.created_by,
             )
             for r in records
+            if r.pdh in shown
         ]
     from warehouse.collection.finding import find_in_catalog
 
     found = find_in_catalog(engine, created_by=created_by, kind=kind, limit=limit)
-    return [CollectionSummary(**{**f.as_dict(), "kinds": list(f.kinds)}) for f in found]
+    shown = readable_pdhs(engine, user, [f.pdh for f in found])
+    return [
+        CollectionSummary(**{**f.as_dict(), "kinds": list(f.kinds)})
+        for f in found
+        if f.pdh in shown
+    ]

@@ -20,6 +20,7 @@ from warehouse.jobs import records
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.jobs.model import ACTIVE, FINISHED
 from warehouse.manifest import Manifest
+from warehouse.server.controller.access import hide_input, hide_job, readable_jobs
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.collections import signed_text
 from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, MAX_INT, bounded, link_next
@@ -62,6 +63,7 @@ def submit_job(body: JobCreate, user: Caller, request: _Request) -> dict[str, An
     executor = _executor(state)
     if body.executor is not None and body.executor != executor:
         raise HTTPException(400, f"executor: this controller runs {executor!r}")
+    hide_input(state.engine, user, body.input)
     wh = CatalogWarehouse(
         state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
     )
@@ -98,14 +100,19 @@ def list_jobs(
     if unknown:
         known = ", ".join(sorted(ACTIVE | FINISHED))
         raise UsageError(f"state: {unknown[0][:50]!r} is not a job state ({known})")
-    found = records.list_jobs(state_of(request).engine, states, after=after, limit=limit)
+    engine = state_of(request).engine
+    found = records.list_jobs(engine, states, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].id if found else after)
-    return [r.as_dict() for r in found]
+    shown = readable_jobs(engine, user, [(r.id, r.submitted_by) for r in found])
+    return [r.as_dict() for r in found if r.id in shown]
 
 
 @router.get("/{job_id}")
 def get_job(job_id: int, user: Caller, request: _Request) -> dict[str, Any]:
-    return records.get_job(state_of(request).engine, job_id).as_dict()
+    engine = state_of(request).engine
+    record = records.get_job(engine, job_id)
+    hide_job(engine, user, job_id, record.submitted_by)
+    return record.as_dict()
 
 
 @router.get("/{job_id}/steps")
@@ -125,7 +132,8 @@ def list_steps(
     At most ``limit`` (default 1000, at most 10000), those numbered above
     ``after``; a full page links to the next (docs/server.md)."""
     state = state_of(request)
-    records.get_job(state.engine, job_id)  # 404 for no such job
+    record = records.get_job(state.engine, job_id)  # 404 for no such job
+    hide_job(state.engine, user, job_id, record.submitted_by)
     limit = bounded(limit)
     found = records.list_steps(
         state.engine, job_id, level=level, number=number, failed=failed, after=after, limit=limit
@@ -147,6 +155,7 @@ def control_job(job_id: int, body: JobControl, user: Caller, request: _Request) 
     """Ask the manager to cancel, pause or resume the job (applied within 0.2 s)."""
     engine = state_of(request).engine
     record = records.get_job(engine, job_id)
+    hide_job(engine, user, job_id, record.submitted_by)
     if not user.admin and record.submitted_by != user.name:
         raise HTTPException(403, f"job {job_id} was submitted by {record.submitted_by}")
     return records.request_control(engine, job_id, body.control).as_dict()

@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 
 from warehouse import catalog
 from warehouse.catalog.values import check_writer
+from warehouse.permissions import Level
+from warehouse.server.controller.access import hide_name, readable_names
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_INT, bounded, link_next
 
@@ -73,27 +75,35 @@ def list_names(
     (default 1000, at most 10000), those after the name ``after``; a full page
     links to the next (docs/server.md)."""
     limit = bounded(limit)
-    found = catalog.list_names(state_of(request).engine, prefix, after=after, limit=limit)
+    engine = state_of(request).engine
+    found = catalog.list_names(engine, prefix, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].name if found else after)
-    return [_out(r) for r in found]
+    # A page may come out shorter than the limit in private mode (docs/permissions.md).
+    shown = readable_names(engine, user, [r.name for r in found])
+    return [_out(r) for r in found if r.name in shown]
 
 
 @router.get("/{name}", response_model=NameOut)
 def get_name(name: str, user: Caller, request: Request) -> NameOut:
-    return _out(catalog.get_name(state_of(request).engine, name))
+    engine = state_of(request).engine
+    hide_name(engine, user, catalog.check_name(name))
+    return _out(catalog.get_name(engine, name))
 
 
 @router.put("/{name}", response_model=NameOut)
 def set_name(name: str, body: NameSet, user: Caller, request: Request) -> NameOut:
     """Compare-and-swap: 409 if the name holds anything but ``expect``."""
+    engine = state_of(request).engine
+    # A write grant on the name (or a project above it) lets the caller move it.
+    level = hide_name(engine, user, catalog.check_name(name))
     rec = catalog.set_name(
-        state_of(request).engine,
+        engine,
         name,
         body.pdh,
         expect=body.expect,
         create=body.create,
         user=user.name,
-        admin=user.admin,
+        admin=user.admin or level >= Level.WRITE,
     )
     return _out(rec)
 
@@ -110,7 +120,9 @@ def name_log(
     """The name's changes by version: at most ``limit``, those after version
     ``after``; a full page links to the next (docs/server.md)."""
     limit = bounded(limit)
-    found = catalog.name_log(state_of(request).engine, name, after=after, limit=limit)
+    engine = state_of(request).engine
+    hide_name(engine, user, catalog.check_name(name))
+    found = catalog.name_log(engine, name, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].version if found else after)
     return [
         ChangeOut(
@@ -125,9 +137,9 @@ def remove_name(name: str, expect: str, user: Caller, request: Request) -> Chang
     """Compare-and-swap removal: ``expect`` (required) is the PDH the name must
     hold now; 409 if it holds anything else, 404 if it never existed. The
     removal is kept in the name's history."""
-    c = catalog.remove_name(
-        state_of(request).engine, name, expect=expect, user=user.name, admin=user.admin
-    )
+    engine = state_of(request).engine
+    hide_name(engine, user, catalog.check_name(name))
+    c = catalog.remove_name(engine, name, expect=expect, user=user.name, admin=user.admin)
     return ChangeOut(
         name=c.name, version=c.version, old_pdh=c.old_pdh, new_pdh=c.new_pdh, by=c.by, at=c.at
     )
@@ -146,7 +158,9 @@ def list_writers(
     admins), in code point order: at most ``limit``, those after the user
     ``after``; a full page links to the next (docs/server.md)."""
     limit = bounded(limit)
-    found = catalog.list_writers(state_of(request).engine, name, after=after, limit=limit)
+    engine = state_of(request).engine
+    hide_name(engine, user, catalog.check_name(name))
+    found = catalog.list_writers(engine, name, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1] if found else after)
     return found
 

@@ -1,0 +1,122 @@
+"""The caller as a principal, and the permission checks routes make
+(docs/permissions.md). The rules themselves are ``warehouse.permissions``'s."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from warehouse import catalog
+from warehouse.catalog import grants
+from warehouse.catalog.db import connect
+from warehouse.errors import NotFoundError
+from warehouse.keys import is_pdh, parse_key
+from warehouse.permissions import Level, Mode, Principal, refusal
+
+__all__ = [
+    "hide_input",
+    "hide_job",
+    "hide_name",
+    "principal",
+    "readable_jobs",
+    "readable_names",
+    "readable_pdhs",
+    "require_collection_read",
+    "require_key",
+]
+
+
+def principal(engine: sa.Engine, user: catalog.User) -> Principal:
+    # A job's token reaches here as its submitter, never as an admin (auth.caller).
+    return grants.principal_of(engine, user.name, admin=user.admin)
+
+
+def require_collection_read(engine: sa.Engine, user: catalog.User, pdh: str) -> None:
+    """NotFoundError, worded as for a collection never recorded, unless ``user``
+    may read ``pdh``. Open mode costs one read of the mode."""
+    if user.admin:
+        return
+    with connect(engine) as conn:
+        mode = grants.mode_in(conn)
+        if mode is Mode.OPEN:
+            return
+        who = grants.principal_in(conn, user.name, user.admin)
+        level = grants.collection_level_in(conn, who, pdh, mode)
+    problem = refusal(f"collection {pdh}", Level.READ, level)
+    if problem is not None:
+        raise problem
+
+
+def require_key(engine: sa.Engine, user: catalog.User, key: str, needed: Level, what: str) -> None:
+    """NotFoundError (hidden) or ForbiddenError unless ``user`` has ``needed`` on ``key``."""
+    if user.admin:
+        return
+    problem = refusal(what, needed, grants.key_level(engine, principal(engine, user), key))
+    if problem is not None:
+        raise problem
+
+
+def readable_pdhs(engine: sa.Engine, user: catalog.User, pdhs: list[str]) -> set[str]:
+    """Those of ``pdhs`` ``user`` may read (all of them in open mode)."""
+    if user.admin:
+        return set(pdhs)
+    with connect(engine) as conn:
+        mode = grants.mode_in(conn)
+        if mode is Mode.OPEN:
+            return set(pdhs)
+        who = grants.principal_in(conn, user.name, user.admin)
+        return {p for p in pdhs if grants.collection_level_in(conn, who, p, mode) >= Level.READ}
+
+
+def hide_name(engine: sa.Engine, user: catalog.User, name: str) -> Level:
+    """``user``'s level on the name ``name``; NotFoundError, worded as for a
+    name that does not exist, for an existing one it may not read. (A name
+    not there yet is the catalog's to refuse or create.)"""
+    if user.admin:
+        return Level.MANAGE
+    with connect(engine) as conn:
+        mode = grants.mode_in(conn)
+        who = grants.principal_in(conn, user.name, user.admin)
+        level, exists = grants.name_level_in(conn, who, name, mode)
+    if exists and level < Level.READ:
+        raise NotFoundError(f"no name {name!r}")
+    return level
+
+
+def readable_names(engine: sa.Engine, user: catalog.User, found: list[str]) -> set[str]:
+    """Those of the names ``found`` ``user`` may read (all of them in open mode)."""
+    if user.admin:
+        return set(found)
+    with connect(engine) as conn:
+        mode = grants.mode_in(conn)
+        if mode is Mode.OPEN:
+            return set(found)
+        who = grants.principal_in(conn, user.name, user.admin)
+        return {n for n in found if grants.name_level_in(conn, who, n, mode)[0] >= Level.READ}
+
+
+def readable_jobs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
+    """Of the jobs ``found`` (id, submitter), those ``user`` may read."""
+    if user.admin:
+        return {i for i, _ in found}
+    with connect(engine) as conn:
+        mode = grants.mode_in(conn)
+        if mode is Mode.OPEN:
+            return {i for i, _ in found}
+        who = grants.principal_in(conn, user.name, user.admin)
+        return {i for i, s in found if grants.job_level_in(conn, who, i, s, mode) >= Level.READ}
+
+
+def hide_job(engine: sa.Engine, user: catalog.User, job_id: int, submitter: str) -> None:
+    """NotFoundError, worded as for no such job, unless ``user`` may read it."""
+    if job_id not in readable_jobs(engine, user, [(job_id, submitter)]):
+        raise NotFoundError(f"no job {job_id}")
+
+
+def hide_input(engine: sa.Engine, user: catalog.User, key: str) -> None:
+    """A job's input (a PDH or a name, maybe with a path) must be the
+    submitter's to read: its steps read it through the controller's own token."""
+    head = parse_key(key).head
+    if is_pdh(head):
+        require_collection_read(engine, user, head)
+    else:
+        hide_name(engine, user, head)
