@@ -33,6 +33,7 @@ from warehouse.collection.records import (
     store_spooled,
 )
 from warehouse.collection.spool import Spool, StoredText, scratch_dir
+from warehouse.embeddedsharing import EmbeddedSharing
 from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.keys import Key
 from warehouse.manifest import Manifest
@@ -94,7 +95,7 @@ def _volume_store(
     return volume, VolumeBlockStore(volume, cache)
 
 
-class EmbeddedWarehouse(WarehouseBase):
+class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
     def __init__(
         self,
         home: Path | None = None,

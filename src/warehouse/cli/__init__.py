@@ -113,6 +113,20 @@ _COMMANDS = {
         "warehouse.cli.tables:table",
         "Tables: partitioned Parquet or CSV collections that `wh query` reads.",
     ),
+    "group": (
+        "warehouse.cli.sharing:group",
+        "Groups of users, to share with (docs/permissions.md).",
+    ),
+    "share": ("warehouse.cli.sharing:share", "Let USER|GROUP read (or write, or manage) KEY."),
+    "unshare": ("warehouse.cli.sharing:unshare", "Take back the grant of USER|GROUP on KEY."),
+    "perms": (
+        "warehouse.cli.sharing:perms",
+        "Show who owns KEY, the grants that apply to it, and your own level.",
+    ),
+    "perms-mode": (
+        "warehouse.cli.sharing:perms_mode",
+        "Print the installation's permission mode, or set it (admins).",
+    ),
     "web": (
         "warehouse.cli.web:web",
         "Serve the web pages for the embedded warehouse ($WH_HOME) until stopped.",
