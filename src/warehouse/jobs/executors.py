@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +32,7 @@ from warehouse.jobs.lifeline import Lifeline, on_parent_death
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
+from warehouse.limits import Guard, Limiter
 
 __all__ = [
     "MAX_LOG",
@@ -48,6 +50,9 @@ __all__ = [
     "stop_steps",
 ]
 
+
+# How often running steps are held to their limits (scratch, processes, time).
+_LIMITS_EVERY = 1.0
 
 # What the manager takes of a step's log and result file is read into its
 # memory: a step (anyone's program) must not make it read gigabytes. A longer
@@ -82,6 +87,7 @@ class Finished:
     log: bytes
     result: str
     worker: str = ""  # the Dask worker that ran it (its address), for placement
+    limit: str = ""  # the limit it failed by ("memory limit: asked 100 MB"), if any
 
 
 class Executor(Protocol):
@@ -131,7 +137,7 @@ class _Workdir:
             env = self.sandbox.environment(env)
         return {**env, "WH_SCRATCH": self.tmp, "TMPDIR": self.tmp, "WH_RESULT": self.result}
 
-    def spawn(self, launch: Launch) -> subprocess.Popen[bytes]:
+    def spawn(self, launch: Launch, guard: Guard | None = None) -> subprocess.Popen[bytes]:
         argv: tuple[str, ...] | list[str] = launch.argv
         if self.sandbox is not None:
             self.sandbox.prepare_scratch(self.tmp, self.result)
@@ -147,14 +153,33 @@ class _Workdir:
             stdout=self.log_fd,  # shares our offset: the log is what it wrote
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed as a whole
-            # Stopped by the kernel when the thread starting it ends, then
-            # killed whole by the lifeline (warehouse.jobs.lifeline);
-            # bubblewrap kills its whole sandbox itself.
-            preexec_fn=on_parent_death(signal.SIGSTOP) if self.sandbox is None else None,
+            preexec_fn=self._hook(guard),
         )
 
-    def collect(self, launch: Launch, status: int, host: str, started: float) -> Finished:
+    def _hook(self, guard: Guard | None) -> Callable[[], None] | None:
+        """What the step's process does before exec: stopped by the kernel
+        when the thread starting it ends, then killed whole by the lifeline
+        (bubblewrap kills its whole sandbox itself); held to its limits."""
+        hooks = [] if self.sandbox is not None else [on_parent_death(signal.SIGSTOP)]
+        hooks += [guard.hook()] if guard is not None else []
+        if len(hooks) < 2:
+            return hooks[0] if hooks else None
+        first, second = hooks
+
+        def both() -> None:
+            first()
+            second()
+
+        return both
+
+    def collect(
+        self, launch: Launch, status: int, host: str, started: float, guard: Guard | None = None
+    ) -> Finished:
         log = read_log(self.log_fd)
+        limit = guard.finish(status, log[-4096:], time.time()) if guard is not None else None
+        if limit is not None:
+            log += f"\nwh: {limit}\n".encode()
+            status = status or 1  # over its scratch, though it ended well
         result = ""
         if status == 0:
             try:
@@ -162,9 +187,8 @@ class _Workdir:
             except ResultTooLong as e:
                 log += f"\nwh: {e}\n".encode()
                 status = 1
-        return Finished(
-            launch.job, launch.step, launch.attempt, status, host, started, time.time(), log, result
-        )
+        ids = (launch.job, launch.step, launch.attempt)
+        return Finished(*ids, status, host, started, time.time(), log, result, limit=limit or "")
 
     def not_started(self, launch: Launch, error: OSError, host: str, started: float) -> Finished:
         """The failed run of a step whose program could not be started (not
@@ -373,15 +397,18 @@ class _Running:
     started: float
     proc: subprocess.Popen[bytes] | None = None  # started the plain way
     served: int = 0  # else: its id on the fork server's channel
+    guard: Guard | None = None  # its limits, when the executor has a Limiter
 
 
 class LocalExecutor:
     """Subprocesses on this machine; ``capacity`` defaults to one slot per core.
 
     With a ``sandbox`` (a controller's steps) each step runs inside it.
-    Without one, Python steps are forked from this process's fork server
-    (``warehouse.jobs.forkserver``, unless ``fork_server`` is False), once
-    it runs and is ready; any other step is started as a subprocess.
+    With a ``limiter`` each step is held to its limits (``warehouse.limits``)
+    and none is forked. Without a sandbox, Python steps are forked from this
+    process's fork server (``warehouse.jobs.forkserver``, unless
+    ``fork_server`` is False), once it runs and is ready; any other step is
+    started as a subprocess.
     """
 
     def __init__(
@@ -390,8 +417,11 @@ class LocalExecutor:
         sandbox: Sandbox | None = None,
         *,
         fork_server: bool = True,
+        limiter: Limiter | None = None,
     ) -> None:
         self.capacity = capacity or local_capacity()
+        self.limiter = limiter
+        self._next_check = 0.0  # when running steps are next held to their limits
         self.sandbox = sandbox
         self._prepared: set[str] = set()
         self.largest = self.capacity
@@ -403,7 +433,7 @@ class LocalExecutor:
         # Work directories are reused, one per slot, so a step costs no mkdir/rmdir.
         self._free: list[_Workdir] = []
         self._all: list[_Workdir] = []
-        self._fork = sandbox is None and fork_server
+        self._fork = sandbox is None and fork_server and limiter is None
         self._channel: Channel | None = None
         self._lifeline = Lifeline()
         if self._fork:
@@ -434,16 +464,25 @@ class LocalExecutor:
             self._procs[key] = _Running(launch, work, started, served=served)
             return
         self._lifeline.start()
+        guard = None
+        if self.limiter is not None:
+            guard = self.limiter.guard(
+                launch.request.cpus, launch.request.memory, work.tmp, started
+            )
         try:
-            proc = work.spawn(launch)
+            proc = work.spawn(launch, guard)
         except OSError as e:
+            if guard is not None:
+                guard.close()
             self._unstarted.append(work.not_started(launch, e, self._host, started))
             self._free.append(work)
             return
         self._lifeline.hold(proc.pid)
+        if guard is not None:
+            guard.running(proc.pid)
         fd = os.pidfd_open(proc.pid)
         self._selector.register(fd, selectors.EVENT_READ, key)
-        self._procs[key] = _Running(launch, work, started, proc)
+        self._procs[key] = _Running(launch, work, started, proc, guard=guard)
 
     def poll(self, timeout: float) -> list[Finished]:
         if self._unstarted:
@@ -453,6 +492,8 @@ class LocalExecutor:
             time.sleep(timeout)
             return []
         ended: list[tuple[tuple[int, int], int]] = []
+        if self.limiter is not None:
+            timeout = min(timeout, self._hold())
         for key, _ in self._selector.select(timeout):
             if key.data is None:  # the fork server's channel
                 ended += self._served_ended()
@@ -467,7 +508,9 @@ class LocalExecutor:
         done = []
         for step_key, status in ended:
             run = self._procs.pop(step_key)
-            done.append(run.work.collect(run.launch, status, self._host, run.started))
+            done.append(run.work.collect(run.launch, status, self._host, run.started, run.guard))
+            if run.guard is not None:
+                run.guard.close()  # what left its process group is killed too
             run.work.reset()
             self._free.append(run.work)
             if self._fork and self._channel is None and forkable(run.launch.argv):
@@ -475,6 +518,19 @@ class LocalExecutor:
                 # Python step never pays for a second interpreter's imports.
                 self._connect(start=True)
         return done
+
+    def _hold(self) -> float:
+        """Stop each step over a limit (its reason kept for its end); the
+        seconds until the next look."""
+        now = time.time()
+        if now >= self._next_check:
+            self._next_check = now + _LIMITS_EVERY
+            for run in self._procs.values():
+                if run.guard is not None and run.proc is not None and run.guard.check(now):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(run.proc.pid, signal.SIGKILL)
+                    run.guard.kill()
+        return max(0.0, self._next_check - now)
 
     def _served_ended(self) -> list[tuple[tuple[int, int], int]]:
         assert self._channel is not None
@@ -518,6 +574,8 @@ class LocalExecutor:
             self.poll(1.0)
         self._selector.close()
         self._lifeline.close()
+        if self.limiter is not None:
+            self.limiter.close()
         if self._channel is not None:
             self._channel.close()
         for work in self._all:

@@ -297,7 +297,7 @@ class Manager:
         if ok and attempt_ok:
             self._count_placement(done)
         for kill in self.sched.step_exited(
-            done.job, done.step, done.attempt, ok, status, time.time(), queued
+            done.job, done.step, done.attempt, ok, status, time.time(), queued, done.limit
         ):
             self.executor.kill(kill.job, kill.step)
         if not attempt_ok:

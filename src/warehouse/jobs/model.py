@@ -180,8 +180,10 @@ class Scheduler:
         exit_status: int,
         now: float,
         queued: Iterable[tuple[int, str]] = (),
+        limit: str = "",
     ) -> list[Kill]:
-        """An attempt ended; ``queued`` are the (level, input) steps it asked for."""
+        """An attempt ended; ``queued`` are the (level, input) steps it asked for;
+        ``limit``: the limit it failed by, named in the job's error."""
         job = self.jobs.get(job_id)
         if job is None or number >= len(job.steps):
             return []
@@ -205,7 +207,8 @@ class Scheduler:
             job._requeue(step)
             return []
         job._finish(step, FAILED)
-        reason = f"step {number} failed {step.failures} times (last exit status {exit_status})"
+        last = f"{exit_status}: {limit}" if limit else f"{exit_status}"
+        reason = f"step {number} failed {step.failures} times (last exit status {last})"
         return self._fail(job, reason, now)
 
     def cancel(self, job_id: int, now: float) -> list[Kill]:

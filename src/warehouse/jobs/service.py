@@ -108,7 +108,14 @@ def make_executor(
         from warehouse.settings import is_off
 
         fork = not is_off("fork_server")
-        return LocalExecutor(local_capacity(cpus, memory), sandbox, fork_server=fork)
+        capacity = local_capacity(cpus, memory)
+        limiter = None
+        if sandbox is not None:  # a shared installation: each step held to its limits
+            from warehouse.limits import Limiter
+
+            own_user = sandbox.user is not None
+            limiter = Limiter(capacity.cpus, capacity.memory, own_user=own_user)
+        return LocalExecutor(capacity, sandbox, fork_server=fork, limiter=limiter)
     if name == "dask" or name.startswith("dask:"):
         from warehouse.jobs.daskexec import DaskExecutor
 
