@@ -97,14 +97,17 @@ def test_keep_servers_on_s3_and_local_volumes(
     local = str(tmp_path / "keep" / "k0")
     monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
     # Server 0 starts on its local volume alone; server 1 on a bucket prefix.
-    with _pool(tmp_path / "keep", [[local], [spec_b]]) as pool, controller(
-        tmp_path / "controller.db",
-        pool,
-        replication=2,
-        signature_ttl=TTL,
-        trash_lifetime=3600.0,
-        keep_admin_token=pool.admin_token,
-    ) as ctl:
+    with (
+        _pool(tmp_path / "keep", [[local], [spec_b]]) as pool,
+        controller(
+            tmp_path / "controller.db",
+            pool,
+            replication=2,
+            signature_ttl=TTL,
+            trash_lifetime=3600.0,
+            keep_admin_token=pool.admin_token,
+        ) as ctl,
+    ):
         monkeypatch.setenv("WH_URL", ctl.url)
         monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
         run = Runner()

@@ -16,6 +16,7 @@ import errno
 import os
 import re
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -24,11 +25,23 @@ from warehouse.errors import UsageError
 if TYPE_CHECKING:
     from botocore.client import BaseClient
 
-__all__ = ["MAX_ATTEMPTS", "S3Location", "make_client", "s3_error", "status_of"]
+__all__ = ["MAX_ATTEMPTS", "S3Location", "make_client", "max_attempts", "s3_error", "status_of"]
 
 # Attempts per request, first included (botocore's standard mode backs off
-# exponentially with jitter between them, up to 20 s).
-MAX_ATTEMPTS = int(os.environ.get("WH_S3_MAX_ATTEMPTS", "5") or 5)
+# exponentially with jitter between them, up to 20 s); WH_S3_MAX_ATTEMPTS
+# changes it (1 to 20).
+MAX_ATTEMPTS = 5
+
+
+def max_attempts() -> int:
+    text = os.environ.get("WH_S3_MAX_ATTEMPTS", "").strip()
+    if not text:
+        return MAX_ATTEMPTS
+    if not text.isdigit() or not 1 <= int(text) <= 20:
+        raise UsageError(f"WH_S3_MAX_ATTEMPTS: {text!r} is not a whole number from 1 to 20")
+    return int(text)
+
+
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,62}")
 _OPTIONS = ("endpoint", "region")
 
@@ -79,7 +92,7 @@ def make_client(location: S3Location, *, max_pool: int = 32) -> BaseClient:
     from botocore.config import Config
 
     config = Config(
-        retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        retries={"total_max_attempts": max_attempts(), "mode": "standard"},
         connect_timeout=10,
         read_timeout=60,
         max_pool_connections=max_pool,
@@ -115,6 +128,8 @@ def s3_error(volume: str, what: str, error: BaseException) -> OSError:
     tries another volume or answers 503, fsck reports the block unreadable."""
     status, code = status_of(error)
     if status:
+        if not code or code.isdigit():  # a HEAD's answer has no body to name it
+            code = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
         reason = f"{code or 'error'} (HTTP {status})"
         if status in (401, 403):
             reason += ": check the credentials and the bucket's policy"
