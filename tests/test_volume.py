@@ -1,4 +1,6 @@
-"""The local volume: layout, atomic writes, verification, index, trash."""
+"""The local volume: what only a directory has (layout, atomic writes and a
+killed writer, the page cache, verified marks). The tests of the volume
+interface run on every backend in test_volume_backends.py."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
-from warehouse.errors import CorruptDataError, NotFoundError, UsageError
+from warehouse.errors import CorruptDataError, NotFoundError
 
 
 def md5(data: bytes) -> str:
@@ -79,17 +81,6 @@ def test_corrupt_block_is_never_returned(tmp_path: Path) -> None:
     assert vol.empty_trash(now=time.time() + vol.trash_lifetime + 1) >= 1
 
 
-def test_missing_and_bad_hashes(tmp_path: Path) -> None:
-    vol = LocalVolume(tmp_path)
-    with pytest.raises(NotFoundError):
-        vol.get("0" * 32)
-    with pytest.raises(NotFoundError):
-        vol.get_into("0" * 32, bytearray(1))
-    for bad in ("../etc/passwd", "ABC" + "0" * 29, "0" * 31):
-        with pytest.raises(UsageError):
-            vol.path_for(bad)
-
-
 def test_index_lists_blocks_not_temporaries_or_trash(tmp_path: Path) -> None:
     vol = LocalVolume(tmp_path)
     blobs = [f"block {i}".encode() for i in range(50)]
@@ -103,25 +94,6 @@ def test_index_lists_blocks_not_temporaries_or_trash(tmp_path: Path) -> None:
     prefix = md5(blobs[2])[:2]
     assert all(s.md5.startswith(prefix) for s in vol.index(prefix))
     assert md5(blobs[2]) in {s.md5 for s in vol.index(prefix)}
-
-
-def test_trash_untrash_and_lifetime(tmp_path: Path) -> None:
-    vol = LocalVolume(tmp_path, trash_lifetime=100)
-    h = md5(b"x")
-    vol.put(h, b"x")
-    st = vol.stat(h)
-    assert st is not None
-    assert vol.trash(h, if_mtime_ns=st.mtime_ns + 1) is False, "a rewritten block stays"
-    assert vol.trash(h, if_mtime_ns=st.mtime_ns, now=1000) is True
-    assert vol.stat(h) is None
-    assert vol.untrash(h) is True
-    assert vol.get(h) == b"x"
-    vol.trash(h, now=1000)
-    assert vol.empty_trash(now=1099) == 0
-    assert vol.untrash(h) is True
-    vol.trash(h, now=1000)
-    assert vol.empty_trash(now=1100) == 1
-    assert vol.untrash(h) is False
 
 
 _WRITER = """
@@ -160,30 +132,6 @@ def test_pending_write_is_invisible_until_finished(tmp_path: Path) -> None:
     pending.finish()
     assert vol.get(h) == b"later"
     assert vol.put_pending(h, b"later") is None, "already stored: nothing to write"
-
-
-def test_block_writer_takes_pieces(tmp_path: Path) -> None:
-    vol = LocalVolume(tmp_path)
-    # More pieces than one writev takes, empty ones, and every buffer kind.
-    pieces: list[bytes | bytearray | memoryview] = [os.urandom(i % 7) for i in range(2500)]
-    pieces += [bytearray(b"tail"), memoryview(b"end")]
-    data = b"".join(pieces)
-    writer = vol.open_write(md5(data), len(data))
-    writer.write_pieces(pieces[:1500])
-    writer.write(b"")
-    writer.write_pieces(pieces[1500:])
-    assert writer.size == len(data)
-    assert writer.commit() is True
-    assert vol.get(md5(data)) == data
-    again = vol.open_write(md5(data), len(data))
-    assert again.exists
-    again.write_pieces(pieces)
-    assert again.commit() is False
-    wrong = vol.open_write(md5(b"x"), len(data))
-    wrong.write_pieces(pieces)
-    with pytest.raises(UsageError, match="MD5"):
-        wrong.commit()
-    assert vol.stat(md5(b"x")) is None
 
 
 def _cached_pages(path: Path) -> int:
