@@ -279,12 +279,16 @@ def admin_and_alice(env: dict[str, str], url: str) -> dict[str, str]:
     """An admin made by the installation's own command (its WH_HOME in ``env``),
     then the ordinary user alice; returns ``env`` acting as alice on ``url``."""
     admin = subprocess.run(
-        [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
+        [WH_BIN, "user", "add", "admin", "--admin"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert admin.returncode == 0, admin.stderr
     remote = {**env, "WH_URL": url, "WH_TOKEN": admin.stdout.strip()}
     alice = subprocess.run(
-        [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True
+        [WH_BIN, "user", "add", "alice"], env=remote, capture_output=True, text=True, timeout=120
     )
     assert alice.returncode == 0, alice.stderr
     return {**remote, "WH_TOKEN": alice.stdout.strip()}

@@ -36,7 +36,8 @@ class Serve:
     def blocks(self) -> set[str]:
         return {b.md5 for v in self.volumes() for b in v.index()}
 
-    def stop(self) -> None:
+    def stop(self) -> int:
+        """Stop it (SIGTERM, killed after 30 s); its exit code, 0 for a clean stop."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -46,6 +47,18 @@ class Serve:
                 self.proc.wait()
         if self.proc.stdout:
             self.proc.stdout.close()
+        return self.proc.returncode
+
+
+# Far above what any command here takes: a hung command fails its test
+# rather than holding it to the per-test timeout.
+COMMAND_TIMEOUT = 120
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, env=env, capture_output=True, text=True, check=False, timeout=COMMAND_TIMEOUT
+    )
 
 
 def _clean_env(tmp_path: Path) -> dict[str, str]:
@@ -80,8 +93,9 @@ def serving(tmp_path: Path, *names: str) -> Iterator[list[Serve]]:
             _ready(server, env)
         yield [server for server, _ in started]
     finally:
-        for server, _ in reversed(started):
-            server.stop()
+        codes = {server.name: server.stop() for server, _ in reversed(started)}
+    # Reached only when the test passed: each installation stopped cleanly.
+    assert set(codes.values()) == {0}, codes
 
 
 @pytest.fixture
@@ -101,7 +115,7 @@ def east_west(tmp_path: Path) -> Iterator[tuple[Serve, Serve]]:
 def wh(tmp_path: Path, on: Serve, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**_clean_env(tmp_path), "WH_URL": on.url, "WH_TOKEN": on.token}
     env["WH_HOME"] = str(tmp_path / "client")
-    return subprocess.run([WH_BIN, *args], env=env, capture_output=True, text=True)
+    return _run([WH_BIN, *args], env)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -152,7 +166,7 @@ def test_east_to_west_read_copy_refuse_corrupt_and_outlive_east(
 
     corrupt_block_is_refused(tmp_path, east, west)
 
-    east.stop()
+    assert east.stop() == 0
     ok(wh(tmp_path, west, "get", "c", str(tmp_path / "after")))
     assert (tmp_path / "after" / "a" / "data").read_bytes() == shared
     assert (tmp_path / "after" / "b" / "data").read_bytes() == only_east
@@ -219,14 +233,11 @@ def test_a_bad_clusters_table_is_one_clear_error(
 
 def test_a_bad_cluster_name_is_refused(tmp_path: Path) -> None:
     env = {**_config(tmp_path, ""), "WH_CLUSTER_NAME": "no/slash"}
-    done = subprocess.run([WH_BIN, "config"], env=env, capture_output=True, text=True)
+    done = _run([WH_BIN, "config"], env)
     assert done.returncode == 2 and "WH_CLUSTER_NAME" in done.stderr, done.stderr
-    served = subprocess.run(
+    served = _run(
         [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--cluster-name", "a b"],
-        env={k: v for k, v in env.items() if k != "WH_CLUSTER_NAME"},
-        capture_output=True,
-        text=True,
-        timeout=60,
+        {k: v for k, v in env.items() if k != "WH_CLUSTER_NAME"},
     )
     assert served.returncode == 2 and "--cluster-name" in served.stderr, served.stderr
 
@@ -234,16 +245,13 @@ def test_a_bad_cluster_name_is_refused(tmp_path: Path) -> None:
 def test_wh_cluster_names_the_cluster_too(tmp_path: Path) -> None:
     # DESIGN §4.4 calls the variable WH_CLUSTER; WH_CLUSTER_NAME wins over it.
     env = {**_config(tmp_path, ""), "WH_CLUSTER": "west"}
-    shown = subprocess.run([WH_BIN, "config"], env=env, capture_output=True, text=True)
+    shown = _run([WH_BIN, "config"], env)
     assert shown.returncode == 0, shown.stderr
     assert "WH_CLUSTER_NAME\twest\tenv WH_CLUSTER\n" in shown.stdout, shown.stdout
-    both = subprocess.run(
-        [WH_BIN, "config"], env={**env, "WH_CLUSTER_NAME": "east"}, capture_output=True, text=True
-    )
+    both = _run([WH_BIN, "config"], {**env, "WH_CLUSTER_NAME": "east"})
+    assert both.returncode == 0, both.stderr
     assert "WH_CLUSTER_NAME\teast\tenv WH_CLUSTER_NAME\n" in both.stdout, both.stdout
-    bad = subprocess.run(
-        [WH_BIN, "config"], env={**env, "WH_CLUSTER": "no/slash"}, capture_output=True, text=True
-    )
+    bad = _run([WH_BIN, "config"], {**env, "WH_CLUSTER": "no/slash"})
     assert bad.returncode == 2 and bad.stderr.startswith("Error: WH_CLUSTER:"), bad.stderr
 
 
@@ -253,7 +261,7 @@ def test_copy_says_which_clusters_token_was_refused(tmp_path: Path) -> None:
     env = {**_clean_env(tmp_path), "WH_HOME": str(tmp_path / "home")}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([WH_BIN, *args], env=env, capture_output=True, text=True)
+        return _run([WH_BIN, *args], env)
 
     pdh = ok(run("put", str(tree(tmp_path / "src", a=b"copied\n")))).strip()
     with gc_cluster(tmp_path / "c", count=1) as (_, ctl):
