@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -60,13 +59,13 @@ def test_an_empty_or_missing_token_is_one_clear_error(tmp_path: Path) -> None:
 def test_a_controller_that_never_starts_fails_after_wh_wait(tmp_path: Path) -> None:
     url = _closed_url()
     env = _env(tmp_path, WH_URL=url, WH_TOKEN="t" * 32, WH_WAIT="1")
-    began = time.monotonic()
+    # The client gives up by itself (the per-test timeout bounds the wait; no
+    # wall-clock figure is asserted), and says which wait it kept.
     done = _run(env, "ls", "x")
     assert done.returncode == 1, done.stderr
     assert f"waiting up to 1 s for the controller at {url}" in done.stderr
     assert f"Error: cannot reach the controller at {url}" in done.stderr
     assert "waited 1 s; $WH_WAIT" in done.stderr
-    assert time.monotonic() - began < 30
     # The first user of a new installation: the same bounded wait.
     done = _run(_env(tmp_path, WH_URL=url, WH_WAIT="0"), "user", "add", "alice", "--admin")
     assert done.returncode == 1 and "cannot reach the controller" in done.stderr
