@@ -21,7 +21,17 @@ from warehouse.cli import cli
 from warehouse.jobs.executors import Finished, Launch, LocalExecutor
 from warehouse.jobs.model import Resources
 from warehouse.jobs.sandbox import Sandbox, find_sandbox
-from warehouse.limits import Host, Limiter, Policy, Seen, decide, detect, size_text, verdict
+from warehouse.limits import (
+    Host,
+    Limiter,
+    Policy,
+    Seen,
+    decide,
+    detect,
+    size_text,
+    slurm_reason,
+    verdict,
+)
 from warehouse.limits.policy import MIB
 
 # -- decisions (pure) -------------------------------------------------------------
@@ -51,6 +61,12 @@ def test_the_reason_names_the_limit_and_what_was_asked() -> None:
     unasked = decide(1, 0, 2, 4096 * MIB, Policy())
     assert verdict(Seen(oom_kills=1), unasked) == "memory limit: its share (it asked none) 2 GB"
     assert size_text(1536 * MIB) == "1.5 GB" and size_text(100) == "100 bytes"
+
+
+def test_slurm_names_the_limits_it_enforced() -> None:
+    assert slurm_reason("OUT_OF_MEMORY", 100 * MIB, 60) == "memory limit: asked 100 MB"
+    assert slurm_reason("TIMEOUT", 100 * MIB, 60) == "wall-time limit: 60 s"
+    assert slurm_reason("FAILED", 100 * MIB, 60) is None
 
 
 # -- enforced on real steps ---------------------------------------------------------

@@ -30,6 +30,7 @@ from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.records import fail_waiting, get_job
 from warehouse.jobs.sandbox import Sandbox
+from warehouse.limits import Limiter, Policy
 
 __all__ = [
     "DASK_WAIT",
@@ -111,8 +112,6 @@ def make_executor(
         capacity = local_capacity(cpus, memory)
         limiter = None
         if sandbox is not None:  # a shared installation: each step held to its limits
-            from warehouse.limits import Limiter
-
             own_user = sandbox.user is not None
             limiter = Limiter(capacity.cpus, capacity.memory, own_user=own_user)
         return LocalExecutor(capacity, sandbox, fork_server=fork, limiter=limiter)
@@ -123,8 +122,14 @@ def make_executor(
     if name == "slurm" or name.startswith("slurm:"):
         from warehouse.jobs.slurmexec import SlurmExecutor
 
+        # A shared installation's steps: Slurm's own limits (--mem, --time).
+        wall = Policy().wall if sandbox is not None else 0.0
         return SlurmExecutor(
-            name.partition(":")[2] or None, owner=owner, sandbox=sandbox, worker_hosts=worker_hosts
+            name.partition(":")[2] or None,
+            owner=owner,
+            sandbox=sandbox,
+            worker_hosts=worker_hosts,
+            wall=wall,
         )
     raise UsageError(
         f"unknown executor {name!r} (local, dask, dask:ADDRESS, slurm or slurm:PARTITION)"

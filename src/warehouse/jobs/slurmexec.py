@@ -52,6 +52,7 @@ from warehouse.jobs.executors import Finished, Launch, ResultTooLong, read_log, 
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
+from warehouse.limits.policy import slurm_reason
 
 __all__ = ["SlurmExecutor", "owner_tag"]
 
@@ -150,8 +151,10 @@ class SlurmExecutor(LabelledWorkers):
         sandbox: Sandbox | None = None,
         worker_hosts: dict[str, str] | None = None,
         pin_grace: float | None = None,
+        wall: float = 0.0,
     ) -> None:
         self.partition = partition or None
+        self.wall = wall  # seconds a step may run (Slurm's --time, for a whole batch)
         # Placement: Slurm node name -> host label (the host map's [workers]).
         self.worker_hosts: dict[str, str] = dict(worker_hosts or {})
         self.pin_grace = PIN_GRACE if pin_grace is None else pin_grace
@@ -447,6 +450,8 @@ class SlurmExecutor(LabelledWorkers):
         ]
         if request.memory > 0:
             argv.append(f"--mem={max(1, math.ceil(request.memory / 2**20))}M")
+        if self.wall > 0:  # minutes, for the batch's steps one after the other
+            argv.append(f"--time={max(1, math.ceil(self.wall * len(launches) / 60))}")
         if nodes:
             # One node: a job given a list of several would be given them all.
             argv.append(f"--nodelist={nodes[0]}")
@@ -619,7 +624,8 @@ class SlurmExecutor(LabelledWorkers):
                         self.start(launch)
                         continue
                     why = f"its Slurm job {jid} ended {batch.ended} before the step did"
-                    self._done.append(_lost(launch, why))
+                    limit = slurm_reason(batch.ended, launch.request.memory, self.wall)
+                    self._done.append(_lost(launch, why, limit or ""))
 
     def _unpin(self, states: dict[str, str]) -> None:
         """Lift the node list of pinned batches still waiting: a preference only."""
@@ -684,7 +690,8 @@ def _size(path: str | None) -> int:
         return 0
 
 
-def _lost(launch: Launch, why: str) -> Finished:
+def _lost(launch: Launch, why: str, limit: str = "") -> Finished:
     now = time.time()
     log_bytes = f"wh: the step did not finish on Slurm: {why}\n".encode()
-    return Finished(launch.job, launch.step, launch.attempt, -9, "slurm", now, now, log_bytes, "")
+    ids = (launch.job, launch.step, launch.attempt)
+    return Finished(*ids, -9, "slurm", now, now, log_bytes, "", limit=limit)

@@ -8,7 +8,15 @@ docs/jobs.md ("Limits") says what holds where.
 
 from warehouse.limits.cgroups import Host, detect
 from warehouse.limits.guard import Guard, Limiter
-from warehouse.limits.policy import Policy, Seen, StepLimits, decide, size_text, verdict
+from warehouse.limits.policy import (
+    Policy,
+    Seen,
+    StepLimits,
+    decide,
+    size_text,
+    slurm_reason,
+    verdict,
+)
 
 __all__ = [
     "Guard",
@@ -20,5 +28,6 @@ __all__ = [
     "decide",
     "detect",
     "size_text",
+    "slurm_reason",
     "verdict",
 ]

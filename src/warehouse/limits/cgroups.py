@@ -29,7 +29,7 @@ from pathlib import Path
 
 from warehouse.limits.policy import StepLimits
 
-__all__ = ["Host", "StepGroup", "detect", "sweep"]
+__all__ = ["Host", "StepGroup", "detect", "release", "sweep"]
 
 _NEEDED = ("memory", "pids")
 _PERIOD = 100_000  # µs: the cpu controller's accounting period
@@ -234,6 +234,14 @@ class StepGroup:
 
 
 _parents: dict[str, str] = {}  # cgroup2: the manager's group -> its steps' parent
+
+
+def release(host: Host) -> None:
+    """Remove this process's parent of step groups, once its steps are gone."""
+    for top in host.dirs.values():
+        with contextlib.suppress(OSError):
+            os.rmdir(f"{top}/wh-steps-{os.getpid()}")
+            _parents.pop(top, None)
 
 
 def sweep(host: Host) -> int:

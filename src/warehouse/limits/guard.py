@@ -23,7 +23,7 @@ import os
 import resource
 from collections.abc import Callable
 
-from warehouse.limits.cgroups import Host, StepGroup, detect, sweep
+from warehouse.limits.cgroups import Host, StepGroup, detect, release, sweep
 from warehouse.limits.policy import Policy, Seen, StepLimits, decide, verdict
 
 __all__ = ["Guard", "Limiter"]
@@ -54,10 +54,7 @@ class Limiter:
 
     def close(self) -> None:
         """Remove this manager's own parent groups (its steps' are removed as they end)."""
-        if self.host.kind == "cgroup1":
-            for top in self.host.dirs.values():
-                with contextlib.suppress(OSError):
-                    os.rmdir(f"{top}/wh-steps-{os.getpid()}")
+        release(self.host)
 
     def guard(self, cpus: int, memory: int, scratch: str, started: float) -> Guard:
         limits = decide(cpus, memory, *self.machine, self.policy)

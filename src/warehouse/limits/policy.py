@@ -18,6 +18,7 @@ __all__ = [
     "StepLimits",
     "decide",
     "size_text",
+    "slurm_reason",
     "verdict",
 ]
 
@@ -101,4 +102,13 @@ def verdict(seen: Seen, limits: StepLimits) -> str | None:
         return f"scratch limit: {size_text(limits.scratch)} (it wrote {size_text(seen.scratch)})"
     if seen.elapsed > limits.wall:
         return f"wall-time limit: {limits.wall:g} s"
+    return None
+
+
+def slurm_reason(state: str, memory: int, wall: float) -> str | None:
+    """The limit a Slurm job's end state names (Slurm enforced it), or None."""
+    if state.startswith("OUT_OF_MEMORY"):
+        return f"memory limit: asked {size_text(memory)}" if memory else "memory limit"
+    if state.startswith("TIMEOUT"):
+        return f"wall-time limit: {wall:g} s" if wall else "wall-time limit"
     return None
