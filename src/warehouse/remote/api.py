@@ -26,7 +26,9 @@ __all__ = [
     "BUSY_TRIES",
     "BUSY_WAIT",
     "BUSY_WAIT_CAP",
+    "ERROR_LIMIT",
     "NO_TOKEN",
+    "REPLY_LIMIT",
     "ApiClient",
     "AuthError",
     "BusyError",
@@ -103,6 +105,14 @@ def retry_after(resp: httpx.Response) -> float | None:
 
 _BROKEN = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
 
+# Bytes of a reply read at most (docs/server.md, "Reply bounds"): a reply
+# that goes on past them is refused, so a controller (or another cluster)
+# sending without end cannot fill the client's memory. A JSON reply is one
+# object or one page of a list; a collection's manifest has its own bound
+# (its size is in its PDH). An error's message is cut at ERROR_LIMIT.
+REPLY_LIMIT = 256 << 20
+ERROR_LIMIT = 64 << 10
+
 
 class ApiClient:
     def __init__(self, url: str, token: str, *, timeout: float = 300.0) -> None:
@@ -121,8 +131,9 @@ class ApiClient:
     def close(self) -> None:
         self.http.close()
 
-    def call(self, method: str, path: str, **kw: Any) -> Any:
-        return self._json(method, path, self._send(method, path, **kw))
+    def call(self, method: str, path: str, *, limit: int = REPLY_LIMIT, **kw: Any) -> Any:
+        """The JSON of the reply, which may be ``limit`` bytes at most."""
+        return self._json(method, path, self._send(method, path, limit=limit, **kw))
 
     def _json(self, method: str, path: str, resp: httpx.Response) -> Any:
         if resp.status_code == 204:
@@ -132,9 +143,11 @@ class ApiClient:
         except ValueError:
             raise self._garbage(method, path, resp, "not JSON") from None
 
-    def call_object(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+    def call_object(
+        self, method: str, path: str, *, limit: int = REPLY_LIMIT, **kw: Any
+    ) -> dict[str, Any]:
         """Like ``call``, for a request answered with a JSON object."""
-        out = self.call(method, path, **kw)
+        out = self.call(method, path, limit=limit, **kw)
         if not isinstance(out, dict):
             raise WarehouseError(
                 f"the controller at {self.url} answered {method} {path} "
@@ -183,7 +196,50 @@ class ApiClient:
     def _unreachable(self, e: Exception) -> WarehouseError:
         return WarehouseError(f"cannot reach the controller at {self.url}: {e}")
 
-    def _send(self, method: str, path: str, *, stream: bool = False, **kw: Any) -> httpx.Response:
+    def _bounded(
+        self, method: str, path: str, resp: httpx.Response, limit: int, *, cut: bool = False
+    ) -> httpx.Response:
+        """``resp`` (streamed) read whole, ``limit`` bytes at most: more is
+        an error, or with ``cut`` left unread (an error's message)."""
+        refused = WarehouseError(
+            f"the controller at {self.url} answered {method} {path} with more than "
+            f'{limit} bytes: refused (docs/server.md, "Reply bounds")'
+        )
+        try:
+            length = int(resp.headers.get("content-length") or 0)
+        except ValueError:
+            length = 0
+        pieces: list[bytes] = []
+        got = 0
+        try:
+            if length > limit and not cut:
+                raise refused
+            for piece in resp.iter_bytes():
+                got += len(piece)
+                if got > limit:
+                    if not cut:
+                        raise refused
+                    pieces.append(piece[: len(piece) - (got - limit)])
+                    break
+                pieces.append(piece)
+        finally:
+            resp.close()
+        # As read (decoded): its length is what it holds now.
+        gone = ("content-encoding", "content-length", "transfer-encoding")
+        headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in gone]
+        return httpx.Response(
+            resp.status_code, headers=headers, content=b"".join(pieces), request=resp.request
+        )
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        stream: bool = False,
+        limit: int = REPLY_LIMIT,
+        **kw: Any,
+    ) -> httpx.Response:
         # A GET changes nothing, so a connection that broke under it (a kept-
         # alive one the server closed) earns it one more try; not a timeout, and
         # not other methods, which may have taken effect. A refused connection
@@ -194,11 +250,16 @@ class ApiClient:
         waited = 0.0
         while True:
             try:
-                resp = self.http.send(self.http.build_request(method, path, **kw), stream=stream)
+                # Always streamed, then read here with a bound (REPLY_LIMIT).
+                resp = self.http.send(self.http.build_request(method, path, **kw), stream=True)
                 # A busy controller did nothing of the request: it is sent
                 # again (a streamed body is re-read from its start).
                 wait = retry_after(resp)
                 if wait is None or busy >= BUSY_TRIES or waited + wait > BUSY_WAIT:
+                    if resp.status_code >= 400:
+                        resp = self._bounded(method, path, resp, ERROR_LIMIT, cut=True)
+                    elif not stream:
+                        resp = self._bounded(method, path, resp, limit)
                     break
                 resp.close()
                 busy += 1
@@ -229,19 +290,15 @@ class ApiClient:
             except httpx.TransportError as e:
                 raise WarehouseError(f"cannot reach the controller at {self.url}: {e}") from None
         if resp.status_code >= 400:
-            if stream:
-                try:
-                    resp.read()  # an error's body is short
-                except httpx.TransportError as e:
-                    raise self._unreachable(e) from None
-                finally:
-                    resp.close()
             try:
                 body = resp.json()
             except ValueError:
                 body = None
-            # A proxy's page, or JSON of another shape, is shown as it came.
-            message = body.get("error", resp.text) if isinstance(body, dict) else resp.text
+            # A proxy's page, or JSON of another shape, is shown as it came
+            # (its first line: the message is one line).
+            shown = next((x.strip() for x in resp.text.splitlines() if x.strip()), "")[:300]
+            message = body.get("error", shown) if isinstance(body, dict) else shown
+            message = str(message)
             error = _ERRORS.get(resp.status_code, WarehouseError)
             if error is BusyError:
                 message = f"the controller at {self.url} is busy: {message}" + (

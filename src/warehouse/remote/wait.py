@@ -8,6 +8,7 @@ registered. Clients wait for ``/api/v1/health`` to say "ok", at most
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -37,11 +38,21 @@ def wait_seconds() -> float:
     return value
 
 
+HEALTH_LIMIT = 64 << 10
+
+
 def controller_status(url: str, timeout: float = 5.0) -> str:
     """What ``/api/v1/health`` says ("ok" or "starting"); raises httpx errors."""
-    resp = httpx.get(url.rstrip("/") + "/api/v1/health", timeout=timeout, verify=verify_for(url))
-    resp.raise_for_status()
-    status = resp.json().get("status")
+    with httpx.stream(
+        "GET", url.rstrip("/") + "/api/v1/health", timeout=timeout, verify=verify_for(url)
+    ) as resp:
+        resp.raise_for_status()
+        body = b""
+        for piece in resp.iter_bytes():
+            body += piece
+            if len(body) > HEALTH_LIMIT:  # a health answer is a few bytes
+                raise ValueError(f"a health answer over {HEALTH_LIMIT} bytes")
+    status = json.loads(body).get("status")
     return str(status)
 
 

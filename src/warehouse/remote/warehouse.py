@@ -34,7 +34,7 @@ from warehouse.errors import (
 )
 from warehouse.manifest import Manifest
 from warehouse.manifest.normal import normal_pdh
-from warehouse.remote.api import ApiClient, MethodNotAllowed, check_token
+from warehouse.remote.api import REPLY_LIMIT, ApiClient, MethodNotAllowed, check_token
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
 from warehouse.remote.sharing import RemoteSharing
@@ -267,7 +267,10 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
 
     def _own_collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         path = f"/collections/{pdh}"
-        out = self.api.call_object("GET", path)
+        # The manifest and its listing in JSON, in memory: its size bounds the
+        # manifest (escaped: twice), not the listing (REPLY_LIMIT, or as much).
+        bound = 2 * _signed_bound(pdh) + REPLY_LIMIT
+        out = self.api.call_object("GET", path, limit=bound)
         text = out.get("manifest_text")
         if not isinstance(text, str):
             raise WarehouseError(
@@ -345,7 +348,8 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
 
         where = f"the controller at {self.api.url} answered the listing of {pdh} with"
         try:
-            if not self.api.get_into(f"/collections/{pdh}/listing", write):
+            bound = _listing_bound(pdh)
+            if not self.api.get_into(f"/collections/{pdh}/listing", write, bound):
                 listing.close()
                 return None
             # Told before any file is listed: what is not an object is no listing.
@@ -425,6 +429,14 @@ def _signed_bound(pdh: str) -> int:
     length (in the PDH) with a signature hint on each locator, which at most
     about triples a locator's length (docs/server.md)."""
     return 4 * int(pdh.partition("+")[2] or 0) + (1 << 20)
+
+
+def _listing_bound(pdh: str) -> int:
+    """The most bytes of a listing of ``pdh`` read (to a scratch file, not
+    memory). Each file's full path is in it, so it may be far longer than
+    the manifest (many files in one deep directory); what a put could send
+    is bounded by the controller's --max-spooled-body, 4 GiB by default."""
+    return max(4 << 30, 64 * int(pdh.partition("+")[2] or 0) + (1 << 20))
 
 
 # What of a listing is read at once (as the catalog's parts: docs/storage.md).

@@ -30,13 +30,30 @@ class ClusterKeepConfig:
     trash_lifetime: float
 
 
+# Bytes of a controller's answer a keep server reads at most.
+_REPLY_LIMIT = 1 << 20
+
+
 def _call(
     method: str, url: str, token: str, timeout: float, body: dict[str, str] | None = None
 ) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"}
     try:
-        r = httpx.request(
+        with httpx.stream(
             method, url, headers=headers, timeout=timeout, json=body, verify=verify_for(url)
+        ) as streamed:
+            pieces: list[bytes] = []
+            got = 0
+            for piece in streamed.iter_bytes():
+                got += len(piece)
+                if got > _REPLY_LIMIT:  # its answers are a few hundred bytes
+                    raise ControllerError(f"{method} {url} answered over {_REPLY_LIMIT} bytes")
+                pieces.append(piece)
+        gone = ("content-encoding", "content-length", "transfer-encoding")
+        r = httpx.Response(
+            streamed.status_code,
+            headers=[(k, v) for k, v in streamed.headers.items() if k.lower() not in gone],
+            content=b"".join(pieces),
         )
     except httpx.HTTPError as e:
         raise ControllerError(f"cannot reach the controller at {url}: {e}") from e
