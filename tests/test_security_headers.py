@@ -4,13 +4,14 @@ Against a real `wh keepd` and a real `wh serve`, both started with
 `--header-timeout 1`, over raw sockets: a connection that sends half a
 request line and then nothing, one that dribbles header bytes, and one that
 sends nothing at all are each answered 408 (or just closed) and closed
-within a few seconds, not held; a whole request on a new connection, and a
+by the server, not held until the client gives up; a whole request on a new connection, and a
 second one on a kept-alive connection after a pause longer than the
 timeout, are still answered.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import socket
@@ -23,14 +24,16 @@ import pytest
 from cluster import keep_pool, listening, wh_serve
 
 TIMEOUT = 1.0
-# Far above the timeout, far below "for ever": without the deadline every
-# one of these connections would still be open when the socket times out.
-WITHIN = 8.0
+# The client's own wait, far above the server's timeout: without the server's
+# deadline each of these connections is still open when the client gives up
+# (socket.timeout, the test fails); with it, the server closes it first,
+# however loaded the machine. No elapsed time is asserted.
+CLIENT_WAIT = 60.0
 
 
 def _connect(url: str) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
-    return socket.create_connection((host, int(port)), timeout=WITHIN + 5)
+    return socket.create_connection((host, int(port)), timeout=CLIENT_WAIT)
 
 
 def _until_closed(sock: socket.socket) -> bytes:
@@ -59,7 +62,6 @@ def _request(sock: socket.socket, path: str, auth: str) -> bytes:
 
 
 def _slow_clients_are_cut_off(url: str, path: str, auth: str = "") -> None:
-    start = time.monotonic()
     half_line = _connect(url)
     half_line.sendall(f"GET {path} HT".encode())
     half_headers = _connect(url)
@@ -67,14 +69,21 @@ def _slow_clients_are_cut_off(url: str, path: str, auth: str = "") -> None:
     silent = _connect(url)
     dribble = _connect(url)
     dribble.sendall(b"G")
-    for byte in f"ET {path} HTTP/1.1\r\nHost: x\r\nX-Slow: ".encode() + b"a" * 40:
-        # Ten bytes a second (the header never ends) until the server answers.
+    # Ten bytes a second, the header never ending, until the server answers or
+    # closes: a server that only timed out silence would take them for ever.
+    header = f"ET {path} HTTP/1.1\r\nHost: x\r\nX-Slow: ".encode()
+    given_up = time.monotonic() + CLIENT_WAIT
+    for sent in itertools.count():
         if select.select([dribble], [], [], 0.1)[0]:
             break
-        dribble.sendall(bytes([byte]))
+        assert time.monotonic() < given_up, "a dribbled header was never cut off"
+        try:
+            dribble.sendall(header[sent : sent + 1] or b"a")
+        except OSError:  # closed by the server between two bytes
+            break
+    # Each read ends with the server closing the connection (EOF), not with
+    # the client's CLIENT_WAIT running out (socket.timeout).
     answers = [_until_closed(s) for s in (half_line, half_headers, silent, dribble)]
-    elapsed = time.monotonic() - start
-    assert elapsed < WITHIN, elapsed
     for answer in answers:
         assert answer == b"" or answer.startswith(b"HTTP/1.1 408 "), answer[:200]
     assert answers[1].startswith(b"HTTP/1.1 408 "), answers[1][:200]
