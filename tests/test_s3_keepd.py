@@ -220,3 +220,23 @@ def test_the_embedded_warehouse_on_an_s3_volume(
     run("gc")
     assert _block_keys(s3_server, s3_spec) == stored
     assert out["pdh"]
+    # The home recorded its volume: a process without WH_VOLUME (a job
+    # manager, a step) finds the same blocks; another volume is refused.
+    monkeypatch.delenv("WH_VOLUME")
+    run("get", "t", str(tmp_path / "again"))
+    assert (tmp_path / "again" / "big").read_bytes() == (tree / "big").read_bytes()
+    monkeypatch.setenv("WH_VOLUME", str(tmp_path / "elsewhere"))
+    refused = run("ls", "t", code=2).stderr
+    assert "keeps its blocks in s3://" in refused and "unset WH_VOLUME" in refused
+
+
+def test_a_home_with_blocks_keeps_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("WH_URL", raising=False)
+    monkeypatch.delenv("WH_VOLUME", raising=False)
+    run = Runner()
+    run("put", str(_tree(tmp_path / "t", 5)), "--name", "t")
+    monkeypatch.setenv("WH_VOLUME", str(tmp_path / "other"))
+    refused = run("ls", "t", code=2).stderr
+    assert "already keeps blocks in" in refused
+    assert not (tmp_path / "home" / "volume").exists()

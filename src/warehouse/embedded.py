@@ -39,7 +39,8 @@ from warehouse.keys import Key
 from warehouse.manifest import Manifest
 from warehouse.manifest.normal import normal_summary
 from warehouse.private import private_dir
-from warehouse.volumes.base import Volume, open_volume
+from warehouse.volumes.base import Volume, is_s3_spec, open_volume
+from warehouse.volumes.home import home_volume, record_volume
 from warehouse.volumes.store import VolumeBlockStore
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def default_home() -> Path:
 # What a warehouse home holds once used; a directory holding other files and
 # none of these is someone's, not a warehouse: it is not taken over (made
 # private, filled with a catalog) because WH_HOME named it by mistake.
-_HOME_MARKS = ("warehouse.db", "blocks")
+_HOME_MARKS = ("warehouse.db", "blocks", "volume")
 
 
 def _refuse_foreign(home: Path) -> None:
@@ -85,11 +86,17 @@ def _refuse_foreign(home: Path) -> None:
 def _volume_store(
     home: Path, cache: BlockCache
 ) -> tuple[Volume, LocalBlockStore | VolumeBlockStore]:
-    """The volume ``$WH_VOLUME`` names (settings: ``volume``), else ``blocks/``
-    in the home, and its block store: a directory's overlaps fsyncs and maps
-    big blocks; any other volume's asks only the volume interface."""
-    spec = os.environ.get("WH_VOLUME", "").strip()
+    """The volume ``$WH_VOLUME`` names (settings: ``volume``; the home records
+    it on first use), else ``blocks/`` in the home, and its block store: a
+    directory's overlaps fsyncs and maps big blocks; any other volume's asks
+    only the volume interface."""
+    wanted = os.environ.get("WH_VOLUME", "").strip()
+    if wanted and not is_s3_spec(wanted):
+        wanted = str(Path(wanted).expanduser().absolute())  # the same from any directory
+    spec, new = home_volume(home, wanted)
     volume = open_volume(spec) if spec else LocalVolume(home / "blocks")
+    if new:  # only once it opened: a bucket that is not there is not recorded
+        record_volume(home, spec)
     if isinstance(volume, LocalVolume):
         return volume, LocalBlockStore(volume, cache)
     return volume, VolumeBlockStore(volume, cache)
