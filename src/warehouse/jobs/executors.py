@@ -465,11 +465,10 @@ class LocalExecutor:
             return
         self._lifeline.start()
         guard = None
-        if self.limiter is not None:
-            guard = self.limiter.guard(
-                launch.request.cpus, launch.request.memory, work.tmp, started
-            )
-        try:
+        try:  # a step whose limits cannot be set is not run without them
+            if self.limiter is not None:
+                request = launch.request
+                guard = self.limiter.guard(request.cpus, request.memory, work.tmp, started)
             proc = work.spawn(launch, guard)
         except OSError as e:
             if guard is not None:

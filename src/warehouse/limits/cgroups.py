@@ -29,7 +29,7 @@ from pathlib import Path
 
 from warehouse.limits.policy import StepLimits
 
-__all__ = ["Host", "StepGroup", "detect", "release", "sweep"]
+__all__ = ["Host", "StepGroup", "detect", "release", "sweep", "usable"]
 
 _NEEDED = ("memory", "pids")
 _PERIOD = 100_000  # µs: the cpu controller's accounting period
@@ -69,11 +69,11 @@ def _writable(path: str) -> bool:
     return os.path.isdir(path) and os.access(path, os.W_OK)
 
 
-def detect() -> Host:
-    """What this host offers, the best first."""
+def detect(*, unified: bool = True) -> Host:
+    """What this host offers, the best first (``unified``: cgroup v2 too)."""
     mounts, own = _mounts(), _own()
     for point, kind, _ in mounts:
-        if kind == "cgroup2" and "" in own:
+        if unified and kind == "cgroup2" and "" in own:
             mine = os.path.normpath(point + own[""])
             try:
                 controllers = Path(mine, "cgroup.controllers").read_text().split()
@@ -121,6 +121,20 @@ def _enable_v2(mine: str) -> str:
     return steps
 
 
+def usable(host: Host) -> Host:
+    """``host``, ready for step groups; for cgroup v2 its controllers handed
+    down (which a group with processes not ours refuses: then the legacy
+    hierarchies, or resource limits)."""
+    if host.kind != "cgroup2":
+        return host
+    mine = host.dirs[""]
+    try:
+        _parents[mine] = _enable_v2(mine)
+    except OSError:
+        return detect(unified=False)
+    return host
+
+
 class StepGroup:
     """One step's control group(s), limits set, joined by the step as it starts."""
 
@@ -128,13 +142,19 @@ class StepGroup:
 
     def __init__(self, host: Host, limits: StepLimits) -> None:
         StepGroup._count += 1
-        name = f"s{StepGroup._count}"
         self.kind = host.kind
         self.dirs: dict[str, str] = {}
+        self.fds: list[int] = []
+        try:
+            self._make(host, limits, f"s{StepGroup._count}")
+        except OSError:
+            self.remove()  # what was made of it
+            raise
+
+    def _make(self, host: Host, limits: StepLimits, name: str) -> None:
         if host.kind == "cgroup2":
-            parent = _parents.get(host.dirs[""]) or _parents.setdefault(
-                host.dirs[""], _enable_v2(host.dirs[""])
-            )
+            parent = _parents.get(host.dirs[""]) or _enable_v2(host.dirs[""])
+            _parents[host.dirs[""]] = parent
             path = f"{parent}/{name}"
             os.makedirs(path)
             self.dirs[""] = path
@@ -156,8 +176,8 @@ class StepGroup:
             if "cpu" in self.dirs:
                 _write(f"{self.dirs['cpu']}/cpu.cfs_period_us", str(_PERIOD))
                 _write(f"{self.dirs['cpu']}/cpu.cfs_quota_us", str(limits.cpus * _PERIOD))
-        flags = os.O_WRONLY | os.O_CLOEXEC
-        self.fds = [os.open(f"{d}/cgroup.procs", flags) for d in self.dirs.values()]
+        for d in self.dirs.values():
+            self.fds.append(os.open(f"{d}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC))
 
     @classmethod
     def left(cls, kind: str, path: str) -> StepGroup:

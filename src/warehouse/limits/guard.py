@@ -23,7 +23,7 @@ import os
 import resource
 from collections.abc import Callable
 
-from warehouse.limits.cgroups import Host, StepGroup, detect, release, sweep
+from warehouse.limits.cgroups import Host, StepGroup, detect, release, sweep, usable
 from warehouse.limits.policy import Policy, Seen, StepLimits, decide, verdict
 
 __all__ = ["Guard", "Limiter"]
@@ -46,7 +46,7 @@ class Limiter:
         own_user: bool = False,
     ) -> None:
         self.policy = policy or Policy()
-        self.host = host or detect()
+        self.host = usable(host or detect())
         self.machine = (machine_cpus, machine_memory)
         self.own_user = own_user  # steps run as a user of their own (RLIMIT_NPROC counts it)
         if self.host.kind != "rlimit":
