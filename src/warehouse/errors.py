@@ -15,6 +15,7 @@ __all__ = [
     "NotFoundError",
     "UsageError",
     "WarehouseError",
+    "disk_full",
     "os_error",
 ]
 
@@ -75,3 +76,22 @@ def os_error(error: OSError, what: str) -> WarehouseError:
     if code == errno.ELOOP:
         return UsageError(message)
     return WarehouseError(message)
+
+
+# SQLite's words for SQLITE_FULL; PostgreSQL's SQLSTATE for disk_full.
+_FULL_WORDS = ("database or disk is full", "no space left on device", "disk quota exceeded")
+_FULL_SQLSTATE = "53100"
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` (an OSError, or a database's error, perhaps wrapped
+    by SQLAlchemy as ``.orig``) says the disk or a quota is full."""
+    for e in (error, getattr(error, "orig", None), error.__cause__):
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if e is not None and (
+            getattr(e, "sqlstate", None) == _FULL_SQLSTATE
+            or any(w in str(e).lower() for w in _FULL_WORDS)
+        ):
+            return True
+    return False

@@ -304,6 +304,8 @@ class ApiClient:
                 message = f"the controller at {self.url} is busy: {message}" + (
                     f" (asked {busy + 1} times over {waited:.3g} s)" if busy else ""
                 )
+            elif resp.status_code == 507:
+                message = f"the controller at {self.url} has no room: {message}"
             elif resp.status_code == 413:
                 # Over one of the controller's bounds, whatever sent it: said so.
                 message = f"the controller at {self.url} refused it as too large: {message}"

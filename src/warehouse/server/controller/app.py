@@ -8,6 +8,7 @@ corrupt data 502.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -43,6 +44,8 @@ from warehouse.server.controller.metrics import (
 from warehouse.server.controller.state import ControllerConfig, ControllerState
 
 __all__ = ["create_app"]
+
+log = logging.getLogger("warehouse.controller")
 
 _STATUS = [
     (errors.UsageError, 400),
@@ -156,6 +159,16 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
         return _error(
             400, f"the catalog cannot take a value of this request: {said[0] if said else exc}"
         )
+
+    @app.exception_handler(sa.exc.OperationalError)
+    @app.exception_handler(OSError)
+    async def disk_full(request: Request, exc: Exception) -> JSONResponse:
+        # A full disk is the installation's state, not a fault of the request:
+        # 507, said so, rather than a bare 500 (docs/server.md).
+        if not errors.disk_full(exc):
+            raise exc
+        log.error("%s %s: the disk is full: %s", request.method, request.url.path, exc)
+        return _error(507, "the controller's disk is full: nothing was changed; try again later")
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
