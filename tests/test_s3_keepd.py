@@ -10,6 +10,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cluster import WH_BIN, Keepd, KeepPool, _listening, controller
+from cluster import WH_BIN, Keepd, KeepPool, _listening, controller, listening, wh_serve
 from conftest import Runner, wh_process
 from s3_helpers import (  # noqa: F401 (fixtures)
     BUCKET,
@@ -30,7 +31,7 @@ from s3_helpers import (  # noqa: F401 (fixtures)
     s3_spec,
     s3_specs,
 )
-from warehouse.volumes.base import open_volume
+from warehouse.volumes.base import child_spec, open_volume
 from warehouse.volumes.s3 import S3Volume
 
 TTL = 2
@@ -240,3 +241,63 @@ def test_a_home_with_blocks_keeps_them(tmp_path: Path, monkeypatch: pytest.Monke
     refused = run("ls", "t", code=2).stderr
     assert "already keeps blocks in" in refused
     assert not (tmp_path / "home" / "volume").exists()
+
+
+def test_serve_with_keep_servers_on_s3(
+    tmp_path: Path,
+    s3_server: S3Server,  # noqa: F811
+    s3_spec: str,  # noqa: F811
+) -> None:
+    """`wh serve --keep 2 --keep-s3 SPEC`: each keep server writes to its own
+    prefix of the bucket; put, get, fsck and gc work, and the bucket holds
+    exactly the blocks."""
+    env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
+    env.pop("WH_URL", None)
+    server = wh_serve(env, "--keep", "2", "--keep-s3", s3_spec, "--executor", "none")
+    try:
+        url = listening(server, keep=2)[0]
+        admin = subprocess.run(
+            [WH_BIN, "user", "add", "admin", "--admin"], env=env, capture_output=True, text=True
+        )
+        assert admin.returncode == 0, admin.stderr
+        remote = {**env, "WH_URL": url, "WH_TOKEN": admin.stdout.strip()}
+
+        def wh(*args: str, code: int = 0) -> str:
+            done = subprocess.run([WH_BIN, *args], env=remote, capture_output=True, text=True)
+            assert done.returncode == code, (args, done.stderr)
+            return done.stdout
+
+        tree = _tree(tmp_path / "t", 6)
+        wh("put", str(tree), "--name", "t")
+        wh("get", "t", str(tmp_path / "out"))
+        assert (tmp_path / "out" / "big").read_bytes() == (tree / "big").read_bytes()
+        named = set(re.findall(r"\b([0-9a-f]{32})\+\d+", wh("manifest", "t")))
+        keep0 = _block_keys(s3_server, child_spec(s3_spec, "keep0"))
+        keep1 = _block_keys(s3_server, child_spec(s3_spec, "keep1"))
+        assert named <= keep0 and named <= keep1, "two copies: one on each server's volume"
+        assert "clean" in wh("fsck")
+        wh("gc")
+        assert _block_keys(s3_server, child_spec(s3_spec, "keep0")) == keep0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+        if server.stdout:
+            server.stdout.close()
+
+
+def test_serve_refuses_a_missing_bucket_at_once(
+    tmp_path: Path,
+    s3_spec: str,  # noqa: F811
+) -> None:
+    env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
+    env.pop("WH_URL", None)
+    missing = s3_spec.replace(f"s3://{BUCKET}/", "s3://wh-no-such-bucket/")
+    done = subprocess.run(
+        [WH_BIN, "serve", "--listen", "127.0.0.1:0", "--keep", "1", "--keep-s3", missing],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("Error:") == 1 and "no bucket" in done.stderr, done.stderr

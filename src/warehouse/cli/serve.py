@@ -23,6 +23,7 @@ from warehouse.server.serving import Tls, parse_listen
 from warehouse.server.serving import serve as serve_app
 from warehouse.server.supervise import KeepChild
 from warehouse.settings import catalog_url_problem
+from warehouse.volumes.base import child_spec, is_s3_spec, open_volume
 
 __all__ = ["check_cluster_name", "default_db_url", "serve"]
 
@@ -68,6 +69,12 @@ def default_db_url() -> str:
     "--keep-dir",
     type=click.Path(path_type=Path),
     help="Where the --keep servers keep their volumes (default: $WH_HOME/keep).",
+)
+@click.option(
+    "--keep-s3",
+    metavar="s3://BUCKET/PREFIX?endpoint=URL",
+    help="Give each --keep server an S3 volume too, under PREFIX/keepN/: new blocks "
+    "go there (docs/s3.md).",
 )
 @click.option(
     "--replication",
@@ -179,6 +186,7 @@ def serve(
     db_url: str | None,
     keep_count: int,
     keep_dir: Path | None,
+    keep_s3: str | None,
     replication: int,
     executor: str,
     dask_scheduler: str | None,
@@ -258,6 +266,12 @@ def serve(
         git_roots=tuple(str(p.resolve()) for p in git_roots),
         git_allow=allow,
     )
+    if keep_s3 is not None:
+        if not keep_count or not is_s3_spec(keep_s3):
+            raise UsageError(
+                "--keep-s3 takes an s3://BUCKET/PREFIX?endpoint=URL spec, with --keep N"
+            )
+        open_volume(keep_s3)  # a missing bucket or refused credentials: refused now, once
     if sandbox is not None:  # steps would see the catalog: refused before it is made
         keep = (keep_dir or default_home() / "keep") if keep_count else None
         work = default_home() / "controller-jobs"
@@ -276,7 +290,8 @@ def serve(
             extra += ["--access-log", access_log, "--body-timeout", str(body_timeout)]
             extra += ["--header-timeout", str(header_timeout)]
             for i in range(keep_count):  # started together, announced as each is up
-                child = KeepChild(i, base / str(i), url, state.system_token, _echo, extra)
+                own = [] if keep_s3 is None else ["--volume", child_spec(keep_s3, f"keep{i}")]
+                child = KeepChild(i, base / str(i), url, state.system_token, _echo, extra + own)
                 children.append(child)
                 child.start()
             for child in children:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, BlockStat, LocalVolume, VolumeSpace
 
-__all__ = ["BlockWrite", "Volume", "is_s3_spec", "open_volume"]
+__all__ = ["BlockWrite", "Volume", "child_spec", "is_s3_spec", "open_volume"]
 
 
 class BlockWrite(Protocol):
@@ -94,6 +94,13 @@ class Volume(Protocol):
 
 def is_s3_spec(spec: str | Path) -> bool:
     return isinstance(spec, str) and spec.startswith("s3://")
+
+
+def child_spec(spec: str, name: str) -> str:
+    """An S3 spec one level down: ``s3://B/P?E`` and ``keep0`` give
+    ``s3://B/P/keep0/?E`` (each of several keep servers its own prefix)."""
+    base, sep, query = spec.partition("?")
+    return f"{base.rstrip('/')}/{name}/{sep}{query}"
 
 
 def open_volume(spec: str | Path, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME) -> Volume:
