@@ -69,6 +69,9 @@ def _bob_sees_nothing(ctl: Controller, bob: str, pdh: str, tmp_path: Path) -> No
             )
         assert pdh not in {c["pdh"] for c in api.get("/api/v1/collections").json()}
         assert "run42" not in {n["name"] for n in api.get("/api/v1/names").json()}
+        # Nor may he name it: a name gives read on what it points at.
+        r = api.put("/api/v1/names/bobs", json={"pdh": pdh, "expect": None})
+        assert r.status_code == 404 and r.json()["error"] == f"no collection {pdh}", r.text
         r = api.post("/api/v1/jobs", json={"function": "builtin:wordcount", "input": pdh})
         assert r.status_code in (400, 404), r.text
     _wh(ctl, bob, "ls", "run42", code=4)

@@ -223,19 +223,25 @@ def collection_level_in(conn: sa.Connection, who: Principal, pdh: str, mode: Mod
     level = collection_level(
         who, pdh=pdh, holders=list(holders), through=(), grants=_grants_on(conn, [pdh]), mode=mode
     )
-    if level >= Level.READ:
+    if level >= Level.MANAGE:
         return level
-    # Read through a name on it, or a job that made it (its output or log).
-    for name, owner in conn.execute(
-        sa.select(names.c.name, names.c.owner).where(names.c.pdh == pdh)
-    ):
-        if _name_level(conn, who, name, owner, mode) >= Level.READ:
-            return Level.READ
+    # What a job made (its output or log) is its submitter's, who had to read
+    # its input; whoever reads the job reads it too.
     made = sa.select(jobs.c.id, jobs.c.submitted_by).where(
         (jobs.c.output_pdh == pdh) | (jobs.c.log_pdh == pdh)
     )
     for ident, submitter in conn.execute(made):
-        if job_level_in(conn, who, ident, submitter, mode) >= Level.READ:
+        if who.is_("user", submitter):
+            return Level.MANAGE
+        if level < Level.READ and job_level_in(conn, who, ident, submitter, mode) >= Level.READ:
+            level = Level.READ
+    if level >= Level.READ:
+        return level
+    # Read through a name on it.
+    for name, owner in conn.execute(
+        sa.select(names.c.name, names.c.owner).where(names.c.pdh == pdh)
+    ):
+        if _name_level(conn, who, name, owner, mode) >= Level.READ:
             return Level.READ
     return level
 

@@ -7,7 +7,15 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi import Request as _Request
 
+from warehouse.keys import is_pdh, parse_key
+from warehouse.lineage.hiding import hide
 from warehouse.lineage.tracing import MAX_DEPTH, trace
+from warehouse.server.controller.access import (
+    hide_name,
+    readable_jobs,
+    readable_pdhs,
+    require_collection_read,
+)
 from warehouse.server.controller.auth import Caller, state_of
 
 __all__ = ["router"]
@@ -26,5 +34,15 @@ def get_lineage(
     """What made collection ``key`` (a name or PDH), back to the puts (``up``), or
     every job that read it and what they made (``down``); ``depth``: making links
     followed at most."""
-    graph = trace(state_of(request).engine, key, down=direction == "down", depth=depth)
-    return graph.as_dict()
+    engine = state_of(request).engine
+    # The collection asked about must be the caller's to read; what it meets
+    # on the way that is not is shown as "hidden" (docs/permissions.md).
+    head = parse_key(key).head
+    if is_pdh(head):
+        require_collection_read(engine, user, head)
+    else:
+        hide_name(engine, user, head)
+    graph = trace(engine, key, down=direction == "down", depth=depth)
+    pdhs = readable_pdhs(engine, user, [c.pdh for c in graph.collections])
+    jobs = readable_jobs(engine, user, [(j.id, j.submitted_by) for j in graph.jobs])
+    return hide(graph, pdhs, jobs).as_dict()

@@ -10,7 +10,11 @@ from pydantic import BaseModel, Field
 from warehouse import catalog
 from warehouse.catalog.values import check_writer
 from warehouse.permissions import Level
-from warehouse.server.controller.access import hide_name, readable_names
+from warehouse.server.controller.access import (
+    hide_name,
+    readable_names,
+    require_collection_read,
+)
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_INT, bounded, link_next
 
@@ -96,6 +100,8 @@ def set_name(name: str, body: NameSet, user: Caller, request: Request) -> NameOu
     engine = state_of(request).engine
     # A write grant on the name (or a project above it) lets the caller move it.
     level = hide_name(engine, user, catalog.check_name(name))
+    # A name gives read on what it points at: only at what the caller reads.
+    require_collection_read(engine, user, body.pdh)
     rec = catalog.set_name(
         engine,
         name,
