@@ -215,7 +215,7 @@ def test_cli_submit_in_the_background_watch_ls_and_logs(
 SLEEPERS = """#!/bin/sh
 if [ "$WH_STEP" = 0 ]; then exec wh step queue --level 1 $(seq 1 6); fi
 echo $$ > "$WH_HOME/../pids/$WH_STEP"
-exec sleep 120
+exec sleep 600
 """
 
 
@@ -238,23 +238,32 @@ def test_cancel_kills_the_running_steps(
         while len(list(pids.iterdir())) < 2:  # both slots run a sleeper
             assert time.monotonic() < deadline, "no step started"
             time.sleep(0.1)
-        started = time.monotonic()
         request_control(wh.engine, record.id, "cancel")
-        manager.join(60)
+        # The steps sleep far longer than this: a cancel that waited for them
+        # instead of killing them fails here, however slow the machine.
+        manager.join(90)
         assert not manager.is_alive(), "the manager did not finish the cancelled job"
-        assert time.monotonic() - started < 30, "cancel waited for the steps instead"
     finally:
-        if manager.is_alive():
+        if manager.is_alive():  # failed: no sleeper is left behind
+            _kill_all(pids)
             request_control(wh.engine, record.id, "cancel")
-            manager.join(150)
+            manager.join(30)
     assert jobs.get_job(wh.engine, record.id).state == "cancelled"
     for marker in pids.iterdir():
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while _alive(int(marker.read_text())):
-            assert time.monotonic() < deadline, f"step {marker.name} still runs"
+            if time.monotonic() >= deadline:
+                _kill_all(pids)
+                pytest.fail(f"step {marker.name} still runs after the cancel")
             time.sleep(0.1)
     time.sleep(2)  # a step not yet begun must not start later (on Dask: its task goes on)
     assert len(list(pids.iterdir())) == 2, "a step started after the cancel"
+
+
+def _kill_all(pids: Path) -> None:
+    for marker in pids.iterdir():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(marker.read_text()), signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:

@@ -19,7 +19,7 @@ from conftest import Runner
 from jobs_helpers import make_text
 from warehouse.cli import cli
 from warehouse.jobs.executors import Finished, Launch, LocalExecutor
-from warehouse.jobs.model import Resources
+from warehouse.jobs.model import Job, Resources, Scheduler
 from warehouse.jobs.sandbox import Sandbox, find_sandbox
 from warehouse.limits import (
     Host,
@@ -67,6 +67,25 @@ def test_slurm_names_the_limits_it_enforced() -> None:
     assert slurm_reason("OUT_OF_MEMORY", 100 * MIB, 60) == "memory limit: asked 100 MB"
     assert slurm_reason("TIMEOUT", 100 * MIB, 60) == "wall-time limit: 60 s"
     assert slurm_reason("FAILED", 100 * MIB, 60) is None
+
+
+def test_one_user_runs_at_most_so_many_steps_and_the_others_go_on() -> None:
+    sched = Scheduler(Resources(4, 4096 * MIB), per_user=2)
+    for job_id, user, steps in ((1, "alice", 5), (2, "alice", 3), (3, "bob", 2)):
+        job = Job(job_id, Resources(1, MIB), user=user)
+        for _ in range(steps):
+            job.add_step(0)
+        sched.add_job(job, 0.0)
+    started = sched.schedule(0.0)
+    assert [s.job for s in started] == [1, 1, 3, 3]  # alice's second job waits
+    sched.step_exited(1, started[0].step, 1, True, 0, 1.0)
+    assert [s.job for s in sched.schedule(1.0)] == [1]  # her turn again, one slot
+    # Without a limit, the slots alone.
+    free = Scheduler(Resources(4, 4096 * MIB))
+    free.add_job(Job(1, Resources(1, MIB), steps=[], user="alice"), 0.0)
+    for _ in range(6):
+        free.jobs[1].add_step(0)
+    assert len(free.schedule(0.0)) == 4
 
 
 # -- enforced on real steps ---------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,3 +210,25 @@ def test_block_store_on_any_volume(volume: Volume, tmp_path: Path) -> None:
     copied: list[bytes] = []
     store.copy_block(stored.locator, lambda b: copied.append(bytes(b)))
     assert b"".join(copied) == data
+
+
+def test_an_s3_spec_without_boto3_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # as on a client-only install
+    with pytest.raises(UsageError, match=r"needs boto3: pip install 'warehouse\[s3\]'"):
+        open_volume("s3://wh-test/x?endpoint=http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("s3://", "not an S3 volume"),
+        ("s3://user:pw@bucket/x", "credentials do not belong"),
+        ("s3://Bad_Bucket!/x", "not a bucket name"),
+        ("s3://bucket/x?colour=blue", "unknown option 'colour'"),
+        ("s3://bucket/x?endpoint=ftp://h", "http:// or https://"),
+        ("s3://bucket/a//b", "not a key prefix"),
+    ],
+)
+def test_bad_s3_specs_are_refused(spec: str, says: str) -> None:
+    with pytest.raises(UsageError, match=says):
+        open_volume(spec)

@@ -96,6 +96,13 @@ def default_db_url() -> str:
     "--job-cpus", type=click.IntRange(min=1), help="Job slots (local: default one per core)."
 )
 @click.option(
+    "--steps-per-user",
+    type=click.IntRange(min=0),
+    default=0,
+    help="The most job steps one user may have running at once; the others wait while "
+    "other users' steps start (0: no limit but the slots; docs/jobs.md, \"Limits\").",
+)
+@click.option(
     "--unsafe-steps",
     is_flag=True,
     help="Run local and Slurm steps unsandboxed when bubblewrap (bwrap) is missing, or allow "
@@ -191,6 +198,7 @@ def serve(
     executor: str,
     dask_scheduler: str | None,
     job_cpus: int | None,
+    steps_per_user: int,
     unsafe_steps: bool,
     steps_user: str,
     tls_cert: Path | None,
@@ -265,6 +273,7 @@ def serve(
         host_map=_host_map(host_map),
         git_roots=tuple(str(p.resolve()) for p in git_roots),
         git_allow=allow,
+        steps_per_user=steps_per_user,
     )
     if keep_s3 is not None:
         if not keep_count or not is_s3_spec(keep_s3):

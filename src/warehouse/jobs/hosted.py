@@ -160,9 +160,11 @@ class ManagerThread:
         cpus: int | None = None,
         sandbox: Sandbox | None = None,
         placer: Placer | None = None,
+        per_user: int = 0,
     ) -> None:
         self.host = host
         self.executor_name = executor
+        self.per_user = per_user  # running steps of one user at once (0: any)
         self.cpus = cpus
         self.sandbox = sandbox
         # Placement (docs/clusters.md): only with a host map naming workers.
@@ -209,6 +211,7 @@ class ManagerThread:
                     break
                 self.executor = executor
             manager = Manager(self.host, self.executor, self.executor_name, placer=self.placer)
+            manager.sched.per_user = self.per_user
             try:
                 manager.run(self._idle)
             except Exception:

@@ -91,6 +91,7 @@ class Job:
     finished_at: float | None = None
     failed_attempts: int = 0
     assembling: bool = False
+    user: str = ""  # who submitted it (a limit on running steps is per user)
     _queued: dict[int, deque[int]] = field(default_factory=dict, repr=False)
     _unfinished: Counter[int] = field(default_factory=Counter, repr=False)
 
@@ -146,8 +147,13 @@ class Job:
 class Scheduler:
     """Every active job of one manager, and the slots of its executor."""
 
-    def __init__(self, capacity: Resources, largest: Resources | None = None) -> None:
+    def __init__(
+        self, capacity: Resources, largest: Resources | None = None, per_user: int = 0
+    ) -> None:
         self.capacity = capacity
+        # The most steps one user may have running at once (0: no limit).
+        self.per_user = per_user
+        self._by_user: Counter[str] = Counter()
         # The most one step may have (a Slurm node's; a local executor's all).
         self.largest = largest or capacity
         self.in_use = Resources(0, 0)
@@ -191,6 +197,7 @@ class Scheduler:
         if step.state != RUNNING or step.attempts != attempt:
             return []  # killed or superseded: its resources were released then
         self.in_use -= job.request
+        self._by_user[job.user] -= 1
         step.exit_status = exit_status
         step.finished_at = now
         self.changed_steps.add((job_id, number))
@@ -249,6 +256,8 @@ class Scheduler:
         for job in sorted(self.jobs.values(), key=lambda j: (-j.priority, j.id)):
             runnable = job.runnable()
             while runnable:
+                if self.per_user and self._by_user[job.user] >= self.per_user:
+                    break  # this user's next steps wait; other users' go on
                 if not free.fits(job.request):
                     return starts
                 step = job.steps[runnable.popleft()]
@@ -256,6 +265,7 @@ class Scheduler:
                 step.attempts += 1
                 free -= job.request
                 self.in_use += job.request
+                self._by_user[job.user] += 1
                 if job.state == QUEUED:
                     job.state, job.started_at = RUNNING, now
                 self.changed_steps.add((job.id, step.number))
@@ -310,6 +320,7 @@ class Scheduler:
         for step in job.steps:
             if step.state == RUNNING:
                 self.in_use -= job.request
+                self._by_user[job.user] -= 1
                 kills.append(Kill(job.id, step.number))
             if step.state in (QUEUED, RUNNING):
                 job._finish(step, STOPPED)

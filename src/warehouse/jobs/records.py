@@ -367,6 +367,7 @@ def _job(record: JobRecord, loaded: list[Step]) -> Job:
         record.started_at,
         record.finished_at,
         record.failed_attempts,
+        user=record.submitted_by,
     )
 
 

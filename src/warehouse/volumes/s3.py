@@ -89,7 +89,7 @@ class S3Volume:
             volume = cls(location, trash_lifetime=trash_lifetime)
         except ModuleNotFoundError as e:
             raise UsageError(
-                f"S3 volume {location.name} needs boto3: pip install 'warehouse[server]'"
+                f"S3 volume {location.name} needs boto3: pip install 'warehouse[s3]'"
             ) from e
         volume.check_bucket()
         return volume

@@ -72,6 +72,9 @@ class ControllerConfig:
     # Keep servers' and workers' host labels: steps prefer workers beside
     # their input (docs/clusters.md, "Placement"); None: no placement.
     host_map: HostMap | None = None
+    # The most job steps one user may have running at once (`wh serve
+    # --steps-per-user`); 0: no limit but the slots.
+    steps_per_user: int = 0
 
 
 class SpoolShares:
@@ -268,8 +271,9 @@ class ControllerState:
                 self.keep,
                 lambda pdh: load_manifest(self.keep(), self.engine, pdh, None)[0],
             )
+        per_user = self.config.steps_per_user
         self.job_manager = ManagerThread(
-            host, executor, cpus=cpus, sandbox=sandbox, placer=placer
+            host, executor, cpus=cpus, sandbox=sandbox, placer=placer, per_user=per_user
         ).start()
         if self.config.regol_interval > 0:
             from warehouse.regol.auto import RegolRunner
