@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,3 +96,77 @@ def test_name_set_on_a_controller_whose_disk_is_full(
             assert api.put(f"/names/{refused}", json={"pdh": pdh}).status_code == 200
             done = wh_process("name", "set", "alices", pdh, env=env, home=tmp_path / "h")
             assert done.returncode == 0, done.stderr
+
+
+FILLS_THE_DISK = """\
+import os, sys
+print("filling the log", flush=True)
+try:
+    while True:
+        os.write(1, b"x" * 65536)
+except OSError:
+    os._exit(0)  # as a program ignoring its write errors would
+"""
+
+
+def _job_ends(api: httpx.Client, job: int) -> dict[str, object]:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        got = api.get(f"/jobs/{job}").json()
+        if got["state"] in ("complete", "failed", "cancelled"):
+            return got  # type: ignore[no-any-return]
+        time.sleep(0.2)
+    raise AssertionError(f"job {job} did not end: {got}")
+
+
+def test_a_step_that_fills_the_disk_fails_its_job_with_the_reason(
+    tmp_path: Path, keep_servers: KeepPool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A step that fills the disk of its scratch and log and ignores its write
+    errors (exit status 0) fails, its log saying why, never "complete"."""
+    repo = tmp_path / "lab"
+    repo.mkdir()
+    (repo / "fill.py").write_text(FILLS_THE_DISK)
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "fill"]):
+        subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+            check=True,
+        )
+    with (
+        small_disk(tmp_path / "disk", "16m") as disk,
+        controller(disk / "c.db", keep_servers) as ctl,
+    ):
+        ctl.state.start_jobs(ctl.url, disk / "controller-jobs", "local", cpus=1)
+        alice, bob = ctl.user("alice"), ctl.user("bob")
+        api = httpx.Client(
+            base_url=f"{ctl.url}/api/v1", headers={"Authorization": f"Bearer {alice}"}, timeout=60
+        )
+        with contextlib.closing(api):
+            pdh = api.post(
+                "/collections", json={"manifest_text": f". {EMPTY_LOCATOR} 0:0:f\n"}
+            ).json()["pdh"]
+            r = api.post(
+                "/jobs",
+                json={"function": f"git:{repo}@main:fill.py", "input": pdh, "max_attempts": 1},
+            )
+            assert r.status_code == 200, r.text
+            job = _job_ends(api, r.json()["id"])
+            assert job["state"] == "failed", job
+            assert "the disk holding the step's scratch and log is full" in str(job["error"])
+            (step,) = api.get(f"/jobs/{job['id']}/steps").json()
+            assert step["state"] == "failed" and step["exit_status"] == 1, step
+            assert step["log_tail"].endswith("what it wrote may be cut short\n")
+            # The manager lives on: its next job runs, and other users' requests are answered.
+            assert not [r for r in caplog.records if "job manager failed" in r.getMessage()]
+            (repo / "ok.py").write_text("print('fine')\n")
+            for args in (["add", "."], ["commit", "-qm", "ok"]):
+                subprocess.run(
+                    ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@x", *args],
+                    check=True,
+                )
+            r = api.post("/jobs", json={"function": f"git:{repo}@main:ok.py", "input": pdh})
+            assert _job_ends(api, r.json()["id"])["state"] == "complete"
+            bobs = api.put(
+                "/names/bobs", json={"pdh": pdh}, headers={"Authorization": f"Bearer {bob}"}
+            )
+            assert bobs.status_code == 200, bobs.text

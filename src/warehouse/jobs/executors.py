@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from warehouse.jobs.forkserver import Channel, forkable, server_channel
+from warehouse.jobs.fullness import disk_full
 from warehouse.jobs.lifeline import Lifeline, on_parent_death
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
@@ -177,9 +178,11 @@ class _Workdir:
     ) -> Finished:
         log = read_log(self.log_fd)
         limit = guard.finish(status, log[-4096:], time.time()) if guard is not None else None
+        # Asked before the scratch is emptied: a full disk may have cut its writes short.
+        limit = limit or disk_full(self.path)
         if limit is not None:
             log += f"\nwh: {limit}\n".encode()
-            status = status or 1  # over its scratch, though it ended well
+            status = status or 1  # over its scratch, or its disk full, though it ended well
         result = ""
         if status == 0:
             try:
