@@ -29,7 +29,7 @@ exit 7
 
 SLEEPS = """#!/bin/sh
 if [ "$WH_STEP" = 0 ]; then wh step queue --level 1 a b c d; exit 0; fi
-sleep 30
+sleep 300
 """
 
 
@@ -145,7 +145,7 @@ def test_a_failing_step_fails_the_job_and_show_tells_why(
 
 
 def wait_for(
-    run: Runner, job_id: object, test: Callable[[dict[str, Any]], bool], timeout: float = 20.0
+    run: Runner, job_id: object, test: Callable[[dict[str, Any]], bool], timeout: float = 60.0
 ) -> dict[str, Any]:
     """`wh job show --json` once ``test`` holds for it (or fail after ``timeout``)."""
     deadline = time.time() + timeout
@@ -174,10 +174,11 @@ def test_pause_resume_and_cancel(
     wait_for(run, job["id"], lambda j: j["state"] == "paused")
     run("job", "resume", str(job["id"]))
     wait_for(run, job["id"], lambda j: j["state"] == "running")
-    started = time.time()
     run("job", "cancel", str(job["id"]))
+    # The steps sleep far longer than this wait: a cancel that waited for them
+    # instead of killing them fails here, however slow the machine.
     done = wait_for(run, job["id"], lambda j: j["state"] == "cancelled" and j["steps_running"] == 0)
-    assert time.time() - started < 10 and done["output_pdh"] is None
+    assert done["output_pdh"] is None
     run("job", "cancel", str(job["id"]), code=2)  # already finished
     # Neither a reason nor a failed step: no empty ": " after the state.
     err = run("job", "watch", str(job["id"]), code=1).stderr

@@ -138,7 +138,11 @@ class _Workdir:
             env = self.sandbox.environment(env)
         return {**env, "WH_SCRATCH": self.tmp, "TMPDIR": self.tmp, "WH_RESULT": self.result}
 
-    def spawn(self, launch: Launch, guard: Guard | None = None) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, launch: Launch, guard: Guard | None = None, lifeline: bool = True
+    ) -> subprocess.Popen[bytes]:
+        """``lifeline``: its executor has one (else the step is killed, not
+        stopped, with the thread starting it: nothing would kill it later)."""
         argv: tuple[str, ...] | list[str] = launch.argv
         if self.sandbox is not None:
             self.sandbox.prepare_scratch(self.tmp, self.result)
@@ -154,14 +158,15 @@ class _Workdir:
             stdout=self.log_fd,  # shares our offset: the log is what it wrote
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed as a whole
-            preexec_fn=self._hook(guard),
+            preexec_fn=self._hook(guard, lifeline),
         )
 
-    def _hook(self, guard: Guard | None) -> Callable[[], None] | None:
+    def _hook(self, guard: Guard | None, lifeline: bool) -> Callable[[], None] | None:
         """What the step's process does before exec: stopped by the kernel
         when the thread starting it ends, then killed whole by the lifeline
         (bubblewrap kills its whole sandbox itself); held to its limits."""
-        hooks = [] if self.sandbox is not None else [on_parent_death(signal.SIGSTOP)]
+        death = signal.SIGSTOP if lifeline else signal.SIGKILL
+        hooks = [] if self.sandbox is not None else [on_parent_death(death)]
         hooks += [guard.hook()] if guard is not None else []
         if len(hooks) < 2:
             return hooks[0] if hooks else None
@@ -365,7 +370,7 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
         unstartable = None
         with _spare_lock:
             try:
-                proc = None if _stopping.pop(key, None) else work.spawn(launch)
+                proc = None if _stopping.pop(key, None) else work.spawn(launch, lifeline=False)
             except OSError as e:
                 proc, unstartable = None, e
             if proc is not None:
