@@ -112,11 +112,17 @@ def test_killed_writer_leaves_no_partial_block(tmp_path: Path) -> None:
     """SIGKILL in the middle of writes: every block visible under its name is whole."""
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline() == b"go\n"
-    time.sleep(1.0)
+    vol = LocalVolume(tmp_path)
+    # Killed once a block is stored and the next one is being written (its
+    # temporary file there), not after a fixed time a loaded machine stretches.
+    deadline = time.monotonic() + 60
+    while not (any(vol.index()) and any(tmp_path.glob("*/.*.tmp"))):
+        assert time.monotonic() < deadline, "the writer stored no block in 60 s"
+        assert proc.poll() is None, "the writer ended"
+        time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
-    vol = LocalVolume(tmp_path)
     blocks = list(vol.index())
     assert blocks, "the writer stored something before it was killed"
     for st in blocks:
