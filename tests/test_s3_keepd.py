@@ -1,11 +1,13 @@
-"""Keep servers on S3 volumes (SeaweedFS), with a local volume beside one:
-put, get, fsck, gc and balance through a controller; a start refused for a
-missing bucket or wrong credentials; a copy changed in the store found on
-read and repaired."""
+"""S3 volumes (SeaweedFS) in use: keep servers with a local volume beside
+one (put, get, fsck, gc and balance through a controller; a copy changed in
+the store found on read and repaired), `wh serve --keep-s3`, the embedded
+warehouse on a bucket (a job's steps included), and starts refused for a
+missing bucket or wrong credentials."""
 
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import json
 import os
 import re
@@ -22,6 +24,7 @@ import pytest
 
 from cluster import WH_BIN, Keepd, KeepPool, _listening, controller, listening, wh_serve
 from conftest import Runner, wh_process
+from jobs_helpers import put_function, run_job
 from s3_helpers import (  # noqa: F401 (fixtures)
     BUCKET,
     S3Server,
@@ -31,6 +34,7 @@ from s3_helpers import (  # noqa: F401 (fixtures)
     s3_spec,
     s3_specs,
 )
+from warehouse.embedded import EmbeddedWarehouse
 from warehouse.volumes.base import child_spec, open_volume
 from warehouse.volumes.s3 import S3Volume
 
@@ -301,3 +305,36 @@ def test_serve_refuses_a_missing_bucket_at_once(
     )
     assert done.returncode == 2
     assert done.stderr.count("Error:") == 1 and "no bucket" in done.stderr, done.stderr
+
+
+ONE_STEP = """#!/bin/sh
+set -e
+printf 'made by step %s\\n' "$WH_STEP" > "$WH_SCRATCH/out.txt"
+pdh=$(wh put "$WH_SCRATCH/out.txt")
+wh manifest "$pdh" | wh step output -
+"""
+
+
+def test_a_job_on_an_embedded_s3_volume(
+    tmp_path: Path,
+    s3_server: S3Server,  # noqa: F811
+    s3_spec: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step's own `wh put` finds the home's S3 volume without being told."""
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WH_VOLUME", s3_spec)
+    monkeypatch.delenv("WH_URL", raising=False)
+    wh = EmbeddedWarehouse()
+    try:
+        monkeypatch.delenv("WH_VOLUME")  # recorded in the home from now on
+        fn = put_function(wh, tmp_path, "one.sh", ONE_STEP)
+        job = run_job(wh, fn, wh.put([_tree(tmp_path / "in", 7)]).pdh)
+        assert job.state == "complete", job
+        assert job.output_pdh is not None
+        assert wh.reader(job.output_pdh).read_file("out.txt") == b"made by step 0\n"
+    finally:
+        wh.close()
+    stored = _block_keys(s3_server, s3_spec)
+    assert hashlib.md5(b"made by step 0\n").hexdigest() in stored
+    assert not any((tmp_path / "home" / "blocks").glob("*/*")), "nothing on the home's disk"
