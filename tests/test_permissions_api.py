@@ -16,6 +16,9 @@ from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller, keep_pool
 from warehouse.cli import cli
+from warehouse.clusters.copying import copy_collection
+from warehouse.errors import NotFoundError
+from warehouse.remote.warehouse import RemoteWarehouse
 
 OTHER = "0123456789abcdef0123456789abcdef+3"
 
@@ -74,6 +77,14 @@ def _bob_sees_nothing(ctl: Controller, bob: str, pdh: str, tmp_path: Path) -> No
         assert r.status_code == 404 and r.json()["error"] == f"no collection {pdh}", r.text
         r = api.post("/api/v1/jobs", json={"function": "builtin:wordcount", "input": pdh})
         assert r.status_code in (400, 404), r.text
+        # No SQL for users at all through a controller (admins only).
+        r = api.post("/api/v1/sql", json={"query": "SELECT pdh FROM collections"})
+        assert r.status_code == 403, r.text
+    # wh copy reads its source through the same API: refused as for none.
+    with RemoteWarehouse(ctl.url, bob) as source:
+        for key in (pdh, "run42"):
+            with pytest.raises(NotFoundError):
+                copy_collection(source, source, key)
     _wh(ctl, bob, "ls", "run42", code=4)
     _wh(ctl, bob, "ls", pdh, code=4)
     _wh(ctl, bob, "get", pdh, str(tmp_path / "bob-got"), code=4)
