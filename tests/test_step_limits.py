@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -278,3 +279,53 @@ def test_a_controller_names_the_memory_limit_a_step_failed_by(
     pdh = run("put", str(fn)).output.split()[-1]
     fine = run.runner.invoke(cli, ["job", "submit", f"{pdh}/fine.py", "--input", key, "--wait"])
     assert fine.exit_code == 0, fine.output
+
+
+# A manager holding one limited step, killed by the test once it runs.
+HOLDS_A_STEP = """import sys, time
+from warehouse.jobs.executors import Launch, LocalExecutor
+from warehouse.jobs.model import Resources
+from warehouse.jobs.sandbox import find_sandbox
+from warehouse.limits import Limiter, Policy
+
+sandbox = find_sandbox()
+limiter = Limiter(1, 1 << 30, Policy(), own_user=sandbox.user is not None)
+executor = LocalExecutor(Resources(1, 1 << 30), sandbox, limiter=limiter)
+env = {"WH_FUNCTION_DIR": sys.argv[1]}
+argv = (sys.argv[1] + "/sleeps.sh",)
+executor.start(Launch(1, 1, 1, argv, env, sys.argv[2], Resources(1, 1 << 28)))
+print("running", flush=True)
+while True:
+    executor.poll(1.0)
+"""
+
+
+def test_the_groups_a_killed_manager_left_are_removed_by_the_next(tmp_path: Path) -> None:
+    sandbox = _sandbox()
+    found = detect()
+    if found.kind == "rlimit":
+        if os.environ.get("CI"):
+            pytest.fail("no writable control group with memory and pids controllers here")
+        pytest.skip("no writable control group with memory and pids controllers here")
+    driver = tmp_path / "driver.py"
+    driver.write_text(HOLDS_A_STEP)
+    fn = _function(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, str(driver), str(fn), str(tmp_path / "scratch")],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"running\n"
+        left = [Path(top, f"wh-steps-{proc.pid}") for top in found.dirs.values()]
+        assert all(p.is_dir() for p in left)
+        proc.kill()
+        proc.wait()
+        Limiter(1, 1 << 30, POLICY, found, own_user=sandbox.user is not None)
+        deadline = time.monotonic() + 60  # a guard against a hang, not a bound
+        while any(p.exists() for p in left):
+            assert time.monotonic() < deadline, [p for p in left if p.exists()]
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.communicate()
