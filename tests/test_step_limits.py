@@ -281,6 +281,25 @@ def test_a_controller_names_the_memory_limit_a_step_failed_by(
     assert fine.exit_code == 0, fine.output
 
 
+def test_a_controller_holds_steps_to_the_limits_it_was_started_with(
+    tmp_path: Path, keep_servers: KeepPool, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wh serve --step-time` and the others reach every step's guard."""
+    _sandbox()
+    limits = Policy(processes=64, scratch=20 * MIB, wall=3.0)
+    with controller(tmp_path / "controller.db", keep_servers, step_limits=limits) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
+        monkeypatch.setenv("WH_URL", c.url)
+        monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+        monkeypatch.setenv("WH_TOKEN", c.user("bob"))
+        pdh = run("put", str(_function(tmp_path))).output.split()[-1]
+        key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
+        args = ["job", "submit", f"{pdh}/sleeps.sh", "--input", key, "--attempts", "1"]
+        result = run.runner.invoke(cli, [*args, "--wait"])
+        assert result.exit_code == 1, result.output
+        assert "wall-time limit: 3 s" in result.output, result.output
+
+
 # A manager holding one limited step, killed by the test once it runs.
 HOLDS_A_STEP = """import sys, time
 from warehouse.jobs.executors import Launch, LocalExecutor

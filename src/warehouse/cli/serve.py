@@ -15,6 +15,7 @@ from warehouse.collection.spool import scratch_dir
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.gitcmd import DEFAULT_ALLOW, check_allow
+from warehouse.limits import Policy
 from warehouse.private import private_dir
 from warehouse.server.accesslog import configure_access_log
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
@@ -101,6 +102,27 @@ def default_db_url() -> str:
     default=0,
     help="The most job steps one user may have running at once; the others wait while "
     "other users' steps start (0: no limit but the slots; docs/jobs.md, \"Limits\").",
+)
+@click.option(
+    "--step-processes",
+    type=click.IntRange(min=1),
+    default=Policy().processes,
+    show_default=True,
+    help="The most processes one sandboxed job step may have at once.",
+)
+@click.option(
+    "--step-scratch",
+    type=click.IntRange(min=1),
+    default=Policy().scratch,
+    show_default=True,
+    help="Bytes: the most a sandboxed job step may keep in its scratch directory.",
+)
+@click.option(
+    "--step-time",
+    type=click.FloatRange(min=1),
+    default=Policy().wall,
+    show_default=True,
+    help="Seconds a sandboxed job step may run (docs/jobs.md, \"Limits\").",
 )
 @click.option(
     "--unsafe-steps",
@@ -199,6 +221,9 @@ def serve(
     dask_scheduler: str | None,
     job_cpus: int | None,
     steps_per_user: int,
+    step_processes: int,
+    step_scratch: int,
+    step_time: float,
     unsafe_steps: bool,
     steps_user: str,
     tls_cert: Path | None,
@@ -274,6 +299,7 @@ def serve(
         git_roots=tuple(str(p.resolve()) for p in git_roots),
         git_allow=allow,
         steps_per_user=steps_per_user,
+        step_limits=Policy(step_processes, step_scratch, step_time),
     )
     if keep_s3 is not None:
         if not keep_count or not is_s3_spec(keep_s3):

@@ -33,6 +33,7 @@ from warehouse.jobs.manager import Manager
 from warehouse.jobs.sandbox import Sandbox
 from warehouse.jobs.service import make_waiting
 from warehouse.jobs.values import JobRecord
+from warehouse.limits import Policy
 from warehouse.manifest import Manifest
 
 __all__ = [
@@ -161,10 +162,12 @@ class ManagerThread:
         sandbox: Sandbox | None = None,
         placer: Placer | None = None,
         per_user: int = 0,
+        policy: Policy | None = None,
     ) -> None:
         self.host = host
         self.executor_name = executor
         self.per_user = per_user  # running steps of one user at once (0: any)
+        self.policy = policy  # each sandboxed step's limits (warehouse.limits)
         self.cpus = cpus
         self.sandbox = sandbox
         # Placement (docs/clusters.md): only with a host map naming workers.
@@ -194,6 +197,7 @@ class ManagerThread:
             sandbox=self.sandbox,
             owner=str(self.host.work_dir),
             worker_hosts=self._workers,
+            policy=self.policy,
         )
 
     def _run(self) -> None:

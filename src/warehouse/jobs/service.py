@@ -100,6 +100,7 @@ def make_executor(
     sandbox: Sandbox | None = None,
     owner: str = "",
     worker_hosts: dict[str, str] | None = None,
+    policy: Policy | None = None,
 ) -> Executor:
     """``local``, ``dask`` (a LocalCluster), ``dask:ADDRESS`` (a running scheduler),
     ``slurm`` or ``slurm:PARTITION``; ``sandbox``: where local and Slurm
@@ -113,7 +114,7 @@ def make_executor(
         limiter = None
         if sandbox is not None:  # a shared installation: each step held to its limits
             own_user = sandbox.user is not None
-            limiter = Limiter(capacity.cpus, capacity.memory, own_user=own_user)
+            limiter = Limiter(capacity.cpus, capacity.memory, policy, own_user=own_user)
         return LocalExecutor(capacity, sandbox, fork_server=fork, limiter=limiter)
     if name == "dask" or name.startswith("dask:"):
         from warehouse.jobs.daskexec import DaskExecutor
@@ -123,7 +124,7 @@ def make_executor(
         from warehouse.jobs.slurmexec import SlurmExecutor
 
         # A shared installation's steps: Slurm's own limits (--mem, --time).
-        wall = Policy().wall if sandbox is not None else 0.0
+        wall = (policy or Policy()).wall if sandbox is not None else 0.0
         return SlurmExecutor(
             name.partition(":")[2] or None,
             owner=owner,
@@ -144,6 +145,7 @@ def make_waiting(
     owner: str = "",
     sandbox: Sandbox | None = None,
     worker_hosts: dict[str, str] | None = None,
+    policy: Policy | None = None,
 ) -> Executor:
     """``make_executor``, by the rule every job manager follows: a Dask
     scheduler named by address that does not answer is asked again every few
@@ -155,7 +157,12 @@ def make_waiting(
     while True:
         try:
             return make_executor(
-                name, cpus=cpus, owner=owner, sandbox=sandbox, worker_hosts=worker_hosts
+                name,
+                cpus=cpus,
+                owner=owner,
+                sandbox=sandbox,
+                worker_hosts=worker_hosts,
+                policy=policy,
             )
         except UsageError as e:
             failure: WarehouseError = e

@@ -17,6 +17,7 @@ from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
 from warehouse.clusters.placement import HostMap
 from warehouse.errors import UsageError
 from warehouse.gitcmd import DEFAULT_ALLOW
+from warehouse.limits import Policy
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.probe import Service
 from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
@@ -75,6 +76,9 @@ class ControllerConfig:
     # The most job steps one user may have running at once (`wh serve
     # --steps-per-user`); 0: no limit but the slots.
     steps_per_user: int = 0
+    # What each sandboxed step may use beyond what it asks (`wh serve
+    # --step-processes`, `--step-scratch`, `--step-time`; docs/jobs.md).
+    step_limits: Policy = field(default_factory=Policy)
 
 
 class SpoolShares:
@@ -273,7 +277,13 @@ class ControllerState:
             )
         per_user = self.config.steps_per_user
         self.job_manager = ManagerThread(
-            host, executor, cpus=cpus, sandbox=sandbox, placer=placer, per_user=per_user
+            host,
+            executor,
+            cpus=cpus,
+            sandbox=sandbox,
+            placer=placer,
+            per_user=per_user,
+            policy=self.config.step_limits,
         ).start()
         if self.config.regol_interval > 0:
             from warehouse.regol.auto import RegolRunner
