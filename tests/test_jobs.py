@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,6 +239,8 @@ def test_cancel_kills_the_running_steps(
         while len(list(pids.iterdir())) < 2:  # both slots run a sleeper
             assert time.monotonic() < deadline, "no step started"
             time.sleep(0.1)
+        if executor != "local":  # the probe used below sees the running steps
+            assert not _nothing_left_to_start(executor)
         request_control(wh.engine, record.id, "cancel")
         # The steps sleep far longer than this: a cancel that waited for them
         # instead of killing them fails here, however slow the machine.
@@ -256,8 +259,36 @@ def test_cancel_kills_the_running_steps(
                 _kill_all(pids)
                 pytest.fail(f"step {marker.name} still runs after the cancel")
             time.sleep(0.1)
-    time.sleep(2)  # a step not yet begun must not start later (on Dask: its task goes on)
+    # A step not yet begun must not start later: once nothing the executor
+    # was given can still start one, no third sleeper has begun.
+    deadline = time.monotonic() + 60
+    while not _nothing_left_to_start(executor):
+        assert time.monotonic() < deadline, f"{executor} still runs tasks after the cancel"
+        time.sleep(0.1)
     assert len(list(pids.iterdir())) == 2, "a step started after the cancel"
+
+
+def _worker_tasks(dask_worker: Any) -> int:
+    # A task cancelled while it runs stays in `executing` until it ends (on
+    # Dask a task cannot be interrupted: it goes on to the rest of its chunk).
+    state = dask_worker.state
+    return len(state.executing) + len(state.long_running) + len(state.ready)
+
+
+def _nothing_left_to_start(executor: str) -> bool:
+    """No task or batch job the executor was given can still start a step."""
+    if executor.startswith("dask:"):
+        from distributed import Client
+
+        with Client(executor.removeprefix("dask:"), timeout=30) as client:
+            return not any(client.run(_worker_tasks).values())
+    if executor == "slurm":  # this test has the cluster to itself (slurm_turn)
+        queue = subprocess.run(
+            ["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True, timeout=60
+        )
+        return not queue.stdout.strip()
+    # Local: the manager's return closed its executor, which reaped every step.
+    return True
 
 
 def _kill_all(pids: Path) -> None:
