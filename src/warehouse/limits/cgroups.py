@@ -273,8 +273,12 @@ def sweep(host: Host) -> int:
     for top in host.dirs.values():
         with contextlib.suppress(OSError):
             for entry in os.scandir(top):
-                pid = entry.name.removeprefix("wh-steps-")
+                pid = entry.name.removeprefix("wh-steps-").removeprefix("wh-manager-")
                 if entry.name == pid or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+                    continue
+                if entry.name.startswith("wh-manager-"):  # cgroup v2: its leaf, empty now
+                    with contextlib.suppress(OSError):
+                        os.rmdir(entry.path)
                     continue
                 for step in os.scandir(entry.path):
                     if step.is_dir():
