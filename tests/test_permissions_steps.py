@@ -107,3 +107,44 @@ def test_lineage_shows_what_the_reader_may_not_read_as_hidden(
     ) as api:
         full = api.get(f"/api/v1/lineage/{made}").json()
     assert {made, raw} <= {c["pdh"] for c in full["collections"]}
+
+
+COUNT = """workflow: count
+inputs:
+  text: {}
+jobs:
+  words:
+    function: builtin:wordcount
+    input: $text
+outputs:
+  counts: $words
+"""
+
+
+def test_workflow_runs_are_their_owners_and_read_only_what_the_owner_may(
+    ctl: Controller, tmp_path: Path
+) -> None:
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    raw = _put(ctl, alice, tmp_path / "raw", {"r.txt": "raw reads\n"})
+    body = {"file": COUNT, "inputs": {"text": raw}}
+    as_alice = {"Authorization": f"Bearer {alice}"}
+    with httpx.Client(base_url=ctl.url, headers=as_alice, timeout=60) as api:
+        r = api.post("/api/v1/workflows", json=body)
+        assert r.status_code == 200, r.text
+        run = r.json()["id"]
+    with httpx.Client(
+        base_url=ctl.url, headers={"Authorization": f"Bearer {bob}"}, timeout=60
+    ) as api:
+        assert run not in [r["id"] for r in api.get("/api/v1/workflows").json()]
+        for r in (api.get(f"/api/v1/workflows/{run}"), api.post(f"/api/v1/workflows/{run}/cancel")):
+            assert r.status_code == 404 and r.json()["error"] == f"no workflow run {run}", r.text
+        # bob may not start one over alice's data either: told as for none.
+        r = api.post("/api/v1/workflows", json=body)
+        none = "0123456789abcdef0123456789abcdef+3"
+        nothing = api.post("/api/v1/workflows", json={**body, "inputs": {"text": none}})
+        assert r.status_code == nothing.status_code == 400, r.text
+        assert r.json()["error"].replace(raw, none) == nothing.json()["error"]
+        _wh(ctl, alice, "share", f"run:{run}", "bob")
+        assert api.get(f"/api/v1/workflows/{run}").status_code == 200
+        assert run in [r["id"] for r in api.get("/api/v1/workflows").json()]

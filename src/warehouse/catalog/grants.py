@@ -61,6 +61,8 @@ __all__ = [
     "principal_in",
     "principal_of",
     "remove_member",
+    "require_read",
+    "run_level_in",
     "set_mode",
     "share",
     "unshare",
@@ -212,6 +214,12 @@ def job_level_in(
     return level_of(who, owners=[("user", submitter)], targets=[target], grants=found, mode=mode)
 
 
+def run_level_in(conn: sa.Connection, who: Principal, ident: int, owner: str, mode: Mode) -> Level:
+    target = f"run:{ident}"
+    found = _grants_on(conn, [target])
+    return level_of(who, owners=[("user", owner)], targets=[target], grants=found, mode=mode)
+
+
 def collection_level_in(conn: sa.Connection, who: Principal, pdh: str, mode: Mode) -> Level:
     """``who``'s level on the collection ``pdh`` (recorded or not: the caller
     says "not found" alike for both when it is below read)."""
@@ -244,6 +252,21 @@ def collection_level_in(conn: sa.Connection, who: Principal, pdh: str, mode: Mod
         if _name_level(conn, who, name, owner, mode) >= Level.READ:
             return Level.READ
     return level
+
+
+def require_read(engine: sa.Engine, user: str, admin: bool, pdh: str) -> None:
+    """NotFoundError, worded as for a collection never recorded, unless ``user``
+    may read ``pdh``. In open mode (and for admins) it costs one read or none."""
+    if admin:
+        return
+    with connect(engine) as conn:
+        mode = mode_in(conn)
+        if mode is Mode.OPEN:
+            return
+        level = collection_level_in(conn, principal_in(conn, user, admin), pdh, mode)
+    problem = refusal(f"collection {pdh}", Level.READ, level)
+    if problem is not None:
+        raise problem
 
 
 def _owners_and_targets(conn: sa.Connection, key: str) -> tuple[list[Owner], tuple[str, ...], bool]:

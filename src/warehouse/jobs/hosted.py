@@ -24,6 +24,7 @@ from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, Check, check_signature
 from warehouse.blocks.store import BlockStore
 from warehouse.catalog.auth import JOB_TOKEN_LABEL, revoke_label, revoke_secret
+from warehouse.catalog.grants import require_read
 from warehouse.clusters.placer import Placer
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
@@ -33,6 +34,7 @@ from warehouse.jobs.manager import Manager
 from warehouse.jobs.sandbox import Sandbox
 from warehouse.jobs.service import make_waiting
 from warehouse.jobs.values import JobRecord
+from warehouse.keys import Key
 from warehouse.limits import Policy
 from warehouse.manifest import Manifest
 
@@ -58,10 +60,16 @@ class CatalogWarehouse(WarehouseBase):
         user: str,
         git_roots: Sequence[str] = (),
         git_allow: Sequence[str] = DEFAULT_ALLOW,
+        *,
+        check_reads: bool = False,
     ) -> None:
         self.engine = engine
         self._keep = keep
         self.user = user
+        # Acting for a user who asked the API (a job or a workflow to start):
+        # every key resolved must be a collection that user may read
+        # (docs/permissions.md). The manager's own host reads everything.
+        self.check_reads = check_reads
         # On the controller's disk, only these hold repositories a user may name;
         # by URL, only these schemes and hosts, fetched with a clean environment.
         self.git_roots = tuple(git_roots)
@@ -83,6 +91,12 @@ class CatalogWarehouse(WarehouseBase):
 
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)
+
+    def resolve(self, key: str | Key) -> str:
+        pdh = super().resolve(key)
+        if self.check_reads:
+            require_read(self.engine, self.user, False, pdh)
+        return pdh
 
     def get_name(self, name: str) -> catalog.NameRecord:
         return catalog.get_name(self.engine, name)

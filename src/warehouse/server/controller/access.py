@@ -16,10 +16,12 @@ __all__ = [
     "hide_input",
     "hide_job",
     "hide_name",
+    "hide_run",
     "principal",
     "readable_jobs",
     "readable_names",
     "readable_pdhs",
+    "readable_runs",
     "require_collection_read",
     "require_key",
 ]
@@ -33,17 +35,7 @@ def principal(engine: sa.Engine, user: catalog.User) -> Principal:
 def require_collection_read(engine: sa.Engine, user: catalog.User, pdh: str) -> None:
     """NotFoundError, worded as for a collection never recorded, unless ``user``
     may read ``pdh``. Open mode costs one read of the mode."""
-    if user.admin:
-        return
-    with connect(engine) as conn:
-        mode = grants.mode_in(conn)
-        if mode is Mode.OPEN:
-            return
-        who = grants.principal_in(conn, user.name, user.admin)
-        level = grants.collection_level_in(conn, who, pdh, mode)
-    problem = refusal(f"collection {pdh}", Level.READ, level)
-    if problem is not None:
-        raise problem
+    grants.require_read(engine, user.name, user.admin, pdh)
 
 
 def require_key(engine: sa.Engine, user: catalog.User, key: str, needed: Level, what: str) -> None:
@@ -120,3 +112,21 @@ def hide_input(engine: sa.Engine, user: catalog.User, key: str) -> None:
         require_collection_read(engine, user, head)
     else:
         hide_name(engine, user, head)
+
+
+def readable_runs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
+    """Of the workflow runs ``found`` (id, owner), those ``user`` may read."""
+    if user.admin:
+        return {i for i, _ in found}
+    with connect(engine) as conn:
+        mode = grants.mode_in(conn)
+        if mode is Mode.OPEN:
+            return {i for i, _ in found}
+        who = grants.principal_in(conn, user.name, user.admin)
+        return {i for i, o in found if grants.run_level_in(conn, who, i, o, mode) >= Level.READ}
+
+
+def hide_run(engine: sa.Engine, user: catalog.User, run_id: int, owner: str) -> None:
+    """NotFoundError, worded as for no such run, unless ``user`` may read it."""
+    if run_id not in readable_runs(engine, user, [(run_id, owner)]):
+        raise NotFoundError(f"no workflow run {run_id}")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from warehouse.catalog.values import NAME_LIMIT
 from warehouse.errors import NotFoundError
 from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.server.controller.access import hide_run, readable_runs
 from warehouse.server.controller.auth import Caller, state_of
 from warehouse.workflows import records
 from warehouse.workflows.driver import start_run
@@ -54,7 +55,12 @@ def start_workflow(body: WorkflowCreate, user: Caller, request: _Request) -> dic
     if state.workflows is None:
         raise HTTPException(400, "this controller runs no job manager")
     wh = CatalogWarehouse(
-        state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
+        state.engine,
+        state.keep,
+        user.name,
+        state.config.git_roots,
+        state.config.git_allow,
+        check_reads=not user.admin,
     )
     started = start_run(
         wh,
@@ -85,14 +91,20 @@ def list_workflows(
     """Runs (optionally in these comma-separated states), newest first; 1 to 10000."""
     states = state.split(",") if state else None
     limit = min(max(limit, 1), 10000)  # a negative LIMIT is none at all (SQLite) or an error
-    found = records.list_runs(state_of(request).engine, states=states, limit=limit)
-    return [r.as_dict() for r in found]
+    engine = state_of(request).engine
+    found = records.list_runs(engine, states=states, limit=limit)
+    # In private mode only the caller's runs and those shared (docs/permissions.md).
+    shown = readable_runs(engine, user, [(r.id, r.owner) for r in found])
+    return [r.as_dict() for r in found if r.id in shown]
 
 
 @router.get("/{run_id}")
 def get_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     """A run with its nodes (each with its job's steps done)."""
-    return records.run_view(state_of(request).engine, _run_id(run_id))
+    engine = state_of(request).engine
+    run = records.get_run(engine, _run_id(run_id))
+    hide_run(engine, user, run_id, run.owner)
+    return records.run_view(engine, run_id)
 
 
 @router.post("/{run_id}/cancel")
@@ -100,6 +112,7 @@ def cancel_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, A
     """Ask the run's driver to cancel it (its running jobs are cancelled too)."""
     engine = state_of(request).engine
     run = records.get_run(engine, _run_id(run_id))
+    hide_run(engine, user, run_id, run.owner)
     if not user.admin and run.owner != user.name:
         raise HTTPException(403, f"workflow run {run_id} belongs to {run.owner}")
     records.request_cancel(engine, run_id)
