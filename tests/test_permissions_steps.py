@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
+from regol_helpers import make_repo
 from warehouse.cli import cli
 
 
@@ -148,3 +149,29 @@ def test_workflow_runs_are_their_owners_and_read_only_what_the_owner_may(
         _wh(ctl, alice, "share", f"run:{run}", "bob")
         assert api.get(f"/api/v1/workflows/{run}").status_code == 200
         assert run in [r["id"] for r in api.get("/api/v1/workflows").json()]
+
+
+def test_regol_watches_are_their_owners_in_private_mode(ctl: Controller, tmp_path: Path) -> None:
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    first = make_repo(tmp_path / "repo")[0]
+    raw = _put(ctl, alice, tmp_path / "raw", {"r.txt": "raw reads\n"})
+    job = _run(ctl, alice, f"git:{tmp_path / 'repo'}@{first}:fn.py", raw)
+    as_alice = {"Authorization": f"Bearer {alice}"}
+    with httpx.Client(base_url=ctl.url, headers=as_alice, timeout=60) as api:
+        r = api.post("/api/v1/regol/watches", json={"job": job["id"], "branch": "main"})
+        assert r.status_code == 200, r.text
+        watch = r.json()["id"]
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    with httpx.Client(base_url=ctl.url, headers=as_bob, timeout=60) as api:
+        assert watch not in [w["id"] for w in api.get("/api/v1/regol/watches").json()]
+        for r in (
+            api.get(f"/api/v1/regol/watches/{watch}"),
+            api.get(f"/api/v1/regol/watches/{watch}/runs"),
+            api.delete(f"/api/v1/regol/watches/{watch}"),
+            api.post(f"/api/v1/regol/watches/{watch}/bisect", json={"good": "a", "bad": "b"}),
+        ):
+            assert r.status_code == 404 and r.json()["error"] == f"no watch {watch}", r.text
+        # Nor may bob follow alice's job with a watch of his own.
+        r = api.post("/api/v1/regol/watches", json={"job": job["id"], "branch": "main"})
+        assert r.status_code == 404 and r.json()["error"] == f"no job {job['id']}", r.text

@@ -17,11 +17,13 @@ __all__ = [
     "hide_job",
     "hide_name",
     "hide_run",
+    "hide_watch",
     "principal",
     "readable_jobs",
     "readable_names",
     "readable_pdhs",
     "readable_runs",
+    "readable_watches",
     "require_collection_read",
     "require_key",
 ]
@@ -130,3 +132,17 @@ def hide_run(engine: sa.Engine, user: catalog.User, run_id: int, owner: str) -> 
     """NotFoundError, worded as for no such run, unless ``user`` may read it."""
     if run_id not in readable_runs(engine, user, [(run_id, owner)]):
         raise NotFoundError(f"no workflow run {run_id}")
+
+
+def readable_watches(engine: sa.Engine, user: catalog.User, owners: list[str]) -> list[bool]:
+    """For Regol watches of these owners, whether ``user`` may read each: in
+    private mode only its own (watches are not shared by grants yet)."""
+    if user.admin or grants.get_mode(engine) is Mode.OPEN:
+        return [True] * len(owners)
+    return [o == user.name for o in owners]
+
+
+def hide_watch(engine: sa.Engine, user: catalog.User, watch_id: int, owner: str) -> None:
+    """NotFoundError, worded as for no such watch, unless ``user`` may read it."""
+    if not readable_watches(engine, user, [owner])[0]:
+        raise NotFoundError(f"no watch {watch_id}")

@@ -19,9 +19,11 @@ from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
+from warehouse.jobs import records as job_records
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
+from warehouse.server.controller.access import hide_job, hide_watch, readable_watches
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, MAX_INT, bounded, link_next
 from warehouse.server.controller.state import ControllerState
@@ -76,6 +78,9 @@ def create_watch(
     # another user's code) acts for its submitter only while its job runs.
     if is_job_token(state.engine, token):
         raise HTTPException(403, "a job's token cannot make watches")
+    # Only a job the caller may read can be followed (docs/permissions.md).
+    followed = job_records.get_job(state.engine, body.job)
+    hide_job(state.engine, user, body.job, followed.submitted_by)
     host = CatalogWarehouse(
         state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
     )
@@ -93,21 +98,28 @@ def list_watches(
     """Watches, oldest first: at most ``limit`` (default 1000, at most 10000),
     those after watch ``after``; a full page links to the next (docs/server.md)."""
     limit = bounded(limit)
-    found = records.list_watches(state_of(request).engine, after=after, limit=limit)
+    engine = state_of(request).engine
+    found = records.list_watches(engine, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].id if found else after)
-    return [w.as_dict() for w in found]
+    shown = readable_watches(engine, user, [w.owner for w in found])
+    return [w.as_dict() for w, ok in zip(found, shown, strict=True) if ok]
 
 
 @router.get("/watches/{watch_id}")
 def get_watch(watch_id: int, user: Caller, request: _Request) -> dict[str, Any]:
-    return records.get_watch(state_of(request).engine, watch_id).as_dict()
+    engine = state_of(request).engine
+    found = records.get_watch(engine, watch_id)
+    hide_watch(engine, user, watch_id, found.owner)
+    return found.as_dict()
 
 
 @router.delete("/watches/{watch_id}")
 def delete_watch(watch_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     """Stop following (the history stays)."""
     engine = state_of(request).engine
-    _owned(records.get_watch(engine, watch_id), user)
+    found = records.get_watch(engine, watch_id)
+    hide_watch(engine, user, watch_id, found.owner)
+    _owned(found, user)
     return records.set_active(engine, watch_id, False).as_dict()
 
 
@@ -124,7 +136,9 @@ def history(
     most 10000), those after the run ``after``; a full page links to the next
     (docs/server.md)."""
     limit = bounded(limit)
-    found = records.history(state_of(request).engine, watch_id, after=after, limit=limit)
+    engine = state_of(request).engine
+    hide_watch(engine, user, watch_id, records.get_watch(engine, watch_id).owner)
+    found = records.history(engine, watch_id, after=after, limit=limit)
     link_next(request, response, len(found), limit, found[-1].id if found else after)
     return [r.as_dict() for r in found]
 
@@ -141,6 +155,7 @@ def run(body: RunCreate, user: Caller, request: _Request) -> list[dict[str, Any]
         watches = [w for w in watches if w.owner == user.name]
     chosen = service.runnable_watches(watches, body.watches)
     for w in chosen:
+        hide_watch(state.engine, user, w.id, w.owner)
         _owned(w, user)
     made: list[dict[str, Any]] = []
     for w in chosen:
@@ -155,6 +170,7 @@ def bisect(watch_id: int, body: BisectCreate, user: Caller, request: _Request) -
     watch's owner), or the answer. The owner's or an admin's only."""
     state = state_of(request)
     found = records.get_watch(state.engine, watch_id)
+    hide_watch(state.engine, user, watch_id, found.owner)
     _owned(found, user)
     host, executor = _host(state, found.owner)
     return service.bisect_step(host, found, body.good, body.bad, executor).as_dict()
