@@ -21,7 +21,9 @@ from starlette.concurrency import run_in_threadpool
 
 from warehouse import catalog
 from warehouse.catalog.auth import JOB_TOKEN_LABEL, revoke_secret, token_info
+from warehouse.catalog.grants import get_mode
 from warehouse.errors import ForbiddenError, UsageError
+from warehouse.permissions import Mode
 from warehouse.server.accesslog import note_user
 from warehouse.web.pages import NUL_REFUSED, PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
@@ -50,6 +52,14 @@ def _signed_in(request: Request) -> catalog.User:
     user = site_of(request).user(token) if token else None
     if user is None:
         raise SignInNeeded()
+    site = site_of(request)
+    if site.kind == "controller" and not user.admin and get_mode(site.engine) is Mode.PRIVATE:
+        # The pages read the catalog directly and do not yet hide what a user
+        # may not read: closed rather than leaking (docs/permissions.md).
+        raise ForbiddenError(
+            "in private mode the web pages are for admins only: they do not yet hide "
+            "what a user may not read (use wh or the API)"
+        )
     request.state.web_user = user
     note_user(request.scope, user.name)
     return user
