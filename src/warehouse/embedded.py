@@ -2,8 +2,9 @@
 
 Layout: ``blocks/`` (the volume, unless ``$WH_VOLUME`` names another: a
 directory or an S3 bucket), ``warehouse.db`` (the catalog), ``tmp/``
-(a put's unnamed scratch files, see ``collection.spool``), ``cache/``
-(reserved for the disk block cache). Created on first use.
+(a put's unnamed scratch files, see ``collection.spool``). Created on
+first use. An S3 volume reads through the node's disk cache
+(``blocks.diskcache``, docs/s3.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from warehouse import catalog
 from warehouse.base import BlockWrites, PutResult, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
+from warehouse.blocks.diskcache import configured
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.listings import Digests
@@ -98,8 +100,9 @@ def _volume_store(
     if new:  # only once it opened: a bucket that is not there is not recorded
         record_volume(home, spec)
     if isinstance(volume, LocalVolume):
+        # Its blocks are on a local disk already: a disk cache would copy them.
         return volume, LocalBlockStore(volume, cache)
-    return volume, VolumeBlockStore(volume, cache)
+    return volume, VolumeBlockStore(volume, cache, configured())
 
 
 class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):

@@ -46,6 +46,8 @@ FIELDS: dict[str, str] = {
     "fork_server": "fork the local executor's Python steps from a warm server (true or false)",
     "keep_timeout": "seconds a keep server may send nothing before a request to it fails",
     "dask_wait": "seconds a job manager asks again for a Dask scheduler that does not answer",
+    "cache_dir": "the node-local disk cache of blocks (default ~/.cache/warehouse/blocks)",
+    "cache_size": "the disk cache's bound: bytes, or with K, M, G or T (0: off; default 4G)",
 }
 _SECRET = {"token"}
 MAX_CONFIG_BYTES = 64 * 1024
@@ -209,12 +211,15 @@ _KINDS: dict[str, str] = {
     "fork_server": "bool",
     "keep_timeout": "float",
     "dask_wait": "float",
+    "cache_dir": "path",
+    "cache_size": "str",
 }
 _DEFAULTS: dict[str, Any] = {
     "wait": 30.0,
     "fork_server": True,
     "keep_timeout": 60.0,
     "dask_wait": 30.0,
+    "cache_size": "4G",  # blocks.diskcache.DEFAULT_DISK_CACHE
 }
 # (low, low allowed, high): "0<x<=3600" as click words an option's range.
 _BOUNDS: dict[str, tuple[float, bool, float]] = {
@@ -297,6 +302,10 @@ def _checked(name: str, v: str) -> str:
             S3Location.parse(v)
         except UsageError as e:
             raise ValueError(str(e)) from None
+    if name == "cache_size":
+        from warehouse.blocks.diskcache import parse_size
+
+        parse_size(v)  # its ValueError says what is wrong
     if name == "db_url" and v and (problem := catalog_url_problem(v)) is not None:
         raise ValueError(problem)
     if name == "url":

@@ -38,6 +38,10 @@ _COMMANDS = {
         "warehouse.cli.browse:cat",
         "Write one file of a collection (KEY/path) to standard output, verified.",
     ),
+    "cache": (
+        "warehouse.cli.cache:cache",
+        "The node's disk cache of blocks read from keep servers or S3 volumes.",
+    ),
     "collection": (
         "warehouse.cli.collections:collection",
         "Collections: list them, named or not (`wh name` points names at them).",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.cache import BlockCache
+from warehouse.blocks.diskcache import DiskCache
 from warehouse.blocks.locator import LocatorError
 from warehouse.blocks.store import Buffer, StoredBlock
 from warehouse.errors import (
@@ -90,6 +91,7 @@ class KeepClient:
         retries: int = 3,
         backoff: float = 0.2,
         cache: BlockCache | None = None,
+        disk: DiskCache | None = None,
         signer: Callable[[Locator], Locator] | None = None,
         known: SignatureCache | None = None,
         remotes: Callable[[str], KeepClient | None] | None = None,
@@ -105,6 +107,9 @@ class KeepClient:
         self.retries = retries
         self.backoff = backoff
         self.cache = cache
+        # The node's disk cache of whole blocks (docs/s3.md, "The cache"):
+        # filled by one-pass reads too, so a second `wh get` asks no server.
+        self.disk = disk
         # The controller signs its own reads (it holds the key); clients use
         # the signatures the controller gave them.
         self.signer = signer
@@ -138,6 +143,8 @@ class KeepClient:
         self.http.close()
         if self.known is not None:
             self.known.close()
+        if self.disk is not None:
+            self.disk.close()
 
     def flush(self) -> None:
         """Every put returned after its copies were stored: nothing to wait for."""
@@ -290,6 +297,20 @@ class KeepClient:
             return b""
         if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
             return hit
+        if (
+            self.disk is not None
+            and (from_disk := self.disk.get(locator.md5, locator.size)) is not None
+        ):
+            if cache and self.cache is not None:
+                self.cache.put(locator.key, from_disk)
+            return from_disk
+        data = self._fetch(locator, cache)
+        if self.disk is not None:
+            self.disk.put(locator.md5, data)
+        return data
+
+    def _fetch(self, locator: Locator, cache: bool) -> bytes:
+        """The block from a keep server (or another cluster's), verified."""
         other = self._other_cluster(locator)
         if other is not None:
             # Signed by that cluster for its token: only its servers can serve it.

@@ -20,6 +20,7 @@ from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks import Locator
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
+from warehouse.blocks.diskcache import configured
 from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.values import check_writer
 from warehouse.collection.listings import Digests, OrderedListing, ordered_listing, parse_listing
@@ -105,6 +106,9 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
             # The default never asks for more copies than there are servers;
             # an explicit request does, and fails if it cannot be met.
             replication = min(int(os.environ.get("WH_REPLICATION", "2")), max(len(services), 1))
+        # On by default: a block read again on this node then costs a disk
+        # read, not a keep server's (and its object store's) GET.
+        disk = configured()
         known = SignatureCache(default_cache_dir(), self.url, token)
         try:
             self.store: KeepClient = KeepClient(
@@ -113,6 +117,7 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
                 replication=replication,
                 min_copies=min_copies,
                 cache=BlockCache(cache_bytes),
+                disk=disk,
                 known=known,
                 cluster=self.cluster,
                 remotes=self._other_store if self.clusters else None,

@@ -18,6 +18,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Scope
 
+from warehouse.blocks.diskcache import configured_dir, read_stats
 from warehouse.server.observe import Exchange, Observer
 
 __all__ = ["CountingMiddleware", "Metrics", "VolumeGauge", "render_prometheus"]
@@ -105,10 +106,46 @@ class _KeepCollector(Collector):
         yield total
 
 
+class _NodeCacheCollector(Collector):
+    """The node's disk block cache (docs/s3.md, "The cache"), as its state
+    file counts it for every process of this node that reads through it:
+    keepd runs one per node, so it is the node's exporter. Nothing when no
+    cache was made here."""
+
+    def collect(self) -> Iterator[Metric]:
+        root = configured_dir()
+        if not (root / "state").exists():
+            return
+        used, entries, hits, misses = read_stats(root)
+        for name, text, value in (
+            ("hits", "Blocks read from the node's disk cache.", hits),
+            ("misses", "Blocks the node's disk cache did not hold (or held bad).", misses),
+        ):
+            yield _labelled(CounterMetricFamily, name, text, str(root), value)
+        yield _labelled(GaugeMetricFamily, "bytes", "Bytes in the disk cache.", str(root), used)
+        yield _labelled(
+            GaugeMetricFamily, "entries", "Blocks in the disk cache.", str(root), entries
+        )
+
+
+def _labelled(
+    kind: type[CounterMetricFamily] | type[GaugeMetricFamily],
+    name: str,
+    text: str,
+    root: str,
+    value: int,
+) -> Metric:
+    family = kind(f"wh_block_cache_{name}", text, labels=["dir"])
+    family.add_metric([root], value)
+    return family
+
+
 def render_prometheus(m: Metrics, volumes: Sequence[VolumeGauge]) -> str:
-    """The Prometheus text of the counters, the volumes and this process."""
+    """The Prometheus text of the counters, the volumes, the node's disk
+    cache and this process."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_KeepCollector(m, volumes))
+    registry.register(_NodeCacheCollector())
     ProcessCollector(registry=registry)
     return generate_latest(registry).decode()
 
