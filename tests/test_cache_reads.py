@@ -15,10 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from cluster import WH_BIN, listening, wh_serve
+from jobs_helpers import put_function, run_job
 from s3_helpers import S3Server, s3_server, s3_spec, s3_specs  # noqa: F401 (fixtures)
 from test_s3_faults import FaultProxy
+from warehouse.embedded import EmbeddedWarehouse
 
 # A keep server's block request in its access log: "client GET /<md5>+... 200 ...".
 _BLOCK_GET = re.compile(r"\bGET /[0-9a-f]{32}\+")
@@ -158,3 +161,61 @@ def test_the_cache_off_reads_the_keep_servers_each_time(tmp_path: Path) -> None:
         assert not (tmp_path / "cache").exists()
     finally:
         _stop(server)
+
+
+CAT_STEP = """#!/bin/sh
+set -e
+wh cat "$WH_JOB_INPUT/a/f" > "$WH_SCRATCH/f"
+pdh=$(wh put "$WH_SCRATCH/f")
+wh manifest "$pdh" | wh step output -
+"""
+
+
+def test_an_embedded_warehouse_on_a_bucket_reads_warm_blocks_from_disk(
+    tmp_path: Path,
+    s3_server: S3Server,  # noqa: F811
+    s3_spec: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The embedded warehouse on a bucket: once `wh get` has read a
+    collection, another get and a job's step (`wh cat` of its input) send
+    no GET for its blocks to the store."""
+    proxy = FaultProxy(s3_server.endpoint)
+    monkeypatch.setenv("WH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WH_VOLUME", s3_spec.replace(s3_server.endpoint, proxy.url))
+    monkeypatch.setenv("WH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("WH_URL", raising=False)
+    monkeypatch.delenv("WH_CACHE_SIZE", raising=False)  # the default: on
+
+    def block_gets(md5s: set[str]) -> int:
+        with proxy.lock:
+            return sum(1 for r in proxy.seen if r.startswith("GET ") and any(m in r for m in md5s))
+
+    wh = EmbeddedWarehouse()
+    try:
+        fn = put_function(wh, tmp_path, "cat.sh", CAT_STEP)
+        tree = _tree(tmp_path / "t")
+        pdh = wh.put([tree]).pdh
+        data = set(re.findall(r"\b([0-9a-f]{32})\+\d+", wh.manifest(pdh).format()))
+        assert len(data) >= 3
+        done = subprocess.run(
+            [WH_BIN, "get", pdh, str(tmp_path / "first")], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        _same(tree, tmp_path / "first")
+        warmed = block_gets(data)
+        assert warmed >= len(data), "the first get read every block from the store"
+
+        done = subprocess.run(
+            [WH_BIN, "get", pdh, str(tmp_path / "second")], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        _same(tree, tmp_path / "second")
+        job = run_job(wh, fn, pdh)
+        assert job.state == "complete", job
+        assert job.output_pdh is not None
+        assert wh.reader(job.output_pdh).read_file("f") == (tree / "a" / "f").read_bytes()
+        assert block_gets(data) == warmed
+    finally:
+        wh.close()
+        proxy.close()

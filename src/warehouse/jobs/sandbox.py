@@ -145,6 +145,9 @@ class Sandbox:
         cmd += ["--chdir", scratch, "--setenv", "HOME", scratch]
         for name in _XDG:
             cmd += ["--unsetenv", name]
+        # Its disk cache of blocks too: a hit asks no keep server for a
+        # signature, so the controller's must not be a step's (docs/s3.md).
+        cmd += ["--unsetenv", "WH_CACHE_DIR"]
         cmd += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
         if self.user is not None and self.setpriv is not None:
             u = self.user
