@@ -198,8 +198,12 @@ def test_sixteen_clients_for_a_minute(tmp_path: Path, ctl: Controller) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(seconds + 120)
+        # One deadline for all: a last round has 45 s to end, within the
+        # per-test timeout, so a hung client fails below and not by timeout.
+        t.join(max(0.0, deadline + 45 - time.monotonic()))
     elapsed = time.monotonic() - start
+    # A client still in a put or get would leave its round unchecked.
+    assert not [t for t in threads if t.is_alive()], "a client did not end its last round"
     assert not errors, errors[:3]
     assert min(rounds) >= 1
     print(
