@@ -39,7 +39,7 @@ __all__ = [
 
 # The newest migration; checked against the migration scripts by a test, so a
 # new script without this bump fails the suite.
-HEAD_REVISION = "0013_permissions"
+HEAD_REVISION = "0014_step_usage"
 
 _IMMEDIATE = "warehouse_write"
 

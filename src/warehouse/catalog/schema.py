@@ -227,6 +227,13 @@ steps = sa.Table(
     sa.Column("log_tail", sa.Text, nullable=True),
     # JSON {name: integer} the step reported (migration 0004), e.g. records_in.
     sa.Column("counters", sa.Text, nullable=True),
+    # What its attempts used, summed (migration 0014; docs/usage.md); null:
+    # not measured.
+    sa.Column("cpu_seconds", sa.Float, nullable=True),
+    sa.Column("wall_seconds", sa.Float, nullable=True),
+    sa.Column("peak_memory", sa.BigInteger, nullable=True),
+    sa.Column("read_bytes", sa.BigInteger, nullable=True),
+    sa.Column("written_bytes", sa.BigInteger, nullable=True),
 )
 
 # -- Regol (migration 0005_regol) --------------------------------------------

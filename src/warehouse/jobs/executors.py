@@ -30,6 +30,7 @@ from typing import Protocol
 from warehouse.jobs.forkserver import Channel, forkable, server_channel
 from warehouse.jobs.fullness import disk_full
 from warehouse.jobs.lifeline import Lifeline, on_parent_death
+from warehouse.jobs.measure import Measured, reap
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
@@ -89,6 +90,7 @@ class Finished:
     result: str
     worker: str = ""  # the Dask worker that ran it (its address), for placement
     limit: str = ""  # the limit it failed by ("memory limit: asked 100 MB"), if any
+    usage: Measured | None = None  # what it used, if measured (warehouse.jobs.measure)
 
 
 class Executor(Protocol):
@@ -179,7 +181,13 @@ class _Workdir:
         return both
 
     def collect(
-        self, launch: Launch, status: int, host: str, started: float, guard: Guard | None = None
+        self,
+        launch: Launch,
+        status: int,
+        host: str,
+        started: float,
+        guard: Guard | None = None,
+        usage: Measured | None = None,
     ) -> Finished:
         log = read_log(self.log_fd)
         limit = guard.finish(status, log[-4096:], time.time()) if guard is not None else None
@@ -196,7 +204,8 @@ class _Workdir:
                 log += f"\nwh: {e}\n".encode()
                 status = 1
         ids = (launch.job, launch.step, launch.attempt)
-        return Finished(*ids, status, host, started, time.time(), log, result, limit=limit or "")
+        end, limit = time.time(), limit or ""
+        return Finished(*ids, status, host, started, end, log, result, limit=limit, usage=usage)
 
     def not_started(self, launch: Launch, error: OSError, host: str, started: float) -> Finished:
         """The failed run of a step whose program could not be started (not
@@ -264,20 +273,6 @@ def _clear(tree: str, aside: str) -> None:
     shutil.rmtree(tree, ignore_errors=True)
     if os.path.lexists(tree):
         os.rename(tree, tempfile.mkdtemp(prefix="left-", dir=aside) + "/tmp")
-
-
-def _reap(proc: subprocess.Popen[bytes]) -> int:
-    """Wait for a step's process to end, kill what it left running in its
-    process group, and then reap it.
-
-    A step's background children must not outlive it: they would write into
-    the next step's log and scratch directory (the work directory is reused).
-    Killed before the reaping: while its zombie holds the pid, the group id
-    cannot name anyone else's processes."""
-    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    return proc.wait()
 
 
 class ResultTooLong(Exception):
@@ -383,12 +378,12 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
             done = Finished(*key[1:], -signal.SIGKILL, host, started, started, log, "")
         else:
             try:
-                status = _reap(proc)
+                status, usage = reap(proc)
             finally:
                 with _spare_lock:
                     _running.pop(key, None)
                     _stopping.pop(key, None)
-            done = work.collect(launch, status, socket.gethostname(), started)
+            done = work.collect(launch, status, socket.gethostname(), started, usage=usage)
             work.reset()
     except BaseException:
         work.remove()
@@ -396,6 +391,9 @@ def run_step(launch: Launch, sender: str = "") -> Finished:
     with _spare_lock:
         _spare[launch.scratch_root].append(work)
     return done
+
+
+_Ended = tuple[tuple[int, int], int, Measured | None]  # (job, step), status, usage
 
 
 @dataclass(slots=True)
@@ -498,7 +496,7 @@ class LocalExecutor:
         if not self._procs:
             time.sleep(timeout)
             return []
-        ended: list[tuple[tuple[int, int], int]] = []
+        ended: list[_Ended] = []
         if self.limiter is not None:
             timeout = min(timeout, self._hold())
         for key, _ in self._selector.select(timeout):
@@ -511,11 +509,12 @@ class LocalExecutor:
             run = self._procs[key.data]
             assert run.proc is not None
             self._lifeline.let_go(run.proc.pid)  # before the reaping frees its pid
-            ended.append((key.data, _reap(run.proc)))
+            ended.append((key.data, *reap(run.proc)))
         done = []
-        for step_key, status in ended:
+        for step_key, status, usage in ended:
             run = self._procs.pop(step_key)
-            done.append(run.work.collect(run.launch, status, self._host, run.started, run.guard))
+            args = (run.launch, status, self._host, run.started, run.guard, usage)
+            done.append(run.work.collect(*args))
             if run.guard is not None:
                 run.guard.close()  # what left its process group is killed too
             run.work.reset()
@@ -539,11 +538,11 @@ class LocalExecutor:
                     run.guard.kill()
         return max(0.0, self._next_check - now)
 
-    def _served_ended(self) -> list[tuple[tuple[int, int], int]]:
+    def _served_ended(self) -> list[_Ended]:
         assert self._channel is not None
         found = self._channel.receive()
         if found is not None:
-            return [(self._served.pop(ident), status) for ident, status in found]
+            return [(self._served.pop(i), status, usage) for i, status, usage in found]
         # The server is gone: its steps are killed and fail (they are retried),
         # and this executor's next steps start the plain way.
         channel, self._channel = self._channel, None
@@ -553,10 +552,10 @@ class LocalExecutor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
         channel.close()
-        lost = []
+        lost: list[_Ended] = []
         for key in self._served.values():
             os.write(self._procs[key].work.log_fd, b"\nwh: the fork server exited\n")
-            lost.append((key, -signal.SIGKILL))
+            lost.append((key, -signal.SIGKILL, None))
         self._served.clear()
         return lost
 

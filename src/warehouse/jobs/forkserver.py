@@ -30,7 +30,7 @@ Wire: the executor's process holds one control socket to the server and
 passes it one ``SOCK_SEQPACKET`` channel per executor (``send_fds``). On a
 channel, JSON messages: ``start`` (id, argv, env, cwd; the log descriptor
 alongside) and ``kill`` (id) go to the server; ``started`` (id, pid) and
-``exited`` (id, status) come back. The server kills a process group only
+``exited`` (id, status, usage) come back. The server kills a process group only
 while its leader is not yet reaped, so a reused pid is never hit. When a
 channel closes (its executor closed, or the executor's process died, however)
 the server kills the steps of that channel still running: no step outlives
@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warehouse.jobs.lifeline import on_parent_death
+from warehouse.jobs.measure import Measured, wait_measured
 from warehouse.jobs.protocol import ENV_VARS, process_environment
 
 __all__ = ["PRELOAD", "Channel", "forkable", "ready", "server_channel", "warm"]
@@ -244,10 +245,10 @@ class Channel:
         with contextlib.suppress(OSError):
             self.sock.send(json.dumps({"op": "kill", "id": ident}).encode())
 
-    def receive(self) -> list[tuple[int, int]] | None:
-        """(id, exit status) of the steps that ended, from what is waiting; None
-        if the server is gone."""
-        ended: list[tuple[int, int]] = []
+    def receive(self) -> list[tuple[int, int, Measured | None]] | None:
+        """(id, exit status, usage) of the steps that ended, from what is
+        waiting; None if the server is gone."""
+        ended: list[tuple[int, int, Measured | None]] = []
         while True:
             try:
                 data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
@@ -262,7 +263,8 @@ class Channel:
                 self.pids[message["id"]] = message["pid"]
             else:
                 self.pids.pop(message["id"], None)
-                ended.append((message["id"], message["status"]))
+                usage = message.get("usage")
+                ended.append((message["id"], message["status"], tuple(usage) if usage else None))
 
     def close(self) -> None:
         self.sock.close()
@@ -383,10 +385,10 @@ def _serve(control: socket.socket) -> _Step | None:
                 # write into the next step's log and scratch directory.
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
+                status, usage = wait_measured(pid)
                 code = os.waitstatus_to_exitcode(status)
                 if alive.pop((channel, ident), None) is not None:
-                    _send(channel, {"op": "exited", "id": ident, "status": code})
+                    _send(channel, {"op": "exited", "id": ident, "status": code, "usage": usage})
 
 
 def _send(channel: socket.socket, message: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from warehouse.jobs.assemble import collection_row, logs_manifest, output_manife
 from warehouse.jobs.executors import Executor, Finished, Launch
 from warehouse.jobs.functions import command_for, materialize
 from warehouse.jobs.host import JobHost, as_host
+from warehouse.jobs.measure import add_attempt
 from warehouse.jobs.model import FINISHED, Job, Scheduler
 from warehouse.jobs.protocol import check_level, parse_report, step_environment
 from warehouse.manifest import Manifest, escape_name
@@ -313,6 +314,8 @@ class Manager:
             "log": self._store_log(done.step, log),
             "log_tail": log[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
             "counters": json.dumps(counters, sort_keys=True) if counters else None,
+            # Every attempt this manager saw is counted: a failed one used the machine too.
+            **add_attempt(self._ran.get(done.job, {}).get(done.step), done),
         }
         self._results.append(result)
         self._ran.setdefault(done.job, {})[done.step] = result
@@ -339,12 +342,7 @@ class Manager:
                     exit_status=s.exit_status,
                     started_at=s.started_at,
                     finished_at=s.finished_at,
-                    host=r.get("host"),
-                    output=r.get("output"),
-                    intermediate=r.get("intermediate"),
-                    log=r.get("log"),
-                    log_tail=r.get("log_tail"),
-                    counters=r.get("counters"),
+                    **{column: r.get(column) for column in records.RESULT_COLUMNS},
                 )
             )
         return out

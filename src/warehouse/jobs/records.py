@@ -18,6 +18,7 @@ from warehouse.catalog.schema import jobs, steps
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.jobs.model import ACTIVE, FINISHED, Job, Resources, Step
 from warehouse.jobs.values import JobRecord, StepRecord
+from warehouse.usage.model import COLUMNS as USAGE_COLUMNS
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -436,4 +437,4 @@ def _insert_collections(conn: sa.Connection, rows: Sequence[Mapping[str, Any]]) 
 
 
 STATE_COLUMNS = ("state", "attempts", "failures", "exit_status", "started_at", "finished_at")
-RESULT_COLUMNS = ("host", "output", "intermediate", "log", "log_tail", "counters")
+RESULT_COLUMNS = ("host", "output", "intermediate", "log", "log_tail", "counters", *USAGE_COLUMNS)

@@ -49,6 +49,7 @@ from pathlib import Path
 from warehouse.clusters.placement import LabelledWorkers, slurm_nodes, slurm_unpin
 from warehouse.errors import UsageError
 from warehouse.jobs.executors import Finished, Launch, ResultTooLong, read_log, read_result
+from warehouse.jobs.measure import measured_argv, read_measured
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
@@ -399,7 +400,7 @@ class SlurmExecutor(LabelledWorkers):
             assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
             if self.worker_hosts:
                 assignments += ' "WH_HOST=$wh_host"'
-            argv = self._wrap(launch, path)
+            argv = measured_argv(self._wrap(launch, path), path + "/usage")
             command = " ".join(shlex.quote(a) for a in argv)
             p = shlex.quote(path)
             tag = f"{launch.job} {launch.step} {launch.attempt}"
@@ -556,11 +557,9 @@ class SlurmExecutor(LabelledWorkers):
                 log_bytes += f"\nwh: {e}\n".encode()
                 status = 1
         self._requeued.pop((job, number, attempt), None)
-        self._done.append(
-            Finished(
-                job, number, attempt, status, host, started, ended, log_bytes, result, worker=host
-            )
-        )
+        usage = read_measured(step.path + "/usage")
+        ids = (job, number, attempt, status, host, started, ended, log_bytes, result)
+        self._done.append(Finished(*ids, worker=host, usage=usage))
         self._forget(jid, (job, number))
 
     def _forget(self, jid: str, key: tuple[int, int]) -> None:

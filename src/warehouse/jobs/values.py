@@ -73,6 +73,12 @@ class StepRecord:
     log: str | None
     log_tail: str | None
     counters: str | None = None  # JSON {name: integer}
+    # What its attempts used (docs/usage.md); None: not measured.
+    cpu_seconds: float | None = None
+    wall_seconds: float | None = None
+    peak_memory: int | None = None
+    read_bytes: int | None = None
+    written_bytes: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
