@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,server,dask,postgres]'
+	$(BIN)/pip install --quiet -e '.[dev,server,dask,postgres,cwl]'
 	touch $@
 
 install: $(STAMP)

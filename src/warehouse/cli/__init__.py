@@ -105,6 +105,10 @@ _COMMANDS = {
         "warehouse.cli.workflows:workflow",
         "Run DAGs of jobs written as YAML files (see docs/workflows.md).",
     ),
+    "cwl": (
+        "warehouse.cli.cwl:cwl",
+        "Run CWL v1.2 workflows and tools as warehouse jobs (see docs/cwl.md).",
+    ),
     "query": (
         "warehouse.cli.tables:query",
         "Run SQL over tables (names resolve through the catalog) as a job.",

@@ -1,0 +1,288 @@
+"""The warehouse side of a CWL run: files in and out, and jobs submitted and waited for.
+
+``Bridge`` is what the cwltool job objects call (``_tool``); it knows no
+CWL. It turns local files into collections (put once, remembered by path),
+builds a job's input as manifest text over already stored blocks, submits
+the job through normal reuse, runs the job manager in this process while
+the run lasts, and writes a job's output collection into a local directory
+(remembering which collection each written file came from, so that a later
+job reading it names the same blocks instead of putting them again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.jobs.functions import FunctionVersion
+from warehouse.jobs.manager import Manager
+from warehouse.jobs.model import FINISHED
+from warehouse.jobs.records import get_job, list_steps
+from warehouse.jobs.service import ensure_manager, run_manager
+from warehouse.jobs.submission import JobRequest, submit
+from warehouse.jobs.values import JobRecord
+from warehouse.manifest import FileEntry, Manifest
+
+__all__ = ["Bridge", "Finished", "Staged"]
+
+STEP_ENTRY = "cwlstep.py"
+TOOL_FILE = "tool.cwl.json"
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One entry of a job's input: ``target`` (a path in the input collection)
+    from a local file or directory ``source``, or a file holding ``text``."""
+
+    target: str
+    source: str | None = None
+    text: str | None = None
+    directory: bool = False
+
+
+@dataclass(frozen=True)
+class Finished:
+    job: JobRecord
+    exit_code: int | None  # None: the job failed
+
+    @property
+    def reused(self) -> bool:
+        return self.job.reused_from is not None
+
+
+class Bridge:
+    def __init__(self, wh: EmbeddedWarehouse, *, executor: str = "local") -> None:
+        self.wh = wh
+        self.executor = executor
+        self._lock = threading.RLock()  # one call into the warehouse at a time
+        self._roots: dict[str, str] = {}  # local directory -> the collection it holds
+        self._puts: dict[str, tuple[str, str]] = {}  # local path -> (pdh, path inside)
+        self._functions: dict[str, FunctionVersion] = {}
+        self._tmp = tempfile.TemporaryDirectory(prefix="wh-cwl-")
+        self._new: list[JobRecord] = []
+        self._closing = False
+        self._manager: threading.Thread | None = None
+        self._external = False  # another process runs the manager for this executor
+        self.finished: list[Finished] = []
+        self._made: list[str] = []
+
+    # -- files ---------------------------------------------------------------
+
+    def locate(self, path: str) -> tuple[str, str]:
+        """The collection and path inside it holding local file or directory ``path``."""
+        real = os.path.realpath(path)
+        probe = real
+        while True:
+            if probe in self._roots:
+                rel = "" if probe == real else os.path.relpath(real, probe)
+                return self._roots[probe], rel.replace(os.sep, "/")
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                break
+            probe = parent
+        with self._lock:
+            if real not in self._puts:
+                if not os.path.exists(real):
+                    raise NotFoundError(f"input {path} does not exist")
+                pdh = self.wh.put([Path(real)]).pdh
+                self._puts[real] = (pdh, "" if os.path.isdir(real) else os.path.basename(real))
+            return self._puts[real]
+
+    def fetch(self, key: str) -> str:
+        """A local path for ``PDH/path`` or ``NAME/path``, the collection written out once."""
+        head, _, inside = key.partition("/")
+        with self._lock:
+            pdh = self.wh.resolve(head)
+            root = os.path.join(self._tmp.name, "keep", pdh)
+            if root not in self._roots.values() and not os.path.isdir(root):
+                self.write_out(pdh, root)
+        path = os.path.join(root, inside) if inside else root
+        if not os.path.exists(path):
+            raise NotFoundError(f"no file {inside!r} in collection {pdh} ({head})")
+        return path
+
+    def write_out(self, pdh: str, directory: str) -> None:
+        """Write collection ``pdh`` into ``directory``; remembered as holding it."""
+        with self._lock:
+            reader = self.wh.reader(pdh, one_pass=True)
+            os.makedirs(directory, exist_ok=True)
+            for rel in reader.files:
+                target = os.path.join(directory, rel)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as f:
+                    for chunk in reader.iter_file(rel):
+                        f.write(chunk)
+            for d in reader.manifest.empty_directories():
+                os.makedirs(os.path.join(directory, d), exist_ok=True)
+            self._roots[os.path.realpath(directory)] = pdh
+
+    def collection(self, entries: Iterable[Staged]) -> str:
+        """Record the collection holding every entry at its target; its PDH.
+
+        Files already stored are named by their blocks (no data read or
+        written); local files are put first; texts are put as files."""
+        files: dict[str, FileEntry] = {}
+        empty: list[str] = []
+        for e in entries:
+            target = e.target.strip("/")
+            if e.text is not None:
+                pdh, rel = self._put_text(e.text)
+            elif e.source is not None:
+                pdh, rel = self.locate(e.source)
+            else:  # a directory made empty, its entries staged one by one
+                empty.append(target)
+                continue
+            with self._lock:
+                manifest = self.wh.manifest(pdh)
+            if not e.directory:
+                found = manifest.files().get(rel)
+                if found is None:
+                    raise NotFoundError(f"no file {rel!r} in collection {pdh}")
+                files[target] = FileEntry(target, found.size, found.pieces)
+                continue
+            prefix = f"{rel}/" if rel else ""
+            inside = [(p, f) for p, f in manifest.files().items() if p.startswith(prefix)]
+            for p, f in inside:
+                files[f"{target}/{p[len(prefix) :]}"] = FileEntry(
+                    f"{target}/{p[len(prefix) :]}", f.size, f.pieces
+                )
+            empty.extend(
+                f"{target}/{d[len(prefix) :]}"
+                for d in manifest.empty_directories()
+                if d.startswith(prefix)
+            )
+            if not inside:
+                empty.append(target)
+        keep = [d for d in empty if not any(p.startswith(d + "/") for p in files)]
+        manifest = Manifest.from_files(files.values(), sorted(set(keep))).normalized()
+        with self._lock:
+            return self.wh.put_manifest(manifest).pdh
+
+    def _put_text(self, text: str) -> tuple[str, str]:
+        with self._lock:
+            d = tempfile.mkdtemp(dir=self._tmp.name)
+            path = os.path.join(d, "text")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            return self.locate(path)
+
+    # -- jobs ----------------------------------------------------------------
+
+    def function(self, tool: Any, step_source: Path) -> FunctionVersion:
+        """The tool document and the step program, stored as one collection."""
+        text = json.dumps(tool, sort_keys=True, default=str, ensure_ascii=False)
+        with self._lock:
+            if text not in self._functions:
+                d = Path(tempfile.mkdtemp(dir=self._tmp.name))
+                (d / STEP_ENTRY).write_bytes(step_source.read_bytes())
+                (d / TOOL_FILE).write_text(text + "\n", encoding="utf-8")
+                pdh = self.wh.put([d / STEP_ENTRY, d / TOOL_FILE]).pdh
+                self._functions[text] = FunctionVersion(f"{pdh}/{STEP_ENTRY}", pdh, STEP_ENTRY)
+            return self._functions[text]
+
+    def run(
+        self,
+        version: FunctionVersion,
+        input_pdh: str,
+        params: dict[str, Any],
+        *,
+        cpus: int = 1,
+        reuse: bool = True,
+    ) -> Finished:
+        """Submit the job (or reuse an earlier one) and wait until it is finished."""
+        request = JobRequest(
+            function=version.spec,
+            input=input_pdh,
+            params=params,
+            reuse=reuse,
+            cpus=max(1, min(cpus, os.cpu_count() or 1)),  # more would wait for ever
+            max_attempts=1,  # a CWL tool's failure is its own answer, not a flaky step
+            executor=self.executor,
+        )
+        with self._lock:
+            record = submit(self.wh, request, version=version)
+            if record.state not in FINISHED:
+                self._new.append(record)
+                self._start_manager()
+        delay = 0.01
+        while record.state not in FINISHED:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+            if self._external:
+                ensure_manager(self.wh.home, self.executor)
+            with self._lock:
+                record = get_job(self.wh.engine, record.id)
+        finished = Finished(record, self._exit_code(record) if record.state == "complete" else None)
+        with self._lock:
+            self.finished.append(finished)
+        return finished
+
+    def _exit_code(self, record: JobRecord) -> int:
+        with self._lock:
+            steps = list_steps(self.wh.engine, record.reused_from or record.id)
+        for s in steps:
+            if s.counters:
+                return int(json.loads(s.counters).get("exit_code", 0))
+        return 0
+
+    def _start_manager(self) -> None:
+        if self._manager is not None:
+            return
+        self._manager = threading.Thread(
+            target=self._run_manager, name="wh-cwl-manager", daemon=True
+        )
+        self._manager.start()
+
+    def _run_manager(self) -> None:
+        def stop(m: Manager) -> bool:
+            with self._lock:
+                new, self._new = self._new, []
+            if new:
+                m.take_up(new)  # now, not at the manager's next look at the catalog
+            elif m.sched.idle() and not m.executor.running() and not m.landing():
+                time.sleep(0.02)  # nothing to wait on: do not spin
+            return self._closing
+
+        try:
+            if not run_manager(self.wh, self.executor, stop=stop):
+                self._external = True  # the waiting loop keeps that one alive
+                ensure_manager(self.wh.home, self.executor)
+        except WarehouseError:
+            self._external = True
+
+    def made(self, directory: str) -> None:
+        """A directory of this run's, removed at ``close`` (its outputs moved out by then)."""
+        with self._lock:
+            self._made.append(directory)
+
+    def close(self) -> None:
+        self._closing = True
+        if self._manager is not None:
+            self._manager.join()
+        self._tmp.cleanup()
+        for d in self._made:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def output_collection(bridge: Bridge, outdir: str, paths: Sequence[tuple[str, bool]]) -> str:
+    """One collection of the run's outputs (local ``(path, is_directory)``),
+    each at its path under ``outdir``; bytes already stored are not read."""
+    root = os.path.realpath(outdir)
+    entries = []
+    for path, is_dir in paths:
+        real = os.path.realpath(path)
+        rel = os.path.relpath(real, root)
+        if rel.startswith(".."):
+            raise UsageError(f"output {path} lies outside the output directory {outdir}")
+        entries.append(Staged(rel.replace(os.sep, "/"), source=real, directory=is_dir))
+    return bridge.collection(entries)

@@ -1,0 +1,247 @@
+"""One CWL run, as the ``cwl-runner`` conventions want it.
+
+``run_cwl`` takes cwltool's own command line (so every ``cwl-runner``
+option works: ``--outdir``, ``--basedir``, ``--quiet``…), runs it through
+cwltool's ``main`` with our tool factory and executor, and prints the output
+object as JSON with every file named in a collection (``keep:PDH/path``).
+Exit status: 0 success, 1 the run failed, 2 a bad document or job file, 33
+a requirement not supported. cwltool's errors become one ``Error:`` line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import IO, Any
+from urllib.parse import unquote, urlparse
+
+from warehouse.errors import UsageError, WarehouseError
+
+__all__ = ["BAD_INPUT", "UNSUPPORTED", "RunOptions", "run_cwl"]
+
+BAD_INPUT = 2
+UNSUPPORTED = 33
+
+# cwltool's first words for a document or job file it refused (it exits 1 for these too).
+_REFUSED = (
+    "Tool definition failed validation",
+    "Tool definition file does not exist",
+    "Input object failed validation",
+    "I'm sorry, I couldn't load this CWL file",
+    "CWL document required",
+)
+_REFUSED_INSIDE = ("Invalid job input record",)
+
+
+class _Errors(logging.Handler):
+    """Keeps cwltool's error messages (shown as one line at the end)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR
+
+
+def _one_line(message: str) -> str:
+    message = message.replace(", try again with --debug for more information", "")
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    text = " ".join(lines)
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+class RunOptions:
+    def __init__(
+        self,
+        *,
+        reuse: bool = True,
+        executor: str = "local",
+        summary: bool | None = None,
+        local_paths: bool = True,
+    ) -> None:
+        self.reuse = reuse
+        self.executor = executor
+        self.summary = summary  # the jobs ran and reused, on stderr (None: unless --quiet)
+        self.local_paths = local_paths  # output objects keep the path in --outdir
+
+
+def _visit(value: Any, fn: Callable[[dict[str, Any]], None]) -> None:
+    if isinstance(value, dict):
+        if value.get("class") in ("File", "Directory"):
+            fn(value)
+        for v in value.values():
+            _visit(v, fn)
+    elif isinstance(value, list):
+        for v in value:
+            _visit(v, fn)
+
+
+def _job_file(path: str, bridge: Any) -> str | None:
+    """A copy of job file ``path`` with ``keep:``/``wh:`` locations written out
+    locally and relative ones made absolute; None when it names none."""
+    from schema_salad.utils import yaml_no_ts
+
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if "keep:" not in text and "wh:" not in text:
+        return None
+    try:
+        doc = yaml_no_ts().load(text)
+    except Exception as e:  # ruamel raises many kinds for bad YAML
+        raise UsageError(f"{path}: bad YAML: {_one_line(str(e))}") from None
+    base = os.path.dirname(os.path.abspath(path))
+    doc = json.loads(json.dumps(doc, default=str))
+
+    def fix(obj: dict[str, Any]) -> None:
+        for key in ("location", "path"):
+            value = obj.get(key)
+            if not isinstance(value, str):
+                continue
+            if value.startswith(("keep:", "wh:")):
+                obj.pop("path", None)
+                obj["location"] = bridge.fetch(value.split(":", 1)[1])
+                return
+            if "://" not in value and not os.path.isabs(value):
+                obj[key] = os.path.join(base, value)
+
+    _visit(doc, fix)
+    fd, name = tempfile.mkstemp(suffix=".json", prefix="wh-cwl-job-")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(doc, out)
+    return name
+
+
+def _to_keep(output: Any, bridge: Any, outdir: str, *, paths: bool) -> str | None:
+    """Name every file of the output object in one collection; its PDH.
+    ``paths``: each keeps its ``path`` in ``outdir`` too (files written there)."""
+    from warehouse.cwl._bridge import output_collection
+
+    found: list[tuple[dict[str, Any], str]] = []
+
+    def take(obj: dict[str, Any]) -> None:
+        loc = obj.get("location", "")
+        if isinstance(loc, str) and loc.startswith("file://"):
+            found.append((obj, unquote(urlparse(loc).path)))
+
+    _visit(output, take)
+    if not found:
+        return None
+    every = sorted({(p, o["class"] == "Directory") for o, p in found})
+    tops = [(p, d) for p, d in every if not any(q != p and p.startswith(q + "/") for q, _ in every)]
+    pdh = output_collection(bridge, outdir, tops)
+    root = os.path.realpath(outdir)
+    for obj, path in found:
+        rel = os.path.relpath(os.path.realpath(path), root).replace(os.sep, "/")
+        obj["location"] = f"keep:{pdh}/{rel}" if rel != "." else f"keep:{pdh}"
+        if paths:
+            obj["path"] = path
+        else:
+            obj.pop("path", None)
+    return pdh
+
+
+def run_cwl(
+    argv: list[str],
+    *,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    options: RunOptions | None = None,
+) -> int:
+    """Run ``argv`` (cwltool's options, the document, the job file); the exit status."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    options = options or RunOptions()
+    try:
+        return _run(argv, out, err, options)
+    except WarehouseError as e:
+        print(f"Error: {e}", file=err)
+        return e.exit_code
+
+
+def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> int:
+    import cwltool.main
+    from cwltool.argparser import arg_parser
+    from cwltool.context import LoadingContext
+
+    import warehouse
+    from warehouse.cwl._bridge import Bridge
+    from warehouse.cwl._tool import Executor, make_tool
+    from warehouse.embedded import EmbeddedWarehouse
+
+    parser = arg_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse has printed its usage line
+        return BAD_INPUT if e.code else 0
+    wh = warehouse.open()
+    if not isinstance(wh, EmbeddedWarehouse):
+        wh.close()
+        raise UsageError("wh cwl runs on an embedded warehouse for now (WH_HOME), not a controller")
+    bridge = Bridge(wh, executor=options.executor)
+    job_copy: str | None = None
+    errors = _Errors()
+    shown = logging.StreamHandler(err)
+    shown.addFilter(_below_error)  # errors become the one Error: line below
+    cwl_log = logging.getLogger("cwltool")
+    cwl_log.addHandler(errors)
+    try:
+        document = (args.workflow or "").split("#", 1)[0]
+        if document and "://" not in document and not os.path.exists(document):
+            raise UsageError(f"no CWL document {document}")
+        if args.job_order and os.path.isfile(args.job_order[0]):
+            job_copy = _job_file(args.job_order[0], bridge)
+            if job_copy is not None:
+                if not args.basedir:
+                    args.basedir = os.path.dirname(os.path.abspath(args.job_order[0]))
+                args.job_order[0] = job_copy
+        loading = LoadingContext()
+        loading.construct_tool_object = make_tool
+        printed = io.StringIO()
+        code = cwltool.main.main(
+            args=args,
+            stdout=printed,
+            stderr=err,
+            logger_handler=shown,
+            executor=Executor(bridge, reuse=options.reuse),
+            loadingContext=loading,
+        )
+        if code == 0 and printed.getvalue().strip():
+            result = json.loads(printed.getvalue())
+            _to_keep(result, bridge, args.outdir, paths=options.local_paths)
+            json.dump(result, out, indent=4, ensure_ascii=False)
+            out.write("\n")
+        elif code == 0:
+            out.write(printed.getvalue())
+        ran = sum(1 for f in bridge.finished if not f.reused)
+        summary = not args.quiet if options.summary is None else options.summary
+        if bridge.finished and summary:
+            reused = len(bridge.finished) - ran
+            print(
+                f"wh cwl: {len(bridge.finished)} jobs: {ran} ran, {reused} reused"
+                + (" (0 steps run)" if ran == 0 else ""),
+                file=err,
+            )
+        if code != 0:
+            message = errors.messages[0] if errors.messages else "the run failed"
+            refused = message.startswith(_REFUSED) or any(m in message for m in _REFUSED_INSIDE)
+            if code == 1 and refused:
+                code = BAD_INPUT
+            print(f"Error: {_one_line(message)}", file=err)
+        return code
+    finally:
+        cwl_log.removeHandler(errors)
+        cwl_log.removeHandler(shown)
+        bridge.close()
+        wh.close()
+        if job_copy is not None:
+            os.unlink(job_copy)

@@ -1,0 +1,217 @@
+"""cwltool extended so that each CommandLineTool invocation is a warehouse job.
+
+The hooks are cwltool's own: ``LoadingContext.construct_tool_object``
+(``make_tool``) gives our ``CommandLineTool``, whose ``make_job_runner``
+gives ``WarehouseJob`` and whose ``make_path_mapper`` names staging
+directories by position rather than at random; ``Executor`` (a
+``MultithreadedJobExecutor``) sets the run up. cwltool still loads,
+validates, evaluates expressions, scatters and runs workflows and
+ExpressionTools; only the running of a command changes.
+
+The command line is written against fixed paths (``OUTDIR``, ``TMPDIR``,
+``STAGEDIR``), as for a container: the same tool on the same inputs then
+gives the same parameters, hence the same job and its reuse. The step puts
+its scratch directory in their place (``_step``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, MutableMapping, MutableSequence
+from pathlib import Path
+from typing import Any, cast
+
+from cwltool.command_line_tool import CommandLineTool
+from cwltool.context import LoadingContext, RuntimeContext
+from cwltool.errors import WorkflowException
+from cwltool.executors import MultithreadedJobExecutor
+from cwltool.job import JobBase
+from cwltool.pathmapper import MapperEnt, PathMapper
+from cwltool.process import Process
+from cwltool.utils import CWLObjectType  # type: ignore[attr-defined]
+from cwltool.workflow import default_make_tool
+
+from warehouse.cwl._bridge import Bridge, Staged
+from warehouse.errors import WarehouseError
+
+__all__ = ["OUTDIR", "STAGEDIR", "TMPDIR", "Executor", "WarehouseJob", "make_tool"]
+
+OUTDIR = "/var/spool/cwl"
+TMPDIR = "/var/tmp/cwl"
+STAGEDIR = "/var/lib/cwl"
+STEP_SOURCE = Path(__file__).with_name("_step.py")
+
+log = logging.getLogger("cwltool")
+
+
+class StablePathMapper(PathMapper):
+    """cwltool's mapper with each input's directory named by its position
+    (``stg0``, ``stg1``…) instead of a random name: the command line of the
+    same invocation is then the same text."""
+
+    def setup(self, referenced_files: MutableSequence[Any], basedir: str) -> None:
+        for i, fob in enumerate(referenced_files):
+            stagedir = (
+                os.path.join(self.stagedir, f"stg{i}") if self.separateDirs else self.stagedir
+            )
+            self.visit(fob, stagedir, basedir, copy=bool(fob.get("writable", False)), staged=True)
+
+
+class WarehouseTool(CommandLineTool):
+    def _init_job(self, joborder: CWLObjectType, runtime_context: RuntimeContext) -> Any:
+        builder = super()._init_job(joborder, runtime_context)
+        builder.wh_tool = self.tool  # type: ignore[attr-defined]  # the job's function
+        return builder
+
+    def make_job_runner(self, runtimeContext: RuntimeContext) -> type[JobBase]:
+        return WarehouseJob
+
+    def make_path_mapper(
+        self,
+        reffiles: MutableSequence[Any],
+        stagedir: str,
+        runtimeContext: RuntimeContext,
+        separateDirs: bool,
+    ) -> PathMapper:
+        return StablePathMapper(reffiles, runtimeContext.basedir, stagedir, separateDirs)
+
+
+def make_tool(toolpath_object: MutableMapping[str, Any], loadingContext: LoadingContext) -> Process:
+    if isinstance(toolpath_object, Mapping) and toolpath_object.get("class") == "CommandLineTool":
+        return WarehouseTool(cast(Any, toolpath_object), loadingContext)
+    return default_make_tool(cast(Any, toolpath_object), loadingContext)
+
+
+def _local(resolved: str) -> str:
+    return resolved[len("file://") :] if resolved.startswith("file://") else resolved
+
+
+class WarehouseJob(JobBase):
+    """One invocation: its files staged as a collection, its command a job."""
+
+    def _required_env(self) -> dict[str, str]:
+        # PATH is the step's own: the same job wherever it runs.
+        return {"HOME": self.builder.outdir, "TMPDIR": self.builder.tmpdir}
+
+    def _target(self, virtual: str) -> str:
+        for fixed, place in ((self.builder.stagedir, "stage"), (self.builder.outdir, "out")):
+            if virtual == fixed or virtual.startswith(fixed + "/"):
+                return place + virtual[len(fixed) :]
+        raise WorkflowException(
+            f"cannot stage a file at {virtual}: outside the working directories"
+        )
+
+    def _entries(self) -> list[Staged]:
+        entries: list[Staged] = []
+        mappers = [self.pathmapper] + ([self.generatemapper] if self.generatemapper else [])
+        for mapper in mappers:
+            for _, ent in mapper.items():
+                entries.extend(self._entry(ent))
+        return entries
+
+    def _entry(self, ent: MapperEnt) -> list[Staged]:
+        if not ent.staged:
+            return []  # inside a directory staged whole
+        target = self._target(ent.target)
+        if ent.type in ("CreateFile", "CreateWritableFile"):
+            return [Staged(target, text=ent.resolved)]
+        if ent.type in ("File", "WritableFile"):
+            return [Staged(target, source=_local(ent.resolved))]
+        if ent.type in ("Directory", "WritableDirectory"):
+            if ent.resolved.startswith("_:"):
+                return [Staged(target, directory=True)]  # a literal: its entries come one by one
+            return [Staged(target, source=_local(ent.resolved), directory=True)]
+        return []
+
+    def _plan(self) -> dict[str, Any]:
+        env = {k: v for k, v in self.environment.items() if k != "PATH" or k in self._env_req()}
+        return {
+            "argv": [str(a) for a in self.command_line],
+            "env": env,
+            "stdin": self.stdin,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "success": list(self.successCodes),
+            "temporary_fail": list(self.temporaryFailCodes),
+            "permanent_fail": list(self.permanentFailCodes),
+            "paths": {
+                "out": self.builder.outdir,
+                "tmp": self.builder.tmpdir,
+                "stage": self.builder.stagedir,
+            },
+        }
+
+    def _env_req(self) -> set[str]:
+        req, _ = self.get_requirement("EnvVarRequirement")
+        if not req:
+            return set()
+        defs = cast(Any, req).get("envDef", [])
+        return {d["envName"] for d in defs} if isinstance(defs, list) else set(defs)
+
+    def run(
+        self, runtimeContext: RuntimeContext, tmpdir_lock: threading.Lock | None = None
+    ) -> None:
+        bridge: Bridge = runtimeContext.wh_bridge  # type: ignore[attr-defined]
+        # The host's side of the fixed output directory: a new one for each
+        # invocation (the run's own may be shared by the jobs of a scatter).
+        self.outdir = runtimeContext.create_outdir()
+        bridge.made(self.outdir)
+        self._setup(runtimeContext)
+        outputs: CWLObjectType = {}
+        status = "permanentFail"
+        try:
+            tool = getattr(self.builder, "wh_tool", None)
+            version = bridge.function(tool, STEP_SOURCE)
+            input_pdh = bridge.collection(self._entries())
+            cores = int(self.builder.resources.get("cores", 1) or 1)
+            reuse: bool = runtimeContext.wh_reuse  # type: ignore[attr-defined]
+            done = bridge.run(version, input_pdh, self._plan(), cpus=cores, reuse=reuse)
+            job = done.job
+            how = f"reused job {job.reused_from}" if done.reused else "ran"
+            log.info("[job %s] warehouse job %d: %s (%s)", self.name, job.id, job.state, how)
+            if done.exit_code is not None and job.output_pdh is not None:
+                bridge.write_out(job.output_pdh, self.outdir)
+                outputs = self.collect_outputs(self.outdir, done.exit_code)
+                status = "success"
+            else:
+                log.error(
+                    "[job %s] warehouse job %d %s: %s",
+                    self.name,
+                    job.id,
+                    job.state,
+                    (job.error or "").strip(),
+                )
+        except (WorkflowException, WarehouseError, OSError) as e:
+            log.error("[job %s] %s", self.name, e)
+        assert runtimeContext.workflow_eval_lock is not None
+        with runtimeContext.workflow_eval_lock:
+            if self.output_callback:
+                self.output_callback(outputs, status)
+
+
+class Executor(MultithreadedJobExecutor):
+    """cwltool's multithreaded executor, with the run set up for warehouse jobs."""
+
+    def __init__(self, bridge: Bridge, *, reuse: bool = True) -> None:
+        super().__init__()
+        self.bridge = bridge
+        self.reuse = reuse
+
+    def execute(
+        self,
+        process: Process,
+        job_order_object: CWLObjectType,
+        runtime_context: RuntimeContext,
+        logger: logging.Logger = log,
+    ) -> Any:
+        # The fixed paths of a container, for every tool (see the module's text).
+        runtime_context.use_container = True
+        runtime_context.default_container = "warehouse-step"
+        runtime_context.docker_outdir = OUTDIR
+        runtime_context.docker_tmpdir = TMPDIR
+        runtime_context.docker_stagedir = STAGEDIR
+        runtime_context.wh_bridge = self.bridge  # type: ignore[attr-defined]
+        runtime_context.wh_reuse = self.reuse  # type: ignore[attr-defined]
+        return super().execute(process, job_order_object, runtime_context, logger)
