@@ -216,6 +216,24 @@ def test_a_failing_command_fails_the_run(run, home: Path, tmp_path: Path) -> Non
         assert job.state == "failed"
 
 
+def test_a_docker_requirement_runs_on_the_host_and_says_so_once(
+    run, home: Path, tmp_path: Path
+) -> None:
+    tool = _write(
+        tmp_path,
+        "echo.cwl",
+        "cwlVersion: v1.2\nclass: CommandLineTool\n"
+        "requirements: {DockerRequirement: {dockerPull: 'debian:stable-slim'}}\n"
+        "baseCommand: [echo, hi]\ninputs: []\nstdout: hi.txt\n"
+        "outputs: {out: {type: stdout}}\n",
+    )
+    res = run("cwl", "run", str(tool), "--json")
+    assert res.stderr.count("no container engine is used") == 1
+    pdh, path = _keep(json.loads(res.stdout)["out"]["location"])
+    with EmbeddedWarehouse(home) as wh:
+        assert wh.reader(pdh).read_file(path) == b"hi\n"
+
+
 def test_wh_loads_no_cwltool_until_a_cwl_run() -> None:
     probe = (
         "import sys\nfrom warehouse.cli import main\nimport warehouse.cwl\n"

@@ -75,6 +75,7 @@ class Bridge:
         self._external = False  # another process runs the manager for this executor
         self.finished: list[Finished] = []
         self._made: list[str] = []
+        self._said: set[str] = set()
 
     # -- files ---------------------------------------------------------------
 
@@ -259,6 +260,13 @@ class Bridge:
                 ensure_manager(self.wh.home, self.executor)
         except WarehouseError:
             self._external = True
+
+    def first(self, key: str) -> bool:
+        """Whether ``key`` comes up for the first time in this run (to say a thing once)."""
+        with self._lock:
+            seen = key in self._said
+            self._said.add(key)
+            return not seen
 
     def made(self, directory: str) -> None:
         """A directory of this run's, removed at ``close`` (its outputs moved out by then)."""

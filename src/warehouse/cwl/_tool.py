@@ -158,6 +158,12 @@ class WarehouseJob(JobBase):
         # invocation (the run's own may be shared by the jobs of a scatter).
         self.outdir = runtimeContext.create_outdir()
         bridge.made(self.outdir)
+        docker, _ = self.get_requirement("DockerRequirement")
+        if docker is not None and bridge.first("docker"):
+            log.warning(
+                "wh cwl: no container engine is used: tools with DockerRequirement "
+                "run on the host, as cwltool --no-container runs them"
+            )
         self._setup(runtimeContext)
         outputs: CWLObjectType = {}
         status = "permanentFail"
