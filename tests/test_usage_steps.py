@@ -38,6 +38,7 @@ if step.number() == 0:
 step.counters(burnt_ms=int(burnt * 1000))
 """
 
+
 def _check(wh: EmbeddedWarehouse, job_id: int, steps: int) -> None:
     found = jobs.list_steps(wh.engine, job_id)
     assert len(found) == steps

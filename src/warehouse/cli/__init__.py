@@ -63,6 +63,14 @@ _COMMANDS = {
         "warehouse.cli.names:accounting",
         "Block writes per user: how many, how many new, bytes sent and newly stored.",
     ),
+    "usage": (
+        "warehouse.cli.usage:usage",
+        "What the steps of jobs used: CPU and wall seconds, peak memory, bytes.",
+    ),
+    "cost": (
+        "warehouse.cli.usage:cost",
+        "What the steps of jobs cost by a price table (node time, storage).",
+    ),
     "serve": (
         "warehouse.cli.serve:serve",
         "Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.",

@@ -13,6 +13,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.values import JobRecord, StepRecord
 from warehouse.remote.warehouse import RemoteWarehouse
+from warehouse.usage.select import JobUsage, Selection
 
 if TYPE_CHECKING:
     from warehouse.jobs.submission import JobRequest
@@ -40,6 +41,11 @@ class LocalJobs:
     ) -> list[StepRecord]:
         found = self.records.list_steps(self.wh.engine, job_id, number=number)
         return [s for s in found if s.failures] if failed else found
+
+    def usage(self, selection: Selection) -> list[JobUsage]:
+        from warehouse.jobs.usage import job_usage
+
+        return job_usage(self.wh.engine, selection)
 
     def control(self, job_id: int, control: str) -> JobRecord:
         from warehouse.jobs.service import ensure_manager
@@ -81,6 +87,10 @@ class RemoteJobs:
         if number is not None:
             query["number"] = number
         return [StepRecord(**r) for r in self.api.get(f"/jobs/{job_id}/steps", **query)]
+
+    def usage(self, selection: Selection) -> list[JobUsage]:
+        found = self.api.get("/usage", **selection.query())
+        return [JobUsage.from_dict(r) for r in found["jobs"]]
 
     def control(self, job_id: int, control: str) -> JobRecord:
         return JobRecord(**self.api.post(f"/jobs/{job_id}/control", {"control": control}))

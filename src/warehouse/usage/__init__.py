@@ -8,14 +8,18 @@ figures per step, ``warehouse.jobs.usage`` selects them. docs/usage.md.
 
 from warehouse.usage.model import Usage, total
 from warehouse.usage.prices import Cost, CostLine, NodeKind, PriceTable, parse_prices, price
+from warehouse.usage.select import JobUsage, Selection, parse_since
 
 __all__ = [
     "Cost",
     "CostLine",
+    "JobUsage",
     "NodeKind",
     "PriceTable",
+    "Selection",
     "Usage",
     "parse_prices",
+    "parse_since",
     "price",
     "total",
 ]

@@ -106,18 +106,20 @@ class _Table:
             text = raw.strip()
             found = re.fullmatch(r"\[\s*([^\[\]]+?)\s*\]\s*(#.*)?", text)
             if found:
-                header = tuple(_unquote(p) for p in found.group(1).split("."))
+                header = _dotted(found.group(1))
                 if header == path:
                     return number
                 continue
-            key = re.match(r"([A-Za-z0-9_.\"' -]+?)\s*=", text)
-            if key and header + tuple(_unquote(p) for p in key.group(1).split(".")) == path:
+            key = re.match(r"((?:\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.\s-])+?)\s*=", text)
+            if key and header + _dotted(key.group(1)) == path:
                 return number
         return None
 
 
-def _unquote(part: str) -> str:
-    return part.strip().strip("\"'")
+def _dotted(key: str) -> tuple[str, ...]:
+    """A dotted TOML key's parts (``nodes."c1.xlarge"``: two)."""
+    parts = re.findall(r"\"([^\"]*)\"|'([^']*)'|([^.\s\"']+)", key)
+    return tuple(a or b or c for a, b, c in parts)
 
 
 def _money(t: _Table, path: tuple[str, ...], value: Any) -> Decimal:

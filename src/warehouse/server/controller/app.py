@@ -32,6 +32,7 @@ from warehouse.server.controller import (
     regol,
     sharing,
     sql,
+    usage,
     users,
     workflows,
 )
@@ -140,7 +141,8 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     app.include_router(docs_router(app.title))
     app.state.metrics = ControllerMetrics()
     app.include_router(metrics_router())
-    for module in (collections, names, users, gc, jobs, regol, workflows, lineage, sql, sharing):
+    routed = (collections, names, users, gc, jobs, regol, workflows, lineage, sql, sharing, usage)
+    for module in routed:
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us
 
