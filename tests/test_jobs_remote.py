@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,10 +28,33 @@ echo "boom: something is wrong with $WH_STEP_INPUT" >&2
 exit 7
 """
 
+# Each run's steps sleep for a length of their own (``sleep 300.NNNN``), by
+# which the test finds their processes on this machine (sandboxed or under
+# Slurm, they are this machine's processes too).
 SLEEPS = """#!/bin/sh
 if [ "$WH_STEP" = 0 ]; then wh step queue --level 1 a b c d; exit 0; fi
-sleep 300
+sleep {seconds}
 """
+
+
+def sleepers(seconds: str) -> list[int]:
+    """The pids of the processes running ``sleep SECONDS``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or gone
+            continue
+        if args[0].rsplit(b"/", 1)[-1] == b"sleep" and args[1:2] == [seconds.encode()]:
+            found.append(int(proc.name))
+    return found
+
+
+def wait_until(test: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not test():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -163,7 +187,8 @@ def test_pause_resume_and_cancel(
 ) -> None:
     fn = tmp_path / "fn"
     fn.mkdir()
-    (fn / "sleeps.sh").write_text(SLEEPS)
+    seconds = f"300.{os.getpid()}{time.monotonic_ns() % 10**6}"
+    (fn / "sleeps.sh").write_text(SLEEPS.format(seconds=seconds))
     fn_pdh = run("put", str(fn)).output.split()[-1]
     key = run("put", str(make_text(tmp_path / "in"))).output.split()[-1]
     job = submitted(run, f"{fn_pdh}/sleeps.sh", "--input", key)
@@ -174,11 +199,13 @@ def test_pause_resume_and_cancel(
     wait_for(run, job["id"], lambda j: j["state"] == "paused")
     run("job", "resume", str(job["id"]))
     wait_for(run, job["id"], lambda j: j["state"] == "running")
+    wait_until(lambda: bool(sleepers(seconds)), "no step of the resumed job is running")
     run("job", "cancel", str(job["id"]))
-    # The steps sleep far longer than this wait: a cancel that waited for them
-    # instead of killing them fails here, however slow the machine.
+    # The steps sleep far longer than these waits: a cancel that waited for
+    # them, or only marked them stopped, fails here however slow the machine.
     done = wait_for(run, job["id"], lambda j: j["state"] == "cancelled" and j["steps_running"] == 0)
     assert done["output_pdh"] is None
+    wait_until(lambda: not sleepers(seconds), "a cancelled job's step is still running")
     run("job", "cancel", str(job["id"]), code=2)  # already finished
     # Neither a reason nor a failed step: no empty ": " after the state.
     err = run("job", "watch", str(job["id"]), code=1).stderr
