@@ -4,15 +4,22 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-browser install-sandbox install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
+.PHONY: install install-fuse install-browser install-sandbox install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
-$(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c
+# install-fuse first: pip builds pyfuse3 (the [mount] extra) against its headers.
+$(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c | install-fuse
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,server,dask,postgres,cwl]'
+	$(BIN)/pip install --quiet -e '.[dev,server,dask,postgres,cwl,mount]'
 	touch $@
 
 install: $(STAMP)
+
+# `wh mount` (docs/mount.md) needs FUSE 3 (fusermount3) and, to build
+# pyfuse3, its headers and pkg-config: installed here when missing, as root.
+install-fuse:
+	command -v fusermount3 >/dev/null && pkg-config --exists fuse3 || \
+		(apt-get update && apt-get install -y fuse3 libfuse3-dev pkg-config)
 
 demo: install
 	$(BIN)/python scripts/demo.py
@@ -38,7 +45,7 @@ install-browser:
 install-sandbox:
 	command -v bwrap >/dev/null || (apt-get update && apt-get install -y bubblewrap)
 
-test: install install-browser install-sandbox
+test: install-fuse install install-browser install-sandbox
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \

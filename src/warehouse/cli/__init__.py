@@ -55,6 +55,10 @@ _COMMANDS = {
         "Copy the collection KEY to cluster CLUSTER: the blocks it lacks, then its record.",
     ),
     "manifest": ("warehouse.cli.browse:manifest", "Print the manifest of KEY (a PDH or a name)."),
+    "mount": (
+        "warehouse.cli.mount:mount",
+        "Mount the warehouse read-only at DIRECTORY until unmounted.",
+    ),
     "name": (
         "warehouse.cli.names:name",
         "Names: compare-and-swap pointers to collections, with history.",
@@ -233,6 +237,8 @@ _EXTRAS = {
     "dask": "dask",
     "distributed": "dask",
     "psycopg": "postgres",
+    "pyfuse3": "mount",
+    "trio": "mount",
 }
 
 

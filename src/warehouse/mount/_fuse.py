@@ -1,0 +1,286 @@
+"""The FUSE side of ``wh mount``: pyfuse3 operations over a ``Tree``.
+
+pyfuse3 runs the operations as trio tasks; every call that may wait on the
+warehouse (a manifest, a name, a block) runs on a worker thread, so one slow
+read does not hold up a ``stat`` elsewhere. A warehouse error becomes an
+errno (ENOENT for a missing name or PDH, EACCES for a refused one, EIO for
+the rest: a dead controller, a block no copy of which checks), and one line
+in the log; the mount stays up.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import logging
+import os
+import signal
+import stat
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyfuse3
+import trio
+
+from warehouse.blocks import Locator
+from warehouse.blocks.store import BlockStore
+from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError
+from warehouse.manifest import FileEntry
+from warehouse.mount._tree import NAME_TTL, ROOT, Node, Tree
+
+__all__ = ["serve"]
+
+log = logging.getLogger("warehouse.mount")
+
+T = TypeVar("T")
+
+# Collections never change, so the kernel may keep what it was told about
+# them; a name may move, so what lies under by_name is asked again soon.
+_STILL = 3600.0
+# Blocks fetched ahead of the one a file handle reads.
+READAHEAD = 2
+# Worker threads for the warehouse calls of all operations at once.
+_WORKERS = 8
+
+
+def _errno(e: BaseException) -> int:
+    # A name that could not be one (UsageError) is as absent as a missing one.
+    if isinstance(e, NotFoundError | UsageError):
+        return errno.ENOENT
+    if isinstance(e, ForbiddenError):
+        return errno.EACCES
+    return errno.EIO
+
+
+class _Handle:
+    """An open file: its pieces by file offset, the block last used, and
+    the next blocks fetched ahead on the shared pool."""
+
+    def __init__(self, entry: FileEntry, store: BlockStore, pool: ThreadPoolExecutor) -> None:
+        self.entry = entry
+        self.store = store
+        self.pool = pool
+        self.starts: list[int] = []
+        pos = 0
+        for piece in entry.pieces:
+            self.starts.append(pos)
+            pos += piece.length
+        self.lock = threading.Lock()
+        self.current: tuple[str, bytes | memoryview] | None = None
+        self.ahead: dict[str, Future[bytes | memoryview]] = {}
+
+    def _fetch(self, locator: Locator) -> Future[bytes | memoryview]:
+        return self.pool.submit(self.store.get, locator)
+
+    def _block(self, index: int) -> bytes | memoryview:
+        locator = self.entry.pieces[index].locator
+        if self.current is not None and self.current[0] == locator.key:
+            return self.current[1]
+        fut = self.ahead.pop(locator.key, None) or self._fetch(locator)
+        data = fut.result()
+        self.current = (locator.key, data)
+        # Fetch the next blocks of the file; a seek elsewhere drops them.
+        wanted: list[Locator] = []
+        for piece in self.entry.pieces[index + 1 :]:
+            key = piece.locator.key
+            if key != locator.key and all(w.key != key for w in wanted):
+                wanted.append(piece.locator)
+            if len(wanted) == READAHEAD:
+                break
+        keys = {w.key for w in wanted}
+        for key in [k for k in self.ahead if k not in keys]:
+            self.ahead.pop(key).cancel()
+        for w in wanted:
+            if w.key not in self.ahead:
+                self.ahead[w.key] = self._fetch(w)
+        return data
+
+    def read(self, offset: int, size: int) -> bytes:
+        end = min(offset + size, self.entry.size)
+        out = bytearray()
+        with self.lock:
+            i = bisect.bisect_right(self.starts, offset) - 1
+            while offset < end and 0 <= i < len(self.starts):
+                piece = self.entry.pieces[i]
+                lo = offset - self.starts[i]
+                hi = min(piece.length, end - self.starts[i])
+                block = self._block(i)
+                out += block[piece.offset + lo : piece.offset + hi]
+                offset = self.starts[i] + hi
+                i += 1
+        return bytes(out)
+
+    def close(self) -> None:
+        with self.lock:
+            for fut in self.ahead.values():
+                fut.cancel()
+            self.ahead.clear()
+            self.current = None
+
+
+class _Operations(pyfuse3.Operations):
+    def __init__(self, tree: Tree) -> None:
+        super().__init__()
+        self.tree = tree
+        self.limiter = trio.CapacityLimiter(_WORKERS)
+        self.pool = ThreadPoolExecutor(READAHEAD * 2, thread_name_prefix="wh-mount-ahead")
+        self.handles: dict[int, _Handle] = {}
+        self.dirs: dict[int, list[tuple[str, Node, FileEntry | None]]] = {}
+        self.next_fh = 1
+        self.uid = os.getuid()
+        self.gid = os.getgid()
+        self.started_ns = time.time_ns()
+
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        except WarehouseError as e:
+            code = _errno(e)
+            if code != errno.ENOENT:
+                log.warning("%s: %s", what, e)
+            raise pyfuse3.FUSEError(code) from None
+        except OSError as e:
+            log.warning("%s: %s", what, e)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    def _attrs(self, inode: int, node: Node, entry: FileEntry | None) -> pyfuse3.EntryAttributes:
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = inode
+        if node.is_dir:
+            a.st_mode = stat.S_IFDIR | 0o555
+            a.st_nlink = 2
+            a.st_size = 0
+        else:
+            assert entry is not None
+            a.st_mode = stat.S_IFREG | 0o444
+            a.st_nlink = 1
+            a.st_size = entry.size
+        a.st_blksize = 1 << 17
+        a.st_blocks = (a.st_size + 511) // 512
+        a.st_uid = self.uid
+        a.st_gid = self.gid
+        a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = self.started_ns
+        held = _STILL if node.kind in ("dir", "file") and node.root == "id" else NAME_TTL
+        a.attr_timeout = a.entry_timeout = held
+        return a
+
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        try:
+            text = name.decode()
+        except UnicodeDecodeError:
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
+        if text in (".", ".."):  # the kernel resolves these; never a child here
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        inode, node, entry = await self._call("lookup", self.tree.lookup, parent_inode, text)
+        return self._attrs(inode, node, entry)
+
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        node = await self._call("stat", self.tree.node, inode)
+        entry = (
+            await self._call("stat", self.tree.file_entry, inode) if node.kind == "file" else None
+        )
+        return self._attrs(inode, node, entry)
+
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        children = await self._call("list", self.tree.children, inode)
+        fh = self.next_fh
+        self.next_fh += 1
+        self.dirs[fh] = children
+        return fh
+
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        children = self.dirs.get(fh, [])
+        for i in range(start_id, len(children)):
+            name, node, entry = children[i]
+            attrs = self._attrs(self.tree.inode(node), node, entry)
+            if not pyfuse3.readdir_reply(token, name.encode(), attrs, i + 1):
+                return
+
+    async def releasedir(self, fh: int) -> None:
+        self.dirs.pop(fh, None)
+
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
+            raise pyfuse3.FUSEError(errno.EROFS)
+        entry = await self._call("open", self.tree.file_entry, inode)
+        fh = self.next_fh
+        self.next_fh += 1
+        self.handles[fh] = _Handle(entry, self.tree.warehouse.store, self.pool)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        handle = self.handles.get(fh)
+        if handle is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        return await self._call(f"read {handle.entry.path}", handle.read, off, size)
+
+    async def release(self, fh: int) -> None:
+        handle = self.handles.pop(fh, None)
+        if handle is not None:
+            handle.close()
+
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = s.f_frsize = 1 << 17
+        s.f_namemax = 255
+        return s
+
+
+async def _until_stopped(ready: Callable[[], None] | None) -> None:
+    async with trio.open_nursery() as nursery:
+
+        async def fuse_main() -> None:
+            # Returns when the file system is unmounted from outside
+            # (fusermount3 -u) or terminated on a signal: then all stops.
+            try:
+                await pyfuse3.main()
+            finally:
+                nursery.cancel_scope.cancel()
+
+        async def on_signal() -> None:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    pyfuse3.terminate()
+                    return
+
+        nursery.start_soon(fuse_main)
+        nursery.start_soon(on_signal)
+        if ready is not None:
+            ready()
+
+
+def serve(
+    tree: Tree,
+    mountpoint: Path,
+    *,
+    allow_other: bool = False,
+    ready: Callable[[], None] | None = None,
+) -> None:
+    """Mount ``tree`` read-only at ``mountpoint`` and serve it until it is
+    unmounted (``fusermount3 -u``) or SIGINT/SIGTERM arrive; it is always
+    unmounted on return."""
+    if not mountpoint.is_dir():
+        raise UsageError(f"{mountpoint}: not a directory")
+    options = set(pyfuse3.default_options) | {"fsname=wh", "subtype=wh", "ro"}
+    if allow_other:
+        options.add("allow_other")
+    ops = _Operations(tree)
+    try:
+        pyfuse3.init(ops, str(mountpoint), options)
+    except RuntimeError as e:
+        raise WarehouseError(f"cannot mount at {mountpoint}: {e}") from None
+    try:
+        trio.run(_until_stopped, ready)
+    finally:
+        pyfuse3.close(unmount=True)
+        ops.pool.shutdown(wait=False, cancel_futures=True)
+
+
+# The root's inode is pyfuse3's.
+assert ROOT == pyfuse3.ROOT_INODE
