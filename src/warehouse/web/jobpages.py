@@ -20,6 +20,7 @@ from warehouse.web.eta import eta_seconds
 from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.web.site import Site
 from warehouse.web.timeline import timeline
+from warehouse.web.usagechart import job_usage_chart
 from warehouse.workflows import records as workflow_records
 
 __all__ = ["JOBS_PER_PAGE", "LOG_LIMIT", "STEPS_PER_PAGE", "router"]
@@ -87,6 +88,7 @@ def job_page(
         state=state,
         steps=Page(found, number, STEPS_PER_PAGE, shown),
         timeline=timeline(found),
+        usage=job_usage_chart(site.engine, job_id, record.cpus),
         controls=site.embedded is not None,
         workflow_nodes=[
             (node, workflow_records.get_run(site.engine, node.run_id))
