@@ -60,3 +60,29 @@ def test_a_python_step_reports_its_cpu_memory_and_bytes(
     job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, executor=executor)
     assert job.state == "complete", job.error
     _check(wh, job.id, 3)
+
+
+# A shell step whose work is done by a child it waits for: a Python that
+# burns at least 0.4 s of CPU by its own clock and holds 96 MB. The shell
+# itself does next to nothing: what is recorded is the child's.
+_SHELL = """#!/bin/sh
+# PATH starts with the directory holding wh, and its Python (docs/jobs.md).
+"$(dirname "$(command -v wh)")/python" - <<'END'
+import time
+start = time.process_time()
+while time.process_time() - start < 0.4:
+    sum(i * i for i in range(1000))
+held = bytearray(96 * 1024 * 1024)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+END
+"""
+
+
+def test_a_steps_children_are_counted(wh: EmbeddedWarehouse, tmp_path: Path, executor: str) -> None:
+    fn = put_function(wh, tmp_path, "work.sh", _SHELL)
+    job = run_job(wh, fn, wh.put([make_text(tmp_path / "in")]).pdh, executor=executor)
+    assert job.state == "complete", job.error
+    (found,) = jobs.list_steps(wh.engine, job.id)
+    assert found.cpu_seconds is not None and found.cpu_seconds >= 0.5 * 0.4, found
+    assert found.peak_memory is not None and found.peak_memory >= 64 * MB, found
