@@ -255,10 +255,8 @@ CONFORMANCE = [
     "wf_default_tool_default",
     "any_input_param",
     "wf_simple",
-    "format_checking",
     "directory_output",
     "input_file_literal",
-    "cl_gen_arrayofarrays",
 ]
 
 

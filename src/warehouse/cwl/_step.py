@@ -32,8 +32,10 @@ from warehouse import step
 _PLACES = {"out": "out", "tmp": "tmp", "stage": "stage"}
 
 
-def _rewriter(fixed: dict[str, str], scratch: Path) -> Any:
+def _rewriter(fixed: dict[str, str], scratch: Path, *, back: bool = False) -> Any:
     real = {fixed[k]: str(scratch / v) for k, v in _PLACES.items() if fixed.get(k)}
+    if back:  # the scratch paths a command wrote, as the runner knows them
+        real = {v: k for k, v in real.items()}
     # Longest first, and only at a path boundary: /var/spool/cwl must not
     # rewrite /var/spool/cwlx.
     names = sorted(real, key=len, reverse=True)
@@ -94,6 +96,8 @@ def _report(out: Path) -> None:
                 continue
             with open(path, "rb") as src:
                 writer.add_file(f, _chunks(src))
+        if not files and not dirs and root != str(out):
+            writer.add_file(".", [])  # an empty directory's marker, kept in the output
         line = writer.finish()
         if line:
             lines.append(line)
@@ -136,6 +140,11 @@ def main() -> int:
     if not _status(code, plan):
         print(f"wh cwl: the command exited with status {code}", file=sys.stderr, flush=True)
         return 1
+    listed = out / "cwl.output.json"
+    if listed.is_file():
+        # The paths it names are read by the runner, which knows the fixed ones.
+        back = _rewriter(plan["paths"], scratch, back=True)
+        listed.write_text(back(listed.read_text(encoding="utf-8")), encoding="utf-8")
     _report(out)
     step.counters(exit_code=code)
     return 0
