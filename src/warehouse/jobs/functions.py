@@ -30,6 +30,8 @@ from warehouse.collection.reader import CollectionReader
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import PutResult
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.jobs.files import WRAPPER as FILES_WRAPPER
+from warehouse.jobs.files import asks_for_files
 from warehouse.keys import is_pdh
 from warehouse.manifest import Manifest
 
@@ -232,6 +234,8 @@ def materialize(wh: _Store, root: Path, pdh: str, path: str) -> Path:
 def command_for(function_dir: Path, path: str) -> list[str]:
     """How to run the entry point: Python files with this interpreter, others as is."""
     entry = str(function_dir / path)
-    if path.endswith(".py"):
-        return [sys.executable, "-P", entry]  # -P: its directory does not shadow modules
-    return [entry]
+    # -P: the entry's directory does not shadow modules.
+    argv = [sys.executable, "-P", entry] if path.endswith(".py") else [entry]
+    if asks_for_files(function_dir / path):  # `# wh: files` (jobs/files.py)
+        return [sys.executable, "-P", "-m", FILES_WRAPPER, *argv]
+    return argv
