@@ -145,6 +145,22 @@ def test_sigint_and_fusermount_unmount_cleanly(tmp_path: Path) -> None:
         wait_for("no mount", lambda: not os.path.ismount(mnt))
 
 
+def test_a_moved_name_shows_its_new_collection(tmp_path: Path) -> None:
+    env = _env(tmp_path / "home")
+    for version in ("one", "two"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "v.txt").write_text(f"{version}\n")
+    _wh(env, "put", str(tmp_path / "one"), "--name", "n")
+    mnt = tmp_path / "mnt"
+    with mounted(mnt, env):
+        assert (mnt / "by_name" / "n" / "v.txt").read_text() == "one\n"
+        _wh(env, "put", str(tmp_path / "two"), "--name", "n", "--replace")
+        wait_for(
+            "the moved name",
+            lambda: (mnt / "by_name" / "n" / "v.txt").read_text() == "two\n",
+        )
+
+
 def test_a_bad_directory_is_one_error_line(tmp_path: Path) -> None:
     done = wh_process("mount", str(tmp_path / "missing"), home=tmp_path / "home")
     assert done.returncode == 2, done
