@@ -132,7 +132,7 @@ def test_a_tool_is_a_job_and_the_same_tool_on_the_same_input_is_reused(
         assert ran.steps_done == 1
     again = run("cwl", "run", str(tool), str(job))
     assert again.stdout == f"sorted: keep:{pdh}/{path}\n"
-    assert "0 ran, 1 reused (0 steps run)" in again.stderr
+    assert "wh cwl: 1 job: 0 ran, 1 reused (0 steps run)" in again.stderr
     with EmbeddedWarehouse(home) as wh:
         second = list_jobs(wh.engine)[-1]
         assert second.reused_from == ran.id and second.output_pdh == ran.output_pdh

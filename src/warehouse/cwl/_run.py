@@ -226,11 +226,9 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
         summary = not args.quiet if options.summary is None else options.summary
         if bridge.finished and summary:
             reused = len(bridge.finished) - ran
-            print(
-                f"wh cwl: {len(bridge.finished)} jobs: {ran} ran, {reused} reused"
-                + (" (0 steps run)" if ran == 0 else ""),
-                file=err,
-            )
+            jobs = f"{len(bridge.finished)} job" + ("s" if len(bridge.finished) != 1 else "")
+            idle = " (0 steps run)" if ran == 0 else ""
+            print(f"wh cwl: {jobs}: {ran} ran, {reused} reused{idle}", file=err)
         if code != 0:
             message = errors.messages[0] if errors.messages else "the run failed"
             refused = message.startswith(_REFUSED) or any(m in message for m in _REFUSED_INSIDE)
