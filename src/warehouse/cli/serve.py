@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from warehouse.blocks.diskcache import parse_size
 from warehouse.cli._common import server_options
 from warehouse.clusters.placement import HostMap
 from warehouse.collection.spool import scratch_dir
@@ -102,6 +103,14 @@ def default_db_url() -> str:
     default=0,
     help="The most job steps one user may have running at once; the others wait while "
     "other users' steps start (0: no limit but the slots; docs/jobs.md, \"Limits\").",
+)
+@click.option(
+    "--quota-bytes-per-user",
+    metavar="SIZE",
+    default="0",
+    help="The most bytes of collections one user may hold (4G, 512M, 1000000; binary "
+    "units); a put past it is refused (403, exit code 6), admins' aside (0: no quota; "
+    'docs/server.md, "Quota").',
 )
 @click.option(
     "--step-processes",
@@ -221,6 +230,7 @@ def serve(
     dask_scheduler: str | None,
     job_cpus: int | None,
     steps_per_user: int,
+    quota_bytes_per_user: str,
     step_processes: int,
     step_scratch: int,
     step_time: float,
@@ -259,6 +269,10 @@ def serve(
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     host, port = parse_listen(listen)
+    try:
+        quota = parse_size(quota_bytes_per_user)
+    except ValueError as e:
+        raise UsageError(f"--quota-bytes-per-user: {e}") from None
     allow = tuple(check_allow(rule) for rule in git_allow) or DEFAULT_ALLOW
     if "none" in allow and len(allow) > 1:
         raise UsageError("--git-allow none: fetch nothing, so give no other --git-allow")
@@ -299,6 +313,7 @@ def serve(
         git_roots=tuple(str(p.resolve()) for p in git_roots),
         git_allow=allow,
         steps_per_user=steps_per_user,
+        quota_bytes_per_user=quota,
         step_limits=Policy(step_processes, step_scratch, step_time),
     )
     if keep_s3 is not None:

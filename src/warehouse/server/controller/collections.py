@@ -31,6 +31,7 @@ from warehouse.manifest.parse import iter_raw_streams
 from warehouse.server.controller.access import readable_pdhs, require_collection_read
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.putstream import Body, block_refusal, record_streamed
+from warehouse.server.controller.quota import check_quota
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["STREAMED_PATH", "router", "signed_text"]
@@ -176,6 +177,8 @@ def create_collection(
             check_listing(manifest, body.file_md5s)
         except UsageError as e:
             raise HTTPException(400, str(e)) from None
+    if state.config.quota_bytes_per_user:  # only then: normalizing a big manifest takes time
+        check_quota(state, user, manifest.normalized().pdh, manifest.size)
     store_manifest(state.keep(), state.engine, manifest, user.name, body.file_md5s)
     catalog.record_block_writes(
         state.engine, user.name, ((w.md5, w.size, w.new) for w in body.block_writes)

@@ -42,6 +42,7 @@ from warehouse.collection.spool import Spool
 from warehouse.errors import UsageError
 from warehouse.manifest.normal import Ancestors, NormalOrder, TooManyNames, is_marker, portable_line
 from warehouse.manifest.parse import ManifestError, parse_raw_line
+from warehouse.server.controller.quota import check_quota
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["Body", "block_refusal", "record_streamed"]
@@ -260,6 +261,7 @@ def record_streamed(
             # Every line checked, and its block named by the manifest,
             # before anything is recorded.
             claims.check(_writes(writes))
+        check_quota(state, user, spool.pdh, spool.size)
         record = store_spooled(
             state.keep(), state.engine, spool, user.name, listing=not listed_none
         )

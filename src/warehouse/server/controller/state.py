@@ -77,6 +77,9 @@ class ControllerConfig:
     # The most job steps one user may have running at once (`wh serve
     # --steps-per-user`); 0: no limit but the slots.
     steps_per_user: int = 0
+    # Bytes of collections one user may hold (`wh serve --quota-bytes-per-user`;
+    # controller/quota.py); 0: no quota.
+    quota_bytes_per_user: int = 0
     # What each sandboxed step may use beyond what it asks (`wh serve
     # --step-processes`, `--step-scratch`, `--step-time`; docs/jobs.md).
     step_limits: Policy = field(default_factory=Policy)

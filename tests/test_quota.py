@@ -1,0 +1,127 @@
+"""The per-user quota on stored bytes through a real controller (docs/server.md,
+"Quota"): a put past it is refused before anything is recorded; GC frees what
+a user no longer names."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner, Result
+
+from cluster import Controller, controller, keep_pool
+from warehouse.catalog.schema import collection_holders, collections
+from warehouse.cli import cli
+
+QUOTA = 10_000
+TTL = 4  # seconds: GC's grace for what was recorded and not named
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, catalog_url: str) -> Iterator[Controller]:
+    options = ("--signature-ttl", str(TTL), "--trash-lifetime", "3600")
+    with (
+        keep_pool(tmp_path / "keep", 2, *options) as pool,
+        controller(
+            catalog_url,
+            pool,
+            signature_ttl=TTL,
+            keep_admin_token=pool.admin_token,
+            quota_bytes_per_user=QUOTA,
+            scratch=tmp_path,
+        ) as c,
+    ):
+        yield c
+
+
+def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
+    env.update(WH_URL=ctl.url, WH_TOKEN=token)
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
+    return result
+
+
+def _tree(root: Path, size: int) -> Path:
+    root.mkdir(parents=True)
+    (root / "data.bin").write_bytes(os.urandom(size))
+    return root
+
+
+def _rows(ctl: Controller) -> tuple[int, int]:
+    with ctl.state.engine.connect() as conn:
+        kept = conn.execute(sa.select(sa.func.count()).select_from(collections)).scalar()
+        held = conn.execute(sa.select(sa.func.count()).select_from(collection_holders)).scalar()
+    return int(kept or 0), int(held or 0)
+
+
+def _names(ctl: Controller) -> str:
+    return str(_wh(ctl, ctl.admin_token, "name", "ls").output)
+
+
+def test_a_put_past_the_quota_is_refused_until_gc_frees_bytes(
+    ctl: Controller, tmp_path: Path
+) -> None:
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    first = _tree(tmp_path / "first", 6000)
+    pdh = _wh(ctl, alice, "put", str(first), "--name", "first").output.split()[-1]
+
+    # Past the quota: one Error line naming it and what alice holds; no
+    # collection row, no holder, no name.
+    before, names = _rows(ctl), _names(ctl)
+    refused = _wh(
+        ctl, alice, "put", str(_tree(tmp_path / "second", 6000)), "--name", "second", code=6
+    )
+    assert refused.stderr.startswith("Error: alice's quota of stored bytes is 10000 ")
+    assert "alice holds 6000 bytes, and this put of 6000 would make 12000" in refused.stderr
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "Traceback" not in refused.output
+    assert _rows(ctl) == before and _names(ctl) == names
+    assert "second" not in names
+
+    # The same data again adds nothing: it passes (and stays alice's only once).
+    assert _wh(ctl, alice, "put", str(first)).output.split()[-1] == pdh
+
+    # Through POST /api/v1/collections (a client without the streamed put):
+    # bob's collection, signed for alice (open mode: she reads it), would be
+    # hers too: refused alike.
+    bobs = _wh(ctl, bob, "put", str(_tree(tmp_path / "bobs", 7000)), "--name", "bobs")
+    bobs_pdh = bobs.output.split()[-1]
+    with httpx.Client(
+        base_url=ctl.url, headers={"Authorization": f"Bearer {alice}"}, timeout=60
+    ) as api:
+        text = api.get(f"/api/v1/collections/{bobs_pdh}").json()["manifest_text"]
+        before = _rows(ctl)
+        r = api.post("/api/v1/collections", json={"manifest_text": text})
+        assert r.status_code == 403, r.text
+        assert "alice holds 6000 bytes, and this put of 7000" in r.json()["error"]
+        assert _rows(ctl) == before
+
+    # bob is unaffected by alice's holdings (his own 7000 are under the quota).
+    _wh(ctl, bob, "put", str(_tree(tmp_path / "bobs2", 2000)), "--name", "bobs2")
+    # An admin is not held to it.
+    _wh(ctl, ctl.admin_token, "put", str(_tree(tmp_path / "big", QUOTA + 1)))
+
+    # alice removes her name; once GC has collected the collection (no name on
+    # it now nor within the history's retention, older than its grace), she
+    # holds nothing and may put again.
+    _wh(ctl, ctl.admin_token, "gc", "settings", "history_retention=1s")
+    _wh(ctl, alice, "name", "rm", "first", "--expect", pdh)
+    time.sleep(TTL + 0.5)
+    _wh(ctl, ctl.admin_token, "gc")
+    second = _wh(ctl, alice, "put", str(tmp_path / "second"), "--name", "second")
+    assert "second" in _names(ctl) and second.output.split()[-1] != pdh
+
+
+def test_a_bad_quota_is_one_error_line() -> None:
+    result = CliRunner().invoke(
+        cli, ["serve", "--listen", "127.0.0.1:0", "--quota-bytes-per-user", "lots"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --quota-bytes-per-user: 'lots' is not a size")
+    assert result.stderr.count("\n") == 1
