@@ -169,6 +169,7 @@ def test_wh_cache_stats_and_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         "hits": 1,
         "misses": 1,
         "on": True,
+        "memcached": None,
     }
     assert "entries  1" in run("cache", "stats").output
     assert run("cache", "clear").output == "removed 1 blocks, 1000 bytes\n"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from warehouse import catalog
 from warehouse.base import BlockWrites, PutResult, WarehouseBase
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
-from warehouse.blocks.diskcache import configured
+from warehouse.blocks.nodecache import configured_caches
 from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.listings import Digests
@@ -102,7 +102,7 @@ def _volume_store(
     if isinstance(volume, LocalVolume):
         # Its blocks are on a local disk already: a disk cache would copy them.
         return volume, LocalBlockStore(volume, cache)
-    return volume, VolumeBlockStore(volume, cache, configured())
+    return volume, VolumeBlockStore(volume, cache, configured_caches())
 
 
 class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):

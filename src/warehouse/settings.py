@@ -48,6 +48,7 @@ FIELDS: dict[str, str] = {
     "dask_wait": "seconds a job manager asks again for a Dask scheduler that does not answer",
     "cache_dir": "the node-local disk cache of blocks (default ~/.cache/warehouse/blocks)",
     "cache_size": "the disk cache's bound: bytes, or with K, M, G or T (0: off; default 4G)",
+    "memcached": "memcached servers shared by nodes for small blocks: HOST:PORT[,HOST:PORT]",
 }
 _SECRET = {"token"}
 MAX_CONFIG_BYTES = 64 * 1024
@@ -213,6 +214,7 @@ _KINDS: dict[str, str] = {
     "dask_wait": "float",
     "cache_dir": "path",
     "cache_size": "str",
+    "memcached": "str",
 }
 _DEFAULTS: dict[str, Any] = {
     "wait": 30.0,
@@ -306,6 +308,10 @@ def _checked(name: str, v: str) -> str:
         from warehouse.blocks.diskcache import parse_size
 
         parse_size(v)  # its ValueError says what is wrong
+    if name == "memcached" and v.strip():
+        from warehouse.blocks.memcache import parse_servers
+
+        parse_servers(v)
     if name == "db_url" and v and (problem := catalog_url_problem(v)) is not None:
         raise ValueError(problem)
     if name == "url":

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.cache import BlockCache
-from warehouse.blocks.diskcache import DiskCache
 from warehouse.blocks.locator import LocatorError
+from warehouse.blocks.nodecache import NodeCaches
 from warehouse.blocks.store import Buffer, StoredBlock
 from warehouse.errors import (
     CorruptDataError,
@@ -91,7 +91,7 @@ class KeepClient:
         retries: int = 3,
         backoff: float = 0.2,
         cache: BlockCache | None = None,
-        disk: DiskCache | None = None,
+        disk: NodeCaches | None = None,
         signer: Callable[[Locator], Locator] | None = None,
         known: SignatureCache | None = None,
         remotes: Callable[[str], KeepClient | None] | None = None,
@@ -107,8 +107,9 @@ class KeepClient:
         self.retries = retries
         self.backoff = backoff
         self.cache = cache
-        # The node's disk cache of whole blocks (docs/s3.md, "The cache"):
-        # filled by one-pass reads too, so a second `wh get` asks no server.
+        # The node's disk cache of whole blocks and a shared memcached
+        # (docs/s3.md, "The cache"): filled by one-pass reads too, so a
+        # second `wh get` asks no server.
         self.disk = disk
         # The controller signs its own reads (it holds the key); clients use
         # the signatures the controller gave them.

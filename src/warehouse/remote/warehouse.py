@@ -20,7 +20,7 @@ from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks import Locator
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
-from warehouse.blocks.diskcache import configured
+from warehouse.blocks.nodecache import configured_caches
 from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.values import check_writer
 from warehouse.collection.listings import Digests, OrderedListing, ordered_listing, parse_listing
@@ -108,7 +108,7 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
             replication = min(int(os.environ.get("WH_REPLICATION", "2")), max(len(services), 1))
         # On by default: a block read again on this node then costs a disk
         # read, not a keep server's (and its object store's) GET.
-        disk = configured()
+        disk = configured_caches()
         known = SignatureCache(default_cache_dir(), self.url, token)
         try:
             self.store: KeepClient = KeepClient(

@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Iterator
 
 from warehouse.blocks.cache import BlockCache
-from warehouse.blocks.diskcache import DiskCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
+from warehouse.blocks.nodecache import NodeCaches
 from warehouse.blocks.store import StoredBlock
 from warehouse.errors import CorruptDataError, UsageError, os_error
 from warehouse.volumes.base import Volume
@@ -32,7 +32,7 @@ class VolumeBlockStore:
     cache in front (each read of an S3 volume is a GET, billed and slower)."""
 
     def __init__(
-        self, volume: Volume, cache: BlockCache | None = None, disk: DiskCache | None = None
+        self, volume: Volume, cache: BlockCache | None = None, disk: NodeCaches | None = None
     ) -> None:
         self.volume = volume
         self.cache = cache

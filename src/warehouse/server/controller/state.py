@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from warehouse import catalog
 from warehouse.blocks import Locator
-from warehouse.blocks.diskcache import configured
+from warehouse.blocks.nodecache import configured_caches
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, sign
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME
 from warehouse.clusters.placement import HostMap
@@ -201,7 +201,7 @@ class ControllerState:
                     cluster=self.config.cluster,
                     signer=self.sign,
                     # The manifests it reads for every get: read from disk again.
-                    disk=configured(),
+                    disk=configured_caches(),
                 )
                 self._keep_ids = ids
             return self._keep
