@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-fuse install-samtools install-browser install-sandbox install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
+.PHONY: install install-fuse install-samtools install-browser install-sandbox install-memcached install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
 # install-fuse first: pip builds pyfuse3 (the [mount] extra) against its headers.
 $(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c | install-fuse
@@ -50,7 +50,12 @@ install-sandbox:
 install-samtools:
 	command -v samtools >/dev/null || (apt-get update && apt-get install -y samtools)
 
-test: install-fuse install install-browser install-sandbox install-samtools
+# The shared block cache's tests run a real memcached (Debian's): installed
+# here when missing, as root, like chromium.
+install-memcached:
+	command -v memcached >/dev/null || (apt-get update && apt-get install -y memcached)
+
+test: install-fuse install install-browser install-sandbox install-samtools install-memcached
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \
