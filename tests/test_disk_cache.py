@@ -179,3 +179,25 @@ def test_wh_cache_stats_and_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert bad.output.count("Error:") == 1 and "WH_CACHE_SIZE" in bad.output
     monkeypatch.setenv("WH_CACHE_SIZE", "0")
     assert json.loads(run("cache", "stats", "--json").output)["on"] is False
+
+
+def test_a_cache_that_cannot_be_written_only_misses(tmp_path: Path) -> None:
+    (tmp_path / "file").write_bytes(b"not a directory")
+    cache = DiskCache(tmp_path / "file" / "c", 1 << 20)
+    md5, data = _block(7)
+    cache.put(md5, data)  # no error: the read that fetched it goes on
+    assert cache.get(md5, len(data)) is None
+    cache.close()
+
+
+def test_a_sandboxed_step_never_gets_the_controllers_cache() -> None:
+    """A hit asks no keep server to check a signature: the controller's
+    cache must not be a step's (its home, and so its cache, is its scratch)."""
+    from warehouse.jobs.sandbox import Sandbox
+
+    cmd = Sandbox("/usr/bin/bwrap", None, None, ()).wrap(
+        ["/x/run.sh"], function_dir="/f", scratch="/s/tmp", result="/s/result"
+    )
+    assert cmd[cmd.index("WH_CACHE_DIR") - 1] == "--unsetenv"
+    assert cmd[cmd.index("XDG_CACHE_HOME") - 1] == "--unsetenv"
+    assert cmd[cmd.index("HOME") + 1] == "/s/tmp"
