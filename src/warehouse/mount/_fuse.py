@@ -18,6 +18,7 @@ import signal
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -56,14 +57,42 @@ def _errno(e: BaseException) -> int:
     return errno.EIO
 
 
+class _Recent:
+    """The blocks read last by any open file (a few): the small files of
+    one block, opened one after another, each find it here."""
+
+    def __init__(self, count: int = 2) -> None:
+        self.count = count
+        self.lock = threading.Lock()
+        self.blocks: OrderedDict[str, bytes | memoryview] = OrderedDict()
+
+    def get(self, key: str) -> bytes | memoryview | None:
+        with self.lock:
+            return self.blocks.get(key)
+
+    def put(self, key: str, data: bytes | memoryview) -> None:
+        with self.lock:
+            self.blocks[key] = data
+            self.blocks.move_to_end(key)
+            while len(self.blocks) > self.count:
+                self.blocks.popitem(last=False)
+
+
+class _NotHeld(Exception):
+    """A read would have to wait for a block (``_Handle.read(held_only=True)``)."""
+
+
 class _Handle:
     """An open file: its pieces by file offset, the block last used, and
     the next blocks fetched ahead on the shared pool."""
 
-    def __init__(self, entry: FileEntry, store: BlockStore, pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, entry: FileEntry, store: BlockStore, pool: ThreadPoolExecutor, recent: _Recent
+    ) -> None:
         self.entry = entry
         self.store = store
         self.pool = pool
+        self.recent = recent
         self.starts: list[int] = []
         pos = 0
         for piece in entry.pieces:
@@ -76,12 +105,17 @@ class _Handle:
     def _fetch(self, locator: Locator) -> Future[bytes | memoryview]:
         return self.pool.submit(self.store.get, locator)
 
-    def _block(self, index: int) -> bytes | memoryview:
+    def _block(self, index: int, held_only: bool) -> bytes | memoryview:
         locator = self.entry.pieces[index].locator
         if self.current is not None and self.current[0] == locator.key:
             return self.current[1]
-        fut = self.ahead.pop(locator.key, None) or self._fetch(locator)
-        data = fut.result()
+        data = self.recent.get(locator.key)
+        if data is None:
+            if held_only:
+                raise _NotHeld
+            fut = self.ahead.pop(locator.key, None) or self._fetch(locator)
+            data = fut.result()
+            self.recent.put(locator.key, data)
         self.current = (locator.key, data)
         # Fetch the next blocks of the file; a seek elsewhere drops them.
         wanted: list[Locator] = []
@@ -99,27 +133,33 @@ class _Handle:
                 self.ahead[w.key] = self._fetch(w)
         return data
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int, held_only: bool = False) -> bytes:
+        """``size`` bytes from ``offset``; ``held_only``: _NotHeld rather
+        than wait for a block not at hand."""
         end = min(offset + size, self.entry.size)
         out = bytearray()
-        with self.lock:
+        # Never wait for the lock held_only: a worker may hold it while it fetches.
+        if not self.lock.acquire(blocking=not held_only):
+            raise _NotHeld
+        try:
             i = bisect.bisect_right(self.starts, offset) - 1
             while offset < end and 0 <= i < len(self.starts):
                 piece = self.entry.pieces[i]
                 lo = offset - self.starts[i]
                 hi = min(piece.length, end - self.starts[i])
-                block = self._block(i)
+                block = self._block(i, held_only)
                 out += block[piece.offset + lo : piece.offset + hi]
                 offset = self.starts[i] + hi
                 i += 1
+        finally:
+            self.lock.release()
         return bytes(out)
 
     def close(self) -> None:
-        with self.lock:
-            for fut in self.ahead.values():
-                fut.cancel()
-            self.ahead.clear()
-            self.current = None
+        # Not under the lock: a worker may hold it, waiting for a block, and
+        # the FUSE loop that calls this must not wait with it.
+        for fut in list(self.ahead.values()):
+            fut.cancel()
 
 
 class _Operations(pyfuse3.Operations):
@@ -128,6 +168,7 @@ class _Operations(pyfuse3.Operations):
         self.tree = tree
         self.limiter = trio.CapacityLimiter(_WORKERS)
         self.pool = ThreadPoolExecutor(READAHEAD * 2, thread_name_prefix="wh-mount-ahead")
+        self.recent = _Recent()
         self.handles: dict[int, _Handle] = {}
         self.dirs: dict[int, list[tuple[str, Node, FileEntry | None]]] = {}
         self.next_fh = 1
@@ -135,8 +176,13 @@ class _Operations(pyfuse3.Operations):
         self.gid = os.getgid()
         self.started_ns = time.time_ns()
 
-    async def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any, held: int = 0) -> T:
+        """``fn(*args)`` on a worker thread, its errors as errnos; on this
+        thread when inode ``held`` lies in a collection whose listing is
+        held (nothing to wait for: a thread would only cost a switch)."""
         try:
+            if held and self.tree.held(held):
+                return fn(*args)
             return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
         except WarehouseError as e:
             code = _errno(e)
@@ -164,7 +210,10 @@ class _Operations(pyfuse3.Operations):
         a.st_uid = self.uid
         a.st_gid = self.gid
         a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = self.started_ns
-        held = _STILL if node.kind in ("dir", "file") and node.root == "id" else NAME_TTL
+        # Only a name's own directory may change (the name moves); what lies
+        # under it belongs to one PDH (its inodes are that PDH's).
+        moves = node.kind in ("by_name", "folder") or (node.kind == "dir" and not node.path)
+        held = NAME_TTL if moves and node.root != "id" else _STILL
         a.attr_timeout = a.entry_timeout = held
         return a
 
@@ -177,13 +226,20 @@ class _Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         if text in (".", ".."):  # the kernel resolves these; never a child here
             raise pyfuse3.FUSEError(errno.ENOENT)
-        inode, node, entry = await self._call("lookup", self.tree.lookup, parent_inode, text)
+        inode, node, entry = await self._call(
+            "lookup", self.tree.lookup, parent_inode, text, held=parent_inode
+        )
         return self._attrs(inode, node, entry)
 
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        node = await self._call("stat", self.tree.node, inode)
+        try:
+            node = self.tree.node(inode)  # a table look-up, no I/O
+        except NotFoundError:
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
         entry = (
-            await self._call("stat", self.tree.file_entry, inode) if node.kind == "file" else None
+            await self._call("stat", self.tree.file_entry, inode, held=inode)
+            if node.kind == "file"
+            else None
         )
         return self._attrs(inode, node, entry)
 
@@ -208,17 +264,20 @@ class _Operations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
             raise pyfuse3.FUSEError(errno.EROFS)
-        entry = await self._call("open", self.tree.file_entry, inode)
+        entry = await self._call("open", self.tree.file_entry, inode, held=inode)
         fh = self.next_fh
         self.next_fh += 1
-        self.handles[fh] = _Handle(entry, self.tree.warehouse.store, self.pool)
+        self.handles[fh] = _Handle(entry, self.tree.warehouse.store, self.pool, self.recent)
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         handle = self.handles.get(fh)
         if handle is None:
             raise pyfuse3.FUSEError(errno.EBADF)
-        return await self._call(f"read {handle.entry.path}", handle.read, off, size)
+        try:  # at once when its blocks are at hand: no thread to switch to
+            return handle.read(off, size, held_only=True)
+        except _NotHeld:
+            return await self._call(f"read {handle.entry.path}", handle.read, off, size)
 
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh, None)

@@ -108,6 +108,14 @@ class Tree:
             raise NotFoundError(f"no inode {inode}")
         return found
 
+    def held(self, inode: int) -> bool:
+        """Whether inode ``inode`` lies in a collection whose listing is held
+        (so that looking in it asks nothing of the warehouse)."""
+        with self._lock:
+            node = self._nodes.get(inode)
+            # A name's directory too: its inode is that of one PDH.
+            return node is not None and node.kind in ("dir", "file") and node.pdh in self._listings
+
     # -- collections and names (these ask the warehouse) ----------------------
 
     def listing(self, pdh: str) -> Listing:
