@@ -112,6 +112,34 @@ def test_a_shared_name_gives_its_collection_and_unsharing_takes_it_back(
         perms_db.share(engine, P1, "nobody", Level.READ, alice)
 
 
+def test_the_one_read_checks_agree_with_the_whole_rules(engine: sa.Engine) -> None:
+    """``name_level_for`` and ``require_read`` read the mode with the owner (or
+    holder) at once; a grant taken back counts at the very next check."""
+    with engine.connect() as conn:
+        assert perms_db.name_level_for(conn, "alice", False, "run42") == (Level.MANAGE, True)
+        assert perms_db.name_level_for(conn, "bob", False, "run42") == (Level.READ, True)
+        assert perms_db.name_level_for(conn, "bob", False, "nothing") == (Level.READ, False)
+    perms_db.require_read(engine, "bob", False, P1)  # open: everyone reads
+    perms_db.set_mode(engine, Mode.PRIVATE, ROOT)
+    alice = _who(engine, "alice")
+    perms_db.add_group(engine, "lab", alice)
+    perms_db.add_member(engine, "lab", "bob", alice)
+    perms_db.require_read(engine, "alice", False, P1)  # her own
+    for granted in (True, False, True, False):
+        if granted:
+            perms_db.share(engine, "run42", "lab", Level.WRITE, alice)
+        else:
+            perms_db.unshare(engine, "run42", "lab", alice)
+        with engine.connect() as conn:
+            level = perms_db.name_level_for(conn, "bob", False, "run42")
+        assert level == ((Level.WRITE if granted else Level.NONE), True)
+        if granted:
+            perms_db.require_read(engine, "bob", False, P1)  # through the name
+        else:
+            with pytest.raises(NotFoundError, match="no collection 0123"):
+                perms_db.require_read(engine, "bob", False, P1)
+
+
 def test_a_project_grant_applies_below_it(engine: sa.Engine) -> None:
     perms_db.set_mode(engine, Mode.PRIVATE, ROOT)
     bob = _who(engine, "bob")

@@ -56,6 +56,7 @@ __all__ = [
     "key_level",
     "list_groups",
     "mode_in",
+    "name_level_for",
     "name_level_in",
     "perms",
     "principal_in",
@@ -81,7 +82,13 @@ def get_mode(engine: sa.Engine) -> Mode:
 
 
 def mode_in(conn: sa.Connection) -> Mode:
-    value = conn.execute(sa.select(settings.c.value).where(settings.c.key == MODE_KEY)).scalar()
+    return _mode(conn.execute(_MODE).scalar())
+
+
+_MODE = sa.select(settings.c.value).where(settings.c.key == MODE_KEY)
+
+
+def _mode(value: str | None) -> Mode:
     return Mode.OPEN if value is None else parse_mode(value)
 
 
@@ -206,6 +213,23 @@ def name_level_in(conn: sa.Connection, who: Principal, name: str, mode: Mode) ->
     return _name_level(conn, who, name, owner, mode), owner is not None
 
 
+def name_level_for(conn: sa.Connection, user: str, admin: bool, name: str) -> tuple[Level, bool]:
+    """``name_level_in`` for ``user``, reading the mode with the name's owner:
+    one read when ``user`` owns the name (its groups and the grants then
+    change nothing: an owner manages), three otherwise."""
+    mode_value, owner = conn.execute(
+        sa.select(_MODE.scalar_subquery(), _owner_of(name).scalar_subquery())
+    ).one()
+    if admin or owner == user:
+        return Level.MANAGE, owner is not None
+    who = principal_in(conn, user, admin)
+    return _name_level(conn, who, name, owner, _mode(mode_value)), owner is not None
+
+
+def _owner_of(name: str) -> sa.Select[tuple[str]]:
+    return sa.select(names.c.owner).where(names.c.name == name)
+
+
 def job_level_in(
     conn: sa.Connection, who: Principal, ident: int, submitter: str, mode: Mode
 ) -> Level:
@@ -259,9 +283,15 @@ def require_read(engine: sa.Engine, user: str, admin: bool, pdh: str) -> None:
     may read ``pdh``. In open mode (and for admins) it costs one read or none."""
     if admin:
         return
+    held = (collection_holders.c.pdh == pdh) & (collection_holders.c.user == user)
     with connect(engine) as conn:
-        mode = mode_in(conn)
-        if mode is Mode.OPEN:
+        # The mode and whether the caller recorded it, in one read: a holder
+        # manages it, so its groups and the grants are not read.
+        mode_value, holds = conn.execute(
+            sa.select(_MODE.scalar_subquery(), sa.exists().where(held))
+        ).one()
+        mode = _mode(mode_value)
+        if mode is Mode.OPEN or holds:
             return
         level = collection_level_in(conn, principal_in(conn, user, admin), pdh, mode)
     problem = refusal(f"collection {pdh}", Level.READ, level)

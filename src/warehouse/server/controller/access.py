@@ -68,9 +68,7 @@ def hide_name(engine: sa.Engine, user: catalog.User, name: str) -> Level:
     if user.admin:
         return Level.MANAGE
     with connect(engine) as conn:
-        mode = grants.mode_in(conn)
-        who = grants.principal_in(conn, user.name, user.admin)
-        level, exists = grants.name_level_in(conn, who, name, mode)
+        level, exists = grants.name_level_for(conn, user.name, user.admin, name)
     if exists and level < Level.READ:
         raise NotFoundError(f"no name {name!r}")
     return level
