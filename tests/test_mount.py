@@ -17,6 +17,7 @@ import pytest
 
 from conftest import WH_BIN, make_tree, wh_process
 from mount_helpers import DEADLINE, fuse_or_skip, mounted, wait_for
+from warehouse.blocks.volume import LocalVolume
 
 fuse_or_skip()
 
@@ -159,6 +160,28 @@ def test_a_moved_name_shows_its_new_collection(tmp_path: Path) -> None:
             "the moved name",
             lambda: (mnt / "by_name" / "n" / "v.txt").read_text() == "two\n",
         )
+
+
+def test_a_damaged_block_reads_as_eio_never_as_its_bytes(tmp_path: Path) -> None:
+    env = _env(tmp_path / "home")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "f.bin").write_bytes(os.urandom(1 << 20))
+    _wh(env, "put", str(tmp_path / "t"), "--name", "t")
+    md5 = _wh(env, "manifest", "t").split()[1].split("+")[0]
+    block = LocalVolume(tmp_path / "home" / "blocks").path_for(md5)
+    with open(block, "r+b") as f:  # one byte changed in place, as a bad disk would
+        f.seek(1000)
+        byte = f.read(1)
+        f.seek(1000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    mnt = tmp_path / "mnt"
+    with mounted(mnt, env) as proc:
+        path = mnt / "by_name" / "t" / "f.bin"
+        assert path.stat().st_size == 1 << 20  # sizes come from the manifest
+        with pytest.raises(OSError) as caught:
+            path.read_bytes()
+        assert caught.value.errno == errno.EIO
+        assert proc.poll() is None  # the mount stays up
 
 
 def test_a_bad_directory_is_one_error_line(tmp_path: Path) -> None:

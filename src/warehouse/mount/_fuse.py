@@ -176,7 +176,9 @@ class _Operations(pyfuse3.Operations):
         self.gid = os.getgid()
         self.started_ns = time.time_ns()
 
-    async def _call(self, what: str, fn: Callable[..., T], *args: Any, held: int = 0) -> T:
+    async def _call(
+        self, what: str, fn: Callable[..., T], *args: Any, held: int = 0, reading: bool = False
+    ) -> T:
         """``fn(*args)`` on a worker thread, its errors as errnos; on this
         thread when inode ``held`` lies in a collection whose listing is
         held (nothing to wait for: a thread would only cost a switch)."""
@@ -185,7 +187,8 @@ class _Operations(pyfuse3.Operations):
                 return fn(*args)
             return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
         except WarehouseError as e:
-            code = _errno(e)
+            # A block missing under a file that exists is damage, not absence.
+            code = errno.EIO if reading else _errno(e)
             if code != errno.ENOENT:
                 log.warning("%s: %s", what, e)
             raise pyfuse3.FUSEError(code) from None
@@ -277,7 +280,9 @@ class _Operations(pyfuse3.Operations):
         try:  # at once when its blocks are at hand: no thread to switch to
             return handle.read(off, size, held_only=True)
         except _NotHeld:
-            return await self._call(f"read {handle.entry.path}", handle.read, off, size)
+            return await self._call(
+                f"read {handle.entry.path}", handle.read, off, size, reading=True
+            )
 
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh, None)
