@@ -64,24 +64,26 @@ def test_blocks_in_memcached_are_checked(memcached: str) -> None:
     from pymemcache.client.base import Client
 
     shared = MemcachedBlocks(parse_servers(memcached))
-    data = os.urandom(5000)
-    md5 = hashlib.md5(data).hexdigest()
-    assert shared.get(md5, len(data)) is None
-    shared.put(md5, data)
-    assert shared.get(md5, len(data)) == data
-    # A value changed behind the cache's back is no hit, and is deleted.
     raw = Client(tuple(parse_servers(memcached)[0]))
-    raw.set(f"wh-block-{md5}", b"x" + data[1:])
-    assert shared.get(md5, len(data)) is None
-    assert raw.get(f"wh-block-{md5}") is None
-    # Big blocks are not kept: one GET costs less than memcached's limit allows.
-    big = os.urandom(MAX_ITEM + 1)
-    big_md5 = hashlib.md5(big).hexdigest()
-    shared.put(big_md5, big)
-    assert raw.get(f"wh-block-{big_md5}") is None
-    assert shared.stats()["get_hits"] >= 1
-    raw.close()
-    shared.close()
+    try:
+        data = os.urandom(5000)
+        md5 = hashlib.md5(data).hexdigest()
+        assert shared.get(md5, len(data)) is None
+        shared.put(md5, data)
+        assert shared.get(md5, len(data)) == data
+        # A value changed behind the cache's back is no hit, and is deleted.
+        assert raw.set(f"wh-block-{md5}", b"x" + data[1:], noreply=False)
+        assert shared.get(md5, len(data)) is None
+        assert raw.get(f"wh-block-{md5}") is None
+        # Big blocks are not kept: one GET costs less than memcached's limit allows.
+        big = os.urandom(MAX_ITEM + 1)
+        big_md5 = hashlib.md5(big).hexdigest()
+        shared.put(big_md5, big)
+        assert raw.get(f"wh-block-{big_md5}") is None
+        assert shared.stats()["get_hits"] >= 1
+    finally:
+        raw.close()
+        shared.close()
 
 
 def test_another_node_reads_small_blocks_from_memcached(tmp_path: Path, memcached: str) -> None:
