@@ -156,9 +156,13 @@ class Tree:
         is a folder; one that is a name is its collection."""
         start = prefix + "/" if prefix else ""
         children: dict[str, bool] = {}
+        now = time.monotonic()
         for record in self.warehouse.list_names(start):
             if not record.name.startswith(start):
                 continue
+            # The listing says what each name holds: no question per name after it.
+            with self._lock:
+                self._names[record.name] = (now, record.pdh)
             rest = record.name[len(start) :]
             head, slash, _ = rest.partition("/")
             if not head:
