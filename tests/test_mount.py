@@ -130,7 +130,7 @@ def test_awkward_names_read_back_and_stay_inside(tmp_path: Path) -> None:
         assert os.listdir(mnt / "by_id") == []
 
 
-def test_sigint_and_fusermount_unmount_cleanly(tmp_path: Path) -> None:
+def test_sigint_sigterm_and_fusermount_unmount_cleanly(tmp_path: Path) -> None:
     env = _env(tmp_path / "home")
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "f").write_text("f\n")
@@ -139,6 +139,10 @@ def test_sigint_and_fusermount_unmount_cleanly(tmp_path: Path) -> None:
     with mounted(mnt, env) as proc:
         assert (mnt / "by_name" / "t" / "f").read_text() == "f\n"
         proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=DEADLINE) == 0, proc.communicate()
+        assert not os.path.ismount(mnt)
+    with mounted(mnt, env) as proc:
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=DEADLINE) == 0, proc.communicate()
         assert not os.path.ismount(mnt)
     with mounted(mnt, env) as proc:
