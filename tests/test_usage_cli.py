@@ -182,3 +182,19 @@ def test_a_bad_price_table_is_one_error_line(run: Runner, tmp_path: Path) -> Non
     assert err.startswith("Error: node: 'm9' is not a node kind"), err
     err = run("usage", "--since", "soon", code=2).stderr
     assert err.startswith("Error: since: 'soon' is no time"), err
+
+
+def test_in_private_mode_a_user_sums_only_the_jobs_they_may_read(
+    ctl: Controller, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _known(ctl.state.engine)
+    bob = ctl.user("bob")
+    monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+    run("perms-mode", "private")
+    assert [j["job"] for j in _json(run, "usage")["jobs"]] == [a, b]  # an admin reads all
+    monkeypatch.setenv("WH_TOKEN", bob)
+    found = _json(run, "usage")
+    assert [j["job"] for j in found["jobs"]] == [b]
+    assert found["total"]["cpu_seconds"] == 1700.0
+    assert _json(run, "usage", "--job", str(a))["jobs"] == []
+    assert _json(run, "cost", "--prices", EC2, "--user", "alice")["total"] == "0.00"
