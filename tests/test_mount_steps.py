@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
 from warehouse.cli import cli
+from warehouse.jobs.files import asks_for_files
 
 SAM = "@HD\tVN:1.6\tSO:unsorted\n@SQ\tSN:chr1\tLN:5000\n" + "".join(
     f"r{i}\t{16 if i % 3 else 0}\tchr1\t{10 + i * 7}\t60\t8M\t*\t0\t0\tACGTACGT\tIIIIIIII\n"
@@ -123,3 +124,17 @@ def test_a_failing_files_step_fails_and_stores_nothing(tmp_path: Path, home: Pat
     assert failed.exit_code == 1, failed.output
     show = _wh(env, "job", "show", "1").output
     assert "failed" in show and "exit" in show, show
+
+
+def test_only_the_directive_in_the_entrys_first_lines_asks_for_files(tmp_path: Path) -> None:
+    cases = {
+        "shell": ("#!/bin/sh\n# wh: files\nls\n", True),
+        "spaced": ("#  wh:files  \nprint()\n", True),
+        "late": ("#!/bin/sh\n" + "echo\n" * 400 + "# wh: files\n", False),
+        "quoted": ("echo '# wh: files'\n", False),
+        "other": ("# wh: filesystem\n", False),
+    }
+    for name, (text, asks) in cases.items():
+        (tmp_path / name).write_text(text)
+        assert asks_for_files(tmp_path / name) is asks, name
+    assert asks_for_files(tmp_path / "missing") is False

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -64,6 +65,10 @@ def main(argv: list[str]) -> int:
     scratch = step.scratch()
     input_dir, output_dir = scratch / "wh-input", scratch / "wh-output"
     wh = step.warehouse()
+    # A scratch kept from an earlier attempt starts over (its files are
+    # read-only, but their directories are not, so they go).
+    for old in (input_dir, output_dir):
+        shutil.rmtree(old, ignore_errors=True)
     try:
         wh.get(step.job_input(), input_dir)
         _read_only(input_dir)
