@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -105,6 +106,21 @@ def _report(out: Path) -> None:
         step.output("".join(lines))
 
 
+def _call(
+    argv: list[str], cwd: Path, env: dict[str, str], io: tuple[Any, Any, Any], timelimit: int | None
+) -> int:
+    """Run the command; past ``timelimit`` seconds its whole process group is killed."""
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=io[0], stdout=io[1], stderr=io[2], start_new_session=True
+    )
+    try:
+        return proc.wait(timeout=timelimit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+
+
 def _open_in(path: str) -> Any:
     return open(path, "rb")  # the command's stdin, closed as the step exits
 
@@ -133,10 +149,13 @@ def main() -> int:
     stderr = _open_out(out, plan.get("stderr"))
     print("wh cwl: running", " ".join(argv), flush=True)
     try:
-        code = subprocess.call(argv, cwd=out, env=env, stdin=stdin, stdout=stdout, stderr=stderr)
+        code = _call(argv, out, env, (stdin, stdout, stderr), plan.get("timelimit") or None)
     except OSError as e:
         print(f"wh cwl: the command could not be started: {e}", file=sys.stderr, flush=True)
         code = 127
+    except subprocess.TimeoutExpired:
+        print(f"wh cwl: ToolTimeLimit: killed after {plan['timelimit']} s", file=sys.stderr)
+        return 1
     if not _status(code, plan):
         print(f"wh cwl: the command exited with status {code}", file=sys.stderr, flush=True)
         return 1

@@ -133,6 +133,7 @@ class WarehouseJob(JobBase):
             "stdin": self.stdin,
             "stdout": self.stdout,
             "stderr": self.stderr,
+            "timelimit": self.timelimit or 0,  # ToolTimeLimit; 0: none
             "success": list(self.successCodes),
             "temporary_fail": list(self.temporaryFailCodes),
             "permanent_fail": list(self.permanentFailCodes),
@@ -173,6 +174,9 @@ class WarehouseJob(JobBase):
             input_pdh = bridge.collection(self._entries())
             cores = int(self.builder.resources.get("cores", 1) or 1)
             reuse: bool = runtimeContext.wh_reuse  # type: ignore[attr-defined]
+            work_reuse, _ = self.get_requirement("WorkReuse")
+            if work_reuse is not None and work_reuse.get("enableReuse") is False:
+                reuse = False  # the tool asks to run every time
             done = bridge.run(version, input_pdh, self._plan(), cpus=cores, reuse=reuse)
             job = done.job
             how = f"reused job {job.reused_from}" if done.reused else "ran"
