@@ -226,9 +226,10 @@ def test_a_failing_command_fails_the_run(run, home: Path, tmp_path: Path) -> Non
     with EmbeddedWarehouse(home) as wh:
         killed = list_jobs(wh.engine)[-1]
         assert killed.state == "failed"
-        assert "ToolTimeLimit: killed after 1 s" in wh.reader(killed.log_pdh).read_file(
-            "step-000000.log"
-        ).decode()
+        assert (
+            "ToolTimeLimit: killed after 1 s"
+            in wh.reader(killed.log_pdh).read_file("step-000000.log").decode()
+        )
 
 
 def test_a_docker_requirement_runs_on_the_host_and_says_so_once(
