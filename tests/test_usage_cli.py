@@ -198,3 +198,23 @@ def test_in_private_mode_a_user_sums_only_the_jobs_they_may_read(
     assert found["total"]["cpu_seconds"] == 1700.0
     assert _json(run, "usage", "--job", str(a))["jobs"] == []
     assert _json(run, "cost", "--prices", EC2, "--user", "alice")["total"] == "0.00"
+
+
+def test_a_controllers_sandboxed_steps_are_measured(
+    tmp_path: Path, keep_servers: KeepPool, monkeypatch: pytest.MonkeyPatch, run: Runner
+) -> None:
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
+        monkeypatch.setenv("WH_URL", c.url)
+        monkeypatch.setenv("WH_TOKEN", c.user("alice"))
+        monkeypatch.setenv("WH_HOME", str(tmp_path / "unused-home"))
+        run("put", str(make_text(tmp_path / "in")), "--name", "text")
+        out = run("job", "submit", "builtin:wordcount", "--input", "text", "--wait", "--json")
+        job = json.loads(out.stdout[out.stdout.index("{") :])
+        assert job["state"] == "complete"
+        found = _json(run, "usage", "--job", str(job["id"]))
+        steps_run = run("job", "show", str(job["id"]), "--json").stdout
+        assert found["total"]["steps"] == json.loads(steps_run)["steps_done"] > 1
+        assert found["total"]["cpu_seconds"] > 0
+        assert found["total"]["peak_memory"] > 0
+        assert found["total"]["read_bytes"] > 0
