@@ -80,11 +80,20 @@ def _chunks(f: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def _report(out: Path) -> None:
-    """Everything under ``out``, one stream per directory (links followed)."""
+def _inside(path: str, top: str) -> bool:
+    real = os.path.realpath(path)
+    return real == top or real.startswith(top + os.sep)
+
+
+def _report(out: Path, scratch: Path) -> None:
+    """Everything under ``out``, one stream per directory. Links are followed
+    only within the scratch directory: one to a file elsewhere (/etc, another
+    job's files) is not the tool's output (CWL: such a link is not retrieved)."""
+    top = os.path.realpath(scratch)
     lines: list[str] = []
     for root, dirs, files in os.walk(out, followlinks=True):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if _inside(os.path.join(root, d), top))
+        files = [f for f in files if _inside(os.path.join(root, f), top)]
         rel = os.path.relpath(root, out)
         name = "." if rel == "." else "./" + rel
         writer = step.StreamWriter(name)
@@ -164,7 +173,7 @@ def main() -> int:
         # The paths it names are read by the runner, which knows the fixed ones.
         back = _rewriter(plan["paths"], scratch, back=True)
         listed.write_text(back(listed.read_text(encoding="utf-8")), encoding="utf-8")
-    _report(out)
+    _report(out, scratch)
     step.counters(exit_code=code)
     return 0
 
