@@ -52,6 +52,7 @@ __all__ = [
     "check_key",
     "collection_level_in",
     "get_mode",
+    "granted_ids",
     "job_level_in",
     "key_level",
     "list_groups",
@@ -109,6 +110,20 @@ def set_mode(engine: sa.Engine, mode: Mode, by: Principal) -> None:
 def principal_of(engine: sa.Engine, user: str, *, admin: bool) -> Principal:
     with connect(engine) as conn:
         return principal_in(conn, user, admin)
+
+
+def granted_ids(engine: sa.Engine, who: Principal, kind: str) -> list[int]:
+    """The ids of the ``kind`` objects (``job``, ``run``) granted to ``who``
+    (to the user or one of its groups), at any level: a list may then be
+    filtered in SQL, by owner or these ids."""
+    g = grants.c
+    to_who = ((g.grantee_kind == "user") & (g.grantee == who.user)) | (
+        (g.grantee_kind == "group") & g.grantee.in_(sorted(who.groups))
+    )
+    query = sa.select(g.target).where(g.target.startswith(f"{kind}:"), to_who)
+    with connect(engine) as conn:
+        targets = conn.execute(query).scalars()
+        return sorted({int(t.partition(":")[2]) for t in targets})
 
 
 def principal_in(conn: sa.Connection, user: str, admin: bool) -> Principal:

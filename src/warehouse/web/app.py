@@ -22,7 +22,7 @@ from warehouse.web import (
     runpages,
     submitting,
 )
-from warehouse.web.auth import SignedIn
+from warehouse.web.auth import Reader
 from warehouse.web.pages import PREFIX, PageRoute
 from warehouse.web.site import Site
 
@@ -50,7 +50,7 @@ def _unknown_router() -> APIRouter:
     router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
 
     @router.get("/{rest:path}")
-    def unknown(request: Request, rest: str, user: SignedIn) -> Response:
+    def unknown(request: Request, rest: str, user: Reader) -> Response:
         """Any other address under the pages: a page saying so (signed out:
         the sign-in page, as everywhere), not the API's JSON. A page's
         address with a slash added goes to the page (as without this route)."""

@@ -28,7 +28,16 @@ from warehouse.server.accesslog import note_user
 from warehouse.web.pages import NUL_REFUSED, PREFIX, PageRoute, SignInNeeded, render
 from warehouse.web.site import Site
 
-__all__ = ["COOKIE", "FORM_LIMIT", "SESSION_TTL", "SignedIn", "read_form", "router", "site_of"]
+__all__ = [
+    "COOKIE",
+    "FORM_LIMIT",
+    "SESSION_TTL",
+    "Reader",
+    "SignedIn",
+    "read_form",
+    "router",
+    "site_of",
+]
 
 COOKIE = "wh_session"
 SESSION_TTL = 12 * 3600
@@ -47,25 +56,33 @@ def site_of(request: Request) -> Site:
     return site
 
 
-def _signed_in(request: Request) -> catalog.User:
+def _reader(request: Request) -> catalog.User:
     token = request.cookies.get(COOKIE, "")
     user = site_of(request).user(token) if token else None
     if user is None:
         raise SignInNeeded()
-    site = site_of(request)
-    if site.kind == "controller" and not user.admin and get_mode(site.engine) is Mode.PRIVATE:
-        # The pages read the catalog directly and do not yet hide what a user
-        # may not read: closed rather than leaking (docs/permissions.md).
-        raise ForbiddenError(
-            "in private mode the web pages are for admins only: they do not yet hide "
-            "what a user may not read (use wh or the API)"
-        )
     request.state.web_user = user
     note_user(request.scope, user.name)
     return user
 
 
+def _signed_in(request: Request) -> catalog.User:
+    user = _reader(request)
+    site = site_of(request)
+    if site.kind == "controller" and not user.admin and get_mode(site.engine) is Mode.PRIVATE:
+        # These pages read the catalog directly and do not yet hide what a
+        # user may not read: closed rather than leaking (docs/permissions.md).
+        raise ForbiddenError(
+            "in private mode this page is for admins only: it does not yet hide "
+            "what a user may not read (use wh or the API)"
+        )
+    return user
+
+
+# A page that hides what its user may not read (web/reading.py) takes Reader;
+# one that does not yet, SignedIn (closed to non-admins in private mode).
 SignedIn = Annotated[catalog.User, Depends(_signed_in)]
+Reader = Annotated[catalog.User, Depends(_reader)]
 
 
 def _from_here(request: Request) -> bool:

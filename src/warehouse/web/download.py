@@ -20,7 +20,8 @@ from starlette.convertors import Convertor, register_url_convertor
 from warehouse.collection.reader import CollectionReader
 from warehouse.errors import NotFoundError
 from warehouse.keys import is_pdh
-from warehouse.web.auth import SignedIn, site_of
+from warehouse.web import reading
+from warehouse.web.auth import Reader, site_of
 from warehouse.web.pages import PREFIX, PageRoute
 
 __all__ = ["IMAGE_TYPES", "Unsatisfiable", "iter_range", "parse_range", "router"]
@@ -108,11 +109,10 @@ def _disposition(path: str) -> str:
 
 
 @router.api_route("/c/{pdh}/f/{path:file_path}", methods=["GET", "HEAD"])
-def download(
-    request: Request, pdh: str, path: str, user: SignedIn, inline: bool = False
-) -> Response:
+def download(request: Request, pdh: str, path: str, user: Reader, inline: bool = False) -> Response:
     if not is_pdh(pdh):
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
+    reading.require_collection(site_of(request), user, pdh)
     reader = site_of(request).file_reader(pdh, path)
     entry = reader.entry(path)
     size = entry.size
@@ -150,10 +150,11 @@ def download(
 
 
 @router.get("/c/{pdh}/manifest")
-def manifest(request: Request, pdh: str, user: SignedIn) -> Response:
+def manifest(request: Request, pdh: str, user: Reader) -> Response:
     """The manifest text (unsigned: it is the collection's content, as its PDH hashes)."""
     if not is_pdh(pdh):
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
+    reading.require_collection(site_of(request), user, pdh)
     text = site_of(request).manifest_text(pdh)
     name = pdh.replace("+", "_") + ".manifest"
     return PlainTextResponse(

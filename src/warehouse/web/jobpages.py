@@ -14,14 +14,15 @@ from warehouse.blocks import Locator
 from warehouse.errors import NotFoundError
 from warehouse.jobs.values import StepRecord
 from warehouse.manifest import Manifest
-from warehouse.web import queries
-from warehouse.web.auth import SignedIn, read_form, site_of
+from warehouse.web import queries, reading
+from warehouse.web.auth import Reader, SignedIn, read_form, site_of
 from warehouse.web.eta import eta_seconds
 from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.web.site import Site
 from warehouse.web.timeline import timeline
 from warehouse.web.usagechart import job_usage_chart
 from warehouse.workflows import records as workflow_records
+from warehouse.workflows.values import NodeRecord, RunRecord
 
 __all__ = ["JOBS_PER_PAGE", "LOG_LIMIT", "STEPS_PER_PAGE", "router"]
 
@@ -34,10 +35,13 @@ router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False
 
 @router.get("/jobs")
 def job_list(
-    request: Request, user: SignedIn, state: str = "all", function: str = "", page: int = 1
+    request: Request, user: Reader, state: str = "all", function: str = "", page: int = 1
 ) -> Response:
-    engine = site_of(request).engine
-    found, total, number = queries.jobs_page(engine, state, function, page, JOBS_PER_PAGE)
+    site = site_of(request)
+    mine = reading.job_filter(site, user)
+    found, total, number = queries.jobs_page(
+        site.engine, state, function, page, JOBS_PER_PAGE, mine
+    )
     return render(
         request,
         "jobs.html",
@@ -49,12 +53,15 @@ def job_list(
 
 
 @router.get("/jobs/progress.json")
-def progress(request: Request, user: SignedIn, ids: str = "") -> Response:
+def progress(request: Request, user: Reader, ids: str = "") -> Response:
     """``{id: {state, steps_done, steps_running, steps_queued, failed_attempts}}``."""
     numbers = (i.strip() for i in ids.split(","))
     # Ids are 32-bit: a longer number names no job (and would fail the query).
     wanted = [int(i) for i in numbers if i.isascii() and i.isdigit() and len(i) < 10][:200]
-    found = queries.jobs_by_id(site_of(request).engine, wanted) if wanted else []
+    site = site_of(request)
+    found = reading.readable_jobs(
+        site, user, queries.jobs_by_id(site.engine, wanted) if wanted else []
+    )
     keys = ("state", "steps_done", "steps_running", "steps_queued", "failed_attempts")
     body = {str(j.id): {k: getattr(j, k) for k in keys} for j in found}
     return JSONResponse(body, headers={"Cache-Control": "no-store"})
@@ -62,10 +69,11 @@ def progress(request: Request, user: SignedIn, ids: str = "") -> Response:
 
 @router.get("/jobs/{job_id}")
 def job_page(
-    request: Request, job_id: int, user: SignedIn, state: str = "", page: int = 1
+    request: Request, job_id: int, user: Reader, state: str = "", page: int = 1
 ) -> Response:
     site = site_of(request)
     record = jobs.get_job(site.engine, job_id)
+    reading.require_job(site, user, record)
     counts = queries.step_counts(site.engine, job_id)
     shown = sum(counts.values()) if not state else counts.get(state, 0)
     number = min(max(page, 1), max(1, -(-shown // STEPS_PER_PAGE)))
@@ -90,11 +98,18 @@ def job_page(
         timeline=timeline(found),
         usage=job_usage_chart(site.engine, job_id, record.cpus),
         controls=site.embedded is not None,
-        workflow_nodes=[
-            (node, workflow_records.get_run(site.engine, node.run_id))
-            for node in workflow_records.runs_of_job(site.engine, job_id)
-        ],
+        workflow_nodes=_runs_of(site, user, job_id),
     )
+
+
+def _runs_of(site: Site, user: catalog.User, job_id: int) -> list[tuple[NodeRecord, RunRecord]]:
+    """The workflow runs the job is a node of, those ``user`` may read."""
+    found = [
+        (node, workflow_records.get_run(site.engine, node.run_id))
+        for node in workflow_records.runs_of_job(site.engine, job_id)
+    ]
+    shown = reading.readable_runs(site, user, [(run.id, run.owner) for _, run in found])
+    return [(node, run) for node, run in found if run.id in shown]
 
 
 def _log_text(site: Site, step: StepRecord) -> tuple[str, bool]:
@@ -112,9 +127,10 @@ def _log_text(site: Site, step: StepRecord) -> tuple[str, bool]:
 
 
 @router.get("/jobs/{job_id}/steps/{number}")
-def step_page(request: Request, job_id: int, number: int, user: SignedIn) -> Response:
+def step_page(request: Request, job_id: int, number: int, user: Reader) -> Response:
     site = site_of(request)
     record = jobs.get_job(site.engine, job_id)
+    reading.require_job(site, user, record)
     found = jobs.list_steps(site.engine, job_id, number=number)
     if not found:
         raise NotFoundError(f"job {job_id} has no step {number}")

@@ -9,12 +9,14 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
+from warehouse import catalog
 from warehouse.collection.reader import CollectionReader
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.keys import is_pdh
 from warehouse.manifest.entries import FileEntry
+from warehouse.web import reading
 from warehouse.web.archive import FORMATS, stream_tar, stream_zip
-from warehouse.web.auth import SignedIn, site_of
+from warehouse.web.auth import Reader, site_of
 from warehouse.web.download import image_type, iter_range
 from warehouse.web.pages import PREFIX, PageRoute, render
 
@@ -25,9 +27,10 @@ PREVIEW_BYTES = 64 * 1024  # of a text file shown on its preview page
 router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False)
 
 
-def _checked(pdh: str) -> None:
+def _checked(request: Request, user: catalog.User, pdh: str) -> None:
     if not is_pdh(pdh):
         raise NotFoundError(f"{pdh!r} is not a collection's PDH")
+    reading.require_collection(site_of(request), user, pdh)
 
 
 def folder_entries(reader: CollectionReader, folder: str) -> Iterator[tuple[str, FileEntry | None]]:
@@ -65,8 +68,8 @@ def _file_chunks(reader: CollectionReader, entry: FileEntry) -> Iterator[bytes]:
 
 
 @router.get("/c/{pdh}/preview/{path:file_path}")
-def preview(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
-    _checked(pdh)
+def preview(request: Request, pdh: str, path: str, user: Reader) -> Response:
+    _checked(request, user, pdh)
     reader = site_of(request).file_reader(pdh, path)
     entry = reader.entry(path)
     image = image_type(entry.path) is not None
@@ -92,10 +95,10 @@ def preview(request: Request, pdh: str, path: str, user: SignedIn) -> Response:
 
 @router.get("/c/{pdh}/archive")
 def archive(
-    request: Request, pdh: str, user: SignedIn, path: str = "", format: str = "zip"
+    request: Request, pdh: str, user: Reader, path: str = "", format: str = "zip"
 ) -> Response:
     """The folder ``path`` (the whole collection if empty), streamed as zip or tar."""
-    _checked(pdh)
+    _checked(request, user, pdh)
     if format not in FORMATS:
         raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {format[:20]!r}")
     reader = site_of(request).folder_reader(pdh, path)

@@ -115,11 +115,17 @@ def page_number(asked: int, total: int, per_page: int) -> int:
 
 
 def jobs_page(
-    engine: sa.Engine, group: str, function: str, page: int, per_page: int
+    engine: sa.Engine,
+    group: str,
+    function: str,
+    page: int,
+    per_page: int,
+    also: Sequence[sa.ColumnElement[bool]] = (),
 ) -> tuple[list[JobRecord], int, int]:
-    """Page ``page`` (clamped) of the jobs in ``group`` (all if unknown), newest
-    first; how many there are; and the page's number."""
-    rows, total, number = _newest_first(engine, jobs, _job_filter(group, function), page, per_page)
+    """Page ``page`` (clamped) of the jobs in ``group`` (all if unknown) that
+    match ``also`` too, newest first; how many there are; and the page's number."""
+    where = [*_job_filter(group, function), *also]
+    rows, total, number = _newest_first(engine, jobs, where, page, per_page)
     return [JobRecord(**r._mapping) for r in rows], total, number
 
 
@@ -234,11 +240,18 @@ RUN_GROUPS: dict[str, tuple[str, ...]] = {
 
 
 def runs_page(
-    engine: sa.Engine, group: str, page: int, per_page: int
+    engine: sa.Engine,
+    group: str,
+    page: int,
+    per_page: int,
+    also: Sequence[sa.ColumnElement[bool]] = (),
 ) -> tuple[list[RunRecord], int, int]:
     """Page ``page`` (clamped) of the workflow runs in ``group`` (all if
-    unknown), newest first; how many there are; and the page's number."""
-    where = [workflow_runs.c.state.in_(RUN_GROUPS[group])] if group in RUN_GROUPS else []
+    unknown) that match ``also`` too, newest first; how many there are; and
+    the page's number."""
+    where: list[sa.ColumnElement[bool]] = [*also]
+    if group in RUN_GROUPS:
+        where.append(workflow_runs.c.state.in_(RUN_GROUPS[group]))
     rows, total, number = _newest_first(engine, workflow_runs, where, page, per_page)
     return [RunRecord(**r._mapping) for r in rows], total, number
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from warehouse.web import queries
-from warehouse.web.auth import SignedIn, site_of
+from warehouse.web import queries, reading
+from warehouse.web.auth import Reader, site_of
 from warehouse.web.graphs import MAX_DRAWN, run_drawing
 from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.workflows import records
@@ -20,9 +20,11 @@ router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False
 
 
 @router.get("/workflows")
-def run_list(request: Request, user: SignedIn, state: str = "all", page: int = 1) -> Response:
-    engine = site_of(request).engine
-    found, total, number = queries.runs_page(engine, state, page, RUNS_PER_PAGE)
+def run_list(request: Request, user: Reader, state: str = "all", page: int = 1) -> Response:
+    site = site_of(request)
+    engine = site.engine
+    mine = reading.run_filter(site, user)
+    found, total, number = queries.runs_page(engine, state, page, RUNS_PER_PAGE, mine)
     return render(
         request,
         "workflows.html",
@@ -34,8 +36,10 @@ def run_list(request: Request, user: SignedIn, state: str = "all", page: int = 1
 
 
 @router.get("/workflows/{run_id}")
-def run_page(request: Request, run_id: int, user: SignedIn) -> Response:
-    found = records.get_run_with_nodes(site_of(request).engine, run_id)
+def run_page(request: Request, run_id: int, user: Reader) -> Response:
+    site = site_of(request)
+    found = records.get_run_with_nodes(site.engine, run_id)
+    reading.require_run(site, user, run_id, found.run.owner)
     drawing = run_drawing(found.nodes) if len(found.nodes) <= MAX_DRAWN else None
     return render(
         request,
