@@ -5,6 +5,7 @@ a controller gone under a mount gives EIO, not a hang (docs/mount.md)."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import subprocess
 import sys
@@ -75,11 +76,18 @@ def test_in_private_mode_bobs_mount_shows_none_of_alices(
             assert (mnt / "by_name" / "bobs" / "bobs.txt").read_text() == "bobs's data\n"
             assert _errno_of(mnt / "by_name" / "alices") in (errno.ENOENT, errno.EACCES)
             assert _errno_of(mnt / "by_id" / secret) in (errno.ENOENT, errno.EACCES)
+        # Alice reads her own, a file of tens of MB too, through the keep servers.
+        (tmp_path / "big").mkdir()
+        data = os.urandom(24 << 20)
+        (tmp_path / "big" / "big.bin").write_bytes(data)
+        _wh(ctl, alice, "put", str(tmp_path / "big"), "--name", "alices-big")
         mnt = tmp_path / "alice-mnt"
         with mounted(mnt, _env(ctl, alice, tmp_path)):
-            assert os.listdir(mnt / "by_name") == ["alices"]
+            assert sorted(os.listdir(mnt / "by_name")) == ["alices", "alices-big"]
             text = (mnt / "by_id" / secret / "alices.txt").read_text()
             assert text == "alices's data\n"
+            through = (mnt / "by_name" / "alices-big" / "big.bin").read_bytes()
+            assert hashlib.md5(through).digest() == hashlib.md5(data).digest()
 
 
 def test_a_controller_gone_under_a_mount_gives_eio(tmp_path: Path, keep_servers: KeepPool) -> None:
