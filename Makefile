@@ -6,20 +6,22 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install install-fuse install-samtools install-browser install-sandbox install-memcached install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
-# install-fuse first: pip builds pyfuse3 (the [mount] extra) against its headers.
-$(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c | install-fuse
+$(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,server,dask,postgres,cwl,mount]'
+	$(BIN)/pip install --quiet -e '.[dev,server,dask,postgres,cwl]'
 	touch $@
 
 install: $(STAMP)
 
 # `wh mount` (docs/mount.md) needs FUSE 3 (fusermount3) and, to build
-# pyfuse3, its headers and pkg-config: installed here when missing, as root.
-install-fuse:
+# pyfuse3 (the [mount] extra), its headers and pkg-config: installed here
+# when missing, as root, like chromium; so `make install` and `make demo`
+# need no root.
+install-fuse: install
 	command -v fusermount3 >/dev/null && pkg-config --exists fuse3 || \
 		(apt-get update && apt-get install -y fuse3 libfuse3-dev pkg-config)
+	$(BIN)/python -c 'import pyfuse3' 2>/dev/null || $(BIN)/pip install --quiet -e '.[mount]'
 
 demo: install
 	$(BIN)/python scripts/demo.py
@@ -55,7 +57,7 @@ install-samtools:
 install-memcached:
 	command -v memcached >/dev/null || (apt-get update && apt-get install -y memcached)
 
-test: install-fuse install install-browser install-sandbox install-samtools install-memcached
+test: install install-fuse install-browser install-sandbox install-samtools install-memcached
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \
@@ -78,7 +80,7 @@ test: install-fuse install install-browser install-sandbox install-samtools inst
 	fi; \
 	WH_TEST_S3_URL="$$s3" SLURM_CONF="$$conf" WH_TEST_PG_URL="$$url" $(BIN)/pytest -n 2
 
-lint: install
+lint: install-fuse
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/mypy
 
