@@ -15,6 +15,9 @@ machine's load falls on all alike), each is timed two ways:
 - the controller's side alone: `GET /api/v1/names/big` then
   `GET /api/v1/collections/PDH/manifest`, from this process.
 
+With ``--base-private`` the old tree runs in `private` mode too: an A/B of
+two trees that both check permissions (a change to the checks themselves).
+
 Medians per installation, and each new one's ratio to the old, are printed.
 Only ``PYTHONPATH`` picks which ``warehouse`` package the servers and `wh`
 import; both run in this virtual environment. Exit 0 unless something failed.
@@ -111,10 +114,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=3, help="`wh ls` runs per turn")
     ap.add_argument("--requests", type=int, default=20, help="request pairs per turn")
+    ap.add_argument(
+        "--base-private",
+        action="store_true",
+        help="the old tree in private mode too (it must have permissions)",
+    )
     args = ap.parse_args()
     base, new = os.path.abspath(args.base), os.path.abspath(args.new)
     sides = [
-        Side("old", base, None),
+        Side(
+            "old-private" if args.base_private else "old",
+            base,
+            "private" if args.base_private else None,
+        ),
         Side("new-open", new, None),
         Side("new-private", new, "private"),
     ]
