@@ -123,7 +123,7 @@ def test_private_mode_hides_a_collection_until_it_is_shared(
     with httpx.Client(base_url=ctl.url, timeout=60) as browser:
         answer = browser.post("/web/signin", data={"token": bob, "next": "/web/"})
         assert answer.status_code == 303
-        page = browser.get("/web/regol")
+        page = browser.get("/web/cluster")
         assert page.status_code == 403 and pdh not in page.text
         assert "admins only" in page.text
     # Open again: everyone reads, as before grants.

@@ -77,7 +77,7 @@ def test_pages_show_a_user_only_what_it_reads(ctl: Controller, tmp_path: Path) -
     pdh = _wh(ctl, alice, "put", str(data), "--name", "run42").output.split()[-1]
     (tmp_path / "bobs").mkdir()
     (tmp_path / "bobs" / "mine.txt").write_text("bob's own\n")
-    _wh(ctl, bob, "put", str(tmp_path / "bobs"), "--name", "bobs")
+    bobs = _wh(ctl, bob, "put", str(tmp_path / "bobs"), "--name", "bobs").output.split()[-1]
 
     with _browser(ctl, bob) as browser, _browser(ctl, alice) as alices:
         _hidden(browser, pdh)
@@ -106,7 +106,8 @@ def test_pages_show_a_user_only_what_it_reads(ctl: Controller, tmp_path: Path) -
                 "executor": "nowhere",
                 "reuse_key": "x" * 64,
                 "submitted_by": "alice",
-                "state": "failed",
+                "state": "complete",
+                "output_pdh": bobs,  # (as if alice's job had made bob's data)
             },
         ).id
         assert f"/web/jobs/{job}" in alices.get("/web/jobs").text
@@ -122,12 +123,22 @@ def test_pages_show_a_user_only_what_it_reads(ctl: Controller, tmp_path: Path) -
         assert str(job) in alices.get(f"/web/jobs/progress.json?ids={job}").json()
         assert browser.get("/web/workflows").status_code == 200
         assert browser.get("/web/workflows/99999").status_code == 404
+        # Lineage: alice's collection is 404; bob's own shows what made it,
+        # alice's, as a hidden node.
+        assert browser.get(f"/web/lineage/{pdh}").status_code == 404
+        drawn = browser.get(f"/web/lineage/{bobs}")
+        assert drawn.status_code == 200, drawn.text[:300]
+        assert "hidden" in drawn.text and pdh not in drawn.text
+        assert pdh in alices.get(f"/web/lineage/{bobs}").text
         _wh(ctl, alice, "share", f"job:{job}", "bob")
         assert f"/web/jobs/{job}" in browser.get("/web/jobs").text
         assert browser.get(f"/web/jobs/{job}").status_code == 200
+        # Regol: no watches of his; another's is 404.
+        assert browser.get("/web/regol").status_code == 200
+        assert browser.get("/web/regol/99999").status_code == 404
         # Pages that do not filter yet stay closed to users.
-        assert browser.get(f"/web/lineage/{pdh}").status_code == 403
-        assert browser.get("/web/regol").status_code == 403
+        assert browser.get("/web/cluster").status_code == 403
+        assert browser.get("/web/submit").status_code == 403
 
         _wh(ctl, alice, "share", "run42", "bob")
         assert "run42" in browser.get("/web/collections").text

@@ -8,7 +8,8 @@ from fastapi.responses import Response
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.keys import is_pdh
 from warehouse.lineage.tracing import MAX_DEPTH, trace
-from warehouse.web.auth import SignedIn, site_of
+from warehouse.web import reading
+from warehouse.web.auth import Reader, site_of
 from warehouse.web.graphs import MAX_DRAWN, lineage_drawing, short_pdh
 from warehouse.web.pages import PREFIX, PageRoute, render
 
@@ -21,7 +22,7 @@ router = APIRouter(prefix=PREFIX, route_class=PageRoute, include_in_schema=False
 def lineage_page(
     request: Request,
     pdh: str,
-    user: SignedIn,
+    user: Reader,
     direction: str = "up",
     depth: str = "",
 ) -> Response:
@@ -35,7 +36,10 @@ def lineage_page(
         if not (depth.strip().isascii() and depth.strip().isdigit()):
             raise UsageError(f"depth must be a number from 0 to {MAX_DEPTH}")
         levels = int(depth)
-    graph = trace(site_of(request).engine, pdh, down=direction == "down", depth=levels)
+    site = site_of(request)
+    reading.require_collection(site, user, pdh)
+    graph = trace(site.engine, pdh, down=direction == "down", depth=levels)
+    graph = reading.lineage_shown(site, user, graph)
     size = len(graph.collections) + len(graph.jobs)
     return render(
         request,

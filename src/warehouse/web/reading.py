@@ -15,6 +15,8 @@ from warehouse import catalog
 from warehouse.catalog.grants import get_mode, granted_ids, principal_of
 from warehouse.catalog.schema import jobs, workflow_runs
 from warehouse.jobs.values import JobRecord
+from warehouse.lineage.hiding import hide
+from warehouse.lineage.values import Lineage
 from warehouse.permissions import Mode
 from warehouse.server.controller import access
 from warehouse.web.site import Site
@@ -22,14 +24,17 @@ from warehouse.web.site import Site
 __all__ = [
     "filters",
     "job_filter",
+    "lineage_shown",
     "readable_jobs",
     "readable_names",
     "readable_pdhs",
     "readable_runs",
+    "readable_watches",
     "require_collection",
     "require_job",
     "require_name",
     "require_run",
+    "require_watch",
     "run_filter",
 ]
 
@@ -106,3 +111,26 @@ def run_filter(site: Site, user: catalog.User) -> list[sa.ColumnElement[bool]]:
         return []
     ids = granted_ids(site.engine, principal_of(site.engine, user.name, admin=False), "run")
     return [sa.or_(workflow_runs.c.owner == user.name, workflow_runs.c.id.in_(ids))]
+
+
+def lineage_shown(site: Site, user: catalog.User, graph: Lineage) -> Lineage:
+    """``graph`` with what ``user`` may not read shown as hidden nodes, as the
+    API shows it (lineage.hiding)."""
+    if not filters(site, user):
+        return graph
+    pdhs = access.readable_pdhs(site.engine, user, [c.pdh for c in graph.collections])
+    found = [(j.id, j.submitted_by) for j in graph.jobs]
+    return hide(graph, pdhs, access.readable_jobs(site.engine, user, found))
+
+
+def readable_watches(site: Site, user: catalog.User, owners: list[str]) -> list[bool]:
+    """For Regol watches of these owners, whether ``user`` may see each."""
+    if site.kind != "controller":
+        return [True] * len(owners)
+    return access.readable_watches(site.engine, user, owners)
+
+
+def require_watch(site: Site, user: catalog.User, watch_id: int, owner: str) -> None:
+    """NotFoundError ``no watch ID`` unless ``user`` may see it."""
+    if site.kind == "controller":
+        access.hide_watch(site.engine, user, watch_id, owner)
