@@ -140,6 +140,27 @@ def test_the_one_read_checks_agree_with_the_whole_rules(engine: sa.Engine) -> No
                 perms_db.require_read(engine, "bob", False, P1)
 
 
+def test_levels_of_a_list_of_names_are_those_of_each(engine: sa.Engine) -> None:
+    """``name_levels_in`` (a listing's few reads) agrees with ``name_level_in``."""
+    for name, user in (("run43", "bob"), ("run44", "carol"), ("lab", "bob")):
+        catalog.set_name(engine, name, P1, expect=None, user=user)
+    alice = _who(engine, "alice")
+    perms_db.add_group(engine, "lab2", alice)
+    perms_db.add_member(engine, "lab2", "carol", alice)
+    perms_db.share(engine, "run42", "lab2", Level.WRITE, alice)
+    perms_db.share(engine, "run43", "alice", Level.READ, _who(engine, "bob"))
+    listed = ["run42", "run43", "run44", "lab", "gone"]
+    for mode in (Mode.OPEN, Mode.PRIVATE):
+        with engine.connect() as conn:
+            for user in ("alice", "bob", "carol"):
+                who = perms_db.principal_in(conn, user, False)
+                levels = perms_db.name_levels_in(conn, who, listed, mode)
+                for name in listed[:-1]:
+                    one, exists = perms_db.name_level_in(conn, who, name, mode)
+                    assert exists and levels[name] is one, (mode, user, name)
+                assert "gone" not in levels
+
+
 def test_a_project_grant_applies_below_it(engine: sa.Engine) -> None:
     perms_db.set_mode(engine, Mode.PRIVATE, ROOT)
     bob = _who(engine, "bob")

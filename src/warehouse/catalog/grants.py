@@ -59,6 +59,7 @@ __all__ = [
     "mode_in",
     "name_level_for",
     "name_level_in",
+    "name_levels_in",
     "perms",
     "principal_in",
     "principal_of",
@@ -239,6 +240,37 @@ def name_level_for(conn: sa.Connection, user: str, admin: bool, name: str) -> tu
         return Level.MANAGE, owner is not None
     who = principal_in(conn, user, admin)
     return _name_level(conn, who, name, owner, _mode(mode_value)), owner is not None
+
+
+# Keys a statement asks about at most (an IN list).
+_AT_ONCE = 500
+
+
+def name_levels_in(
+    conn: sa.Connection, who: Principal, found: list[str], mode: Mode
+) -> dict[str, Level]:
+    """``who``'s level on each name of ``found`` that exists, in a few reads
+    for the whole list (its owners, then the grants on every path above the
+    names it does not own), not two a name."""
+    owners: dict[str, str] = {}
+    wanted = sorted(set(found))
+    for i in range(0, len(wanted), _AT_ONCE):
+        query = sa.select(names.c.name, names.c.owner).where(
+            names.c.name.in_(wanted[i : i + _AT_ONCE])
+        )
+        owners.update((n, o) for n, o in conn.execute(query))
+    others = [n for n, o in owners.items() if not who.is_("user", o)]
+    paths = sorted({p for n in others for p in project_paths(n)})
+    found_grants: list[Grant] = []
+    for i in range(0, len(paths), _AT_ONCE):
+        found_grants += _grants_on(conn, paths[i : i + _AT_ONCE])
+    levels = {n: Level.MANAGE for n, o in owners.items() if who.is_("user", o)}
+    for n in others:
+        targets = project_paths(n)
+        levels[n] = level_of(
+            who, owners=[("user", owners[n])], targets=targets, grants=found_grants, mode=mode
+        )
+    return levels
 
 
 def _owner_of(name: str) -> sa.Select[tuple[str]]:

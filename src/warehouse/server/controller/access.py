@@ -83,7 +83,8 @@ def readable_names(engine: sa.Engine, user: catalog.User, found: list[str]) -> s
         if mode is Mode.OPEN:
             return set(found)
         who = grants.principal_in(conn, user.name, user.admin)
-        return {n for n in found if grants.name_level_in(conn, who, n, mode)[0] >= Level.READ}
+        levels = grants.name_levels_in(conn, who, found, mode)
+    return {n for n in found if levels.get(n, Level.NONE) >= Level.READ}
 
 
 def readable_jobs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
