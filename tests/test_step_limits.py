@@ -128,7 +128,7 @@ STEPS = {
     "echo wrote it all\n",
     "sleeps.sh": "#!/bin/sh\nsleep 1000\n",
     # Another user's well-behaved step, run beside each of them.
-    "fine.sh": "#!/bin/sh\nhead -c 1048576 /dev/zero > \"$WH_SCRATCH/f\"\necho fine\n",
+    "fine.sh": '#!/bin/sh\nhead -c 1048576 /dev/zero > "$WH_SCRATCH/f"\necho fine\n',
 }
 
 

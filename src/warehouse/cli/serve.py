@@ -102,7 +102,7 @@ def default_db_url() -> str:
     type=click.IntRange(min=0),
     default=0,
     help="The most job steps one user may have running at once; the others wait while "
-    "other users' steps start (0: no limit but the slots; docs/jobs.md, \"Limits\").",
+    'other users\' steps start (0: no limit but the slots; docs/jobs.md, "Limits").',
 )
 @click.option(
     "--quota-bytes-per-user",
@@ -131,7 +131,7 @@ def default_db_url() -> str:
     type=click.FloatRange(min=1),
     default=Policy().wall,
     show_default=True,
-    help="Seconds a sandboxed job step may run (docs/jobs.md, \"Limits\").",
+    help='Seconds a sandboxed job step may run (docs/jobs.md, "Limits").',
 )
 @click.option(
     "--unsafe-steps",

@@ -92,9 +92,7 @@ def local_gc(
     return report
 
 
-def local_fsck(
-    engine: sa.Engine, volume: Volume, *, progress: Progress | None = None
-) -> GcReport:
+def local_fsck(engine: sa.Engine, volume: Volume, *, progress: Progress | None = None) -> GcReport:
     """Read and verify every block of the volume; report missing and corrupt blocks
     of the roots and the collections they belong to."""
     now = time.time()
