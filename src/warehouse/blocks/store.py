@@ -81,6 +81,42 @@ def _pieces(fd: int, offset: int, size: int) -> Iterator[bytes]:
         yield piece
 
 
+class _BlockWriter(Protocol):
+    def write(self, data: bytes) -> object: ...
+    def commit(self) -> object: ...
+    def abort(self) -> object: ...
+
+
+class _Writable(Protocol):
+    def open_write(self, md5: str, size: int) -> _BlockWriter: ...
+
+
+def put_range(volume: _Writable, where: str, fd: int, offset: int, size: int) -> Locator:
+    """Store ``size`` bytes of ``fd`` from ``offset`` as one block of
+    ``volume`` (named ``where`` in errors), read a piece at a time twice:
+    once for its MD5 (the block's name), once to write it."""
+    if size > MAX_BLOCK_SIZE:
+        raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
+    try:
+        md5 = hashlib.md5()
+        for piece in _pieces(fd, offset, size):
+            md5.update(piece)
+        locator = Locator(md5.hexdigest(), size)
+        if locator.is_empty:
+            return locator
+        writer = volume.open_write(locator.md5, size)
+        try:
+            for piece in _pieces(fd, offset, size):
+                writer.write(piece)
+            writer.commit()  # checks the MD5 again: the file changed if not
+        except BaseException:
+            writer.abort()
+            raise
+    except OSError as e:
+        raise os_error(e, f"cannot store a block in {where}") from None
+    return locator
+
+
 _Read = TypeVar("_Read", bytes, memoryview)
 
 
@@ -188,26 +224,7 @@ class LocalBlockStore:
         time twice: once for its MD5 (the block's name), once to write it.
         For a put's manifest text, which may be hundreds of megabytes: what
         is held is a piece, not a 64 MiB block."""
-        if size > MAX_BLOCK_SIZE:
-            raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
-        try:
-            md5 = hashlib.md5()
-            for piece in _pieces(fd, offset, size):
-                md5.update(piece)
-            locator = Locator(md5.hexdigest(), size)
-            if locator.is_empty:
-                return locator
-            writer = self.volume.open_write(locator.md5, size)
-            try:
-                for piece in _pieces(fd, offset, size):
-                    writer.write(piece)
-                writer.commit()  # checks the MD5 again: the file changed if not
-            except BaseException:
-                writer.abort()
-                raise
-        except OSError as e:
-            raise os_error(e, f"cannot store a block in {self.volume.root}") from None
-        return locator
+        return put_range(self.volume, str(self.volume.root), fd, offset, size)
 
     def checks_ahead(self) -> bool:
         """Whether ``get_ahead`` checks big blocks together here."""

@@ -9,22 +9,19 @@ the volume.
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.nodecache import NodeCaches
-from warehouse.blocks.store import StoredBlock
+from warehouse.blocks.store import StoredBlock, put_range
 from warehouse.errors import CorruptDataError, UsageError, os_error
 from warehouse.volumes.base import Volume
 
 __all__ = ["VolumeBlockStore"]
 
 Buffer = bytes | bytearray | memoryview
-_PIECE = 1 << 20
 
 
 class VolumeBlockStore:
@@ -95,26 +92,7 @@ class VolumeBlockStore:
     def put_range(self, fd: int, offset: int, size: int) -> Locator:
         """Store ``size`` bytes of ``fd`` from ``offset`` as one block, read
         a piece at a time twice (for its MD5, then to send it)."""
-        if size > MAX_BLOCK_SIZE:
-            raise UsageError(f"block of {size} bytes is over the {MAX_BLOCK_SIZE} limit")
-        try:
-            md5 = hashlib.md5()
-            for piece in _pieces(fd, offset, size):
-                md5.update(piece)
-            locator = Locator(md5.hexdigest(), size)
-            if locator.is_empty:
-                return locator
-            writer = self.volume.open_write(locator.md5, size)
-            try:
-                for piece in _pieces(fd, offset, size):
-                    writer.write(piece)
-                writer.commit()  # checks the MD5 again: the file changed if not
-            except BaseException:
-                writer.abort()
-                raise
-        except OSError as e:
-            raise os_error(e, f"cannot store a block in {self.volume.name}") from None
-        return locator
+        return put_range(self.volume, self.volume.name, fd, offset, size)
 
     def copy_block(self, locator: Locator, write: Callable[[bytes | memoryview], object]) -> None:
         """Copy a block to ``write`` a piece at a time, verified once all is copied."""
@@ -131,13 +109,3 @@ class VolumeBlockStore:
             raise CorruptDataError(
                 f"block {locator.md5} on {self.volume.name} has {size} bytes, not {locator.size}"
             )
-
-
-def _pieces(fd: int, offset: int, size: int) -> Iterator[bytes]:
-    end = offset + size
-    while offset < end:
-        piece = os.pread(fd, min(_PIECE, end - offset), offset)
-        if not piece:
-            raise OSError(errno.EIO, f"a file ends at {offset} bytes, before {end}")
-        offset += len(piece)
-        yield piece
