@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 
 from warehouse import catalog
@@ -87,8 +89,14 @@ def readable_names(engine: sa.Engine, user: catalog.User, found: list[str]) -> s
     return {n for n in found if levels.get(n, Level.NONE) >= Level.READ}
 
 
-def readable_jobs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
-    """Of the jobs ``found`` (id, submitter), those ``user`` may read."""
+def _readable(
+    engine: sa.Engine,
+    user: catalog.User,
+    found: list[tuple[int, str]],
+    level_in: Callable[[sa.Connection, Principal, int, str, Mode], Level],
+) -> set[int]:
+    """Of the objects ``found`` (id, owner), those ``user`` may read, each
+    object's level read by ``level_in``."""
     if user.admin:
         return {i for i, _ in found}
     with connect(engine) as conn:
@@ -96,7 +104,12 @@ def readable_jobs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, 
         if mode is Mode.OPEN:
             return {i for i, _ in found}
         who = grants.principal_in(conn, user.name, user.admin)
-        return {i for i, s in found if grants.job_level_in(conn, who, i, s, mode) >= Level.READ}
+        return {i for i, o in found if level_in(conn, who, i, o, mode) >= Level.READ}
+
+
+def readable_jobs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
+    """Of the jobs ``found`` (id, submitter), those ``user`` may read."""
+    return _readable(engine, user, found, grants.job_level_in)
 
 
 def hide_job(engine: sa.Engine, user: catalog.User, job_id: int, submitter: str) -> None:
@@ -117,14 +130,7 @@ def hide_input(engine: sa.Engine, user: catalog.User, key: str) -> None:
 
 def readable_runs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
     """Of the workflow runs ``found`` (id, owner), those ``user`` may read."""
-    if user.admin:
-        return {i for i, _ in found}
-    with connect(engine) as conn:
-        mode = grants.mode_in(conn)
-        if mode is Mode.OPEN:
-            return {i for i, _ in found}
-        who = grants.principal_in(conn, user.name, user.admin)
-        return {i for i, o in found if grants.run_level_in(conn, who, i, o, mode) >= Level.READ}
+    return _readable(engine, user, found, grants.run_level_in)
 
 
 def hide_run(engine: sa.Engine, user: catalog.User, run_id: int, owner: str) -> None:
