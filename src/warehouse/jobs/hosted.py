@@ -24,7 +24,8 @@ from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks.signing import DEFAULT_SIGNATURE_TTL, Check, check_signature
 from warehouse.blocks.store import BlockStore
 from warehouse.catalog.auth import JOB_TOKEN_LABEL, revoke_label, revoke_secret
-from warehouse.catalog.grants import require_read
+from warehouse.catalog.db import connect
+from warehouse.catalog.grants import name_level_for, require_read
 from warehouse.clusters.placer import Placer
 from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
@@ -34,9 +35,10 @@ from warehouse.jobs.manager import Manager
 from warehouse.jobs.sandbox import Sandbox
 from warehouse.jobs.service import make_waiting
 from warehouse.jobs.values import JobRecord
-from warehouse.keys import Key
+from warehouse.keys import Key, parse_key
 from warehouse.limits import Policy
 from warehouse.manifest import Manifest
+from warehouse.permissions import Level
 
 __all__ = [
     "JOB_TOKEN_TTL",
@@ -93,7 +95,16 @@ class CatalogWarehouse(WarehouseBase):
         return load_manifest(self.store, self.engine, pdh, self.user)
 
     def resolve(self, key: str | Key) -> str:
-        pdh = super().resolve(key)
+        k = parse_key(key) if isinstance(key, str) else key
+        if self.check_reads and not k.is_pdh:
+            # A name the user may not read answers as one that does not exist:
+            # resolving it would word the refusal with its PDH.
+            name = catalog.check_name(k.head)
+            with connect(self.engine) as conn:
+                level, exists = name_level_for(conn, self.user, False, name)
+            if exists and level < Level.READ:
+                raise NotFoundError(f"no name {name!r}")
+        pdh = super().resolve(k)
         if self.check_reads:
             require_read(self.engine, self.user, False, pdh)
         return pdh

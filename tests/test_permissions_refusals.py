@@ -1,0 +1,91 @@
+"""Private mode through a real controller: what the security review found
+leaking or let through (docs/permissions.md): a workflow started over a
+hidden name, a stopped watch of another user's, a watch on a job shared
+without its input, and a job's token listing and revoking its submitter's
+tokens."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from cluster import Controller, KeepPool, controller
+from warehouse.cli import cli
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=1)
+        yield c
+
+
+def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
+    env.update(WH_URL=ctl.url, WH_TOKEN=token)
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
+    return result
+
+
+def _api(ctl: Controller, token: str) -> httpx.Client:
+    return httpx.Client(base_url=ctl.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+
+def _put(ctl: Controller, token: str, where: Path, text: str, name: str = "") -> str:
+    where.mkdir(parents=True)
+    (where / "r.txt").write_text(text)
+    args = ["put", str(where)] + (["--name", name] if name else [])
+    return _wh(ctl, token, *args).output.split()[-1]
+
+
+COUNT = """workflow: count
+inputs:
+  text: {}
+jobs:
+  words:
+    function: builtin:wordcount
+    input: $text
+outputs:
+  counts: $words
+"""
+
+LITERAL = """workflow: count
+jobs:
+  words:
+    function: builtin:wordcount
+    input: NAME
+outputs:
+  counts: $words
+"""
+
+
+def test_a_workflow_over_a_hidden_name_answers_as_for_a_missing_name(
+    ctl: Controller, tmp_path: Path
+) -> None:
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    pdh = _put(ctl, alice, tmp_path / "raw", "alice's words\n", "secret-merger")
+    with _api(ctl, bob) as api:
+        for as_input in (True, False):  # an input of the run, a name written in its file
+            hidden, missing = (
+                api.post("/api/v1/workflows", json={"file": COUNT, "inputs": {"text": n}})
+                if as_input
+                else api.post("/api/v1/workflows", json={"file": LITERAL.replace("NAME", n)})
+                for n in ("secret-merger", "no-such-name")
+            )
+            assert hidden.status_code == missing.status_code, (hidden.text, missing.text)
+            assert pdh not in hidden.text and pdh.split("+")[0] not in hidden.text, hidden.text
+            error = hidden.json()["error"]
+            assert error.replace("secret-merger", "no-such-name") == missing.json()["error"]
+            assert "no name 'secret-merger'" in error, error
+    # Shared, bob starts it.
+    _wh(ctl, alice, "share", "secret-merger", "bob")
+    with _api(ctl, bob) as api:
+        r = api.post("/api/v1/workflows", json={"file": COUNT, "inputs": {"text": "secret-merger"}})
+        assert r.status_code == 200, r.text
