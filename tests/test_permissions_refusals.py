@@ -6,15 +6,18 @@ tokens."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
+from regol_helpers import make_repo
 from warehouse.cli import cli
 
 
@@ -89,3 +92,47 @@ def test_a_workflow_over_a_hidden_name_answers_as_for_a_missing_name(
     with _api(ctl, bob) as api:
         r = api.post("/api/v1/workflows", json={"file": COUNT, "inputs": {"text": "secret-merger"}})
         assert r.status_code == 200, r.text
+
+
+def _git_job(ctl: Controller, alice: str, tmp_path: Path) -> tuple[int, str, list[str]]:
+    commits = make_repo(tmp_path / "repo")
+    raw = _put(ctl, alice, tmp_path / "raw", "raw reads\n")
+    function = f"git:{tmp_path / 'repo'}@{commits[0]}:fn.py"
+    out = _wh(ctl, alice, "job", "submit", function, "--input", raw, "--wait", "--json").output
+    job: dict[str, Any] = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    assert job["state"] == "complete", job
+    return int(job["id"]), raw, commits
+
+
+def test_regol_another_users_stopped_watch_and_a_shared_jobs_private_input(
+    ctl: Controller, tmp_path: Path
+) -> None:
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    job, raw, commits = _git_job(ctl, alice, tmp_path)
+    with _api(ctl, alice) as api:
+        r = api.post("/api/v1/regol/watches", json={"job": job, "branch": "main"})
+        assert r.status_code == 200, r.text
+        stopped = r.json()["id"]
+        assert api.delete(f"/api/v1/regol/watches/{stopped}").status_code == 200
+    _wh(ctl, alice, "share", f"job:{job}", "bob")
+    with _api(ctl, bob) as api:
+        # alice's stopped watch answers as one that does not exist.
+        for i in (stopped, 9999):
+            r = api.post("/api/v1/regol/runs", json={"watches": [i]})
+            assert r.status_code == 404 and r.json()["error"] == f"no watch {i}", r.text
+        # bob reads alice's job, not its input: he may not follow it.
+        r = api.post("/api/v1/regol/watches", json={"job": job, "branch": "main"})
+        assert r.status_code == 404 and r.json()["error"] == f"no collection {raw}", r.text
+    # Given the input, he may; taken back, his watch submits nothing more.
+    _wh(ctl, alice, "share", raw, "bob")
+    with _api(ctl, bob) as api:
+        r = api.post("/api/v1/regol/watches", json={"job": job, "branch": "main"})
+        assert r.status_code == 200, r.text
+        watch = r.json()["id"]
+        _wh(ctl, alice, "unshare", raw, "bob")
+        r = api.post(
+            "/api/v1/regol/runs",
+            json={"watches": [watch], "commits": f"{commits[0]}..{commits[1]}"},
+        )
+        assert r.status_code == 404 and r.json()["error"] == f"no collection {raw}", r.text

@@ -19,11 +19,17 @@ from fastapi import Request as _Request
 from pydantic import BaseModel, Field
 
 from warehouse import catalog
+from warehouse.errors import NotFoundError
 from warehouse.jobs import records as job_records
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
-from warehouse.server.controller.access import hide_job, hide_watch, readable_watches
+from warehouse.server.controller.access import (
+    hide_job,
+    hide_watch,
+    readable_watches,
+    require_collection_read,
+)
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, MAX_INT, bounded, link_next
 from warehouse.server.controller.state import ControllerState
@@ -57,8 +63,19 @@ def _host(state: ControllerState, user: str) -> tuple[CatalogWarehouse, str]:
     manager = state.job_manager
     if manager is None:
         raise HTTPException(400, "this controller runs no job manager")
+    # Runs are submitted as the watch's owner, who must still read what the
+    # followed job read (docs/permissions.md): a grant may have been taken back.
+    try:
+        check_reads = not catalog.get_user(state.engine, user).admin
+    except NotFoundError:
+        check_reads = True
     host = CatalogWarehouse(
-        state.engine, state.keep, user, state.config.git_roots, state.config.git_allow
+        state.engine,
+        state.keep,
+        user,
+        state.config.git_roots,
+        state.config.git_allow,
+        check_reads=check_reads,
     )
     return host, manager.executor_name
 
@@ -81,6 +98,10 @@ def create_watch(
     # Only a job the caller may read can be followed (docs/permissions.md).
     followed = job_records.get_job(state.engine, body.job)
     hide_job(state.engine, user, body.job, followed.submitted_by)
+    # Its runs read the followed job's input as the caller: reading a shared
+    # job is not reading its input.
+    if followed.input_pdh:
+        require_collection_read(state.engine, user, followed.input_pdh)
     host = CatalogWarehouse(
         state.engine, state.keep, user.name, state.config.git_roots, state.config.git_allow
     )
@@ -153,6 +174,12 @@ def run(body: RunCreate, user: Caller, request: _Request) -> list[dict[str, Any]
     watches = records.list_watches(state.engine)
     if not body.watches and not user.admin:
         watches = [w for w in watches if w.owner == user.name]
+    # Another user's watch answers as a missing one, before asking whether it
+    # is still active.
+    owners = {w.id: w.owner for w in watches}
+    for i in body.watches:
+        if i in owners:
+            hide_watch(state.engine, user, i, owners[i])
     chosen = service.runnable_watches(watches, body.watches)
     for w in chosen:
         hide_watch(state.engine, user, w.id, w.owner)
