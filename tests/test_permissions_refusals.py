@@ -18,6 +18,8 @@ from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
 from regol_helpers import make_repo
+from warehouse import catalog
+from warehouse.catalog.auth import JOB_TOKEN_LABEL, token_id
 from warehouse.cli import cli
 
 
@@ -136,3 +138,17 @@ def test_regol_another_users_stopped_watch_and_a_shared_jobs_private_input(
             json={"watches": [watch], "commits": f"{commits[0]}..{commits[1]}"},
         )
         assert r.status_code == 404 and r.json()["error"] == f"no collection {raw}", r.text
+
+
+def test_a_jobs_token_neither_lists_nor_revokes_its_submitters_tokens(ctl: Controller) -> None:
+    """As it makes none: a step acts for its submitter only while its job runs."""
+    alice = ctl.user("alice")
+    as_job = catalog.create_token(ctl.state.engine, "alice", label=f"{JOB_TOKEN_LABEL}7", ttl=3600)
+    with _api(ctl, as_job) as step:
+        r = step.get("/api/v1/tokens")
+        assert r.status_code == 403 and r.json()["error"] == "a job's token cannot list tokens"
+        r = step.delete(f"/api/v1/tokens/{token_id(alice)}")
+        assert r.status_code == 403 and r.json()["error"] == "a job's token cannot revoke tokens"
+    with _api(ctl, alice) as api:  # her own token still works, and lists and revokes
+        assert token_id(alice) in [t["id"] for t in api.get("/api/v1/tokens").json()]
+        assert api.delete(f"/api/v1/tokens/{token_id(as_job)}").status_code == 200

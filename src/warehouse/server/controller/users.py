@@ -126,6 +126,7 @@ def create_token(body: TokenCreate, user: Caller, token: CallerToken, request: R
 @router.get("/tokens", response_model=list[TokenInfoOut])
 def list_tokens(
     user: Caller,
+    token: CallerToken,
     request: Request,
     response: Response,
     whose: str | None = None,
@@ -135,6 +136,10 @@ def list_tokens(
     """Unexpired tokens, never their secrets: yours; admins: anyone's (``whose``,
     or all). Oldest first: at most ``limit`` (default 1000, at most 10000),
     those after the key ``after`` (``TIME:ID``, as the next link names it)."""
+    # A step acts for its submitter only while its job runs: it may not see
+    # (nor, below, revoke) the submitter's other tokens.
+    if is_job_token(state_of(request).engine, token):
+        raise HTTPException(403, "a job's token cannot list tokens")
     if whose not in (None, user.name) and not user.admin:
         raise HTTPException(403, "whose: only admins list others' tokens")
     if whose is None and not user.admin:
@@ -146,10 +151,14 @@ def list_tokens(
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenInfoOut)
-def revoke_token(token_id: str, user: Caller, request: Request) -> TokenInfoOut:
-    """Revoke a token by its id (yours; admins: anyone's); it stops working at once."""
+def revoke_token(token_id: str, user: Caller, token: CallerToken, request: Request) -> TokenInfoOut:
+    """Revoke a token by its id (yours; admins: anyone's); it stops working at
+    once. Never with a job's token."""
+    engine = state_of(request).engine
+    if is_job_token(engine, token):
+        raise HTTPException(403, "a job's token cannot revoke tokens")
     owner = None if user.admin else user.name
-    return _info(tokens.revoke_token(state_of(request).engine, token_id, user=owner))
+    return _info(tokens.revoke_token(engine, token_id, user=owner))
 
 
 @router.get("/keep_services", response_model=list[KeepServiceOut])
