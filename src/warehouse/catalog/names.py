@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
 from warehouse.catalog.records import require_collection
-from warehouse.catalog.schema import name_history, name_writers, names
+from warehouse.catalog.schema import grants, name_history, name_writers, names
 from warehouse.catalog.values import NameChange, NameRecord, check_name, check_writer
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
 from warehouse.keys import is_pdh
@@ -167,7 +167,7 @@ def _set_name(
             conn.execute(name_writers.delete().where(name_writers.c.name == name))
             conn.execute(
                 names.insert().values(
-                    name=name, pdh=pdh, version=1, owner=user, updated_at=now, updated_by=user
+                    name=name, pdh=pdh, version=version, owner=user, updated_at=now, updated_by=user
                 )
             )
         else:
@@ -201,8 +201,8 @@ def remove_name(
 
     Only its owner or an admin may: a writer who could remove a name could
     name it again and own it, locking its owner out. The removal is a change
-    in the name's history (its new PDH is None); the name's writers go with
-    it, so whoever names it again owns it alone. The
+    in the name's history (its new PDH is None); the name's writers and the
+    grants on it go with it, so whoever names it again owns it alone. The
     collection it held stays a GC root for the history retention, then only
     as long as something else keeps it (DESIGN §6).
     """
@@ -231,6 +231,8 @@ def remove_name(
             moved = conn.execute(sa.select(names.c.pdh).where(names.c.name == name))
             raise _conflict(name, moved.scalar(), expect)
         conn.execute(name_writers.delete().where(name_writers.c.name == name))
+        # Its grants too: else they would apply to whoever names it next.
+        conn.execute(grants.delete().where(grants.c.target == name))
         version = row.version + 1
         conn.execute(
             name_history.insert().values(

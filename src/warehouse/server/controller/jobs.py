@@ -23,7 +23,14 @@ from warehouse.manifest import Manifest
 from warehouse.server.controller.access import hide_input, hide_job, readable_jobs
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.collections import signed_text
-from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_ID, MAX_INT, bounded, link_next
+from warehouse.server.controller.paging import (
+    DEFAULT_LIMIT,
+    MAX_ID,
+    MAX_INT,
+    bounded,
+    filtered_page,
+    link_next,
+)
 from warehouse.server.controller.state import ControllerState
 
 __all__ = ["router"]
@@ -106,10 +113,16 @@ def list_jobs(
         known = ", ".join(sorted(ACTIVE | FINISHED))
         raise UsageError(f"state: {unknown[0][:50]!r} is not a job state ({known})")
     engine = state_of(request).engine
-    found = records.list_jobs(engine, states, after=after, limit=limit)
-    link_next(request, response, len(found), limit, found[-1].id if found else after)
-    shown = readable_jobs(engine, user, [(r.id, r.submitted_by) for r in found])
-    return [r.as_dict() for r in found if r.id in shown]
+
+    def fetch(start: int, count: int) -> list[records.JobRecord]:
+        return records.list_jobs(engine, states, after=start, limit=count)
+
+    def shown(rows: list[records.JobRecord]) -> list[records.JobRecord]:
+        readable = readable_jobs(engine, user, [(r.id, r.submitted_by) for r in rows])
+        return [r for r in rows if r.id in readable]
+
+    found = filtered_page(request, response, fetch, shown, lambda r: r.id, after, limit)
+    return [r.as_dict() for r in found]
 
 
 @router.get("/{job_id}")

@@ -16,7 +16,13 @@ from warehouse.server.controller.access import (
     require_collection_read,
 )
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
-from warehouse.server.controller.paging import DEFAULT_LIMIT, MAX_INT, bounded, link_next
+from warehouse.server.controller.paging import (
+    DEFAULT_LIMIT,
+    MAX_INT,
+    bounded,
+    filtered_page,
+    link_next,
+)
 
 __all__ = ["router"]
 
@@ -80,11 +86,16 @@ def list_names(
     links to the next (docs/server.md)."""
     limit = bounded(limit)
     engine = state_of(request).engine
-    found = catalog.list_names(engine, prefix, after=after, limit=limit)
-    link_next(request, response, len(found), limit, found[-1].name if found else after)
-    # A page may come out shorter than the limit in private mode (docs/permissions.md).
-    shown = readable_names(engine, user, [r.name for r in found])
-    return [_out(r) for r in found if r.name in shown]
+
+    def fetch(start: str, count: int) -> list[catalog.NameRecord]:
+        return catalog.list_names(engine, prefix, after=start, limit=count)
+
+    def shown(rows: list[catalog.NameRecord]) -> list[catalog.NameRecord]:
+        readable = readable_names(engine, user, [r.name for r in rows])
+        return [r for r in rows if r.name in readable]
+
+    found = filtered_page(request, response, fetch, shown, lambda r: r.name, after, limit)
+    return [_out(r) for r in found]
 
 
 @router.get("/{name}", response_model=NameOut)
@@ -174,7 +185,9 @@ def list_writers(
 @router.delete("/{name}/writers/{writer}", status_code=204)
 def remove_writer(name: str, writer: str, user: Caller, request: Request) -> None:
     """Take back a user's right to move this name (its owner or an admin only)."""
-    catalog.remove_writer(state_of(request).engine, name, writer, user=user.name, admin=user.admin)
+    engine = state_of(request).engine
+    hide_name(engine, user, catalog.check_name(name))
+    catalog.remove_writer(engine, name, writer, user=user.name, admin=user.admin)
 
 
 @router.post("/{name}/writers", status_code=204)
@@ -183,6 +196,7 @@ def add_writer(
 ) -> None:
     """Let another user move this name (its owner or an admin only)."""
     engine = state_of(request).engine
+    hide_name(engine, user, catalog.check_name(name))
     # A right given to someone else outlives the job: a step (maybe that
     # someone's code) acts for its submitter only while its job runs.
     if is_job_token(engine, token):
