@@ -139,3 +139,23 @@ def test_private_names_stay_hidden_in_paging_and_writers(ctl: Controller, tmp_pa
         again = _collection(ctl, alice, tmp_path, "again")
         r = a.put("/api/v1/names/results", json={"pdh": again, "expect": apdh})
         assert r.status_code == 200, r.text
+
+
+def test_the_jobs_list_pages_over_hidden_jobs(ctl: Controller, tmp_path: Path) -> None:
+    ctl.state.start_jobs(ctl.url, tmp_path / "controller-jobs", "local", cpus=1)
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    with _api(ctl, ctl.admin_token) as root:
+        assert root.put("/api/v1/permission-mode", json={"mode": "private"}).status_code == 200
+    with _api(ctl, alice) as a, _api(ctl, bob) as b:
+        apdh = _collection(ctl, alice, tmp_path, "alice")
+        bpdh = _collection(ctl, bob, tmp_path, "bob")
+        ids = []
+        for api, pdh in ((a, apdh), (a, apdh), (b, bpdh)):
+            r = api.post("/api/v1/jobs", json={"function": "builtin:wordcount", "input": pdh})
+            assert r.status_code in (200, 201), r.text
+            ids.append(r.json()["id"])
+        r = b.get("/api/v1/jobs", params={"limit": 1})
+        assert [j["id"] for j in r.json()] == [ids[2]]
+        assert f"after={ids[2]}&" in r.headers["link"] + "&"
+        r = b.get("/api/v1/jobs", params={"limit": 1, "after": ids[2]})
+        assert r.json() == [] and "link" not in r.headers
