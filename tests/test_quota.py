@@ -125,3 +125,28 @@ def test_a_bad_quota_is_one_error_line() -> None:
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("Error: --quota-bytes-per-user: 'lots' is not a size")
     assert result.stderr.count("\n") == 1
+
+
+def test_a_collection_naming_a_byte_of_a_whole_block_counts_the_block(
+    ctl: Controller, tmp_path: Path
+) -> None:
+    """What is kept is whole blocks: a manifest naming one byte of a block
+    counts the block's bytes, when put and while held."""
+    bob = ctl.user("bob")
+    pdh = _wh(ctl, bob, "put", str(_tree(tmp_path / "whole", 3000))).output.split()[-1]
+    with httpx.Client(
+        base_url=ctl.url, headers={"Authorization": f"Bearer {bob}"}, timeout=60
+    ) as api:
+        text = api.get(f"/api/v1/collections/{pdh}").json()["manifest_text"]
+        signed = text.split()[1]
+        r = api.post("/api/v1/collections", json={"manifest_text": f". {signed} 0:1:f\n"})
+        assert r.status_code == 200 and r.json()["size"] == 1, r.text
+        # 3000 + 3000 held; 4500 more would pass the quota.
+        refused = _wh(ctl, bob, "put", str(_tree(tmp_path / "more", 4500)), code=6)
+        assert "bob holds 6000 bytes, and this put of 4500" in refused.stderr, refused.stderr
+        # A second such collection would make 9000 + 3000: refused as it is put.
+        r = api.post("/api/v1/collections", json={"manifest_text": f". {signed} 0:2:g\n"})
+        assert r.status_code == 200, r.text
+        r = api.post("/api/v1/collections", json={"manifest_text": f". {signed} 0:3:h\n"})
+        assert r.status_code == 403, r.text
+        assert "bob holds 9000 bytes, and this put of 3000" in r.json()["error"]

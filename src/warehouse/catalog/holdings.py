@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import connect
+from warehouse.catalog.db import connect, write
 from warehouse.catalog.schema import collected, collection_holders, collections
 
-__all__ = ["Holding", "holding"]
+__all__ = ["Holding", "holding", "record_block_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,14 +22,18 @@ class Holding:
 
 
 def holding(engine: sa.Engine, user: str, pdh: str) -> Holding:
-    """The summed size of every collection ``user`` recorded (its holders'
+    """The summed size (the larger of its files' bytes and its distinct
+    blocks' bytes) of every collection ``user`` recorded (its holders'
     rows) that GC has not collected, and whether ``pdh`` is one of them.
 
     A collection held by two users counts in full for each: each put it, and
     each may keep it alive by naming it."""
     h, c = collection_holders.c, collections.c
+    # A put may keep whole blocks while naming a byte of each: what is held
+    # is the larger of the blocks' bytes and the files'.
+    counted = sa.case((c.block_bytes > c.size, c.block_bytes), else_=c.size)
     live = (
-        sa.select(c.pdh, c.size)
+        sa.select(c.pdh, counted.label("size"))
         .join(collection_holders, h.pdh == c.pdh)
         .where(h.user == user, c.pdh.not_in(sa.select(collected.c.pdh)))
         .subquery()
@@ -38,3 +42,15 @@ def holding(engine: sa.Engine, user: str, pdh: str) -> Holding:
         stored = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(live.c.size), 0))).scalar()
         holds = conn.execute(sa.select(live.c.pdh).where(live.c.pdh == pdh)).first()
     return Holding(int(stored or 0), holds is not None)
+
+
+def record_block_bytes(engine: sa.Engine, pdh: str, block_bytes: int) -> None:
+    """Keep the summed size of the distinct blocks of the recorded ``pdh``
+    (the same for every put of it: written once)."""
+    c = collections.c
+    with write(engine) as conn:
+        conn.execute(
+            collections.update()
+            .where(c.pdh == pdh, c.block_bytes.is_(None))
+            .values(block_bytes=block_bytes)
+        )

@@ -49,6 +49,10 @@ collections = sa.Table(
     sa.Column("created_by", sa.String(255), nullable=False),
     # No longer written: listings are kept per user in collection_listings.
     sa.Column("file_md5s", sa.Text, nullable=True),
+    # The summed size of its distinct blocks, as a user's put recorded it
+    # (migration 0015; NULL before it, or when no put recorded it): the
+    # quota counts the larger of this and ``size`` (docs/server.md "Quota").
+    sa.Column("block_bytes", sa.BigInteger, nullable=True),
 )
 
 # md5sum listings as each user's own `wh put` read them: a listing is shown

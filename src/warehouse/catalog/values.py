@@ -31,6 +31,8 @@ class CollectionRecord:
     created_at: float
     created_by: str
     file_md5s: str | None = None
+    # Its distinct blocks' bytes, as a user's put recorded it (the quota's).
+    block_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect
 from warehouse import catalog
 from warehouse.blocks import Locator
 from warehouse.blocks.signing import Check, check_signature, sign
+from warehouse.catalog.holdings import record_block_bytes
 from warehouse.catalog.records import get_listing
 from warehouse.collection.listings import check_listing, parse_listing
 from warehouse.collection.reader import stored_text_damage
@@ -177,13 +178,16 @@ def create_collection(
             check_listing(manifest, body.file_md5s)
         except UsageError as e:
             raise HTTPException(400, str(e)) from None
-    if state.config.quota_bytes_per_user:  # only then: normalizing a big manifest takes time
-        check_quota(state, user, manifest.normalized().pdh, manifest.size)
+    normal = manifest.normalized()
+    # Whole blocks are kept however few of their bytes the files name: the
+    # quota counts the larger (docs/server.md, "Quota").
+    block_bytes = sum(loc.size for loc in normal.blocks())
+    check_quota(state, user, normal.pdh, max(manifest.size, block_bytes))
     store_manifest(state.keep(), state.engine, manifest, user.name, body.file_md5s)
+    record_block_bytes(state.engine, normal.pdh, block_bytes)
     catalog.record_block_writes(
         state.engine, user.name, ((w.md5, w.size, w.new) for w in body.block_writes)
     )
-    normal = manifest.normalized()
     # The listing just recorded is the caller's own; without one, an earlier one of theirs.
     digests = body.file_md5s
     if digests is None:

@@ -37,6 +37,7 @@ from fastapi import HTTPException
 from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.signing import Check, check_signature
+from warehouse.catalog.holdings import record_block_bytes
 from warehouse.collection.records import store_spooled
 from warehouse.collection.spool import Spool
 from warehouse.errors import UsageError
@@ -204,6 +205,10 @@ def record_streamed(
         ancestors = Ancestors(config.max_manifest)
         cache: dict[str, Locator] = {}
         listed = 0
+        # The distinct blocks' bytes, for the quota: a file may name one byte
+        # of a whole block (the set is bounded as the manifest text is).
+        seen: set[str] = set()
+        block_bytes = 0
         for number, data in _lines(body.files[0], config.max_manifest):
             if len(cache) > _CACHE:
                 cache.clear()
@@ -213,6 +218,10 @@ def record_streamed(
                     check.block(number, locator)
             if claims is not None:
                 claims.named(locators)
+            for locator in locators:
+                if locator.key not in seen:
+                    seen.add(locator.key)
+                    block_bytes += locator.size
             sums = order.line(line, name, locators, segments)
             if sums is None:
                 raise ManifestError(
@@ -261,10 +270,11 @@ def record_streamed(
             # Every line checked, and its block named by the manifest,
             # before anything is recorded.
             claims.check(_writes(writes))
-        check_quota(state, user, spool.pdh, spool.size)
+        check_quota(state, user, spool.pdh, max(spool.size, block_bytes))
         record = store_spooled(
             state.keep(), state.engine, spool, user.name, listing=not listed_none
         )
+        record_block_bytes(state.engine, record.pdh, block_bytes)
     # The put's accounting only once its collection is recorded (as POST
     # /collections does): a put that fails to store records neither.
     batch: list[tuple[str, int, bool]] = []
