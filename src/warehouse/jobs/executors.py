@@ -141,10 +141,15 @@ class _Workdir:
         return {**env, "WH_SCRATCH": self.tmp, "TMPDIR": self.tmp, "WH_RESULT": self.result}
 
     def spawn(
-        self, launch: Launch, guard: Guard | None = None, lifeline: bool = True
+        self,
+        launch: Launch,
+        guard: Guard | None = None,
+        lifeline: bool = True,
+        tell: Callable[[], None] | None = None,
     ) -> subprocess.Popen[bytes]:
         """``lifeline``: its executor has one (else the step is killed, not
-        stopped, with the thread starting it: nothing would kill it later)."""
+        stopped, with the thread starting it: nothing would kill it later),
+        and ``tell`` lets the step's process tell it its pid before exec."""
         argv: tuple[str, ...] | list[str] = launch.argv
         if self.sandbox is not None:
             self.sandbox.prepare_scratch(self.tmp, self.result)
@@ -160,25 +165,27 @@ class _Workdir:
             stdout=self.log_fd,  # shares our offset: the log is what it wrote
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed as a whole
-            preexec_fn=self._hook(guard, lifeline),
+            preexec_fn=self._hook(guard, lifeline, tell),
         )
 
-    def _hook(self, guard: Guard | None, lifeline: bool) -> Callable[[], None] | None:
+    def _hook(
+        self, guard: Guard | None, lifeline: bool, tell: Callable[[], None] | None
+    ) -> Callable[[], None] | None:
         """What the step's process does before exec: stopped by the kernel
         when the thread starting it ends, then killed whole by the lifeline
         (bubblewrap kills its whole sandbox itself); held to its limits."""
         death = signal.SIGSTOP if lifeline else signal.SIGKILL
-        hooks = [] if self.sandbox is not None else [on_parent_death(death)]
+        hooks = [tell] if tell is not None else []
+        hooks += [] if self.sandbox is not None else [on_parent_death(death)]
         hooks += [guard.hook()] if guard is not None else []
         if len(hooks) < 2:
             return hooks[0] if hooks else None
-        first, second = hooks
 
-        def both() -> None:
-            first()
-            second()
+        def each() -> None:
+            for hook in hooks:
+                hook()
 
-        return both
+        return each
 
     def collect(
         self,
@@ -475,8 +482,9 @@ class LocalExecutor:
             if self.limiter is not None:
                 request = launch.request
                 guard = self.limiter.guard(request.cpus, request.memory, work.tmp, started)
-            proc = work.spawn(launch, guard)
+            proc = work.spawn(launch, guard, tell=self._lifeline.teller())
         except OSError as e:
+            self._lifeline.not_started()
             if guard is not None:
                 guard.close()
             self._unstarted.append(work.not_started(launch, e, self._host, started))

@@ -99,13 +99,19 @@ def on_parent_death(sig: signal.Signals) -> Callable[[], None]:
 # matter. Its start (about 11 ms of CPU) is not waited for: the pids wait in
 # the pipe (made 1 MiB where the system allows, room for tens of thousands
 # of steps), and a pipe whose writer died still gives them, then its end.
+# A step's own process also tells its pid ("+PID CLOCK ?"), between fork and
+# exec (``Lifeline.teller``): on a busy machine the manager's thread may not
+# run again between a step's start and its own "+" before it is killed,
+# while the step runs, and stopped by the kernel, unknown to the lifeline, it
+# would stay so. Such a line is unsure until the manager's "+" confirms it;
+# a start that failed after the fork is reported by "?", which voids them.
 _LIFELINE = """
 import os, select, signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 hup = select.poll()
 hup.register(0, 0)  # a hang-up is always reported: the writer has closed
 tick = os.sysconf("SC_CLK_TCK")
-held, told, rest, alive_at = {}, {}, b"", 0.0
+held, told, unsure, rest, alive_at = {}, {}, set(), b"", 0.0
 while True:
     data = b""
     if select.select([0], [], [], 0.2 if held else None)[0]:
@@ -114,12 +120,23 @@ while True:
             break
     *lines, rest = (rest + data).split(b"\\n")
     for line in lines:
+        if line == b"?":  # a start failed: what its child told is void
+            for pid in unsure:
+                told.pop(pid, None)
+                fd = held.pop(pid, None)
+                if fd is not None:
+                    os.close(fd)
+            unsure.clear()
+            continue
         words = line[1:].split()
         pid = int(words[0])
         if line[:1] == b"+":
-            held[pid], told[pid] = None, float(words[1])
+            (unsure.add if len(words) > 2 else unsure.discard)(pid)
+            held.setdefault(pid, None)
+            told[pid] = max(told.get(pid, 0.0), float(words[1]))
             alive_at = max(alive_at, told[pid])
         else:
+            unsure.discard(pid)
             told.pop(pid, None)
             fd = held.pop(pid, None)
             if fd is not None:
@@ -231,6 +248,25 @@ class Lifeline:
 
     def let_go(self, pid: int) -> None:
         self._say(b"-%d\n" % pid)
+
+    def teller(self) -> Callable[[], None] | None:
+        """A hook for a step's process between fork and exec: it tells the
+        lifeline its own pid, with a moment its manager was seen alive."""
+        if self._proc is None or self._proc.stdin is None:
+            return None
+        fd, parent = self._proc.stdin.fileno(), os.getpid()
+
+        def tell() -> None:
+            at = time.clock_gettime(time.CLOCK_BOOTTIME)
+            if os.getppid() == parent:  # so the manager lived at ``at``
+                with contextlib.suppress(OSError):
+                    os.write(fd, b"+%d %.6f ?\n" % (os.getpid(), at))
+
+        return tell
+
+    def not_started(self) -> None:
+        """A start failed after its fork: its child's word is void."""
+        self._say(b"?\n")
 
     def _say(self, line: bytes) -> None:
         if self._proc is None or self._proc.stdin is None:
