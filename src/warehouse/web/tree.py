@@ -1,28 +1,22 @@
 """A collection's directories, for listing one directory a page at a time.
 
-An :class:`Outline` is made in one pass over the collection's normalized
-manifest text (one stream a directory, streams in depth-first order, each
-stream's files in name order). It keeps, for each directory, the bytes and
-files under it, its subdirectories and where its own stream lies in the
-text: nothing per file. A page then parses the one stream of the directory
-it shows (:func:`listing`), so a collection of a million files costs its
-directories, not its files.
+The collection's :class:`Outline` (``manifest/outline.py``: its directories,
+nothing per file) says where a directory's own stream lies; a page parses
+that one stream (:func:`listing`), so a collection of a million files costs
+its directories, not its files.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import overload
 
-from warehouse.blocks.locator import EMPTY_LOCATOR
-from warehouse.errors import NotFoundError
-from warehouse.manifest.escape import unescape_name
 from warehouse.manifest.normal import iter_normal_dirs
+from warehouse.manifest.outline import DIRECTORY_BYTES, Outline
 
-__all__ = ["Entry", "Listing", "Outline", "listing", "parent_paths"]
+__all__ = ["DIRECTORY_BYTES", "Entry", "Listing", "Outline", "listing", "parent_paths"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,115 +38,8 @@ def parent_paths(path: str) -> list[tuple[str, str]]:
     return out
 
 
-# A file segment ("position:length:name"; a locator holds no colon, a name
-# none unescaped): its length and its name as written.
-_SEGMENT = re.compile(rb" \d+:(\d+):([^ ]+)")
-_MARKER_TAIL = f" {EMPTY_LOCATOR.key} 0:0:\\056".encode()
-# Memory an outline holds per directory (its path, sums, place among its
-# parent's children, line offsets): 350 bytes measured for 10,000 short
-# names; longer paths cost more. Used to budget the cache.
-DIRECTORY_BYTES = 500
-
-
-class Outline:
-    """Every directory of a collection: bytes and files under it, its
-    subdirectories, and the byte range of its own stream in the text."""
-
-    def __init__(self, text: bytes) -> None:
-        """``text``: normalized manifest text (stored text checked against its PDH)."""
-        self.sizes: dict[str, int] = {"": 0}
-        self.counts: dict[str, int] = {"": 0}
-        self.subdirs: dict[str, list[str]] = {"": []}
-        self.lines: dict[str, tuple[int, int]] = {}  # directory -> [start, end) of its stream
-        # An empty directory -> its marker stream, so a folder's archive holds it too.
-        self.markers: dict[str, tuple[int, int]] = {}
-        self.text_bytes = len(text)
-        start = 0
-        find = text.find
-        while (end := find(b"\n", start)) >= 0:
-            self._add_stream(text, start, end)
-            start = end + 1
-        for children in self.subdirs.values():
-            children.sort()  # siblings share their parent's prefix: sorted by name
-
-    def _add_stream(self, text: bytes, start: int, end: int) -> None:
-        space = text.find(b" ", start, end)
-        name = unescape_name(text[start:space].decode("utf-8"))
-        directory = "" if name == "." else name[2:]
-        self._add_directory(directory)
-        line = text[space:end]
-        if line.endswith(_MARKER_TAIL) and len(line) == len(_MARKER_TAIL):
-            self.markers[directory] = (start, end)  # an empty directory: its marker alone
-            return
-        segments = _SEGMENT.findall(line)
-        if not segments:
-            return
-        lengths, names = zip(*segments, strict=True)
-        size = sum(map(int, lengths))
-        files = len(set(names))  # a file's segments come together, each file once
-        self.lines[directory] = (start, end)
-        d: str | None = directory
-        while d is not None:
-            self.sizes[d] += size
-            self.counts[d] += files
-            d = None if d == "" else d.rpartition("/")[0]
-
-    def _add_directory(self, directory: str) -> None:
-        while directory not in self.sizes:
-            self.sizes[directory] = self.counts[directory] = 0
-            self.subdirs.setdefault(directory, [])  # its first child may be in already
-            parent = directory.rpartition("/")[0]
-            self.subdirs.setdefault(parent, []).append(directory)
-            directory = parent
-
-    @property
-    def directories(self) -> int:
-        return len(self.sizes)
-
-    def is_dir(self, path: str) -> bool:
-        return path.strip("/") in self.sizes
-
-    def size(self, path: str) -> int:
-        return self.sizes.get(path.strip("/"), 0)
-
-    def count(self, path: str) -> int:
-        return self.counts.get(path.strip("/"), 0)
-
-    def stream_span(self, path: str) -> tuple[int, int] | None:
-        """The byte range of directory ``path``'s own stream (None: it holds no file)."""
-        return self.lines.get(path.strip("/"))
-
-    def tree_span(self, path: str) -> tuple[int, int] | None:
-        """The byte range of the streams of ``path`` and everything below it
-        (consecutive in normalized text), the marker streams of empty
-        directories included; None if neither a file nor one is under it."""
-        path = path.strip("/")
-        spans = [
-            span
-            for d, own in self._below(path)
-            for span in (own, self.markers.get(d))
-            if span is not None
-        ]
-        if not spans:
-            return None
-        return min(s for s, _ in spans), max(e for _, e in spans)
-
-    def _below(self, path: str) -> Iterator[tuple[str, tuple[int, int] | None]]:
-        todo = [path]
-        while todo:
-            d = todo.pop()
-            yield d, self.lines.get(d)
-            todo.extend(self.subdirs.get(d, ()))
-
-    def subdirectories(self, path: str) -> list[str]:
-        """The paths of the subdirectories of ``path``, sorted by name."""
-        path = path.strip("/")
-        if path not in self.sizes:
-            raise NotFoundError(f"no directory {path!r} in this collection")
-        return self.subdirs[path]
-
-    def directory_entry(self, path: str) -> Entry:
-        return Entry(path.rpartition("/")[2], path, True, self.sizes[path], self.counts[path])
+def _directory_entry(outline: Outline, path: str) -> Entry:
+    return Entry(path.rpartition("/")[2], path, True, outline.sizes[path], outline.counts[path])
 
 
 class Listing(Sequence[Entry]):
@@ -173,7 +60,7 @@ class Listing(Sequence[Entry]):
 
     def _entry(self, i: int) -> Entry:
         if i < len(self._dirs):
-            return self._outline.directory_entry(self._dirs[i])
+            return _directory_entry(self._outline, self._dirs[i])
         i -= len(self._dirs)
         name = self._names[i]
         return Entry(name, self._prefix + name, False, self._sizes[i], 1)
