@@ -19,7 +19,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -229,10 +229,18 @@ class _Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         if text in (".", ".."):  # the kernel resolves these; never a child here
             raise pyfuse3.FUSEError(errno.ENOENT)
-        inode, node, entry = await self._call(
+        node, entry = await self._call(
             "lookup", self.tree.lookup, parent_inode, text, held=parent_inode
         )
+        inode = self.tree.inode(node)
+        self.tree.told(inode)
         return self._attrs(inode, node, entry)
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        # Without this every inode the kernel was ever told of would be
+        # kept until unmount (a file's costs some 300 bytes).
+        for inode, count in inode_list:
+            self.tree.forget(inode, count)
 
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         try:
@@ -257,9 +265,11 @@ class _Operations(pyfuse3.Operations):
         children = self.dirs.get(fh, [])
         for i in range(start_id, len(children)):
             name, node, entry = children[i]
-            attrs = self._attrs(self.tree.inode(node), node, entry)
+            inode = self.tree.inode(node)
+            attrs = self._attrs(inode, node, entry)
             if not pyfuse3.readdir_reply(token, name.encode(), attrs, i + 1):
                 return
+            self.tree.told(inode)  # a readdirplus entry counts as a lookup
 
     async def releasedir(self, fh: int) -> None:
         self.dirs.pop(fh, None)

@@ -1,10 +1,17 @@
 """The mounted tree as plain data: inodes, directories and files, with no FUSE.
 
-``Tree`` answers what the FUSE layer asks (look a name up in a directory,
-list a directory, where a file's bytes are) from manifests and names only;
-it never reads a block. Its methods that ask the warehouse (a manifest, a
-name) block, so the FUSE layer calls them on a worker thread; the tables
-they change are guarded by one lock.
+``Tree`` answers what the FUSE layer (and the WebDAV gateway) asks (look a
+name up in a directory, list a directory, where a file's bytes are) from
+manifests and names only; it never reads a block. Its methods that ask the
+warehouse (a manifest, a name) block, so the FUSE layer calls them on a
+worker thread; the tables they change are guarded by one lock.
+
+A collection is held as its outline (``manifest/outline.py``: its
+directories and where each one's stream lies in the text, nothing per file)
+over a scratch copy of its text on disk; a directory's files are made from
+its one stream when it is first used, and kept among the last used within
+``ENTRIES_HELD`` files. So a collection of a million files costs its
+directories and the directories in use, not its files (docs/mount.md).
 
 The layout (docs/mount.md)::
 
@@ -19,25 +26,34 @@ a key in these tables, never a path on the local disk; the kernel refuses
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from warehouse.collection.spool import StoredText
 from warehouse.errors import NotFoundError
 from warehouse.interface import Warehouse
 from warehouse.keys import is_pdh
-from warehouse.manifest import FileEntry
+from warehouse.manifest import FileEntry, Manifest
+from warehouse.manifest.outline import Outline
 
-__all__ = ["ROOT", "Listing", "Node", "Tree"]
+__all__ = ["ROOT", "Collection", "Node", "Tree"]
 
 ROOT = 1
 # How long a name is taken to hold the PDH last read for it: a name moved
 # shows its new collection after at most this long.
 NAME_TTL = 2.0
-# Collections whose listings are held at once; one more drops the least
-# recently used (it is built again from its manifest when next asked for).
+# Collections whose outlines are held at once; one more drops the least
+# recently used (made again from its manifest when next asked for).
 COLLECTIONS_HELD = 16
+# Files of directories in use whose entries are held (about 400 bytes
+# each): past it the least recently used directories are dropped. One
+# directory of more files than this is held whole while it is used.
+ENTRIES_HELD = 50_000
+# A text this short is held in memory rather than read back from its scratch copy.
+_TEXT_HELD = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,36 +74,59 @@ class Node:
         return self.kind != "file"
 
 
-@dataclass(slots=True)
-class Listing:
-    """One collection's directories: each maps a child's name to its file
-    entry, or to None for a subdirectory."""
+class Collection:
+    """One collection's outline and its text (held, or a scratch copy)."""
 
-    pdh: str
-    dirs: dict[str, dict[str, FileEntry | None]] = field(default_factory=dict)
+    def __init__(self, pdh: str, text: bytes | StoredText) -> None:
+        self.pdh = pdh
+        if isinstance(text, StoredText):
+            self.outline = Outline.of_pieces(text.pieces(1 << 20))
+            if text.size <= _TEXT_HELD:
+                held = b"".join(text.pieces(_TEXT_HELD))
+                text.close()
+                text = held
+        else:
+            self.outline = Outline(text)
+        self.text: bytes | StoredText = text
 
-    def add_dir(self, path: str) -> None:
-        while path not in self.dirs:
-            self.dirs[path] = {}
-            if not path:
-                return
-            parent, _, name = path.rpartition("/")
-            self.dirs.setdefault(parent, {})[name] = None
-            path = parent
+    def stream(self, directory: str) -> bytes | None:
+        """The text of directory ``directory``'s own stream (None: it has no file)."""
+        span = self.outline.stream_span(directory)
+        if span is None:
+            return None
+        start, end = span
+        if isinstance(self.text, StoredText):
+            return b"".join(self.text.pieces(1 << 20, start, end))
+        return self.text[start:end]
 
-    def add_file(self, entry: FileEntry) -> None:
-        parent, _, name = entry.path.rpartition("/")
-        self.add_dir(parent)
-        self.dirs[parent][name] = entry
+    def files(self, directory: str) -> dict[str, FileEntry]:
+        """The files of directory ``directory`` by name (not its subdirectories)."""
+        line = self.stream(directory)
+        if line is None:
+            return {}
+        cut = len(directory) + 1 if directory else 0
+        return {p[cut:]: e for p, e in Manifest.parse(line + b"\n").files_view().items()}
+
+    def close(self) -> None:
+        if isinstance(self.text, StoredText):
+            self.text.close()
 
 
 class Tree:
     def __init__(self, warehouse: Warehouse) -> None:
         self.warehouse = warehouse
         self._lock = threading.Lock()
+        self._next = itertools.count(ROOT + 1)
         self._nodes: dict[int, Node] = {ROOT: Node("root")}
         self._inodes: dict[Node, int] = {Node("root"): ROOT}
-        self._listings: OrderedDict[str, Listing] = OrderedDict()
+        # How many times the kernel was told of each inode (lookup, readdir)
+        # and has not forgotten: at none the inode is dropped.
+        self._known: dict[int, int] = {}
+        self._collections: OrderedDict[str, Collection] = OrderedDict()
+        self._making: dict[str, threading.Lock] = {}
+        # (pdh, directory) -> its files by name; ``_held`` counts them.
+        self._dirs: OrderedDict[tuple[str, str], dict[str, FileEntry]] = OrderedDict()
+        self._held = 0
         self._names: dict[str, tuple[float, str]] = {}  # name -> (when read, pdh)
 
     # -- inodes ---------------------------------------------------------------
@@ -96,10 +135,35 @@ class Tree:
         with self._lock:
             ino = self._inodes.get(node)
             if ino is None:
-                ino = len(self._nodes) + 1
+                ino = next(self._next)
                 self._nodes[ino] = node
                 self._inodes[node] = ino
             return ino
+
+    def told(self, inode: int) -> None:
+        """``inode`` was told to the kernel once more (it will ``forget`` it
+        as many times): kept until then."""
+        with self._lock:
+            if inode in self._nodes:
+                self._known[inode] = self._known.get(inode, 0) + 1
+
+    def forget(self, inode: int, count: int) -> None:
+        """The kernel forgot ``inode`` ``count`` times: dropped when no longer known."""
+        with self._lock:
+            left = self._known.get(inode, 0) - count
+            if left > 0:
+                self._known[inode] = left
+                return
+            self._known.pop(inode, None)
+            if inode == ROOT:
+                return
+            node = self._nodes.pop(inode, None)
+            if node is not None:
+                self._inodes.pop(node, None)
+
+    def known_inodes(self) -> int:
+        with self._lock:
+            return len(self._nodes)
 
     def node(self, inode: int) -> Node:
         with self._lock:
@@ -109,35 +173,68 @@ class Tree:
         return found
 
     def held(self, inode: int) -> bool:
-        """Whether inode ``inode`` lies in a collection whose listing is held
+        """Whether inode ``inode`` lies in a directory whose files are held
         (so that looking in it asks nothing of the warehouse)."""
         with self._lock:
             node = self._nodes.get(inode)
-            # A name's directory too: its inode is that of one PDH.
-            return node is not None and node.kind in ("dir", "file") and node.pdh in self._listings
+            if node is None or node.kind not in ("dir", "file"):
+                return False
+            where = node.path if node.kind == "dir" else node.path.rpartition("/")[0]
+            return (node.pdh, where) in self._dirs and node.pdh in self._collections
 
     # -- collections and names (these ask the warehouse) ----------------------
 
-    def listing(self, pdh: str) -> Listing:
-        """The directories of collection ``pdh``, from its manifest read stream by stream."""
+    def collection(self, pdh: str) -> Collection:
+        """Collection ``pdh``'s outline, made from its manifest text once
+        (requests for it meanwhile wait for that one) and kept among the last used."""
         with self._lock:
-            held = self._listings.get(pdh)
+            held = self._collections.get(pdh)
             if held is not None:
-                self._listings.move_to_end(pdh)
+                self._collections.move_to_end(pdh)
                 return held
-        listing = Listing(pdh)
-        listing.add_dir("")
-        with self.warehouse.reader(pdh) as reader:
-            for entries, empty_dirs in reader.iter_streams():
-                for entry in entries:
-                    listing.add_file(entry)
-                for d in empty_dirs:
-                    listing.add_dir(d)
+            making = self._making.setdefault(pdh, threading.Lock())
+        with making:
+            with self._lock:
+                held = self._collections.get(pdh)
+            if held is not None:
+                return held
+            made = self._make(pdh)
+            with self._lock:
+                self._making.pop(pdh, None)
+                self._collections[pdh] = made
+                while len(self._collections) > COLLECTIONS_HELD:
+                    _, dropped = self._collections.popitem(last=False)
+                    dropped.close()
+            return made
+
+    def _make(self, pdh: str) -> Collection:
+        text = self.warehouse.stored_text(pdh)
+        if text is None:  # stored some other way: normalized here, held
+            text = self.warehouse.manifest(pdh).normalized().format().encode()
+        try:
+            return Collection(pdh, text)
+        except BaseException:
+            if isinstance(text, StoredText):
+                text.close()
+            raise
+
+    def files(self, pdh: str, directory: str) -> dict[str, FileEntry]:
+        """The files of ``directory`` in collection ``pdh`` by name."""
+        key = (pdh, directory)
         with self._lock:
-            self._listings[pdh] = listing
-            while len(self._listings) > COLLECTIONS_HELD:
-                self._listings.popitem(last=False)
-        return listing
+            held = self._dirs.get(key)
+            if held is not None:
+                self._dirs.move_to_end(key)
+                return held
+        made = self.collection(pdh).files(directory)
+        with self._lock:
+            if key not in self._dirs:
+                self._dirs[key] = made
+                self._held += len(made)
+                while self._held > ENTRIES_HELD and len(self._dirs) > 1:
+                    _, dropped = self._dirs.popitem(last=False)
+                    self._held -= len(dropped)
+        return made
 
     def name_pdh(self, name: str) -> str:
         now = time.monotonic()
@@ -172,43 +269,41 @@ class Tree:
 
     # -- what FUSE asks -------------------------------------------------------
 
-    def lookup(self, parent: int, name: str) -> tuple[int, Node, FileEntry | None]:
+    def lookup(self, parent: int, name: str) -> tuple[Node, FileEntry | None]:
         """The child ``name`` of directory ``parent``: NotFoundError if none."""
         node = self.node(parent)
         if node.kind == "root":
             if name in ("by_id", "by_name"):
-                child = Node(name)
-                return self.inode(child), child, None
+                return Node(name), None
         elif node.kind == "by_id":
             if is_pdh(name):
-                self.listing(name)  # NotFoundError (or refused) if it is not readable
-                child = Node("dir", "id", name, "")
-                return self.inode(child), child, None
+                self.collection(name)  # NotFoundError (or refused) if it is not readable
+                return Node("dir", "id", name, ""), None
         elif node.kind in ("by_name", "folder"):
             full = f"{node.path}/{name}" if node.path else name
             try:
                 pdh = self.name_pdh(full)
             except NotFoundError:
                 if self.names_under(full):
-                    child = Node("folder", path=full)
-                    return self.inode(child), child, None
+                    return Node("folder", path=full), None
                 raise
-            self.listing(pdh)
-            child = Node("dir", full, pdh, "")
-            return self.inode(child), child, None
+            self.collection(pdh)
+            return Node("dir", full, pdh, ""), None
         elif node.kind == "dir":
-            children = self.listing(node.pdh).dirs.get(node.path, {})
-            if name in children:
-                entry = children[name]
-                path = f"{node.path}/{name}" if node.path else name
-                child = Node("dir" if entry is None else "file", node.root, node.pdh, path)
-                return self.inode(child), child, entry
+            path = f"{node.path}/{name}" if node.path else name
+            entry = self.files(node.pdh, node.path).get(name)
+            if entry is not None:
+                return Node("file", node.root, node.pdh, path), entry
+            if self.collection(node.pdh).outline.is_dir(path):
+                return Node("dir", node.root, node.pdh, path), None
         raise NotFoundError(f"no {name!r} here")
 
     def children(self, inode: int) -> list[tuple[str, Node, FileEntry | None]]:
         """A directory's entries in name order (by_id lists none: a PDH is
         not guessed, and every collection would be far too many)."""
-        node = self.node(inode)
+        return self.children_of(self.node(inode))
+
+    def children_of(self, node: Node) -> list[tuple[str, Node, FileEntry | None]]:
         if node.kind == "root":
             return [(n, Node(n), None) for n in ("by_id", "by_name")]
         if node.kind in ("by_name", "folder"):
@@ -221,24 +316,27 @@ class Tree:
                     out.append((head, Node("folder", path=full), None))
             return out
         if node.kind == "dir":
-            listing = self.listing(node.pdh)
+            subdirs = self.collection(node.pdh).outline.subdirectories(node.path)
             base = node.path + "/" if node.path else ""
-            return [
-                (
-                    name,
-                    Node("dir" if e is None else "file", node.root, node.pdh, base + name),
-                    e,
-                )
-                for name, e in sorted(listing.dirs.get(node.path, {}).items())
+            found: list[tuple[str, Node, FileEntry | None]] = [
+                (d[len(base) :], Node("dir", node.root, node.pdh, d), None) for d in subdirs
             ]
+            found += [
+                (name, Node("file", node.root, node.pdh, base + name), e)
+                for name, e in self.files(node.pdh, node.path).items()
+            ]
+            found.sort(key=lambda c: c[0])
+            return found
         return []
 
     def file_entry(self, inode: int) -> FileEntry:
-        node = self.node(inode)
+        return self.entry_of(self.node(inode))
+
+    def entry_of(self, node: Node) -> FileEntry:
         if node.kind != "file":
             raise NotFoundError("not a file")
         parent, _, name = node.path.rpartition("/")
-        entry = self.listing(node.pdh).dirs.get(parent, {}).get(name)
+        entry = self.files(node.pdh, parent).get(name)
         if entry is None:
             raise NotFoundError(f"no file {node.path!r} in {node.pdh}")
         return entry
