@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-fuse install-samtools install-browser install-sandbox install-memcached install-velvet install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
+.PHONY: install install-fuse install-samtools install-browser install-sandbox install-memcached install-velvet install-spades install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
 $(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +57,7 @@ install-samtools:
 install-memcached:
 	command -v memcached >/dev/null || (apt-get update && apt-get install -y memcached)
 
-test: install install-fuse install-browser install-sandbox install-samtools install-memcached
+test: install install-fuse install-browser install-sandbox install-samtools install-memcached install-velvet install-spades
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \
@@ -101,10 +101,16 @@ install-borg-restic:
 	command -v borg >/dev/null && command -v restic >/dev/null || \
 		(apt-get update && apt-get install -y borgbackup restic)
 
-# The assembly benchmark compares with Velvet (Debian's velvet): installed
-# here when missing, as root, like chromium. The tests do not need it.
+# The assembly benchmark compares with Velvet (Debian's velvet), and so does
+# the scaffolding test: installed here when missing, as root, like chromium.
 install-velvet:
 	command -v velveth >/dev/null || (apt-get update && apt-get install -y velvet)
+
+# The assembly's real-reads test assembles the E. coli reads Debian's spades
+# package ships as its test data set: installed here when missing, as root.
+install-spades:
+	test -e /usr/share/spades/test_dataset/ecoli_1K_1.fq.gz || \
+		(apt-get update && apt-get install -y spades)
 
 bench-assembly: install install-velvet
 	$(BIN)/python benchmarks/assembly.py --workdir $${TMPDIR:-/tmp}/wh-assembly-bench
