@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-fuse install-samtools install-browser install-sandbox install-memcached install-velvet install-spades install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
+.PHONY: install install-fuse install-s3-clients install-samtools install-browser install-sandbox install-memcached install-velvet install-spades install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
 $(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c
 	$(PYTHON) -m venv $(VENV)
@@ -57,7 +57,13 @@ install-samtools:
 install-memcached:
 	command -v memcached >/dev/null || (apt-get update && apt-get install -y memcached)
 
-test: install install-fuse install-browser install-sandbox install-samtools install-memcached install-velvet install-spades
+# The S3 gateway's tests run the `aws` command and rclone (Debian's awscli
+# and rclone): installed here when missing, as root, like chromium.
+install-s3-clients:
+	command -v aws >/dev/null && command -v rclone >/dev/null || \
+		(apt-get update && apt-get install -y awscli rclone)
+
+test: install install-fuse install-browser install-sandbox install-samtools install-memcached install-velvet install-spades install-s3-clients
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \
