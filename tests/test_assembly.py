@@ -28,7 +28,7 @@ import dbg  # noqa: E402
 import evaluate  # noqa: E402
 import simulate  # noqa: E402
 
-STAGES = {"prepare", "count", "cutoff", "graph", "unitigs", "simplify", "contigs"}
+STAGES = {"preprocess", "prepare", "count", "cutoff", "graph", "unitigs", "simplify", "contigs"}
 
 
 def checkout(root: Path) -> Path:
@@ -82,13 +82,18 @@ def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_li
     out = first["nodes"][-1]["output_pdh"]
     seqs, stats = contigs(wh, out)
     lengths = [len(s) for s in seqs]
-    assert stats == {
+    figures_of = {key: stats[key] for key in ("contigs", "total_length", "n50", "longest")}
+    assert figures_of == {
         "contigs": len(seqs),
         "total_length": sum(lengths),
         "n50": dbg.n50(lengths),
         "longest": max(lengths),
-        "min_length": 62,
     }
+    assert stats["min_length"] == 62 and stats["k"] == 31, stats
+    # The choices made on the reads and the gaps are in the stats too.
+    assert stats["reads"]["reads"] == 60_000 and stats["reads"]["trimmed_reads"] == 0, stats
+    assert [f["layout"] for f in stats["reads"]["files"]] == ["single", "single"], stats
+    assert stats["gaps"]["dead_ends"] >= stats["gaps"]["bridged_by_reads"] >= 0, stats
     figures = evaluate.evaluate(reference, seqs, min_length=500)
     assert figures["worst_identity"] >= 0.99 and figures["misassemblies"] == 0, figures
     assert figures["unaligned"] == 0 and figures["genome_fraction"] >= 0.98, figures
@@ -199,7 +204,7 @@ FASTQ = b"@r1\nACGTACGTAC\n+\nIIIIIIIIII\n@r2\nacgtnacgta\n+r2\nIIIIIIIIII\n"
         (FASTQ.replace(b"@r2", b"r2"), "record 2 (r2): its header does not start with '@'"),
         (FASTQ.replace(b"+r2", b"-r2"), "record 2 (@r2): its third line does not start with '+'"),
         (b">chr1\nACGTACGT\nACGT\n", "record 1 (>chr1) is FASTA, not FASTQ"),
-        (gzip.compress(FASTQ, mtime=0), "gzip-compressed"),
+        (gzip.compress(FASTQ, mtime=0), "gzip-compressed"),  # the workflow unpacks it first
     ],
 )
 def test_fastq_reader_refuses_what_is_not_fastq_naming_the_record(data: bytes, says: str) -> None:
@@ -231,6 +236,19 @@ def failed_step_log(run: Runner, wf: Path, reads: str, *inputs: str) -> str:
     ("name", "content", "inputs", "says"),
     [
         ("r.fastq", FASTQ[:-12], (), "Error: r.fastq: record 2 (@r2) is truncated"),
+        (
+            "r.fq.gz",
+            gzip.compress(FASTQ[:-12], mtime=0),
+            (),
+            "Error: r.fq.gz: record 2 (@r2) is truncated",
+        ),
+        (
+            "r.fq.gz",
+            gzip.compress(FASTQ, mtime=0)[:-9],
+            (),
+            "Error: r.fq.gz: cannot be read to its end",
+        ),
+        ("r.txt", b"hello\n", (), "Error: r.txt: record 1 (hello) is neither FASTQ"),
         ("r.fastq", FASTQ, ("k=30",), "Error: k must be an odd integer from 3 to 31, not 30"),
         ("r.fastq", FASTQ, (), "Error: the reads hold no k-mer"),  # reads shorter than k
         ("r.fastq", FASTQ, ("k=5", "tip_length=-1"), "Error: tip_length must be a whole number"),

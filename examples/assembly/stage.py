@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from warehouse import step
@@ -20,6 +20,13 @@ def k() -> int:
         return dbg.check_k(params().get("k", 31))
     except ValueError as e:
         fail(str(e))
+
+
+def k_from(path: str) -> int:
+    """k as an earlier stage fixed it (``k=auto`` is decided once, by preprocess)."""
+    import dbg
+
+    return dbg.check_k(json.loads(read(path))["k"])
 
 
 def fail(message: str) -> NoReturn:
@@ -52,10 +59,14 @@ def switch(value: Any, name: str) -> bool:
     return value
 
 
-def write(outputs: Mapping[str, bytes], counters: Mapping[str, int] | None = None) -> None:
+def write(
+    outputs: Mapping[str, bytes | Iterable[bytes]], counters: Mapping[str, int] | None = None
+) -> None:
+    """Write the output files in name order (a file may be chunks, made as they are written)."""
     out = step.StreamWriter(".")
     for name in sorted(outputs):
-        out.add_file(name, [outputs[name]])
+        data = outputs[name]
+        out.add_file(name, [data] if isinstance(data, bytes) else data)
     step.output(out.finish())
     if counters:
         step.counters(**counters)

@@ -24,10 +24,21 @@ parts = [dbg.parse_counts(stage.read(p)) for p in stage.files("counts")]
 keys, counts = dbg.merge_counts([p[0] for p in parts], [p[1] for p in parts])
 bridge = stage.auto(stage.params().get("bridge_length"), 3 * k, "bridge_length")
 solid = counts >= least
-bridged = dbg.bridges(keys, counts, solid, k, bridge) if least > 1 else np.zeros_like(solid)
+gaps: dict[str, object] = {"bridge_length": bridge}
+report: dict[str, int] = {}
+no_bridges = np.zeros_like(solid)
+bridged = dbg.bridges(keys, counts, solid, k, bridge, report) if least > 1 else no_bridges
 solid |= bridged
 nodes, counts = keys[solid], counts[solid]
 succ = dbg.successors(nodes, k)
+gaps.update(report)
+# Both sides of a gap are dead ends (one on each strand); so is each end of a contig.
+_, _, _, behind = dbg.long_sides(succ, k)
+gaps["dead_ends_after_bridges"] = int((((succ >= 0).sum(axis=1) == 0) & behind).sum())
+gaps["rule"] = (
+    "a dead end is bridged by the rarer k-mers of reads when one walk of at most bridge_length "
+    "k-mers reaches a dead start; otherwise the break is kept (the simplify stage may join it)"
+)
 
 
 def npy(a: np.ndarray) -> bytes:
@@ -37,7 +48,13 @@ def npy(a: np.ndarray) -> bytes:
 
 
 stage.write(
-    {"nodes.npy": npy(nodes), "counts.npy": npy(counts), "successors.npy": npy(succ)},
+    {
+        "nodes.npy": npy(nodes),
+        "counts.npy": npy(counts),
+        "successors.npy": npy(succ),
+        "k.json": stage.dumps({"k": k}),
+        "graph.json": stage.dumps(gaps),
+    },
     {
         "kmers": len(keys),
         "solid_kmers": len(nodes),

@@ -1,4 +1,8 @@
-"""Stage simplify: drop low-coverage unitigs, tips, bubble arms; merge chains; until no change."""
+"""Stage simplify: drop low-coverage unitigs, tips, bubble arms; merge chains; until no change.
+
+Then join the gaps no read spans where a dead end overlaps one dead start
+(unitig_graph.join_overlaps).
+"""
 
 import json
 import sys
@@ -8,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import dbg
 import stage
 
-k = stage.k()
+k = stage.k_from("unitigs/k.json")
 p = stage.params()
 cutoff = json.loads(stage.read("cutoff/cutoff.json"))
 how = dbg.Simplify(
@@ -21,6 +25,12 @@ how = dbg.Simplify(
 )
 graph = dbg.UnitigGraph(dbg.read_unitigs(stage.read("unitigs/unitigs.fasta").decode()), k)
 graph = dbg.simplify(graph, how)
+# Gaps no read spans: a dead end joined to the one dead start it overlaps (0: never).
+overlap = stage.auto(p.get("join_overlap"), (k + 1) // 2, "join_overlap")
+least = stage.auto(p.get("min_length"), 2 * k, "min_length")
+joins: dict[str, int] = {}
+if overlap:
+    graph = dbg.join_overlaps(graph, overlap, least, joins)
 settings = {
     "min_count": how.min_count,
     "tip_length": how.tip_length,
@@ -31,7 +41,10 @@ settings = {
 stage.write(
     {
         "unitigs.fasta": dbg.write_unitigs(graph.unitigs),
-        "simplify.json": stage.dumps({"settings": settings, "rounds": how.log}),
+        "k.json": stage.dumps({"k": k}),
+        "simplify.json": stage.dumps(
+            {"settings": settings, "rounds": how.log, "joins": joins, "join_overlap": overlap}
+        ),
     },
     {"rounds": len(how.log), "unitigs": len(graph.unitigs)},
 )

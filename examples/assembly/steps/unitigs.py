@@ -11,12 +11,16 @@ import stage
 
 
 def load(name: str) -> np.ndarray:
-    return np.load(io.BytesIO(stage.read(name)), allow_pickle=False)
+    out: np.ndarray = np.load(io.BytesIO(stage.read(name)), allow_pickle=False)
+    return out
 
 
-k = stage.k()
+k = stage.k_from("k.json")
 unitigs = dbg.kmer_unitigs(load("nodes.npy"), load("counts.npy"), k, load("successors.npy"))
 stage.write(
-    {"unitigs.fasta": dbg.write_unitigs(dbg.Unitig(*u) for u in unitigs)},
+    {
+        "unitigs.fasta": dbg.write_unitigs(dbg.Unitig(*u) for u in unitigs),
+        "k.json": stage.dumps({"k": k}),
+    },
     {"unitigs": len(unitigs)},
 )
