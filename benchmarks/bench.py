@@ -133,15 +133,27 @@ def run(
 ) -> None:
     env = base_env(work)
     setup = str(spec.get("setup", ""))
-    # Each side sets up its own home: an older catalog need not read a newer one.
-    for side in [{}, *(t.env for t in ab[:1])]:
-        if not setup:
-            break
-        print("set-up …", file=sys.stderr)
-        wall, _, rc, tail = shell(setup, env | side, work)
-        if rc:
-            sys.exit(f"set-up failed (exit {rc}):\n{tail}")
-        print(f"set-up done in {wall:.1f} s", file=sys.stderr)
+    try:
+        # Each side sets up its own home: an older catalog need not read a newer one.
+        for side in [{}, *(t.env for t in ab[:1])]:
+            if not setup:
+                break
+            print("set-up …", file=sys.stderr)
+            wall, _, rc, tail = shell(setup, env | side, work)
+            if rc:
+                sys.exit(f"set-up failed (exit {rc}):\n{tail}")
+            print(f"set-up done in {wall:.1f} s", file=sys.stderr)
+        _rounds(cases, runs, cold, work, env)
+    finally:
+        # What the set-up started (servers) is stopped however the run ends.
+        teardown = str(spec.get("teardown", ""))
+        if teardown:
+            _, _, rc, tail = shell(teardown, env, work)
+            if rc:
+                print(f"teardown failed (exit {rc}):\n{tail}", file=sys.stderr)
+
+
+def _rounds(cases: list[Case], runs: int, cold: bool, work: Path, env: dict[str, str]) -> None:
     for case in cases:
         for r in range(runs):
             order = case.tools[r % len(case.tools) :] + case.tools[: r % len(case.tools)]
