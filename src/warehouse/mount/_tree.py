@@ -31,15 +31,17 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol
 
+from warehouse import catalog
+from warehouse.blocks.store import BlockStore
 from warehouse.collection.spool import StoredText
 from warehouse.errors import NotFoundError
-from warehouse.interface import Warehouse
 from warehouse.keys import is_pdh
 from warehouse.manifest import FileEntry, Manifest
 from warehouse.manifest.outline import Outline
 
-__all__ = ["ROOT", "Collection", "Node", "Tree"]
+__all__ = ["ROOT", "Collection", "Node", "Source", "Tree"]
 
 ROOT = 1
 # How long a name is taken to hold the PDH last read for it: a name moved
@@ -54,6 +56,23 @@ COLLECTIONS_HELD = 16
 ENTRIES_HELD = 50_000
 # A text this short is held in memory rather than read back from its scratch copy.
 _TEXT_HELD = 1 << 20
+
+
+class Source(Protocol):
+    """What the tree reads: a ``Warehouse`` (the mount), or one user's view
+    of a controller's catalog (the WebDAV gateway). Each refuses (as not
+    found) what its user may not read."""
+
+    @property
+    def store(self) -> BlockStore: ...
+
+    def stored_text(self, key: str) -> bytes | StoredText | None: ...
+
+    def manifest(self, key: str) -> Manifest: ...
+
+    def get_name(self, name: str) -> catalog.NameRecord: ...
+
+    def list_names(self, prefix: str = "") -> list[catalog.NameRecord]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +132,7 @@ class Collection:
 
 
 class Tree:
-    def __init__(self, warehouse: Warehouse) -> None:
+    def __init__(self, warehouse: Source) -> None:
         self.warehouse = warehouse
         self._lock = threading.Lock()
         self._next = itertools.count(ROOT + 1)
@@ -271,7 +290,9 @@ class Tree:
 
     def lookup(self, parent: int, name: str) -> tuple[Node, FileEntry | None]:
         """The child ``name`` of directory ``parent``: NotFoundError if none."""
-        node = self.node(parent)
+        return self.lookup_in(self.node(parent), name)
+
+    def lookup_in(self, node: Node, name: str) -> tuple[Node, FileEntry | None]:
         if node.kind == "root":
             if name in ("by_id", "by_name"):
                 return Node(name), None
@@ -297,6 +318,26 @@ class Tree:
             if self.collection(node.pdh).outline.is_dir(path):
                 return Node("dir", node.root, node.pdh, path), None
         raise NotFoundError(f"no {name!r} here")
+
+    def walk(self, parts: list[str]) -> tuple[Node, FileEntry | None]:
+        """The node at path ``parts`` from the root (as WebDAV names it):
+        inside a collection, a directory is found in its outline and only a
+        file's own directory is listed. NotFoundError if there is none."""
+        node, entry = Node("root"), None
+        for i, name in enumerate(parts):
+            if node.kind == "dir":
+                path = "/".join([node.path, *parts[i:]] if node.path else parts[i:])
+                if self.collection(node.pdh).outline.is_dir(path):
+                    return Node("dir", node.root, node.pdh, path), None
+                parent, _, base = path.rpartition("/")
+                found = self.files(node.pdh, parent).get(base)
+                if found is None:
+                    raise NotFoundError(f"no {path!r} in {node.pdh}")
+                return Node("file", node.root, node.pdh, path), found
+            if node.kind == "file":
+                raise NotFoundError(f"{node.path!r} is a file")
+            node, entry = self.lookup_in(node, name)
+        return node, entry
 
     def children(self, inode: int) -> list[tuple[str, Node, FileEntry | None]]:
         """A directory's entries in name order (by_id lists none: a PDH is
