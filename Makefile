@@ -58,7 +58,8 @@ install-memcached:
 	command -v memcached >/dev/null || (apt-get update && apt-get install -y memcached)
 
 # The S3 gateway's tests run the `aws` command and rclone (Debian's awscli
-# and rclone): installed here when missing, as root, like chromium.
+# and rclone), the WebDAV gateway's rclone: installed here when missing, as
+# root, like chromium.
 install-s3-clients:
 	command -v aws >/dev/null && command -v rclone >/dev/null || \
 		(apt-get update && apt-get install -y awscli rclone)

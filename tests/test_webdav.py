@@ -158,7 +158,7 @@ def test_in_private_mode_bob_sees_none_of_alices(tmp_path: Path, keep_servers: K
 def _rclone() -> str:
     found = shutil.which("rclone")
     if found is None:
-        problem = "no rclone (`make install-rclone` installs Debian's)"
+        problem = "no rclone (`make install-s3-clients` installs Debian's)"
         if os.environ.get("CI"):
             pytest.fail(f"WebDAV rclone test: {problem}; CI must run it", pytrace=False)
         pytest.skip(problem)
