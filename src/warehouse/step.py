@@ -19,16 +19,17 @@ taken by the manager only if the step exits 0.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
-from warehouse.collection.reader import CollectionReader
+from warehouse.collection.reader import CollectionReader, file_bytes_read
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.protocol import append_record, check_queue
@@ -100,6 +101,7 @@ def scratch() -> Path:
 @cache
 def warehouse() -> StepWarehouse | RemoteWarehouse:
     """The job's warehouse: ``$WH_URL`` (with ``$WH_TOKEN``) if set, else ``$WH_HOME``."""
+    _report_reads_at_exit()
     url = os.environ.get("WH_URL")
     if url:
         from warehouse.remote.warehouse import RemoteWarehouse  # only then: httpx is slow to load
@@ -156,6 +158,25 @@ def counters(**values: int) -> None:
     append_record(_env("WH_RESULT"), {"op": "counters", "counters": values})
 
 
+@cache
+def _report_reads_at_exit() -> None:
+    """Once a step touches its warehouse: report at its end the bytes of
+    warehouse files it read (``input_bytes``, docs/usage.md). Counted from
+    here, so what a fork server read before the step began is not the step's."""
+    start = file_bytes_read()
+
+    def report() -> None:
+        read = file_bytes_read() - start
+        if read and os.environ.get("WH_RESULT"):
+            append_record(os.environ["WH_RESULT"], {"op": "reads", "input_bytes": read})
+
+    _exit_reports.append(report)
+    atexit.register(report)
+
+
+_exit_reports: list[Callable[[], None]] = []
+
+
 def done() -> NoReturn:
     """End the step now with exit status 0, without tearing the interpreter down.
 
@@ -166,6 +187,8 @@ def done() -> NoReturn:
     pages it shares with the server first (about 20 ms with DuckDB loaded).
     Exit handlers do not run and threads still running are not waited for.
     """
+    for report in _exit_reports:  # exit handlers do not run below
+        report()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -238,6 +238,8 @@ steps = sa.Table(
     sa.Column("peak_memory", sa.BigInteger, nullable=True),
     sa.Column("read_bytes", sa.BigInteger, nullable=True),
     sa.Column("written_bytes", sa.BigInteger, nullable=True),
+    # Bytes of warehouse files the step reported reading (migration 0016).
+    sa.Column("input_bytes", sa.BigInteger, nullable=True),
 )
 
 # -- Regol (migration 0005_regol) --------------------------------------------

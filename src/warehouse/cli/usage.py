@@ -18,7 +18,7 @@ __all__ = ["cost", "usage"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_SIZES = ("peak_memory", "read", "written")
+_SIZES = ("peak_memory", "read", "written", "input")
 
 # A price table is a few hundred bytes; a bigger file is no price table.
 _MAX_TABLE = 1024 * 1024
@@ -61,6 +61,7 @@ def _text(u: Usage) -> tuple[object, ...]:
         u.peak_memory,
         u.read_bytes,
         u.written_bytes,
+        u.input_bytes,
     )
 
 

@@ -33,7 +33,7 @@ from warehouse.manifest import FileEntry, FilePiece, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories
 from warehouse.manifest.parse import ManifestError, iter_raw_parts
 
-__all__ = ["CollectionReader", "stored_text_damage"]
+__all__ = ["CollectionReader", "file_bytes_read", "stored_text_damage"]
 
 DEFAULT_READAHEAD = 3
 # File pieces a reader reads ahead of the one it gives, at most, to find the
@@ -45,6 +45,17 @@ _AHEAD_PIECES = 1 << 14
 # of 64 MiB blocks) are then read ahead of the one used; sixteen at a time
 # would hash faster still, but read twice as far ahead.
 _TOGETHER = 8
+
+
+# File bytes every reader of this process has given out: a step reports
+# them as the bytes of warehouse files it read (docs/usage.md). One list
+# cell, not a lock: readers give out data on the thread that reads it.
+_GIVEN = [0]
+
+
+def file_bytes_read() -> int:
+    """File bytes the readers of this process have given out so far."""
+    return _GIVEN[0]
 
 
 class _Ahead:
@@ -266,6 +277,7 @@ class CollectionReader:
                         else:
                             data = memoryview(fetch.result())
                         current_key = piece.locator.key
+                    _GIVEN[0] += piece.length
                     yield entry, data[piece.offset : piece.offset + piece.length]
             finally:
                 for f in window:
@@ -309,6 +321,7 @@ class CollectionReader:
             pos = end
             if pos >= offset + length:
                 break
+        _GIVEN[0] += len(out)
         return bytes(out)
 
 

@@ -30,7 +30,7 @@ from typing import Protocol
 from warehouse.jobs.forkserver import Channel, forkable, server_channel
 from warehouse.jobs.fullness import disk_full
 from warehouse.jobs.lifeline import Lifeline, on_parent_death
-from warehouse.jobs.measure import Measured, reap
+from warehouse.jobs.measure import Measured, parse_measured, reap
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
@@ -133,6 +133,11 @@ class _Workdir:
         os.mkdir(self.tmp)
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         self.log_fd = os.open(self.path + "/log", flags, 0o600)
+        # A sandboxed step is measured inside its sandbox, which writes the
+        # figures here: reaping bubblewrap from outside sees none of the
+        # step's time (its pid namespace's init reaps the step, and is not
+        # waited for by the bubblewrap we reap).
+        self.measured_fd: int | None = None
 
     def env(self, launch: Launch) -> dict[str, str]:
         env = process_environment(launch.env)
@@ -154,11 +159,35 @@ class _Workdir:
         if self.sandbox is not None:
             self.sandbox.prepare_scratch(self.tmp, self.result)
             function_dir = launch.env.get("WH_FUNCTION_DIR", self.tmp)
+            read, write = os.pipe2(os.O_CLOEXEC)
+            os.set_blocking(read, False)
+            self._forget_measured()
+            self.measured_fd = read
             argv = self.sandbox.wrap(
-                argv, function_dir=function_dir, scratch=self.tmp, result=self.result
+                argv,
+                function_dir=function_dir,
+                scratch=self.tmp,
+                result=self.result,
+                measure_to=f"/dev/fd/{write}",
             )
+            try:
+                return self._popen(argv, launch, guard, lifeline, tell, (write,))
+            finally:
+                os.close(write)
+        return self._popen(argv, launch, guard, lifeline, tell, ())
+
+    def _popen(
+        self,
+        argv: tuple[str, ...] | list[str],
+        launch: Launch,
+        guard: Guard | None,
+        lifeline: bool,
+        tell: Callable[[], None] | None,
+        fds: tuple[int, ...],
+    ) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             argv,
+            pass_fds=fds,
             env=self.env(launch),
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,
@@ -197,6 +226,7 @@ class _Workdir:
         usage: Measured | None = None,
     ) -> Finished:
         log = read_log(self.log_fd)
+        usage = self._measured_inside() or usage
         limit = guard.finish(status, log[-4096:], time.time()) if guard is not None else None
         # Asked before the scratch is emptied: a full disk may have cut its writes short.
         limit = limit or disk_full(self.path)
@@ -213,6 +243,23 @@ class _Workdir:
         ids = (launch.job, launch.step, launch.attempt)
         end, limit = time.time(), limit or ""
         return Finished(*ids, status, host, started, end, log, result, limit=limit, usage=usage)
+
+    def _measured_inside(self) -> Measured | None:
+        """What the measure inside the sandbox wrote, if the step ran in one
+        and it wrote something whole (it writes once, as the step ends)."""
+        if self.measured_fd is None:
+            return None
+        try:
+            data = os.read(self.measured_fd, 4096)
+        except OSError:  # nothing written: the sandbox never got to run it
+            data = b""
+        self._forget_measured()
+        return parse_measured(data)
+
+    def _forget_measured(self) -> None:
+        if self.measured_fd is not None:
+            os.close(self.measured_fd)
+            self.measured_fd = None
 
     def not_started(self, launch: Launch, error: OSError, host: str, started: float) -> Finished:
         """The failed run of a step whose program could not be started (not

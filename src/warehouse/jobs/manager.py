@@ -274,6 +274,7 @@ class Manager:
             log = log.replace(token.encode(), b"[job token]")
         outputs = intermediates = ""
         counters: dict[str, int] = {}
+        given: int | None = None
         if ok:
             try:
                 report = parse_report(done.result)
@@ -286,6 +287,7 @@ class Manager:
                         check_level(job.steps[done.step].level, level)
                 queued = report.queued
                 counters = report.counters
+                given = report.input_bytes
             except WarehouseError as e:
                 ok = False
                 log += f"\nwh: the step's report was refused: {e}\n".encode()
@@ -316,6 +318,8 @@ class Manager:
             "counters": json.dumps(counters, sort_keys=True) if counters else None,
             # Every attempt this manager saw is counted: a failed one used the machine too.
             **add_attempt(self._ran.get(done.job, {}).get(done.step), done),
+            # What the attempt that ended the step read, as it reported it.
+            "input_bytes": given if ok else None,
         }
         self._results.append(result)
         self._ran.setdefault(done.job, {})[done.step] = result

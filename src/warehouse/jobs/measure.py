@@ -26,6 +26,7 @@ __all__ = [
     "add_attempt",
     "io_counters",
     "measured_argv",
+    "parse_measured",
     "read_measured",
     "reap",
     "wait_measured",
@@ -116,9 +117,17 @@ def read_measured(path: str) -> Measured | None:
     """What ``main`` wrote to ``path``; None if it wrote nothing usable."""
     try:
         with open(path, "rb") as f:
-            cpu, peak, read, written = json.loads(f.read(4096))
+            return parse_measured(f.read(4096))
+    except OSError:
+        return None
+
+
+def parse_measured(data: bytes) -> Measured | None:
+    """What ``main`` wrote; None if it is not that (nothing, or cut short)."""
+    try:
+        cpu, peak, read, written = json.loads(data)
         return (float(cpu), int(peak), int(read), int(written))
-    except (OSError, ValueError, TypeError):
+    except (ValueError, TypeError):
         return None
 
 
@@ -127,6 +136,10 @@ def main() -> None:
     PROGRAM (its output is ours), then write its usage to FILE as JSON and
     exit as it did (128+N for a signal, as a shell says)."""
     out, argv = sys.argv[1], sys.argv[3:]
+    if out.startswith("/dev/fd/"):
+        # A pipe from the executor: the step must not inherit it (it could
+        # write figures of its own there first).
+        os.set_inheritable(int(out[len("/dev/fd/") :]), False)
     try:
         pid = os.posix_spawnp(argv[0], argv, os.environ)
     except OSError as e:

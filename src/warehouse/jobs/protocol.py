@@ -7,6 +7,7 @@ appending JSON lines to the file named by ``WH_RESULT``::
     {"op": "output", "manifest": "./lane1 <locator> 0:42:md5sum.txt\\n"}
     {"op": "intermediate", "manifest": "..."}
     {"op": "counters", "counters": {"records_in": 1200, "records_out": 87}}
+    {"op": "reads", "input_bytes": 4096}
 
 Counters reported more than once are added up. Appending (``O_APPEND``,
 one ``write`` per line) lets a shell step call ``wh step queue`` and
@@ -76,6 +77,7 @@ class StepReport:
     intermediates: list[str] = field(default_factory=list)
     queued: list[tuple[int, str]] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
+    input_bytes: int | None = None  # bytes of warehouse files read, if it said
 
 
 def step_environment(
@@ -220,6 +222,11 @@ def parse_report(text: str) -> StepReport:
                 (report.outputs if op == "output" else report.intermediates).append(manifest)
             elif op == "counters":
                 _add_counters(report.counters, record["counters"])
+            elif op == "reads":
+                given = record["input_bytes"]
+                if not isinstance(given, int) or isinstance(given, bool) or given < 0:
+                    raise TypeError("input_bytes must be a whole number 0 or more")
+                report.input_bytes = (report.input_bytes or 0) + given
             else:
                 raise ValueError(f"unknown op {op!r}")
         except (ValueError, KeyError, TypeError) as e:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import warehouse
 from warehouse.errors import UsageError
+from warehouse.jobs.measure import measured_argv
 from warehouse.remote.tls import ca_bundle
 
 __all__ = ["DEFAULT_STEPS_USER", "Sandbox", "StepsUser", "find_sandbox", "steps_user"]
@@ -114,9 +115,19 @@ class Sandbox:
     readonly: tuple[str, ...]  # the Python installation(s) running wh, besides _SYSTEM
 
     def wrap(
-        self, argv: tuple[str, ...] | list[str], *, function_dir: str, scratch: str, result: str
+        self,
+        argv: tuple[str, ...] | list[str],
+        *,
+        function_dir: str,
+        scratch: str,
+        result: str,
+        measure_to: str | None = None,
     ) -> list[str]:
-        """The bubblewrap command line running ``argv`` with only these paths of ours."""
+        """The bubblewrap command line running ``argv`` with only these paths
+        of ours; with ``measure_to`` (a path inside, such as an inherited
+        ``/dev/fd/N``) it is run under ``warehouse.jobs.measure``, which
+        writes its usage there, before the steps user is taken on: the step
+        cannot touch what measures it."""
         cmd = [self.bwrap]
         for path in _SYSTEM:
             if os.path.islink(path):
@@ -149,13 +160,17 @@ class Sandbox:
         # signature, so the controller's must not be a step's (docs/s3.md).
         cmd += ["--unsetenv", "WH_CACHE_DIR"]
         cmd += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
+        inside: list[str] = []  # what bubblewrap runs: the step, maybe measured, maybe as its user
         if self.user is not None and self.setpriv is not None:
             u = self.user
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-            cmd += ["--cap-add", "CAP_SETPCAP", "--", self.setpriv]
-            cmd += [f"--reuid={u.uid}", f"--regid={u.gid}", "--clear-groups"]
-            cmd += ["--inh-caps=-all", "--bounding-set=-all"]
-        cmd += ["--", *argv]
+            cmd += ["--cap-add", "CAP_SETPCAP"]
+            inside += [self.setpriv, f"--reuid={u.uid}", f"--regid={u.gid}", "--clear-groups"]
+            inside += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+        inside += argv
+        if measure_to is not None:
+            inside = measured_argv(inside, measure_to)
+        cmd += ["--", *inside]
         return cmd
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:

@@ -7,14 +7,16 @@ database, not carried into Python. Summing jobs and pricing are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sqlalchemy as sa
 
 from warehouse.catalog.db import connect
-from warehouse.catalog.schema import jobs, steps, workflow_nodes
+from warehouse.catalog.schema import jobs, steps, workflow_nodes, workflow_runs
 from warehouse.usage.model import Usage
 from warehouse.usage.select import JobUsage, Selection
 
-__all__ = ["job_usage"]
+__all__ = ["job_usage", "run_usage"]
 
 
 def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
@@ -34,6 +36,7 @@ def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
             sa.func.coalesce(sa.func.max(s.peak_memory), 0),
             sa.func.coalesce(sa.func.sum(s.read_bytes), 0),
             sa.func.coalesce(sa.func.sum(s.written_bytes), 0),
+            sa.func.coalesce(sa.func.sum(s.input_bytes), 0),
         )
         .join(jobs, jobs.c.id == s.job)
         .where(s.wall_seconds.is_not(None))
@@ -43,8 +46,9 @@ def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
     if selection.job is not None:
         query = query.where(jobs.c.id == selection.job)
     if selection.workflow is not None:
+        # The jobs the run ran: a job it reused counts for the run that ran it.
         in_run = sa.select(workflow_nodes.c.job_id).where(
-            workflow_nodes.c.run_id == selection.workflow
+            workflow_nodes.c.run_id == selection.workflow, workflow_nodes.c.reused.is_(False)
         )
         query = query.where(jobs.c.id.in_(in_run))
     if selection.user is not None:
@@ -53,9 +57,8 @@ def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
         query = query.where(s.finished_at >= selection.since)
     out = []
     with connect(engine) as conn:
-        for job, user, state, cpus, n, attempts, cpu, wall, peak, read, written in conn.execute(
-            query
-        ):
+        for row in conn.execute(query):
+            job, user, state, cpus, n, attempts, cpu, wall, peak, read, written, given = row
             usage = Usage(
                 steps=int(n),
                 attempts=int(attempts),
@@ -65,6 +68,71 @@ def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
                 peak_memory=int(peak),
                 read_bytes=int(read),
                 written_bytes=int(written),
+                input_bytes=int(given),
             )
             out.append(JobUsage(job, user, state, cpus, usage))
     return out
+
+
+def run_usage(engine: sa.Engine, run_ids: Sequence[int]) -> dict[int, Usage]:
+    """Per workflow run of ``run_ids``, the usage of the measured steps of
+    the jobs it ran (not those it reused); a run with none is left out."""
+    s, wn = steps.c, workflow_nodes.c
+    held = s.wall_seconds * jobs.c.cpus
+    query = (
+        sa.select(
+            wn.run_id,
+            sa.func.count(s.wall_seconds),
+            sa.func.coalesce(sa.func.sum(s.attempts), 0),
+            sa.func.coalesce(sa.func.sum(s.cpu_seconds), 0.0),
+            sa.func.coalesce(sa.func.sum(s.wall_seconds), 0.0),
+            sa.func.coalesce(sa.func.sum(held), 0.0),
+            sa.func.coalesce(sa.func.max(s.peak_memory), 0),
+            sa.func.coalesce(sa.func.sum(s.read_bytes), 0),
+            sa.func.coalesce(sa.func.sum(s.written_bytes), 0),
+            sa.func.coalesce(sa.func.sum(s.input_bytes), 0),
+        )
+        .join(jobs, jobs.c.id == s.job)
+        .join(workflow_nodes, wn.job_id == jobs.c.id)
+        .where(
+            wn.run_id.in_(list(run_ids)),
+            wn.reused.is_(False),
+            s.wall_seconds.is_not(None),
+        )
+        .group_by(wn.run_id)
+    )
+    out = {}
+    with connect(engine) as conn:
+        for run, n, attempts, cpu, wall, reserved, peak, read, written, given in conn.execute(
+            query
+        ):
+            out[int(run)] = Usage(
+                int(n),
+                int(attempts),
+                float(cpu),
+                float(wall),
+                float(reserved),
+                int(peak),
+                int(read),
+                int(written),
+                int(given),
+            )
+    return out
+
+
+def user_runs(
+    engine: sa.Engine, owner: str | None, since: float | None, limit: int
+) -> list[tuple[int, str, str, str, float]]:
+    """The newest ``limit`` workflow runs (of ``owner`` if given, created
+    at or after ``since`` if given): (id, workflow, owner, state, created_at)."""
+    r = workflow_runs.c
+    query = sa.select(r.id, r.workflow, r.owner, r.state, r.created_at)
+    if owner is not None:
+        query = query.where(r.owner == owner)
+    if since is not None:
+        query = query.where(r.created_at >= since)
+    query = query.order_by(r.id.desc()).limit(limit)
+    with connect(engine) as conn:
+        return [
+            (int(i), str(w), str(o), str(st), float(c)) for i, w, o, st, c in conn.execute(query)
+        ]

@@ -79,6 +79,7 @@ class StepRecord:
     peak_memory: int | None = None
     read_bytes: int | None = None
     written_bytes: int | None = None
+    input_bytes: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

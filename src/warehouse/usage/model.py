@@ -9,7 +9,14 @@ from typing import Any
 __all__ = ["COLUMNS", "Usage", "total"]
 
 # The per-step catalog columns, as the steps table names them.
-COLUMNS = ("cpu_seconds", "wall_seconds", "peak_memory", "read_bytes", "written_bytes")
+COLUMNS = (
+    "cpu_seconds",
+    "wall_seconds",
+    "peak_memory",
+    "read_bytes",
+    "written_bytes",
+    "input_bytes",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +29,8 @@ class Usage:
     ``peak_memory``: the largest resident set of any one of those processes
     (bytes). ``read_bytes``/``written_bytes``: bytes through read and write
     calls (files, pipes and sockets alike) of the step and those descendants.
+    ``input_bytes``: bytes of warehouse files the step read through its
+    readers (as it reported them: the size of what it read of its input).
     """
 
     steps: int = 0
@@ -32,6 +41,7 @@ class Usage:
     peak_memory: int = 0
     read_bytes: int = 0
     written_bytes: int = 0
+    input_bytes: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -43,6 +53,7 @@ class Usage:
             max(self.peak_memory, other.peak_memory),
             self.read_bytes + other.read_bytes,
             self.written_bytes + other.written_bytes,
+            self.input_bytes + other.input_bytes,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -72,6 +83,7 @@ class Usage:
             peak_memory=int(row.get("peak_memory") or 0),
             read_bytes=int(row.get("read_bytes") or 0),
             written_bytes=int(row.get("written_bytes") or 0),
+            input_bytes=int(row.get("input_bytes") or 0),
         )
 
 

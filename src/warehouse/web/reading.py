@@ -25,6 +25,7 @@ __all__ = [
     "filters",
     "job_filter",
     "lineage_shown",
+    "readable_job_ids",
     "readable_jobs",
     "readable_names",
     "readable_pdhs",
@@ -75,6 +76,13 @@ def readable_jobs(site: Site, user: catalog.User, found: Sequence[JobRecord]) ->
         return list(found)
     shown = access.readable_jobs(site.engine, user, [(j.id, j.submitted_by) for j in found])
     return [j for j in found if j.id in shown]
+
+
+def readable_job_ids(site: Site, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
+    """Of the jobs ``found`` (id, submitter), the ids ``user`` may read."""
+    if site.kind != "controller":
+        return {i for i, _ in found}
+    return access.readable_jobs(site.engine, user, found)
 
 
 def require_job(site: Site, user: catalog.User, job: JobRecord) -> None:

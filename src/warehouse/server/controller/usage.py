@@ -1,7 +1,7 @@
 """Usage over the API: what steps used, summed per job (docs/usage.md).
 
-Only jobs the caller may read are summed (in a private installation, their
-own and those shared with them); the total is of those.
+Only jobs (and runs) the caller may read are summed (in a private
+installation, their own and those shared with them); the total is of those.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi import Request as _Request
 
-from warehouse.jobs.usage import job_usage
-from warehouse.server.controller.access import readable_jobs
+from warehouse.jobs.usage import job_usage, run_usage, user_runs
+from warehouse.server.controller.access import readable_jobs, readable_runs
 from warehouse.server.controller.auth import Caller, state_of
 from warehouse.server.controller.paging import MAX_ID
 from warehouse.usage import Selection, total
@@ -20,6 +20,8 @@ from warehouse.usage import Selection, total
 __all__ = ["router"]
 
 router = APIRouter(prefix="/api/v1/usage", tags=["usage"])
+
+_MAX_RUNS = 1000  # runs one answer sums at most
 
 
 @router.get("")
@@ -42,3 +44,28 @@ def get_usage(
         "jobs": [r.as_dict() for r in found],
         "total": total(r.usage for r in found).as_dict(),
     }
+
+
+@router.get("/runs")
+def get_run_usage(
+    user: Caller,
+    request: _Request,
+    owner: Annotated[str | None, Query(alias="user", max_length=255)] = None,
+    since: Annotated[float | None, Query(ge=0, allow_inf_nan=False)] = None,
+    limit: Annotated[int, Query(ge=1, le=_MAX_RUNS)] = 100,
+) -> dict[str, Any]:
+    """What the newest ``limit`` workflow runs (of ``user`` if given, made
+    since ``since``) the caller may read used: ``runs``, one row per run
+    with a measured step (the jobs it ran, not those it reused), and their
+    ``total``; what the user page draws (docs/usage.md)."""
+    engine = state_of(request).engine
+    runs = user_runs(engine, owner, since, limit)
+    shown = readable_runs(engine, user, [(r[0], r[2]) for r in runs])
+    runs = [r for r in runs if r[0] in shown]
+    used = run_usage(engine, [r[0] for r in runs])
+    rows = [
+        {"run": i, "workflow": w, "user": o, "state": st, **used[i].as_dict()}
+        for i, w, o, st, _ in runs
+        if i in used
+    ]
+    return {"runs": rows, "total": total(used[r["run"]] for r in rows).as_dict()}
