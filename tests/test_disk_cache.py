@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from conftest import Runner
 from warehouse.blocks.diskcache import DiskCache, parse_size, read_stats
+from warehouse.blocks.nodecache import NodeCaches
+from warehouse.blocks.volume import LocalVolume
+from warehouse.volumes.store import VolumeBlockStore
 
 
 def _block(i: int, size: int = 1000) -> tuple[str, bytes]:
@@ -201,3 +206,63 @@ def test_a_sandboxed_step_never_gets_the_controllers_cache() -> None:
     assert cmd[cmd.index("WH_CACHE_DIR") - 1] == "--unsetenv"
     assert cmd[cmd.index("XDG_CACHE_HOME") - 1] == "--unsetenv"
     assert cmd[cmd.index("HOME") + 1] == "/s/tmp"
+
+
+def test_a_hit_waits_for_no_lock(tmp_path: Path) -> None:
+    """Another process holding the state's lock (a long eviction) does not
+    hold up a hit; the hit is counted once the lock is free."""
+    cache = DiskCache(tmp_path / "c", 1 << 20)
+    md5, data = _block(11)
+    cache.put(md5, data)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys; f = open(sys.argv[1], 'rb'); fcntl.flock(f, fcntl.LOCK_EX); "
+            "print('held', flush=True); sys.stdin.read()",
+            str(tmp_path / "c" / "state"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        done = threading.Event()
+        got: list[bytes | None] = []
+        reader = threading.Thread(
+            target=lambda: (got.append(cache.get(md5, len(data))), done.set())
+        )
+        reader.start()
+        assert done.wait(60), "a hit waited for the state file's lock"
+        assert got == [data]
+    finally:
+        holder.communicate("", timeout=60)
+    assert cache.stats().hits == 1
+    cache.close()
+
+
+@pytest.mark.skipif(not LocalVolume.can_check_open(), reason="no native batched MD5 here")
+def test_a_one_pass_read_checks_warm_entries_together(tmp_path: Path) -> None:
+    """Big blocks of a one-pass read (``get_ahead``) come from the disk
+    cache, checked together, once it is warm: with the volume's copies
+    gone they still read; a bad entry is fetched from the volume again."""
+    volume = LocalVolume(tmp_path / "v")
+    cache = DiskCache(tmp_path / "c", 64 << 20)
+    store = VolumeBlockStore(volume, None, NodeCaches(cache))
+    blocks = [os.urandom((2 << 20) + i) for i in range(4)]
+    locators = [store.put(b).locator for b in blocks]
+    assert store.checks_ahead()
+    assert [bytes(call()) for call in store.get_ahead(locators)] == blocks  # cold: fetched
+    assert (cache.stats().hits, cache.stats().misses) == (0, 4)
+    for loc in locators:
+        assert volume.trash(loc.md5)
+    assert [bytes(call()) for call in store.get_ahead(locators)] == blocks  # warm: no volume
+    assert (cache.stats().hits, cache.stats().misses) == (4, 4)
+    assert volume.untrash(locators[2].md5)
+    entry = tmp_path / "c" / locators[2].md5[:2] / locators[2].md5
+    entry.write_bytes(b"x" + blocks[2][1:])
+    assert [bytes(call()) for call in store.get_ahead(locators)] == blocks
+    assert (cache.stats().hits, cache.stats().misses) == (7, 5)
+    assert entry.read_bytes() == blocks[2]  # fetched again and kept
+    store.close()

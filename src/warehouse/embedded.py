@@ -96,7 +96,9 @@ def _volume_store(
     if wanted and not is_s3_spec(wanted):
         wanted = str(Path(wanted).expanduser().absolute())  # the same from any directory
     spec, new = home_volume(home, wanted)
-    volume = open_volume(spec) if spec else LocalVolume(home / "blocks")
+    # A bucket is checked when the home first records it, not by every
+    # command: a warm read from the disk cache then sends no request at all.
+    volume = open_volume(spec, check=new) if spec else LocalVolume(home / "blocks")
     if new:  # only once it opened: a bucket that is not there is not recorded
         record_volume(home, spec)
     if isinstance(volume, LocalVolume):

@@ -12,6 +12,10 @@ every step is safe against the others:
   file, changed only under ``flock`` on it; eviction runs under the same
   lock, so two evictors never count one file twice. A reader holding an
   evicted entry open still reads it whole (the inode lives until closed);
+- a hit takes no lock: it reads, checks and touches an entry that is never
+  changed in place, and its count is added to the state file with the
+  next change under the lock, at most a second later (``_FOLD_EVERY``), or
+  when the cache is closed;
 - least recently used goes first: a hit sets the entry's mtime to now
   (atime is not kept on most mounts).
 
@@ -21,6 +25,7 @@ fail a read: a cache that cannot be written is a cache that misses.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import hashlib
@@ -30,10 +35,12 @@ import re
 import struct
 import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from warehouse.blocks.volume import OpenBlock, open_checked
 from warehouse.errors import UsageError
 
 __all__ = [
@@ -57,6 +64,10 @@ _LOW_WATER = 0.9
 # A temporary file older than this is a writer's that died.
 _STALE_TMP = 3600.0
 _STATE = "state"
+# Seconds a process keeps its hits and misses before adding them to the
+# state file (under the lock): a hit costs no lock, and `wh cache stats`
+# is at most this late.
+_FOLD_EVERY = 1.0
 _FIELDS = struct.Struct("<4q")  # bytes, entries, hits, misses
 _MD5 = re.compile(r"[0-9a-f]{32}")
 _SIZE = re.compile(r"([0-9]+)([KMGT]?)(?:i?B)?", re.IGNORECASE)
@@ -104,6 +115,11 @@ class DiskCache:
         self.budget = budget
         self._thread_lock = threading.Lock()  # flock is per open file, not per thread
         self._fd: int | None = None
+        # Hits and misses counted here, not yet in the state file.
+        self._count_lock = threading.Lock()
+        self._pending = [0, 0]
+        self._folded_at = time.monotonic()
+        _open.add(self)
 
     # -- the shared state ------------------------------------------------------
 
@@ -114,22 +130,53 @@ class DiskCache:
         return self._fd
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[list[int]]:
-        """The state (bytes, entries, hits, misses), written back on leaving."""
+    def _locked(self, *, wait: bool = True) -> Iterator[list[int]]:
+        """The state (bytes, entries, hits, misses), written back on leaving,
+        with this process's hits and misses counted since the last time.
+        ``wait=False``: BlockingIOError if another holds the lock."""
         with self._thread_lock:
             fd = self._state_fd()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
             try:
                 raw = os.pread(fd, _FIELDS.size, 0)
                 state = list(_FIELDS.unpack(raw)) if len(raw) == _FIELDS.size else [0, 0, 0, 0]
                 before = list(state)
+                with self._count_lock:
+                    (hits, misses), self._pending = self._pending, [0, 0]
+                    self._folded_at = time.monotonic()
+                state[2] += hits
+                state[3] += misses
                 yield state
                 if state != before:
                     os.pwrite(fd, _FIELDS.pack(*(max(0, v) for v in state)), 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
+    def _count(self, hits: int = 0, misses: int = 0) -> None:
+        """Count reads; add them to the state file once a second at most."""
+        with self._count_lock:
+            self._pending[0] += hits
+            self._pending[1] += misses
+            due = time.monotonic() - self._folded_at >= _FOLD_EVERY
+        if due:
+            self._fold()
+
+    def _fold(self, *, wait: bool = False) -> None:
+        """Add the counts kept here to the state file; if another process
+        holds its lock (and not ``wait``), at a later read."""
+        if self._pending == [0, 0]:
+            return
+        try:
+            with self._locked(wait=wait):
+                pass
+        except BlockingIOError:
+            with self._count_lock:
+                self._folded_at = time.monotonic()
+        except OSError as e:
+            log.debug("disk cache %s: %s", self.root, e)
+
     def close(self) -> None:
+        self._fold(wait=True)
         with self._thread_lock:
             if self._fd is not None:
                 os.close(self._fd)
@@ -151,21 +198,37 @@ class DiskCache:
                 data = f.read(size + 1)
         except OSError:
             pass
-        good = data is not None and len(data) == size and hashlib.md5(data).hexdigest() == md5
-        try:
-            with self._locked() as state:
-                if good:
-                    state[2] += 1
-                    _touch(path)  # most recently used
-                    return data
-                state[3] += 1
-                if data is not None:
-                    log.warning("disk cache: dropping a bad copy of block %s", md5)
+        if data is not None and len(data) == size and hashlib.md5(data).hexdigest() == md5:
+            self._hit(path)
+            return data
+        self._count(misses=1)
+        if data is not None:
+            log.warning("disk cache: dropping a bad copy of block %s", md5)
+            try:
+                with self._locked() as state:
                     self._drop(path, ino, state)
-        except OSError as e:
-            log.debug("disk cache %s: %s", self.root, e)
-            return data if good else None
+            except OSError as e:
+                log.debug("disk cache %s: %s", self.root, e)
         return None
+
+    def _hit(self, path: Path) -> None:
+        # No lock: an evictor that unlinks it meanwhile only makes the touch
+        # fail, and a reader holding it open still reads it whole.
+        _touch(path)  # most recently used
+        self._count(hits=1)
+
+    def open_checked(self, blocks: Sequence[tuple[str, int]]) -> list[OpenBlock | None]:
+        """Each block's entry open and checked, hashed side by side in one
+        native call (``LocalVolume.open_checked``), not yet mapped; None for
+        one not held (or held bad: the caller's ``get`` then drops and counts
+        it). Only where ``can_check_open()``."""
+        opened = open_checked(
+            [(self._path(md5) if _MD5.fullmatch(md5) else None, size) for md5, size in blocks]
+        )
+        for (md5, _), block in zip(blocks, opened, strict=True):
+            if block is not None:
+                self._hit(self._path(md5))
+        return opened
 
     def _drop(self, path: Path, ino: int | None, state: list[int]) -> None:
         """Remove the entry at ``path`` if it is still the file ``ino`` (under the lock)."""
@@ -259,6 +322,7 @@ class DiskCache:
 
     def stats(self) -> CacheStats:
         """What the cache holds, counted from its files, and its hits and misses."""
+        self._fold(wait=True)
         entries = list(self._entries())
         state = read_stats(self.root)
         return CacheStats(
@@ -286,6 +350,16 @@ class DiskCache:
                 freed += size
             state[0], state[1] = 0, 0
             return removed, freed
+
+
+# Caches of this process: their last counts are written at its exit, closed or not.
+_open: weakref.WeakSet[DiskCache] = weakref.WeakSet()
+
+
+@atexit.register
+def _fold_all() -> None:
+    for cache in list(_open):
+        cache._fold(wait=True)
 
 
 def _touch(path: Path) -> None:

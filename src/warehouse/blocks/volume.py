@@ -45,6 +45,8 @@ __all__ = [
     "OpenBlock",
     "PendingWrite",
     "VolumeSpace",
+    "move_aside",
+    "open_checked",
 ]
 
 DEFAULT_TRASH_LIFETIME = 14 * 24 * 3600.0
@@ -519,30 +521,9 @@ class LocalVolume:
         checked ahead. Block files are never changed in place, and the open
         descriptor is what is mapped, so the pages used are those hashed.
         """
-        from warehouse.native.md5 import md5_fds
-
-        opened: list[OpenBlock | None] = []
-        try:
-            for md5, size in blocks:
-                try:
-                    fd = os.open(self.path_for(md5), os.O_RDONLY | os.O_CLOEXEC)
-                except OSError:
-                    opened.append(None)
-                    continue
-                block = OpenBlock(fd, size)
-                opened.append(block if size and os.fstat(fd).st_size == size else None)
-            here = [(i, b) for i, b in enumerate(opened) if b is not None]
-            sums = md5_fds([b.fd for _, b in here], [b.size for _, b in here])
-            for (i, b), digest in zip(here, sums, strict=True):
-                if digest is None or digest.hex() != blocks[i][0]:
-                    b.close()
-                    opened[i] = None
-        except BaseException:
-            for left in opened:
-                if left is not None:
-                    left.close()
-            raise
-        return opened
+        return open_checked(
+            [(self.path_for(md5) if _MD5.fullmatch(md5) else None, size) for md5, size in blocks]
+        )
 
     @staticmethod
     def can_check_open() -> bool:
@@ -601,14 +582,7 @@ class LocalVolume:
         return n
 
     def _move_aside(self, md5: str, ino: int) -> str:
-        """Quarantine a copy found corrupt; say how that went, for the error."""
-        try:
-            moved = self.quarantine(md5, ino=ino)
-        except OSError as e:
-            # A read-only or full volume: the copy is still corrupt, and that
-            # is what the reader must hear, not the failed rename.
-            return f" and could not be moved aside: {e.strerror or e}"
-        return " and was moved aside" if moved else ""
+        return move_aside(lambda: self.quarantine(md5, ino=ino))
 
     def _verify(self, md5: str, data: bytes | memoryview, ino: int) -> None:
         self._check_digest(md5, hashlib.md5(data).hexdigest(), ino)
@@ -699,6 +673,52 @@ class LocalVolume:
     def _trashed(self, md5: str) -> list[Path]:
         shard = self.root / md5[:3]
         return [shard / n for n in _listdir(shard) if n.startswith(f"{md5}.trash.")]
+
+
+def move_aside(quarantine: Callable[[], bool]) -> str:
+    """Quarantine a copy found corrupt (any volume's ``quarantine``); say
+    how that went, for the error."""
+    try:
+        moved = quarantine()
+    except OSError as e:
+        # A read-only or full volume, a store refusing: the copy is still
+        # corrupt, and that is what the reader must hear, not the failed move.
+        return f" and could not be moved aside: {e.strerror or e}"
+    return " and was moved aside" if moved else ""
+
+
+def open_checked(files: Sequence[tuple[Path | None, int]]) -> list[OpenBlock | None]:
+    """Each ``(path, size)`` open and checked against the MD5 that is its
+    file name, hashed side by side in one native call (see
+    ``LocalVolume.open_checked``); None for a path that is None, missing,
+    of another size, unreadable or not its MD5."""
+    from warehouse.native.md5 import md5_fds
+
+    opened: list[OpenBlock | None] = []
+    try:
+        for path, size in files:
+            try:
+                if path is None:
+                    raise FileNotFoundError
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                opened.append(None)
+                continue
+            block = OpenBlock(fd, size)
+            opened.append(block if size and os.fstat(fd).st_size == size else None)
+        here = [(i, b) for i, b in enumerate(opened) if b is not None]
+        sums = md5_fds([b.fd for _, b in here], [b.size for _, b in here])
+        for (i, b), digest in zip(here, sums, strict=True):
+            path = files[i][0]
+            if digest is None or path is None or digest.hex() != path.name:
+                b.close()
+                opened[i] = None
+    except BaseException:
+        for left in opened:
+            if left is not None:
+                left.close()
+        raise
+    return opened
 
 
 def _listdir(path: Path) -> list[str]:

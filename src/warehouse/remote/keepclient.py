@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from warehouse.blocks import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
+from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import LocatorError
-from warehouse.blocks.nodecache import NodeCaches
+from warehouse.blocks.nodecache import CachedReads, NodeCaches
 from warehouse.blocks.store import Buffer, StoredBlock
 from warehouse.errors import (
     CorruptDataError,
@@ -111,6 +111,7 @@ class KeepClient:
         # (docs/s3.md, "The cache"): filled by one-pass reads too, so a
         # second `wh get` asks no server.
         self.disk = disk
+        self.reads = CachedReads(cache, disk, self._fetch)
         # The controller signs its own reads (it holds the key); clients use
         # the signatures the controller gave them.
         self.signer = signer
@@ -144,8 +145,7 @@ class KeepClient:
         self.http.close()
         if self.known is not None:
             self.known.close()
-        if self.disk is not None:
-            self.disk.close()
+        self.reads.close()
 
     def flush(self) -> None:
         """Every put returned after its copies were stored: nothing to wait for."""
@@ -294,31 +294,23 @@ class KeepClient:
     # -- reading -------------------------------------------------------------
 
     def get(self, locator: Locator, *, cache: bool = True) -> bytes:
-        if locator.md5 == EMPTY_MD5:
-            return b""
-        if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
-            return hit
-        if (
-            self.disk is not None
-            and (from_disk := self.disk.get(locator.md5, locator.size)) is not None
-        ):
-            if cache and self.cache is not None:
-                self.cache.put(locator.key, from_disk)
-            return from_disk
-        data = self._fetch(locator, cache)
-        if self.disk is not None:
-            self.disk.put(locator.md5, data)
-        return data
+        """A verified block: the RAM cache, the node's caches, then a keep server."""
+        return self.reads.get(locator, cache=cache)
 
-    def _fetch(self, locator: Locator, cache: bool) -> bytes:
+    def checks_ahead(self) -> bool:
+        """Whether ``get_ahead`` checks big blocks together (in the disk cache)."""
+        return self.reads.checks_ahead()
+
+    def get_ahead(self, locators: Sequence[Locator]) -> list[Callable[[], bytes | memoryview]]:
+        """Big blocks of a one-pass read: see ``CachedReads.get_ahead``."""
+        return self.reads.get_ahead(locators)
+
+    def _fetch(self, locator: Locator) -> bytes:
         """The block from a keep server (or another cluster's), verified."""
         other = self._other_cluster(locator)
         if other is not None:
             # Signed by that cluster for its token: only its servers can serve it.
-            data = other.get(locator)
-            if self.cache is not None:
-                self.cache.put(locator.key, data)
-            return data
+            return other.get(locator, cache=False)
         if self.signer is not None and locator.hint("A") is None:
             locator = self.signer(locator)
         hint = locator.hint("K")
@@ -375,8 +367,6 @@ class KeepClient:
                     self.stats.gets += 1
                     self.stats.failovers += s is not order[0]
                     self._slow.pop(s.url, None)  # it answered in time
-                if cache and self.cache is not None:
-                    self.cache.put(locator.key, data)
                 return data
             if not retry:
                 break

@@ -103,13 +103,17 @@ def child_spec(spec: str, name: str) -> str:
     return f"{base.rstrip('/')}/{name}/{sep}{query}"
 
 
-def open_volume(spec: str | Path, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME) -> Volume:
-    """The volume a spec names: ``s3://…`` an S3 volume (checked now: a
-    missing bucket or refused credentials are a UsageError), anything else
-    a local directory (created if missing)."""
+def open_volume(
+    spec: str | Path, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME, check: bool = True
+) -> Volume:
+    """The volume a spec names: ``s3://…`` an S3 volume (``check``ed now: a
+    missing bucket or refused credentials are a UsageError; unchecked, its
+    first request finds them), anything else a local directory (created if
+    missing)."""
     if is_s3_spec(spec):
-        # Only an S3 volume loads boto3: a client-only install has none.
+        # Only an S3 volume loads boto3, at its first request: a client-only
+        # install has none.
         from warehouse.volumes.s3 import S3Volume
 
-        return S3Volume.open(str(spec), trash_lifetime=trash_lifetime)
+        return S3Volume.open(str(spec), trash_lifetime=trash_lifetime, check=check)
     return LocalVolume(Path(spec).absolute(), trash_lifetime=trash_lifetime)

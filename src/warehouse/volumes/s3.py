@@ -26,13 +26,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from warehouse.blocks.locator import MAX_BLOCK_SIZE
-from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, BlockStat, VolumeSpace
+from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, BlockStat, VolumeSpace, move_aside
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.volumes.s3client import S3Location, make_client, s3_error, status_of
 
@@ -78,20 +79,33 @@ class S3Volume:
     ) -> None:
         self.location = location
         self.trash_lifetime = trash_lifetime
-        self.client: Any = client if client is not None else make_client(location)
+        self._client: Any = client
+        self._client_lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        """The S3 client, made at the first request: a read the disk cache
+        answers whole never loads boto3 (about 0.3 s of a process's start)."""
+        with self._client_lock:
+            if self._client is None:
+                try:
+                    self._client = make_client(self.location)
+                except ModuleNotFoundError as e:
+                    raise UsageError(
+                        f"S3 volume {self.name} needs boto3: pip install 'warehouse[s3]'"
+                    ) from e
+            return self._client
 
     @classmethod
-    def open(cls, spec: str, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME) -> S3Volume:
-        """The volume a spec names, once the bucket answers: a missing
-        bucket, refused credentials or an unreachable store are UsageError."""
-        location = S3Location.parse(spec)
-        try:
-            volume = cls(location, trash_lifetime=trash_lifetime)
-        except ModuleNotFoundError as e:
-            raise UsageError(
-                f"S3 volume {location.name} needs boto3: pip install 'warehouse[s3]'"
-            ) from e
-        volume.check_bucket()
+    def open(
+        cls, spec: str, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME, check: bool = True
+    ) -> S3Volume:
+        """The volume a spec names, once the bucket answers (``check``): a
+        missing bucket, refused credentials or an unreachable store are
+        UsageError. Unchecked, the first request finds them (an OSError)."""
+        volume = cls(S3Location.parse(spec), trash_lifetime=trash_lifetime)
+        if check:
+            volume.check_bucket()
         return volume
 
     def check_bucket(self) -> None:
@@ -315,11 +329,7 @@ class S3Volume:
         return True
 
     def _move_aside(self, md5: str, etag: str) -> str:
-        try:
-            moved = self.quarantine(md5, etag=etag)
-        except OSError as e:
-            return f" and could not be moved aside: {e.strerror or e}"
-        return " and was moved aside" if moved else ""
+        return move_aside(lambda: self.quarantine(md5, etag=etag))
 
     # -- index, trash ----------------------------------------------------
 

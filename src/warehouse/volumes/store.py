@@ -10,11 +10,11 @@ the volume.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
-from warehouse.blocks.nodecache import NodeCaches
+from warehouse.blocks.nodecache import CachedReads, NodeCaches
 from warehouse.blocks.store import StoredBlock, put_range
 from warehouse.errors import CorruptDataError, UsageError, os_error
 from warehouse.volumes.base import Volume
@@ -34,6 +34,7 @@ class VolumeBlockStore:
         self.volume = volume
         self.cache = cache
         self.disk = disk
+        self.reads = CachedReads(cache, disk, self._fetch)
 
     def put(self, data: Buffer, *, md5: str | None = None) -> StoredBlock:
         if len(data) > MAX_BLOCK_SIZE:
@@ -51,21 +52,21 @@ class VolumeBlockStore:
         """Nothing waits: each put was durable when it returned."""
 
     def close(self) -> None:
-        if self.disk is not None:
-            self.disk.close()
+        self.reads.close()
 
     def get(self, locator: Locator, *, cache: bool = True) -> bytes | memoryview:
-        if locator.md5 == EMPTY_MD5:
-            return b""
-        if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
-            return hit
-        if (
-            self.disk is not None
-            and (from_disk := self.disk.get(locator.md5, locator.size)) is not None
-        ):
-            if cache and self.cache is not None:
-                self.cache.put(locator.key, from_disk)
-            return from_disk
+        return self.reads.get(locator, cache=cache)
+
+    def checks_ahead(self) -> bool:
+        """Whether ``get_ahead`` checks big blocks together (in the disk cache)."""
+        return self.reads.checks_ahead()
+
+    def get_ahead(self, locators: Sequence[Locator]) -> list[Callable[[], bytes | memoryview]]:
+        """Big blocks of a one-pass read: see ``CachedReads.get_ahead``."""
+        return self.reads.get_ahead(locators)
+
+    def _fetch(self, locator: Locator) -> bytes:
+        """The block from the volume, verified (the caches are asked first)."""
         try:
             data = self.volume.get(locator.md5)
         except OSError as e:
@@ -75,10 +76,6 @@ class VolumeBlockStore:
                 f"block {locator.md5} on {self.volume.name} has {len(data)} bytes, "
                 f"not {locator.size}"
             )
-        if self.disk is not None:
-            self.disk.put(locator.md5, data)
-        if cache and self.cache is not None:
-            self.cache.put(locator.key, data)
         return data
 
     def exists(self, locator: Locator) -> bool:
