@@ -34,6 +34,11 @@ def _shown(value: Any) -> str:
     help="Also write the output files into D (default: only in the warehouse).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the CWL output object as JSON.")
+@click.option(
+    "--name-outputs",
+    metavar="PREFIX",
+    help="Name each output holding files PREFIX.OUTPUT (as wh workflow run does).",
+)
 @click.option("--no-reuse", is_flag=True, help="Run every tool, even one run before.")
 @click.option("--verbose", is_flag=True, help="Show cwltool's progress on stderr.")
 @click.pass_context
@@ -43,6 +48,7 @@ def run(
     job: str | None,
     outdir: str | None,
     as_json: bool,
+    name_outputs: str | None,
     no_reuse: bool,
     verbose: bool,
 ) -> None:
@@ -61,7 +67,12 @@ def run(
             argv,
             stdout=printed,
             stderr=sys.stderr,
-            options=RunOptions(reuse=not no_reuse, summary=True, local_paths=bool(outdir)),
+            options=RunOptions(
+                reuse=not no_reuse,
+                summary=True,
+                local_paths=bool(outdir),
+                name_outputs=name_outputs,
+            ),
         )
     finally:
         if scratch is not None:

@@ -11,6 +11,7 @@ job reading it names the same blocks instead of putting them again).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,16 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from warehouse.cwl._record import Recorder
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.functions import FunctionVersion
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import FINISHED
-from warehouse.jobs.records import get_job, list_steps
+from warehouse.jobs.records import get_job, list_steps, request_control
 from warehouse.jobs.service import ensure_manager, run_manager
 from warehouse.jobs.submission import JobRequest, submit
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import FileEntry, Manifest
+from warehouse.workflows.records import parts_of, record_parts
 
 __all__ = ["Bridge", "Finished", "Staged"]
 
@@ -61,10 +64,14 @@ class Finished:
 
 
 class Bridge:
-    def __init__(self, wh: EmbeddedWarehouse, *, executor: str = "local") -> None:
+    def __init__(
+        self, wh: EmbeddedWarehouse, *, executor: str = "local", name_outputs: str | None = None
+    ) -> None:
         self.wh = wh
         self.executor = executor
         self._lock = threading.RLock()  # one call into the warehouse at a time
+        self.record = Recorder(wh, self._lock, name_outputs)
+        self.refused: WarehouseError | None = None  # bad input found once cwltool had loaded
         self._roots: dict[str, str] = {}  # local directory -> the collection it holds
         self._puts: dict[str, tuple[str, str]] = {}  # local path -> (pdh, path inside)
         self._functions: dict[str, FunctionVersion] = {}
@@ -131,9 +138,12 @@ class Bridge:
         """Record the collection holding every entry at its target; its PDH.
 
         Files already stored are named by their blocks (no data read or
-        written); local files are put first; texts are put as files."""
+        written); local files are put first; texts are put as files. It is
+        recorded as combined from the collections its entries came from
+        (each a part at the entry's path), which is how lineage reaches them."""
         files: dict[str, FileEntry] = {}
         empty: list[str] = []
+        parts: list[tuple[str, str]] = []
         for e in entries:
             target = e.target.strip("/")
             if e.text is not None:
@@ -143,6 +153,7 @@ class Bridge:
             else:  # a directory made empty, its entries staged one by one
                 empty.append(target)
                 continue
+            parts.append((target, pdh))
             with self._lock:
                 manifest = self.wh.manifest(pdh)
             if not e.directory:
@@ -167,7 +178,11 @@ class Bridge:
         keep = [d for d in empty if not any(p.startswith(d + "/") for p in files)]
         manifest = Manifest.from_files(files.values(), sorted(set(keep))).normalized()
         with self._lock:
-            return self.wh.put_manifest(manifest).pdh
+            made = self.wh.put_manifest(manifest).pdh
+            parts = [(d, p) for d, p in parts if p != made]  # a job's output given back whole
+            if parts:
+                record_parts(self.wh.engine, made, parts)
+            return made
 
     def _put_text(self, text: str) -> tuple[str, str]:
         with self._lock:
@@ -199,8 +214,11 @@ class Bridge:
         *,
         cpus: int = 1,
         reuse: bool = True,
+        node: str = "",
+        tool: str = "",
     ) -> Finished:
-        """Submit the job (or reuse an earlier one) and wait until it is finished."""
+        """Submit the job (or reuse an earlier one) and wait until it is finished;
+        ``node`` names it in the run's record, ``tool`` the tool it runs."""
         request = JobRequest(
             function=version.spec,
             input=input_pdh,
@@ -215,18 +233,30 @@ class Bridge:
             if record.state not in FINISHED:
                 self._new.append(record)
                 self._start_manager()
+            self.record.submitted(node, tool, record, self.reads_of(input_pdh))
         delay = 0.01
+        looked = time.monotonic()
         while record.state not in FINISHED:
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
             if self._external:
                 ensure_manager(self.wh.home, self.executor)
+            if time.monotonic() - looked > 0.5:  # wh workflow cancel asked?
+                looked = time.monotonic()
+                if self.record.cancelled():
+                    with self._lock, contextlib.suppress(WarehouseError):  # finished meanwhile
+                        request_control(self.wh.engine, record.id, "cancel")
             with self._lock:
                 record = get_job(self.wh.engine, record.id)
         finished = Finished(record, self._exit_code(record) if record.state == "complete" else None)
         with self._lock:
             self.finished.append(finished)
+            self.record.finished(node, record)
         return finished
+
+    def reads_of(self, pdh: str) -> list[str]:
+        """The collections a job's input was combined from."""
+        return [p.part_pdh for p in parts_of(self.wh.engine, pdh)]
 
     def _exit_code(self, record: JobRecord) -> int:
         with self._lock:

@@ -68,7 +68,9 @@ class RunOptions:
         executor: str = "local",
         summary: bool | None = None,
         local_paths: bool = True,
+        name_outputs: str | None = None,
     ) -> None:
+        self.name_outputs = name_outputs  # --name-outputs PREFIX
         self.reuse = reuse
         self.executor = executor
         self.summary = summary  # the jobs ran and reused, on stderr (None: unless --quiet)
@@ -121,11 +123,7 @@ def _job_file(path: str, bridge: Any) -> str | None:
     return name
 
 
-def _to_keep(output: Any, bridge: Any, outdir: str, *, paths: bool) -> str | None:
-    """Name every file of the output object in one collection; its PDH.
-    ``paths``: each keeps its ``path`` in ``outdir`` too (files written there)."""
-    from warehouse.cwl._bridge import output_collection
-
+def _local_files(value: Any) -> list[tuple[dict[str, Any], str]]:
     found: list[tuple[dict[str, Any], str]] = []
 
     def take(obj: dict[str, Any]) -> None:
@@ -133,12 +131,37 @@ def _to_keep(output: Any, bridge: Any, outdir: str, *, paths: bool) -> str | Non
         if isinstance(loc, str) and loc.startswith("file://"):
             found.append((obj, unquote(urlparse(loc).path)))
 
-    _visit(output, take)
+    _visit(value, take)
+    return found
+
+
+def _tops(found: list[tuple[dict[str, Any], str]]) -> list[tuple[str, bool]]:
+    every = sorted({(p, o["class"] == "Directory") for o, p in found})
+    return [(p, d) for p, d in every if not any(q != p and p.startswith(q + "/") for q, _ in every)]
+
+
+def _each_output(output: Any, bridge: Any, outdir: str) -> dict[str, str]:
+    """A collection for each output holding files (what --name-outputs names)."""
+    from warehouse.cwl._bridge import output_collection
+
+    made = {}
+    if isinstance(output, dict):
+        for name, value in output.items():
+            found = _local_files(value)
+            if found:
+                made[name] = output_collection(bridge, outdir, _tops(found))
+    return made
+
+
+def _to_keep(output: Any, bridge: Any, outdir: str, *, paths: bool) -> str | None:
+    """Name every file of the output object in one collection; its PDH.
+    ``paths``: each keeps its ``path`` in ``outdir`` too (files written there)."""
+    from warehouse.cwl._bridge import output_collection
+
+    found = _local_files(output)
     if not found:
         return None
-    every = sorted({(p, o["class"] == "Directory") for o, p in found})
-    tops = [(p, d) for p, d in every if not any(q != p and p.startswith(q + "/") for q, _ in every)]
-    pdh = output_collection(bridge, outdir, tops)
+    pdh = output_collection(bridge, outdir, _tops(found))
     root = os.path.realpath(outdir)
     for obj, path in found:
         rel = os.path.relpath(os.path.realpath(path), root).replace(os.sep, "/")
@@ -175,6 +198,7 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
 
     import warehouse
     from warehouse.cwl._bridge import Bridge
+    from warehouse.cwl._record import check_prefix
     from warehouse.cwl._tool import Executor, make_tool
     from warehouse.embedded import EmbeddedWarehouse
 
@@ -183,11 +207,12 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse has printed its usage line
         return BAD_INPUT if e.code else 0
+    check_prefix(options.name_outputs)
     wh = warehouse.open()
     if not isinstance(wh, EmbeddedWarehouse):
         wh.close()
         raise UsageError("wh cwl runs on an embedded warehouse for now (WH_HOME), not a controller")
-    bridge = Bridge(wh, executor=options.executor)
+    bridge = Bridge(wh, executor=options.executor, name_outputs=options.name_outputs)
     job_copy: str | None = None
     errors = _Errors()
     shown = logging.StreamHandler(err)
@@ -215,9 +240,23 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
             executor=Executor(bridge, reuse=options.reuse),
             loadingContext=loading,
         )
-        if code == 0 and printed.getvalue().strip():
-            result = json.loads(printed.getvalue())
+        if bridge.refused is not None:
+            raise bridge.refused
+        result = json.loads(printed.getvalue()) if code == 0 and printed.getvalue().strip() else {}
+        outputs = _each_output(result, bridge, args.outdir) if code == 0 else {}
+        if code == 0:
             _to_keep(result, bridge, args.outdir, paths=options.local_paths)
+        state = "complete" if code == 0 else "cancelled" if bridge.record.cancelled() else "failed"
+        failed = [f.job.id for f in bridge.finished if f.exit_code is None]
+        why = None
+        if code != 0:
+            first = _one_line(errors.messages[0]) if errors.messages else "the run failed"
+            why = f"job {failed[0]} failed: {first}" if failed else first
+        naming = bridge.record.finish(state, outputs, why)
+        if naming is not None and code == 0:
+            errors.messages.insert(0, naming)
+            code = 1
+        elif code == 0 and printed.getvalue().strip():
             json.dump(result, out, indent=4, ensure_ascii=False)
             out.write("\n")
         elif code == 0:
@@ -237,6 +276,7 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
             print(f"Error: {_one_line(message)}", file=err)
         return code
     finally:
+        bridge.record.finish("failed", {}, "the runner stopped")  # unless finished already
         cwl_log.removeHandler(errors)
         cwl_log.removeHandler(shown)
         bridge.close()

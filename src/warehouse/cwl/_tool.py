@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping, MutableMapping, MutableSequence
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import unquote
 
 from cwltool.command_line_tool import CommandLineTool
 from cwltool.context import LoadingContext, RuntimeContext
@@ -29,11 +31,12 @@ from cwltool.errors import WorkflowException
 from cwltool.executors import MultithreadedJobExecutor
 from cwltool.job import JobBase
 from cwltool.pathmapper import MapperEnt, PathMapper
-from cwltool.process import Process
+from cwltool.process import Process, shortname
 from cwltool.utils import CWLObjectType  # type: ignore[attr-defined]
 from cwltool.workflow import default_make_tool
 
 from warehouse.cwl._bridge import Bridge, Staged
+from warehouse.cwl._record import check_prefix, document_files
 from warehouse.errors import WarehouseError
 
 __all__ = ["OUTDIR", "STAGEDIR", "TMPDIR", "Executor", "WarehouseJob", "make_tool"]
@@ -82,6 +85,51 @@ def make_tool(toolpath_object: MutableMapping[str, Any], loadingContext: Loading
     if isinstance(toolpath_object, Mapping) and toolpath_object.get("class") == "CommandLineTool":
         return WarehouseTool(cast(Any, toolpath_object), loadingContext)
     return default_make_tool(cast(Any, toolpath_object), loadingContext)
+
+
+_ANONYMOUS = re.compile(r"_:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def portable(tool: Any) -> Any:
+    """The tool document as its content, not its place: cwltool's ids name
+    the file's absolute URI (``file:///home/x/wf.cwl#step/run/f``) and an
+    inline tool gets a random ``_:UUID``. Both would make the same tool moved
+    or loaded again another function, and so another job. URIs are made
+    relative to the directory holding all the files the document names, and
+    random ids one fixed text; the command line never holds either."""
+    uris: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, str) and value.startswith("file://"):
+            uris.append(value.split("#", 1)[0])
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, list):
+            for v in value:
+                collect(v)
+
+    collect(tool)
+    top = os.path.commonpath([os.path.dirname(u[len("file://") :]) for u in uris]) if uris else ""
+    prefix = "file://" + top.rstrip("/") + "/"
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            if value.startswith(prefix):
+                return value[len(prefix) :]
+            return "_:anonymous" if _ANONYMOUS.fullmatch(value) else value
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    return fix(tool)
+
+
+def _short_id(uri: str) -> str:
+    """A tool's id as the run's node shows it: its file's name and fragment."""
+    return uri.rsplit("/", 1)[-1] if uri.startswith("file://") else uri
 
 
 def _local(resolved: str) -> str:
@@ -170,14 +218,22 @@ class WarehouseJob(JobBase):
         status = "permanentFail"
         try:
             tool = getattr(self.builder, "wh_tool", None)
-            version = bridge.function(tool, STEP_SOURCE)
+            version = bridge.function(portable(tool), STEP_SOURCE)
             input_pdh = bridge.collection(self._entries())
             cores = int(self.builder.resources.get("cores", 1) or 1)
             reuse: bool = runtimeContext.wh_reuse  # type: ignore[attr-defined]
             work_reuse, _ = self.get_requirement("WorkReuse")
             if work_reuse is not None and work_reuse.get("enableReuse") is False:
                 reuse = False  # the tool asks to run every time
-            done = bridge.run(version, input_pdh, self._plan(), cpus=cores, reuse=reuse)
+            done = bridge.run(
+                version,
+                input_pdh,
+                self._plan(),
+                cpus=cores,
+                reuse=reuse,
+                node=self.name,
+                tool=_short_id(str((tool or {}).get("id", self.name))),
+            )
             job = done.job
             how = f"reused job {job.reused_from}" if done.reused else "ran"
             log.info("[job %s] warehouse job %d: %s (%s)", self.name, job.id, job.state, how)
@@ -224,4 +280,36 @@ class Executor(MultithreadedJobExecutor):
         runtime_context.docker_stagedir = STAGEDIR
         runtime_context.wh_bridge = self.bridge  # type: ignore[attr-defined]
         runtime_context.wh_reuse = self.reuse  # type: ignore[attr-defined]
+        self._record(process, job_order_object)
         return super().execute(process, job_order_object, runtime_context, logger)
+
+    def _record(self, process: Process, job_order: CWLObjectType) -> None:
+        """The run as a workflow run, once the documents are loaded and valid."""
+        bridge = self.bridge
+        outputs = [shortname(str(o["id"])) for o in process.tool.get("outputs", [])]
+        try:
+            check_prefix(bridge.record.name_outputs, outputs)
+        except WarehouseError as e:
+            bridge.refused = e  # said as bad input once cwltool returns
+            raise WorkflowException(str(e)) from None
+        ids: list[str] = []
+        process.visit(lambda t: ids.append(str(t.get("id", ""))))
+        main = str(process.tool.get("id", ""))
+        name = _short_id(main).split("#", 1)[0] or "cwl"
+        bridge.record.start(document_files(ids), _as_keep(job_order, bridge), name)
+
+
+def _as_keep(value: Any, bridge: Bridge) -> Any:
+    """The job order with every local file named by its collection (``keep:PDH/path``)."""
+    if isinstance(value, dict):
+        out = {k: _as_keep(v, bridge) for k, v in value.items() if not k.startswith("http")}
+        loc = value.get("location")
+        local = isinstance(loc, str) and loc.startswith("file://")
+        if value.get("class") in ("File", "Directory") and local:
+            pdh, rel = bridge.locate(unquote(_local(str(loc))))
+            out["location"] = f"keep:{pdh}/{rel}" if rel else f"keep:{pdh}"
+            out.pop("path", None)
+        return out
+    if isinstance(value, list):
+        return [_as_keep(v, bridge) for v in value]
+    return value

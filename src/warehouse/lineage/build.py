@@ -5,8 +5,9 @@ The walk is pure: it asks a ``Facts`` reader (``reads.CatalogFacts`` over a
 real catalog) and decides what belongs in the graph.
 
 - Up: a collection was made by the complete jobs that output it and, if it
-  is combined, from its parts; each job read its input. The walk stops at
-  collections nothing made: the puts.
+  is combined, from its parts; each job read its input, and the file of each
+  workflow run it ran for. The walk stops at collections nothing made: the
+  puts.
 - Down: a collection was read by the jobs whose input it is, and is a part
   of the combined collections that hold it; each job made its output.
 
@@ -195,8 +196,14 @@ def build(
 
 def _assemble(walk: _Walk, key: str, pdh: str, down: bool, depth: int | None) -> Lineage:
     facts = walk.facts
-    described = facts.describe(list(walk.pdhs))
     places = facts.workflow_places(list(walk.jobs))
+    if not down:  # what the jobs ran for: a workflow file is a put, nothing above it
+        for job_id, where in sorted(places.items()):
+            for w in where:
+                if w.file is not None:
+                    walk.collection(w.file, [])
+                    walk.edge(collection_node(w.file), job_node(job_id), "workflow file")
+    described = facts.describe(list(walk.pdhs))
     made_by: dict[str, list[int]] = {}
     for e in walk.edges:
         if e.role == "output":

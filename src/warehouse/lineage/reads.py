@@ -173,7 +173,11 @@ class CatalogFacts:
         out: dict[int, list[WorkflowPlace]] = {}
         with connect(self.engine) as conn:
             for chunk in _chunks(job_ids):
-                query = sa.select(wn.job_id, wn.run_id, wn.node).where(wn.job_id.in_(chunk))
-                for job_id, run, node in conn.execute(query.order_by(wn.run_id, wn.node)):
-                    out.setdefault(job_id, []).append(WorkflowPlace(run, node))
+                query = (
+                    sa.select(wn.job_id, wn.run_id, wn.node, workflow_runs.c.file_pdh)
+                    .join(workflow_runs, workflow_runs.c.id == wn.run_id)
+                    .where(wn.job_id.in_(chunk))
+                )
+                for job_id, run, node, file in conn.execute(query.order_by(wn.run_id, wn.node)):
+                    out.setdefault(job_id, []).append(WorkflowPlace(run, node, file))
         return out

@@ -47,10 +47,20 @@ def to_text(g: Lineage) -> str:
     below: dict[str, list[tuple[str, str]]] = {}  # node -> [(label, node)]
     for e in g.edges:
         if g.direction == "up":
-            label = {"output": "made by", "input": "input", "part": f"part ./{e.dir}"}[e.role]
+            label = {
+                "output": "made by",
+                "input": "input",
+                "part": f"part ./{e.dir}",
+                "workflow file": "workflow file",
+            }[e.role]
             below.setdefault(e.target, []).append((label, e.source))
         else:
-            label = {"output": "made", "input": "read by", "part": f"part ./{e.dir} of"}[e.role]
+            label = {
+                "output": "made",
+                "input": "read by",
+                "part": f"part ./{e.dir} of",
+                "workflow file": "workflow file of",
+            }[e.role]
             below.setdefault(e.source, []).append((label, e.target))
     lines = [f"lineage of {g.key} ({g.pdh}), {g.direction}"]
     shown: set[str] = set()

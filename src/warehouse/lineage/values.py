@@ -51,6 +51,7 @@ class WorkflowPlace:
 
     run: int
     node: str
+    file: str | None = None  # the run's workflow file (a collection); not in the JSON of a job
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +192,8 @@ class Edge:
     """``source`` → ``target`` between node ids (``collection:PDH``, ``job:ID``).
 
     role: ``input`` (a collection a job read), ``output`` (what a job made),
-    ``part`` (a part of a combined collection, with its ``dir``).
+    ``part`` (a part of a combined collection, with its ``dir``), ``workflow file``
+    (the file of the workflow run a job ran for, walking up).
     """
 
     source: str

@@ -20,7 +20,7 @@ from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.workflows import records
 from warehouse.workflows.driver import Driver, driver_id
-from warehouse.workflows.values import RUN_ACTIVE
+from warehouse.workflows.values import CWL_DRIVER, RUN_ACTIVE
 
 __all__ = ["WorkflowThread"]
 
@@ -60,8 +60,8 @@ class WorkflowThread:
 
     def _take_up(self) -> None:
         for run in records.list_runs(self.engine, states=RUN_ACTIVE):
-            if run.id in self._drivers:
-                continue
+            if run.id in self._drivers or (run.driver or "").startswith(CWL_DRIVER):
+                continue  # a CWL run is driven by its own runner (warehouse.cwl)
             try:
                 host = CatalogWarehouse(
                     self.engine, self.keep, run.owner, self.git_roots, self.git_allow

@@ -26,6 +26,7 @@ from warehouse.workflows.values import (
 )
 
 __all__ = [
+    "add_nodes",
     "claim_run",
     "combined_of",
     "find_resumable",
@@ -67,6 +68,17 @@ def insert_run(
                 workflow_nodes.insert(), [_node_row(run_id, i, n) for i, n in enumerate(nodes)]
             )
     return get_run(engine, run_id)
+
+
+def add_nodes(
+    engine: sa.Engine, run_id: int, nodes: Sequence[Mapping[str, Any]], *, first_position: int
+) -> None:
+    """Nodes added to a run as it goes (a CWL run learns its invocations only then)."""
+    with write(engine) as conn:
+        conn.execute(
+            workflow_nodes.insert(),
+            [_node_row(run_id, first_position + i, n) for i, n in enumerate(nodes)],
+        )
 
 
 def _node_row(run_id: int, position: int, node: Mapping[str, Any]) -> dict[str, Any]:

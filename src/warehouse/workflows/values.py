@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 __all__ = [
+    "CWL_DRIVER",
     "NODE_STATES",
     "RUN_ACTIVE",
     "RUN_FINISHED",
@@ -21,6 +22,9 @@ __all__ = [
     "RunWithNodes",
 ]
 
+# The driver column of a CWL run starts so: its own runner drives it (warehouse.cwl),
+# never a controller's workflow thread.
+CWL_DRIVER = "cwl "
 RUN_STATES = ("queued", "running", "complete", "failed", "cancelled")
 RUN_ACTIVE = frozenset({"queued", "running"})
 RUN_FINISHED = frozenset({"complete", "failed", "cancelled"})
