@@ -39,7 +39,7 @@ __all__ = [
 
 # The newest migration; checked against the migration scripts by a test, so a
 # new script without this bump fails the suite.
-HEAD_REVISION = "0016_step_input_bytes"
+HEAD_REVISION = "0017_s3_credentials"
 
 _IMMEDIATE = "warehouse_write"
 

@@ -379,3 +379,18 @@ grants = sa.Table(
     sa.Column("granted_by", sa.String(255), nullable=False),
     sa.Column("granted_at", sa.Float, nullable=False),
 )
+
+# S3 credentials (migration 0017; docs/s3-gateway.md): an access key id a
+# user made with one of its tokens. The secret is not stored: it is derived
+# from the controller's key and ``salt``. A credential works only while the
+# token ``token_hash`` does.
+s3_credentials = sa.Table(
+    "s3_credentials",
+    metadata,
+    sa.Column("access_key_id", sa.String(32), primary_key=True),
+    sa.Column("user", sa.String(255), sa.ForeignKey("users.name"), nullable=False, index=True),
+    sa.Column("token_hash", sa.String(64), nullable=False, index=True),
+    sa.Column("salt", sa.String(64), nullable=False),
+    sa.Column("label", sa.String(255), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+)

@@ -79,6 +79,7 @@ _COMMANDS = {
         "warehouse.cli.serve:serve",
         "Run the controller: the JSON API (OpenAPI at /openapi.json) over the catalog.",
     ),
+    "s3": ("warehouse.cli.s3:s3", "The S3 gateway of `wh serve`: credentials for S3 clients."),
     "user": ("warehouse.cli.users:user", "Users of a shared installation."),
     "token": (
         "warehouse.cli.users:token",

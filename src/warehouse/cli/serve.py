@@ -15,6 +15,8 @@ from warehouse.clusters.placement import HostMap
 from warehouse.collection.spool import scratch_dir
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
+from warehouse.gateways.s3app import with_s3
+from warehouse.gateways.webdav import with_webdav
 from warehouse.gitcmd import DEFAULT_ALLOW, check_allow
 from warehouse.limits import Policy
 from warehouse.private import private_dir
@@ -368,7 +370,7 @@ def serve(
 
     try:
         serve_app(
-            create_app(config, state),
+            with_webdav(with_s3(create_app(config, state), state), state),
             host,
             port,
             on_ready=ready,

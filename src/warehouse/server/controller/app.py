@@ -30,6 +30,7 @@ from warehouse.server.controller import (
     lineage,
     names,
     regol,
+    s3credentials,
     sharing,
     sql,
     usage,
@@ -141,7 +142,20 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
     app.include_router(docs_router(app.title))
     app.state.metrics = ControllerMetrics()
     app.include_router(metrics_router())
-    routed = (collections, names, users, gc, jobs, regol, workflows, lineage, sql, sharing, usage)
+    routed = (
+        collections,
+        names,
+        users,
+        gc,
+        jobs,
+        regol,
+        workflows,
+        lineage,
+        sql,
+        sharing,
+        usage,
+        s3credentials,
+    )
     for module in routed:
         app.include_router(module.router)
     from warehouse.web import web_router  # the pages (docs/web.md); imported late: they use us

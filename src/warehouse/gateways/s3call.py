@@ -1,0 +1,39 @@
+"""One S3 request as the operations see it: who signed it, the bucket and key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+
+from warehouse import catalog
+from warehouse.gateways.s3objects import Bucket, Contents, resolve_bucket
+
+if TYPE_CHECKING:
+    from warehouse.gateways.s3app import S3Gateway
+
+__all__ = ["Call"]
+
+
+@dataclass
+class Call:
+    gateway: S3Gateway
+    request: Request
+    user: catalog.User
+    bucket: str
+    key: str
+    payload: str  # the payload hash signed: hex SHA-256 or UNSIGNED-PAYLOAD
+
+    @property
+    def query(self) -> dict[str, str]:
+        raw = self.request.scope.get("query_string", b"").decode("latin-1")
+        return dict(parse_qsl(raw, keep_blank_values=True))
+
+    def resolve(self) -> Bucket:
+        """The bucket, if the caller may read it (else NoSuchBucket)."""
+        return resolve_bucket(self.gateway.state, self.user, self.bucket)
+
+    def contents(self, pdh: str) -> Contents:
+        return self.gateway.cache.get(self.gateway.state, pdh, self.user.name)

@@ -1,0 +1,283 @@
+"""What the S3 gateway reads: buckets (a name or a PDH), their keys (the
+collection's file paths), listings and object bytes (docs/s3-gateway.md).
+
+Permissions are the API's (docs/permissions.md): a bucket the caller may
+not read answers NoSuchBucket, as one that does not exist.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import hashlib
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from warehouse import catalog
+from warehouse.blocks import Locator
+from warehouse.blocks.store import BlockStore
+from warehouse.collection.listings import parse_listing
+from warehouse.collection.records import listing_of, load_manifest
+from warehouse.errors import NotFoundError, UsageError
+from warehouse.gateways.s3xml import S3Error
+from warehouse.manifest import FileEntry, Manifest
+from warehouse.permissions import Level
+from warehouse.server.controller.access import hide_name, require_collection_read
+from warehouse.server.controller.state import ControllerState
+
+__all__ = [
+    "MAX_KEYS",
+    "MAX_KEY_BYTES",
+    "Bucket",
+    "Contents",
+    "ListPage",
+    "bucket_pdh_name",
+    "check_key",
+    "etag_matches",
+    "etag_of",
+    "iter_object",
+    "list_page",
+    "resolve_bucket",
+]
+
+# S3's own bounds: a key of at most 1,024 bytes, a page of at most 1,000.
+MAX_KEY_BYTES = 1024
+MAX_KEYS = 1000
+# A PDH as a bucket: "md5+size", or "md5-size" (SDKs refuse a "+" in a bucket name).
+_PDH_BUCKET = re.compile(r"([0-9a-f]{32})[+-]((?:0|[1-9][0-9]{0,14}))")
+# Pieces sent at a time out of a block (a 64 MiB block is not one write).
+_SEND = 1 << 20
+
+
+def bucket_pdh_name(pdh: str) -> str:
+    """The bucket name a PDH is listed under (``-`` for ``+``)."""
+    return pdh.replace("+", "-")
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str  # as asked
+    pdh: str
+    is_name: bool  # a name (writable, if the caller may): else a PDH
+    level: Level
+
+
+def resolve_bucket(state: ControllerState, user: catalog.User, bucket: str) -> Bucket:
+    """The collection a bucket names now, if ``user`` may read it; else NoSuchBucket."""
+    missing = S3Error("NoSuchBucket", "The specified bucket does not exist", 404, BucketName=bucket)
+    engine = state.engine
+    found = _PDH_BUCKET.fullmatch(bucket)
+    if found is not None:
+        pdh = f"{found.group(1)}+{found.group(2)}"
+        try:
+            require_collection_read(engine, user, pdh)
+            catalog.get_collection(engine, pdh)
+        except NotFoundError:
+            raise missing from None
+        return Bucket(bucket, pdh, False, Level.READ)
+    try:
+        catalog.check_name(bucket)
+        level = hide_name(engine, user, bucket)
+        record = catalog.get_name(engine, bucket)
+    except (UsageError, NotFoundError):
+        raise missing from None
+    return Bucket(bucket, record.pdh, True, max(level, Level.READ))
+
+
+def check_key(key: str, *, writing: bool) -> None:
+    """Refuse a key no file may have. Reading, a key a collection cannot
+    hold is only absent (NoSuchKey); writing, it is refused: it must be a
+    path inside the collection (no empty, ``.`` or ``..`` part, no leading
+    ``/``, no NUL or control character)."""
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise S3Error("KeyTooLongError", f"a key is at most {MAX_KEY_BYTES} bytes", 400)
+    if not writing:
+        return
+    bad = not key or any(part in ("", ".", "..") for part in key.split("/"))
+    if bad or any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+        raise S3Error(
+            "InvalidArgument",
+            "a key must be a path inside the collection: no empty, '.' or '..' part, "
+            "no leading or doubled '/', no NUL or control character",
+            400,
+        )
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in key):
+        raise S3Error("InvalidArgument", "a key must be UTF-8", 400)
+
+
+class Contents:
+    """A collection's files in key order (S3 lists keys in UTF-8 byte
+    order, which is code point order), with the caller's own MD5s if any."""
+
+    def __init__(self, manifest: Manifest, md5s: dict[str, str] | None) -> None:
+        self.manifest = manifest
+        files = manifest.files_view()
+        self.keys = sorted(files)
+        self.files = files
+        self.md5s = md5s or {}
+        self.cost = sum(len(k) + 200 for k in self.keys)
+
+    def entry(self, key: str) -> FileEntry | None:
+        return self.files.get(key)
+
+
+class ContentsCache:
+    """Collections' contents kept among the last used, within a byte budget
+    (a PDH names fixed content; the listing is the caller's, so the user is
+    part of the key)."""
+
+    def __init__(self, budget: int = 256 << 20) -> None:
+        self.budget = budget
+        self._held: OrderedDict[tuple[str, str], Contents] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, state: ControllerState, pdh: str, user: str) -> Contents:
+        with self._lock:
+            found = self._held.get((pdh, user))
+            if found is not None:
+                self._held.move_to_end((pdh, user))
+                return found
+        manifest, _ = load_manifest(state.keep(), state.engine, pdh, None)
+        text = listing_of(state.engine, pdh, user)
+        made = Contents(manifest, parse_listing(text) if text else None)
+        with self._lock:
+            if made.cost <= self.budget and (pdh, user) not in self._held:
+                self._held[(pdh, user)] = made
+                self._bytes += made.cost
+                while self._bytes > self.budget:
+                    _, dropped = self._held.popitem(last=False)
+                    self._bytes -= dropped.cost
+        return made
+
+
+def etag_of(contents: Contents, entry: FileEntry) -> str:
+    """The file's MD5 where it is known: the caller's own listing of it, or
+    a file that is one whole block (whose name is its MD5). Otherwise a
+    digest of where its bytes lie, with a ``-1`` suffix as S3 marks an ETag
+    that is not the content's MD5 (clients then do not compare it with one)."""
+    known = contents.md5s.get(entry.path)
+    if known:
+        return f'"{known}"'
+    if entry.size == 0:
+        return '"d41d8cd98f00b204e9800998ecf8427e"'
+    if len(entry.pieces) == 1:
+        piece = entry.pieces[0]
+        if piece.offset == 0 and piece.length == piece.locator.size:
+            return f'"{piece.locator.md5}"'
+    where = ",".join(f"{p.locator.key}:{p.offset}:{p.length}" for p in entry.pieces)
+    return f'"{hashlib.md5(where.encode()).hexdigest()}-1"'
+
+
+def etag_matches(header: str, etag: str) -> bool:
+    """Whether an If-Match or If-None-Match list names ``etag`` (or is ``*``)."""
+    tags = [t.strip() for t in header.split(",")]
+    return "*" in tags or etag in tags or etag.strip('"') in tags
+
+
+@dataclass
+class ListPage:
+    keys: list[str]
+    prefixes: list[str]
+    truncated: bool
+    next_token: str | None  # for ListObjectsV2
+    next_marker: str | None  # the last key or prefix shown (ListObjects v1)
+
+
+def _after(text: str) -> str:
+    """The least string greater than every string starting with ``text``."""
+    return text[:-1] + chr(ord(text[-1]) + 1) if text else ""
+
+
+def encode_token(kind: str, value: str) -> str:
+    return base64.urlsafe_b64encode(f"{kind}:{value}".encode()).decode()
+
+
+def decode_token(token: str) -> tuple[str, str]:
+    try:
+        kind, sep, value = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
+    except (ValueError, UnicodeError):
+        kind, sep, value = "", "", ""
+    if not sep or kind not in ("k", "p"):
+        raise S3Error("InvalidArgument", "The continuation token provided is incorrect", 400)
+    return kind, value
+
+
+def list_page(keys: list[str], prefix: str, delimiter: str, start: int, max_keys: int) -> ListPage:
+    """One page of keys from index ``start`` on: those starting with
+    ``prefix``, the ones holding ``delimiter`` after it rolled up into
+    common prefixes; at most ``max_keys`` of both."""
+    shown: list[str] = []
+    prefixes: list[str] = []
+    last: tuple[str, str] | None = None
+    i = max(start, bisect.bisect_left(keys, prefix))
+    n = len(keys)
+    while i < n:
+        key = keys[i]
+        if not key.startswith(prefix):
+            break
+        if len(shown) + len(prefixes) >= max_keys:
+            assert last is not None
+            return ListPage(shown, prefixes, True, encode_token(*last), last[1])
+        cut = key.find(delimiter, len(prefix)) if delimiter else -1
+        if cut >= 0:
+            common = key[: cut + len(delimiter)]
+            prefixes.append(common)
+            last = ("p", common)
+            i = bisect.bisect_left(keys, _after(common), i)
+            continue
+        shown.append(key)
+        last = ("k", key)
+        i += 1
+    return ListPage(shown, prefixes, False, None, None)
+
+
+def start_index(keys: list[str], token: str | None, start_after: str) -> int:
+    """Where a page starts: after the continuation token's key or common
+    prefix, or after ``start_after``, whichever is further."""
+    i = bisect.bisect_right(keys, start_after) if start_after else 0
+    if token:
+        kind, value = decode_token(token)
+        at = (
+            bisect.bisect_right(keys, value)
+            if kind == "k"
+            else bisect.bisect_left(keys, _after(value))
+        )
+        i = max(i, at)
+    return i
+
+
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="s3-read-ahead")
+
+
+def iter_object(store: BlockStore, entry: FileEntry, first: int, last: int) -> Iterator[bytes]:
+    """Bytes ``first..last`` (inclusive) of a file, each block verified by
+    the block client, the next block fetched while this one is sent."""
+    wanted: list[tuple[Locator, int, int]] = []
+    pos = 0
+    for piece in entry.pieces:
+        end = pos + piece.length
+        if end > first and pos <= last:
+            lo = max(first, pos) - pos
+            hi = min(last + 1, end) - pos
+            wanted.append((piece.locator, piece.offset + lo, piece.offset + hi))
+        pos = end
+        if pos > last:
+            break
+    ahead: Future[bytes | memoryview] | None = None
+    try:
+        for i, (locator, lo, hi) in enumerate(wanted):
+            block = ahead.result() if ahead is not None else store.get(locator)
+            ahead = None
+            if i + 1 < len(wanted):
+                ahead = _pool.submit(store.get, wanted[i + 1][0])
+            view = memoryview(block)
+            for at in range(lo, hi, _SEND):
+                yield bytes(view[at : min(hi, at + _SEND)])
+    finally:
+        if ahead is not None:
+            ahead.cancel()
