@@ -12,7 +12,7 @@ import bisect
 import hashlib
 import re
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -64,6 +64,9 @@ class Bucket:
     pdh: str
     is_name: bool  # a name (writable, if the caller may): else a PDH
     level: Level
+    # An object's Last-Modified: when the name last moved, or when the
+    # collection was recorded (the manifest keeps no time per file).
+    modified: float
 
 
 def resolve_bucket(state: ControllerState, user: catalog.User, bucket: str) -> Bucket:
@@ -75,17 +78,17 @@ def resolve_bucket(state: ControllerState, user: catalog.User, bucket: str) -> B
         pdh = f"{found.group(1)}+{found.group(2)}"
         try:
             require_collection_read(engine, user, pdh)
-            catalog.get_collection(engine, pdh)
+            recorded = catalog.get_collection(engine, pdh)
         except NotFoundError:
             raise missing from None
-        return Bucket(bucket, pdh, False, Level.READ)
+        return Bucket(bucket, pdh, False, Level.READ, recorded.created_at)
     try:
         catalog.check_name(bucket)
         level = hide_name(engine, user, bucket)
         record = catalog.get_name(engine, bucket)
     except (UsageError, NotFoundError):
         raise missing from None
-    return Bucket(bucket, record.pdh, True, max(level, Level.READ))
+    return Bucket(bucket, record.pdh, True, max(level, Level.READ), record.updated_at)
 
 
 def check_key(key: str, *, writing: bool) -> None:
@@ -251,12 +254,14 @@ def start_index(keys: list[str], token: str | None, start_after: str) -> int:
     return i
 
 
-_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="s3-read-ahead")
+# Blocks a GET fetches ahead of the one it sends: each may be 64 MiB held.
+AHEAD = 2
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-read-ahead")
 
 
 def iter_object(store: BlockStore, entry: FileEntry, first: int, last: int) -> Iterator[bytes]:
     """Bytes ``first..last`` (inclusive) of a file, each block verified by
-    the block client, the next block fetched while this one is sent."""
+    the block client, the next ``AHEAD`` blocks fetched while one is sent."""
     wanted: list[tuple[Locator, int, int]] = []
     pos = 0
     for piece in entry.pieces:
@@ -268,16 +273,14 @@ def iter_object(store: BlockStore, entry: FileEntry, first: int, last: int) -> I
         pos = end
         if pos > last:
             break
-    ahead: Future[bytes | memoryview] | None = None
+    ahead: deque[Future[bytes | memoryview]] = deque()
     try:
-        for i, (locator, lo, hi) in enumerate(wanted):
-            block = ahead.result() if ahead is not None else store.get(locator)
-            ahead = None
-            if i + 1 < len(wanted):
-                ahead = _pool.submit(store.get, wanted[i + 1][0])
-            view = memoryview(block)
+        for i, (_, lo, hi) in enumerate(wanted):
+            while len(ahead) < AHEAD + 1 and i + len(ahead) < len(wanted):
+                ahead.append(_pool.submit(store.get, wanted[i + len(ahead)][0]))
+            view = memoryview(ahead.popleft().result())
             for at in range(lo, hi, _SEND):
                 yield bytes(view[at : min(hi, at + _SEND)])
     finally:
-        if ahead is not None:
-            ahead.cancel()
+        for fut in ahead:
+            fut.cancel()

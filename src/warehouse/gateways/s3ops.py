@@ -149,7 +149,7 @@ def list_objects(call: Call, bucket: Bucket) -> Response:
         element(top, "Marker", shown(q.get("marker", "")))
         if page.truncated and page.next_marker is not None:
             element(top, "NextMarker", shown(page.next_marker))
-    modified = iso_time(_modified(call, bucket))
+    modified = iso_time(bucket.modified)
     for key in page.keys:
         entry = contents.entry(key)
         assert entry is not None
@@ -162,16 +162,6 @@ def list_objects(call: Call, bucket: Bucket) -> Response:
     for common in page.prefixes:
         element(element(top, "CommonPrefixes"), "Prefix", shown(common))
     return xml_response(top)
-
-
-def _modified(call: Call, bucket: Bucket) -> float:
-    """An object's Last-Modified: when its collection was recorded (a PDH
-    bucket), or when the name last moved (a name's): the manifest keeps no
-    time per file."""
-    engine = call.gateway.state.engine
-    if bucket.is_name:
-        return catalog.get_name(engine, bucket.name).updated_at
-    return catalog.get_collection(engine, bucket.pdh).created_at
 
 
 def _since(text: str | None) -> float | None:
@@ -237,7 +227,7 @@ def get_object(call: Call) -> Response:
     if entry is None:
         raise S3Error("NoSuchKey", "The specified key does not exist.", 404, Key=call.key)
     etag = etag_of(contents, entry)
-    modified = _modified(call, bucket)
+    modified = bucket.modified
     early = check_conditions(call, etag, modified)
     if early is not None:
         return early
