@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-fuse install-s3-clients install-samtools install-browser install-sandbox install-memcached install-velvet install-spades install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
+.PHONY: install install-fuse install-s3-clients install-samtools install-bwa install-browser install-sandbox install-memcached install-velvet install-spades install-java install-borg-restic demo test lint bench bench-assembly bench-mapreduce bench-query clean
 
 $(STAMP): pyproject.toml hatch_build.py src/warehouse/native/md5.c src/warehouse/native/files.c
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ install-sandbox:
 install-samtools:
 	command -v samtools >/dev/null || (apt-get update && apt-get install -y samtools)
 
+# The CWL example (examples/cwl/, docs/cwl.md) and its test map reads with
+# Debian's bwa: installed here when missing, as root, like chromium.
+install-bwa:
+	command -v bwa >/dev/null || (apt-get update && apt-get install -y bwa)
+
 # The shared block cache's tests run a real memcached (Debian's): installed
 # here when missing, as root, like chromium.
 install-memcached:
@@ -64,7 +69,7 @@ install-s3-clients:
 	command -v aws >/dev/null && command -v rclone >/dev/null || \
 		(apt-get update && apt-get install -y awscli rclone)
 
-test: install install-fuse install-browser install-sandbox install-samtools install-memcached install-velvet install-spades install-s3-clients
+test: install install-fuse install-browser install-sandbox install-samtools install-bwa install-memcached install-velvet install-spades install-s3-clients
 	@url="$${WH_TEST_PG_URL:-}"; \
 	if [ -z "$$url" ]; then \
 	  url=$$(scripts/postgres.sh) || { \
