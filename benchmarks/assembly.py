@@ -1,15 +1,23 @@
 """Velvet against the assembly workflow (examples/assembly) on the same simulated reads.
 
-A seeded random genome (default 1 Mb), 30x 100 bp reads from both strands with
-1% substitutions; Velvet (`velveth`/`velvetg`, `-cov_cutoff auto -exp_cov
-auto`) and `wh workflow run examples/assembly/assemble.wf.yml` with the same k,
-each from a fresh start. Wall time, peak memory (the largest single process
-of each tool's process tree), and the contigs of 500 bp or more aligned to
-the reference with minimap2 (mappy): N50, NG50, genome fraction, misassemblies.
+Each case is a seeded random genome, reads of 100 bp from both strands with
+substitution errors (examples/assembly/simulate.py). Velvet (`velveth` and
+`velvetg -cov_cutoff auto -exp_cov auto`) is run at each k of ``--velvet-k``
+and its best NG50 kept (its own best k, as its users pick it); the workflow
+(`wh workflow run examples/assembly/assemble.wf.yml`, ``-i k=K``, default
+``auto``) once, from a fresh warehouse, with the example as it is at this
+checkout's HEAD (copied first, so later commits do not change a run). Contigs of 500 bp or more are
+aligned to the reference with minimap2 (mappy): NG50, genome fraction,
+misassemblies. Wall time of each (Velvet's at its best k; the workflow's
+from `wh workflow run` to its end, the upload of the reads timed apart) and
+the peak memory of the largest single process of each.
 
-    .venv/bin/python benchmarks/assembly.py --workdir /tmp/asmbench [--genome-size 1000000]
+    .venv/bin/python benchmarks/assembly.py --workdir /tmp/asmbench            # the table
+    .venv/bin/python benchmarks/assembly.py --workdir /tmp/asmbench --cases 1mb  # one case
 
-Needs velvet (Debian: `apt-get install velvet`; `make bench-assembly` installs it).
+Prints one JSON object a case as it ends, then the table (Markdown). Needs
+velvet (Debian: `apt-get install velvet`; `make bench-assembly` installs it).
+Debian's velvet is built for k up to 31.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +50,28 @@ MEASURE = (
 )
 
 
+@dataclass
+class Case:
+    name: str
+    size: int
+    coverage: float
+    error: float
+    seed: int
+    repeats: int = 0
+    repeat_length: int = 0
+
+
+# 200 kb to 1 Mb, 20x to 40x, 0.5% to 1% errors, one with repeats longer than k.
+CASES = [
+    Case("300kb-25x-0.8%", 300_000, 25, 0.008, 3),
+    Case("200kb-20x-1%", 200_000, 20, 0.01, 21),
+    Case("500kb-40x-0.5%", 500_000, 40, 0.005, 22),
+    Case("400kb-30x-1%-repeats", 400_000, 30, 0.01, 23, repeats=4, repeat_length=300),
+    Case("700kb-30x-0.7%", 700_000, 30, 0.007, 24),
+    Case("1mb", 1_000_000, 30, 0.01, 1),
+]
+
+
 def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, *cmd], env=env, capture_output=True, text=True, check=False
@@ -52,18 +84,47 @@ def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, 
 
 
 def velvet(work: Path, reads: Path, k: int) -> tuple[list[str], dict[str, Any]]:
-    out = work / "velvet"
+    out = work / f"velvet-k{k}"
     w1, m1 = measured(["velveth", str(out), str(k), "-fastq", "-short", str(reads)])
     w2, m2 = measured(["velvetg", str(out), "-cov_cutoff", "auto", "-exp_cov", "auto"])
     seqs = [s for _, s in dbg.read_fasta((out / "contigs.fa").read_text())]
-    return seqs, {"wall_s": w1 + w2, "peak_bytes": max(m1, m2)}
+    shutil.rmtree(out / "Sequences", ignore_errors=True)  # the reads again, large
+    return seqs, {"k": k, "wall_s": w1 + w2, "peak_bytes": max(m1, m2)}
 
 
-def ours(work: Path, reads_dir: Path, k: int) -> tuple[list[str], dict[str, Any]]:
+def seconds(value: Any) -> float:
+    """A time as the run's JSON gives it (epoch seconds or ISO text)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return datetime.fromisoformat(str(value)).timestamp() if value else 0.0
+
+
+def snapshot(workdir: Path) -> tuple[Path, str]:
+    """The example at this checkout's HEAD, in a repository of its own, so a commit made while
+    the benchmark runs changes none of its runs; its workflow file and the commit."""
+    repo = workdir / "repo"
+    shutil.rmtree(repo, ignore_errors=True)
+    repo.mkdir(parents=True)
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit, "examples/assembly"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(repo)], input=tar, check=True)
+    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", f"examples/assembly at {commit}"], check=True)
+    return repo / "examples" / "assembly" / "assemble.wf.yml", commit
+
+
+def ours(work: Path, reads_dir: Path, k: str, wf: Path) -> tuple[list[str], dict[str, Any]]:
     home = work / "wh-home"
     env = {**os.environ, "WH_HOME": str(home), "WH_USER": os.environ.get("WH_USER", "bench")}
     wh = str(Path(sys.executable).parent / "wh")
-    wf = ROOT / "examples" / "assembly" / "assemble.wf.yml"
     # Putting the reads is the user's upload, timed apart.
     t = time.perf_counter()
     subprocess.run(
@@ -75,50 +136,98 @@ def ours(work: Path, reads_dir: Path, k: int) -> tuple[list[str], dict[str, Any]
     out = work / "ours"
     subprocess.run([wh, "get", "bench.contigs", str(out)], env=env, check=True, capture_output=True)
     seqs = [s for _, s in dbg.read_fasta((out / "contigs.fasta").read_text())]
+    stats = json.loads((out / "stats.json").read_text())
     show = subprocess.run(
         [wh, "workflow", "show", "1", "--json"], env=env, check=True, capture_output=True, text=True
     )
     nodes = json.loads(show.stdout)["nodes"]
-    stages = {n["node"]: round((n["finished_at"] or 0) - (n["started_at"] or 0), 1) for n in nodes}
-    return seqs, {"wall_s": wall, "peak_bytes": peak, "put_s": put_s, "stages_s": stages}
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workdir", type=Path, required=True)
-    ap.add_argument("--genome-size", type=int, default=1_000_000)
-    ap.add_argument("--coverage", type=float, default=30.0)
-    ap.add_argument("--k", type=int, default=31)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
-    if shutil.which("velveth") is None:
-        raise SystemExit("Error: velveth not found: apt-get install velvet (make bench-assembly)")
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    a.workdir.mkdir(parents=True)
-    genome = simulate.random_genome(a.genome_size, a.seed)
-    reads = simulate.simulate_reads(genome, a.coverage, 100, 0.01, a.seed)
-    simulate.write(a.workdir / "sim", genome, reads, files=1)
-    reads_dir = a.workdir / "sim" / "reads"
-    reference = genome.decode()
-    result: dict[str, Any] = {
-        "genome_size": a.genome_size,
-        "coverage": a.coverage,
-        "k": a.k,
-        "reads": len(reads),
-        "cpus": os.cpu_count(),
+    stages = {
+        n["node"]: round(seconds(n["finished_at"]) - seconds(n["started_at"]), 1) for n in nodes
     }
-    for name, fn in (("velvet", velvet), ("workflow", ours)):
-        path = reads_dir / "reads_1.fastq" if name == "velvet" else reads_dir
-        seqs, figures = fn(a.workdir, path, a.k)
+    figures = {"k": stats["k"], "wall_s": wall, "peak_bytes": peak, "put_s": put_s}
+    figures.update({"stages_s": stages, "gaps": stats["gaps"]})
+    return seqs, figures
+
+
+def run_case(case: Case, workdir: Path, velvet_k: list[int], k: str, wf: Path) -> dict[str, Any]:
+    work = workdir / case.name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    genome = simulate.random_genome(case.size, case.seed, case.repeats, case.repeat_length)
+    reads = simulate.simulate_reads(genome, case.coverage, 100, case.error, case.seed)
+    simulate.write(work / "sim", genome, reads, files=1)
+    reads_dir = work / "sim" / "reads"
+    reference = genome.decode()
+    result: dict[str, Any] = {"case": case.name, **case.__dict__, "reads": len(reads)}
+    runs = []
+    for vk in velvet_k:
+        seqs, figures = velvet(work, reads_dir / "reads_1.fastq", vk)
         figures.update(evaluate.evaluate(reference, seqs, min_length=500))
-        result[name] = figures
+        runs.append(figures)
+    best = max(runs, key=lambda r: (r["ng50"], -r["misassemblies"]))
+    result["velvet"] = best
+    result["velvet_by_k"] = {r["k"]: r["ng50"] for r in runs}
+    seqs, figures = ours(work, reads_dir, k, wf)
+    figures.update(evaluate.evaluate(reference, seqs, min_length=500))
+    result["workflow"] = figures
     v, w = result["velvet"], result["workflow"]
     result["ratios"] = {
         "ng50": w["ng50"] / v["ng50"] if v["ng50"] else None,
         "wall": w["wall_s"] / v["wall_s"],
         "peak_memory": w["peak_bytes"] / v["peak_bytes"],
     }
-    print(json.dumps(result, indent=1))
+    return result
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = (
+        "| genome | our k | our NG50 | Velvet k | Velvet NG50 | ratio | our genome fraction "
+        "| our misassemblies | Velvet misassemblies | our wall (s) | Velvet wall (s) |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    for r in results:
+        v, w = r["velvet"], r["workflow"]
+        ratio = r["ratios"]["ng50"]
+        rows.append(
+            f"| {r['case']} | {w['k']} | {w['ng50']:,} | {v['k']} | {v['ng50']:,} | "
+            f"{ratio:.2f} | {100 * w['genome_fraction']:.3f}% | {w['misassemblies']} | "
+            f"{v['misassemblies']} | {w['wall_s']:.1f} | {v['wall_s']:.1f} |"
+            if ratio is not None
+            else f"| {r['case']} | {w['k']} | {w['ng50']:,} | {v['k']} | 0 | - | | | | | |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workdir", type=Path, required=True)
+    ap.add_argument("--cases", default=",".join(c.name for c in CASES), help="names, commas")
+    ap.add_argument("--velvet-k", default="21,25,29,31", help="Velvet's k values, commas")
+    ap.add_argument("--k", default="auto", help="the workflow's k")
+    a = ap.parse_args()
+    if shutil.which("velveth") is None:
+        raise SystemExit("Error: velveth not found: apt-get install velvet (make bench-assembly)")
+    known = {c.name: c for c in CASES}
+    names = [n for n in a.cases.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"Error: unknown case {unknown[0]!r} (known: {', '.join(known)})")
+    try:
+        velvet_k = [int(x) for x in a.velvet_k.split(",")]
+    except ValueError:
+        raise SystemExit(f"Error: --velvet-k must be whole numbers, not {a.velvet_k!r}") from None
+    a.workdir.mkdir(parents=True, exist_ok=True)
+    wf, commit = snapshot(a.workdir)
+    results = []
+    for name in names:
+        load = os.getloadavg()[0]
+        result = run_case(known[name], a.workdir, velvet_k, a.k, wf)
+        result.update(load_before=load, load_after=os.getloadavg()[0], cpus=os.cpu_count())
+        result["commit"] = commit
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    print(table(results))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import Runner
-from test_assembly import assemble, checkout
+from test_assembly import assemble, checkout, output
 from warehouse.embedded import EmbeddedWarehouse
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "assembly"
@@ -24,6 +24,7 @@ import dbg  # noqa: E402
 import evaluate  # noqa: E402
 import seqio  # noqa: E402
 import simulate  # noqa: E402
+import words  # noqa: E402
 
 
 def test_quality_encoding_is_told_by_the_characters_seen() -> None:
@@ -91,7 +92,7 @@ def test_records_read_gzip_and_multi_line_fasta_and_refuse_a_cut_gzip() -> None:
     assert (tally.reads_with_n, tally.n_bases, tally.trimmed_bases) == (1, 2, 0)
 
 
-def test_k_auto_is_the_largest_k_whose_expected_kmer_coverage_stays_above_the_target() -> None:
+def test_k_auto_is_the_largest_k_at_which_no_true_kmer_is_expected_in_no_read() -> None:
     genome = simulate.random_genome(50_000, 4)
 
     def chosen(coverage: float, max_k: int = 63) -> tuple[int, dict[str, object]]:
@@ -102,10 +103,52 @@ def test_k_auto_is_the_largest_k_whose_expected_kmer_coverage_stays_above_the_ta
 
     deep, why = chosen(60)
     assert deep == 63 and why["valley"] is not None, why  # coverage to spare at any k
+    assert 45_000 < why["genome_kmers"] < 55_000, why  # from a sixteenth of the k-mers
     shallow, why = chosen(16)
-    # At 16x, 1% errors: about 16 * 0.8 * 0.82 = 10.5 at k = 21, so k stays low.
-    assert 21 <= shallow <= 27, why
+    # At 16x, 1% errors: about 16 * 0.8 * 0.82 = 10.5 at k = 21, below the ln(2 * 50,000) =
+    # 11.5 needed: k0, the smallest tried.
+    assert shallow == 21 and why["coverage_needed"] > why["peak"], why
     assert chosen(60, max_k=31)[0] == 31
+
+
+@pytest.mark.parametrize("k", [31, 33, 45, 63])
+def test_kmers_of_two_words_agree_with_plain_python(k: int) -> None:
+    seq = simulate.random_genome(500, k)
+    keys, counts = dbg.count_kmers([seq, seq[100:300]], k)
+    assert keys.dtype == (np.dtype("S16") if k > 31 else np.uint64)
+    text = seq.decode()
+    expect: dict[str, int] = {}
+    for s in (text, text[100:300]):
+        for i in range(len(s) - k + 1):
+            kmer = min(s[i : i + k], dbg.revcomp(s[i : i + k]))
+            expect[kmer] = expect.get(kmer, 0) + 1
+    values = words.value(keys, k)
+    got = {dbg.decode(words.as_int(values, i), k): int(c) for i, c in enumerate(counts)}
+    assert got == expect
+    assert sorted(expect) == [dbg.decode(words.as_int(values, i), k) for i in range(len(keys))]
+    back, again = dbg.parse_counts(dbg.format_counts(keys, counts))
+    assert back.tolist() == keys.tolist() and again.tolist() == counts.tolist()
+    (unitig,) = dbg.kmer_unitigs(keys, counts, k)
+    assert unitig[0] in (text, dbg.revcomp(text))
+
+
+@pytest.mark.parametrize("k", [21, 45, 63])
+def test_bridges_close_a_gap_of_kmers_seen_once_at_any_k(k: int) -> None:
+    seq = simulate.random_genome(600, 5)
+    error = seq[:350] + (b"A" if seq[350:351] != b"A" else b"C") + seq[351:]
+    keys, counts = dbg.count_kmers([seq] * 9 + [error], k)
+    true = dbg.canonical_kmers(seq, k)
+    gap = np.isin(keys, true[250:255])
+    counts[gap] = 1  # five true k-mers in a row seen once: a gap in the solid graph
+    solid = counts >= 2
+    assert len(dbg.kmer_unitigs(keys[solid], counts[solid], k)) == 2
+    report: dict[str, int] = {}
+    added = dbg.bridges(keys, counts, solid, k, 3 * k, report)
+    assert added.tolist() == gap.tolist()  # the error's k-mers, seen once, stay out
+    assert report["bridged_by_reads"] >= 1, report
+    whole = solid | added
+    (unitig,) = dbg.kmer_unitigs(keys[whole], counts[whole], k)
+    assert unitig[0] in (seq.decode(), dbg.revcomp(seq.decode()))
 
 
 def test_a_gap_no_read_spans_is_joined_only_where_one_overlap_is_possible() -> None:
@@ -165,7 +208,7 @@ def test_gzip_paired_phred64_or_interleaved_fasta_reads_assemble_unchanged(
         assert all(p.read_bytes()[:2] == b"\x1f\x8b" for p in written)
     wh.put([tmp_path / "sim" / "reads"], name="reads")
     view = assemble(run, wf, "k=auto")
-    reader = wh.reader(view["nodes"][-1]["output_pdh"])
+    reader = wh.reader(output(view, "contigs"))
     stats = json.loads(reader.read_file("stats.json"))
     seqs = [s for _, s in dbg.read_fasta(reader.read_file("contigs.fasta").decode())]
     figures = evaluate.evaluate(genome.decode(), seqs)
@@ -181,6 +224,7 @@ def test_gzip_paired_phred64_or_interleaved_fasta_reads_assemble_unchanged(
         assert all(f["gzip"] for f in got["files"]), got
         # About one read in ten has a bad tail of 10 to 30 bases: those are cut.
         assert 0.05 * got["reads"] < got["trimmed_reads"] < 0.15 * got["reads"], got
-    # k=auto: 30x of 100 bp reads with 1% errors leaves coverage to spare at k = 31.
-    assert stats["k"] == got["k"] == 31 and got["k_choice"]["rule"] != "given", got
-    assert np.isfinite(got["k_choice"]["base_right"]), got
+    # k=auto: 30x of 100 bp reads with 1% errors on 30 kb: fewer than 0.5 of its k-mers are
+    # expected in no read up to k = 43 (about 11 times seen); two-word k-mers.
+    assert stats["k"] == got["k"] and 37 <= got["k"] <= 47, got
+    assert 0.985 < got["k_choice"]["base_right"] < 0.995, got

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import words
 from seqio import BadReads as BadReads  # re-exported: callers know them as dbg.*
 from seqio import fastq_sequences as fastq_sequences
 from seqio import read_fasta as read_fasta
@@ -34,41 +35,31 @@ for _i, _b in enumerate(b"ACGT"):
     _CODE[_b + 32] = _i  # lower case
 _BASES = np.frombuffer(b"ACGT", dtype=np.uint8)
 _U = np.uint64
+MAX_K = words.MAX_K
 
 
 def check_k(k: int) -> int:
-    if not isinstance(k, int) or isinstance(k, bool) or not 3 <= k <= 31 or k % 2 == 0:
-        raise ValueError(f"k must be an odd integer from 3 to 31, not {k!r}")
+    if not isinstance(k, int) or isinstance(k, bool) or not 3 <= k <= MAX_K or k % 2 == 0:
+        raise ValueError(f"k must be an odd integer from 3 to {MAX_K}, not {k!r}")
     return k
 
 
 def revcomp_codes(x: np.ndarray, k: int) -> np.ndarray:
-    """The reverse complements of 2-bit k-mers (bit tricks: reverse the 2-bit groups)."""
-    x = x ^ _U((1 << (2 * k)) - 1)
-    x = ((x >> _U(2)) & _U(0x3333333333333333)) | ((x & _U(0x3333333333333333)) << _U(2))
-    x = ((x >> _U(4)) & _U(0x0F0F0F0F0F0F0F0F)) | ((x & _U(0x0F0F0F0F0F0F0F0F)) << _U(4))
-    x = ((x >> _U(8)) & _U(0x00FF00FF00FF00FF)) | ((x & _U(0x00FF00FF00FF00FF)) << _U(8))
-    x = ((x >> _U(16)) & _U(0x0000FFFF0000FFFF)) | ((x & _U(0x0000FFFF0000FFFF)) << _U(16))
-    x = (x >> _U(32)) | (x << _U(32))
-    return x >> _U(64 - 2 * k)
+    """The reverse complements of 2-bit k-mer values (words.py: bit tricks over whole arrays)."""
+    return words.revcomp(x, k)
 
 
 def canonical_kmers(seq: bytes, k: int) -> np.ndarray:
-    """Every canonical k-mer of ``seq`` (windows holding a base other than ACGT are skipped)."""
+    """The sort keys of every canonical k-mer of ``seq`` (windows holding a base other than
+    ACGT are skipped)."""
     codes = _CODE[np.frombuffer(seq, dtype=np.uint8)]
     n = len(codes) - k + 1
     if n <= 0:
-        return np.zeros(0, dtype=np.uint64)
+        return words.key(words.empty(k), k)
     bad = np.concatenate(([0], np.cumsum(codes == 4)))
     valid = (bad[k:] - bad[:-k]) == 0
-    values = (codes & 3).astype(np.uint64)
-    acc = np.zeros(n, dtype=np.uint64)
-    for j in range(k):
-        acc <<= _U(2)
-        acc |= values[j : j + n]
-    acc = acc[valid]
-    out: np.ndarray = np.minimum(acc, revcomp_codes(acc, k))
-    return out
+    values = words.windows(codes & 3, k)[valid]
+    return words.key(words.canonical(values, k)[0], k)
 
 
 def count_kmers(
@@ -103,6 +94,10 @@ def merge_counts(
 ) -> tuple[np.ndarray, np.ndarray]:
     if not keys:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    if len(keys) == 1:  # already distinct and sorted? (np.unique's output)
+        only = keys[0]
+        if len(only) < 2 or bool(np.all(only[1:] > only[:-1])):
+            return only, np.asarray(counts[0], dtype=np.int64)
     allk = np.concatenate(keys)
     allc = np.concatenate(counts)
     u, inverse = np.unique(allk, return_inverse=True)
@@ -136,18 +131,14 @@ def first_valley(hist: dict[int, int]) -> int | None:
 def successors(nodes: np.ndarray, k: int) -> np.ndarray:
     """(2n, 4): for each oriented node, its successor by appended base, or -1."""
     n = len(nodes)
-    values = np.empty(2 * n, dtype=np.uint64)
-    values[0::2] = nodes
-    values[1::2] = revcomp_codes(nodes, k)
+    values = words.oriented(nodes, k)
     succ = np.full((2 * n, 4), -1, dtype=np.int64)
-    mask = _U((1 << (2 * k)) - 1)
     for base in range(4):
-        s = ((values << _U(2)) & mask) | _U(base)
-        canon = np.minimum(s, revcomp_codes(s, k))
-        idx = np.searchsorted(nodes, canon)
+        canon, strand = words.canonical(words.shift_in(values, base, k), k)
+        ckey = words.key(canon, k)
+        idx = np.searchsorted(nodes, ckey)
         idx[idx >= n] = 0
-        found = nodes[idx] == canon if n else np.zeros(0, dtype=bool)
-        strand = (s != canon).astype(np.int64)
+        found = nodes[idx] == ckey if n else np.zeros(0, dtype=bool)
         succ[found, base] = 2 * idx[found] + strand[found]
     return succ
 
@@ -204,10 +195,9 @@ def bridges(
         report["bridged_by_reads"] = 0
     if len(ends) == 0:
         return add
-    mask = _U((1 << (2 * k)) - 1)
     solid_index = np.cumsum(solid) - 1  # position among the solid k-mers
     # Oriented values of each walk's current k-mer.
-    values = np.where(ends % 2 == 0, nodes[ends >> 1], revcomp_codes(nodes[ends >> 1], k))
+    values = words.oriented(nodes[ends >> 1], k)[2 * np.arange(len(ends)) + (ends & 1)]
     walk = np.arange(len(ends))
     steps: list[tuple[np.ndarray, np.ndarray]] = []  # (walk, key index) of each step taken
     for _ in range(max_steps + 1):
@@ -215,17 +205,18 @@ def bridges(
             break
         best = np.full(len(walk), -1, dtype=np.int64)
         best_count = np.zeros(len(walk), dtype=np.int64)
-        best_value = np.zeros(len(walk), dtype=np.uint64)
+        best_value = np.zeros_like(values)
         tie = np.zeros(len(walk), dtype=bool)
         arrived = np.full(len(walk), -1, dtype=np.int64)  # oriented solid node reached
         for base in range(4):
-            s = ((values << _U(2)) & mask) | _U(base)
-            canon = np.minimum(s, revcomp_codes(s, k))
-            idx = np.searchsorted(keys, canon)
+            s = words.shift_in(values, base, k)
+            canon, flip = words.canonical(s, k)
+            ckey = words.key(canon, k)
+            idx = np.searchsorted(keys, ckey)
             idx[idx >= len(keys)] = 0
-            found = keys[idx] == canon
+            found = keys[idx] == ckey
             is_solid = found & solid[idx]
-            strand = (s != canon).astype(np.int64)
+            strand = flip.astype(np.int64)
             hit = np.where(is_solid, 2 * solid_index[idx] + strand, -1)
             arrived = np.where((hit >= 0) & (arrived < 0), hit, np.where(hit >= 0, -2, arrived))
             c = np.where(found & ~solid[idx], counts[idx], 0)
@@ -233,7 +224,7 @@ def bridges(
             more = c > best_count
             tie &= ~more
             best = np.where(more, idx, best)
-            best_value = np.where(more, s, best_value)
+            best_value = words.where(more, s, best_value)
             best_count = np.where(more, c, best_count)
         # A walk ends at a solid k-mer (a gap when it is that k-mer's only way in).
         done = arrived != -1
@@ -273,9 +264,7 @@ def kmer_unitigs(
     has_prev[nxt[nxt >= 0]] = True
     nxt_l = nxt.tolist()
     seen = bytearray(n)
-    values = np.empty(2 * n, dtype=np.uint64)
-    values[0::2] = nodes
-    values[1::2] = revcomp_codes(nodes, k)
+    values = words.oriented(nodes, k)
     out: list[tuple[str, int, int]] = []
 
     def walk(start: int) -> None:
@@ -287,8 +276,9 @@ def kmer_unitigs(
             path.append(v)
             v = nxt_l[v]
         p = np.array(path, dtype=np.int64)
-        tail = _BASES[(values[p[1:]] & _U(3)).astype(np.intp)].tobytes().decode()
-        out.append((decode(int(values[p[0]]), k) + tail, len(path), int(counts[p >> 1].sum())))
+        tail = _BASES[words.last_base(values[p[1:]]).astype(np.intp)].tobytes().decode()
+        first = decode(words.as_int(values, int(p[0])), k)
+        out.append((first + tail, len(path), int(counts[p >> 1].sum())))
 
     for v in np.flatnonzero(~has_prev).tolist():
         if not seen[v >> 1]:
@@ -299,7 +289,7 @@ def kmer_unitigs(
     return out
 
 
-# ---- k-mer count files: "<16 hex digits>\t<count>\n" lines ----
+# ---- k-mer count files: "<16 or 32 hex digits>\t<count>\n" lines ----
 
 _HEX = np.full(256, 255, dtype=np.uint8)
 for _i, _b in enumerate(b"0123456789abcdef"):
@@ -313,14 +303,19 @@ def parse_counts(data: bytes) -> tuple[np.ndarray, np.ndarray]:
     if len(ends) == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     starts = np.concatenate(([0], ends[:-1] + 1))
-    digits = _HEX[arr[starts[:, None] + np.arange(16)]]
-    if (digits == 255).any() or (arr[starts + 16] != 9).any():
+    width = 32 if data[16:17] != b"\t" else 16  # two words a k-mer beyond k = 31
+    if len(data) <= width or data[width : width + 1] != b"\t":
         raise ValueError("not a k-mer count line")
-    keys = np.zeros(len(starts), dtype=np.uint64)
-    for j in range(16):
-        keys = (keys << _U(4)) | digits[:, j].astype(np.uint64)
+    digits = _HEX[arr[starts[:, None] + np.arange(width)]]
+    if (digits == 255).any() or (arr[starts + width] != 9).any():
+        raise ValueError("not a k-mer count line")
+    values = np.zeros((len(starts), width // 16), dtype=np.uint64)
+    for w in range(width // 16):
+        for j in range(16 * w, 16 * w + 16):
+            values[:, w] = (values[:, w] << _U(4)) | digits[:, j].astype(np.uint64)
+    keys = values[:, 0] if width == 16 else words.key(values, words.MAX_K)
     counts = np.zeros(len(starts), dtype=np.int64)
-    first = starts + 17
+    first = starts + width + 1
     width = ends - first
     for j in range(int(width.max())):
         more = width > j
@@ -329,6 +324,4 @@ def parse_counts(data: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def format_counts(keys: np.ndarray, counts: np.ndarray) -> bytes:
-    return "".join(
-        f"{a:016x}\t{c}\n" for a, c in zip(keys.tolist(), counts.tolist(), strict=True)
-    ).encode()
+    return words.hex_lines(keys, counts)

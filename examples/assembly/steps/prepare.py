@@ -17,6 +17,7 @@ stage.write(
         "dbg.py": (here / "dbg.py").read_bytes(),
         "seqio.py": (here / "seqio.py").read_bytes(),
         "unitig_graph.py": (here / "unitig_graph.py").read_bytes(),
+        "words.py": (here / "words.py").read_bytes(),
         "kmer_map.py": (here / "mr" / "kmer_map.py").read_bytes(),
         "kmer_reduce.py": (here / "mr" / "kmer_reduce.py").read_bytes(),
     }
