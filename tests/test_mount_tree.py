@@ -1,7 +1,8 @@
 """The mount's tree (and WebDAV's) without FUSE: a directory is listed from
 its own stream, the files held stay within ``ENTRIES_HELD`` whatever the
-collection's size, and an inode the kernel forgot is dropped
-(docs/mount.md "Large collections")."""
+collection's size, and an inode says where it lies: no table of inodes
+grows with the files the kernel was told of (docs/mount.md "Large
+collections")."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError
 from warehouse.manifest.outline import Outline
 from warehouse.mount import _tree
-from warehouse.mount._tree import ROOT, Node, Tree
+from warehouse.mount._tree import Node, Tree
 
 
 def _put_dirs(wh: EmbeddedWarehouse, root: Path, dirs: int, files: int) -> str:
@@ -34,11 +35,11 @@ def test_listings_come_from_streams_and_held_files_stay_bounded(
     pdh = _put_dirs(wh, tmp_path / "many", dirs=20, files=30)
     tree = Tree(wh)
     top = tree.inode(Node("dir", "id", pdh, ""))
-    names = [n for n, _, _ in tree.children(top)]
+    names = [n for n, _, _, _ in tree.children(top)]
     assert names == [*(f"d{d:03}" for d in range(20)), "empty", "top.txt"]
     seen = 0
     for d in range(20):
-        node, entry = tree.lookup(top, f"d{d:03}")
+        _, node, entry = tree.lookup(top, f"d{d:03}")
         assert entry is None and node.kind == "dir"
         children = tree.children_of(node)
         assert [n for n, _, _ in children] == [f"f{f:03}.txt" for f in range(30)]
@@ -54,23 +55,37 @@ def test_listings_come_from_streams_and_held_files_stay_bounded(
         tree.lookup(top, "nothing")
 
 
-def test_a_forgotten_inode_is_dropped(wh: EmbeddedWarehouse, tmp_path: Path) -> None:
-    pdh = _put_dirs(wh, tmp_path / "c", dirs=1, files=3)
+def test_inodes_say_where_they_lie_and_no_table_of_them_grows(
+    wh: EmbeddedWarehouse, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One collection held and a few files: everything is made again from the
+    # manifest when asked, and gives the same inodes.
+    monkeypatch.setattr(_tree, "COLLECTIONS_HELD", 1)
+    monkeypatch.setattr(_tree, "ENTRIES_HELD", 10)
+    pdh = _put_dirs(wh, tmp_path / "c", dirs=5, files=40)
+    other = wh.put(tmp_path / "c" / "d000", name="other").pdh
     tree = Tree(wh)
-    by_id, _ = tree.lookup(ROOT, "by_id")
-    before = tree.known_inodes()
-    node = Node("file", "id", pdh, "d000/f001.txt")
-    ino = tree.inode(node)
-    tree.told(ino)
-    tree.told(ino)
-    tree.forget(ino, 1)
-    assert tree.node(ino) == node
-    tree.forget(ino, 1)
+    top = tree.inode(Node("dir", "id", pdh, ""))
+    before = tree.table_size()
+    seen: dict[int, Node] = {}
+    for d in range(5):
+        ino, node, _ = tree.lookup(top, f"d{d:03}")
+        for name, child_ino, child, entry in tree.children(ino):
+            assert entry is not None and child.path == f"d{d:03}/{name}"
+            assert tree.lookup(ino, name)[0] == child_ino
+            seen[child_ino] = child
+        seen[ino] = node
+        tree.collection(other)  # pushes the first out
+    assert len(seen) == 5 * 41
+    assert tree.table_size() == before  # nothing kept per file or directory
+    for ino, node in seen.items():
+        assert tree.node(ino) == node
+        assert tree.inode(node) == ino
     with pytest.raises(NotFoundError):
-        tree.node(ino)
-    assert tree.known_inodes() == before
-    assert tree.inode(node) != ino  # a new number, never the old one again
-    assert by_id.kind == "by_id"
+        tree.node(max(seen) + 1000)
+    # The same collection by a name is another directory (its own inodes).
+    by_name, _ = tree.lookup_in(Node("by_name"), "many")
+    assert tree.inode(by_name) != top and tree.node(tree.inode(by_name)) == by_name
 
 
 @pytest.mark.parametrize("piece", [1, 7, 1 << 20])

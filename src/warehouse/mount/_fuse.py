@@ -19,7 +19,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -170,7 +170,7 @@ class _Operations(pyfuse3.Operations):
         self.pool = ThreadPoolExecutor(READAHEAD * 2, thread_name_prefix="wh-mount-ahead")
         self.recent = _Recent()
         self.handles: dict[int, _Handle] = {}
-        self.dirs: dict[int, list[tuple[str, Node, FileEntry | None]]] = {}
+        self.dirs: dict[int, list[tuple[str, int, Node, FileEntry | None]]] = {}
         self.next_fh = 1
         self.uid = os.getuid()
         self.gid = os.getgid()
@@ -229,29 +229,13 @@ class _Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT) from None
         if text in (".", ".."):  # the kernel resolves these; never a child here
             raise pyfuse3.FUSEError(errno.ENOENT)
-        node, entry = await self._call(
+        inode, node, entry = await self._call(
             "lookup", self.tree.lookup, parent_inode, text, held=parent_inode
         )
-        inode = self.tree.inode(node)
-        self.tree.told(inode)
         return self._attrs(inode, node, entry)
 
-    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
-        # Without this every inode the kernel was ever told of would be
-        # kept until unmount (a file's costs some 300 bytes).
-        for inode, count in inode_list:
-            self.tree.forget(inode, count)
-
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        try:
-            node = self.tree.node(inode)  # a table look-up, no I/O
-        except NotFoundError:
-            raise pyfuse3.FUSEError(errno.ENOENT) from None
-        entry = (
-            await self._call("stat", self.tree.file_entry, inode, held=inode)
-            if node.kind == "file"
-            else None
-        )
+        node, entry = await self._call("stat", self.tree.stat, inode, held=inode)
         return self._attrs(inode, node, entry)
 
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
@@ -264,12 +248,11 @@ class _Operations(pyfuse3.Operations):
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         children = self.dirs.get(fh, [])
         for i in range(start_id, len(children)):
-            name, node, entry = children[i]
-            inode = self.tree.inode(node)
-            attrs = self._attrs(inode, node, entry)
-            if not pyfuse3.readdir_reply(token, name.encode(), attrs, i + 1):
+            name, inode, node, entry = children[i]
+            if not pyfuse3.readdir_reply(
+                token, name.encode(), self._attrs(inode, node, entry), i + 1
+            ):
                 return
-            self.tree.told(inode)  # a readdirplus entry counts as a lookup
 
     async def releasedir(self, fh: int) -> None:
         self.dirs.pop(fh, None)

@@ -26,6 +26,7 @@ a key in these tables, never a path on the local disk; the kernel refuses
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 import time
@@ -36,7 +37,7 @@ from typing import Protocol
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.spool import StoredText
-from warehouse.errors import NotFoundError
+from warehouse.errors import NotFoundError, WarehouseError
 from warehouse.keys import is_pdh
 from warehouse.manifest import FileEntry, Manifest
 from warehouse.manifest.outline import Outline
@@ -56,6 +57,11 @@ COLLECTIONS_HELD = 16
 ENTRIES_HELD = 50_000
 # A text this short is held in memory rather than read back from its scratch copy.
 _TEXT_HELD = 1 << 20
+# Where an inode inside a collection keeps its parts (``Tree.inode``).
+_SLOT_SHIFT = 47
+_DIR_SHIFT = 24
+_DIR_MASK = (1 << 23) - 1
+_FILE_MASK = (1 << 24) - 1
 
 
 class Source(Protocol):
@@ -107,6 +113,10 @@ class Collection:
         else:
             self.outline = Outline(text)
         self.text: bytes | StoredText = text
+        # Directories numbered in text order: the same numbers each time the
+        # outline is made again from the same text (they are in inodes).
+        self.dirs = list(self.outline.sizes)
+        self.dir_index = {d: i for i, d in enumerate(self.dirs)}
 
     def stream(self, directory: str) -> bytes | None:
         """The text of directory ``directory``'s own stream (None: it has no file)."""
@@ -118,88 +128,140 @@ class Collection:
             return b"".join(self.text.pieces(1 << 20, start, end))
         return self.text[start:end]
 
-    def files(self, directory: str) -> dict[str, FileEntry]:
-        """The files of directory ``directory`` by name (not its subdirectories)."""
+    def files(self, directory: str) -> Files:
+        """The files of directory ``directory`` (not its subdirectories)."""
         line = self.stream(directory)
         if line is None:
-            return {}
+            return Files([], {})
         cut = len(directory) + 1 if directory else 0
-        return {p[cut:]: e for p, e in Manifest.parse(line + b"\n").files_view().items()}
+        entries = {p[cut:]: e for p, e in Manifest.parse(line + b"\n").files_view().items()}
+        # Normalized text lists a stream's files in name order already.
+        return Files(sorted(entries), entries)
 
     def close(self) -> None:
         if isinstance(self.text, StoredText):
             self.text.close()
 
 
+@dataclass(frozen=True, slots=True)
+class Files:
+    """One directory's files: their names in order, and each one's entry."""
+
+    names: list[str]
+    entries: dict[str, FileEntry]
+
+    def index(self, name: str) -> int:
+        return bisect.bisect_left(self.names, name)
+
+
 class Tree:
     def __init__(self, warehouse: Source) -> None:
         self.warehouse = warehouse
         self._lock = threading.Lock()
+        # Inodes outside collections (the root, by_id, by_name, folders of
+        # names): few, numbered as met and kept.
         self._next = itertools.count(ROOT + 1)
-        self._nodes: dict[int, Node] = {ROOT: Node("root")}
-        self._inodes: dict[Node, int] = {Node("root"): ROOT}
-        # How many times the kernel was told of each inode (lookup, readdir)
-        # and has not forgotten: at none the inode is dropped.
-        self._known: dict[int, int] = {}
+        self._table: dict[int, Node] = {ROOT: Node("root")}
+        self._numbers: dict[Node, int] = {Node("root"): ROOT}
+        # Each (root, pdh) met, numbered from 1: the slot in its inodes.
+        self._slots: list[tuple[str, str]] = [("", "")]
+        self._slot_of: dict[tuple[str, str], int] = {}
         self._collections: OrderedDict[str, Collection] = OrderedDict()
         self._making: dict[str, threading.Lock] = {}
-        # (pdh, directory) -> its files by name; ``_held`` counts them.
-        self._dirs: OrderedDict[tuple[str, str], dict[str, FileEntry]] = OrderedDict()
+        # (pdh, directory) -> its files; ``_held`` counts them.
+        self._dirs: OrderedDict[tuple[str, str], Files] = OrderedDict()
         self._held = 0
         self._names: dict[str, tuple[float, str]] = {}  # name -> (when read, pdh)
 
     # -- inodes ---------------------------------------------------------------
+    #
+    # An inode inside a collection says where it lies, so that no table of
+    # every inode the kernel was told of is kept (it forgets them only under
+    # memory pressure: a find over a million files would keep a million):
+    # bits 47-62 the slot of its (root, pdh), bits 24-46 its directory's
+    # number in the outline, bits 0-23 one more than the file's place in its
+    # directory's name order (0: the directory itself).
+
+    def _slot(self, root: str, pdh: str) -> int:
+        with self._lock:
+            slot = self._slot_of.get((root, pdh))
+            if slot is None:
+                slot = len(self._slots)
+                if slot >= 1 << 16:
+                    raise WarehouseError("the mount met too many collections: mount it again")
+                self._slots.append((root, pdh))
+                self._slot_of[(root, pdh)] = slot
+            return slot
+
+    def _in_collection(self, slot: int, d: int, f: int) -> int:
+        if d > _DIR_MASK or f > _FILE_MASK:
+            raise WarehouseError("too many directories or files in one for the mount's inodes")
+        return slot << _SLOT_SHIFT | d << _DIR_SHIFT | f
 
     def inode(self, node: Node) -> int:
+        """``node``'s inode: the same each time it is asked for."""
+        if node.kind in ("dir", "file"):
+            slot = self._slot(node.root, node.pdh)
+            if node.kind == "dir" and not node.path:
+                return self._in_collection(slot, 0, 0)  # the root is an outline's first
+            collection = self.collection(node.pdh)
+            if node.kind == "dir":
+                return self._in_collection(slot, collection.dir_index[node.path], 0)
+            parent, _, name = node.path.rpartition("/")
+            f = self.files(node.pdh, parent).index(name) + 1
+            return self._in_collection(slot, collection.dir_index[parent], f)
         with self._lock:
-            ino = self._inodes.get(node)
+            ino = self._numbers.get(node)
             if ino is None:
                 ino = next(self._next)
-                self._nodes[ino] = node
-                self._inodes[node] = ino
+                self._table[ino] = node
+                self._numbers[node] = ino
             return ino
 
-    def told(self, inode: int) -> None:
-        """``inode`` was told to the kernel once more (it will ``forget`` it
-        as many times): kept until then."""
-        with self._lock:
-            if inode in self._nodes:
-                self._known[inode] = self._known.get(inode, 0) + 1
-
-    def forget(self, inode: int, count: int) -> None:
-        """The kernel forgot ``inode`` ``count`` times: dropped when no longer known."""
-        with self._lock:
-            left = self._known.get(inode, 0) - count
-            if left > 0:
-                self._known[inode] = left
-                return
-            self._known.pop(inode, None)
-            if inode == ROOT:
-                return
-            node = self._nodes.pop(inode, None)
-            if node is not None:
-                self._inodes.pop(node, None)
-
-    def known_inodes(self) -> int:
-        with self._lock:
-            return len(self._nodes)
-
     def node(self, inode: int) -> Node:
+        """What ``inode`` is (it may read the collection's manifest again)."""
+        if inode < 1 << _SLOT_SHIFT:
+            with self._lock:
+                found = self._table.get(inode)
+            if found is None:
+                raise NotFoundError(f"no inode {inode}")
+            return found
+        slot, d, f = inode >> _SLOT_SHIFT, (inode >> _DIR_SHIFT) & _DIR_MASK, inode & _FILE_MASK
         with self._lock:
-            found = self._nodes.get(inode)
-        if found is None:
+            root, pdh = self._slots[slot] if slot < len(self._slots) else ("", "")
+        if not pdh:
             raise NotFoundError(f"no inode {inode}")
-        return found
+        dirs = self.collection(pdh).dirs
+        if d >= len(dirs):
+            raise NotFoundError(f"no inode {inode}")
+        directory = dirs[d]
+        if not f:
+            return Node("dir", root, pdh, directory)
+        names = self.files(pdh, directory).names
+        if f > len(names):
+            raise NotFoundError(f"no inode {inode}")
+        name = names[f - 1]
+        return Node("file", root, pdh, f"{directory}/{name}" if directory else name)
+
+    def table_size(self) -> int:
+        """Inodes kept in a table (those outside collections) and collection slots."""
+        with self._lock:
+            return len(self._table) + len(self._slots)
 
     def held(self, inode: int) -> bool:
         """Whether inode ``inode`` lies in a directory whose files are held
         (so that looking in it asks nothing of the warehouse)."""
+        if inode < 1 << _SLOT_SHIFT:
+            return False
+        slot, d = inode >> _SLOT_SHIFT, (inode >> _DIR_SHIFT) & _DIR_MASK
         with self._lock:
-            node = self._nodes.get(inode)
-            if node is None or node.kind not in ("dir", "file"):
+            if slot >= len(self._slots):
                 return False
-            where = node.path if node.kind == "dir" else node.path.rpartition("/")[0]
-            return (node.pdh, where) in self._dirs and node.pdh in self._collections
+            pdh = self._slots[slot][1]
+            collection = self._collections.get(pdh)
+            if collection is None or d >= len(collection.dirs):
+                return False
+            return (pdh, collection.dirs[d]) in self._dirs
 
     # -- collections and names (these ask the warehouse) ----------------------
 
@@ -237,7 +299,7 @@ class Tree:
                 text.close()
             raise
 
-    def files(self, pdh: str, directory: str) -> dict[str, FileEntry]:
+    def files(self, pdh: str, directory: str) -> Files:
         """The files of ``directory`` in collection ``pdh`` by name."""
         key = (pdh, directory)
         with self._lock:
@@ -249,10 +311,10 @@ class Tree:
         with self._lock:
             if key not in self._dirs:
                 self._dirs[key] = made
-                self._held += len(made)
+                self._held += len(made.names)
                 while self._held > ENTRIES_HELD and len(self._dirs) > 1:
                     _, dropped = self._dirs.popitem(last=False)
-                    self._held -= len(dropped)
+                    self._held -= len(dropped.names)
         return made
 
     def name_pdh(self, name: str) -> str:
@@ -288,9 +350,14 @@ class Tree:
 
     # -- what FUSE asks -------------------------------------------------------
 
-    def lookup(self, parent: int, name: str) -> tuple[Node, FileEntry | None]:
+    def lookup(self, parent: int, name: str) -> tuple[int, Node, FileEntry | None]:
         """The child ``name`` of directory ``parent``: NotFoundError if none."""
-        return self.lookup_in(self.node(parent), name)
+        node, entry = self.lookup_in(self.node(parent), name)
+        return self.inode(node), node, entry
+
+    def stat(self, inode: int) -> tuple[Node, FileEntry | None]:
+        node = self.node(inode)
+        return node, self.entry_of(node) if node.kind == "file" else None
 
     def lookup_in(self, node: Node, name: str) -> tuple[Node, FileEntry | None]:
         if node.kind == "root":
@@ -312,7 +379,7 @@ class Tree:
             return Node("dir", full, pdh, ""), None
         elif node.kind == "dir":
             path = f"{node.path}/{name}" if node.path else name
-            entry = self.files(node.pdh, node.path).get(name)
+            entry = self.files(node.pdh, node.path).entries.get(name)
             if entry is not None:
                 return Node("file", node.root, node.pdh, path), entry
             if self.collection(node.pdh).outline.is_dir(path):
@@ -330,7 +397,7 @@ class Tree:
                 if self.collection(node.pdh).outline.is_dir(path):
                     return Node("dir", node.root, node.pdh, path), None
                 parent, _, base = path.rpartition("/")
-                found = self.files(node.pdh, parent).get(base)
+                found = self.files(node.pdh, parent).entries.get(base)
                 if found is None:
                     raise NotFoundError(f"no {path!r} in {node.pdh}")
                 return Node("file", node.root, node.pdh, path), found
@@ -339,12 +406,30 @@ class Tree:
             node, entry = self.lookup_in(node, name)
         return node, entry
 
-    def children(self, inode: int) -> list[tuple[str, Node, FileEntry | None]]:
-        """A directory's entries in name order (by_id lists none: a PDH is
-        not guessed, and every collection would be far too many)."""
-        return self.children_of(self.node(inode))
+    def children(self, inode: int) -> list[tuple[str, int, Node, FileEntry | None]]:
+        """A directory's entries in name order, each with its inode."""
+        node = self.node(inode)
+        found = self.children_of(node)
+        if node.kind != "dir":
+            return [(name, self.inode(n), n, e) for name, n, e in found]
+        # Numbered here, not one by one: a directory of a million files.
+        slot = self._slot(node.root, node.pdh)
+        collection = self.collection(node.pdh)
+        files = self.files(node.pdh, node.path)
+        out = []
+        for name, child, e in found:
+            if e is None:
+                ino = self._in_collection(slot, collection.dir_index[child.path], 0)
+            else:
+                ino = self._in_collection(
+                    slot, collection.dir_index[node.path], files.index(name) + 1
+                )
+            out.append((name, ino, child, e))
+        return out
 
     def children_of(self, node: Node) -> list[tuple[str, Node, FileEntry | None]]:
+        """A directory's entries in name order (by_id lists none: a PDH is
+        not guessed, and every collection would be far too many)."""
         if node.kind == "root":
             return [(n, Node(n), None) for n in ("by_id", "by_name")]
         if node.kind in ("by_name", "folder"):
@@ -364,7 +449,7 @@ class Tree:
             ]
             found += [
                 (name, Node("file", node.root, node.pdh, base + name), e)
-                for name, e in self.files(node.pdh, node.path).items()
+                for name, e in self.files(node.pdh, node.path).entries.items()
             ]
             found.sort(key=lambda c: c[0])
             return found
@@ -377,7 +462,7 @@ class Tree:
         if node.kind != "file":
             raise NotFoundError("not a file")
         parent, _, name = node.path.rpartition("/")
-        entry = self.files(node.pdh, parent).get(name)
+        entry = self.files(node.pdh, parent).entries.get(name)
         if entry is None:
             raise NotFoundError(f"no file {node.path!r} in {node.pdh}")
         return entry
