@@ -17,7 +17,7 @@ from warehouse import catalog
 from warehouse.cli import cli
 from warehouse.gateways.s3app import with_s3
 from warehouse.server.controller import ControllerConfig, ControllerState, create_app
-from warehouse.server.serving import ServerThread
+from warehouse.server.serving import ServerThread, Tls
 
 
 @dataclass
@@ -81,6 +81,18 @@ def gateway(db: Path, pool: KeepPool) -> Iterator[Gateway]:
     finally:
         server.stop()
         state.close()
+
+
+@contextmanager
+def tls_server(gw: Gateway, cert: Path, key: Path) -> Iterator[str]:
+    """The same controller and gateway over HTTPS too; yields its URL."""
+    state = gw.state
+    server = ServerThread(with_s3(create_app(state.config, state), state), tls=Tls(cert, key))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 def aws_env(gw: Gateway, key_id: str, secret: str, home: Path) -> dict[str, str]:

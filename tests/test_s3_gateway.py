@@ -385,3 +385,68 @@ def test_private_mode_hides_what_a_user_may_not_read(gw: Gateway, tmp_path: Path
         assert gw.wh(alice, "ls", "private6").output == "secret.txt\n"
     finally:
         gw.wh(gw.admin, "perms-mode", "open")
+
+
+def test_boto3_over_https_sends_aws_chunked_bodies_and_they_land(
+    gw: Gateway, tmp_path: Path
+) -> None:
+    """Over HTTPS botocore sends a put's body aws-chunked, unsigned, with a
+    CRC32 trailer (over HTTP it signs the body's SHA-256 instead)."""
+    from certs import self_signed
+    from s3gw_helpers import tls_server
+
+    alice = gw.user("alice7")
+    key_id, secret = gw.credential(alice)
+    cert, key = self_signed(tmp_path / "tls")
+    with tls_server(gw, cert, key) as url:
+        import boto3
+
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=url + "/s3",
+            aws_access_key_id=key_id,
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+            verify=str(cert),
+        )
+        s3.create_bucket(Bucket="tls7")
+        data = os.urandom(3_000_000)
+        s3.put_object(Bucket="tls7", Key="a.bin", Body=data)
+        s3.upload_fileobj(io.BytesIO(data * 3), "tls7", "b.bin")  # multipart
+        assert s3.get_object(Bucket="tls7", Key="a.bin")["Body"].read() == data
+    assert gw.wh(alice, "cat", "tls7/a.bin").stdout_bytes == data
+    assert gw.wh(alice, "cat", "tls7/b.bin").stdout_bytes == data * 3
+
+
+def test_aws_chunked_bodies_are_checked_whole() -> None:
+    import base64
+    import zlib
+
+    from warehouse.gateways.s3chunked import ChunkedBody
+    from warehouse.gateways.s3xml import S3Error
+
+    data = os.urandom(70_000)
+    crc = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+
+    def encoded(crc_text: str) -> bytes:
+        chunks = [data[:65536], data[65536:]]
+        body = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks)
+        return body + b"0\r\nx-amz-checksum-crc32:" + crc_text.encode() + b"\r\n\r\n"
+
+    whole = encoded(crc)
+    decoder = ChunkedBody("x-amz-checksum-crc32")
+    got = b"".join(b"".join(decoder.feed(whole[i : i + 1000])) for i in range(0, len(whole), 1000))
+    decoder.finish()
+    assert got == data
+    bad = ChunkedBody("x-amz-checksum-crc32")
+    bad.feed(encoded("AAAAAA=="))
+    with pytest.raises(S3Error) as e:
+        bad.finish()
+    assert e.value.code == "BadDigest"
+    cut = ChunkedBody("x-amz-checksum-crc32")
+    cut.feed(whole[:-40])
+    with pytest.raises(S3Error) as e:
+        cut.finish()
+    assert e.value.code == "IncompleteBody"
+    with pytest.raises(S3Error):
+        ChunkedBody(None).feed(b"zz\r\n")

@@ -14,8 +14,9 @@ from warehouse import catalog
 from warehouse.collection.records import store_manifest
 from warehouse.errors import ConflictError, UsageError
 from warehouse.gateways.s3call import Call
+from warehouse.gateways.s3chunked import ChunkedBody
 from warehouse.gateways.s3objects import Bucket, Contents, etag_matches, etag_of
-from warehouse.gateways.s3sigv4 import UNSIGNED
+from warehouse.gateways.s3sigv4 import STREAMING_UNSIGNED_TRAILER, UNSIGNED
 from warehouse.gateways.s3write import BlockSink, Written, commit
 from warehouse.gateways.s3xml import S3Error
 from warehouse.manifest import Manifest
@@ -69,8 +70,17 @@ def put_precondition(call: Call) -> Callable[[Contents], None] | None:
 
 async def receive_body(call: Call, limit: int) -> Written:
     """The request's body stored as blocks, checked against its length,
-    its Content-MD5 and the SHA-256 it was signed with."""
-    length = call.request.headers.get("content-length")
+    its Content-MD5 and the SHA-256 it was signed with (or, aws-chunked,
+    its trailing checksum)."""
+    h = call.request.headers
+    chunked = "aws-chunked" in h.get("content-encoding", "")
+    if chunked != (call.payload == STREAMING_UNSIGNED_TRAILER):
+        raise S3Error(
+            "NotImplemented",
+            f"aws-chunked bodies are taken with {STREAMING_UNSIGNED_TRAILER} only",
+            501,
+        )
+    length = h.get("x-amz-decoded-content-length" if chunked else "content-length")
     if length is None:
         raise S3Error(
             "MissingContentLength", "You must provide the Content-Length HTTP header.", 411
@@ -80,20 +90,24 @@ async def receive_body(call: Call, limit: int) -> Written:
     size = int(length)
     if size > limit:
         raise S3Error("EntityTooLarge", f"an object or part is at most {limit} bytes", 400)
-    if "aws-chunked" in call.request.headers.get("content-encoding", ""):
-        raise S3Error("NotImplemented", "aws-chunked bodies are not taken: sign the payload", 501)
-    sink = BlockSink(call.gateway.state, sha256=call.payload != UNSIGNED)
+    decoder = ChunkedBody(h.get("x-amz-trailer")) if chunked else None
+    sink = BlockSink(
+        call.gateway.state, sha256=call.payload not in (UNSIGNED, STREAMING_UNSIGNED_TRAILER)
+    )
     try:
         async for chunk in call.request.stream():
-            if sink.size + len(chunk) > size:
-                raise S3Error("IncompleteBody", "the body is longer than its Content-Length", 400)
-            sink.add(chunk)
-            if sink.full():
-                await run_in_threadpool(sink.spill)
+            for data in decoder.feed(chunk) if decoder is not None else (chunk,):
+                if sink.size + len(data) > size:
+                    raise S3Error("IncompleteBody", "the body is longer than its length", 400)
+                sink.add(data)
+                if sink.full():
+                    await run_in_threadpool(sink.spill)
     except ClientDisconnect:
         raise S3Error("IncompleteBody", "the body ended early", 400) from None
+    if decoder is not None:
+        decoder.finish()
     if sink.size != size:
-        raise S3Error("IncompleteBody", "the body ended before its Content-Length", 400)
+        raise S3Error("IncompleteBody", "the body ended before its length", 400)
     written = await run_in_threadpool(sink.finish)
     if written.sha256 is not None and written.sha256 != call.payload:
         raise S3Error(
@@ -101,7 +115,7 @@ async def receive_body(call: Call, limit: int) -> Written:
             "The provided 'x-amz-content-sha256' header does not match what was computed.",
             400,
         )
-    given = call.request.headers.get("content-md5")
+    given = h.get("content-md5")
     if given is not None:
         try:
             want = base64.b64decode(given, validate=True).hex()

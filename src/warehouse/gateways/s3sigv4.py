@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote
 __all__ = [
     "ALGORITHM",
     "MAX_SKEW",
+    "STREAMING_UNSIGNED_TRAILER",
     "UNSIGNED",
     "SigError",
     "SignedRequest",
@@ -35,6 +36,8 @@ __all__ = [
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 UNSIGNED = "UNSIGNED-PAYLOAD"
+# An aws-chunked body, unsigned, with a trailing checksum (botocore over HTTPS).
+STREAMING_UNSIGNED_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 # How far a request's own time may be from ours (AWS: 15 minutes).
 MAX_SKEW = 15 * 60
 # The longest a presigned URL may live (AWS: 7 days).
@@ -258,10 +261,13 @@ def check(
         payload = headers.get("x-amz-content-sha256", "")
         if not payload:
             raise SigError("InvalidRequest", "x-amz-content-sha256 is missing", 400)
-    if payload != UNSIGNED and not _HEX64.fullmatch(payload):
+    if payload == STREAMING_UNSIGNED_TRAILER and not signed.presigned:
+        pass  # an aws-chunked body with a trailing checksum (s3chunked.py)
+    elif payload != UNSIGNED and not _HEX64.fullmatch(payload):
         raise SigError(
             "NotImplemented",
-            f"x-amz-content-sha256 {payload[:64]!r}: only a SHA-256 or UNSIGNED-PAYLOAD is taken",
+            f"x-amz-content-sha256 {payload[:64]!r}: only a SHA-256, UNSIGNED-PAYLOAD or "
+            f"{STREAMING_UNSIGNED_TRAILER} is taken",
             501,
         )
     key = signing_key(secret, signed.scope_date, signed.region, signed.service)
