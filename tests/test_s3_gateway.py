@@ -450,3 +450,25 @@ def test_aws_chunked_bodies_are_checked_whole() -> None:
     assert e.value.code == "IncompleteBody"
     with pytest.raises(S3Error):
         ChunkedBody(None).feed(b"zz\r\n")
+
+
+def test_a_jobs_token_may_not_list_or_revoke_its_submitters_credentials(gw: Gateway) -> None:
+    engine = gw.state.engine
+    catalog.add_user(engine, "erin")
+    own = catalog.create_token(engine, "erin")
+    key_id, _ = gw.credential(own)
+    job = catalog.create_token(engine, "erin", label=auth.JOB_TOKEN_LABEL + "99")
+    api = gw.url + "/api/v1/s3/credentials"
+    headers = {"Authorization": f"Bearer {job}"}
+    listed = httpx.get(api, headers=headers, timeout=60)
+    assert listed.status_code == 403 and "job's token" in listed.text
+    revoked = httpx.delete(f"{api}/{key_id}", headers=headers, timeout=60)
+    assert revoked.status_code == 403
+    # One it makes ends with the job's token.
+    made_id, made_secret = gw.credential(job)
+    gw.boto3(made_id, made_secret).list_buckets()
+    auth.revoke_secret(engine, job)
+    with pytest.raises(ClientError) as e:
+        gw.boto3(made_id, made_secret).list_buckets()
+    assert _error(e.value) == (403, "InvalidAccessKeyId")
+    assert key_id in httpx.get(api, headers={"Authorization": f"Bearer {own}"}, timeout=60).text

@@ -15,7 +15,7 @@ from warehouse.catalog.s3credentials import (
     revoke_s3_credential,
 )
 from warehouse.errors import ForbiddenError
-from warehouse.server.controller.auth import Caller, CallerToken, state_of
+from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 
 __all__ = ["router"]
 
@@ -38,6 +38,14 @@ class CredentialMade(CredentialOut):
     secret_access_key: str = Field(description="Shown once: the controller keeps no copy.")
 
 
+def _not_a_job(request: Request, token: str, what: str) -> None:
+    # As with tokens (docs/security.md): a step acts for its submitter only
+    # while its job runs, and must not see or cut off the submitter's other
+    # credentials. (One it makes itself ends with the job's token.)
+    if is_job_token(state_of(request).engine, token):
+        raise ForbiddenError(f"a job's token cannot {what} S3 credentials")
+
+
 @router.post("", response_model=CredentialMade)
 def create(
     body: CredentialCreate, user: Caller, token: CallerToken, request: Request
@@ -51,9 +59,10 @@ def create(
 
 @router.get("", response_model=list[CredentialOut])
 def list_credentials(
-    user: Caller, request: Request, whose: str | None = None
+    user: Caller, token: CallerToken, request: Request, whose: str | None = None
 ) -> list[CredentialOut]:
     """The caller's credentials that work now (an admin: everyone's, or ``whose``'s)."""
+    _not_a_job(request, token, "list")
     if whose is not None and whose != user.name and not user.admin:
         raise ForbiddenError("only admins list other users' S3 credentials")
     mine = whose if user.admin else user.name
@@ -61,8 +70,9 @@ def list_credentials(
 
 
 @router.delete("/{access_key_id}", response_model=CredentialOut)
-def revoke(access_key_id: str, user: Caller, request: Request) -> CredentialOut:
+def revoke(access_key_id: str, user: Caller, token: CallerToken, request: Request) -> CredentialOut:
     """Revoke a credential: the caller's own (an admin: anyone's). It stops at once."""
+    _not_a_job(request, token, "revoke")
     engine = state_of(request).engine
     done = revoke_s3_credential(engine, access_key_id, user=None if user.admin else user.name)
     return CredentialOut(**asdict(done))
