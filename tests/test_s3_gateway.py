@@ -472,3 +472,24 @@ def test_a_jobs_token_may_not_list_or_revoke_its_submitters_credentials(gw: Gate
         gw.boto3(made_id, made_secret).list_buckets()
     assert _error(e.value) == (403, "InvalidAccessKeyId")
     assert key_id in httpx.get(api, headers={"Authorization": f"Bearer {own}"}, timeout=60).text
+
+
+def test_puts_at_once_into_one_name_all_land(gw: Gateway) -> None:
+    """Each put moves the name by compare-and-swap, made again on the newest
+    collection when another put moved it first: none is lost."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    alice = gw.user("alice8")
+    key_id, secret = gw.credential(alice)
+    gw.boto3(key_id, secret).create_bucket(Bucket="race8")
+    start = catalog.get_name(gw.state.engine, "race8").version
+
+    def put(i: int) -> None:
+        client = gw.boto3(key_id, secret)
+        client.put_object(Bucket="race8", Key=f"k{i:02}", Body=f"value {i}\n".encode())
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(put, range(12)))
+    assert gw.wh(alice, "ls", "race8").output.splitlines() == [f"k{i:02}" for i in range(12)]
+    assert catalog.get_name(gw.state.engine, "race8").version == start + 12
+    assert gw.wh(alice, "cat", "race8/k07").output == "value 7\n"
