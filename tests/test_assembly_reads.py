@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import Runner
-from test_assembly import assemble, checkout, output
+from test_assembly import assemble, checkout, failed_step_log, output
 from warehouse.embedded import EmbeddedWarehouse
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "assembly"
@@ -228,3 +228,28 @@ def test_gzip_paired_phred64_or_interleaved_fasta_reads_assemble_unchanged(
     # expected in no read up to k = 43 (about 11 times seen); two-word k-mers.
     assert stats["k"] == got["k"] and 37 <= got["k"] <= 47, got
     assert 0.985 < got["k_choice"]["base_right"] < 0.995, got
+
+
+PAIR = b"@p1/1\nACGTACGTAC\n+\nIIIIIIIIII\n@p2/1\nGGGTACGTAC\n+\nIIIIIIIIII\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("second", "says"),
+    [
+        (PAIR[:30].replace(b"/1", b"/2"), "hold different numbers of reads"),  # one record
+        (PAIR.replace(b"@p2/1", b"@q2/2").replace(b"/1", b"/2"), "record 2 names differ"),
+    ],
+)
+def test_paired_files_that_are_not_mates_fail_preprocess_with_one_error_line(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path, second: bytes, says: str
+) -> None:
+    wf = checkout(tmp_path)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "x_1.fq.gz").write_bytes(gzip.compress(PAIR, mtime=0))
+    (tmp_path / "in" / "x_2.fq.gz").write_bytes(gzip.compress(second, mtime=0))
+    wh.put([tmp_path / "in"], name="bad")
+    shown = failed_step_log(run, wf, "bad")
+    assert "Error: x_1.fq.gz and x_2.fq.gz" in shown and says in shown, shown
+    assert "Traceback" not in shown, shown

@@ -7,10 +7,11 @@ line split by a tab; bases other than ACGT as N; low-quality tails trimmed)
 and ``preprocess.json`` (what was found and done, and k).
 """
 
+import itertools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import autok
@@ -31,8 +32,9 @@ files: list[dict[str, Any]] = []
 sampler = autok.Sampler() if given_k == "auto" else None
 
 
-def opened(path: str) -> tuple[Any, bool]:
-    return seqio.open_reads(step.reader().open(path))
+def opened(path: str) -> tuple[IO[bytes], bool]:
+    text, packed = seqio.open_reads(step.reader().open(path))
+    return text, bool(packed)
 
 
 def batches(path: str) -> Iterator[tuple[str, list[seqio.Record]]]:
@@ -84,27 +86,27 @@ def single(path: str) -> Iterator[bytes]:
 
 def paired(first: str, second: str) -> Iterator[bytes]:
     one, two = batches(first), batches(second)
-    for (_, a), (_, b) in zip(one, two, strict=False):
+    for x, y in itertools.zip_longest(one, two):
+        if x is None or y is None:  # one file ended before the other
+            stage.fail(f"{first} and {second} hold different numbers of reads")
+        (_, a), (_, b) = x, y
         left, right = files[-2], files[-1]
         left["layout"] = right["layout"] = "paired files"
         if len(a) != len(b):
             stage.fail(f"{first} and {second} hold different numbers of reads")
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            if seqio.mate_key(x[0]) != seqio.mate_key(y[0]):
+        for i, (ra, rb) in enumerate(zip(a, b, strict=True)):
+            if seqio.mate_key(ra[0]) != seqio.mate_key(rb[0]):
                 at = left["records"] - len(a) + i + 1
                 stage.fail(
                     f"{first} and {second}: record {at} names differ "
-                    f"({seqio.name_of(x[0])}, {seqio.name_of(y[0])}): not mates"
+                    f"({seqio.name_of(ra[0])}, {seqio.name_of(rb[0])}): not mates"
                 )
         sa = seqio.clean(a, offset_of(left, a), threshold, tally)
         sb = seqio.clean(b, offset_of(right, b), threshold, tally)
         keep(sa)
         keep(sb)
         tally.pairs += len(sa)
-        yield b"".join(x + b"\t" + y + b"\n" for x, y in zip(sa, sb, strict=True))
-    # One file longer than the other: the zip above stopped at the shorter.
-    if next(one, None) is not None or next(two, None) is not None:
-        stage.fail(f"{first} and {second} hold different numbers of reads")
+        yield b"".join(ma + b"\t" + mb + b"\n" for ma, mb in zip(sa, sb, strict=True))
 
 
 def all_reads() -> Iterator[bytes]:
