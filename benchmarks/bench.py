@@ -113,6 +113,7 @@ def base_env(work: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["WORK"] = str(work)
+    env["REPO"] = str(REPO)  # this tree: a scenario's inputs (examples/) are read from it
     env["WH_HOME"] = str(work / "home")
     env.pop("WH_URL", None)
     env.pop("WH_TOKEN", None)
