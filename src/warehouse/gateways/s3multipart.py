@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from warehouse.gateways.s3call import Call
 from warehouse.gateways.s3objects import Bucket, check_key
-from warehouse.gateways.s3puts import MAX_OBJECT, receive_body, writable
+from warehouse.gateways.s3puts import MAX_OBJECT, held_body, writable
 from warehouse.gateways.s3write import Written, commit
 from warehouse.gateways.s3xml import S3Error, element, iso_time, root, xml_response
 from warehouse.manifest import FilePiece
@@ -46,26 +46,30 @@ MAX_UPLOADS_PER_USER = 100
 UPLOAD_LIFETIME = 24 * 3600.0
 # Bodies read whole (CompleteMultipartUpload, DeleteObjects): XML, bounded.
 MAX_XML_BODY = 2 << 20
-# PutObject and UploadPart at once, of all users: each holds a block (64 MiB).
-MAX_PUTS = 8
+# Bytes of bodies held at once by PutObject and UploadPart, of all users:
+# each holds what it has not yet stored, up to one 64 MiB block.
+BODY_BUDGET = 512 << 20
 
 
-class Slots:
+class Budget:
+    """Bytes of request bodies held at once; a request that would go over
+    waits a moment, then is told to slow down (503 SlowDown: clients retry)."""
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
         self._lock = threading.Lock()
 
-    def take(self) -> bool:
+    def take(self, size: int) -> bool:
         with self._lock:
-            if self.used >= self.limit:
+            if self.used + size > self.limit and self.used > 0:
                 return False
-            self.used += 1
+            self.used += size
             return True
 
-    def give(self) -> None:
+    def give(self, size: int) -> None:
         with self._lock:
-            self.used -= 1
+            self.used -= size
 
 
 @dataclass
@@ -83,7 +87,7 @@ class Uploads:
     def __init__(self) -> None:
         self._open: dict[str, Upload] = {}
         self._lock = threading.Lock()
-        self.puts = Slots(MAX_PUTS)
+        self.bodies = Budget(BODY_BUDGET)
 
     def start(self, user: str, bucket: str, key: str) -> str:
         now = time.time()
@@ -137,13 +141,7 @@ def _part_number(q: dict[str, str]) -> int:
 async def upload_part(call: Call, q: dict[str, str]) -> Response:
     number = _part_number(q)
     upload = call.gateway.uploads.find(q["uploadId"], call.user.name, call.bucket, call.key)
-    slots = call.gateway.uploads.puts
-    if not slots.take():
-        raise S3Error("SlowDown", "too many uploads at once: try again", 503)
-    try:
-        written = await receive_body(call, MAX_OBJECT)
-    finally:
-        slots.give()
+    written = await held_body(call, MAX_OBJECT)
     upload.parts[number] = written
     return Response(status_code=200, headers={"ETag": f'"{written.md5}"'})
 

@@ -3,6 +3,7 @@ CreateBucket (a new name holding an empty collection)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Callable
 
@@ -11,6 +12,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from warehouse import catalog
+from warehouse.blocks import MAX_BLOCK_SIZE
 from warehouse.collection.records import store_manifest
 from warehouse.errors import ConflictError, UsageError
 from warehouse.gateways.s3call import Call
@@ -26,6 +28,7 @@ __all__ = [
     "MAX_OBJECT",
     "create_bucket",
     "delete_object",
+    "held_body",
     "put_object",
     "receive_body",
     "writable",
@@ -128,28 +131,43 @@ async def receive_body(call: Call, limit: int) -> Written:
     return written
 
 
-async def put_object(call: Call) -> Response:
-    await run_in_threadpool(writable, call)
-    slots = call.gateway.uploads.puts
-    if not slots.take():
+async def held_body(call: Call, limit: int) -> Written:
+    """``receive_body`` within the gateway's budget of bodies held at once
+    (up to a block each): a request over it waits up to a few seconds,
+    then is answered 503 SlowDown, which S3 clients retry."""
+    announced = call.request.headers.get(
+        "x-amz-decoded-content-length", call.request.headers.get("content-length", "")
+    )
+    need = min(int(announced) if announced.isdigit() else MAX_BLOCK_SIZE, MAX_BLOCK_SIZE)
+    budget = call.gateway.uploads.bodies
+    for _ in range(50):
+        if budget.take(need):
+            break
+        await asyncio.sleep(0.1)
+    else:
         raise S3Error("SlowDown", "too many uploads at once: try again", 503)
     try:
-        written = await receive_body(call, MAX_OBJECT)
-        state, cache = call.gateway.state, call.gateway.cache
-        await run_in_threadpool(
-            lambda: commit(
-                state,
-                cache,
-                call.user,
-                call.bucket,
-                call.key,
-                written,
-                precondition=put_precondition(call),
-                md5=written.md5,
-            )
-        )
+        return await receive_body(call, limit)
     finally:
-        slots.give()
+        budget.give(need)
+
+
+async def put_object(call: Call) -> Response:
+    await run_in_threadpool(writable, call)
+    written = await held_body(call, MAX_OBJECT)
+    state, cache = call.gateway.state, call.gateway.cache
+    await run_in_threadpool(
+        lambda: commit(
+            state,
+            cache,
+            call.user,
+            call.bucket,
+            call.key,
+            written,
+            precondition=put_precondition(call),
+            md5=written.md5,
+        )
+    )
     return Response(status_code=200, headers={"ETag": f'"{written.md5}"'})
 
 
