@@ -1,5 +1,5 @@
 """CWL on the warehouse: `wh cwl run` and `wh-cwl-runner` over real CWL documents,
-each tool invocation a real job, and a fixed selection of the CWL v1.2
+each tool invocation a real job, and the `required` tests of the CWL v1.2
 conformance suite driven by cwltest (docs/cwl.md)."""
 
 from __future__ import annotations
@@ -262,21 +262,13 @@ def test_wh_loads_no_cwltool_until_a_cwl_run() -> None:
     assert done.stdout.splitlines()[-1] == "[]"
 
 
-# Simple `required` tests of the suite (not its first: `cwltest -s` cannot
-# name that one). The whole suite is run by hand (docs/cwl.md has its figures).
-CONFORMANCE = [
-    "nested_prefixes_arrays",
-    "cl_optional_inputs_missing",
-    "stdinout_redirect",
-    "wf_default_tool_default",
-    "any_input_param",
-    "wf_simple",
-    "directory_output",
-    "input_file_literal",
-]
+# Every `required` test of the suite but the one `cwltool --no-container`
+# fails here too (docs/cwl.md, "Conformance"): what the issue asks of
+# `make test`. The whole suite is run by hand (docs/cwl.md has its figures).
+NOT_HERE = ["filename_with_hash_mark"]
 
 
-def test_a_selection_of_the_conformance_suite_passes(home: Path, tmp_path: Path) -> None:
+def test_the_required_conformance_tests_pass(home: Path, tmp_path: Path) -> None:
     tests = SUITE / "conformance_tests.yaml"
     _need(None if tests.is_file() else f"no CWL conformance suite at {SUITE}")
     done = subprocess.run(
@@ -286,18 +278,22 @@ def test_a_selection_of_the_conformance_suite_passes(home: Path, tmp_path: Path)
             str(tests),
             "--tool",
             str(BIN / "wh-cwl-runner"),
-            "-s",
-            ",".join(CONFORMANCE),
+            "--tags",
+            "required",
+            "-S",
+            ",".join(NOT_HERE),
             "-j",
             "2",
             "--timeout",
-            "120",
+            "300",
         ],
         cwd=SUITE,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=3600,  # 83 runs: about 4 min of CPU, far longer on a loaded machine
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "All tests passed" in done.stdout + done.stderr
+    ran = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.startswith("Test [")]
+    assert len(ran) == 83  # the suite's 84 required tests but the one above
