@@ -19,7 +19,9 @@ how = dbg.Simplify(
     k,
     min_count=float(cutoff["min_count"]),
     tip_length=stage.auto(p.get("tip_length"), 2 * k, "tip_length"),
-    bubble_size=stage.auto(p.get("bubble_size"), 3 * k, "bubble_size"),
+    # 3k, and at least 100 bases (as Velvet bounds its branches): at small k two errors close
+    # together, joined by a bridge, make an arm longer than 3k.
+    bubble_size=stage.auto(p.get("bubble_size"), max(3 * k, 100), "bubble_size"),
     remove_tips=stage.switch(p.get("remove_tips", True), "remove_tips"),
     remove_bubbles=stage.switch(p.get("remove_bubbles", True), "remove_bubbles"),
 )
