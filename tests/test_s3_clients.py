@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster import WH_BIN as WH_BIN_PATH
 from cluster import KeepPool
 from s3gw_helpers import Gateway, aws_env, gateway, rclone_config
 from warehouse import catalog
@@ -126,3 +127,43 @@ def test_rclone_copy_and_check(gw: Gateway, tmp_path: Path) -> None:
         timeout=300,
     )
     assert bad.returncode != 0 and "f000.txt" in bad.stderr
+
+
+@pytest.mark.slow
+def test_wh_serve_answers_s3_at_its_own_port(tmp_path: Path) -> None:
+    """`wh serve` itself (a process, as a user starts it) serves the gateway
+    at /s3, beside the API, with credentials made by `wh s3 credentials`."""
+    import signal
+
+    import boto3
+
+    from cluster import admin_and_alice, listening, wh_serve
+
+    env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
+    env.pop("WH_URL", None)
+    server = wh_serve(env, "--keep", "1", "--executor", "none")
+    try:
+        url = listening(server, keep=1)[0]
+        alice = admin_and_alice(env, url)
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "x.txt").write_text("served\n")
+        _run([WH_BIN_PATH, "put", str(tmp_path / "d"), "--name", "served"], alice)
+        made = _run([WH_BIN_PATH, "s3", "credentials", "create", "--json"], alice)
+        import json
+
+        cred = json.loads(made)
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=url + "/s3",
+            aws_access_key_id=cred["access_key_id"],
+            aws_secret_access_key=cred["secret_access_key"],
+            region_name="us-east-1",
+        )
+        assert s3.get_object(Bucket="served", Key="x.txt")["Body"].read() == b"served\n"
+        listed = _run([WH_BIN_PATH, "s3", "credentials", "ls"], alice)
+        assert cred["access_key_id"] in listed and cred["secret_access_key"] not in listed
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+        if server.stdout:
+            server.stdout.close()
