@@ -114,6 +114,10 @@ def test_listings_bytes_ranges_and_refusals_over_http(
         r = httpx.get(f"{dav}/by_name/run42/sub/b.bin", auth=basic, headers={"Range": "bytes=-7"})
         assert r.status_code == 206 and r.content == big[-7:]
 
+        # Everything below a folder at once is refused (Depth missing means infinity).
+        for depth in ({"Depth": "infinity"}, {}):
+            r = httpx.request("PROPFIND", f"{dav}/by_name/", auth=basic, headers=depth)
+            assert r.status_code == 403 and b"propfind-finite-depth" in r.content
         # No token, a wrong one: 401, asking for Basic.
         for auth in (None, httpx.BasicAuth("alice", "not-a-token")):
             r = httpx.request("PROPFIND", f"{dav}/by_name/", auth=auth, headers={"Depth": "1"})

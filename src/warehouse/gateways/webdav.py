@@ -28,6 +28,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
@@ -54,6 +55,8 @@ PREFIX = "/webdav"
 # Bytes wsgidav reads from a file at a time for a GET (its default, 8 KiB,
 # costs a Python call each).
 _BLOCK = 1 << 20
+# Pieces after the one read looked through for the next block to fetch.
+_LOOK = 64
 # Users whose trees (their collections' outlines and names) are kept.
 _TREES = 32
 # Threads answering WebDAV requests at once (each may wait on a block).
@@ -69,9 +72,12 @@ StartResponse = Callable[..., Any]
 class _Reader(io.RawIOBase):
     """A file's bytes by offset, each block fetched (verified) when first needed."""
 
-    def __init__(self, entry: FileEntry, store: BlockStore) -> None:
+    def __init__(self, entry: FileEntry, store: BlockStore, pool: ThreadPoolExecutor) -> None:
         self.entry = entry
         self.store = store
+        self.pool = pool
+        # The next block of the file, fetched while this one is sent.
+        self.ahead: tuple[str, Future[bytes | memoryview]] | None = None
         self.starts: list[int] = []
         pos = 0
         for piece in entry.pieces:
@@ -106,11 +112,33 @@ class _Reader(io.RawIOBase):
         n = min(piece.length - lo, len(view))
         key = piece.locator.key
         if self.current is None or self.current[0] != key:
-            self.current = (key, self.store.get(piece.locator))
+            self.current = (key, self._fetch(i))
         block = self.current[1]
         view[:n] = block[piece.offset + lo : piece.offset + lo + n]
         self.pos += n
         return n
+
+    def _fetch(self, i: int) -> bytes | memoryview:
+        """Block of piece ``i`` (verified), and the next one asked for ahead."""
+        locator = self.entry.pieces[i].locator
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead[0] == locator.key:
+            data = ahead[1].result()
+        else:
+            if ahead is not None:
+                ahead[1].cancel()
+            data = self.store.get(locator)
+        for piece in self.entry.pieces[i + 1 : i + 1 + _LOOK]:
+            if piece.locator.key != locator.key:
+                self.ahead = (piece.locator.key, self.pool.submit(self.store.get, piece.locator))
+                break
+        return data
+
+    def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead[1].cancel()
+            self.ahead = None
+        super().close()
 
 
 def _etag(node: Node) -> str:
@@ -177,6 +205,7 @@ class _File(DAVNonCollection):  # type: ignore[misc]
         self.node = node
         self.entry = entry
         self.started = started
+        self.pool: ThreadPoolExecutor = environ["warehouse.pool"]
 
     def get_content_length(self) -> int:
         return self.entry.size
@@ -185,7 +214,8 @@ class _File(DAVNonCollection):  # type: ignore[misc]
         return mimetypes.guess_type(self.entry.path)[0] or "application/octet-stream"
 
     def get_content(self) -> io.BufferedReader:
-        return io.BufferedReader(_Reader(self.entry, self.tree.warehouse.store), _BLOCK)
+        reader = _Reader(self.entry, self.tree.warehouse.store, self.pool)
+        return io.BufferedReader(reader, _BLOCK)
 
     def get_creation_date(self) -> float:
         return self.started
@@ -212,6 +242,8 @@ class _Provider(DAVProvider):  # type: ignore[misc]
         self.started = time.time()
         self._lock = threading.Lock()
         self._trees: OrderedDict[tuple[str, bool], Tree] = OrderedDict()
+        # Blocks fetched ahead of the ones GETs send (one a GET).
+        self.pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="wh-webdav-ahead")
 
     def is_readonly(self) -> bool:
         return True
@@ -229,6 +261,7 @@ class _Provider(DAVProvider):  # type: ignore[misc]
 
     def get_resource_inst(self, path: str, environ: Environ) -> Any:
         user: catalog.User = environ["warehouse.user"]
+        environ["warehouse.pool"] = self.pool
         tree = self._tree(user)
         parts = [p for p in path.split("/") if p]
         try:
@@ -285,6 +318,19 @@ class _Authenticated:
                     ("Content-Type", "text/plain; charset=utf-8"),
                     ("Content-Length", str(len(body))),
                 ],
+            )
+            return [body]
+        method = environ.get("REQUEST_METHOD", "")
+        if method == "PROPFIND" and environ.get("HTTP_DEPTH", "infinity").lower() == "infinity":
+            # Everything below a folder at once (a missing Depth means so):
+            # a million files in one answer. RFC 4918 lets a server refuse it.
+            body = (
+                b'<?xml version="1.0" encoding="utf-8"?>\n<D:error xmlns:D="DAV:">'
+                b"<D:propfind-finite-depth/></D:error>\n"
+            )
+            start_response(
+                "403 Forbidden",
+                [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))],
             )
             return [body]
         if user.admin and is_job_token(self.state.engine, token or ""):
