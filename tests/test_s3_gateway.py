@@ -206,6 +206,15 @@ def test_boto3_lists_reads_ranges_and_conditions(gw: Gateway, tmp_path: Path) ->
     with pytest.raises(ClientError) as e:
         s3.list_objects_v2(Bucket="no-such-name")
     assert _error(e.value) == (404, "NoSuchBucket")
+    # What is not served says so, rather than answering as another operation.
+    for call in (
+        lambda: s3.get_object_acl(Bucket="proj1", Key="a.txt"),
+        lambda: s3.get_bucket_tagging(Bucket="proj1"),
+        lambda: s3.list_object_versions(Bucket="proj1"),
+    ):
+        with pytest.raises(ClientError) as e:
+            call()
+        assert _error(e.value) == (501, "NotImplemented")
 
 
 def test_puts_and_multipart_uploads_make_collections_named_as_asked(

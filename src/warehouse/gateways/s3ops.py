@@ -33,8 +33,47 @@ MAX_BUCKETS = 10000
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
+# S3 sub-resources not served: asked for, they are 501, never taken for a
+# plain GetObject or ListObjects (whose answer a client would misread).
+_NOT_SERVED = frozenset(
+    [
+        "acl",
+        "policy",
+        "policyStatus",
+        "cors",
+        "lifecycle",
+        "tagging",
+        "website",
+        "encryption",
+        "object-lock",
+        "replication",
+        "logging",
+        "notification",
+        "accelerate",
+        "requestPayment",
+        "analytics",
+        "inventory",
+        "metrics",
+        "ownershipControls",
+        "publicAccessBlock",
+        "intelligent-tiering",
+        "versions",
+        "retention",
+        "legal-hold",
+        "torrent",
+        "attributes",
+        "restore",
+        "select",
+    ]
+)
+
+
 async def dispatch(call: Call) -> Response:
     method, q = call.request.method, call.query
+    asked = _NOT_SERVED.intersection(q)
+    if asked or (call.key and method == "GET" and "uploadId" in q):
+        what = ", ".join(sorted(asked)) or "ListParts"
+        raise S3Error("NotImplemented", f"{what} is not implemented", 501)
     if not call.bucket:
         if method == "GET":
             return await run_in_threadpool(list_buckets, call)
