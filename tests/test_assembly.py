@@ -29,6 +29,7 @@ import evaluate  # noqa: E402
 import simulate  # noqa: E402
 
 STAGES = {"preprocess", "prepare", "count", "cutoff", "graph", "unitigs", "simplify", "contigs"}
+STAGES |= {"pairs_code", "pairs", "scaffold"}  # scaffolding (tests/test_assembly_scaffold.py)
 
 
 def checkout(root: Path) -> Path:
@@ -59,6 +60,12 @@ def assemble(run: Runner, wf: Path, *inputs: str) -> dict[str, Any]:
     return view
 
 
+def output(view: dict[str, Any], node: str) -> str:
+    """The output PDH of one job of a run."""
+    (pdh,) = [n["output_pdh"] for n in view["nodes"] if n["node"] == node]
+    return str(pdh)
+
+
 def contigs(wh: EmbeddedWarehouse, pdh: str) -> tuple[list[str], dict[str, Any]]:
     reader = wh.reader(pdh)
     assert sorted(reader.files) == ["contigs.fasta", "stats.json"]
@@ -79,7 +86,7 @@ def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_li
     wf = checkout(tmp_path)
     reference = reads(wh, tmp_path, 200_000)
     first = assemble(run, wf)
-    out = first["nodes"][-1]["output_pdh"]
+    out = output(first, "contigs")
     seqs, stats = contigs(wh, out)
     lengths = [len(s) for s in seqs]
     figures_of = {key: stats[key] for key in ("contigs", "total_length", "n50", "longest")}
@@ -100,7 +107,7 @@ def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_li
     assert figures["ng50"] >= 100_000, figures
 
     again = assemble(run, wf)
-    assert again["nodes"][-1]["output_pdh"] == out
+    assert output(again, "contigs") == out
     assert all(n["reused"] for n in again["nodes"]), again["nodes"]
 
     # On a real Dask cluster, from a fresh warehouse: every stage runs, same contigs.
@@ -111,12 +118,12 @@ def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_li
         view = flows.run(started["id"], wait=True)
         assert view["state"] == "complete", view
         assert {n["node"] for n in view["nodes"] if not n["reused"]} == STAGES
-        assert view["nodes"][-1]["output_pdh"] == out
+        assert output(view, "contigs") == out
 
     # Every stage with its function's commit, back to the reads.
     commit = git(wf.parents[2], "rev-parse", "HEAD")
-    text = run("lineage", out).output
-    for stage in STAGES - {"count"}:
+    text = run("lineage", output(first, "scaffold")).output  # its lineage holds every job
+    for stage in STAGES - {"count", "pairs"}:  # the two MapReduces
         assert f"examples/assembly/steps/{stage}.py  commit {commit}" in text, stage
     assert "builtin:mapreduce" in text and "node count" in text
 
@@ -124,10 +131,8 @@ def test_200kb_assembles_into_correct_contigs_reuses_everything_and_shows_its_li
     # unitigs left on their own and long dead ends): without them the contigs fall apart.
     off = assemble(run, wf, "remove_tips=false", "remove_bubbles=false")
     ran = {n["node"] for n in off["nodes"] if not n["reused"]}
-    assert ran == {"simplify", "contigs"}, ran
-    ng50_off = dbg.n50(
-        [len(s) for s in contigs(wh, off["nodes"][-1]["output_pdh"])[0]], len(reference)
-    )
+    assert ran == {"simplify", "contigs", "pairs_code", "pairs", "scaffold"}, ran
+    ng50_off = dbg.n50([len(s) for s in contigs(wh, output(off, "contigs"))[0]], len(reference))
     assert figures["ng50"] >= 5 * ng50_off, (figures["ng50"], ng50_off)
 
 
@@ -150,7 +155,7 @@ def test_runs_through_a_controller_with_every_step_sandboxed(
         view = assemble(run, wf, "reducers=2")
         assert {n["node"] for n in view["nodes"] if not n["reused"]} == STAGES
         got = tmp_path / "got"
-        run("get", view["nodes"][-1]["output_pdh"], str(got))
+        run("get", output(view, "contigs"), str(got))
         seqs = [s for _, s in dbg.read_fasta((got / "contigs.fasta").read_text())]
     figures = evaluate.evaluate(genome.decode(), seqs)
     assert figures["genome_fraction"] >= 0.98 and figures["misassemblies"] == 0, figures
@@ -249,7 +254,7 @@ def failed_step_log(run: Runner, wf: Path, reads: str, *inputs: str) -> str:
             "Error: r.fq.gz: cannot be read to its end",
         ),
         ("r.txt", b"hello\n", (), "Error: r.txt: record 1 (hello) is neither FASTQ"),
-        ("r.fastq", FASTQ, ("k=30",), "Error: k must be an odd integer from 3 to 31, not 30"),
+        ("r.fastq", FASTQ, ("k=30",), "Error: k must be an odd integer from 3 to 63, not 30"),
         ("r.fastq", FASTQ, (), "Error: the reads hold no k-mer"),  # reads shorter than k
         ("r.fastq", FASTQ, ("k=5", "tip_length=-1"), "Error: tip_length must be a whole number"),
     ],

@@ -16,7 +16,7 @@ its left end when reversed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +28,7 @@ for _i, _b in enumerate(b"ACGT"):
     _CODE[_b] = _i
     _CODE[_b + 32] = _i
 _U = np.uint64
+_COMPLEMENT = bytes.maketrans(b"ACGTN", b"TGCAN")
 
 
 # ---- k-mers with their positions ----
@@ -70,7 +71,14 @@ class ContigIndex:
     lengths: np.ndarray  # int64: each contig's length
 
 
-def build_index(contigs: Sequence[str], k: int = SEED) -> ContigIndex:
+def build_index(contigs: Sequence[str], k: int = SEED, skip: Collection[int] = ()) -> ContigIndex:
+    """The index of the contigs' k-mers found once, but for those of the contigs ``skip``.
+
+    Repeats are skipped: a read that reaches from a unique contig into a
+    repeat is then placed by the k-mers it has on the unique one, however
+    few, and so a pair can span the repeat (on the repeat, it would link
+    nothing: the links of repeats are left out).
+    """
     lengths = np.array([len(c) for c in contigs], dtype=np.int64)
     if not contigs:
         empty = np.zeros(0, dtype=np.int64)
@@ -91,6 +99,8 @@ def build_index(contigs: Sequence[str], k: int = SEED) -> ContigIndex:
     same = keys[1:] == keys[:-1]
     once[1:] &= ~same
     once[:-1] &= ~same
+    if skip:
+        once &= ~np.isin(contig, np.fromiter(skip, dtype=np.int64))
     return ContigIndex(keys[once], contig[once], pos[once], strand[once], lengths)
 
 
@@ -224,3 +234,32 @@ def mapper_lines(facts: PairFacts) -> bytes:
         out.append(b"O\t%d\n" % facts.odd)
     out.extend(b"L%d.%d\t%d %d\n" % (ea, eb, da, db) for ea, da, eb, db in facts.links.tolist())
     return b"".join(out)
+
+
+def overhangs(
+    placed: Placed, seqs: Sequence[bytes], lengths: np.ndarray
+) -> list[tuple[int, bytes]]:
+    """The bases of placed reads that reach past a contig's end: (end, bases going outward).
+
+    Going outward from a right end is the contig's strand; from a left end,
+    the other one. The scaffold stage extends the ends of scaffolds with them.
+    """
+    start, length = placed.start, placed.length
+    contig = placed.contig
+    past = (contig >= 0) & ((start < 0) | (start + length > lengths[np.maximum(contig, 0)]))
+    out = []
+    for i in np.flatnonzero(past).tolist():
+        c = int(contig[i])
+        seq = seqs[i] if placed.strand[i] == 0 else seqs[i].translate(_COMPLEMENT)[::-1]
+        b = int(start[i])
+        if b < 0:
+            out.append((2 * c, seq[:-b].translate(_COMPLEMENT)[::-1]))
+        beyond = int(lengths[c]) - b
+        if beyond < len(seq):
+            out.append((2 * c + 1, seq[beyond:]))
+    return out
+
+
+def overhang_lines(found: Sequence[tuple[int, bytes]]) -> bytes:
+    """The pairs' MapReduce keys for them: ``X<end>``, the bases as value."""
+    return b"".join(b"X%d\t%s\n" % (end, seq) for end, seq in found)

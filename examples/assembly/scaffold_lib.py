@@ -95,6 +95,12 @@ def bundle_links(
     return out
 
 
+def coverage_of(header: str) -> float:
+    """A contig's coverage from its FASTA header (``contig7 length=1234 coverage=21.50``)."""
+    fields = dict(f.split("=", 1) for f in header.split()[1:] if "=" in f)
+    return float(fields["coverage"])
+
+
 def repeats(coverage: Sequence[float], lengths: Sequence[int], factor: float = 1.5) -> set[int]:
     """Contigs whose coverage is above ``factor`` times the length-weighted median: repeats.
 
@@ -208,20 +214,42 @@ def direct_overlap(left: str, right: str, gap: float, sd: float) -> int:
     return end_overlap(left, right, max(MIN_OVERLAP, int(-gap - 3 * sd)), longest)
 
 
-def bridge(
-    left: str, right: str, gap: float, sd: float, fillers: dict[int, str]
-) -> tuple[int, str, int, int] | None:
-    """The one filler contig (either strand) that overlaps the end of ``left`` and the start
-    of ``right`` exactly and fits the estimated gap: (contig, its oriented sequence, overlap
-    with left, overlap with right). None when no filler, or more than one, fits."""
-    found = []
-    for c, f in fillers.items():
-        for seq in (f, revcomp(f)):
-            o1 = end_overlap(left, seq)
-            o2 = end_overlap(seq, right) if o1 else 0
-            if o2 and abs(len(seq) - o1 - o2 - gap) <= 3 * sd + MIN_GAP:
-                found.append((c, seq, o1, o2))
-    return found[0] if len({f[1] for f in found}) == 1 else None
+MAX_FILLERS = 3  # contigs a gap may be closed with, one after another
+
+
+@dataclass
+class Fill:
+    bases: str  # what goes after the left contig
+    trim: int  # bases of the right contig's start already in them
+    contigs: list[int]
+
+
+def bridge(left: str, right: str, gap: float, sd: float, fillers: dict[int, str]) -> Fill | None:
+    """The one path of filler contigs (each on either strand, up to MAX_FILLERS) from the end
+    of ``left`` to the start of ``right``, each overlapping the next exactly, whose bases fit
+    the estimated gap (within 3 sd). None when there is none, or more than one."""
+    slack = 3 * sd + MIN_GAP
+    found: dict[str, Fill] = {}
+
+    def walk(tail: str, path: list[int], bases: list[str], added: int) -> None:
+        if len(path) == MAX_FILLERS:
+            return
+        for c, f in fillers.items():
+            if c in path:
+                continue
+            for seq in (f, revcomp(f)):
+                o = end_overlap(tail, seq)
+                if not o or added + len(seq) - o - MIN_OVERLAP > gap + slack:
+                    continue
+                more = [*bases, seq[o:]]
+                o2 = end_overlap(seq, right)
+                if o2 and abs(added + len(seq) - o - o2 - gap) <= slack:
+                    text = "".join(more)
+                    found.setdefault(text, Fill(text, o2, [*path, c]))
+                walk(seq, [*path, c], more, added + len(seq) - o)
+
+    walk(left, [], [], 0)
+    return next(iter(found.values())) if len(found) == 1 else None
 
 
 @dataclass
@@ -231,13 +259,14 @@ class Scaffold:
     gaps: int  # gaps filled with N
     n_bases: int
     filled: int = 0  # gaps closed with a filler contig
+    extended: int = 0  # bases added past its outer ends
 
 
 def build_scaffolds(
     contigs: Sequence[str], layout: Layout, sd: float, fillers: dict[int, str] | None = None
 ) -> tuple[list[Scaffold], set[int]]:
     """Each chain's contigs on their strands; between neighbours, in this order of preference,
-    their exact overlap, one filler contig overlapping both (a repeat the pairs span), or
+    their exact overlap, filler contigs overlapping both (a repeat the pairs span), or
     N's of the estimated gap (at least MIN_GAP). Returns the scaffolds and the fillers used."""
     out = []
     used: set[int] = set()
@@ -253,9 +282,9 @@ def build_scaffolds(
                 trim = direct_overlap(prev, seq, gap, sd)
                 fill = bridge(prev, seq, gap, sd, fillers) if not trim and fillers else None
                 if fill is not None:
-                    f, fseq, o1, trim = fill
-                    parts.append(fseq[o1:])
-                    used.add(f)
+                    parts.append(fill.bases)
+                    trim = fill.trim
+                    used.update(fill.contigs)
                     n_filled += 1
                 elif not trim:
                     n = max(MIN_GAP, round(gap))
@@ -292,44 +321,71 @@ def fasta(records: Iterable[tuple[str, str]]) -> bytes:
     return "".join(lines).encode()
 
 
-def parse_pair_output(text: str) -> tuple[dict[int, int], list[tuple[int, int, int, int]], int]:
-    """The reducers' lines: the insert size histogram, the links, the odd pairs."""
-    hist: dict[int, int] = {}
-    links: list[tuple[int, int, int, int]] = []
-    odd = 0
+@dataclass
+class PairOutput:
+    """What the pairs' reducers wrote: the insert size histogram, the links, the odd pairs,
+    and the bases of reads reaching past each contig end (going outward)."""
+
+    hist: dict[int, int] = field(default_factory=dict)
+    links: list[tuple[int, int, int, int]] = field(default_factory=list)
+    odd: int = 0
+    overhangs: dict[int, list[str]] = field(default_factory=dict)
+
+
+def parse_pair_output(text: str) -> PairOutput:
+    out = PairOutput()
     for line in text.splitlines():
         kind, *values = line.split("\t")
         if kind == "insert":
-            hist[int(values[0])] = hist.get(int(values[0]), 0) + int(values[1])
+            out.hist[int(values[0])] = out.hist.get(int(values[0]), 0) + int(values[1])
         elif kind == "link":
             ea, da, eb, db = (int(v) for v in values)
-            links.append((ea, da, eb, db))
+            out.links.append((ea, da, eb, db))
         elif kind == "odd":
-            odd += int(values[0])
+            out.odd += int(values[0])
+        elif kind == "extend":
+            out.overhangs.setdefault(int(values[0]), []).append(values[1])
         else:
             raise ValueError(f"not a line of the pairs' reducers: {line[:60]!r}")
-    return hist, links, odd
+    return out
+
+
+def extension(overhangs: Sequence[str], agree: float = 0.7) -> str:
+    """The bases past a scaffold's end that the reads reaching there agree on: position by
+    position, while the most common base is at least ``agree`` of the reads covering it.
+    As Velvet keeps k-mers seen once at the ends, one read is enough."""
+    out = []
+    for i in range(max((len(s) for s in overhangs), default=0)):
+        column = [s[i] for s in overhangs if len(s) > i and s[i] != "N"]
+        if not column:
+            break
+        base = max("ACGT", key=column.count)
+        if column.count(base) < agree * len(column):
+            break
+        out.append(base)
+    return "".join(out)
 
 
 def scaffold(
     contigs: Sequence[str],
     coverage: Sequence[float],
-    hist: dict[int, int],
-    links: Sequence[tuple[int, int, int, int]],
+    pairs: PairOutput,
     min_links: int,
     insert: Insert | None = None,
 ) -> tuple[list[Scaffold], dict[str, Any]]:
     """Scaffolds of the contigs (every contig in exactly one, longest first) and what was done.
 
-    ``insert`` given is used as it is; else it is estimated from ``hist``.
-    Without pairs (no insert size) each contig is a scaffold of its own.
+    ``insert`` given is used as it is; else it is estimated from the pairs'
+    histogram. Without pairs (no insert size) each contig is a scaffold of its own.
     """
     lengths = [len(c) for c in contigs]
+    links, overhangs = pairs.links, pairs.overhangs
     if insert is None:
-        insert = estimate_insert(hist)
+        insert = estimate_insert(pairs.hist)
     info: dict[str, Any] = {
-        "pairs_within_contigs": sum(hist.values()),
+        "pairs_within_contigs": sum(pairs.hist.values()),
         "pairs_linking_contigs": len(links),
+        "odd_pairs": pairs.odd,
         "min_links": min_links,
         "insert_size": None,
         "insert_sd": None,
@@ -351,6 +407,13 @@ def scaffold(
     alone = [chain[0][0] for chain in layout.chains if len(chain) == 1]
     fillers = {c: contigs[c] for c in alone if lengths[c] <= insert.mean + 3 * insert.sd}
     built, used = build_scaffolds(contigs, layout, insert.sd, fillers)
+    # A scaffold's two outer ends are extended by the reads reaching past them.
+    for sc, chain in zip(built, layout.chains, strict=True):
+        (first, first_rev), (last, last_rev) = chain[0], chain[-1]
+        left = extension(overhangs.get(2 * first + first_rev, []))
+        right = extension(overhangs.get(2 * last + 1 - last_rev, []))
+        sc.seq = revcomp(left) + sc.seq + right
+        sc.extended = len(left) + len(right)
     # A filler placed in a gap is not written again on its own.
     scaffolds = [
         sc
@@ -376,5 +439,6 @@ def _finish(
     info["gaps"] = sum(s.gaps for s in scaffolds)
     info["gap_bases"] = sum(s.n_bases for s in scaffolds)
     info["filled_gaps"] = sum(s.filled for s in scaffolds)
+    info["extended_bases"] = sum(s.extended for s in scaffolds)
     info["merged_overlaps"] = sum(s.contigs - 1 - s.gaps - s.filled for s in scaffolds)
     return scaffolds, info

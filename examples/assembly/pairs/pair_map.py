@@ -7,9 +7,11 @@ out (readmap.mapper_lines): ``I<size>\t<pairs>`` for pairs within one
 contig, ``O\t<pairs>`` for pairs on one contig not facing each other, and
 ``L<end_a>.<end_b>\t<bases_a> <bases_b>`` for each pair linking two contigs,
 so the reducers get the links of two contig ends together (as PGA's mate
-bundling does).
+bundling does), and ``X<end>\t<bases>`` for the bases of a read reaching
+past a contig's end.
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -22,10 +24,13 @@ BATCH = 20_000  # pairs placed at once: bounds the mapper's arrays to some 100 M
 
 if not os.environ.get("WH_MAP_FILE", "reads.seq").endswith(".seq"):
     sys.exit(0)  # the preprocess stage's report beside the reads
-index = rm.build_index((here / "contigs.txt").read_text().split())
+repeats = json.loads((here / "repeats.json").read_text())
+index = rm.build_index((here / "contigs.txt").read_text().split(), skip=repeats)
 first, second = rm.pairs_of(sys.stdin.buffer.read().split(b"\n"))
 out = sys.stdout.buffer
 for i in range(0, len(first), BATCH):
-    one = rm.place_reads(index, first[i : i + BATCH])
-    two = rm.place_reads(index, second[i : i + BATCH])
+    a, b = first[i : i + BATCH], second[i : i + BATCH]
+    one, two = rm.place_reads(index, a), rm.place_reads(index, b)
     out.write(rm.mapper_lines(rm.pair_facts(one, two, index.lengths)))
+    past = rm.overhangs(one, a, index.lengths) + rm.overhangs(two, b, index.lengths)
+    out.write(rm.overhang_lines(past))

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """MapReduce reducer: the pairs mapper's lines, sorted by key -> the lines scaffold_lib reads.
 
-``insert<TAB>size<TAB>pairs`` (counts added up), ``odd<TAB>pairs`` and one
-``link<TAB>end_a<TAB>bases_a<TAB>end_b<TAB>bases_b`` line a linking pair.
+``insert<TAB>size<TAB>pairs`` (counts added up), ``odd<TAB>pairs``, one
+``link<TAB>end_a<TAB>bases_a<TAB>end_b<TAB>bases_b`` line a linking pair and
+one ``extend<TAB>end<TAB>bases`` line a read reaching past a contig's end.
 """
 
 import sys
@@ -17,6 +18,8 @@ for line in sys.stdin:
         inserts[int(key[1:])] += int(value)
     elif key == "O":
         odd += int(value)
+    elif key[:1] == "X":
+        out.write(f"extend\t{key[1:]}\t{value}\n")
     elif key[:1] == "L":
         ea, eb = key[1:].split(".")
         da, db = value.split()

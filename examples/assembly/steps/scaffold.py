@@ -27,10 +27,10 @@ given_sd = stage.auto(p.get("insert_sd"), 0, "insert_sd")
 
 records = dbg.read_fasta(stage.read("contigs/contigs.fasta").decode())
 contigs = [seq for _, seq in records]
-coverage = [float(dict(f.split("=", 1) for f in h.split()[1:])["coverage"]) for h, _ in records]
+coverage = [sl.coverage_of(h) for h, _ in records]
 try:
     text = "".join(stage.read(f).decode() for f in stage.files("pairs"))
-    hist, links, odd = sl.parse_pair_output(text)
+    pairs = sl.parse_pair_output(text)
 except ValueError as e:
     stage.fail(str(e))
 
@@ -38,8 +38,7 @@ insert = None
 if given_insert:
     # A given size without a spread: a tenth of it, as library preparations usually give.
     insert = sl.Insert(float(given_insert), float(given_sd or max(1, given_insert // 10)), 0)
-scaffolds, info = sl.scaffold(contigs, coverage, hist, links, min_links, insert)
-info["odd_pairs"] = odd
+scaffolds, info = sl.scaffold(contigs, coverage, pairs, min_links, insert)
 info["insert_rule"] = "given" if given_insert else "pairs within one contig"
 
 if given_size:
