@@ -20,7 +20,8 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from cluster import Controller, KeepPool, controller
+from cluster import Controller, KeepPool, admin_and_alice, controller, listening, wh_serve
+from conftest import WH_BIN
 from warehouse.cli import cli
 from warehouse.gateways.webdav import with_webdav
 from warehouse.server.controller.app import create_app
@@ -209,3 +210,33 @@ def test_rclone_copy_and_check_equal_wh_get(tmp_path: Path, keep_servers: KeepPo
         sizes = {line.split()[-1]: int(line.split()[0]) for line in listed.splitlines()}
         assert sizes["sub/b.bin"] == len(files["sub/b.bin"])
         assert hashlib.md5(copied["sub/b.bin"]).digest() == hashlib.md5(files["sub/b.bin"]).digest()
+
+
+def test_wh_serve_answers_webdav_with_its_keep_servers(tmp_path: Path) -> None:
+    """The command as a user runs it: `wh serve --keep 2` serves /webdav."""
+    env = {**os.environ, "WH_HOME": str(tmp_path / "home")}
+    env.pop("WH_URL", None)
+    server = wh_serve(env, "--keep", "2", "--executor", "none")
+    try:
+        url, _ = listening(server, keep=2)
+        alice = admin_and_alice(env, url)
+        (tmp_path / "d").mkdir()
+        (tmp_path / "d" / "x.txt").write_bytes(b"served\n")
+        put = subprocess.run(
+            [WH_BIN, "put", str(tmp_path / "d"), "--name", "served"],
+            env=alice,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert put.returncode == 0, put.stderr
+        auth = httpx.BasicAuth("alice", alice["WH_TOKEN"])
+        assert _propfind(f"{url}/webdav/by_name/served/", auth) == {"x.txt": 7}
+        r = httpx.get(f"{url}/webdav/by_name/served/x.txt", auth=auth, timeout=60)
+        assert r.content == b"served\n"
+        assert httpx.get(f"{url}/webdav/by_name/served/x.txt").status_code == 401
+    finally:
+        server.terminate()
+        assert server.wait(60) == 0
+        if server.stdout:
+            server.stdout.close()
