@@ -277,7 +277,11 @@ def iter_object(store: BlockStore, entry: FileEntry, first: int, last: int) -> I
     try:
         for i, (_, lo, hi) in enumerate(wanted):
             while len(ahead) < AHEAD + 1 and i + len(ahead) < len(wanted):
-                ahead.append(_pool.submit(store.get, wanted[i + len(ahead)][0]))
+                loc, a, b = wanted[i + len(ahead)]
+                # A block read whole is this file's alone, read once: not
+                # kept in the RAM cache, where shared blocks of small files are.
+                whole = a == 0 and b == loc.size
+                ahead.append(_pool.submit(store.get, loc, cache=not whole))
             view = memoryview(ahead.popleft().result())
             for at in range(lo, hi, _SEND):
                 yield bytes(view[at : min(hi, at + _SEND)])
