@@ -37,7 +37,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "assembly"))
-import simulate  # noqa: E402
+import simulate  # type: ignore[import-not-found]  # noqa: E402
 
 # PGA's stages, each the workflow's jobs that do it (a job in none is "other").
 STAGES: list[tuple[str, tuple[str, ...]]] = [
@@ -81,7 +81,7 @@ def one_run(work: Path, reads: Path, workers: int, params: dict[str, Any]) -> di
     wf = ROOT / "examples" / "assembly" / "assemble.wf.yml"
     before = load()
     with (
-        LocalCluster(
+        LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
@@ -162,7 +162,7 @@ def _size(n: float) -> str:
 def _nice(x: float) -> float:
     """The smallest of 1, 2, 5 times a power of ten at least ``x``: an axis step."""
     power = 10 ** math.floor(math.log10(x))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= x)
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= x))
 
 
 def chart(result: dict[str, Any]) -> str:
