@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -218,3 +219,46 @@ def test_a_controllers_sandboxed_steps_are_measured(
         assert found["total"]["cpu_seconds"] > 0
         assert found["total"]["peak_memory"] > 0
         assert found["total"]["read_bytes"] > 0
+
+
+def test_in_private_mode_run_usage_and_the_user_page_show_only_what_one_may_read(
+    ctl: Controller, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+
+    from warehouse.remote.api import ApiClient
+
+    _known(ctl.state.engine)
+    alice, bob = os.environ["WH_TOKEN"], ctl.user("bob")  # the fixture made alice
+    monkeypatch.setenv("WH_TOKEN", ctl.admin_token)
+    run("perms-mode", "private")
+    monkeypatch.setenv("WH_PRICES", EC2)
+
+    def runs_of(token: str) -> Any:
+        api = ApiClient(ctl.url, token)
+        try:
+            return api.get("/usage/runs", user="alice")
+        finally:
+            api.close()
+
+    def user_page(token: str) -> str:
+        with httpx.Client(base_url=ctl.url, timeout=30) as web:
+            signed = web.post("/web/signin", data={"token": token, "next": "/web/jobs"})
+            assert signed.status_code == 303, signed.text
+            return web.get("/web/users/alice").text
+
+    (row,) = runs_of(alice)["runs"]
+    # Alice's run ran job a: two steps of an hour, 4 cpus each.
+    assert row["run"] == 1 and row["user"] == "alice" and row["steps"] == 2
+    assert row["reserved_seconds"] == 4 * 7200.0
+    assert runs_of(ctl.admin_token)["runs"] == [row]
+    assert runs_of(bob) == {"runs": [], "total": runs_of(bob)["total"]}
+    assert runs_of(bob)["total"]["steps"] == 0
+    mine = user_page(alice)
+    assert "run 1: w" in mine and mine.count('<tr class="usage-row">') == 2  # jobs; the run
+    # c1.xlarge: 2 hours of 4 cpus are 1 node-hour of 8 cpus, at $0.68: in
+    # the jobs' chart and in the runs'.
+    assert mine.count('<span class="usage-cost">0.680000 USD</span>') == 2
+    theirs = user_page(bob)
+    assert "run 1: w" not in theirs and '<tr class="usage-row">' not in theirs
+    assert "0 jobs with measured steps" in theirs and theirs.count("No measured steps.") == 2

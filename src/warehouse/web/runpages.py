@@ -85,6 +85,8 @@ def user_page(request: Request, name: str, user: Reader) -> Response:
         name=name,
         runs=runs,
         usage=cost_chart(rows),
-        jobs=cost_chart([("all jobs", "/jobs", sum_usage(j.usage for j in jobs_used))]),
+        jobs=cost_chart(
+            [("all jobs", "/jobs", sum_usage(j.usage for j in jobs_used))] if jobs_used else []
+        ),
         job_count=len(jobs_used),
     )
