@@ -300,9 +300,10 @@ def run_cell(shape: Shape, config: str, nodes: int, work: Path, s3: str | None) 
         fn = wh(env, "put", str(fn_dir)).strip() + "/task.py"
         flow = work / f"{shape.name}.wf.yml"
         flow.write_text(yaml.safe_dump(shape.workflow(fn), sort_keys=False))
-        run = json.loads(
-            wh(env, "workflow", "run", str(flow), "-i", f"data={pdh}", "--wait", "--json")
-        )
+        said = wh(env, "workflow", "run", str(flow), "-i", f"data={pdh}", "--wait", "--json")
+        if "{" not in said:
+            raise RuntimeError(f"wh workflow run said no run: {said[-500:]!r}")
+        run = json.loads(said[said.index("{") :])
         usage = json.loads(wh(env, "usage", "--workflow", str(run["id"]), "--json"))["total"]
     return {
         "state": run["state"],
