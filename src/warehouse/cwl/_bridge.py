@@ -26,6 +26,7 @@ from typing import Any
 from warehouse.cwl._record import Recorder
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.jobs.client import RemoteJobs
 from warehouse.jobs.functions import FunctionVersion
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import FINISHED
@@ -34,7 +35,8 @@ from warehouse.jobs.service import ensure_manager, run_manager
 from warehouse.jobs.submission import JobRequest, submit
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import FileEntry, Manifest
-from warehouse.workflows.records import parts_of, record_parts
+from warehouse.remote.warehouse import RemoteWarehouse
+from warehouse.workflows.records import record_parts
 
 __all__ = ["Bridge", "Finished", "Staged"]
 
@@ -65,12 +67,20 @@ class Finished:
 
 class Bridge:
     def __init__(
-        self, wh: EmbeddedWarehouse, *, executor: str = "local", name_outputs: str | None = None
+        self,
+        wh: EmbeddedWarehouse | RemoteWarehouse,
+        *,
+        executor: str | None = None,
+        name_outputs: str | None = None,
     ) -> None:
         self.wh = wh
-        self.executor = executor
+        # Through a controller its manager runs the steps (in its sandbox, with
+        # its checks of what the user may read); embedded, one in this process.
+        self.remote = RemoteJobs(wh) if isinstance(wh, RemoteWarehouse) else None
+        self.executor = executor or ("local" if self.remote is None else None)
         self._lock = threading.RLock()  # one call into the warehouse at a time
-        self.record = Recorder(wh, self._lock, name_outputs)
+        self.record = Recorder(wh, self._lock, name_outputs, catalog=self.remote is None)
+        self._parts: dict[str, list[str]] = {}  # a collection made here -> what it came from
         self.refused: WarehouseError | None = None  # bad input found once cwltool had loaded
         self._roots: dict[str, str] = {}  # local directory -> the collection it holds
         self._puts: dict[str, tuple[str, str]] = {}  # local path -> (pdh, path inside)
@@ -180,7 +190,8 @@ class Bridge:
         with self._lock:
             made = self.wh.put_manifest(manifest).pdh
             parts = [(d, p) for d, p in parts if p != made]  # a job's output given back whole
-            if parts:
+            self._parts[made] = [p for _, p in parts]
+            if parts and isinstance(self.wh, EmbeddedWarehouse):
                 record_parts(self.wh.engine, made, parts)
             return made
 
@@ -226,41 +237,54 @@ class Bridge:
             reuse=reuse,
             cpus=max(1, min(cpus, os.cpu_count() or 1)),  # more would wait for ever
             max_attempts=1,  # a CWL tool's failure is its own answer, not a flaky step
-            executor=self.executor,
+            executor=self.executor or "local",  # through a controller: its own, below
         )
         with self._lock:
-            record = submit(self.wh, request, version=version)
-            if record.state not in FINISHED:
-                self._new.append(record)
-                self._start_manager()
-            self.record.submitted(node, tool, record, self.reads_of(input_pdh))
+            if self.remote is not None:
+                record = self.remote.submit(request, executor=self.executor)
+            else:
+                record = submit(self.local, request, version=version)
+                if record.state not in FINISHED:
+                    self._new.append(record)
+                    self._start_manager()
+            self.record.submitted(node, tool, record, self._parts.get(input_pdh, []))
         delay = 0.01
         looked = time.monotonic()
         while record.state not in FINISHED:
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
             if self._external:
-                ensure_manager(self.wh.home, self.executor)
+                ensure_manager(self.local.home, str(self.executor))
             if time.monotonic() - looked > 0.5:  # wh workflow cancel asked?
                 looked = time.monotonic()
                 if self.record.cancelled():
                     with self._lock, contextlib.suppress(WarehouseError):  # finished meanwhile
-                        request_control(self.wh.engine, record.id, "cancel")
+                        request_control(self.local.engine, record.id, "cancel")
             with self._lock:
-                record = get_job(self.wh.engine, record.id)
+                record = self._get(record.id)
         finished = Finished(record, self._exit_code(record) if record.state == "complete" else None)
         with self._lock:
             self.finished.append(finished)
             self.record.finished(node, record)
         return finished
 
-    def reads_of(self, pdh: str) -> list[str]:
-        """The collections a job's input was combined from."""
-        return [p.part_pdh for p in parts_of(self.wh.engine, pdh)]
+    @property
+    def local(self) -> EmbeddedWarehouse:
+        assert isinstance(self.wh, EmbeddedWarehouse)
+        return self.wh
+
+    def _get(self, job_id: int) -> JobRecord:
+        if self.remote is not None:
+            return self.remote.get(job_id)
+        return get_job(self.local.engine, job_id)
 
     def _exit_code(self, record: JobRecord) -> int:
         with self._lock:
-            steps = list_steps(self.wh.engine, record.reused_from or record.id)
+            job_id = record.reused_from or record.id
+            if self.remote is not None:
+                steps = self.remote.steps(job_id)
+            else:
+                steps = list_steps(self.local.engine, job_id)
         for s in steps:
             if s.counters:
                 return int(json.loads(s.counters).get("exit_code", 0))
@@ -285,9 +309,9 @@ class Bridge:
             return self._closing
 
         try:
-            if not run_manager(self.wh, self.executor, stop=stop):
+            if not run_manager(self.local, str(self.executor), stop=stop):
                 self._external = True  # the waiting loop keeps that one alive
-                ensure_manager(self.wh.home, self.executor)
+                ensure_manager(self.local.home, str(self.executor))
         except WarehouseError:
             self._external = True
 

@@ -65,8 +65,11 @@ def document_files(uris: Iterable[str]) -> list[str]:
 class Recorder:
     """The workflow run of one CWL run, written as the run goes."""
 
-    def __init__(self, wh: Any, lock: threading.RLock, name_outputs: str | None) -> None:
+    def __init__(
+        self, wh: Any, lock: threading.RLock, name_outputs: str | None, *, catalog: bool = True
+    ) -> None:
         self.wh = wh
+        self.catalog = catalog  # False through a controller: outputs are named, no run recorded
         self._lock = lock
         self.name_outputs = name_outputs
         self.run_id: int | None = None
@@ -76,6 +79,8 @@ class Recorder:
 
     def start(self, files: Sequence[str], inputs: Mapping[str, Any], workflow: str) -> None:
         """Record the run: its CWL files as one collection, its inputs, no node yet."""
+        if not self.catalog:
+            return  # through a controller: not recorded yet (docs/cwl.md)
         with self._lock:
             file_pdh = self._store_files(files)
             values = json.dumps(inputs, sort_keys=True, default=str)
@@ -171,7 +176,7 @@ class Recorder:
     def finish(self, state: str, outputs: Mapping[str, str], error: str | None) -> str | None:
         """The run's end: its outputs (name -> PDH) named with the prefix; an
         error naming them, or None."""
-        if self.run_id is None or self._done:
+        if self._done or (self.run_id is None and not (self.name_outputs and outputs)):
             return None
         self._done = True
         values: dict[str, Any] = {
@@ -188,8 +193,9 @@ class Recorder:
                         self._set_name(output_name(self.name_outputs, o), pdh)
                 except WarehouseError as e:
                     values.update(state="failed", error=f"naming the outputs: {e}")
-        with self._lock:
-            records.update_run(self.wh.engine, self.run_id, values)
+        if self.run_id is not None:
+            with self._lock:
+                records.update_run(self.wh.engine, self.run_id, values)
         return values["error"] if values["state"] == "failed" else None
 
     def _set_name(self, name: str, pdh: str) -> None:

@@ -65,7 +65,7 @@ class RunOptions:
         self,
         *,
         reuse: bool = True,
-        executor: str = "local",
+        executor: str | None = None,
         summary: bool | None = None,
         local_paths: bool = True,
         name_outputs: str | None = None,
@@ -201,6 +201,7 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
     from warehouse.cwl._record import check_prefix
     from warehouse.cwl._tool import Executor, make_tool
     from warehouse.embedded import EmbeddedWarehouse
+    from warehouse.remote.warehouse import RemoteWarehouse
 
     parser = arg_parser()
     try:
@@ -209,9 +210,9 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
         return BAD_INPUT if e.code else 0
     check_prefix(options.name_outputs)
     wh = warehouse.open()
-    if not isinstance(wh, EmbeddedWarehouse):
+    if not isinstance(wh, EmbeddedWarehouse | RemoteWarehouse):
         wh.close()
-        raise UsageError("wh cwl runs on an embedded warehouse for now (WH_HOME), not a controller")
+        raise UsageError("wh cwl runs on an embedded warehouse or through a controller")
     bridge = Bridge(wh, executor=options.executor, name_outputs=options.name_outputs)
     job_copy: str | None = None
     errors = _Errors()

@@ -16,13 +16,13 @@ __all__ = ["main", "split_options"]
 
 def split_options(argv: list[str]) -> tuple[RunOptions, list[str]]:
     """Our own options out of ``argv``; the rest are cwltool's."""
-    reuse, executor, rest = True, "local", []
+    reuse, executor, rest = True, None, []
     args = iter(argv)
     for a in args:
         if a == "--no-reuse":
             reuse = False
         elif a == "--executor":
-            executor = next(args, "local")
+            executor = next(args, None)
         elif a.startswith("--executor="):
             executor = a.split("=", 1)[1]
         else:
