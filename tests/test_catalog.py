@@ -159,7 +159,22 @@ def test_only_owner_and_writers_move_a_name(engine: sa.Engine) -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        *("", "a/b", ".hidden", "-x", "x" * 256, "a b", P1, "é", "e\u0301", " run", "run "),
+        *(
+            "",
+            "a//b",
+            "a/",
+            "/a",
+            "a/.b",
+            ".hidden",
+            "-x",
+            "x" * 256,
+            "a b",
+            P1,
+            "é",
+            "e\u0301",
+            " run",
+            "run ",
+        ),
         # Shaped like a PDH with hints or a leading zero: wh get reads it as a PDH.
         *(P1 + "+Kx", P1.split("+")[0] + "+007", P1.upper()),
     ],

@@ -35,16 +35,17 @@ def test_a_bad_name_is_refused_by_every_name_command_and_moves_no_other(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     """Through a controller, ``x?y`` and ``x#y`` went into the URL as they were:
-    ``wh name set 'x?y' PDH`` moved the name ``x``, and ``a/b`` answered "Not Found"."""
+    ``wh name set 'x?y' PDH`` moved the name ``x``, and ``a/b`` answered "Not Found"
+    (a name in a project, ``a/b``, is a name now: ``a//b`` and ``a/`` are not)."""
     first, other = _pdh(env, tmp_path, "first"), _pdh(env, tmp_path, "other")
     assert wh_process("name", "set", "x", first, env=env).returncode == 0
-    for bad in ("x?y", "x#y", "a/b", "..", "a b"):
+    for bad in ("x?y", "x#y", "a//b", "a/", "a/..", "..", "a b"):
         for args in (["set", bad, other], ["set", bad, other, "--expect", first], ["get", bad]):
             out = wh_process("name", *args, env=env)
             assert out.returncode == 2, (args, out.stdout, out.stderr)
             assert out.stderr.startswith(f"Error: bad name {bad!r}: use letters"), out.stderr
             assert out.stderr.count("\n") == 1, out.stderr
-    for bad in ("x?y", "a/b"):
+    for bad in ("x?y", "a//b"):
         out = wh_process("name", "log", bad, env=env)
         assert (out.returncode, out.stderr.startswith("Error: bad name")) == (2, True), out.stderr
     listed = wh_process("name", "ls", "--json", env=env)

@@ -121,7 +121,7 @@ def test_writers_are_listed_added_and_removed(env: Env, tmp_path: Path) -> None:
     env.wh("name", "writers", "shared", "--add", "x", "--remove", "x", code=2)
     env.wh("name", "writers", "nosuch", code=4)
     env.wh("name", "writers", "nosuch", "--add", "bob", code=4)
-    assert env.wh("name", "writers", "a/b", code=2).startswith("Error: bad name 'a/b'")
+    assert env.wh("name", "writers", "a//b", code=2).startswith("Error: bad name 'a//b'")
     # A user name that cannot be one is bad input, embedded or not (through a
     # controller '..', '.', 'a/b' and '' reached other routes, or none).
     for bad in ("bad user", "..", ".", "a/b", "", "x?y"):

@@ -266,7 +266,7 @@ def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
     wf.write_text("workflow: ok\njobs:\n  a: {function: builtin:copy, input: reads}\n")
     assert "no such input" in run("workflow", "run", str(wf), "-i", "x=1", code=2).stderr
     assert (
-        "--name-outputs" in run("workflow", "run", str(wf), "--name-outputs", "a/b", code=2).stderr
+        "--name-outputs" in run("workflow", "run", str(wf), "--name-outputs", "a//b", code=2).stderr
     )
     assert "not NAME=VALUE" in run("workflow", "run", str(wf), "-i", "novalue", code=2).stderr
     assert run("workflow", "run", str(tmp_path / "missing.yml"), code=2).stderr.startswith("Error:")

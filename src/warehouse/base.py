@@ -23,7 +23,7 @@ from warehouse.collection.scan import DirNode, Filter, LazyTree
 from warehouse.collection.spool import StoredText
 from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
-from warehouse.keys import Key, parse_key
+from warehouse.keys import Key, split_key
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -125,10 +125,39 @@ class WarehouseBase:
         file's MD5 as read when stored) is kept for the listing of ``get``."""
         return self._record(manifest, file_md5s, ())
 
+    def key(self, key: str | Key) -> Key:
+        """``key`` split at the name it starts with: a name may hold "/", so
+        ``lab/run42/sub/f`` is the name ``lab/run42`` and the path ``sub/f``
+        when ``lab/run42`` is a name this warehouse shows its user
+        (docs/formats.md, "Keys")."""
+        return key if isinstance(key, Key) else self._split(key)[0]
+
+    def _split(self, text: str) -> tuple[Key, catalog.NameRecord | None]:
+        """``key(text)``, and the record of its name when one was read."""
+        found: dict[str, catalog.NameRecord] = {}
+
+        def is_name(name: str) -> bool:
+            record = self._shown_name(name)
+            if record is not None:
+                found[name] = record
+            return record is not None
+
+        k = split_key(text, is_name)
+        return k, found.get(k.head)
+
+    def _shown_name(self, name: str) -> catalog.NameRecord | None:
+        """The name ``name`` if there is one its user may read, else None."""
+        try:
+            return self.get_name(catalog.check_name(name))
+        except (NotFoundError, UsageError):
+            return None
+
     def resolve(self, key: str | Key) -> str:
         """The PDH a key or name stands for now."""
-        k = parse_key(key) if isinstance(key, str) else key
-        return k.head if k.is_pdh else self.get_name(catalog.check_name(k.head)).pdh
+        k, record = (key, None) if isinstance(key, Key) else self._split(key)
+        if k.is_pdh:
+            return k.head
+        return (record or self.get_name(catalog.check_name(k.head))).pdh
 
     def manifest(self, key: str | Key) -> Manifest:
         return self._collection(self.resolve(key))[0]
@@ -383,7 +412,7 @@ class WarehouseBase:
         rehash: bool = False,
         progress: Progress | None = None,
     ) -> list[ExtractedFile]:
-        k = parse_key(key)
+        k = self.key(key)
         with self.reader(k, one_pass=True) as reader:
             return extract(
                 reader, dest, subpath=k.path, force=force, rehash=rehash, progress=progress

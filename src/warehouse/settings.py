@@ -288,10 +288,10 @@ def _checked(name: str, v: str) -> str:
         raise ValueError("must be 1 to 32 letters, digits, _ or -")
     if name == "user":
         # Recorded in names and accounting: a user name as `wh user add` takes it.
-        from warehouse.catalog.values import check_name
+        from warehouse.catalog.values import check_account
 
         try:
-            check_name(v)
+            check_account(v)
         except UsageError:
             raise ValueError(
                 f"{v!r} is not a user name: letters, digits and . _ @ + = -, starting "

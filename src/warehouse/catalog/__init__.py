@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         remove_name,
         remove_writer,
         set_name,
+        split_key,
     )
     from warehouse.catalog.records import (
         accounting,
@@ -79,6 +80,7 @@ _WHERE = {
     "remove_name": "names",
     "remove_writer": "names",
     "set_name": "names",
+    "split_key": "names",
     "accounting": "records",
     "add_collection": "records",
     "get_collection": "records",
@@ -123,6 +125,7 @@ __all__ = [
     "retire_keep_service",
     "set_name",
     "signing_key",
+    "split_key",
     "upgrade",
     "user_for_token",
 ]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from warehouse.catalog.db import by_code_point, connect, duplicate_key, write
-from warehouse.catalog.names import check_name
 from warehouse.catalog.schema import tokens, users
+from warehouse.catalog.values import check_account
 from warehouse.errors import ConflictError, NotFoundError, UsageError
 
 __all__ = [
@@ -78,7 +78,7 @@ def token_id(token: str) -> str:
 
 
 def add_user(engine: sa.Engine, name: str, *, admin: bool = False) -> User:
-    check_name(name)
+    check_account(name)
     try:
         with write(engine) as conn:
             if conn.execute(sa.select(users.c.name).where(users.c.name == name)).first():

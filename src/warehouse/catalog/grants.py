@@ -25,7 +25,7 @@ from warehouse.catalog.schema import (
     users,
     workflow_runs,
 )
-from warehouse.catalog.values import check_name
+from warehouse.catalog.values import check_account
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError
 from warehouse.keys import is_pdh
 from warehouse.permissions import (
@@ -136,7 +136,7 @@ def principal_in(conn: sa.Connection, user: str, admin: bool) -> Principal:
 
 def add_group(engine: sa.Engine, name: str, by: Principal) -> GroupRecord:
     """A new group owned by ``by``'s user (who adds and removes its members)."""
-    check_name(name)
+    check_account(name)
     try:
         with write(engine) as conn:
             if conn.execute(sa.select(users.c.name).where(users.c.name == name)).first():
@@ -173,8 +173,8 @@ def _group_to_change(conn: sa.Connection, group: str, by: Principal) -> None:
 
 
 def add_member(engine: sa.Engine, group: str, user: str, by: Principal) -> None:
-    check_name(group)
-    check_name(user)
+    check_account(group)
+    check_account(user)
     try:
         with write(engine) as conn:
             _group_to_change(conn, group, by)
@@ -189,8 +189,8 @@ def add_member(engine: sa.Engine, group: str, user: str, by: Principal) -> None:
 
 
 def remove_member(engine: sa.Engine, group: str, user: str, by: Principal) -> None:
-    check_name(group)
-    check_name(user)
+    check_account(group)
+    check_account(user)
     with write(engine) as conn:
         _group_to_change(conn, group, by)
         mine = (group_members.c.group_name == group) & (group_members.c.user == user)
@@ -392,7 +392,7 @@ def key_level(engine: sa.Engine, who: Principal, key: str) -> Level:
 
 def _grantee(conn: sa.Connection, who: str) -> tuple[str, str]:
     """A group of that name if there is one, else a user (docs/permissions.md)."""
-    check_name(who)
+    check_account(who)
     if conn.execute(sa.select(groups.c.name).where(groups.c.name == who)).first():
         return "group", who
     if conn.execute(sa.select(users.c.name).where(users.c.name == who)).first():

@@ -11,7 +11,8 @@ from warehouse.catalog.records import require_collection
 from warehouse.catalog.schema import grants, name_history, name_writers, names
 from warehouse.catalog.values import NameChange, NameRecord, check_name, check_writer
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
-from warehouse.keys import is_pdh
+from warehouse.keys import Key, is_pdh, name_candidates
+from warehouse.keys import split_key as _split
 
 __all__ = [
     "NameChange",
@@ -26,7 +27,63 @@ __all__ = [
     "remove_name",
     "remove_writer",
     "set_name",
+    "split_key",
 ]
+
+
+def split_key(engine: sa.Engine, text: str) -> Key:
+    """``text`` split at the name it starts with (``keys.split_key``), every
+    candidate looked up in one read. Whoever asks for a user must then check
+    that the name is the user's to read, and refuse a hidden one as a key
+    naming nothing (docs/permissions.md, "Projects")."""
+    candidates = name_candidates(text)
+    if len(candidates) == 1:
+        return candidates[0]
+    heads = [k.head for k in candidates if _valid(k.head)]
+    with connect(engine) as conn:
+        found = set(conn.execute(sa.select(names.c.name).where(names.c.name.in_(heads))).scalars())
+    return _split(text, found.__contains__)
+
+
+def _valid(name: str) -> bool:
+    try:
+        check_name(name)
+    except UsageError:
+        return False
+    return True
+
+
+def _project_clash(conn: sa.Connection, name: str) -> ConflictError | None:
+    """Why ``name`` may not be made: a name above it would make it a path
+    inside that name's collection, a name in it would make it a project.
+    No name is both, so a key has one reading (docs/formats.md, "Keys")."""
+    parts = name.split("/")
+    if conn.dialect.name == "postgresql":
+        # Two makers of lab and lab/x at once: one waits for the other, so
+        # the second sees the first's name (SQLite serializes writes anyway).
+        conn.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtext(:project))"),
+            {"project": f"wh-project:{parts[0]}"},
+        )
+    above = ["/".join(parts[:i]) for i in range(1, len(parts))]
+    if above:
+        query = sa.select(names.c.name).where(names.c.name.in_(above)).limit(1)
+        if (hit := conn.execute(query).scalar()) is not None:
+            return ConflictError(
+                f"name {name!r} cannot be made: {hit!r} is a name, so it cannot be a project"
+            )
+    inside = name + "/"
+    query = (
+        sa.select(names.c.name)
+        .where(sa.func.substr(names.c.name, 1, len(inside)) == inside)
+        .limit(1)
+    )
+    if conn.execute(query).first() is not None:
+        # Which name is not said: it may be one the caller may not read.
+        return ConflictError(
+            f"name {name!r} cannot be made: it is a project (names are in it), not a name"
+        )
+    return None
 
 
 def get_name(engine: sa.Engine, name: str) -> NameRecord:
@@ -106,9 +163,12 @@ def set_name(
     require_collection(engine, pdh)  # a name only points at a known collection
     try:
         return _swap(engine, name, pdh, expect=expect, user=user, admin=admin)
-    except ConflictError:
+    except ConflictError as clash:
         if expect is None and not create:
-            current = get_name(engine, name)
+            try:
+                current = get_name(engine, name)
+            except NotFoundError:  # no such name: a project's clash
+                raise clash from None
             if current.pdh == pdh:
                 return current
         raise
@@ -161,6 +221,8 @@ def _set_name(
         # A name removed before keeps its history: a new one continues its versions.
         version = (_last_version(conn, name) if row is None else row.version) + 1
         owner = user if row is None else row.owner
+        if row is None and (clash := _project_clash(conn, name)) is not None:
+            raise clash
         if row is None:
             # Whoever names it owns it alone, whatever writers a name of the same
             # spelling had (a catalog may hold some a removal raced with).

@@ -17,6 +17,7 @@ __all__ = [
     "CollectionRecord",
     "NameChange",
     "NameRecord",
+    "check_account",
     "check_name",
     "check_writer",
 ]
@@ -46,7 +47,11 @@ class AccountingRow:
 
 # Characters of a name, everywhere (CLI and API alike; docs/cli.md, "Keys").
 NAME_LIMIT = 255
-_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._@+=-]{{0,{NAME_LIMIT - 1}}}")
+# A user's or a group's name is one segment; a name is segments joined by "/"
+# (a name in a project: ``lab/run42``, docs/formats.md "Keys").
+_SEGMENT = r"[A-Za-z0-9][A-Za-z0-9._@+=-]*"
+_ACCOUNT = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._@+=-]{{0,{NAME_LIMIT - 1}}}")
+_NAME = re.compile(rf"{_SEGMENT}(/{_SEGMENT})*")
 # Any case and with hints: a key shaped so is read as a PDH (keys.parse_key), so
 # such a name could not be reached, and in capitals it passes for another PDH.
 _LOOKS_LIKE_PDH = re.compile(r"[0-9a-f]{32}\+\d+(\+.*)?", re.IGNORECASE)
@@ -73,7 +78,26 @@ class NameChange:
 
 
 def check_name(name: str) -> str:
-    if not _NAME.fullmatch(name) or _LOOKS_LIKE_PDH.fullmatch(name):
+    """``name`` if it may be a name: segments joined by "/" (a project's
+    names, ``lab/run42``), the first not shaped like a PDH (a key starting
+    so is read as one)."""
+    if (
+        len(name) > NAME_LIMIT
+        or not _NAME.fullmatch(name)
+        or _LOOKS_LIKE_PDH.fullmatch(name.partition("/")[0])
+    ):
+        raise UsageError(
+            f"bad name {name!r}: use letters, digits and . _ @ + = - (starting with a letter "
+            f"or digit, at most {NAME_LIMIT} characters, and not shaped like a PDH), "
+            "in a project after '/' (lab/run42)"
+        )
+    return name
+
+
+def check_account(name: str) -> str:
+    """``name`` if it may be a user's or a group's name: a name of one
+    segment (no "/": it is a path segment of the API's routes)."""
+    if not _ACCOUNT.fullmatch(name) or _LOOKS_LIKE_PDH.fullmatch(name):
         raise UsageError(
             f"bad name {name!r}: use letters, digits and . _ @ + = - (starting with a letter "
             f"or digit, at most {NAME_LIMIT} characters, and not shaped like a PDH)"
@@ -85,6 +109,6 @@ def check_writer(user: str) -> str:
     """``user`` if it may be a user's name (``wh user add`` checks the same):
     unchecked, ``..`` or ``a/b`` reached other routes through a controller."""
     try:
-        return check_name(user)
+        return check_account(user)
     except UsageError as e:
         raise UsageError(str(e).replace("bad name", "bad user name", 1)) from None

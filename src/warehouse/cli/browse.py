@@ -30,8 +30,8 @@ __all__ = ["cat", "ls", "manifest"]
 @click.pass_context
 def ls(ctx: click.Context, key: str, long: bool, as_json: bool) -> None:
     """List the files of KEY (a PDH or name, optionally /sub/path)."""
-    k = parse_key(key)
     wh = open_warehouse(ctx)
+    k = wh.key(key)
     with stored_text_damage(k.head):
         _ls(wh, k, long, as_json)
 
@@ -167,12 +167,15 @@ def _shown(path: str) -> str:
 @click.pass_context
 def cat(ctx: click.Context, key: str) -> None:
     """Write one file of a collection (KEY/path) to standard output, verified."""
-    k = parse_key(key)
-    if not k.path:
+    if not parse_key(key).path:  # bad input before the warehouse is opened
+        raise UsageError("give a file: KEY/path/to/file")
+    wh = open_warehouse(ctx)
+    k = wh.key(key)
+    if not k.path:  # the whole key is a name in a project
         raise UsageError("give a file: KEY/path/to/file")
     out = sys.stdout.buffer
     with stored_text_damage(k.head):
-        for chunk in open_warehouse(ctx).reader(k).iter_file(k.path):
+        for chunk in wh.reader(k).iter_file(k.path):
             out.write(chunk)
     out.flush()
 
@@ -182,13 +185,13 @@ def cat(ctx: click.Context, key: str) -> None:
 @click.pass_context
 def manifest(ctx: click.Context, key: str) -> None:
     """Print the manifest of KEY (a PDH or a name)."""
-    k = parse_key(key)
+    wh = open_warehouse(ctx)
+    k = wh.key(key)
     if k.path:
         # The whole manifest under a sub-path would read as that path's own.
         raise UsageError(
             f"wh manifest prints a whole collection's manifest: give KEY without /{k.path}"
         )
-    wh = open_warehouse(ctx)
     text = wh.stored_text(k)  # stored as is: printed with no parse, a piece at a time
     if text is not None:
         out = sys.stdout.buffer

@@ -11,7 +11,6 @@ from warehouse.cli.completion import complete_keys
 from warehouse.collection.extract import extract, selected_size
 from warehouse.collection.reader import stored_text_damage
 from warehouse.errors import UsageError
-from warehouse.keys import parse_key
 from warehouse.manifest import md5sum_line
 
 __all__ = ["get"]
@@ -61,7 +60,7 @@ def get(
     if no_write and dest is not None:
         raise UsageError("--no-write takes no DEST")
     wh = open_warehouse(ctx)
-    k = parse_key(key)
+    k = wh.key(key)
     with stored_text_damage(k.head), wh.reader(k, one_pass=True) as reader:
         target = None if no_write else (dest or Path("."))
         # The total is summed only for a bar on a terminal: it is a pass of its own.

@@ -21,7 +21,6 @@ from warehouse.blocks.store import BlockStore
 from warehouse.catalog import check_name
 from warehouse.errors import ConflictError, CorruptDataError, NotFoundError, UsageError
 from warehouse.interface import Warehouse
-from warehouse.keys import parse_key
 from warehouse.manifest import Manifest
 from warehouse.remote.keepclient import KeepClient
 from warehouse.remote.warehouse import RemoteWarehouse
@@ -102,7 +101,7 @@ def copy_collection(
     progress: Callable[[int], None] | None = None,
 ) -> CopyResult:
     """Copy the collection ``key`` names on ``source`` to ``dest``; see the module."""
-    parsed = parse_key(key)
+    parsed = source.key(key)
     if parsed.path:
         raise UsageError(f"{key!r}: wh copy copies whole collections, not a path inside one")
     if name is not None:

@@ -35,7 +35,7 @@ from warehouse.jobs.manager import Manager
 from warehouse.jobs.sandbox import Sandbox
 from warehouse.jobs.service import make_waiting
 from warehouse.jobs.values import JobRecord
-from warehouse.keys import Key, parse_key
+from warehouse.keys import Key
 from warehouse.limits import Policy
 from warehouse.manifest import Manifest
 from warehouse.permissions import Level
@@ -94,8 +94,18 @@ class CatalogWarehouse(WarehouseBase):
     def _collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
         return load_manifest(self.store, self.engine, pdh, self.user)
 
+    def _shown_name(self, name: str) -> catalog.NameRecord | None:
+        # Acting for a user: a name it may not read is no name (a key starting
+        # with it splits as one naming nothing, worded alike).
+        record = super()._shown_name(name)
+        if record is None or not self.check_reads:
+            return record
+        with connect(self.engine) as conn:
+            level, _ = name_level_for(conn, self.user, False, name)
+        return record if level >= Level.READ else None
+
     def resolve(self, key: str | Key) -> str:
-        k = parse_key(key) if isinstance(key, str) else key
+        k = self.key(key)
         if self.check_reads and not k.is_pdh:
             # A name the user may not read answers as one that does not exist:
             # resolving it would word the refusal with its PDH.

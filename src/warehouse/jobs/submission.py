@@ -18,13 +18,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from warehouse.catalog.names import split_key
 from warehouse.collection.records import load_manifests
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.values import JobRecord
-from warehouse.keys import parse_key
 from warehouse.manifest import Manifest
 
 __all__ = [
@@ -137,12 +137,17 @@ def _check(request: JobRequest) -> None:
         raise UsageError(
             f"cpus, attempts and priority must be within ±{_MAX_INT}, memory under 2**63 bytes"
         )
-    # A job reads a whole collection: a path after the key would be dropped
-    # without a word (the job then ran on everything), so it is refused.
-    inside = parse_key(request.input).path
+
+
+def _whole_input(wh: SubmitHost, given: str) -> None:
+    """A job reads a whole collection: a path after the key would be dropped
+    without a word (the job then ran on everything), so it is refused. Asked
+    once the input resolved, so a name the submitter may not read fails as
+    one that does not exist (a name may hold "/": the catalog splits)."""
+    inside = split_key(wh.engine, given).path
     if inside:
         raise UsageError(
-            f"input {request.input!r} names {inside!r} inside a collection: "
+            f"input {given!r} names {inside!r} inside a collection: "
             "a job's input is a whole collection (a PDH or a name)"
         )
 
@@ -154,6 +159,7 @@ def _job_row(
     _check(request)
     version = version or resolve(wh, request.function)
     input_pdh = wh.resolve(request.input)
+    _whole_input(wh, request.input)
     if input_pdh not in checked:
         wh.manifest(input_pdh)  # the input must be a known, readable collection
         checked.add(input_pdh)

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from warehouse.errors import UsageError
-from warehouse.keys import parse_key
 from warehouse.lineage.values import Lineage
 
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ def trace(engine: sa.Engine, key: str, *, down: bool = False, depth: int | None 
     from warehouse.lineage.reads import CatalogFacts
 
     _check_depth(depth)
-    k = parse_key(key)
+    k = catalog.split_key(engine, key)
     if k.path:
         raise UsageError(f"lineage is of whole collections: {key!r} names a path inside one")
     pdh = k.head if k.is_pdh else catalog.get_name(engine, catalog.check_name(k.head)).pdh

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from warehouse.catalog.values import check_name
+from warehouse.catalog.values import check_account
 from warehouse.errors import WarehouseError
 from warehouse.keys import is_pdh
 from warehouse.permissions import (
@@ -28,7 +28,7 @@ def _key(key: str) -> str:
 
 
 def _part(name: str) -> str:
-    return quote(check_name(name), safe="")
+    return quote(check_account(name), safe="")
 
 
 def grant_of(row: Any) -> Grant:
@@ -68,21 +68,21 @@ class RemoteSharing:
         ]
 
     def add_group(self, name: str) -> GroupRecord:
-        g = self.api.call_object("POST", "/groups", json={"name": check_name(name)})
+        g = self.api.call_object("POST", "/groups", json={"name": check_account(name)})
         return GroupRecord(str(g["name"]), str(g["owner"]), tuple(str(m) for m in g["members"]))
 
     def add_group_member(self, group: str, user: str) -> None:
-        self.api.post(f"/groups/{_part(group)}/members", {"user": check_name(user)})
+        self.api.post(f"/groups/{_part(group)}/members", {"user": check_account(user)})
 
     def remove_group_member(self, group: str, user: str) -> None:
         self.api.call("DELETE", f"/groups/{_part(group)}/members/{_part(user)}")
 
     def share(self, key: str, who: str, level: Level) -> Grant:
-        body = {"key": _key(key), "who": check_name(who), "level": str(level)}
+        body = {"key": _key(key), "who": check_account(who), "level": str(level)}
         return grant_of(self.api.post("/grants", body))
 
     def unshare(self, key: str, who: str) -> None:
-        self.api.call("DELETE", "/grants", params={"key": _key(key), "who": check_name(who)})
+        self.api.call("DELETE", "/grants", params={"key": _key(key), "who": check_account(who)})
 
     def perms(self, key: str) -> Perms:
         return perms_of(self.api.get("/perms", key=_key(key)))

@@ -90,7 +90,7 @@ def collection(request: Request, pdh: str, user: Reader, path: str = "", page: i
     )
 
 
-@router.get("/names/{name}")
+@router.get("/names/{name:path}")
 def name(request: Request, name: str, user: Reader) -> Response:
     site = site_of(request)
     reading.require_name(site, user, name)

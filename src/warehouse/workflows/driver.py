@@ -44,7 +44,6 @@ from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.jobs.host import SubmitHost
 from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.jobs.values import JobRecord
-from warehouse.keys import parse_key
 from warehouse.manifest import Manifest, escape_name
 from warehouse.workflows import records
 from warehouse.workflows.combine import combine
@@ -234,9 +233,11 @@ def start_run(
 def _existing(host: RunHost, key: str) -> str:
     """The PDH ``key`` names now, refused unless the catalog holds that collection
     (a PDH nothing stored would only fail the run once its job is submitted)."""
-    if parse_key(key).path:  # resolving would quietly drop the path
-        raise UsageError("a job reads a whole collection: this names a path inside one")
     pdh = host.resolve(key)
+    # Resolving drops a path: refused. Split once resolved, so a name the user
+    # may not read fails as one that does not exist, not as holding a path.
+    if catalog.split_key(host.engine, key).path:
+        raise UsageError("a job reads a whole collection: this names a path inside one")
     require_collection(host.engine, pdh)
     return pdh
 

@@ -11,12 +11,13 @@ from warehouse import catalog
 from warehouse.catalog import grants
 from warehouse.catalog.db import connect
 from warehouse.errors import NotFoundError
-from warehouse.keys import is_pdh, parse_key
+from warehouse.keys import Key, parse_key
 from warehouse.permissions import Level, Mode, Principal, refusal
 
 __all__ = [
     "hide_input",
     "hide_job",
+    "hide_key",
     "hide_name",
     "hide_run",
     "hide_watch",
@@ -121,11 +122,23 @@ def hide_job(engine: sa.Engine, user: catalog.User, job_id: int, submitter: str)
 def hide_input(engine: sa.Engine, user: catalog.User, key: str) -> None:
     """A job's input (a PDH or a name, maybe with a path) must be the
     submitter's to read: its steps read it through the controller's own token."""
-    head = parse_key(key).head
-    if is_pdh(head):
-        require_collection_read(engine, user, head)
-    else:
-        hide_name(engine, user, head)
+    hide_key(engine, user, key)
+
+
+def hide_key(engine: sa.Engine, user: catalog.User, key: str) -> Key:
+    """``key`` split at the name it starts with (a name may hold "/"), once
+    ``user`` may read what it names: else NotFoundError, worded as for a key
+    that names nothing (a name in a project the user may not read answers
+    as its first segment would: ``no name 'lab'``)."""
+    k = catalog.split_key(engine, key)
+    if k.is_pdh:
+        require_collection_read(engine, user, k.head)
+        return k
+    try:
+        hide_name(engine, user, k.head)
+    except NotFoundError:
+        raise NotFoundError(f"no name {parse_key(key).head!r}") from None
+    return k
 
 
 def readable_runs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:

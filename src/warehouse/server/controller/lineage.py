@@ -7,14 +7,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi import Request as _Request
 
-from warehouse.keys import is_pdh, parse_key
 from warehouse.lineage.hiding import hide
 from warehouse.lineage.tracing import MAX_DEPTH, trace
 from warehouse.server.controller.access import (
-    hide_name,
+    hide_key,
     readable_jobs,
     readable_pdhs,
-    require_collection_read,
 )
 from warehouse.server.controller.auth import Caller, state_of
 
@@ -23,7 +21,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/api/v1/lineage", tags=["lineage"])
 
 
-@router.get("/{key}")
+@router.get("/{key:path}")
 def get_lineage(
     key: str,
     user: Caller,
@@ -37,11 +35,7 @@ def get_lineage(
     engine = state_of(request).engine
     # The collection asked about must be the caller's to read; what it meets
     # on the way that is not is shown as "hidden" (docs/permissions.md).
-    head = parse_key(key).head
-    if is_pdh(head):
-        require_collection_read(engine, user, head)
-    else:
-        hide_name(engine, user, head)
+    hide_key(engine, user, key)
     graph = trace(engine, key, down=direction == "down", depth=depth)
     pdhs = readable_pdhs(engine, user, [c.pdh for c in graph.collections])
     jobs = readable_jobs(engine, user, [(j.id, j.submitted_by) for j in graph.jobs])

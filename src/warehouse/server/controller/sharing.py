@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from warehouse.catalog import grants
-from warehouse.catalog.values import check_name
+from warehouse.catalog.values import check_account
 from warehouse.permissions import Grant, GroupRecord, parse_level, parse_mode
 from warehouse.server.controller.access import principal
 from warehouse.server.controller.auth import Admin, Caller, CallerToken, is_job_token, state_of
@@ -114,7 +114,7 @@ def share(body: GrantAdd, user: Caller, token: CallerToken, request: Request) ->
     _no_job(request, token, "share")
     engine = state_of(request).engine
     level = parse_level(body.level)
-    check_name(body.who)
+    check_account(body.who)
     return _grant(grants.share(engine, body.key, body.who, level, principal(engine, user)))
 
 
