@@ -63,6 +63,7 @@ __all__ = [
     "perms",
     "principal_in",
     "principal_of",
+    "readable_among",
     "remove_member",
     "require_read",
     "run_level_in",
@@ -344,6 +345,28 @@ def require_read(engine: sa.Engine, user: str, admin: bool, pdh: str) -> None:
     problem = refusal(f"collection {pdh}", Level.READ, level)
     if problem is not None:
         raise problem
+
+
+def readable_among(engine: sa.Engine, user: str, pdhs: Iterable[str]) -> set[str]:
+    """Of the collections ``pdhs``, those ``user`` may read, for whoever acts
+    for it (a job's submission, in the API or in the background): its admin
+    flag as the catalog keeps it. A user the catalog does not hold is an
+    embedded warehouse's own, which is its admin. Open mode: one read."""
+    wanted = set(pdhs)
+    if not wanted:
+        return wanted
+    with connect(engine) as conn:
+        mode_value, admin = conn.execute(
+            sa.select(
+                _MODE.scalar_subquery(),
+                sa.select(users.c.admin).where(users.c.name == user).scalar_subquery(),
+            )
+        ).one()
+        mode = _mode(mode_value)
+        if mode is Mode.OPEN or admin is None or admin:
+            return wanted
+        who = principal_in(conn, user, False)
+        return {p for p in wanted if collection_level_in(conn, who, p, mode) >= Level.READ}
 
 
 def _owners_and_targets(conn: sa.Connection, key: str) -> tuple[list[Owner], tuple[str, ...], bool]:

@@ -18,9 +18,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from warehouse.catalog.grants import readable_among
 from warehouse.catalog.names import split_key
 from warehouse.collection.records import load_manifests
-from warehouse.errors import UsageError, WarehouseError
+from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
 from warehouse.jobs.host import SubmitHost
@@ -195,6 +196,26 @@ def _job_row(
     }
 
 
+def _submitter_reads(wh: SubmitHost, rows: list[dict[str, Any]]) -> None:
+    """Every collection a job reads (its function's, its input, a ``code``
+    parameter's) must be its submitter's to read, whoever submits for it:
+    the API's host checks as it resolves, a workflow's driver or Regol in
+    the background does not. Built-in and git functions are stored for the
+    submitter from code it named, so are not asked about."""
+    wanted: list[str] = []
+    for row in rows:
+        if not row["function"].startswith(("builtin:", "git:")):
+            wanted.append(row["function_pdh"])
+        wanted.append(row["input_pdh"])
+        params = json.loads(row["params"])
+        if isinstance(params.get("code"), str) and "code_commit" not in params:
+            wanted.append(params["code"])
+    readable = readable_among(wh.engine, wh.user, wanted)
+    for pdh in wanted:
+        if pdh not in readable:
+            raise NotFoundError(f"no collection {pdh}")
+
+
 def submit(
     wh: SubmitHost, request: JobRequest, *, version: FunctionVersion | None = None
 ) -> JobRecord:
@@ -224,16 +245,25 @@ def submit_many(
     """
     checked: set[str] = set(known)
     rows = [_job_row(wh, request, version, checked) for request, version in requests]
+    _submitter_reads(wh, rows)
     keys = [r["reuse_key"] for r, (q, _) in zip(rows, requests, strict=True) if q.reuse]
     earlier = records.find_reusable_many(wh.engine, keys) if keys else {}
+    # An earlier job is handed over only if the submitter may read what it
+    # made: else reuse would give away another user's output (and its log).
+    made = {p for f in earlier.values() for p in (f.output_pdh, f.log_pdh) if p is not None}
+    theirs = readable_among(wh.engine, wh.user, made) if made else set()
     readable: dict[str, bool] = {}
-    outputs = {f.output_pdh for f in earlier.values() if f.output_pdh is not None}
+    outputs = {f.output_pdh for f in earlier.values() if f.output_pdh in theirs}
     if outputs:
         readable = _all_readable(wh, outputs, manifests)
     now = time.time()
     for row, (request, _) in zip(rows, requests, strict=True):
         found = earlier.get(row["reuse_key"]) if request.reuse else None
-        if found is None or found.output_pdh is None or not readable[found.output_pdh]:
+        if (
+            found is None
+            or not readable.get(found.output_pdh or "")
+            or (found.log_pdh is not None and found.log_pdh not in theirs)
+        ):
             continue
         row.update(
             state="complete",

@@ -74,6 +74,7 @@ def job_page(
     site = site_of(request)
     record = jobs.get_job(site.engine, job_id)
     reading.require_job(site, user, record)
+    (record,) = reading.shown_jobs(site, user, [record])
     counts = queries.step_counts(site.engine, job_id)
     shown = sum(counts.values()) if not state else counts.get(state, 0)
     number = min(max(page, 1), max(1, -(-shown // STEPS_PER_PAGE)))

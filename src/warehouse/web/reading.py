@@ -37,6 +37,7 @@ __all__ = [
     "require_run",
     "require_watch",
     "run_filter",
+    "shown_jobs",
 ]
 
 
@@ -89,6 +90,14 @@ def require_job(site: Site, user: catalog.User, job: JobRecord) -> None:
     """NotFoundError ``no job ID`` unless ``user`` may read ``job``."""
     if site.kind == "controller":
         access.hide_job(site.engine, user, job.id, job.submitted_by)
+
+
+def shown_jobs(site: Site, user: catalog.User, found: list[JobRecord]) -> list[JobRecord]:
+    """The jobs ``found`` as ``user`` may see them: a function's collection
+    it may not read reads ``hidden`` (as in the API)."""
+    if site.kind != "controller":
+        return found
+    return access.shown_jobs(site.engine, user, found)
 
 
 def require_run(site: Site, user: catalog.User, run_id: int, owner: str) -> None:

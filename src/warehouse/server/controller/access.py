@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import sqlalchemy as sa
@@ -11,7 +12,9 @@ from warehouse import catalog
 from warehouse.catalog import grants
 from warehouse.catalog.db import connect
 from warehouse.errors import NotFoundError
+from warehouse.jobs.values import JobRecord
 from warehouse.keys import Key, parse_key
+from warehouse.lineage.hiding import HIDDEN
 from warehouse.permissions import Level, Mode, Principal, refusal
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "readable_watches",
     "require_collection_read",
     "require_key",
+    "shown_jobs",
 ]
 
 
@@ -139,6 +143,23 @@ def hide_key(engine: sa.Engine, user: catalog.User, key: str) -> Key:
     except NotFoundError:
         raise NotFoundError(f"no name {parse_key(key).head!r}") from None
     return k
+
+
+def shown_jobs(engine: sa.Engine, user: catalog.User, found: list[JobRecord]) -> list[JobRecord]:
+    """The jobs ``found`` (each one ``user`` reads) as ``user`` may see them:
+    its function's collection (``function_pdh``, and in ``function`` when
+    that is ``PDH/PATH``) reads ``hidden`` unless ``user`` reads it too, as
+    a job shared is not its function shared. A built-in's is public code."""
+    private = [r.function_pdh for r in found if not r.function.startswith("builtin:")]
+    readable = readable_pdhs(engine, user, private)
+    return [
+        r
+        if r.function.startswith("builtin:") or r.function_pdh in readable
+        else dataclasses.replace(
+            r, function=r.function.replace(r.function_pdh, HIDDEN), function_pdh=HIDDEN
+        )
+        for r in found
+    ]
 
 
 def readable_runs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:

@@ -20,7 +20,7 @@ from warehouse.jobs import records
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.jobs.model import ACTIVE, FINISHED
 from warehouse.manifest import Manifest
-from warehouse.server.controller.access import hide_input, hide_job, readable_jobs
+from warehouse.server.controller.access import hide_input, hide_job, readable_jobs, shown_jobs
 from warehouse.server.controller.auth import Caller, CallerToken, state_of
 from warehouse.server.controller.collections import signed_text
 from warehouse.server.controller.paging import (
@@ -122,7 +122,7 @@ def list_jobs(
         return [r for r in rows if r.id in readable]
 
     found = filtered_page(request, response, fetch, shown, lambda r: r.id, after, limit)
-    return [r.as_dict() for r in found]
+    return [r.as_dict() for r in shown_jobs(engine, user, found)]
 
 
 @router.get("/{job_id}")
@@ -130,6 +130,7 @@ def get_job(job_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     engine = state_of(request).engine
     record = records.get_job(engine, job_id)
     hide_job(engine, user, job_id, record.submitted_by)
+    (record,) = shown_jobs(engine, user, [record])
     return record.as_dict()
 
 

@@ -1,0 +1,145 @@
+"""Jobs across users in private mode (docs/permissions.md, "Jobs across
+users"): reuse hands a user only an earlier job whose output and log it may
+read, a job's function collection must be its submitter's to read (through
+the API and on the hosts that submit in the background), and a job's
+``function_pdh`` is shown only to who may read that collection."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner, Result
+
+from cluster import Controller, KeepPool, controller
+from warehouse import catalog, jobs
+from warehouse.catalog import grants
+from warehouse.cli import cli
+from warehouse.errors import NotFoundError
+from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.permissions import Level, Mode
+
+COUNT = "import sys\nfor line in sys.stdin:\n    print(len(line.split()))\n"
+
+
+@pytest.fixture
+def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
+    with controller(tmp_path / "controller.db", keep_servers) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=1)
+        yield c
+
+
+def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
+    env.update(WH_URL=ctl.url, WH_TOKEN=token)
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
+    return result
+
+
+def _api(ctl: Controller, token: str) -> httpx.Client:
+    return httpx.Client(base_url=ctl.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+
+def _put(ctl: Controller, token: str, where: Path, files: dict[str, str]) -> str:
+    where.mkdir(parents=True)
+    for name, text in files.items():
+        (where / name).write_text(text)
+    return _wh(ctl, token, "put", str(where)).output.split()[-1]
+
+
+def _submit(ctl: Controller, token: str, function: str, key: str) -> dict[str, Any]:
+    with _api(ctl, token) as api:
+        r = api.post("/api/v1/jobs", json={"function": function, "input": key})
+    assert r.status_code in (200, 201), r.text
+    job: dict[str, Any] = r.json()
+    return job
+
+
+def _run(ctl: Controller, token: str, function: str, key: str) -> dict[str, Any]:
+    out = _wh(ctl, token, "job", "submit", function, "--input", key, "--wait", "--json").output
+    job: dict[str, Any] = json.loads(out[out.index("{") : out.rindex("}") + 1])
+    assert job["state"] == "complete", job
+    return job
+
+
+def test_reuse_hands_over_only_what_the_submitter_reads(ctl: Controller, tmp_path: Path) -> None:
+    alice, bob, carol = ctl.user("alice"), ctl.user("bob"), ctl.user("carol")
+    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    data = _put(ctl, alice, tmp_path / "data", {"reads.txt": "a b c\nd e\n"})
+    for who in ("bob", "carol"):
+        _wh(ctl, alice, "share", data, who)  # the input, not what jobs make of it
+    first = _run(ctl, alice, "builtin:wordcount", data)
+
+    # alice shares her job with bob: he reads its output and log, so he gets it.
+    _wh(ctl, alice, "share", f"job:{first['id']}", "bob")
+    given = _submit(ctl, bob, "builtin:wordcount", data)
+    assert (given["state"], given["reused_from"]) == ("complete", first["id"]), given
+
+    # carol reads neither (nor bob's job): hers runs again, handed nothing.
+    again = _submit(ctl, carol, "builtin:wordcount", data)
+    assert again["reused_from"] is None and again["output_pdh"] is None, again
+    with _api(ctl, carol) as api:
+        r = api.get(f"/api/v1/collections/{first['output_pdh']}")
+        assert r.status_code == 404, r.text
+
+
+def test_a_function_collection_is_the_submitters_to_read(ctl: Controller, tmp_path: Path) -> None:
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    code = _put(ctl, alice, tmp_path / "code", {"count.py": COUNT})
+    data = _put(ctl, bob, tmp_path / "data", {"reads.txt": "a b c\n"})
+    with _api(ctl, bob) as api:
+        r = api.post("/api/v1/jobs", json={"function": f"{code}/count.py", "input": data})
+        assert r.status_code == 404 and r.json()["error"] == f"no collection {code}", r.text
+    # The hosts that submit in the background (a workflow's driver, Regol) act
+    # for a run's owner without the API's checks: the submission checks.
+    host = CatalogWarehouse(ctl.state.engine, ctl.state.keep, "bob")
+    request = jobs.JobRequest(f"{code}/count.py", data, {}, executor="local")
+    with pytest.raises(NotFoundError, match=re.escape(f"no collection {code}")):
+        jobs.submit(host, request)
+    assert all(j.function_pdh != code for j in jobs.list_jobs(ctl.state.engine))
+
+
+def test_function_pdh_is_shown_only_to_who_reads_it(ctl: Controller, tmp_path: Path) -> None:
+    alice, bob = ctl.user("alice"), ctl.user("bob")
+    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    code = _put(ctl, alice, tmp_path / "code", {"count.py": COUNT})
+    data = _put(ctl, alice, tmp_path / "data", {"reads.txt": "a b c\n"})
+    job = _run(ctl, alice, f"{code}/count.py", data)
+    assert job["function_pdh"] == code
+    _wh(ctl, alice, "share", f"job:{job['id']}", "bob")
+    with _api(ctl, bob) as api:
+        for shown in (
+            api.get(f"/api/v1/jobs/{job['id']}").json(),
+            *[j for j in api.get("/api/v1/jobs").json() if j["id"] == job["id"]],
+        ):
+            assert shown["function_pdh"] == "hidden", shown
+            assert code not in json.dumps(shown), shown
+            assert shown["output_pdh"] == job["output_pdh"]  # the job's own: shared
+    assert code not in _wh(ctl, bob, "job", "show", str(job["id"])).output
+    _wh(ctl, alice, "share", code, "bob")
+    with _api(ctl, bob) as api:
+        assert api.get(f"/api/v1/jobs/{job['id']}").json()["function_pdh"] == code
+
+
+def test_readable_among_decides_for_many_at_once(catalog_engine: sa.Engine) -> None:
+    first, second = (f"{c * 32}+{i}" for i, c in enumerate("ab", 1))
+    for user in ("alice", "bob"):
+        catalog.add_user(catalog_engine, user)
+    for pdh in (first, second):
+        catalog.add_collection(catalog_engine, pdh, "", 0, 0, "alice")
+    assert grants.readable_among(catalog_engine, "bob", [first, second]) == {first, second}
+    root = grants.principal_of(catalog_engine, "root", admin=True)
+    grants.set_mode(catalog_engine, Mode.PRIVATE, root)
+    assert grants.readable_among(catalog_engine, "bob", [first, second]) == set()
+    assert grants.readable_among(catalog_engine, "alice", [first, second]) == {first, second}
+    grants.share(catalog_engine, second, "bob", Level.READ, root)
+    assert grants.readable_among(catalog_engine, "bob", [first, second]) == {second}
