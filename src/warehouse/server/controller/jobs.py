@@ -21,7 +21,7 @@ from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.jobs.model import ACTIVE, FINISHED
 from warehouse.manifest import Manifest
 from warehouse.server.controller.access import hide_input, hide_job, readable_jobs, shown_jobs
-from warehouse.server.controller.auth import Caller, CallerToken, state_of
+from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.collections import signed_text
 from warehouse.server.controller.paging import (
     DEFAULT_LIMIT,
@@ -64,9 +64,15 @@ def _executor(state: ControllerState) -> str:
 
 
 @router.post("")
-def submit_job(body: JobCreate, user: Caller, request: _Request) -> dict[str, Any]:
+def submit_job(
+    body: JobCreate, user: Caller, token: CallerToken, request: _Request
+) -> dict[str, Any]:
     """Submit a job (or answer it from reuse at once)."""
     state = state_of(request)
+    # A step acts for its submitter only while its job runs: a job it
+    # submitted would run on as the submitter after it (docs/security.md).
+    if is_job_token(state.engine, token):
+        raise HTTPException(403, "a job's token cannot submit jobs")
     executor = _executor(state)
     if body.executor is not None and body.executor != executor:
         raise HTTPException(400, f"executor: this controller runs {executor!r}")

@@ -18,7 +18,7 @@ from warehouse.catalog.values import NAME_LIMIT
 from warehouse.errors import NotFoundError
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.server.controller.access import hide_run, readable_runs
-from warehouse.server.controller.auth import Caller, state_of
+from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.workflows import records
 from warehouse.workflows.driver import start_run
 from warehouse.workflows.spec import MAX_FILE_BYTES
@@ -49,9 +49,14 @@ class WorkflowCreate(BaseModel):
 
 
 @router.post("")
-def start_workflow(body: WorkflowCreate, user: Caller, request: _Request) -> dict[str, Any]:
+def start_workflow(
+    body: WorkflowCreate, user: Caller, token: CallerToken, request: _Request
+) -> dict[str, Any]:
     """Start a run, or find the unfinished run of the same file, inputs and prefix."""
     state = state_of(request)
+    # As for jobs: a run started by a step would outlive its job.
+    if is_job_token(state.engine, token):
+        raise HTTPException(403, "a job's token cannot start workflows")
     if state.workflows is None:
         raise HTTPException(400, "this controller runs no job manager")
     wh = CatalogWarehouse(
