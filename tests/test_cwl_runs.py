@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from conftest import Runner
@@ -124,6 +125,36 @@ def test_a_cwl_run_is_a_workflow_run_with_named_outputs_and_lineage(
     second = json.loads(run("workflow", "show", "2", "--json").stdout)
     assert second["file_pdh"] == listed["file_pdh"] and second["outputs"] == shown["outputs"]
     assert all(n["reused"] for n in second["nodes"])
+
+
+def test_the_run_page_shows_a_cwl_run(run: Runner, home: Path, tmp_path: Path) -> None:
+    wf, job = _pipeline(tmp_path)
+    run("cwl", "run", str(wf), str(job))
+    env = {**os.environ, "WH_HOME": str(home)}
+    env.pop("WH_URL", None)
+    proc = subprocess.Popen(
+        [str(BIN / "wh"), "web", "--listen", "127.0.0.1:0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1].removesuffix("/web/")
+        token = proc.stdout.readline().split()[-1]
+        with httpx.Client(base_url=url, timeout=30) as web:
+            signed = web.post("/web/signin", data={"token": token, "next": "/web/jobs"})
+            assert signed.status_code == 303, signed.text
+            page = web.get("/web/workflows/1")
+            listed = web.get("/web/workflows").text
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        if proc.stdout:
+            proc.stdout.close()
+    assert page.status_code == 200 and "pipeline.cwl" in page.text
+    assert ">sort<" in page.text and ">count<" in page.text, page.text[:3000]
+    assert "pipeline.cwl" in listed
 
 
 def test_a_bad_prefix_is_refused_and_records_nothing(
