@@ -86,3 +86,43 @@ def test_a_steps_children_are_counted(wh: EmbeddedWarehouse, tmp_path: Path, exe
     (found,) = jobs.list_steps(wh.engine, job.id)
     assert found.cpu_seconds is not None and found.cpu_seconds >= 0.5 * 0.4, found
     assert found.peak_memory is not None and found.peak_memory >= 64 * MB, found
+
+
+# Step 0 reads half its input's files whole and queues one step per other
+# file, which reads that file in two ranges through ``open``; one step ends
+# with ``step.done()`` (its quick exit runs no exit handler: the report is
+# written before it).
+_READS = """
+from warehouse import step
+
+reader = step.reader()
+files = sorted(reader.files)
+if step.number() == 0:
+    for path in files[: len(files) // 2]:
+        reader.read_file(path)
+    step.queue(1, *files[len(files) // 2 :])
+else:
+    with reader.open(step.step_input()) as f:
+        f.read(7)
+        f.read()
+    if step.step_input() == files[-1]:
+        step.done()
+"""
+
+
+def test_a_step_reports_the_bytes_of_warehouse_files_it_read(
+    wh: EmbeddedWarehouse, tmp_path: Path, executor: str
+) -> None:
+    data = make_text(tmp_path / "in")
+    sizes = {
+        str(p.relative_to(data)): p.stat().st_size for p in sorted(data.rglob("*")) if p.is_file()
+    }
+    fn = put_function(wh, tmp_path, "reads.py", _READS)
+    job = run_job(wh, fn, wh.put([data]).pdh, executor=executor)
+    assert job.state == "complete", job.error
+    found = jobs.list_steps(wh.engine, job.id)
+    names = sorted(sizes)
+    first = sum(sizes[n] for n in names[: len(names) // 2])
+    assert [s.input_bytes for s in found if s.level == 0] == [first]
+    later = {s.input: s.input_bytes for s in found if s.level == 1}
+    assert later == {n: sizes[n] for n in names[len(names) // 2 :]}
