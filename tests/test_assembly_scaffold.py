@@ -21,6 +21,7 @@ import pytest
 from conftest import Runner
 from test_assembly import assemble, checkout
 from warehouse.embedded import EmbeddedWarehouse
+from workflow_helpers import json_out
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "assembly"
 sys.path.insert(0, str(EXAMPLE))
@@ -353,3 +354,26 @@ def test_real_e_coli_reads_from_debian_spades_assemble_through_the_workflow(
     assert not misjoins(reference, max(scaffolds, key=len), 100)
     # The pairs' insert size, from the reads alone.
     assert 150 < stats["scaffolding"]["insert_size"] < 300, stats["scaffolding"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_single_reads_leave_each_contig_alone_and_a_bad_min_links_fails_one_job_in_one_line(
+    run: Runner, wh: EmbeddedWarehouse, tmp_path: Path
+) -> None:
+    wf = checkout(tmp_path)
+    genome = simulate.random_genome(20_000, 3, 3, 200)
+    simulate.write(tmp_path / "sim", genome, simulate.simulate_reads(genome, 30, 100, 0.01, 3))
+    wh.put([tmp_path / "sim" / "reads"], name="reads")
+    contigs, scaffolds, stats = outputs(wh, assemble(run, wf))
+    assert stats["scaffolding"]["insert_size"] is None and stats["scaffolding"]["joins"] == 0
+    assert len(contigs) > 1 and sorted(scaffolds) == sorted(contigs)  # both on their smaller strand
+    assert stats["scaffolds"]["ng50"] == stats["contigs"]["ng50"]
+    # A bad parameter: the scaffold job fails, the others are reused, its log ends in one line.
+    run("workflow", "run", str(wf), "-i", "reads=reads", "-i", "min_links=0", "--wait", code=1)
+    view = json_out(run("workflow", "show", "2", "--json").output)
+    failed = [n for n in view["nodes"] if n["state"] == "failed"]
+    assert [n["node"] for n in failed] == ["scaffold"], view
+    assert all(n["reused"] for n in view["nodes"] if n["node"] != "scaffold"), view
+    shown = run("job", "show", str(failed[0]["job_id"])).output
+    assert "Error: min_links must be at least 1, not 0" in shown and "Traceback" not in shown
