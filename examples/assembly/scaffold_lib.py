@@ -224,7 +224,32 @@ class Fill:
     contigs: list[int]
 
 
-def bridge(left: str, right: str, gap: float, sd: float, fillers: dict[int, str]) -> Fill | None:
+class Fillers:
+    """Contigs that may close a gap, each on both strands, found by their first bases."""
+
+    def __init__(self, contigs: dict[int, str]) -> None:
+        self.by_start: dict[str, list[tuple[int, str]]] = {}
+        for c, f in contigs.items():
+            for seq in (f, revcomp(f)):
+                if len(seq) >= MIN_OVERLAP:
+                    self.by_start.setdefault(seq[:MIN_OVERLAP], []).append((c, seq))
+
+    def __bool__(self) -> bool:
+        return bool(self.by_start)
+
+    def after(self, tail: str) -> list[tuple[int, str, int]]:
+        """The fillers whose start overlaps the end of ``tail`` exactly: (contig, oriented
+        sequence, the longest such overlap)."""
+        found: dict[tuple[int, str], int] = {}
+        for o in range(min(len(tail), MAX_OVERLAP), MIN_OVERLAP - 1, -1):
+            end = tail[-o:]
+            for c, seq in self.by_start.get(end[:MIN_OVERLAP], []):
+                if (c, seq) not in found and seq[:o] == end:
+                    found[(c, seq)] = o
+        return [(c, seq, o) for (c, seq), o in found.items()]
+
+
+def bridge(left: str, right: str, gap: float, sd: float, fillers: Fillers) -> Fill | None:
     """The one path of filler contigs (each on either strand, up to MAX_FILLERS) from the end
     of ``left`` to the start of ``right``, each overlapping the next exactly, whose bases fit
     the estimated gap (within 3 sd). None when there is none, or more than one."""
@@ -234,19 +259,15 @@ def bridge(left: str, right: str, gap: float, sd: float, fillers: dict[int, str]
     def walk(tail: str, path: list[int], bases: list[str], added: int) -> None:
         if len(path) == MAX_FILLERS:
             return
-        for c, f in fillers.items():
-            if c in path:
+        for c, seq, o in fillers.after(tail):
+            if c in path or added + len(seq) - o - MIN_OVERLAP > gap + slack:
                 continue
-            for seq in (f, revcomp(f)):
-                o = end_overlap(tail, seq)
-                if not o or added + len(seq) - o - MIN_OVERLAP > gap + slack:
-                    continue
-                more = [*bases, seq[o:]]
-                o2 = end_overlap(seq, right)
-                if o2 and abs(added + len(seq) - o - o2 - gap) <= slack:
-                    text = "".join(more)
-                    found.setdefault(text, Fill(text, o2, [*path, c]))
-                walk(seq, [*path, c], more, added + len(seq) - o)
+            more = [*bases, seq[o:]]
+            o2 = end_overlap(seq, right)
+            if o2 and abs(added + len(seq) - o - o2 - gap) <= slack:
+                text = "".join(more)
+                found.setdefault(text, Fill(text, o2, [*path, c]))
+            walk(seq, [*path, c], more, added + len(seq) - o)
 
     walk(left, [], [], 0)
     return next(iter(found.values())) if len(found) == 1 else None
@@ -270,6 +291,7 @@ def build_scaffolds(
     N's of the estimated gap (at least MIN_GAP). Returns the scaffolds and the fillers used."""
     out = []
     used: set[int] = set()
+    index = Fillers(fillers or {})
     for chain, gaps in zip(layout.chains, layout.gaps, strict=True):
         parts: list[str] = []
         n_gaps = n_bases = n_filled = 0
@@ -280,7 +302,7 @@ def build_scaffolds(
             if i:
                 gap = gaps[i - 1]
                 trim = direct_overlap(prev, seq, gap, sd)
-                fill = bridge(prev, seq, gap, sd, fillers) if not trim and fillers else None
+                fill = bridge(prev, seq, gap, sd, index) if not trim and index else None
                 if fill is not None:
                     parts.append(fill.bases)
                     trim = fill.trim
