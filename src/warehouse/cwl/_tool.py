@@ -94,29 +94,33 @@ def portable(tool: Any) -> Any:
     """The tool document as its content, not its place: cwltool's ids name
     the file's absolute URI (``file:///home/x/wf.cwl#step/run/f``) and an
     inline tool gets a random ``_:UUID``. Both would make the same tool moved
-    or loaded again another function, and so another job. URIs are made
-    relative to the directory holding all the files the document names, and
+    or loaded again another function, and so another job. Every ``file://``
+    URI is made relative to the directory of the file the tool is written in
+    (its own id's, or for an inline tool its first input's or output's), and
     random ids one fixed text; the command line never holds either."""
-    uris: list[str] = []
+    first: list[str] = []
 
-    def collect(value: Any) -> None:
+    def look(value: Any) -> None:
+        if first:
+            return
         if isinstance(value, str) and value.startswith("file://"):
-            uris.append(value.split("#", 1)[0])
+            first.append(value)
         elif isinstance(value, dict):
-            for v in value.values():
-                collect(v)
+            for key in ("id", "inputs", "outputs"):
+                look(value.get(key))
         elif isinstance(value, list):
             for v in value:
-                collect(v)
+                look(v)
 
-    collect(tool)
-    top = os.path.commonpath([os.path.dirname(u[len("file://") :]) for u in uris]) if uris else ""
-    prefix = "file://" + top.rstrip("/") + "/"
+    look(tool)
+    # Kept quoted: the relative texts stay URI references, as cwltool wrote them.
+    base = os.path.dirname(first[0][len("file://") :].split("#", 1)[0]) if first else ""
 
     def fix(value: Any) -> Any:
         if isinstance(value, str):
-            if value.startswith(prefix):
-                return value[len(prefix) :]
+            if value.startswith("file://") and base:
+                path, hash_, fragment = value[len("file://") :].partition("#")
+                return os.path.relpath(path, base) + hash_ + fragment
             return "_:anonymous" if _ANONYMOUS.fullmatch(value) else value
         if isinstance(value, dict):
             return {k: fix(v) for k, v in value.items()}
