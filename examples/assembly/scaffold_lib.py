@@ -4,9 +4,10 @@ Links between the same two contig ends are *bundled*; a bundle of at least
 ``min_links`` pairs agreeing on the gap joins the two ends (as PGA's
 Contrail does, at least 5), each end to its nearest bundle. Chains of joined
 contigs are the scaffolds: neighbours that overlap exactly are merged, a gap
-a single left-over contig fits (a repeat the pairs span) is closed with it,
-and any other gap is filled with ``N``s of the estimated length. The I/O is
-in steps/scaffold.py.
+that one path of left-over contigs fits (a repeat the pairs span) is closed
+with them, and any other gap is filled with ``N``s of the estimated length;
+a scaffold's outer ends grow by the reads reaching past them. The I/O is in
+steps/scaffold.py.
 """
 
 from __future__ import annotations
