@@ -444,12 +444,18 @@ def test_status(keep: Keep) -> None:
             "free_bytes": s["volumes"][0]["free_bytes"],
             "total_bytes": s["volumes"][0]["total_bytes"],
             "device": "{}:{}".format(*_device(keep.roots[0])),
-            "block_count": None,
+            "block_count": None,  # until a whole index (GC's) counts them
+            "stored_bytes": None,
+            "requests": {},  # a directory sends no requests to a store
         }
     ]
     assert 0 < s["volumes"][0]["free_bytes"] <= s["volumes"][0]["total_bytes"]
     assert s["requests"]["PUT"]["200"] == 1
     assert s["queues"] == {"trash": 0, "pull": 0}
+    with keep.client(ADMIN) as c:
+        assert c.get("/index").status_code == 200
+        counted = c.get("/status").json()["volumes"][0]
+    assert (counted["block_count"], counted["stored_bytes"]) == (1, 1)
 
 
 def _device(path: Path) -> tuple[int, int]:

@@ -19,6 +19,7 @@ import pytest
 
 from cluster import WH_BIN, _listening
 from s3_helpers import S3Server, s3_server, s3_spec, s3_specs  # noqa: F401 (fixtures)
+from warehouse.blocks.volume import LocalVolume
 from warehouse.volumes.base import open_volume
 
 _SLOWDOWN = (
@@ -31,10 +32,22 @@ _INTERNAL = (
 )
 
 
+_NO_BUCKET = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchBucket</Code>'
+    b"<Message>The specified bucket does not exist</Message></Error>"
+)
+_FAULTS = {
+    "slowdown": (503, _SLOWDOWN),
+    "internal": (500, _INTERNAL),
+    "nobucket": (404, _NO_BUCKET),
+}
+
+
 class FaultProxy:
     """Forwards requests to the store unchanged (so signatures hold), except
     that the next ``failures`` requests whose method is in ``methods`` get
-    ``fault``: "slowdown" (503), "internal" (500) or "hangup"."""
+    ``fault``: "slowdown" (503), "internal" (500), "nobucket" (404, what a
+    store answers once the bucket is deleted) or "hangup"."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.split("://", 1)[1]
@@ -64,9 +77,7 @@ class FaultProxy:
                     self.connection.shutdown(2)
                     return
                 if fail:
-                    status, text = (
-                        (503, _SLOWDOWN) if proxy.fault == "slowdown" else (500, _INTERNAL)
-                    )
+                    status, text = _FAULTS[proxy.fault]
                     self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(text)))
@@ -189,3 +200,39 @@ def test_a_keep_server_put_that_fails_in_the_store_stores_nothing(
         assert got.content == data
     finally:
         server.stop()
+
+
+def test_a_gone_bucket_refuses_puts_and_the_disk_still_reads(
+    tmp_path: Path, proxy: FaultProxy, spec: str
+) -> None:
+    """A keep server whose bucket is deleted while it runs (the store then
+    answers NoSuchBucket) answers a PUT 503 naming the volume, so the client
+    writes to another keep server; it neither says 200 for a block it did
+    not store nor falls back to its disk. Blocks on its disk still read."""
+    disk = tmp_path / "disk"
+    old = os.urandom(5000)
+    LocalVolume(disk).put(md5(old), old)
+    root = tmp_path / "k"
+    root.mkdir()
+    (root / "signing.key").write_bytes(os.urandom(32).hex().encode())
+    (root / "admin.token").write_text("admin-" + os.urandom(16).hex())
+    argv = [WH_BIN, "keepd", "--listen", "127.0.0.1:0", "--volume", str(disk), "--volume", spec]
+    argv += ["--signing-key-file", str(root / "signing.key")]
+    argv += ["--admin-token-file", str(root / "admin.token")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    url = _listening(root, proc, argv).url
+    auth = {"Authorization": f"Bearer {(root / 'admin.token').read_text()}"}
+    try:
+        proxy.fail("nobucket", 1000)
+        data = os.urandom(3000)
+        refused = httpx.put(f"{url}/{md5(data)}", content=data, headers=auth, timeout=120)
+        assert refused.status_code == 503, refused.text
+        assert spec.split("?")[0] in refused.text and "NoSuchBucket" in refused.text
+        assert LocalVolume(disk).stat(md5(data)) is None
+        got = httpx.get(f"{url}/{md5(old)}+5000", headers=auth, timeout=120)
+        assert got.status_code == 200 and got.content == old
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        if proc.stdout:
+            proc.stdout.close()

@@ -24,10 +24,12 @@ Every read hashes the whole block and compares it with its name.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
@@ -43,8 +45,18 @@ if TYPE_CHECKING:
 __all__ = ["S3BlockWriter", "S3Volume"]
 
 # An object store has no free space to report; this much says "plenty",
-# so a keep server's roomiest-volume rule sends new blocks here.
+# so a keep server's roomiest-volume rule sends new blocks here, unless the
+# spec gives the volume a capacity.
 UNBOUNDED = 1 << 60
+# The request each client method sends, as metrics and bills name it.
+_KINDS = {
+    "head_object": "HEAD",
+    "get_object": "GET",
+    "put_object": "PUT",
+    "copy_object": "COPY",
+    "delete_object": "DELETE",
+    "list_objects_v2": "LIST",
+}
 _HEX = "0123456789abcdef"
 _TRASH = "trash/"
 _QUARANTINE = "quarantine/"
@@ -81,6 +93,13 @@ class S3Volume:
         self.trash_lifetime = trash_lifetime
         self._client: Any = client
         self._client_lock = threading.Lock()
+        # Requests sent, by kind (HEAD, GET, ...), for keepd's metrics: what
+        # a store bills by. Retries botocore makes count once.
+        self._requests: Counter[str] = Counter()
+        # Bytes of blocks held, counted by one listing when first asked and
+        # kept by this process's writes and trash (None: not counted yet).
+        self._held: int | None = None
+        self._count_lock = threading.Lock()
 
     @property
     def client(self) -> Any:
@@ -153,10 +172,14 @@ class S3Volume:
         (404, or ``absent``), any other failure an OSError naming the volume."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        with self._count_lock:
+            self._requests[_KINDS.get(method, method)] += 1
         try:
             return getattr(self.client, method)(Bucket=self.location.bucket, **params)
         except ClientError as e:
             status, code = status_of(e)
+            if code == "NoSuchBucket":  # not an absent object: the whole volume is gone
+                raise s3_error(self.name, what, e) from None
             if status in (404, absent) or code in ("NoSuchKey", "NotFound"):
                 return None
             if code == "BadDigest":
@@ -237,7 +260,7 @@ class S3Volume:
 
     def _put_object(self, md5: str, body: bytes | IO[bytes], size: int) -> None:
         # Content-MD5: the store refuses (BadDigest) bytes that are not the block.
-        self._call(
+        done = self._call(
             f"PUT {md5}",
             "put_object",
             Key=self.key_for(md5),
@@ -245,6 +268,33 @@ class S3Volume:
             ContentLength=size,
             ContentMD5=_content_md5(md5),
         )
+        if done is None:  # a 404 to a PUT: nothing was stored
+            raise OSError(errno.EIO, f"S3 volume {self.name}: PUT {md5}: not found (HTTP 404)")
+        self._count_held(size)
+
+    def requests(self) -> dict[str, int]:
+        """Requests sent to the store since this volume was opened, by kind."""
+        with self._count_lock:
+            return dict(self._requests)
+
+    def stored_bytes(self) -> int:
+        """Bytes of the blocks held (trash and quarantine not counted): one
+        listing the first time (a request per 1,000 blocks), then kept up to
+        date by this process's writes and trash."""
+        with self._count_lock:
+            if self._held is not None:
+                return self._held
+        held = sum(s.size for s in self.index())
+        with self._count_lock:
+            if self._held is None:
+                self._held = held
+            return self._held
+
+    def _count_held(self, n: int | None) -> None:
+        """``n`` more bytes held; None: unknown, so counted again when asked."""
+        with self._count_lock:
+            if self._held is not None:
+                self._held = None if n is None else self._held + n
 
     def open_write(self, md5: str, size: int) -> S3BlockWriter:
         return S3BlockWriter(self, md5, exists=self.check(md5, size))
@@ -326,6 +376,7 @@ class S3Volume:
         if not self._copy(key, target, if_etag=etag or None):
             return False
         self._delete(key)
+        self._count_held(None)
         return True
 
     def _move_aside(self, md5: str, etag: str) -> str:
@@ -334,7 +385,10 @@ class S3Volume:
     # -- index, trash ----------------------------------------------------
 
     def space(self) -> VolumeSpace:
-        return VolumeSpace(UNBOUNDED, UNBOUNDED)
+        capacity = self.location.capacity
+        if capacity is None:
+            return VolumeSpace(UNBOUNDED, UNBOUNDED)
+        return VolumeSpace(max(0, capacity - self.stored_bytes()), capacity)
 
     def remove_stale_temporaries(self, max_age: float, now: float | None = None) -> int:
         return 0  # a block is one PUT: the store keeps no partial object
@@ -368,6 +422,7 @@ class S3Volume:
         if not self._copy(key, target, if_etag=str(head.get("ETag", "")) or None):
             return False
         self._delete(key)
+        self._count_held(-int(head["ContentLength"]))
         return True
 
     def _trashed(self, prefix: str) -> list[tuple[int, str]]:
@@ -384,6 +439,7 @@ class S3Volume:
         if not trashed or not self._copy(trashed[-1][1], key):
             return False
         self._delete(trashed[-1][1])
+        self._count_held(None)
         return True
 
     def empty_trash(self, now: float | None = None) -> int:

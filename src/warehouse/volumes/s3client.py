@@ -1,13 +1,15 @@
 """Where an S3 volume lives and how it is asked: the spec, the client, the errors.
 
-``s3://BUCKET/PREFIX?endpoint=URL&region=NAME`` names a bucket (and a key
-prefix) of any S3-compatible store. Credentials never appear in a spec:
-boto3 finds them as it always does (``AWS_ACCESS_KEY_ID`` and
-``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE``, ``~/.aws/credentials``, an
-instance role). Retries are botocore's "standard" mode: 500, 503 SlowDown,
-throttling and connection errors are retried with exponential backoff and
-jitter, a bounded number of times; what still fails is an OSError naming
-the volume, so callers treat it as they treat a failing disk.
+``s3://BUCKET/PREFIX?endpoint=URL&region=NAME&capacity=SIZE`` names a
+bucket (and a key prefix) of any S3-compatible store; ``capacity`` bounds
+what the volume takes (docs/s3.md, "A keep server with local and S3
+volumes"). Credentials never appear in a spec: boto3 finds them as it
+always does (``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY``,
+``AWS_PROFILE``, ``~/.aws/credentials``, an instance role). Retries are
+botocore's "standard" mode: 500, 503 SlowDown, throttling and connection
+errors are retried with exponential backoff and jitter, a bounded number
+of times; what still fails is an OSError naming the volume, so callers
+treat it as they treat a failing disk.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from warehouse.blocks.diskcache import parse_size
 from warehouse.errors import UsageError
 
 if TYPE_CHECKING:
@@ -43,7 +46,7 @@ def max_attempts() -> int:
 
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,62}")
-_OPTIONS = ("endpoint", "region")
+_OPTIONS = ("endpoint", "region", "capacity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,7 @@ class S3Location:
     prefix: str  # "" or ends with "/"
     endpoint: str | None
     region: str | None
+    capacity: int | None = None  # bytes the volume may hold; None: the store's limit
 
     @classmethod
     def parse(cls, spec: str) -> S3Location:
@@ -68,7 +72,9 @@ class S3Location:
         query = parse_qs(parts.query, keep_blank_values=True)
         unknown = sorted(set(query) - set(_OPTIONS))
         if unknown:
-            raise UsageError(f"{spec!r}: unknown option {unknown[0]!r} (known: endpoint, region)")
+            raise UsageError(
+                f"{spec!r}: unknown option {unknown[0]!r} (known: endpoint, region, capacity)"
+            )
         if any(len(v) > 1 for v in query.values()):
             raise UsageError(f"{spec!r}: an option is given twice")
         endpoint = query.get("endpoint", [""])[0] or None
@@ -78,7 +84,13 @@ class S3Location:
         if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
             raise UsageError(f"{spec!r}: {prefix!r} is not a key prefix")
         region = query.get("region", [""])[0] or None
-        return cls(parts.netloc, f"{prefix}/" if prefix else "", endpoint, region)
+        capacity = None
+        if "capacity" in query:
+            try:
+                capacity = parse_size(query["capacity"][0])
+            except ValueError as e:
+                raise UsageError(f"{spec!r}: capacity: {e}") from None
+        return cls(parts.netloc, f"{prefix}/" if prefix else "", endpoint, region, capacity)
 
     @property
     def name(self) -> str:

@@ -277,7 +277,11 @@ class KeepServer:
                         "free_bytes": g.free_bytes,
                         "total_bytes": g.total_bytes,
                         "device": g.device,
-                        "block_count": None,  # counting means listing 4,096 directories
+                        # As of the last whole index (GC's): counting now
+                        # would mean listing 4,096 directories or a bucket.
+                        "block_count": g.stored_blocks,
+                        "stored_bytes": g.stored_bytes,
+                        "requests": dict(g.requests),
                     }
                     for g in gauges
                 ],

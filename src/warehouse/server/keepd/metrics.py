@@ -58,6 +58,13 @@ class VolumeGauge:
     free_bytes: int
     total_bytes: int
     device: str = ""  # "major:minor" of the file system (volumes may share one)
+    # Blocks and their bytes on the volume as of the last whole index (GC
+    # asks for one each run); None before.
+    stored_blocks: int | None = None
+    stored_bytes: int | None = None
+    # Requests sent to an object store, by kind (HEAD, GET, PUT, COPY,
+    # DELETE, LIST), since the server started; none for a directory.
+    requests: tuple[tuple[str, int], ...] = ()
 
 
 class _KeepCollector(Collector):
@@ -99,11 +106,31 @@ class _KeepCollector(Collector):
             "Size of the volume's file system.",
             labels=["volume", "device"],
         )
+        stored = GaugeMetricFamily(
+            "wh_keepd_volume_stored_bytes",
+            "Bytes of blocks on the volume, as of its last whole index.",
+            labels=["volume"],
+        )
+        blocks = GaugeMetricFamily(
+            "wh_keepd_volume_stored_blocks",
+            "Blocks on the volume, as of its last whole index.",
+            labels=["volume"],
+        )
+        asked = CounterMetricFamily(
+            "wh_keepd_volume_requests",
+            "Requests sent to the volume's object store, by kind.",
+            labels=["volume", "kind"],
+        )
         for v in self.volumes:
             free.add_metric([v.path, v.device], v.free_bytes)
             total.add_metric([v.path, v.device], v.total_bytes)
-        yield free
-        yield total
+            if v.stored_bytes is not None:
+                stored.add_metric([v.path], v.stored_bytes)
+            if v.stored_blocks is not None:
+                blocks.add_metric([v.path], v.stored_blocks)
+            for kind, n in v.requests:
+                asked.add_metric([v.path, kind], n)
+        yield from (free, total, stored, blocks, asked)
 
 
 class _NodeCacheCollector(Collector):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.volume import BlockStat
@@ -30,6 +31,9 @@ class VolumeSet:
         self.metrics = metrics
         self.reserve = reserve
         self._turns = itertools.count()
+        # Volume name -> (blocks, bytes) as of its last whole index.
+        self._stored: dict[str, tuple[int, int]] = {}
+        self._stored_lock = threading.Lock()
 
     def _copies(self, md5: str) -> list[tuple[Volume, BlockStat]]:
         out = []
@@ -113,9 +117,21 @@ class VolumeSet:
 
     def index(self, prefix: str) -> str:
         """``md5+size mtime_ns`` for each copy on each volume, in hash order, then ``\\n``."""
-        merged = heapq.merge(*(v.index(prefix) for v in self.volumes), key=lambda s: s.md5)
+        listings = [v.index(prefix) if prefix else self._counted(v) for v in self.volumes]
+        merged = heapq.merge(*listings, key=lambda s: s.md5)
         lines = [f"{s.md5}+{s.size} {s.mtime_ns}\n" for s in merged]
         return "".join(lines) + "\n"
+
+    def _counted(self, v: Volume) -> Iterator[BlockStat]:
+        """A whole index of ``v``, its blocks and bytes noted once it is done
+        (the per-volume stored bytes of /metrics, refreshed by each GC)."""
+        blocks = size = 0
+        for st in v.index():
+            blocks += 1
+            size += st.size
+            yield st
+        with self._stored_lock:
+            self._stored[v.name] = (blocks, size)
 
     def trash(self, item: TrashItem) -> int:
         """Trash each copy whose mtime is still the one GC saw; return how many."""
@@ -135,7 +151,22 @@ class VolumeSet:
         out = []
         for v in self.volumes:
             space = v.space()
-            out.append(VolumeGauge(v.name, space.free_bytes, space.total_bytes, v.device()))
+            with self._stored_lock:
+                blocks, stored = self._stored.get(v.name, (None, None))
+            # Only an S3 volume counts its requests (what a store bills by).
+            asked = getattr(v, "requests", None)
+            requests = tuple(sorted(asked().items())) if callable(asked) else ()
+            out.append(
+                VolumeGauge(
+                    v.name,
+                    space.free_bytes,
+                    space.total_bytes,
+                    v.device(),
+                    blocks,
+                    stored,
+                    requests,
+                )
+            )
         return out
 
     def clean(self, stale_temporary_age: float) -> None:
