@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote
 
+from cwltool import process as cwltool_process
 from cwltool.command_line_tool import CommandLineTool
 from cwltool.context import LoadingContext, RuntimeContext
 from cwltool.errors import WorkflowException
@@ -284,6 +285,9 @@ class Executor(MultithreadedJobExecutor):
         runtime_context.docker_stagedir = STAGEDIR
         runtime_context.wh_bridge = self.bridge  # type: ignore[attr-defined]
         runtime_context.wh_reuse = self.reuse  # type: ignore[attr-defined]
+        # cwltool numbers job names (sort, sort_2…) across every run of the
+        # process; a run's nodes are named from its own first job again.
+        cwltool_process._names.clear()
         self._record(process, job_order_object)
         return super().execute(process, job_order_object, runtime_context, logger)
 
