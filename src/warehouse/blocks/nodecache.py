@@ -121,16 +121,24 @@ class CachedReads:
         fetches: dict[int, Future[Read]] = {}
         lock = threading.Lock()
 
-        def fetched(i: int) -> Read:
+        def start(at: int) -> None:
+            # The miss at ``at`` and the next few (in the reader's order),
+            # so no more than a few fetched blocks wait unused.
             with lock:
-                # This miss and the next few start now (in the reader's
-                # order), so no more than a few fetched blocks wait unused.
-                at = misses.index(i)
                 for j in misses[at : at + _FETCH_AHEAD]:
                     if j not in fetches:
                         fetches[j] = self._fetcher().submit(self.get, locators[j], cache=False)
-            return fetches.pop(i).result()
 
+        def fetched(i: int) -> Read:
+            start(misses.index(i))
+            with lock:
+                fetch = fetches.pop(i)
+            return fetch.result()
+
+        # The first few start now, while the reader still uses the blocks
+        # before this batch: a cold read overlaps fetching and writing across
+        # batches as it did block by block.
+        start(0)
         return [
             functools.partial(fetched, i) if b is None else b.take for i, b in enumerate(opened)
         ]
