@@ -18,9 +18,10 @@ from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import LocalBlockStore, StoredBlock
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.extract import extract
+from warehouse.collection.readahead import SMALL_FILE
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.scan import scan_paths
-from warehouse.collection.writer import SMALL_FILE, FileChangedError, write_tree
+from warehouse.collection.writer import FileChangedError, write_tree
 from warehouse.errors import CorruptDataError, NotFoundError, WarehouseError
 from warehouse.manifest import Manifest
 from warehouse.manifest.normalize import normalized_streams
@@ -116,13 +117,13 @@ def test_memory_is_bounded_by_workers(tmp_path: Path, store: LocalBlockStore) ->
             allocated.append(n)
             real.__init__(self, n)
 
-    import warehouse.collection.writer as writer
+    import warehouse.collection.packing as packing
 
-    writer.bytearray = Counting  # type: ignore[attr-defined]
+    packing.bytearray = Counting  # type: ignore[attr-defined]
     try:
         result = write_tree(store, [tmp_path / "d"], block_size=1000, workers=2)
     finally:
-        del writer.bytearray  # type: ignore[attr-defined]
+        del packing.bytearray  # type: ignore[attr-defined]
     assert len(result.blocks) == 200
     assert len(allocated) <= 4
     got = CollectionReader(store, result.manifest).read_file("f")

@@ -24,7 +24,7 @@ import pytest
 from conftest import wh_process
 from memory_helpers import limited
 from warehouse import putcache
-from warehouse.collection import writer
+from warehouse.collection import packing
 from warehouse.collection.records import listing_of
 from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
 from warehouse.collection.spool import HELD_ENTRIES_VAR, SpilledDigests, Spool
@@ -126,17 +126,17 @@ def _held_and_spilled(
     """``src`` put twice, held whole then spilled past ``held`` entries (its
     files of a block hashed ``batch`` at a time if given): what the two
     made, checked to be the same."""
-    whole = writer._WHOLE_BATCH
+    whole = packing._WHOLE_BATCH
     puts = []
     for entries, at_a_time in (("100000", whole), (held, batch or whole)):
         monkeypatch.setenv(HELD_ENTRIES_VAR, entries)
-        monkeypatch.setattr(writer, "_WHOLE_BATCH", at_a_time)
+        monkeypatch.setattr(packing, "_WHOLE_BATCH", at_a_time)
         with Spool(src.parent) as spool:
             done = write_tree(wh.store, [src], spool=spool, block_size=block_size)
             puts.append(
                 Put(spool.pdh, spool.text(), spool.listing(), done.bytes_read, spool.file_count)
             )
-    monkeypatch.setattr(writer, "_WHOLE_BATCH", whole)
+    monkeypatch.setattr(packing, "_WHOLE_BATCH", whole)
     assert puts[0] == puts[1]
     return puts[1]
 

@@ -128,9 +128,9 @@ def test_the_block_keys_a_cached_put_remembers_are_the_last_ones() -> None:
     """A put with the resume cache remembers the keys of the blocks it saw
     lately (a block the cache names again among them is counted once), not
     every block of a tree of millions of directories."""
-    from warehouse.collection.writer import _SeenKeys
+    from warehouse.collection.emitting import SeenKeys
 
-    seen = _SeenKeys(3)
+    seen = SeenKeys(3)
     for key in ("a", "b", "c", "a", "d", "e"):
         seen.add(key)
     assert [k for k in "abcde" if k in seen] == ["a", "d", "e"]  # "a" seen again: kept
