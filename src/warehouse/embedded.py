@@ -26,6 +26,7 @@ from warehouse.blocks.store import LocalBlockStore
 from warehouse.blocks.volume import LocalVolume
 from warehouse.collection.listings import Digests
 from warehouse.collection.records import (
+    copy_stored_text,
     load_manifest,
     load_manifest_text,
     load_normal_text,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
     from warehouse.blocks.locator import Locator
+    from warehouse.catalog.lite import LiteCatalog
 
 __all__ = ["EmbeddedWarehouse", "PutResult", "default_home"]
 
@@ -125,13 +127,30 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         self._engine: Future[sa.Engine] | None = None
         self._opened: sa.Engine | None = None
         self._open_lock = threading.Lock()
+        self._lite: LiteCatalog | None = None
+        self._lite_tried = False
         if self.open_catalog_at_once:
             self._opening()
 
     # Loading SQLAlchemy and migrating the catalog takes a few tenths of a
-    # second; it runs while a put is already reading and hashing files. A
-    # subclass that rarely needs the catalog opens it on first use instead.
-    open_catalog_at_once = True
+    # second: a put starts it while it reads and hashes files (``_spool``);
+    # a command that only reads a name or a manifest reads them through
+    # sqlite3 (``_reads``) and loads no SQLAlchemy (docs/latency.md).
+    open_catalog_at_once = False
+
+    def _reads(self) -> LiteCatalog | None:
+        """The catalog's hot reads without SQLAlchemy: while no engine is
+        open here and the catalog file is at the newest schema; else None
+        (the engine then reads, and migrates what needs it)."""
+        if self._engine is not None:
+            return None
+        with self._open_lock:
+            if not self._lite_tried:
+                from warehouse.catalog.lite import LiteCatalog
+
+                self._lite_tried = True
+                self._lite = LiteCatalog.open(self.home / "warehouse.db")
+            return self._lite
 
     def _opening(self) -> Future[sa.Engine]:
         with self._open_lock:
@@ -184,6 +203,8 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
 
     def close(self) -> None:
         self.store.close()
+        if self._lite is not None:
+            self._lite.close()
         if self._engine is not None and self._engine.exception() is None:
             self._engine.result().dispose()
 
@@ -200,6 +221,7 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
 
     def _spool(self) -> Spool:
+        self._opening()  # while the put reads and hashes (see open_catalog_at_once)
         try:
             return Spool(scratch_dir(self.home))
         except OSError as e:
@@ -242,6 +264,9 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
 
     def stored_text(self, key: str | Key) -> StoredText | None:
         pdh = self.resolve(key)
+        if (reads := self._reads()) is not None:
+            blocks = reads.manifest_blocks(pdh)
+            return self._scratch_copy(lambda d: copy_stored_text(self.store, pdh, blocks, d))
         return self._scratch_copy(lambda d: load_stored_text(self.store, self.engine, pdh, d))
 
     def _scratch_copy(self, load: Callable[[Path | None], _T]) -> _T:
@@ -285,9 +310,13 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         )
 
     def get_name(self, name: str) -> catalog.NameRecord:
+        if (reads := self._reads()) is not None:
+            return reads.get_name(name)
         return catalog.get_name(self.engine, name)
 
     def list_names(self, prefix: str = "") -> list[catalog.NameRecord]:
+        if (reads := self._reads()) is not None:
+            return reads.list_names(prefix)
         return catalog.list_names(self.engine, prefix)
 
     def name_log(self, name: str) -> list[catalog.NameChange]:

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 
 from warehouse.errors import UsageError
 
+# The newest migration; checked against the migration scripts by a test, so a
+# new script without this bump fails the suite. Here, with no database
+# library, so that a read of a current catalog (catalog.lite) needs none.
+HEAD_REVISION = "0017_s3_credentials"
+
 __all__ = [
+    "HEAD_REVISION",
     "NAME_LIMIT",
     "AccountingRow",
     "CollectionRecord",

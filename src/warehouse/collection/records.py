@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
 __all__ = [
+    "copy_stored_text",
     "listing_of",
     "load_manifest",
     "load_manifest_text",
@@ -300,6 +301,13 @@ def load_stored_text(
     whole text's MD5 and length are checked against ``pdh``. The caller
     closes what it gets."""
     manifest_blocks = catalog.get_collection(engine, pdh).manifest_blocks
+    return copy_stored_text(store, pdh, manifest_blocks, directory)
+
+
+def copy_stored_text(
+    store: BlockStore, pdh: str, manifest_blocks: str, directory: Path | None
+) -> StoredText | None:
+    """``load_stored_text`` with the manifest's locators already read."""
     text = StoredText(directory)
     try:
         for stored in manifest_blocks.split():
