@@ -15,20 +15,19 @@ from typing import TYPE_CHECKING, BinaryIO, Self
 
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
-from warehouse.collection.extract import ExtractedFile, extract
 from warehouse.collection.listings import Digests
 from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
-from warehouse.collection.records import spool_normal_text
-from warehouse.collection.scan import DirNode, Filter, LazyTree
 from warehouse.collection.spool import StoredText
-from warehouse.collection.writer import WriteResult, write_tree
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, split_key
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
     from warehouse.blocks.locator import Locator
+    from warehouse.collection.extract import ExtractedFile
+    from warehouse.collection.scan import DirNode, Filter
     from warehouse.collection.spool import Spool
+    from warehouse.collection.writer import WriteResult
     from warehouse.putcache import CacheStats, PutCache
 
 __all__ = ["BlockWrites", "NameConflictAfterPut", "PutResult", "WarehouseBase"]
@@ -187,6 +186,8 @@ class WarehouseBase:
 
     def scan(self, paths: Sequence[Path], keep: Filter | None = None) -> DirNode:
         """The tree a put of ``paths`` stores, read as the put walks it."""
+        from warehouse.collection.scan import LazyTree
+
         return LazyTree(paths, keep)
 
     def put(
@@ -211,6 +212,11 @@ class WarehouseBase:
         read, instead of failing (see ``write_tree``).
         ``cache``: files it vouches for are not read again (warehouse.putcache).
         """
+        # Here, not at the top: a command that only reads (`wh ls`, `wh name
+        # ls`) does not load the writer (docs/latency.md).
+        from warehouse.collection.scan import DirNode
+        from warehouse.collection.writer import write_tree
+
         if replace and (expect is not None or create):
             raise UsageError("replace cannot be combined with expect or create")
         if isinstance(paths, str | PathLike):
@@ -353,6 +359,8 @@ class WarehouseBase:
                 if len(text) > limit:
                     raise UsageError(f"manifest is over {limit} bytes")
             return self._record_text(bytes(text))
+        from warehouse.collection.records import spool_normal_text
+
         try:
             whole = spool_normal_text(spool, f, limit, self._block_check())
             if whole is not None:
@@ -412,6 +420,8 @@ class WarehouseBase:
         rehash: bool = False,
         progress: Progress | None = None,
     ) -> list[ExtractedFile]:
+        from warehouse.collection.extract import extract
+
         k = self.key(key)
         with self.reader(k, one_pass=True) as reader:
             return extract(

@@ -7,18 +7,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, Self
 
-from warehouse import catalog
-from warehouse.base import PutResult
-from warehouse.blocks.store import BlockStore
-from warehouse.collection.extract import ExtractedFile
-from warehouse.collection.reader import CollectionReader
-from warehouse.collection.scan import DirNode, Filter
-from warehouse.collection.spool import StoredText
-from warehouse.keys import Key
-from warehouse.manifest import Manifest
-from warehouse.permissions import Grant, GroupRecord, Level, Mode, Perms
-
 if TYPE_CHECKING:
+    # Types only: a Protocol needs none at run time, and `wh ls` through a
+    # controller then loads no writer, extractor nor scanner (docs/latency.md).
+    from warehouse import catalog
+    from warehouse.base import PutResult
+    from warehouse.blocks.store import BlockStore
+    from warehouse.collection.extract import ExtractedFile
+    from warehouse.collection.reader import CollectionReader
+    from warehouse.collection.scan import DirNode, Filter
+    from warehouse.collection.spool import StoredText
+    from warehouse.keys import Key
+    from warehouse.manifest import Manifest
+    from warehouse.permissions import Grant, GroupRecord, Level, Mode, Perms
     from warehouse.putcache import PutCache
 
 __all__ = ["Warehouse"]

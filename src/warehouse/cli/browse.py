@@ -9,7 +9,6 @@ import click
 
 from warehouse.cli._common import JsonItems, LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
-from warehouse.collection.extract import path_kind, select
 from warehouse.collection.reader import stored_text_damage
 from warehouse.collection.spool import StoredText
 from warehouse.errors import NotFoundError, UsageError
@@ -52,6 +51,8 @@ def _ls(wh: Warehouse, k: Key, long: bool, as_json: bool) -> None:
 
 def _ls_parsed(wh: Warehouse, k: Key, long: bool, as_json: bool) -> None:
     """A collection whose text is not at hand as stored: from its whole table."""
+    from warehouse.collection.extract import select  # the extractor: only here
+
     reader = wh.reader(k)
     chosen, dirs = select(reader, k.path)
     if as_json:
@@ -75,6 +76,8 @@ def _ls_text(text: Text, sub: str, long: bool, as_json: bool, pdh: Callable[[], 
     it, then the empty directories below it, sorted; one file by its name."""
     under = ""
     if sub:
+        from warehouse.collection.extract import path_kind  # a sub-path only
+
         kind = path_kind(text, sub)
         if kind is None:
             raise NotFoundError(f"no file or directory {sub!r} in collection {pdh()}")
