@@ -9,8 +9,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
-
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
@@ -20,6 +18,7 @@ from warehouse.errors import (
     WarehouseError,
 )
 from warehouse.remote.blockhttp import IDLE_SECONDS
+from warehouse.remote.httpxload import httpx
 from warehouse.remote.tls import tls_failure, verify_for
 
 __all__ = [
