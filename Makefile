@@ -97,17 +97,14 @@ lint: install-fuse
 	$(BIN)/mypy
 
 bench: install install-borg-restic
-	$(BIN)/python benchmarks/ingest.py
-	$(BIN)/python benchmarks/ingest.py --tree small10k
-	$(BIN)/python benchmarks/ingest.py --tree small100k
-	$(BIN)/python benchmarks/ingest.py --tree single
+	$(BIN)/python benchmarks/bench.py storage
 	$(BIN)/python benchmarks/remote.py
 	$(BIN)/python benchmarks/steps.py
 	$(BIN)/python benchmarks/gc.py
 	$(BIN)/python benchmarks/regol.py
 	$(BIN)/python benchmarks/clustercopy.py
 
-# The ingest benchmark compares with borg and restic: installed here when
+# The storage benchmark compares with borg and restic: installed here when
 # missing, as root. The tests do not need them.
 install-borg-restic:
 	command -v borg >/dev/null && command -v restic >/dev/null || \
