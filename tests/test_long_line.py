@@ -75,7 +75,7 @@ def test_parts_are_the_whole_lines_streams(
 ) -> None:
     """Joined, the parts are the streams of the lines read whole; no file's
     segments are split between two parts; short lines come whole."""
-    monkeypatch.setattr("warehouse.manifest.parse._SPAN_PIECE", 301)
+    monkeypatch.setattr("warehouse.manifest.longlines._SPAN_PIECE", 301)
     monkeypatch.setenv(LONG_LINE_VAR, limit)
     text = "".join(
         line + "\n"
@@ -149,7 +149,7 @@ def _damaged() -> list[bytes]:
 def test_a_fault_in_a_long_line_is_reported_as_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: int
 ) -> None:
-    monkeypatch.setattr("warehouse.manifest.parse._SPAN_PIECE", 997)
+    monkeypatch.setattr("warehouse.manifest.longlines._SPAN_PIECE", 997)
     monkeypatch.setenv(LONG_LINE_VAR, "1000")
     with _stored(_damaged()[index], tmp_path) as text:
         assert _fault(text, parts=True) == _fault(text, parts=False)
@@ -161,7 +161,7 @@ def test_tokens_over_many_pieces_read_as_whole(
     """A token many pieces long (a long stream name, a long escaped file
     name, one huge bad token) is read as the whole line reads it; the
     pieces it spans are joined once, not once a piece."""
-    monkeypatch.setattr("warehouse.manifest.parse._SPAN_PIECE", 7)
+    monkeypatch.setattr("warehouse.manifest.longlines._SPAN_PIECE", 7)
     monkeypatch.setenv(LONG_LINE_VAR, "100")
     long_name = "n\\040" * 40 + "e"
     good = f"./{'d' * 90} {_BLOCK} {_OTHER} 0:1:a 1:2:{long_name} 3:4:z\n".encode()
@@ -222,7 +222,7 @@ def test_get_ls_and_manifest_of_a_flat_directory_are_as_whole(
 ) -> None:
     """3,000 files in one directory (one line of 60 KB): read in parts of
     a few hundred files, every output is what the line read whole gives."""
-    monkeypatch.setattr("warehouse.manifest.parse._SPAN_PIECE", 4001)
+    monkeypatch.setattr("warehouse.manifest.longlines._SPAN_PIECE", 4001)
     src = tmp_path / "src"
     (src / "flat").mkdir(parents=True)
     for i in range(3000):
@@ -323,7 +323,7 @@ def test_the_normal_form_and_pdh_of_a_long_line_are_as_whole(
     the same answer whatever the lines read in pieces."""
     from warehouse.manifest.normal import normal_pdh
 
-    monkeypatch.setattr("warehouse.manifest.parse._SPAN_PIECE", 997)
+    monkeypatch.setattr("warehouse.manifest.longlines._SPAN_PIECE", 997)
     data = _normal_cases()[index].encode()
     got = []
     for limit in ("1000000000", "1000", "1"):
