@@ -1,0 +1,1 @@
+"""Collections: trees of files written into blocks and a manifest, and read back."""

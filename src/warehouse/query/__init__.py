@@ -1,0 +1,1 @@
+"""SQL queries over tables kept in collections, planned into job steps (DuckDB)."""

@@ -1,0 +1,1 @@
+"""The client side of a remote warehouse: its HTTP API and its keep servers."""
