@@ -7,16 +7,13 @@ from collections.abc import (
     Iterable,
     Mapping,
 )
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from warehouse.collection.scan import DirNode
 from warehouse.collection.spool import (
     SpilledHits,
 )
 from warehouse.manifest.entries import FileEntry
-
-if TYPE_CHECKING:
-    pass
 
 
 class CachedFile(Protocol):

@@ -17,7 +17,7 @@ from collections.abc import (
     Callable,
 )
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.digests import Digests, directory_digests
@@ -29,9 +29,6 @@ from warehouse.collection.spool import (
 )
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Segment
-
-if TYPE_CHECKING:
-    pass
 
 
 class FileChangedError(WarehouseError):

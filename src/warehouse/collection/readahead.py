@@ -10,17 +10,12 @@ from collections.abc import (
     Mapping,
 )
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from warehouse.collection.filecache import CachedFile
 from warehouse.collection.scan import DirNode, Files
 from warehouse.collection.spool import (
     SpilledHits,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 # Files of at most SMALL_FILE bytes are opened AHEAD files before they are
 # read, each with posix_fadvise(WILLNEED): the kernel starts reading them at

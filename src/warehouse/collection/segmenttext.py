@@ -10,7 +10,7 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from warehouse.blocks import Locator
 from warehouse.collection.spool import (
@@ -20,9 +20,6 @@ from warehouse.manifest import Segment, Stream
 from warehouse.manifest.entries import FileEntry, FilePiece
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import parse_streams
-
-if TYPE_CHECKING:
-    pass
 
 
 class SegmentText(_ScratchFile):
