@@ -65,7 +65,7 @@ def test_failures_raise_the_documented_exceptions(tmp_path: Path, tree: Path) ->
         with pytest.raises(warehouse.NotFoundError):
             wh.reader("run42").open("no-such-file")
         with pytest.raises(warehouse.UsageError) as bad:
-            wh.put([tree], name="a/b")
+            wh.put([tree], name="a//b")
         assert isinstance(bad.value, ValueError) and bad.value.exit_code == 2
         with pytest.raises(warehouse.UsageError):
             wh.put([])
