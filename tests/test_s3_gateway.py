@@ -140,7 +140,10 @@ def test_boto3_lists_reads_ranges_and_conditions(gw: Gateway, tmp_path: Path) ->
     pdh = gw.wh(alice, "put", str(tmp_path / "data"), "--name", "proj1").output.split()[-1]
     s3 = gw.boto3(*gw.credential(alice))
 
-    assert "proj1" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    gw.wh(alice, "put", str(tmp_path / "data"), "--name", "lab1/run1")
+    buckets = [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    # A name in a project is no bucket: bucket names hold no '/'.
+    assert "proj1" in buckets and not [b for b in buckets if "/" in b]
     listed = [o["Key"] for o in s3.list_objects_v2(Bucket="proj1")["Contents"]]
     # S3 lists in key order; `wh ls` in manifest order (a directory's files first).
     assert listed == sorted(gw.wh(alice, "ls", "proj1").output.splitlines()) == sorted(files)

@@ -131,7 +131,9 @@ def list_buckets(call: Call) -> Response:
             break
         readable = readable_names(engine, call.user, [r.name for r in page])
         for r in page:
-            if r.name in readable and shown < MAX_BUCKETS:
+            # A name in a project (`lab/run42`) cannot be a bucket: S3
+            # bucket names hold no '/' (docs/s3-gateway.md).
+            if r.name in readable and "/" not in r.name and shown < MAX_BUCKETS:
                 b = element(buckets, "Bucket")
                 element(b, "Name", r.name)
                 element(b, "CreationDate", iso_time(r.updated_at))
