@@ -28,6 +28,7 @@ if given_k != "auto":
 reader_files = stage.files()
 groups = seqio.pair_files(reader_files)
 tally = seqio.Tally()
+unpaired: list[str] = []  # files named as pairs whose first records are not mates
 files: list[dict[str, Any]] = []
 sampler = autok.Sampler() if given_k == "auto" else None
 
@@ -109,9 +110,35 @@ def paired(first: str, second: str) -> Iterator[bytes]:
         yield b"".join(ma + b"\t" + mb + b"\n" for ma, mb in zip(sa, sb, strict=True))
 
 
+def first_header(path: str) -> bytes:
+    text, _ = opened(path)
+    with text:
+        for line in text:
+            if line.strip():
+                return line.rstrip(b"\r\n")
+    return b""
+
+
+def mates(first: str, second: str) -> bool:
+    """Files named as a pair are one when their first records are mates.
+
+    Chunks of single reads are often named ``reads_1``, ``reads_2``: their
+    first names differ, so they are read as single files (and said so in the
+    stats); a later record that is no mate of its partner still fails.
+    """
+    return seqio.mate_key(first_header(first)) == seqio.mate_key(first_header(second))
+
+
 def all_reads() -> Iterator[bytes]:
     for a, b in groups:
-        yield from (single(a) if b is None else paired(a, b))
+        if b is None:
+            yield from single(a)
+        elif mates(a, b):
+            yield from paired(a, b)
+        else:
+            unpaired.extend((a, b))
+            yield from single(a)
+            yield from single(b)
 
 
 # The reads are written as they are read (bounded memory); k and the stats after them.
@@ -130,6 +157,7 @@ stats = {
     "k_choice": why,
     "reads": tally.reads,
     "pairs": tally.pairs,
+    "named_as_pairs_read_single": unpaired,
     "bases_in": tally.bases_in,
     "bases_out": tally.bases_out,
     "trimmed_reads": tally.trimmed_reads,
