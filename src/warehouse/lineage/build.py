@@ -19,12 +19,14 @@ really ran (answers from reuse are the same job, not another maker).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from warehouse.errors import NotFoundError
 from warehouse.jobs.values import JobRecord
+from warehouse.keys import is_pdh
 from warehouse.lineage.values import (
     Edge,
     Lineage,
@@ -138,6 +140,10 @@ class _Walk:
             self.edge(collection_node(job.input_pdh), job_node(job.id), "input")
             self.edge(job_node(job.id), collection_node(job.output_pdh), "output")
             self.collection(job.input_pdh, found)
+            code = _code_of(job)
+            if code is not None:  # read by the job as surely as its input
+                self.edge(collection_node(code), job_node(job.id), "code")
+                self.collection(code, found)
         parts = self.facts.parts_of(frontier)
         for pdh in frontier:
             for part in parts.get(pdh, ()):
@@ -168,6 +174,15 @@ class _Walk:
         makers = {j.output_pdh for j in self.facts.jobs_making(frontier)}
         combined = {pdh for pdh, parts in self.facts.parts_of(frontier).items() if parts}
         return {p for p in makers | combined if p is not None}
+
+
+def _code_of(job: JobRecord) -> str | None:
+    """The collection a job's ``code`` parameter pinned (e.g. a MapReduce's mapper)."""
+    try:
+        code = json.loads(job.params).get("code")
+    except (ValueError, AttributeError):
+        return None
+    return code if isinstance(code, str) and is_pdh(code) else None
 
 
 def build(

@@ -52,6 +52,7 @@ def to_text(g: Lineage) -> str:
                 "input": "input",
                 "part": f"part ./{e.dir}",
                 "workflow file": "workflow file",
+                "code": "code",
             }[e.role]
             below.setdefault(e.target, []).append((label, e.source))
         else:
@@ -60,6 +61,7 @@ def to_text(g: Lineage) -> str:
                 "input": "read by",
                 "part": f"part ./{e.dir} of",
                 "workflow file": "workflow file of",
+                "code": "code of",
             }[e.role]
             below.setdefault(e.source, []).append((label, e.target))
     lines = [f"lineage of {g.key} ({g.pdh}), {g.direction}"]

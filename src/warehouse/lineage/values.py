@@ -193,7 +193,8 @@ class Edge:
 
     role: ``input`` (a collection a job read), ``output`` (what a job made),
     ``part`` (a part of a combined collection, with its ``dir``), ``workflow file``
-    (the file of the workflow run a job ran for, walking up).
+    (the file of the workflow run a job ran for, walking up), ``code`` (the
+    collection a job's ``code`` parameter pinned, walking up).
     """
 
     source: str
