@@ -95,7 +95,10 @@ def _reads_twice(
         assert wh("cat", "t/a/small.txt") == "small\n"
         assert (_block_gets(log), store_gets() if store_gets else 0) == first
         stats = json.loads(wh("cache", "stats", "--json"))
-        assert stats["hits"] >= 5 and stats["entries"] >= 4, stats
+        # Hits: the get's three data blocks and the cat's one (the manifest's
+        # own block is a fourth entry, read only when the text is not had
+        # from the controller).
+        assert stats["hits"] >= 4 and stats["entries"] >= 4, stats
         # keepd's /metrics shows the node's cache as its state file counts it.
         scraped = httpx.get(f"{keeps[0]}/metrics").text
         hits = re.search(r'^wh_block_cache_hits_total\{dir="[^"]*"\} (\S+)$', scraped, re.M)

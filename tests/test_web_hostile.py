@@ -282,6 +282,7 @@ def _addresses(site: Site) -> list[tuple[str, str]]:
         "{pdh}": pdh,
         "{path:file_path}": "data.bin",
         "{name}": "sample",
+        "{name:path}": "sample",
         "{job_id}": "1",
         "{number}": "1",
         "{action}": "cancel",
