@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
-from warehouse.cli import cli
+from permission_helpers import wh_as
 from warehouse.jobs.records import list_jobs
 
 
@@ -33,14 +32,6 @@ def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
     with controller(tmp_path / "controller.db", keep_servers) as c:
         c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
         yield c
-
-
-def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
-    env.update(WH_URL=ctl.url, WH_TOKEN=token)
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
-    return result
 
 
 # The step's view of the machine: in the controller's sandbox it sees neither
@@ -68,31 +59,31 @@ def test_a_cwl_run_through_a_controller_runs_sandboxed_jobs_of_the_user(
     catalog_file = str(tmp_path / "controller.db")
     job = tmp_path / "job.yml"
     job.write_text(f"f: {{class: File, location: in.txt}}\ncatalog: '{catalog_file}'\n")
-    res = _wh(ctl, alice, "cwl", "run", str(tool), str(job), "--json", "--name-outputs", "s1")
+    res = wh_as(ctl, alice, "cwl", "run", str(tool), str(job), "--json", "--name-outputs", "s1")
     assert "wh cwl: 1 job: 1 ran, 0 reused" in res.stderr
     out = json.loads(res.stdout)["sorted"]["location"]
-    assert _wh(ctl, alice, "cat", out.removeprefix("keep:")).output == "a\nb\nc\nno catalog\n"
-    assert _wh(ctl, alice, "cat", "s1.sorted/sorted.txt").output == "a\nb\nc\nno catalog\n"
+    assert wh_as(ctl, alice, "cat", out.removeprefix("keep:")).output == "a\nb\nc\nno catalog\n"
+    assert wh_as(ctl, alice, "cat", "s1.sorted/sorted.txt").output == "a\nb\nc\nno catalog\n"
     (made,) = list_jobs(ctl.state.engine)
     assert made.submitted_by == "alice" and made.state == "complete"
     # Again: the controller's reuse, no step run.
-    again = _wh(ctl, alice, "cwl", "run", str(tool), str(job))
+    again = wh_as(ctl, alice, "cwl", "run", str(tool), str(job))
     assert "wh cwl: 1 job: 0 ran, 1 reused (0 steps run)" in again.stderr
     # In private mode bob may not name alice's input: refused as a missing
     # collection would be, and no job of his is made.
-    _wh(ctl, ctl.admin_token, "perms-mode", "private")
-    pdh = _wh(ctl, alice, "put", str(tmp_path / "in.txt")).output.split()[-1]
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
+    pdh = wh_as(ctl, alice, "put", str(tmp_path / "in.txt")).output.split()[-1]
     theirs = tmp_path / "bob.yml"
     theirs.write_text(f"f: {{class: File, location: 'keep:{pdh}/in.txt'}}\ncatalog: x\n")
-    refused = _wh(ctl, bob, "cwl", "run", str(tool), str(theirs), code=4)
+    refused = wh_as(ctl, bob, "cwl", "run", str(tool), str(theirs), code=4)
     assert refused.stderr == f"Error: no collection {pdh}\n"
     missing = "0" * 32 + "+1"
     nothing = tmp_path / "nothing.yml"
     nothing.write_text(f"f: {{class: File, location: 'keep:{missing}/in.txt'}}\ncatalog: x\n")
-    said = _wh(ctl, bob, "cwl", "run", str(tool), str(nothing), code=4).stderr
+    said = wh_as(ctl, bob, "cwl", "run", str(tool), str(nothing), code=4).stderr
     assert said == f"Error: no collection {missing}\n"  # worded alike: hidden is missing
     assert [j.submitted_by for j in list_jobs(ctl.state.engine)] == ["alice", "alice"]
     # Once she shares it, he may.
-    _wh(ctl, alice, "share", pdh, "bob")
-    shared = _wh(ctl, bob, "cwl", "run", str(tool), str(theirs), "--json")
+    wh_as(ctl, alice, "share", pdh, "bob")
+    shared = wh_as(ctl, bob, "cwl", "run", str(tool), str(theirs), "--json")
     assert json.loads(shared.stdout)["sorted"]["location"].startswith("keep:")

@@ -7,20 +7,17 @@ tokens."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
+from permission_helpers import api_as, wh_as
 from regol_helpers import make_repo
 from warehouse import catalog
 from warehouse.catalog.auth import JOB_TOKEN_LABEL, token_id
-from warehouse.cli import cli
 
 
 @pytest.fixture
@@ -30,23 +27,11 @@ def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
         yield c
 
 
-def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
-    env.update(WH_URL=ctl.url, WH_TOKEN=token)
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
-    return result
-
-
-def _api(ctl: Controller, token: str) -> httpx.Client:
-    return httpx.Client(base_url=ctl.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-
-
 def _put(ctl: Controller, token: str, where: Path, text: str, name: str = "") -> str:
     where.mkdir(parents=True)
     (where / "r.txt").write_text(text)
     args = ["put", str(where)] + (["--name", name] if name else [])
-    return _wh(ctl, token, *args).output.split()[-1]
+    return wh_as(ctl, token, *args).output.split()[-1]
 
 
 COUNT = """workflow: count
@@ -74,9 +59,9 @@ def test_a_workflow_over_a_hidden_name_answers_as_for_a_missing_name(
     ctl: Controller, tmp_path: Path
 ) -> None:
     alice, bob = ctl.user("alice"), ctl.user("bob")
-    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
     pdh = _put(ctl, alice, tmp_path / "raw", "alice's words\n", "secret-merger")
-    with _api(ctl, bob) as api:
+    with api_as(ctl, bob) as api:
         for as_input in (True, False):  # an input of the run, a name written in its file
             hidden, missing = (
                 api.post("/api/v1/workflows", json={"file": COUNT, "inputs": {"text": n}})
@@ -90,8 +75,8 @@ def test_a_workflow_over_a_hidden_name_answers_as_for_a_missing_name(
             assert error.replace("secret-merger", "no-such-name") == missing.json()["error"]
             assert "no name 'secret-merger'" in error, error
     # Shared, bob starts it.
-    _wh(ctl, alice, "share", "secret-merger", "bob")
-    with _api(ctl, bob) as api:
+    wh_as(ctl, alice, "share", "secret-merger", "bob")
+    with api_as(ctl, bob) as api:
         r = api.post("/api/v1/workflows", json={"file": COUNT, "inputs": {"text": "secret-merger"}})
         assert r.status_code == 200, r.text
 
@@ -100,7 +85,7 @@ def _git_job(ctl: Controller, alice: str, tmp_path: Path) -> tuple[int, str, lis
     commits = make_repo(tmp_path / "repo")
     raw = _put(ctl, alice, tmp_path / "raw", "raw reads\n")
     function = f"git:{tmp_path / 'repo'}@{commits[0]}:fn.py"
-    out = _wh(ctl, alice, "job", "submit", function, "--input", raw, "--wait", "--json").output
+    out = wh_as(ctl, alice, "job", "submit", function, "--input", raw, "--wait", "--json").output
     job: dict[str, Any] = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert job["state"] == "complete", job
     return int(job["id"]), raw, commits
@@ -110,15 +95,15 @@ def test_regol_another_users_stopped_watch_and_a_shared_jobs_private_input(
     ctl: Controller, tmp_path: Path
 ) -> None:
     alice, bob = ctl.user("alice"), ctl.user("bob")
-    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
     job, raw, commits = _git_job(ctl, alice, tmp_path)
-    with _api(ctl, alice) as api:
+    with api_as(ctl, alice) as api:
         r = api.post("/api/v1/regol/watches", json={"job": job, "branch": "main"})
         assert r.status_code == 200, r.text
         stopped = r.json()["id"]
         assert api.delete(f"/api/v1/regol/watches/{stopped}").status_code == 200
-    _wh(ctl, alice, "share", f"job:{job}", "bob")
-    with _api(ctl, bob) as api:
+    wh_as(ctl, alice, "share", f"job:{job}", "bob")
+    with api_as(ctl, bob) as api:
         # alice's stopped watch answers as one that does not exist.
         for i in (stopped, 9999):
             r = api.post("/api/v1/regol/runs", json={"watches": [i]})
@@ -127,12 +112,12 @@ def test_regol_another_users_stopped_watch_and_a_shared_jobs_private_input(
         r = api.post("/api/v1/regol/watches", json={"job": job, "branch": "main"})
         assert r.status_code == 404 and r.json()["error"] == f"no collection {raw}", r.text
     # Given the input, he may; taken back, his watch submits nothing more.
-    _wh(ctl, alice, "share", raw, "bob")
-    with _api(ctl, bob) as api:
+    wh_as(ctl, alice, "share", raw, "bob")
+    with api_as(ctl, bob) as api:
         r = api.post("/api/v1/regol/watches", json={"job": job, "branch": "main"})
         assert r.status_code == 200, r.text
         watch = r.json()["id"]
-        _wh(ctl, alice, "unshare", raw, "bob")
+        wh_as(ctl, alice, "unshare", raw, "bob")
         r = api.post(
             "/api/v1/regol/runs",
             json={"watches": [watch], "commits": f"{commits[0]}..{commits[1]}"},
@@ -144,11 +129,11 @@ def test_a_jobs_token_neither_lists_nor_revokes_its_submitters_tokens(ctl: Contr
     """As it makes none: a step acts for its submitter only while its job runs."""
     alice = ctl.user("alice")
     as_job = catalog.create_token(ctl.state.engine, "alice", label=f"{JOB_TOKEN_LABEL}7", ttl=3600)
-    with _api(ctl, as_job) as step:
+    with api_as(ctl, as_job) as step:
         r = step.get("/api/v1/tokens")
         assert r.status_code == 403 and r.json()["error"] == "a job's token cannot list tokens"
         r = step.delete(f"/api/v1/tokens/{token_id(alice)}")
         assert r.status_code == 403 and r.json()["error"] == "a job's token cannot revoke tokens"
-    with _api(ctl, alice) as api:  # her own token still works, and lists and revokes
+    with api_as(ctl, alice) as api:  # her own token still works, and lists and revokes
         assert token_id(alice) in [t["id"] for t in api.get("/api/v1/tokens").json()]
         assert api.delete(f"/api/v1/tokens/{token_id(as_job)}").status_code == 200

@@ -7,21 +7,18 @@ the API and on the hosts that submit in the background), and a job's
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
+from permission_helpers import api_as, wh_as
 from warehouse import catalog, jobs
 from warehouse.catalog import grants
-from warehouse.cli import cli
 from warehouse.errors import NotFoundError
 from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.permissions import Level, Mode
@@ -36,27 +33,15 @@ def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
         yield c
 
 
-def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
-    env.update(WH_URL=ctl.url, WH_TOKEN=token)
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
-    return result
-
-
-def _api(ctl: Controller, token: str) -> httpx.Client:
-    return httpx.Client(base_url=ctl.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-
-
 def _put(ctl: Controller, token: str, where: Path, files: dict[str, str]) -> str:
     where.mkdir(parents=True)
     for name, text in files.items():
         (where / name).write_text(text)
-    return _wh(ctl, token, "put", str(where)).output.split()[-1]
+    return wh_as(ctl, token, "put", str(where)).output.split()[-1]
 
 
 def _submit(ctl: Controller, token: str, function: str, key: str) -> dict[str, Any]:
-    with _api(ctl, token) as api:
+    with api_as(ctl, token) as api:
         r = api.post("/api/v1/jobs", json={"function": function, "input": key})
     assert r.status_code in (200, 201), r.text
     job: dict[str, Any] = r.json()
@@ -64,7 +49,7 @@ def _submit(ctl: Controller, token: str, function: str, key: str) -> dict[str, A
 
 
 def _run(ctl: Controller, token: str, function: str, key: str) -> dict[str, Any]:
-    out = _wh(ctl, token, "job", "submit", function, "--input", key, "--wait", "--json").output
+    out = wh_as(ctl, token, "job", "submit", function, "--input", key, "--wait", "--json").output
     job: dict[str, Any] = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert job["state"] == "complete", job
     return job
@@ -72,31 +57,31 @@ def _run(ctl: Controller, token: str, function: str, key: str) -> dict[str, Any]
 
 def test_reuse_hands_over_only_what_the_submitter_reads(ctl: Controller, tmp_path: Path) -> None:
     alice, bob, carol = ctl.user("alice"), ctl.user("bob"), ctl.user("carol")
-    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
     data = _put(ctl, alice, tmp_path / "data", {"reads.txt": "a b c\nd e\n"})
     for who in ("bob", "carol"):
-        _wh(ctl, alice, "share", data, who)  # the input, not what jobs make of it
+        wh_as(ctl, alice, "share", data, who)  # the input, not what jobs make of it
     first = _run(ctl, alice, "builtin:wordcount", data)
 
     # alice shares her job with bob: he reads its output and log, so he gets it.
-    _wh(ctl, alice, "share", f"job:{first['id']}", "bob")
+    wh_as(ctl, alice, "share", f"job:{first['id']}", "bob")
     given = _submit(ctl, bob, "builtin:wordcount", data)
     assert (given["state"], given["reused_from"]) == ("complete", first["id"]), given
 
     # carol reads neither (nor bob's job): hers runs again, handed nothing.
     again = _submit(ctl, carol, "builtin:wordcount", data)
     assert again["reused_from"] is None and again["output_pdh"] is None, again
-    with _api(ctl, carol) as api:
+    with api_as(ctl, carol) as api:
         r = api.get(f"/api/v1/collections/{first['output_pdh']}")
         assert r.status_code == 404, r.text
 
 
 def test_a_function_collection_is_the_submitters_to_read(ctl: Controller, tmp_path: Path) -> None:
     alice, bob = ctl.user("alice"), ctl.user("bob")
-    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
     code = _put(ctl, alice, tmp_path / "code", {"count.py": COUNT})
     data = _put(ctl, bob, tmp_path / "data", {"reads.txt": "a b c\n"})
-    with _api(ctl, bob) as api:
+    with api_as(ctl, bob) as api:
         r = api.post("/api/v1/jobs", json={"function": f"{code}/count.py", "input": data})
         assert r.status_code == 404 and r.json()["error"] == f"no collection {code}", r.text
     # The hosts that submit in the background (a workflow's driver, Regol) act
@@ -110,13 +95,13 @@ def test_a_function_collection_is_the_submitters_to_read(ctl: Controller, tmp_pa
 
 def test_function_pdh_is_shown_only_to_who_reads_it(ctl: Controller, tmp_path: Path) -> None:
     alice, bob = ctl.user("alice"), ctl.user("bob")
-    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
     code = _put(ctl, alice, tmp_path / "code", {"count.py": COUNT})
     data = _put(ctl, alice, tmp_path / "data", {"reads.txt": "a b c\n"})
     job = _run(ctl, alice, f"{code}/count.py", data)
     assert job["function_pdh"] == code
-    _wh(ctl, alice, "share", f"job:{job['id']}", "bob")
-    with _api(ctl, bob) as api:
+    wh_as(ctl, alice, "share", f"job:{job['id']}", "bob")
+    with api_as(ctl, bob) as api:
         for shown in (
             api.get(f"/api/v1/jobs/{job['id']}").json(),
             *[j for j in api.get("/api/v1/jobs").json() if j["id"] == job["id"]],
@@ -124,9 +109,9 @@ def test_function_pdh_is_shown_only_to_who_reads_it(ctl: Controller, tmp_path: P
             assert shown["function_pdh"] == "hidden", shown
             assert code not in json.dumps(shown), shown
             assert shown["output_pdh"] == job["output_pdh"]  # the job's own: shared
-    assert code not in _wh(ctl, bob, "job", "show", str(job["id"])).output
-    _wh(ctl, alice, "share", code, "bob")
-    with _api(ctl, bob) as api:
+    assert code not in wh_as(ctl, bob, "job", "show", str(job["id"])).output
+    wh_as(ctl, alice, "share", code, "bob")
+    with api_as(ctl, bob) as api:
         assert api.get(f"/api/v1/jobs/{job['id']}").json()["function_pdh"] == code
 
 

@@ -5,17 +5,15 @@ read is 404, as in the API; a grant taken back counts at the next page
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
-from warehouse.cli import cli
+from permission_helpers import wh_as
 from warehouse.jobs.records import insert_job
 
 OTHER = "0123456789abcdef0123456789abcdef+3"
@@ -25,14 +23,6 @@ OTHER = "0123456789abcdef0123456789abcdef+3"
 def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
     with controller(tmp_path / "controller.db", keep_servers) as c:
         yield c
-
-
-def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
-    env.update(WH_URL=ctl.url, WH_TOKEN=token)
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
-    return result
 
 
 @contextmanager
@@ -70,14 +60,14 @@ def _hidden(browser: httpx.Client, pdh: str) -> None:
 
 def test_pages_show_a_user_only_what_it_reads(ctl: Controller, tmp_path: Path) -> None:
     alice, bob = ctl.user("alice"), ctl.user("bob")
-    _wh(ctl, ctl.admin_token, "perms-mode", "private")
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
     data = tmp_path / "data"
     data.mkdir()
     (data / "reads.txt").write_text("acgt\n" * 100)
-    pdh = _wh(ctl, alice, "put", str(data), "--name", "run42").output.split()[-1]
+    pdh = wh_as(ctl, alice, "put", str(data), "--name", "run42").output.split()[-1]
     (tmp_path / "bobs").mkdir()
     (tmp_path / "bobs" / "mine.txt").write_text("bob's own\n")
-    bobs = _wh(ctl, bob, "put", str(tmp_path / "bobs"), "--name", "bobs").output.split()[-1]
+    bobs = wh_as(ctl, bob, "put", str(tmp_path / "bobs"), "--name", "bobs").output.split()[-1]
 
     with _browser(ctl, bob) as browser, _browser(ctl, alice) as alices:
         _hidden(browser, pdh)
@@ -130,7 +120,7 @@ def test_pages_show_a_user_only_what_it_reads(ctl: Controller, tmp_path: Path) -
         assert drawn.status_code == 200, drawn.text[:300]
         assert "hidden" in drawn.text and pdh not in drawn.text
         assert pdh in alices.get(f"/web/lineage/{bobs}").text
-        _wh(ctl, alice, "share", f"job:{job}", "bob")
+        wh_as(ctl, alice, "share", f"job:{job}", "bob")
         assert f"/web/jobs/{job}" in browser.get("/web/jobs").text
         assert browser.get(f"/web/jobs/{job}").status_code == 200
         # Regol: no watches of his; another's is 404.
@@ -140,7 +130,7 @@ def test_pages_show_a_user_only_what_it_reads(ctl: Controller, tmp_path: Path) -
         assert browser.get("/web/cluster").status_code == 403
         assert browser.get("/web/submit").status_code == 403
 
-        _wh(ctl, alice, "share", "run42", "bob")
+        wh_as(ctl, alice, "share", "run42", "bob")
         assert "run42" in browser.get("/web/collections").text
         assert browser.get("/web/names/run42").status_code == 200
         for page in _pages(pdh):
@@ -149,7 +139,7 @@ def test_pages_show_a_user_only_what_it_reads(ctl: Controller, tmp_path: Path) -
         assert "run42" in browser.get(f"/web/c/{pdh}").text  # the name on it, his to read
 
         # Taken back: the very next page is 404 again.
-        _wh(ctl, alice, "unshare", "run42", "bob")
+        wh_as(ctl, alice, "unshare", "run42", "bob")
         _hidden(browser, pdh)
 
     # Admins see everything, as before.

@@ -12,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from cluster import Controller, controller, keep_pool
+from permission_helpers import wh_as
 from warehouse.catalog.schema import collection_holders, collections
 from warehouse.cli import cli
 
@@ -39,14 +40,6 @@ def ctl(tmp_path: Path, catalog_url: str) -> Iterator[Controller]:
         yield c
 
 
-def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
-    env.update(WH_URL=ctl.url, WH_TOKEN=token)
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
-    return result
-
-
 def _tree(root: Path, size: int) -> Path:
     root.mkdir(parents=True)
     (root / "data.bin").write_bytes(os.urandom(size))
@@ -61,7 +54,7 @@ def _rows(ctl: Controller) -> tuple[int, int]:
 
 
 def _names(ctl: Controller) -> str:
-    return str(_wh(ctl, ctl.admin_token, "name", "ls").output)
+    return str(wh_as(ctl, ctl.admin_token, "name", "ls").output)
 
 
 def test_a_put_past_the_quota_is_refused_until_gc_frees_bytes(
@@ -69,12 +62,12 @@ def test_a_put_past_the_quota_is_refused_until_gc_frees_bytes(
 ) -> None:
     alice, bob = ctl.user("alice"), ctl.user("bob")
     first = _tree(tmp_path / "first", 6000)
-    pdh = _wh(ctl, alice, "put", str(first), "--name", "first").output.split()[-1]
+    pdh = wh_as(ctl, alice, "put", str(first), "--name", "first").output.split()[-1]
 
     # Past the quota: one Error line naming it and what alice holds; no
     # collection row, no holder, no name.
     before, names = _rows(ctl), _names(ctl)
-    refused = _wh(
+    refused = wh_as(
         ctl, alice, "put", str(_tree(tmp_path / "second", 6000)), "--name", "second", code=6
     )
     assert refused.stderr.startswith("Error: alice's quota of stored bytes is 10000 ")
@@ -85,12 +78,12 @@ def test_a_put_past_the_quota_is_refused_until_gc_frees_bytes(
     assert "second" not in names
 
     # The same data again adds nothing: it passes (and stays alice's only once).
-    assert _wh(ctl, alice, "put", str(first)).output.split()[-1] == pdh
+    assert wh_as(ctl, alice, "put", str(first)).output.split()[-1] == pdh
 
     # Through POST /api/v1/collections (a client without the streamed put):
     # bob's collection, signed for alice (open mode: she reads it), would be
     # hers too: refused alike.
-    bobs = _wh(ctl, bob, "put", str(_tree(tmp_path / "bobs", 7000)), "--name", "bobs")
+    bobs = wh_as(ctl, bob, "put", str(_tree(tmp_path / "bobs", 7000)), "--name", "bobs")
     bobs_pdh = bobs.output.split()[-1]
     with httpx.Client(
         base_url=ctl.url, headers={"Authorization": f"Bearer {alice}"}, timeout=60
@@ -103,18 +96,18 @@ def test_a_put_past_the_quota_is_refused_until_gc_frees_bytes(
         assert _rows(ctl) == before
 
     # bob is unaffected by alice's holdings (his own 7000 are under the quota).
-    _wh(ctl, bob, "put", str(_tree(tmp_path / "bobs2", 2000)), "--name", "bobs2")
+    wh_as(ctl, bob, "put", str(_tree(tmp_path / "bobs2", 2000)), "--name", "bobs2")
     # An admin is not held to it.
-    _wh(ctl, ctl.admin_token, "put", str(_tree(tmp_path / "big", QUOTA + 1)))
+    wh_as(ctl, ctl.admin_token, "put", str(_tree(tmp_path / "big", QUOTA + 1)))
 
     # alice removes her name; once GC has collected the collection (no name on
     # it now nor within the history's retention, older than its grace), she
     # holds nothing and may put again.
-    _wh(ctl, ctl.admin_token, "gc", "settings", "history_retention=1s")
-    _wh(ctl, alice, "name", "rm", "first", "--expect", pdh)
+    wh_as(ctl, ctl.admin_token, "gc", "settings", "history_retention=1s")
+    wh_as(ctl, alice, "name", "rm", "first", "--expect", pdh)
     time.sleep(TTL + 0.5)
-    _wh(ctl, ctl.admin_token, "gc")
-    second = _wh(ctl, alice, "put", str(tmp_path / "second"), "--name", "second")
+    wh_as(ctl, ctl.admin_token, "gc")
+    second = wh_as(ctl, alice, "put", str(tmp_path / "second"), "--name", "second")
     assert "second" in _names(ctl) and second.output.split()[-1] != pdh
 
 
@@ -133,7 +126,7 @@ def test_a_collection_naming_a_byte_of_a_whole_block_counts_the_block(
     """What is kept is whole blocks: a manifest naming one byte of a block
     counts the block's bytes, when put and while held."""
     bob = ctl.user("bob")
-    pdh = _wh(ctl, bob, "put", str(_tree(tmp_path / "whole", 3000))).output.split()[-1]
+    pdh = wh_as(ctl, bob, "put", str(_tree(tmp_path / "whole", 3000))).output.split()[-1]
     with httpx.Client(
         base_url=ctl.url, headers={"Authorization": f"Bearer {bob}"}, timeout=60
     ) as api:
@@ -142,7 +135,7 @@ def test_a_collection_naming_a_byte_of_a_whole_block_counts_the_block(
         r = api.post("/api/v1/collections", json={"manifest_text": f". {signed} 0:1:f\n"})
         assert r.status_code == 200 and r.json()["size"] == 1, r.text
         # 3000 + 3000 held; 4500 more would pass the quota.
-        refused = _wh(ctl, bob, "put", str(_tree(tmp_path / "more", 4500)), code=6)
+        refused = wh_as(ctl, bob, "put", str(_tree(tmp_path / "more", 4500)), code=6)
         assert "bob holds 6000 bytes, and this put of 4500" in refused.stderr, refused.stderr
         # A second such collection would make 9000 + 3000: refused as it is put.
         r = api.post("/api/v1/collections", json={"manifest_text": f". {signed} 0:2:g\n"})

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
+from permission_helpers import wh_as
 from warehouse.catalog.holdings import holding
-from warehouse.cli import cli
 
 QUOTA = 10_000
 # 7,000 bytes of log (stdout), which the manager stores, not the step.
@@ -30,19 +29,11 @@ def ctl(tmp_path: Path, catalog_url: str, keep_servers: KeepPool) -> Iterator[Co
         yield c
 
 
-def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
-    env.update(WH_URL=ctl.url, WH_TOKEN=token)
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
-    return result
-
-
 def _put(ctl: Controller, token: str, where: Path, files: dict[str, str]) -> str:
     where.mkdir(parents=True)
     for name, text in files.items():
         (where / name).write_text(text)
-    return _wh(ctl, token, "put", str(where)).output.split()[-1]
+    return wh_as(ctl, token, "put", str(where)).output.split()[-1]
 
 
 def test_a_jobs_output_counts_in_its_submitters_quota(ctl: Controller, tmp_path: Path) -> None:
@@ -50,7 +41,7 @@ def test_a_jobs_output_counts_in_its_submitters_quota(ctl: Controller, tmp_path:
     code = _put(ctl, alice, tmp_path / "code", {"big.py": BIG})
     data = _put(ctl, alice, tmp_path / "data", {"one.txt": "one line\n"})
     before = holding(ctl.state.engine, "alice", data).stored
-    out = _wh(
+    out = wh_as(
         ctl, alice, "job", "submit", f"{code}/big.py", "--input", data, "--wait", "--json"
     ).output
     job: dict[str, Any] = json.loads(out[out.index("{") : out.rindex("}") + 1])
@@ -58,10 +49,10 @@ def test_a_jobs_output_counts_in_its_submitters_quota(ctl: Controller, tmp_path:
     held = holding(ctl.state.engine, "alice", job["log_pdh"])
     assert held.holds and held.stored >= before + 7000, (before, held)
     # So a put of 4,000 bytes more is past alice's quota: refused, exit 6.
-    err = _wh(ctl, alice, "put", str(_file(tmp_path / "more", 4000)), code=6).stderr
+    err = wh_as(ctl, alice, "put", str(_file(tmp_path / "more", 4000)), code=6).stderr
     assert "alice's quota of stored bytes is 10000" in err, err
     # bob ran nothing: the same put is his to make.
-    _wh(ctl, bob, "put", str(tmp_path / "more"))
+    wh_as(ctl, bob, "put", str(tmp_path / "more"))
     assert holding(ctl.state.engine, "bob", job["log_pdh"]).stored < 7000
 
 

@@ -6,17 +6,15 @@ real controller tries both and is refused 403, and nothing is queued."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
+from permission_helpers import wh_as
 from warehouse import jobs
-from warehouse.cli import cli
 from warehouse.workflows import records as runs
 
 SUBMITS = """
@@ -51,19 +49,11 @@ def ctl(tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
         yield c
 
 
-def _wh(ctl: Controller, token: str, *args: str, code: int = 0) -> Result:
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("WH_")}
-    env.update(WH_URL=ctl.url, WH_TOKEN=token)
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    assert result.exit_code == code, (args, result.exit_code, result.output, result.stderr)
-    return result
-
-
 def _put(ctl: Controller, token: str, where: Path, files: dict[str, str]) -> str:
     where.mkdir(parents=True)
     for name, text in files.items():
         (where / name).write_text(text)
-    return _wh(ctl, token, "put", str(where)).output.split()[-1]
+    return wh_as(ctl, token, "put", str(where)).output.split()[-1]
 
 
 def test_a_steps_token_submits_no_job_and_starts_no_workflow(
@@ -72,16 +62,16 @@ def test_a_steps_token_submits_no_job_and_starts_no_workflow(
     alice = ctl.user("alice")
     data = _put(ctl, alice, tmp_path / "data", {"a.txt": "a b\n"})
     fn = _put(ctl, alice, tmp_path / "fn", {"submit.py": SUBMITS.format(pdh=data)})
-    out = _wh(
+    out = wh_as(
         ctl, alice, "job", "submit", f"{fn}/submit.py", "--input", data, "--wait", "--json"
     ).output
     job: dict[str, Any] = json.loads(out[out.index("{") : out.rindex("}") + 1])
     assert job["state"] == "complete", job
-    log = _wh(ctl, alice, "job", "logs", str(job["id"]), "--step", "0").output
+    log = wh_as(ctl, alice, "job", "logs", str(job["id"]), "--step", "0").output
     assert "REFUSED 403 /jobs a job's token cannot submit jobs" in log, log
     assert "REFUSED 403 /workflows a job's token cannot start workflows" in log, log
     assert "DONE" not in log, log
     assert [j.id for j in jobs.list_jobs(ctl.state.engine)] == [job["id"]]
     assert runs.list_runs(ctl.state.engine) == []
     # The submitter's own token still does both.
-    _wh(ctl, alice, "job", "submit", "builtin:wordcount", "--input", data)
+    wh_as(ctl, alice, "job", "submit", "builtin:wordcount", "--input", data)
