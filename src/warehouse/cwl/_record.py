@@ -24,9 +24,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from warehouse.catalog.values import NAME_LIMIT, check_name
-from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
+from warehouse.errors import UsageError, WarehouseError
 from warehouse.workflows import records
 from warehouse.workflows.driver import driver_id
+from warehouse.workflows.naming import point_name
 from warehouse.workflows.spec import output_name
 from warehouse.workflows.values import CWL_DRIVER
 
@@ -190,25 +191,10 @@ class Recorder:
             if self.name_outputs:
                 try:
                     for o, pdh in sorted(outputs.items()):
-                        self._set_name(output_name(self.name_outputs, o), pdh)
+                        point_name(self.wh, output_name(self.name_outputs, o), pdh)
                 except WarehouseError as e:
                     values.update(state="failed", error=f"naming the outputs: {e}")
         if self.run_id is not None:
             with self._lock:
                 records.update_run(self.wh.engine, self.run_id, values)
         return values["error"] if values["state"] == "failed" else None
-
-    def _set_name(self, name: str, pdh: str) -> None:
-        for _ in range(5):  # compare-and-swap, read again if another writer won
-            try:
-                current: str | None = self.wh.get_name(name).pdh
-            except NotFoundError:
-                current = None
-            if current == pdh:
-                return
-            try:
-                self.wh.set_name(name, pdh, expect=current)
-                return
-            except ConflictError:
-                continue
-        raise ConflictError(f"name {name!r} kept changing")

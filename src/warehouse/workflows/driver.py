@@ -47,6 +47,7 @@ from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest, escape_name
 from warehouse.workflows import records
 from warehouse.workflows.combine import combine
+from warehouse.workflows.naming import point_name
 from warehouse.workflows.plan import (
     ACTIVE_NODE,
     NodeState,
@@ -674,7 +675,7 @@ class Driver:
             if prefix:
                 try:
                     for o, pdh in named.items():
-                        self._set_name(output_name(prefix, o), pdh)
+                        point_name(self.host, output_name(prefix, o), pdh)
                 except WarehouseError as e:
                     values.update(state="failed", error=f"naming the outputs: {e}")
         else:
@@ -687,21 +688,6 @@ class Driver:
                 which = "job " if len(failed) == 1 else "jobs "
                 values["error"] = which + ", ".join(failed) + " failed"
         return values
-
-    def _set_name(self, name: str, pdh: str) -> None:
-        for _ in range(5):  # compare-and-swap, read again if another writer won
-            try:
-                current: str | None = self.host.get_name(name).pdh
-            except NotFoundError:
-                current = None
-            if current == pdh:
-                return
-            try:
-                self.host.set_name(name, pdh, expect=current)
-                return
-            except ConflictError:
-                continue
-        raise ConflictError(f"name {name!r} kept changing")
 
     def _cancel(self, now: float) -> bool:
         changes: dict[str, dict[str, Any]] = self._unwritten()
