@@ -93,6 +93,26 @@ def test_a_function_collection_is_the_submitters_to_read(ctl: Controller, tmp_pa
     assert all(j.function_pdh != code for j in jobs.list_jobs(ctl.state.engine))
 
 
+def test_a_users_fan_in_workflow_runs_in_private_mode(ctl: Controller, tmp_path: Path) -> None:
+    """A job reading two of the run's outputs reads a combined collection the
+    driver records with the job itself: the check asks about its parts (it
+    failed "no collection" for every user but an admin)."""
+    bob = ctl.user("bob")
+    wh_as(ctl, ctl.admin_token, "perms-mode", "private")
+    code = _put(ctl, bob, tmp_path / "code", {"count.py": COUNT})
+    _put(ctl, bob, tmp_path / "data", {"reads.txt": "a b c\n"})
+    wh_as(ctl, bob, "put", str(tmp_path / "data"), "--name", "bobs")
+    flow = tmp_path / "fan.yml"
+    flow.write_text(
+        "workflow: fan\ninputs:\n  data:\njobs:\n"
+        f"  one:\n    function: {code}/count.py\n    input: $data\n"
+        f"  two:\n    function: {code}/count.py\n    input: $data\n    params: {{x: 1}}\n"
+        f"  both:\n    function: {code}/count.py\n    input: {{a: $one, b: $two}}\n"
+    )
+    out = wh_as(ctl, bob, "workflow", "run", str(flow), "-i", "data=bobs", "--wait").output
+    assert "complete" in out and "failed" not in out, out
+
+
 def test_function_pdh_is_shown_only_to_who_reads_it(ctl: Controller, tmp_path: Path) -> None:
     alice, bob = ctl.user("alice"), ctl.user("bob")
     wh_as(ctl, ctl.admin_token, "perms-mode", "private")

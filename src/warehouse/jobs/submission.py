@@ -196,7 +196,9 @@ def _job_row(
     }
 
 
-def _submitter_reads(wh: SubmitHost, rows: list[dict[str, Any]]) -> None:
+def _submitter_reads(
+    wh: SubmitHost, rows: list[dict[str, Any]], made_of: Mapping[str, Sequence[str]]
+) -> None:
     """Every collection a job reads (its function's, its input, a ``code``
     parameter's) must be its submitter's to read, whoever submits for it:
     the API's host checks as it resolves, a workflow's driver or Regol in
@@ -210,6 +212,9 @@ def _submitter_reads(wh: SubmitHost, rows: list[dict[str, Any]]) -> None:
         params = json.loads(row["params"])
         if isinstance(params.get("code"), str) and "code_commit" not in params:
             wanted.append(params["code"])
+    # A collection recorded with these jobs (a workflow's combined input) is
+    # not in the catalog yet: what it is made of is asked about instead.
+    wanted = [p for w in wanted for p in made_of.get(w, (w,))]
     readable = readable_among(wh.engine, wh.user, wanted)
     for pdh in wanted:
         if pdh not in readable:
@@ -234,6 +239,7 @@ def submit_many(
     known: Iterable[str] = (),
     manifests: dict[str, Manifest] | None = None,
     then: Recorded | None = None,
+    made_of: Mapping[str, Sequence[str]] | None = None,
 ) -> list[JobRecord]:
     """Submit many jobs in one transaction (a workflow's ready jobs), each as
     ``submit`` would, with each input and earlier output looked at once.
@@ -242,10 +248,12 @@ def submit_many(
     ``manifests``: a cache by PDH of the manifests read (filled in here).
     ``then``: called with the new jobs inside the transaction that inserts
     them, to record them elsewhere too (all of it is kept, or none).
+    ``made_of``: collections ``then`` records, by the collections they are
+    made of (the submitter must read those).
     """
     checked: set[str] = set(known)
     rows = [_job_row(wh, request, version, checked) for request, version in requests]
-    _submitter_reads(wh, rows)
+    _submitter_reads(wh, rows, made_of or {})
     keys = [r["reuse_key"] for r, (q, _) in zip(rows, requests, strict=True) if q.reuse]
     earlier = records.find_reusable_many(wh.engine, keys) if keys else {}
     # An earlier job is handed over only if the submitter may read what it

@@ -621,6 +621,7 @@ class Driver:
             known=known,
             manifests=self._manifests,
             then=record,
+            made_of={pdh: [p for _, p in parts] for pdh, (_, _, parts) in combined.items()},
         )
         for pdh in combined:
             del self._unrecorded[pdh]
