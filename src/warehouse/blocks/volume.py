@@ -1,10 +1,10 @@
 """A local-directory volume: blocks stored under their MD5 (DESIGN §4.1).
 
 Layout: ``<root>/<md5[0:3]>/<md5>``. Writes are atomic (temporary file in the
-same directory, fsync, rename, directory fsync), so a crash never leaves a
-partial block under a block's name. Deleting is two-phase: trash renames the
-block to ``<md5>.trash.<deadline>``; emptying the trash removes what is past
-its deadline.
+same directory, fsync, rename, directory fsync: ``warehouse.blocks.blockfile``),
+so a crash never leaves a partial block under a block's name. Deleting is
+two-phase: trash renames the block to ``<md5>.trash.<deadline>``; emptying
+the trash removes what is past its deadline.
 
 A copy found corrupt by any read is moved aside at once
 (``<md5>.corrupt.<deadline>``, removed with the trash): from then on it is
@@ -19,9 +19,7 @@ before it counts (see docs/storage.md).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
-import fcntl
 import hashlib
 import io
 import mmap
@@ -33,6 +31,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from warehouse.blocks.blockfile import (
+    BlockWriter,
+    PendingWrite,
+    fsync_dir,
+    get_mark,
+    set_mark,
+    touch_verified,
+    write_block,
+)
 from warehouse.blocks.locator import MAX_BLOCK_SIZE
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.private import private_dir
@@ -40,10 +47,8 @@ from warehouse.private import private_dir
 __all__ = [
     "DEFAULT_TRASH_LIFETIME",
     "BlockStat",
-    "BlockWriter",
     "LocalVolume",
     "OpenBlock",
-    "PendingWrite",
     "VolumeSpace",
     "move_aside",
     "open_checked",
@@ -52,16 +57,10 @@ __all__ = [
 DEFAULT_TRASH_LIFETIME = 14 * 24 * 3600.0
 _MD5 = re.compile(r"[0-9a-f]{32}")
 _TRASH = re.compile(r"([0-9a-f]{32})\.(?:trash|corrupt)\.(\d+)")
-VERIFIED_ATTR = "user.wh.verified"
 # Fault a whole mapping in at once (Linux 5.14+); a read error then comes
 # back as an error of that call instead of a SIGBUS when a page is touched.
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
-_IOV_MAX = 1024  # pieces one writev may take (POSIX guarantees at least 16; Linux 1024)
 _TEMP = re.compile(r"\.[0-9a-f]{32}\..*\.tmp")
-# O_DIRECT wants buffer addresses, offsets and lengths in multiples of the
-# disk's logical block size (512 or 4096).
-_ALIGN = 4096
-_DIRECT_MIN = 1 << 20  # smaller blocks go through the page cache as usual
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,196 +70,10 @@ class BlockStat:
     mtime_ns: int
 
 
-class PendingWrite:
-    """A block written to a temporary file, not yet durable nor visible."""
-
-    def __init__(self, fd: int, tmp: Path, path: Path) -> None:
-        self.fd = fd
-        self.tmp = tmp
-        self.path = path
-
-    def finish(self, *, uncache: bool = False) -> None:
-        """fsync, rename into place, fsync the directory: now it is stored.
-
-        ``uncache``: drop the block's pages from the page cache once durable.
-        """
-        try:
-            os.fsync(self.fd)
-            if uncache:
-                _drop_cached(self.fd)
-            _set_mark(self.fd)  # written and hashed by us: known good
-            os.replace(self.tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp)
-            raise
-        finally:
-            os.close(self.fd)
-        _fsync_dir(self.path.parent)
-
-
 @dataclass(frozen=True, slots=True)
 class VolumeSpace:
     free_bytes: int  # available to an unprivileged writer
     total_bytes: int
-
-
-class BlockWriter:
-    """A block arriving in pieces: hashed while written to a temporary file.
-
-    Nothing is visible under the block's name until ``commit()`` has checked
-    the MD5. When the block is already stored the bytes are only hashed, and
-    ``commit()`` refreshes its mtime instead of writing it again.
-    """
-
-    def __init__(self, md5: str, path: Path, fd: int | None, tmp: Path | None) -> None:
-        self.md5 = md5
-        self.path = path
-        self.size = 0
-        self._fd = fd
-        self._tmp = tmp
-        self._hash = hashlib.md5()
-        self._done = False
-
-    @property
-    def exists(self) -> bool:
-        """True when the block was already stored, so nothing is being written."""
-        return self._fd is None
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.write_pieces([data])
-
-    def write_pieces(self, pieces: Sequence[bytes | bytearray | memoryview]) -> None:
-        """Write several pieces in one system call, without joining them first."""
-        if self._done:
-            raise UsageError(f"write of block {self.md5} is already finished")
-        views = [memoryview(p).cast("B") for p in pieces if len(p)]
-        for view in views:
-            self._hash.update(view)
-            self.size += len(view)
-        while self._fd is not None and views:
-            written = os.writev(self._fd, views[:_IOV_MAX])
-            while written and written >= len(views[0]):
-                written -= len(views.pop(0))
-            if written:
-                views[0] = views[0][written:]
-
-    def commit(self) -> bool:
-        """Check the MD5, then make the block durable and visible; True if it is new.
-
-        On a mismatch nothing is stored and UsageError names both hashes.
-        """
-        if self._done:
-            raise UsageError(f"write of block {self.md5} is already finished")
-        got = self._hash.hexdigest()
-        if got != self.md5:
-            self.abort()
-            raise UsageError(f"the data's MD5 is {got}, not {self.md5}")
-        self._done = True
-        if self._fd is None or self._tmp is None:
-            # Raises FileNotFoundError if the block was trashed meanwhile: the
-            # caller must not be told it is stored.
-            _touch_verified(self.path)
-            return False
-        PendingWrite(self._fd, self._tmp, self.path).finish()
-        self._fd = None
-        return True
-
-    def abort(self) -> None:
-        """Forget the bytes written so far (idempotent)."""
-        self._done = True
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
-            if self._tmp is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self._tmp)
-
-
-def _drop_cached(fd: int) -> None:
-    # Only advice: where the call is missing or refused the pages just stay.
-    if hasattr(os, "posix_fadvise"):
-        with contextlib.suppress(OSError):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-
-
-def _get_mark(target: int | Path) -> int | None:
-    try:
-        return int(os.getxattr(target, VERIFIED_ATTR))
-    except (OSError, ValueError):
-        return None  # no mark, or a file system without user attributes
-
-
-def _set_mark(target: int | Path, mtime_ns: int | None = None) -> None:
-    """Record that the copy's bytes are good as of its current mtime."""
-    if mtime_ns is None:
-        mtime_ns = os.stat(target).st_mtime_ns
-    # Without user attributes every copy is simply verified when asked.
-    with contextlib.suppress(OSError):
-        os.setxattr(target, VERIFIED_ATTR, str(mtime_ns).encode())
-
-
-def _touch_verified(path: Path) -> None:
-    """Refresh a known-good copy's mtime ("wanted now") and keep its mark valid."""
-    os.utime(path)
-    _set_mark(path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _page_aligned(data: bytes | bytearray | memoryview) -> bool:
-    """Whether ``data`` starts on a page (only a writable buffer can tell)."""
-    try:
-        start = ctypes.c_char.from_buffer(data)
-    except (TypeError, ValueError):  # bytes, or an empty buffer
-        return False
-    aligned = ctypes.addressof(start) % _ALIGN == 0
-    del start  # releases the buffer
-    return aligned
-
-
-def _write_all(fd: int, view: memoryview) -> None:
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _write_block(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """Write a new block's bytes to ``fd``; its page-aligned part with O_DIRECT.
-
-    A block buffer that starts on a page (a put's big blocks) goes to the
-    disk straight from it: no copy into the page cache, which cost a put of
-    a 2 GB file more CPU time than reading it, and no pages to drop after
-    the fsync. The tail past the last whole 4 KiB, and any other buffer, is
-    written as usual.
-    """
-    view = memoryview(data).cast("B")
-    direct = len(view) // _ALIGN * _ALIGN
-    if direct >= _DIRECT_MIN and _page_aligned(view):
-        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-        try:
-            fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT)
-        except OSError:
-            direct = 0  # a file system without O_DIRECT (tmpfs)
-        if direct:
-            try:
-                _write_all(fd, view[:direct])
-            except OSError as e:
-                if e.errno != errno.EINVAL:
-                    raise
-                # An alignment this disk refuses: start again the usual way.
-                os.ftruncate(fd, 0)
-                os.lseek(fd, 0, os.SEEK_SET)
-                direct = 0
-            finally:
-                fcntl.fcntl(fd, fcntl.F_SETFL, flags)
-            view = view[direct:]
-    _write_all(fd, view)
 
 
 def _check_md5(md5: str) -> None:
@@ -362,13 +175,13 @@ class LocalVolume:
             return False
         if st.st_size != size:
             return False
-        if _get_mark(path) == st.st_mtime_ns:
+        if get_mark(path) == st.st_mtime_ns:
             return True
         try:
             self.get(md5)  # moves a corrupt copy aside
         except (CorruptDataError, NotFoundError):
             return False
-        _set_mark(path, st.st_mtime_ns)
+        set_mark(path, st.st_mtime_ns)
         return True
 
     def quarantine(self, md5: str, *, ino: int | None = None, now: float | None = None) -> bool:
@@ -387,7 +200,7 @@ class LocalVolume:
             os.replace(path, path.with_name(f"{md5}.corrupt.{deadline}"))
         except FileNotFoundError:
             return False
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return True
 
     def put(self, md5: str, data: bytes | bytearray | memoryview) -> bool:
@@ -411,13 +224,13 @@ class LocalVolume:
         path = self.path_for(md5)
         if self.check(md5, len(data)):
             with contextlib.suppress(FileNotFoundError):  # trashed meanwhile: write it
-                _touch_verified(path)
+                touch_verified(path)
                 return None
         shard = path.parent
         shard.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=shard)
         try:
-            _write_block(fd, data)
+            write_block(fd, data)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(FileNotFoundError):
@@ -598,12 +411,12 @@ class LocalVolume:
         """Refresh a copy's mtime; a valid verified mark stays valid."""
         path = self.path_for(md5)
         try:
-            marked = _get_mark(path) == path.stat().st_mtime_ns
+            marked = get_mark(path) == path.stat().st_mtime_ns
             os.utime(path)
         except FileNotFoundError:
             return False
         if marked:
-            _set_mark(path)
+            set_mark(path)
         return True
 
     def index(self, prefix: str = "") -> Iterator[BlockStat]:
@@ -639,7 +452,7 @@ class LocalVolume:
             os.replace(path, path.with_name(f"{md5}.trash.{deadline}"))
         except FileNotFoundError:  # trashed meanwhile by another run
             return False
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return True
 
     def untrash(self, md5: str) -> bool:
@@ -652,7 +465,7 @@ class LocalVolume:
             os.replace(trashed[-1], path)
         except FileNotFoundError:  # removed meanwhile (its lifetime was over)
             return False
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return True
 
     def empty_trash(self, now: float | None = None) -> int:
