@@ -10,7 +10,7 @@ import argparse
 import os
 import time
 
-from warehouse.collection.spool import StoredText
+from warehouse.collection.storedtext import StoredText
 from warehouse.manifest.parse import LONG_LINE_VAR, ManifestError, iter_raw_parts
 
 

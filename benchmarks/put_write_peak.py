@@ -29,7 +29,8 @@ _CHILD = """
 import sys
 from pathlib import Path
 from warehouse.collection.scan import LazyTree
-from warehouse.collection.spool import Spool, scratch_dir
+from warehouse.collection.scratch import scratch_dir
+from warehouse.collection.spool import Spool
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
 home = Path(sys.argv[1])

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from warehouse.collection.reader import CollectionReader
 from warehouse.collection.records import load_manifest_text, load_stored_text
-from warehouse.collection.spool import StoredText, scratch_dir
+from warehouse.collection.scratch import scratch_dir
+from warehouse.collection.storedtext import StoredText
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.manifest.normal import iter_normal_dirs
 

@@ -16,10 +16,10 @@ import pytest
 
 from conftest import Runner
 from installations import Installation
-from warehouse.collection import spool
+from warehouse.collection import storedtext
 from warehouse.collection.extract import extract
 from warehouse.collection.reader import CollectionReader, stored_text_damage
-from warehouse.collection.spool import StoredText
+from warehouse.collection.storedtext import StoredText
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import CorruptDataError, UsageError
 from warehouse.manifest import FileEntry
@@ -54,7 +54,7 @@ def _flat(count: int, *, name: str = ".") -> str:
 def test_line_spans_give_long_lines_by_where_they_lie(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spool, "_PIECE", 7)  # lines cut across many pieces
+    monkeypatch.setattr(storedtext, "_PIECE", 7)  # lines cut across many pieces
     lines = ["a", "Übergrößé 日本 " * 20, "", "b" * 30, "c" * 31, "日" * 11]
     data = "".join(line + "\n" for line in lines).encode()
     with _stored(data, tmp_path) as text:

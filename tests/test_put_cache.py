@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from installations import Installation
 from warehouse import putcache
 from warehouse.cli import cli
-from warehouse.collection.spool import HELD_ENTRIES_VAR
+from warehouse.collection.scratch import HELD_ENTRIES_VAR
 from warehouse.manifest import Manifest
 from warehouse.putcache import MIN_CACHED, RACY_NS, PutCache
 

@@ -14,7 +14,7 @@ import pytest
 
 from memory_helpers import open_under
 from warehouse.collection.scan import DirNode, LazyTree, scan_paths
-from warehouse.collection.spool import HELD_ENTRIES_VAR
+from warehouse.collection.scratch import HELD_ENTRIES_VAR
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.putcache import PutCache

@@ -27,7 +27,8 @@ from warehouse import putcache
 from warehouse.collection import packing
 from warehouse.collection.records import listing_of
 from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
-from warehouse.collection.spool import HELD_ENTRIES_VAR, SpilledDigests, Spool
+from warehouse.collection.scratch import HELD_ENTRIES_VAR, SpilledDigests
+from warehouse.collection.spool import Spool
 from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.manifest import Manifest

@@ -17,7 +17,7 @@ from conftest import wh_process
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.store import StoredBlock
 from warehouse.collection.records import listing_of
-from warehouse.collection.spool import HELD_ENTRIES_VAR
+from warehouse.collection.scratch import HELD_ENTRIES_VAR
 from warehouse.embedded import EmbeddedWarehouse
 
 
@@ -74,7 +74,7 @@ def test_many_directories_past_the_threshold_are_stored_and_counted_alike(
 
 
 def test_a_block_log_reads_back_what_it_was_given(tmp_path: Path) -> None:
-    from warehouse.collection.spool import BlockLog
+    from warehouse.collection.scratch import BlockLog
 
     blocks = [
         StoredBlock(Locator(f"{i:032x}", i * 1000, ("A" + "ab" * 20 + "@12345678",)), i % 3 == 0)

@@ -25,7 +25,7 @@ from memory_helpers import WH, open_under
 from warehouse.blocks import Locator
 from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.schema import block_writes
-from warehouse.collection.spool import HELD_ENTRIES_VAR, BlockLog
+from warehouse.collection.scratch import HELD_ENTRIES_VAR, BlockLog
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.remote.warehouse import RemoteWarehouse, _again
 

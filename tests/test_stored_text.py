@@ -17,9 +17,9 @@ from conftest import Runner, make_tree
 from installations import Installation
 from warehouse import catalog
 from warehouse.blocks.volume import LocalVolume
-from warehouse.collection import spool
+from warehouse.collection import storedtext
 from warehouse.collection.records import load_stored_text
-from warehouse.collection.spool import StoredText
+from warehouse.collection.storedtext import StoredText
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import CorruptDataError
 from warehouse.interface import Warehouse
@@ -44,7 +44,7 @@ def test_lines_are_the_texts_whatever_the_pieces(
 ) -> None:
     """Lines cut across pieces, longer than many pieces, multi-byte
     characters split between two, an empty line: all come back whole."""
-    monkeypatch.setattr(spool, "_PIECE", piece)
+    monkeypatch.setattr(storedtext, "_PIECE", piece)
     data = "a\nÜbergrößé 日本\n\n" + "x" * 100 + "\nz\n"
     raw = data.encode()
     with _stored(raw, tmp_path) as text:
@@ -69,7 +69,7 @@ def _fault(text: bytes | StoredText) -> str:
 def test_faults_are_reported_as_for_the_text_held_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spool, "_PIECE", 16)
+    monkeypatch.setattr(storedtext, "_PIECE", 16)
     block = "9dd4e461268c8034f5c8564e155c67a6+1"
     good = f". {block} 0:1:a\n./d {block} 0:1:b\n".encode()
     for bad in (
@@ -225,7 +225,7 @@ def test_a_get_through_a_controller_reads_text_and_listing_in_pieces(
     give every file its recorded digest, in manifest order."""
     from warehouse.remote import warehouse as remote
 
-    monkeypatch.setattr(spool, "_PIECE", 61)
+    monkeypatch.setattr(storedtext, "_PIECE", 61)
     monkeypatch.setattr(remote, "_LISTING_PART", 97)
     read = remote.RemoteWarehouse._collection_text
     texts: list[object] = []
@@ -267,7 +267,7 @@ def test_ls_and_manifest_through_a_controller_stream_what_the_table_gave(
     import warehouse
     from warehouse.remote import warehouse as remote
 
-    monkeypatch.setattr(spool, "_PIECE", 61)  # lines cut across pieces
+    monkeypatch.setattr(storedtext, "_PIECE", 61)  # lines cut across pieces
     texts: list[object] = []
     read = remote.RemoteWarehouse.stored_text
 

@@ -17,7 +17,7 @@ from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.listings import Digests
 from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
-from warehouse.collection.spool import StoredText
+from warehouse.collection.storedtext import StoredText
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, split_key
 from warehouse.manifest import Manifest

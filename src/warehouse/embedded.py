@@ -2,7 +2,7 @@
 
 Layout: ``blocks/`` (the volume, unless ``$WH_VOLUME`` names another: a
 directory or an S3 bucket), ``warehouse.db`` (the catalog), ``tmp/``
-(a put's unnamed scratch files, see ``collection.spool``). Created on
+(a put's unnamed scratch files, see ``collection.scratch``). Created on
 first use. An S3 volume reads through the node's disk cache
 (``blocks.diskcache``, docs/s3.md).
 """
@@ -35,7 +35,9 @@ from warehouse.collection.records import (
     store_portable,
     store_spooled,
 )
-from warehouse.collection.spool import Spool, StoredText, scratch_dir
+from warehouse.collection.scratch import scratch_dir
+from warehouse.collection.spool import Spool
+from warehouse.collection.storedtext import StoredText
 from warehouse.embeddedsharing import EmbeddedSharing
 from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 from warehouse.keys import Key

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from warehouse.collection.extract import ExtractedFile
     from warehouse.collection.reader import CollectionReader
     from warehouse.collection.scan import DirNode, Filter
-    from warehouse.collection.spool import StoredText
+    from warehouse.collection.storedtext import StoredText
     from warehouse.keys import Key
     from warehouse.manifest import Manifest
     from warehouse.permissions import Grant, GroupRecord, Level, Mode, Perms

@@ -55,7 +55,7 @@ from typing import IO
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.scan import DirNode
-from warehouse.collection.spool import SpilledHits
+from warehouse.collection.scratch import SpilledHits
 from warehouse.manifest.entries import FileEntry, FilePiece
 
 __all__ = ["MIN_CACHED", "CacheSession", "CacheStats", "PutCache"]

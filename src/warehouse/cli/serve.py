@@ -12,7 +12,7 @@ import click
 from warehouse.blocks.diskcache import parse_size
 from warehouse.cli._common import server_options
 from warehouse.clusters.placement import HostMap
-from warehouse.collection.spool import scratch_dir
+from warehouse.collection.scratch import scratch_dir
 from warehouse.embedded import default_home
 from warehouse.errors import UsageError
 from warehouse.gateways.s3app import with_s3

@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import pairwise
 
-from warehouse.collection.spool import SpilledDigests
+from warehouse.collection.scratch import SpilledDigests
 
 __all__ = ["Digests", "FileDigests", "digest_table", "directory_digests"]
 

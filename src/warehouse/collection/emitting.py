@@ -21,14 +21,14 @@ from warehouse.blocks.store import StoredBlock
 from warehouse.collection.digests import Digests, FileDigests, digest_table
 from warehouse.collection.filecache import FileCache
 from warehouse.collection.readahead import Todo
-from warehouse.collection.segmenttext import SegmentText
-from warehouse.collection.spool import (
+from warehouse.collection.scratch import (
     BlockLog,
+    ScratchFile,
     SpilledDigests,
     SpilledHits,
-    _ScratchFile,
     hex_digests,
 )
+from warehouse.collection.segmenttext import SegmentText
 from warehouse.manifest import Segment, Stream
 from warehouse.manifest.entries import FileEntry
 from warehouse.manifest.escape import escape_name
@@ -139,7 +139,7 @@ class Packed:
     def close(self) -> None:
         """Close its scratch files (an error ended the put, its tasks are over)."""
         for made in (self.segments, self.md5s):
-            if isinstance(made, _ScratchFile):
+            if isinstance(made, ScratchFile):
                 made.close()
         self.todo.close()
 

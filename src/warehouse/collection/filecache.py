@@ -10,9 +10,7 @@ from collections.abc import (
 from typing import Protocol
 
 from warehouse.collection.scan import DirNode
-from warehouse.collection.spool import (
-    SpilledHits,
-)
+from warehouse.collection.scratch import SpilledHits
 from warehouse.manifest.entries import FileEntry
 
 

@@ -23,10 +23,8 @@ from warehouse.blocks.store import BlockStore, StoredBlock
 from warehouse.collection.digests import Digests, directory_digests
 from warehouse.collection.readahead import SMALL_FILE, ReadAhead
 from warehouse.collection.scan import Files
+from warehouse.collection.scratch import ScratchFile
 from warehouse.collection.segmenttext import SegmentText
-from warehouse.collection.spool import (
-    _ScratchFile,
-)
 from warehouse.errors import WarehouseError, os_error
 from warehouse.manifest import Segment
 
@@ -364,7 +362,7 @@ def pack_dir(
     progress: Progress | None,
     allow_changing: bool = False,
     changed: list[str] | None = None,
-    made: list[_ScratchFile] | None = None,
+    made: list[ScratchFile] | None = None,
 ) -> tuple[list[Future[StoredBlock]], list[Segment] | SegmentText, int, Digests]:
     """Pack one directory's files into blocks; also take every file's MD5.
 
@@ -389,7 +387,7 @@ def pack_dir(
     # than are held keeps them in a scratch file.
     md5s = directory_digests(len(files), files.spilled)
     if made is not None:
-        made.extend(x for x in (segments, md5s) if isinstance(x, _ScratchFile))
+        made.extend(x for x in (segments, md5s) if isinstance(x, ScratchFile))
     stream_pos = 0
 
     file_start = 0  # where the file being read starts in the buffer

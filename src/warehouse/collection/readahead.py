@@ -13,9 +13,7 @@ from dataclasses import dataclass
 
 from warehouse.collection.filecache import CachedFile
 from warehouse.collection.scan import DirNode, Files
-from warehouse.collection.spool import (
-    SpilledHits,
-)
+from warehouse.collection.scratch import SpilledHits
 
 # Files of at most SMALL_FILE bytes are opened AHEAD files before they are
 # read, each with posix_fadvise(WILLNEED): the kernel starts reading them at

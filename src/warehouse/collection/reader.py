@@ -27,7 +27,7 @@ from typing import Any
 from warehouse.blocks import Locator
 from warehouse.blocks.store import MAPPED_MIN, BatchReads, BlockStore
 from warehouse.collection.listings import Digests, OrderedListing
-from warehouse.collection.spool import StoredText
+from warehouse.collection.storedtext import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, FilePiece, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories

@@ -25,7 +25,8 @@ from warehouse.collection.listings import (
     parse_listing,
 )
 from warehouse.collection.reader import stored_text_damage
-from warehouse.collection.spool import Spool, StoredText
+from warehouse.collection.spool import Spool
+from warehouse.collection.storedtext import StoredText
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError, WarehouseError
 from warehouse.faults import fault_point
 from warehouse.manifest import Manifest

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warehouse.collection.spool import Records, held_entries
+from warehouse.collection.scratch import Records, held_entries
 from warehouse.errors import NotFoundError, UsageError, WarehouseError, os_error
 
 __all__ = ["DirNode", "Files", "Filter", "LazyTree", "SpilledFiles", "scan_paths"]

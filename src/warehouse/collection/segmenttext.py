@@ -13,16 +13,14 @@ from collections.abc import (
 from typing import IO, Any
 
 from warehouse.blocks import Locator
-from warehouse.collection.spool import (
-    _ScratchFile,
-)
+from warehouse.collection.scratch import ScratchFile
 from warehouse.manifest import Segment, Stream
 from warehouse.manifest.entries import FileEntry, FilePiece
 from warehouse.manifest.escape import escape_name
 from warehouse.manifest.parse import parse_streams
 
 
-class SegmentText(_ScratchFile):
+class SegmentText(ScratchFile):
     """The segments of a directory of spilled files (``SpilledFiles``), as
     the text of its manifest line has them (" position:length:name" each),
     in an unnamed scratch file: written as the files are read, copied after

@@ -39,11 +39,7 @@ from warehouse.collection.packing import (
 )
 from warehouse.collection.readahead import ReadAhead, Todo
 from warehouse.collection.scan import DirNode, LazyTree
-from warehouse.collection.spool import (
-    BlockLog,
-    SpilledHits,
-    _ScratchFile,
-)
+from warehouse.collection.scratch import BlockLog, ScratchFile, SpilledHits
 from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -193,7 +189,7 @@ def write_tree(
     changed: list[str] = []
     total = 0
     todo: Todo | None = None
-    made: list[_ScratchFile] = []  # by the directory being packed
+    made: list[ScratchFile] = []  # by the directory being packed
     reads: ReadAhead | None = None
     try:
         try:

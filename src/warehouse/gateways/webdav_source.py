@@ -12,7 +12,7 @@ from __future__ import annotations
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.records import load_stored_text, manifest_from_blocks
-from warehouse.collection.spool import StoredText
+from warehouse.collection.storedtext import StoredText
 from warehouse.errors import NotFoundError
 from warehouse.keys import is_pdh
 from warehouse.manifest import Manifest

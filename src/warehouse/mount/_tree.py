@@ -36,7 +36,7 @@ from typing import Protocol
 
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
-from warehouse.collection.spool import StoredText
+from warehouse.collection.storedtext import StoredText
 from warehouse.errors import NotFoundError, WarehouseError
 from warehouse.keys import is_pdh
 from warehouse.manifest import FileEntry, Manifest

@@ -24,7 +24,9 @@ from warehouse.blocks.nodecache import configured_caches
 from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.values import check_writer
 from warehouse.collection.listings import Digests, OrderedListing, ordered_listing, parse_listing
-from warehouse.collection.spool import BlockLog, Spool, StoredText
+from warehouse.collection.scratch import BlockLog
+from warehouse.collection.spool import Spool
+from warehouse.collection.storedtext import StoredText
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
