@@ -36,7 +36,6 @@ from warehouse.jobs.submission import JobRequest, submit
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import FileEntry, Manifest
 from warehouse.remote.warehouse import RemoteWarehouse
-from warehouse.workflows.records import record_parts
 
 __all__ = ["Bridge", "Finished", "Staged"]
 
@@ -79,7 +78,7 @@ class Bridge:
         self.remote = RemoteJobs(wh) if isinstance(wh, RemoteWarehouse) else None
         self.executor = executor or ("local" if self.remote is None else None)
         self._lock = threading.RLock()  # one call into the warehouse at a time
-        self.record = Recorder(wh, self._lock, name_outputs, catalog=self.remote is None)
+        self.record = Recorder(wh, self._lock, name_outputs)
         self._parts: dict[str, list[str]] = {}  # a collection made here -> what it came from
         self.refused: WarehouseError | None = None  # bad input found once cwltool had loaded
         self._roots: dict[str, str] = {}  # local directory -> the collection it holds
@@ -191,8 +190,8 @@ class Bridge:
             made = self.wh.put_manifest(manifest).pdh
             parts = [(d, p) for d, p in parts if p != made]  # a job's output given back whole
             self._parts[made] = [p for _, p in parts]
-            if parts and isinstance(self.wh, EmbeddedWarehouse):
-                record_parts(self.wh.engine, made, parts)
+            if parts:
+                self.record.parts(made, parts)
             return made
 
     def _put_text(self, text: str) -> tuple[str, str]:
@@ -259,7 +258,10 @@ class Bridge:
                 looked = time.monotonic()
                 if self.record.cancelled():
                     with self._lock, contextlib.suppress(WarehouseError):  # finished meanwhile
-                        request_control(self.local.engine, record.id, "cancel")
+                        if self.remote is not None:
+                            self.remote.control(record.id, "cancel")
+                        else:
+                            request_control(self.local.engine, record.id, "cancel")
             with self._lock:
                 record = self._get(record.id)
         finished = Finished(record, self._exit_code(record) if record.state == "complete" else None)

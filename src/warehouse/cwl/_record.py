@@ -7,31 +7,39 @@ its collection. A node is added for each tool invocation as it is submitted
 (a scatter's size is known only then), named as cwltool names the job, and
 depending on the nodes whose outputs it reads. The run's driver is marked
 ``cwl …`` so that a controller's workflow thread, which drives the YAML
-workflows, leaves it alone.
+workflows, leaves it alone; a thread here renews its heartbeat, so that once
+this process is gone the run is ended (``workflows.cwlruns.end_lost``).
+
+Embedded, it is written in the catalog; through a controller, by its
+``/api/v1/cwl-runs`` (docs/server.md), which checks each write as the user's.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import os
 import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from warehouse.catalog.values import NAME_LIMIT, check_name
-from warehouse.errors import UsageError, WarehouseError
-from warehouse.workflows import records
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.errors import UsageError
+from warehouse.jobs.values import JobRecord
+from warehouse.remote.warehouse import RemoteWarehouse
+from warehouse.workflows import cwlruns
 from warehouse.workflows.driver import driver_id
-from warehouse.workflows.naming import point_name
+from warehouse.workflows.records import get_run, record_parts
 from warehouse.workflows.spec import output_name
-from warehouse.workflows.values import CWL_DRIVER
+from warehouse.workflows.values import RUN_ACTIVE
 
 __all__ = ["Recorder", "check_prefix", "document_files"]
+
+_LOOK_EVERY = 0.5  # seconds: how soon a wh workflow cancel is seen
 
 
 def check_prefix(prefix: str | None, outputs: Iterable[str] = ()) -> None:
@@ -63,48 +71,150 @@ def document_files(uris: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
+class _Book(Protocol):
+    """Where a run is written: the catalog, or a controller's API."""
+
+    def start(
+        self, workflow: str, file_pdh: str, inputs: Mapping[str, Any], name_outputs: str | None
+    ) -> int: ...
+
+    def node(
+        self, run_id: int, node: str, function: str, depends_on: Sequence[str], job: JobRecord
+    ) -> None: ...
+
+    def parts(self, run_id: int | None, pdh: str, parts: Sequence[tuple[str, str]]) -> None: ...
+
+    def beat(self, run_id: int) -> None: ...
+
+    def look(self, run_id: int) -> tuple[str, str | None]: ...  # the run's state and control
+
+    def finish(
+        self, run_id: int, state: str, outputs: Mapping[str, str], error: str | None
+    ) -> str | None: ...
+
+
+class _Catalog:
+    def __init__(self, wh: EmbeddedWarehouse) -> None:
+        self.wh = wh
+
+    def start(
+        self, workflow: str, file_pdh: str, inputs: Mapping[str, Any], name_outputs: str | None
+    ) -> int:
+        cwlruns.end_lost(self.wh.engine)  # runs of runners killed earlier: ended first
+        run = cwlruns.start(
+            self.wh.engine,
+            self.wh.user,
+            workflow=workflow,
+            file_pdh=file_pdh,
+            inputs=inputs,
+            name_outputs=name_outputs,
+            runner=driver_id(),
+        )
+        return run.id
+
+    def node(
+        self, run_id: int, node: str, function: str, depends_on: Sequence[str], job: JobRecord
+    ) -> None:
+        cwlruns.put_node(self.wh.engine, run_id, node, function, depends_on, job)
+
+    def parts(self, run_id: int | None, pdh: str, parts: Sequence[tuple[str, str]]) -> None:
+        record_parts(self.wh.engine, pdh, parts)
+
+    def beat(self, run_id: int) -> None:
+        cwlruns.beat(self.wh.engine, run_id)
+
+    def look(self, run_id: int) -> tuple[str, str | None]:
+        run = get_run(self.wh.engine, run_id)
+        return run.state, run.control
+
+    def finish(
+        self, run_id: int, state: str, outputs: Mapping[str, str], error: str | None
+    ) -> str | None:
+        run = get_run(self.wh.engine, run_id)
+        return cwlruns.finish(self.wh, self.wh.engine, run, state, outputs, error)
+
+
+class _Api:
+    """The run through a controller: each write checked there as the user's."""
+
+    def __init__(self, wh: RemoteWarehouse) -> None:
+        self.api = wh.api  # its HTTP client may be used by several threads at once
+
+    def start(
+        self, workflow: str, file_pdh: str, inputs: Mapping[str, Any], name_outputs: str | None
+    ) -> int:
+        body = {
+            "workflow": workflow,
+            "file_pdh": file_pdh,
+            "inputs": dict(inputs),
+            "name_outputs": name_outputs,
+            "runner": driver_id(),
+        }
+        return int(self.api.post("/cwl-runs", body)["id"])
+
+    def node(
+        self, run_id: int, node: str, function: str, depends_on: Sequence[str], job: JobRecord
+    ) -> None:
+        one = {"node": node, "function": function, "depends_on": list(depends_on), "job_id": job.id}
+        self.api.post(f"/cwl-runs/{run_id}/nodes", {"nodes": [one]})
+
+    def parts(self, run_id: int | None, pdh: str, parts: Sequence[tuple[str, str]]) -> None:
+        if run_id is not None:  # else no run to record them for (refused before it started)
+            body = {"pdh": pdh, "parts": [list(p) for p in parts]}
+            self.api.post(f"/cwl-runs/{run_id}/parts", body)
+
+    def beat(self, run_id: int) -> None:
+        self.look(run_id)
+
+    def look(self, run_id: int) -> tuple[str, str | None]:
+        out = self.api.post(f"/cwl-runs/{run_id}/heartbeat", {})  # a beat too
+        return str(out["state"]), out.get("control")
+
+    def finish(
+        self, run_id: int, state: str, outputs: Mapping[str, str], error: str | None
+    ) -> str | None:
+        body = {"state": state, "outputs": dict(outputs), "error": error}
+        out = self.api.post(f"/cwl-runs/{run_id}/finish", body)
+        said = out.get("naming_error")
+        return str(said) if said else None
+
+
 class Recorder:
     """The workflow run of one CWL run, written as the run goes."""
 
     def __init__(
-        self, wh: Any, lock: threading.RLock, name_outputs: str | None, *, catalog: bool = True
+        self,
+        wh: EmbeddedWarehouse | RemoteWarehouse,
+        lock: threading.RLock,
+        name_outputs: str | None,
     ) -> None:
         self.wh = wh
-        self.catalog = catalog  # False through a controller: outputs are named, no run recorded
+        self.book: _Book = _Catalog(wh) if isinstance(wh, EmbeddedWarehouse) else _Api(wh)
         self._lock = lock
         self.name_outputs = name_outputs
         self.run_id: int | None = None
         self._done = False
-        self._nodes: dict[str, int] = {}  # node -> position
+        self._nodes: set[str] = set()
         self._made_by: dict[str, str] = {}  # output PDH -> the node that made it
+        self._stop = threading.Event()
+        self._beating: threading.Thread | None = None
+        self._looked = (0.0, False)  # when cancelled() last asked, and the answer
 
     def start(self, files: Sequence[str], inputs: Mapping[str, Any], workflow: str) -> None:
         """Record the run: its CWL files as one collection, its inputs, no node yet."""
-        if not self.catalog:
-            return  # through a controller: not recorded yet (docs/cwl.md)
         with self._lock:
             file_pdh = self._store_files(files)
-            values = json.dumps(inputs, sort_keys=True, default=str)
-            key = json.dumps(["cwl", file_pdh, values, self.name_outputs], sort_keys=True)
-            now = time.time()
-            run = records.insert_run(
-                self.wh.engine,
-                {
-                    "workflow": workflow[:255],
-                    "file_pdh": file_pdh,
-                    "inputs": values,
-                    "pins": "{}",
-                    "state": "running",
-                    "owner": self.wh.user,
-                    "name_outputs": self.name_outputs,
-                    "run_key": hashlib.sha256(key.encode()).hexdigest(),
-                    "started_at": now,
-                    "driver": CWL_DRIVER + driver_id(),
-                    "heartbeat_at": now,
-                },
-                [],
-            )
-            self.run_id = run.id
+            self.run_id = self.book.start(workflow, file_pdh, inputs, self.name_outputs)
+        self._beating = threading.Thread(target=self._beat, name="wh-cwl-heartbeat", daemon=True)
+        self._beating.start()
+
+    def _beat(self) -> None:
+        # Not under the lock: a long put must not silence the run for STALE_AFTER.
+        assert self.run_id is not None
+        while not self._stop.wait(cwlruns.BEAT_EVERY):
+            # A beat missed (the controller restarting) is only a late one.
+            with contextlib.suppress(Exception):
+                self.book.beat(self.run_id)
 
     def _store_files(self, files: Sequence[str]) -> str:
         top = os.path.commonpath([os.path.dirname(f) for f in files]) if files else ""
@@ -118,83 +228,49 @@ class Recorder:
                 return str(self.wh.put([Path(d) / ".empty"]).pdh)
             return str(self.wh.put(sorted(Path(d).iterdir())).pdh)
 
-    def submitted(self, node: str, function: str, job: Any, reads: Iterable[str]) -> None:
+    def parts(self, pdh: str, parts: Sequence[tuple[str, str]]) -> None:
+        """Collection ``pdh`` was made of ``parts`` ((path, PDH)): lineage."""
+        with self._lock:
+            self.book.parts(self.run_id, pdh, parts)
+
+    def submitted(self, node: str, function: str, job: JobRecord, reads: Iterable[str]) -> None:
         """A tool invocation became job ``job``, reading collections ``reads``."""
         if self.run_id is None:
             return
         with self._lock:
             depends = sorted({self._made_by[p] for p in reads if p in self._made_by} - {node})
-            if node not in self._nodes:
-                self._nodes[node] = len(self._nodes)
-                records.add_nodes(
-                    self.wh.engine,
-                    self.run_id,
-                    [{"node": node, "function": function, "depends_on": depends}],
-                    first_position=self._nodes[node],
-                )
-            records.update_nodes(
-                self.wh.engine,
-                self.run_id,
-                {
-                    node: {
-                        "job_id": job.id,
-                        "state": job.state,
-                        "input_pdh": job.input_pdh,
-                        "started_at": time.time(),
-                    }
-                },
-                {"heartbeat_at": time.time()},
-            )
+            self._nodes.add(node)
+            self.book.node(self.run_id, node, function, depends, job)
 
-    def finished(self, node: str, job: Any) -> None:
+    def finished(self, node: str, job: JobRecord) -> None:
         if self.run_id is None:
             return
         with self._lock:
             if job.output_pdh:
                 self._made_by.setdefault(job.output_pdh, node)
-            records.update_nodes(
-                self.wh.engine,
-                self.run_id,
-                {
-                    node: {
-                        "state": job.state,
-                        "reused": job.reused_from is not None,
-                        "output_pdh": job.output_pdh,
-                        "finished_at": time.time(),
-                        "error": job.error,
-                    }
-                },
-                {"heartbeat_at": time.time()},
-            )
+            self.book.node(self.run_id, node, "", [], job)
 
     def cancelled(self) -> bool:
-        """Whether ``wh workflow cancel`` asked for this run to stop."""
+        """Whether ``wh workflow cancel`` asked for this run to stop (or it was
+        ended as lost: this process stalled past STALE_AFTER)."""
         if self.run_id is None:
             return False
         with self._lock:
-            return records.get_run(self.wh.engine, self.run_id).control == "cancel"
+            at, answer = self._looked
+            if time.monotonic() - at >= _LOOK_EVERY:  # each waiting job asks: one look for all
+                state, control = self.book.look(self.run_id)
+                answer = control == "cancel" or state not in RUN_ACTIVE
+                self._looked = (time.monotonic(), answer)
+            return answer
 
     def finish(self, state: str, outputs: Mapping[str, str], error: str | None) -> str | None:
         """The run's end: its outputs (name -> PDH) named with the prefix; an
         error naming them, or None."""
-        if self._done or (self.run_id is None and not (self.name_outputs and outputs)):
+        if self._done or self.run_id is None:
             return None
         self._done = True
-        values: dict[str, Any] = {
-            "state": state,
-            "finished_at": time.time(),
-            "control": None,
-            "error": error,
-        }
-        if state == "complete":
-            values["outputs"] = json.dumps(dict(outputs), sort_keys=True)
-            if self.name_outputs:
-                try:
-                    for o, pdh in sorted(outputs.items()):
-                        point_name(self.wh, output_name(self.name_outputs, o), pdh)
-                except WarehouseError as e:
-                    values.update(state="failed", error=f"naming the outputs: {e}")
-        if self.run_id is not None:
-            with self._lock:
-                records.update_run(self.wh.engine, self.run_id, values)
-        return values["error"] if values["state"] == "failed" else None
+        self._stop.set()
+        if self._beating is not None:
+            self._beating.join()
+        with self._lock:
+            return self.book.finish(self.run_id, state, outputs, error)

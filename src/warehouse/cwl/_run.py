@@ -10,6 +10,7 @@ a requirement not supported. cwltool's errors become one ``Error:`` line.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -277,7 +278,8 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
             print(f"Error: {_one_line(message)}", file=err)
         return code
     finally:
-        bridge.record.finish("failed", {}, "the runner stopped")  # unless finished already
+        with contextlib.suppress(WarehouseError):  # the error said already comes first
+            bridge.record.finish("failed", {}, "the runner stopped")  # unless finished already
         cwl_log.removeHandler(errors)
         cwl_log.removeHandler(shown)
         bridge.close()

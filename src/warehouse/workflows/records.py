@@ -38,6 +38,7 @@ __all__ = [
     "job_states",
     "list_nodes",
     "list_runs",
+    "node_row",
     "parts_of",
     "record_parts",
     "request_cancel",
@@ -65,7 +66,7 @@ def insert_run(
         run_id = conn.execute(workflow_runs.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         if nodes:
             conn.execute(
-                workflow_nodes.insert(), [_node_row(run_id, i, n) for i, n in enumerate(nodes)]
+                workflow_nodes.insert(), [node_row(run_id, i, n) for i, n in enumerate(nodes)]
             )
     return get_run(engine, run_id)
 
@@ -77,11 +78,13 @@ def add_nodes(
     with write(engine) as conn:
         conn.execute(
             workflow_nodes.insert(),
-            [_node_row(run_id, first_position + i, n) for i, n in enumerate(nodes)],
+            [node_row(run_id, first_position + i, n) for i, n in enumerate(nodes)],
         )
 
 
-def _node_row(run_id: int, position: int, node: Mapping[str, Any]) -> dict[str, Any]:
+def node_row(run_id: int, position: int, node: Mapping[str, Any]) -> dict[str, Any]:
+    """A node's row: waiting unless ``node`` (with ``node``, ``function``,
+    ``depends_on`` a list) says otherwise."""
     return {
         "run_id": run_id,
         "position": position,

@@ -25,6 +25,7 @@ from warehouse.server.accesslog import AccessLog
 from warehouse.server.bodytimeout import BodyTimeout
 from warehouse.server.controller import (
     collections,
+    cwlruns,
     gc,
     jobs,
     lineage,
@@ -150,6 +151,7 @@ def create_app(config: ControllerConfig, state: ControllerState | None = None) -
         jobs,
         regol,
         workflows,
+        cwlruns,
         lineage,
         sql,
         sharing,
