@@ -45,7 +45,6 @@ OVERSIZE: dict[str, int] = {
     "warehouse.jobs.executors": 643,
     "warehouse.jobs.manager": 607,
     "warehouse.jobs.slurmexec": 696,
-    "warehouse.putcache": 603,
     "warehouse.query.planner": 713,
     "warehouse.query.steps": 711,
     "warehouse.workflows.driver": 787,

@@ -22,11 +22,11 @@ import pytest
 from click.testing import CliRunner
 
 from installations import Installation
-from warehouse import putcache
 from warehouse.cli import cli
 from warehouse.collection.scratch import HELD_ENTRIES_VAR
 from warehouse.manifest import Manifest
 from warehouse.putcache import MIN_CACHED, RACY_NS, PutCache
+from warehouse.putcache import session as cache_session
 
 # The root's files average over MIN_CACHED bytes: all cached, the small one
 # too. Those of d and d/e average less: read every time.
@@ -309,8 +309,8 @@ def test_a_directory_of_more_files_than_a_put_holds_is_cached_too(
         (src / name).write_bytes(data)
     settle(src)
     monkeypatch.setenv(HELD_ENTRIES_VAR, "20")
-    monkeypatch.setattr(putcache, "_CHUNK", 16)
-    monkeypatch.setattr(putcache, "_ROWS_HELD", 7)
+    monkeypatch.setattr(cache_session, "_CHUNK", 16)
+    monkeypatch.setattr(cache_session, "_ROWS_HELD", 7)
     first = put(tmp_path, str(src))
     assert first["cached_files"] == 0 and first["bytes_read"] == first["bytes"]
     again = put(tmp_path, str(src))

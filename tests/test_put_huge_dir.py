@@ -23,7 +23,6 @@ import pytest
 
 from conftest import wh_process
 from memory_helpers import limited
-from warehouse import putcache
 from warehouse.collection import packing
 from warehouse.collection.records import listing_of
 from warehouse.collection.scan import LazyTree, SpilledFiles, scan_paths
@@ -33,6 +32,7 @@ from warehouse.collection.writer import write_tree
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.manifest import Manifest
 from warehouse.putcache import RACY_NS, CacheSession, PutCache
+from warehouse.putcache import session as cache_session
 
 FILES = 3000
 
@@ -353,8 +353,8 @@ def cached_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CachedTree:
         while time.time_ns() <= newest + RACY_NS:
             time.sleep(0.05)
         monkeypatch.setenv(HELD_ENTRIES_VAR, "50")
-        monkeypatch.setattr(putcache, "_CHUNK", chunk)
-        monkeypatch.setattr(putcache, "_ROWS_HELD", rows_held)
+        monkeypatch.setattr(cache_session, "_CHUNK", chunk)
+        monkeypatch.setattr(cache_session, "_ROWS_HELD", rows_held)
         return src
 
     return make
@@ -536,9 +536,9 @@ ALL_HITS_GROWTH = 2 << 20
 def test_a_rerun_of_a_spilled_directory_all_hits_holds_none_of_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(putcache, "MIN_CACHED", 1)  # the cache looks at tiny files too
-    monkeypatch.setattr(putcache, "_CHUNK", 500)
-    monkeypatch.setattr(putcache, "_ROWS_HELD", 500)
+    monkeypatch.setattr(cache_session, "MIN_CACHED", 1)  # the cache looks at tiny files too
+    monkeypatch.setattr(cache_session, "_CHUNK", 500)
+    monkeypatch.setattr(cache_session, "_ROWS_HELD", 500)
     sources = {}
     for count in (6_000, 12_000):
         src = sources[count] = tmp_path / f"src{count}"
