@@ -94,6 +94,25 @@ def test_reads_through_a_controller_load_no_catalog_nor_trio(
     assert out == "f.txt"
 
 
+def test_a_small_query_loads_no_catalog_library(tmp_path: Path, ctl: Controller) -> None:
+    """`wh query` over a small table is answered in the client (docs/query.md):
+    DuckDB, but no SQLAlchemy embedded (the catalog read through sqlite3)
+    and none of a controller's libraries through one."""
+    table = tmp_path / "t"
+    table.mkdir()
+    columns = [["k", "BIGINT"], ["v", "BIGINT"]]
+    meta = f'{{"format": "csv", "partitions": 1, "hash": "h", "columns": {columns}}}'
+    (table / "_table.json").write_text(meta.replace("'", '"'))
+    (table / "part-00000.csv").write_text("k,v\n1,10\n2,20\n3,30\n")
+    remote = {"WH_HOME": str(tmp_path / "client"), "WH_URL": ctl.url, "WH_TOKEN": ctl.user("a")}
+    for env in ({"WH_HOME": str(tmp_path / "home")}, remote):
+        put = wh_process("put", str(table), "--name", "t", env=env)
+        assert put.returncode == 0, put.stderr
+        loaded, out = _loaded(env, "query", "SELECT sum(v) AS s FROM t")
+        assert loaded == ["duckdb"], (env, out)
+        assert out == "s\n60", out
+
+
 def test_sqlite3_reads_equal_the_engines(tmp_path: Path) -> None:
     """The statements of catalog.lite against catalog's own queries, on one catalog."""
     data = tmp_path / "data"

@@ -87,7 +87,11 @@ def tables(run, tpch: Path) -> Iterator[None]:  # type: ignore[no-untyped-def]
 
 
 def query(run, sql: str, how: str = "distributed") -> tuple[list[list[object]], dict[str, int]]:  # type: ignore[no-untyped-def]
+    """The rows, and the job's counters (none in the client: no job there)."""
     out = json.loads(run("query", "--json", "--plan", how, sql).stdout)
+    if out["job"] is None:  # answered in the client
+        assert how in ("client", "auto") and out["pdh"] is None, (how, out)
+        return out["rows"], {}
     shown = json.loads(run("job", "show", str(out["job"]), "--json").stdout)
     return out["rows"], shown["counters"]
 
@@ -105,8 +109,12 @@ def test_tpch_queries_equal_duckdb(run, tpch: Path, tables: None) -> None:  # ty
         assert same(rows, want), (label, rows[:3], want[:3])
         assert counters["shuffle_bytes"] == 0, label  # co-partitioned: nothing moved
         assert counters["scan_bytes"] > 0, label
-        # Small tables: by default one step runs the query, reading in place.
+        # Small tables: by default the client runs the query, with no job.
         rows, counters = query(run, sql, how="auto")
+        assert same(rows, want), (label, rows[:3], want[:3])
+        assert counters == {}, label  # no job
+        # One step runs it, reading in place.
+        rows, counters = query(run, sql, how="one-step")
         assert same(rows, want), (label, rows[:3], want[:3])
         assert set(counters) == {"scan_bytes", "copied_bytes"}, label
         assert counters["scan_bytes"] > 0, label
@@ -143,12 +151,13 @@ def test_bad_queries_name_the_problem(run, tpch: Path) -> None:  # type: ignore[
     # The line on standard error counts its rows in English.
     one = run("query", "SELECT count(*) AS n FROM customer")
     assert one.stdout == "n\n1500\n"
-    assert one.stderr.startswith("(1 row; job "), one.stderr
-    two = run("query", "SELECT c_custkey FROM customer ORDER BY 1 LIMIT 2")
+    assert one.stderr == "(1 row; answered in the client, no job)\n", one.stderr
+    two = run("query", "--plan", "one-step", "SELECT c_custkey FROM customer ORDER BY 1 LIMIT 2")
     assert two.stderr.startswith("(2 rows; job "), two.stderr
-    cut = run("query", "--limit", "3", "SELECT c_custkey FROM customer")
-    assert cut.stdout.count("\n") == 4
-    assert cut.stderr.startswith("(1500 rows, the first 3 shown (--limit); job "), cut.stderr
+    for how, made in (("client", "answered in the client"), ("one-step", "job ")):
+        cut = run("query", "--plan", how, "--limit", "3", "SELECT c_custkey FROM customer")
+        assert cut.stdout.count("\n") == 4
+        assert cut.stderr.startswith(f"(1500 rows, the first 3 shown (--limit); {made}"), cut
 
 
 def test_plans_without_running() -> None:
@@ -203,7 +212,9 @@ def test_query_through_a_controller(  # type: ignore[no-untyped-def]
             run("table", "create", name, "--from", source, "--partition-by", key, "--partitions=2")
         listed = [line.split("\t") for line in run("table", "ls").stdout.splitlines()]
         assert ["orders", "parquet", "2", "o_orderkey"] in [r[:1] + r[2:5] for r in listed]
-        for how in ("distributed", "auto"):
+        rows, _ = query(run, QUERIES["q12"], how="client")  # blocks from the keep servers
+        assert same(rows, oracle(tpch, QUERIES["q12"])), rows
+        for how in ("distributed", "one-step"):
             rows, counters = query(run, QUERIES["q12"], how=how)
             assert same(rows, oracle(tpch, QUERIES["q12"])), (how, rows)
             assert counters["scan_bytes"] > 0
@@ -258,7 +269,7 @@ def test_a_damaged_chunk_a_query_reads_fails_it(  # type: ignore[no-untyped-def]
     _lineitem_in_two(run, tpch)
     block = chunk_block(home, "lineitem", "part-00000.parquet", "l_extendedprice")
     rot(block)
-    result = run("query", "--json", QUERIES["q6"], code=1)
+    result = run("query", "--json", "--plan", "one-step", QUERIES["q6"], code=1)
     assert result.stdout == ""
     assert result.stderr.startswith("Error: job ") and result.stderr.count("\n") == 1
     job = result.stderr.split()[2].rstrip(":")
@@ -283,13 +294,13 @@ def test_a_damaged_chunk_a_query_does_not_read_leaves_it_whole(  # type: ignore[
     block = chunk_block(home, "lineitem", "part-00000.parquet", "l_comment")
     rot(block)
     want = oracle(tpch, QUERIES["q6"])
-    for how in ("auto", "distributed"):
+    for how in ("one-step", "distributed"):
         rows, counters = query(run, QUERIES["q6"], how)
         assert same(rows, want), (how, rows, want)
         assert counters.get("copied_bytes", 0) == 0, how  # read in its blocks
     assert block.exists()  # never read, so never checked
     sql = "SELECT count(*) FROM lineitem WHERE l_comment LIKE '%fluffily%'"
-    result = run("query", "--json", sql, code=1)
+    result = run("query", "--json", "--plan", "one-step", sql, code=1)
     assert result.stdout == ""
     job = result.stderr.split()[2].rstrip(":")
     assert "it holds data of: lineitem/part-00000.parquet" in run("job", "logs", job).stdout

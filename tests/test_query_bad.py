@@ -1,6 +1,7 @@
 """`wh query` and `wh table create` with bad input, and shapes beyond TPC-H:
 one `Error:` line with the documented exit code, nothing read outside the
-query's tables, and the rows DuckDB gives over the same files by both plans."""
+query's tables, and the rows DuckDB gives over the same files by every path
+(in the client, a job of one step, a distributed job)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,9 @@ def test_a_query_reads_no_file_but_its_tables(small: Runner) -> None:
     ):
         err = one_error(run("query", sql, code=2))
         assert "only tables named in the catalog can be read" in err, err
-    out = json.loads(run("query", "--json", "SELECT count(*) AS n FROM t").stdout)
+    out = json.loads(
+        run("query", "--json", "--plan", "one-step", "SELECT count(*) AS n FROM t").stdout
+    )
     shown = json.loads(run("job", "show", str(out["job"]), "--json").stdout)
     plan = {
         "mode": "single",
@@ -107,12 +110,16 @@ def duckdb_rows(tmp_path: Path, sql: str) -> list[list[object]]:
         return json.loads(json.dumps([list(r) for r in con.execute(sql).fetchall()]))
 
 
+# Where a query runs: in the client (no job), a job of one step, a distributed job.
+PATHS = ("client", "one-step", "distributed")
+
+
 def both_plans(run: Runner, tmp_path: Path, sql: str) -> None:
-    """The rows of both plans are DuckDB's, exactly, types included."""
+    """The rows of every path are DuckDB's, exactly, types included."""
     want = duckdb_rows(tmp_path, sql)
     ordered = "ORDER BY" in sql
     names = []
-    for how in ("auto", "distributed"):
+    for how in PATHS:
         out = json.loads(run("query", "--json", "--plan", how, sql).stdout)
         names.append(out["columns"])
         got = out["rows"]
@@ -121,7 +128,7 @@ def both_plans(run: Runner, tmp_path: Path, sql: str) -> None:
         assert [[(type(v), v) for v in r] for r in got] == [
             [(type(v), v) for v in r] for r in want
         ], (how, sql, got, want)
-    assert names[0] == names[1], (sql, names)  # named as one step names them: count_star()
+    assert names[0] == names[1] == names[2], (sql, names)  # as one step names them: count_star()
 
 
 def test_sums_and_counts_of_integers_stay_integers(small: Runner, tmp_path: Path) -> None:
@@ -246,8 +253,10 @@ def test_table_create_bad_input(run: Runner, tmp_path: Path) -> None:
     one_error(run("table", "show", "x", code=4))  # no name set
     # A query that fails on the data says DuckDB's reason, not only the exit status.
     run("table", "create", "t", "--from", "src/t.csv")
-    err = one_error(run("query", "SELECT CAST(g AS INTEGER) AS i FROM t", code=1))
-    assert "Could not convert string 'a' to INT32" in err, err
+    for how in ("client", "one-step"):
+        sql = "SELECT CAST(g AS INTEGER) AS i FROM t"
+        err = one_error(run("query", "--plan", how, sql, code=1))
+        assert "Could not convert string 'a' to INT32" in err, (how, err)
     shown = run("table", "show", "t").stdout.splitlines()
     assert (
         shown[1]
@@ -256,7 +265,8 @@ def test_table_create_bad_input(run: Runner, tmp_path: Path) -> None:
     )
 
 
-def test_every_value_prints(small: Runner) -> None:
+@pytest.mark.parametrize("how", ("client", "one-step"))
+def test_every_value_prints(small: Runner, how: str) -> None:
     """--json is well-formed whatever a query returns (NaN, INTERVAL, UUID,
     nested values failed with a traceback or wrote bare NaN); text is one row
     a line (a tab or newline in a value is escaped)."""
@@ -265,7 +275,7 @@ def test_every_value_prints(small: Runner) -> None:
         "[1.5::DECIMAL(4,2)] AS l, {'a': DATE '2020-01-01'} AS s, "
         "'00000000-0000-0000-0000-000000000001'::UUID AS u, INTERVAL 3 DAY AS d FROM t LIMIT 1"
     )
-    text = small("query", "--json", sql).stdout
+    text = small("query", "--json", "--plan", how, sql).stdout
 
     def refuse(constant: str) -> None:
         raise AssertionError(f"{constant} is not JSON")
@@ -281,7 +291,7 @@ def test_every_value_prints(small: Runner) -> None:
     ]
     assert isinstance(rows[0][6], str)
     sql = "SELECT 'a' || chr(9) || 'b' AS x, 'c' || chr(10) || 'd' AS y, NULL AS z FROM t LIMIT 1"
-    assert small("query", sql).stdout == "x\ty\tz\na\\tb\tc\\nd\t-\n"
+    assert small("query", "--plan", how, sql).stdout == "x\ty\tz\na\\tb\tc\\nd\t-\n"
 
 
 def test_odd_names(small: Runner, tmp_path: Path) -> None:
@@ -293,7 +303,7 @@ def test_odd_names(small: Runner, tmp_path: Path) -> None:
     for name, by in (("wh_partial", "k"), ("my-t", "my col")):
         args = ["--partition-by", by, "--partitions", "2"]
         small("table", "create", name, "--from", "odd/o.csv", *args)
-        for how in ("auto", "distributed"):
+        for how in PATHS:
             sql = (
                 f'SELECT k, count(*) AS c, min("we""ird") AS w FROM "{name}" GROUP BY k ORDER BY k'
             )
@@ -314,15 +324,15 @@ def test_a_bad_name_is_refused_before_any_job(small: Runner) -> None:
     assert small("job", "ls").stdout == before
 
 
-def test_json_rows_up_to_the_limit_given(small: Runner) -> None:
+@pytest.mark.parametrize("how", ("client", "one-step"))
+def test_json_rows_up_to_the_limit_given(small: Runner, how: str) -> None:
     """--json --limit 2 printed 10,000 rows (the limit could only raise it)."""
-    out = json.loads(
-        small("query", "--json", "--limit", "2", "SELECT id FROM t ORDER BY id").stdout
-    )
+    sql = "SELECT id FROM t ORDER BY id"
+    out = json.loads(small("query", "--json", "--plan", how, "--limit", "2", sql).stdout)
     assert out["rows"] == [[1], [2]] and out["total_rows"] == 8
-    out = json.loads(small("query", "--json", "SELECT id FROM t ORDER BY id").stdout)
+    out = json.loads(small("query", "--json", "--plan", how, sql).stdout)
     assert len(out["rows"]) == 8
-    assert small("query", "SELECT id FROM t ORDER BY id").stdout.count("\n") == 9
+    assert small("query", "--plan", how, sql).stdout.count("\n") == 9
 
 
 def test_a_csv_table_reads_with_its_own_types(small: Runner, tmp_path: Path) -> None:
@@ -382,7 +392,7 @@ def test_a_query_whose_answer_changes_runs_again(small: Runner) -> None:
     --no-reuse is given: then each run runs its steps."""
 
     def reused(*args: str) -> bool:
-        job = json.loads(run("query", "--json", *args).stdout)["job"]
+        job = json.loads(run("query", "--json", "--plan", "one-step", *args).stdout)["job"]
         shown = json.loads(run("job", "show", str(job), "--json").stdout)
         return shown["reused_from"] is not None
 
@@ -462,7 +472,7 @@ def test_the_columns_a_plan_lists_change_no_row(small: Runner, tmp_path: Path) -
     sql = "SELECT g, sum(n) AS s FROM t WHERE id > 1 GROUP BY g ORDER BY g"
     listed = json.loads(small("query", "--explain", "--json", sql).stdout)
     assert listed["tables"]["t"]["columns"] == ["g", "id", "n"]
-    out = json.loads(small("query", "--json", sql).stdout)
+    out = json.loads(small("query", "--json", "--plan", "one-step", sql).stdout)
     shown = json.loads(small("job", "show", str(out["job"]), "--json").stdout)
     old = json.loads(json.dumps(shown["params"]))
     del old["plan"]["tables"]["t"]["columns"]

@@ -31,6 +31,7 @@ from warehouse.collection.records import (
     load_manifest_text,
     load_normal_text,
     load_stored_text,
+    manifest_from_blocks,
     store_manifest,
     store_portable,
     store_spooled,
@@ -263,6 +264,15 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
 
     def manifest_text(self, key: str | Key) -> bytes | None:
         return load_manifest_text(self.store, self.engine, self.resolve(key))
+
+    def bare_manifest(self, key: str | Key) -> Manifest:
+        """The manifest alone, without the user's file digests (which only a
+        check of whole files needs): through sqlite3 while no engine is open
+        (a small ``wh query``, docs/latency.md)."""
+        pdh = self.resolve(key)
+        if (reads := self._reads()) is not None:
+            return manifest_from_blocks(self.store, pdh, reads.manifest_blocks(pdh))
+        return self.manifest(pdh)
 
     def stored_text(self, key: str | Key) -> StoredText | None:
         pdh = self.resolve(key)

@@ -150,6 +150,47 @@ def table_show(ctx: click.Context, key: str, as_json: bool) -> None:
         click.echo(f"  {column}\t{kind}")
 
 
+def _manifests(wh: Any) -> Any:
+    """How the query reads a table's manifest: an embedded warehouse's through
+    sqlite3 (no SQLAlchemy for a query answered here: docs/latency.md)."""
+    return getattr(wh, "bare_manifest", None)
+
+
+def _small(tables: Any) -> bool:
+    from warehouse.query.inclient import is_small
+
+    return bool(is_small(tables))
+
+
+def _answer_here(wh: Any, plan: Any, tables: Any, as_json: bool, limit: int | None) -> None:
+    from warehouse.query.inclient import answer
+
+    columns, rows, total = answer(wh, plan, tables, limit or (10_000 if as_json else 20))
+    if as_json:
+        emit_json(
+            {
+                "job": None,
+                "pdh": None,
+                "columns": columns,
+                "rows": [[_plain(v) for v in r] for r in rows],
+                "total_rows": total,
+            }
+        )
+        return
+    _print_rows(columns, rows, total, "answered in the client, no job")
+
+
+def _print_rows(columns: list[str], rows: list[Any], total: int, made: str) -> None:
+    # One row a line, as every listing: a tab, newline or backslash escaped, NULL as -.
+    click.echo("\t".join(map(_cell, columns)))
+    for r in rows:
+        click.echo("\t".join(_cell(None if v is None else _text(_plain(v))) for v in r))
+    counted = plural(total, "row")
+    if len(rows) < total:
+        counted += f", the first {len(rows)} shown (--limit)"
+    click.echo(f"({counted}; {made})", err=True)
+
+
 def _text(v: Any) -> str:
     return json.dumps(v) if isinstance(v, list | dict) else str(v)
 
@@ -193,10 +234,11 @@ def _plain(v: Any) -> Any:
 @click.option(
     "--plan",
     "how",
-    type=click.Choice(["auto", "one-step", "distributed"]),
+    type=click.Choice(["auto", "client", "one-step", "distributed"]),
     default="auto",
     show_default=True,
-    help="auto: one step when the tables hold at most 1 GiB, else distributed.",
+    help="auto: in the client (no job) when the tables hold at most 64 MiB, one "
+    "step up to 1 GiB, else distributed; client: here whatever the size.",
 )
 @click.option(
     "--limit",
@@ -215,32 +257,45 @@ def query(
     how: str,
     limit: int | None,
 ) -> None:
-    """Run SQL over tables (names resolve through the catalog) as a job.
+    """Run SQL over tables (names resolve through the catalog), here or as a job.
 
-    Tables of at most 1 GiB in all are queried in one step. Otherwise (or with
-    --plan distributed) scans, filters and partial aggregates run per
-    partition; co-partitioned joins partition by partition, a small side
-    broadcast, otherwise shuffled by the key; a final step merges. The result
-    is a table collection; the rows printed are followed, on standard error,
-    by their count, the job and the result's PDH.
+    Tables of at most 64 MiB in all are queried here, in the client, and
+    nothing is recorded (no job, no result; --name, --no-wait or --plan
+    one-step make it a job). Up to 1 GiB a job queries them in one step.
+    Otherwise (or with --plan distributed) scans, filters and partial
+    aggregates run per partition; co-partitioned joins partition by
+    partition, a small side broadcast, otherwise shuffled by the key; a final
+    step merges. A job's result is a table collection; the rows printed are
+    followed, on standard error, by their count, the job and the result's PDH.
     """
     from warehouse.catalog.values import check_name
-    from warehouse.query.catalog import compile_query, read_rows
+    from warehouse.query.catalog import compile_plan, find_tables, query_input, read_rows
     from warehouse.query.planner import explain as explain_plan
-    from warehouse.query.planner import parse, volatile
 
     if name_ is not None:
         check_name(name_)  # before the job: a bad name changes nothing
         if explain or not wait:  # the name would silently never be set
             raise UsageError("query: --name needs the result: not with --explain or --no-wait")
+    if how == "client" and (name_ is not None or not wait):
+        raise UsageError("query: --plan client keeps no result: not with --name or --no-wait")
     wh = open_warehouse(ctx)
-    plan, input_pdh, params = compile_query(wh, sql, how)
+    tables = find_tables(wh, sql, _manifests(wh))
+    here = how == "client" or (how == "auto" and wait and name_ is None and _small(tables))
+    plan, params = compile_plan(sql, tables, "one-step" if here else how)
     if explain:
         if as_json:
             emit_json(plan)
         else:
+            if here:
+                click.echo("in the client: no job (tables of at most 64 MiB)")
             click.echo(explain_plan(plan), nl=False)
         return
+    if here:
+        _answer_here(wh, plan, tables, as_json, limit)
+        return
+    from warehouse.query.planner import parse, volatile
+
+    input_pdh = query_input(wh, tables)
     # An earlier answer of random() or now() is not this run's answer.
     reuse = not no_reuse and volatile(parse(sql)) is None
     request = jobs.JobRequest("builtin:query", input_pdh, params, reuse=reuse)
@@ -265,11 +320,4 @@ def query(
         )
         return
     columns, rows, total = read_rows(wh, record.output_pdh, limit or 20)
-    # One row a line, as every listing: a tab, newline or backslash escaped, NULL as -.
-    click.echo("\t".join(map(_cell, columns)))
-    for r in rows:
-        click.echo("\t".join(_cell(None if v is None else _text(_plain(v))) for v in r))
-    counted = plural(total, "row")
-    if len(rows) < total:
-        counted += f", the first {len(rows)} shown (--limit)"
-    click.echo(f"({counted}; job {record.id}, result {record.output_pdh})", err=True)
+    _print_rows(columns, rows, total, f"job {record.id}, result {record.output_pdh}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from warehouse.collection.reader import CollectionReader
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.interface import Warehouse
 from warehouse.manifest import Manifest
@@ -15,9 +17,15 @@ from warehouse.query.planner import MAX_PARAMS, parse, plan, table_names
 from warehouse.query.tables import FORMATS, MAX_PARTITIONS, META_FILE, TableMeta
 
 __all__ = [
+    "Table",
+    "compile_plan",
     "compile_query",
+    "find_tables",
     "list_tables",
+    "meta_of",
+    "query_input",
     "read_rows",
+    "rows_of",
     "table_meta",
     "table_params",
 ]
@@ -26,10 +34,14 @@ MAX_ROWS = 100_000
 
 
 def table_meta(wh: Warehouse, key: str) -> TableMeta:
-    manifest = wh.manifest(key)
+    return meta_of(wh, key, wh.manifest(key))
+
+
+def meta_of(wh: Warehouse, key: str, manifest: Manifest) -> TableMeta:
+    """The description of table ``key`` whose manifest is ``manifest``."""
     if META_FILE not in manifest.files():
         raise UsageError(f"{key} is not a table (it has no {META_FILE})")
-    text = wh.reader(key).read_file(META_FILE)
+    text = CollectionReader(wh.store, manifest).read_file(META_FILE)
     size = sum(e.size for p, e in manifest.files().items() if p != META_FILE)
     return TableMeta.parse(text, size=size)
 
@@ -65,20 +77,40 @@ def table_params(
     return params
 
 
-def compile_query(
-    wh: Warehouse, sql: str, how: str = "auto"
-) -> tuple[dict[str, Any], str, dict[str, Any]]:
-    """(plan, input PDH holding every table under ``<name>/``, job params);
-    ``how`` as for ``planner.plan``."""
-    tree = parse(sql)
-    metas: dict[str, TableMeta] = {}
-    pdhs: dict[str, str] = {}
-    for name in table_names(tree):
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A table a query names: its name, PDH, description and manifest."""
+
+    name: str
+    pdh: str
+    meta: TableMeta
+    manifest: Manifest
+
+
+def find_tables(
+    wh: Warehouse, sql: str, manifest: Callable[[str], Manifest] | None = None
+) -> list[Table]:
+    """The tables ``sql`` names, resolved through the catalog (what the user
+    may not read is unknown to it); ``manifest``: how a PDH's manifest is
+    read (default ``wh.manifest``). Nothing is recorded."""
+    read = manifest or wh.manifest
+    found = []
+    for name in table_names(parse(sql)):
         try:
-            pdhs[name] = wh.resolve(name)
+            pdh = wh.resolve(name)
         except (NotFoundError, UsageError):  # UsageError: not even a name ('/etc/passwd')
             raise NotFoundError(f"query: unknown table {name!r}") from None
-        metas[name] = table_meta(wh, pdhs[name])
+        collection = read(pdh)
+        found.append(Table(name, pdh, meta_of(wh, pdh, collection), collection))
+    return found
+
+
+def compile_plan(
+    sql: str, tables: Sequence[Table], how: str = "auto"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(plan, job params) of ``sql`` over ``tables``; ``how`` as for
+    ``planner.plan``. The SQL is bound by DuckDB first (``_bound``)."""
+    metas = {t.name: t.meta for t in tables}
     compiled = plan(sql, metas, how)
     if all(m.columns for m in metas.values()):
         compiled = _bound(sql, compiled, metas)
@@ -92,12 +124,27 @@ def compile_query(
     if len(json.dumps(params)) > MAX_PARAMS:
         # Steps get their params in one environment variable (at most 128 KiB).
         raise UsageError(f"query: the compiled plan is over {MAX_PARAMS} bytes: shorten the SQL")
+    return compiled, params
+
+
+def query_input(wh: Warehouse, tables: Sequence[Table]) -> str:
+    """Record the input of a query job, every table's files under
+    ``<name>/``, as a collection; its PDH."""
     entries = []
-    for name, pdh in pdhs.items():
-        for path, entry in wh.manifest(pdh).files().items():
-            entries.append(dataclasses.replace(entry, path=f"{name}/{path}"))
-    record = wh.put_manifest(Manifest.from_files(entries))
-    return compiled, record.pdh, params
+    for t in tables:
+        for path, entry in t.manifest.files().items():
+            entries.append(dataclasses.replace(entry, path=f"{t.name}/{path}"))
+    return wh.put_manifest(Manifest.from_files(entries)).pdh
+
+
+def compile_query(
+    wh: Warehouse, sql: str, how: str = "auto"
+) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """(plan, input PDH holding every table under ``<name>/``, job params);
+    ``how`` as for ``planner.plan``."""
+    tables = find_tables(wh, sql)
+    compiled, params = compile_plan(sql, tables, how)
+    return compiled, query_input(wh, tables), params
 
 
 def _quoted(name: str) -> str:
@@ -166,13 +213,20 @@ def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tupl
             paths.append(str(target))
         con = duckdb.connect()
         scan = "read_parquet" if meta.format == "parquet" else "read_csv"
-        source = f"{scan}({paths!r})"
-        total = con.execute(f"SELECT count(*) FROM {source}").fetchone()
-        # HUGEINT columns are stored as DECIMAL(38,0) (Parquet has none): as they were.
-        huge = ['"' + c.replace('"', '""') + '"' for c, t in meta.columns if t == "HUGEINT"]
-        cast = ", ".join(f"CAST({c} AS HUGEINT) AS {c}" for c in huge)
-        star = f"* REPLACE ({cast})" if huge else "*"
-        cursor = con.execute(f"SELECT {star} FROM {source} LIMIT {min(limit, MAX_ROWS)}")
-        rows = cursor.fetchall()
-        columns = [d[0] for d in cursor.description]
-        return columns, rows, int(total[0]) if total else 0
+        return rows_of(con, f"{scan}({paths!r})", meta.columns, limit)
+
+
+def rows_of(
+    con: Any, source: str, columns: Sequence[tuple[str, str]], limit: int
+) -> tuple[list[str], list[tuple[Any, ...]], int]:
+    """(columns, the first ``limit`` rows, all rows) of a result's files
+    (``source``, a scan), whose columns are ``columns`` (name, type)."""
+    total = con.execute(f"SELECT count(*) FROM {source}").fetchone()
+    # HUGEINT columns are stored as DECIMAL(38,0) (Parquet has none): as they were.
+    huge = ['"' + c.replace('"', '""') + '"' for c, t in columns if t == "HUGEINT"]
+    cast = ", ".join(f"CAST({c} AS HUGEINT) AS {c}" for c in huge)
+    star = f"* REPLACE ({cast})" if huge else "*"
+    cursor = con.execute(f"SELECT {star} FROM {source} LIMIT {min(limit, MAX_ROWS)}")
+    rows = cursor.fetchall()
+    names = [d[0] for d in cursor.description]
+    return names, rows, int(total[0]) if total else 0
