@@ -124,7 +124,7 @@ _COMMANDS = {
     ),
     "query": (
         "warehouse.cli.tables:query",
-        "Run SQL over tables (names resolve through the catalog) as a job.",
+        "Run SQL over tables (names resolve through the catalog), here or as a job.",
     ),
     "sql": (
         "warehouse.cli.sql:sql",
