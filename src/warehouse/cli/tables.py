@@ -6,14 +6,16 @@ import datetime as dt
 import decimal
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from warehouse import jobs
 from warehouse.cli._common import _cell, emit_json, emit_rows, open_warehouse, plural
 from warehouse.errors import UsageError, WarehouseError
-from warehouse.jobs.values import JobRecord
+
+if TYPE_CHECKING:  # a query answered in the client loads nothing of jobs
+    from warehouse.jobs.values import JobRecord
 
 __all__ = ["query", "table"]
 
