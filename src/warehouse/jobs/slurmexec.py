@@ -28,19 +28,19 @@ of steps sharing a preferred host asks for that host's nodes with
 and a pinned batch still pending a few seconds later has its node list lifted
 (``scontrol update``), so a busy or lost node delays a step briefly at most.
 Each step gets its node's label as ``WH_HOST``.
+
+Slurm's commands are run and read in ``slurmcli``; the batch script and
+its ``sbatch`` command line are written in ``slurmscript``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import math
 import os
-import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -48,11 +48,22 @@ from pathlib import Path
 
 from warehouse.clusters.placement import LabelledWorkers, slurm_nodes, slurm_unpin
 from warehouse.errors import UsageError
-from warehouse.jobs.executors import Finished, Launch, ResultTooLong, read_log, read_result
+from warehouse.jobs.executors import Finished, Launch, ResultTooLong, read_result
 from warehouse.jobs.measure import measured_argv, read_measured
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
+from warehouse.jobs.slurmcli import (
+    ENDED,
+    EndedStates,
+    idle_cpus,
+    our_jobs,
+    owner_tag,
+    read_nodes,
+    read_step_log,
+    run_slurm,
+)
+from warehouse.jobs.slurmscript import host_case, sbatch_argv, step_lines
 from warehouse.limits.policy import slurm_reason
 
 __all__ = ["SlurmExecutor", "owner_tag"]
@@ -72,51 +83,6 @@ SUBMIT_PATIENCE = 60.0
 # one of its steps started gives that step back to the queue, without a
 # failed attempt, this many times at most.
 UNSTARTED_RETRIES = 3
-_COMMAND_TIMEOUT = 60.0
-_NICE_LIMIT = 2147483645  # Slurm's bound on --nice
-# Slurm states after which a job runs nothing any more.
-_ENDED = {
-    "BOOT_FAIL",
-    "CANCELLED",
-    "COMPLETED",
-    "DEADLINE",
-    "FAILED",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "REVOKED",
-    "SPECIAL_EXIT",
-    "TIMEOUT",
-}
-
-
-def owner_tag(place: str, partition: str | None = None) -> str:
-    """The ``--comment`` marking the Slurm jobs of an installation's manager
-    (from its work directory) for one partition: managers of ``slurm`` and
-    ``slurm:PARTITION`` run side by side, and neither may take the other's
-    jobs for orphans."""
-    key = place if not partition else f"{place}\0{partition}"
-    return "wh:" + hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def _run(argv: list[str], stdin: str | None = None) -> str:
-    try:
-        proc = subprocess.run(
-            argv,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=_COMMAND_TIMEOUT,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise UsageError(f"{argv[0]} is not installed here: the Slurm executor needs it") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"{argv[0]} did not answer in {_COMMAND_TIMEOUT:.0f}s") from None
-    if proc.returncode != 0:
-        message = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise UsageError(f"{argv[0]} failed: {message[-1] if message else proc.returncode}")
-    return proc.stdout
 
 
 @dataclass(slots=True)
@@ -163,8 +129,8 @@ class SlurmExecutor(LabelledWorkers):
         self._prepared: set[str] = set()  # function directories made readable
         self.comment = owner_tag(owner or os.getcwd(), self.partition)
         self.max_batch = max(1, max_batch)
-        self._unusable = ""  # nodes _nodes() left out, for a message
-        nodes = self._nodes()
+        # _unusable: the nodes left out, for a message.
+        nodes, self._unusable = read_nodes(self._partition_args())
         if not nodes:
             raise UsageError(
                 f"Slurm has no node up in partition {partition or '(default)'}"
@@ -189,9 +155,7 @@ class SlurmExecutor(LabelledWorkers):
         self._events = -1
         self._partial = b""
         self._last_state = 0.0
-        self._jobcomp = self._jobcomp_path()
-        self._jobcomp_offset = _size(self._jobcomp)  # our jobs come later
-        self._comp_states: dict[str, str] = {}
+        self._ended_states = EndedStates()
         self.cancel_orphans()
 
     # -- Slurm's view ---------------------------------------------------------
@@ -199,62 +163,14 @@ class SlurmExecutor(LabelledWorkers):
     def _partition_args(self) -> list[str]:
         return [f"--partition={self.partition}"] if self.partition else []
 
-    def _nodes(self) -> list[tuple[int, int]]:
-        """(CPUs, memory in bytes) of each node that takes jobs."""
-        out = _run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%t", *self._partition_args()])
-        nodes: dict[str, tuple[int, int]] = {}
-        unusable: dict[str, str] = {}
-        for line in out.splitlines():
-            name, cpus, mem, state = ([*line.split("|"), "", "", "", ""])[:4]
-            if state.startswith(("down", "drain", "fail")) or not cpus.isdigit():
-                unusable[name] = state
-                continue
-            memory = int(mem) * 2**20 if mem.isdigit() else 2**62
-            nodes[name] = (int(cpus), memory)
-        # For the message when none is left: which nodes, in what state.
-        self._unusable = ", ".join(f"{n}: {st}" for n, st in sorted(unusable.items())[:5])
-        return list(nodes.values())
-
-    def _idle_cpus(self) -> dict[str, int]:
-        """Idle CPUs of each node that takes jobs, now (one ``sinfo``)."""
-        out = _run(["sinfo", "-h", "-N", "-o", "%N|%t|%C", *self._partition_args()])
-        idle: dict[str, int] = {}
-        for line in out.splitlines():
-            name, state, cpus = ([*line.split("|"), "", ""])[:3]
-            counts = cpus.split("/")  # allocated/idle/other/total
-            # Exactly idle or mixed: a suffix (not responding, powering, draining...)
-            # makes the node one not to wait for.
-            if state in ("idle", "mix") and len(counts) == 4:
-                idle[name] = int(counts[1]) if counts[1].isdigit() else 0
-        return idle
-
-    def _jobcomp_path(self) -> str | None:
-        with contextlib.suppress(UsageError):
-            out = _run(["scontrol", "show", "config"])
-            kind = re.search(r"^JobCompType\s*=\s*(\S+)", out, re.M)
-            where = re.search(r"^JobCompLoc\s*=\s*(\S+)", out, re.M)
-            if kind and where and kind.group(1) == "jobcomp/filetxt":
-                return where.group(1)
-        return None
-
     def cancel_orphans(self) -> int:
         """Cancel every Slurm job of this installation: a new manager starts
         again whatever an earlier one left running, so none is collected."""
-        ours = self._our_jobs()
+        ours = our_jobs(self.comment)
         if ours:
             log.warning("cancelling %d Slurm jobs left by an earlier manager", len(ours))
-            _run(["scancel", *ours])
+            run_slurm(["scancel", *ours])
         return len(ours)
-
-    def _our_jobs(self) -> list[str]:
-        out = _run(["squeue", "-h", "--me", "-o", "%i|%j|%k"])
-        return [
-            jid
-            for jid, name, comment in (
-                ([*line.split("|", 2), "", ""])[:3] for line in out.splitlines()
-            )
-            if name.startswith("wh-") and comment == self.comment
-        ]
 
     # -- the executor interface -----------------------------------------------
 
@@ -303,7 +219,7 @@ class SlurmExecutor(LabelledWorkers):
         # and a batch holds one job's steps: cancel it once all are asked.
         if batch.killed >= set(batch.steps):
             with contextlib.suppress(UsageError):
-                _run(["scancel", jid])
+                run_slurm(["scancel", jid])
             self._last_state = 0.0  # look soon
 
     def running(self) -> int:
@@ -316,7 +232,7 @@ class SlurmExecutor(LabelledWorkers):
         self._requeued.clear()
         if self._batches:
             with contextlib.suppress(UsageError):
-                _run(["scancel", *self._batches])
+                run_slurm(["scancel", *self._batches])
         for batch in self._batches.values():
             for step in batch.steps.values():
                 step.remove()
@@ -357,7 +273,7 @@ class SlurmExecutor(LabelledWorkers):
                 if prefer:
                     if idle is None:  # one sinfo per turn, only with placement
                         try:
-                            idle = self._idle_cpus()
+                            idle = idle_cpus(self._partition_args())
                         except UsageError as e:
                             log.warning("could not read Slurm's nodes: %s", e)
                             idle = {}
@@ -367,22 +283,12 @@ class SlurmExecutor(LabelledWorkers):
                         idle[nodes[0]] -= max(request.cpus, 1)
                 self._submit_batch(launches[i : i + size], request, nodes)
 
-    def _host_case(self) -> list[str]:
-        """Script lines setting ``$wh_host`` to the node's host label."""
-        if not self.worker_hosts:
-            return ["wh_host="]
-        arms = " ".join(
-            f"{shlex.quote(node)}) wh_host={shlex.quote(label)};;"
-            for node, label in sorted(self.worker_hosts.items())
-        )
-        return [f'case "${{SLURMD_NODENAME:-$HOSTNAME}}" in {arms} *) wh_host=;; esac']
-
     def _submit_batch(
         self, launches: list[Launch], request: Resources, nodes: tuple[str, ...] = ()
     ) -> None:
         root = self._workdir(launches[0].scratch_root)
         steps: dict[tuple[int, int], _Step] = {}
-        lines = ["#!/bin/bash", "umask 077", *self._host_case()]
+        lines = ["#!/bin/bash", "umask 077", *host_case(self.worker_hosts)]
         events = shlex.quote(str(root / "events"))
         for launch in launches:
             path = tempfile.mkdtemp(prefix=f"{launch.job}-{launch.step}-", dir=root)
@@ -397,67 +303,28 @@ class SlurmExecutor(LabelledWorkers):
                 "TMPDIR": path + "/tmp",
                 "WH_RESULT": path + "/result",
             }
-            assignments = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-            if self.worker_hosts:
-                assignments += ' "WH_HOST=$wh_host"'
             argv = measured_argv(self._wrap(launch, path), path + "/usage")
-            command = " ".join(shlex.quote(a) for a in argv)
-            p = shlex.quote(path)
-            tag = f"{launch.job} {launch.step} {launch.attempt}"
-            # Not `env -i VAR=… cmd`: every local account may read a program's
-            # arguments (/proc/PID/cmdline), and these hold the job's token.
-            # The shell's own exports are no program's; the rest it stops
-            # exporting (or, failing to list them, does not run the step), so
-            # the step gets these variables only.
-            clear = 'vs=$(compgen -e) && for v in $vs; do export -n "$v"; done'
-            run = (
-                f"(cd {p}/tmp && {{ {clear}; }} && export {assignments} && exec {command})"
-                f" </dev/null >{p}/log 2>&1"
+            lines += step_lines(
+                launch,
+                path,
+                events,
+                argv,
+                env,
+                with_host=bool(self.worker_hosts),
+                sandbox=self.sandbox,
             )
-            if self.sandbox is not None:
-                # Never unsandboxed: without bwrap on this node the step fails.
-                bwrap = shlex.quote(self.sandbox.bwrap)
-                missing = f"wh: {self.sandbox.bwrap} (bubblewrap) is missing on node"
-                run = (
-                    f"if [[ -x {bwrap} ]]; then {run}; else echo {shlex.quote(missing)} "
-                    f'"${{SLURMD_NODENAME:-$HOSTNAME}}: the step was not run" >{p}/log; '
-                    "(exit 126); fi"
-                )
-            lines += [
-                f'echo "{tag} start" >>{events}',
-                "s=$EPOCHREALTIME",
-                run,
-                "rc=$?",
-                f'echo "{tag} $rc $s $EPOCHREALTIME ${{SLURMD_NODENAME:-$HOSTNAME}}" >>{events}',
-                # A step killed by a signal (scancel, a time limit, the OOM
-                # killer) ends the batch: its later steps, never begun, go
-                # back to the queue rather than start in a dying job.
-                'if (( rc > 128 )); then exit "$rc"; fi',
-            ]
-        first = launches[0]
         script = "\n".join(lines) + "\n"
-        argv = [
-            "sbatch",
-            "--parsable",
-            f"--job-name=wh-{first.job}-{first.step}",
-            f"--comment={self.comment}",
-            f"--cpus-per-task={max(request.cpus, 1)}",
-            "--no-requeue",
-            "--export=NONE",
-            f"--nice={max(-_NICE_LIMIT, min(_NICE_LIMIT, -first.priority))}",
-            f"--output={root}/slurm-%j.out",
-            f"--chdir={root}",
-            *self._partition_args(),
-        ]
-        if request.memory > 0:
-            argv.append(f"--mem={max(1, math.ceil(request.memory / 2**20))}M")
-        if self.wall > 0:  # minutes, for the batch's steps one after the other
-            argv.append(f"--time={max(1, math.ceil(self.wall * len(launches) / 60))}")
-        if nodes:
-            # One node: a job given a list of several would be given them all.
-            argv.append(f"--nodelist={nodes[0]}")
+        argv = sbatch_argv(
+            launches,
+            request,
+            str(root),
+            comment=self.comment,
+            partition_args=self._partition_args(),
+            wall=self.wall,
+            nodes=nodes,
+        )
         try:
-            jid = _run(argv, stdin=script).strip().split(";")[0]
+            jid = run_slurm(argv, stdin=script).strip().split(";")[0]
         except UsageError as e:
             self._refused_batch([step.launch for step in steps.values()], e)
             for step in steps.values():
@@ -548,7 +415,7 @@ class SlurmExecutor(LabelledWorkers):
             return
         # bash reports a death by signal N as 128 + N.
         status = -(rc - 128) if 128 < rc < 128 + 65 else rc
-        log_bytes = _read_log(step.path + "/log")
+        log_bytes = read_step_log(step.path + "/log")
         result = ""
         if status == 0:
             try:
@@ -577,7 +444,7 @@ class SlurmExecutor(LabelledWorkers):
         event are lost (cancelled, killed, node failure)."""
         self._last_state = time.monotonic()
         try:
-            out = _run(["squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%k"])
+            out = run_slurm(["squeue", "-h", "--me", "-t", "all", "-o", "%i|%T|%k"])
         except UsageError as e:
             log.warning("could not read Slurm's queue: %s", e)
             return
@@ -589,11 +456,11 @@ class SlurmExecutor(LabelledWorkers):
         self._unpin(states)
         missing = [j for j in self._batches if j not in states]
         if missing:
-            states.update(self._finished_states(missing))
+            states.update(self._ended_states.states(missing, self._batches))
         now = time.time()
         for jid, batch in list(self._batches.items()):
             state = states.get(jid, "")
-            if state.split(" ")[0] in _ENDED:
+            if state.split(" ")[0] in ENDED:
                 batch.ended = batch.ended or state
                 batch.ended_at = batch.ended_at or now
             elif not state:
@@ -635,58 +502,11 @@ class SlurmExecutor(LabelledWorkers):
         # One scontrol for all (it reads commands from stdin; JobId takes one id).
         commands = "".join(f"update JobId={jid} ReqNodeList=\n" for jid in late)
         try:
-            _run(["scontrol"], stdin=commands)
+            run_slurm(["scontrol"], stdin=commands)
         except UsageError as e:  # e.g. one started meanwhile: nothing to lift there
             log.info("could not lift the node list of Slurm jobs %s: %s", ",".join(late), e)
         for jid in late:
             self._batches[jid].pinned = False
-
-    def _finished_states(self, jids: list[str]) -> dict[str, str]:
-        """States of jobs squeue no longer lists: the job-completion log, else sacct."""
-        wanted = set(jids)
-        found: dict[str, str] = {}
-        if self._jobcomp is not None:
-            try:
-                with open(self._jobcomp, "rb") as f:
-                    f.seek(self._jobcomp_offset)
-                    data = f.read()
-            except OSError:
-                data = b""
-            end = data.rfind(b"\n") + 1
-            self._jobcomp_offset += end
-            for line in data[:end].decode("utf-8", "replace").splitlines():
-                job_m = re.search(r"\bJobId=(\d+)", line)
-                state_m = re.search(r"\bJobState=(\S+)", line)
-                if job_m and state_m and job_m.group(1) in self._batches:
-                    self._comp_states[job_m.group(1)] = state_m.group(1)
-            found = {j: self._comp_states.pop(j) for j in wanted if j in self._comp_states}
-            return found
-        with contextlib.suppress(UsageError):
-            out = _run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(jids)])
-            for line in out.splitlines():
-                number, _, state = line.partition("|")
-                if number in wanted:
-                    found[number] = state
-        return found
-
-
-def _read_log(path: str) -> bytes:
-    # Never through a link: a step could point its log at a file of ours.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return read_log(fd)
-    finally:
-        os.close(fd)
-
-
-def _size(path: str | None) -> int:
-    try:
-        return os.stat(path).st_size if path else 0
-    except OSError:
-        return 0
 
 
 def _lost(launch: Launch, why: str, limit: str = "") -> Finished:
