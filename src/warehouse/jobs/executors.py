@@ -22,16 +22,16 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from warehouse.jobs.forkserver import Channel, forkable, server_channel
 from warehouse.jobs.fullness import disk_full
-from warehouse.jobs.lifeline import Lifeline, on_parent_death
-from warehouse.jobs.measure import Measured, parse_measured, reap
+from warehouse.jobs.lifeline import Lifeline
+from warehouse.jobs.measure import Measured, reap
 from warehouse.jobs.model import Resources
+from warehouse.jobs.prelude import before_exec
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.sandbox import Sandbox
 from warehouse.limits import Guard, Limiter
@@ -133,11 +133,6 @@ class _Workdir:
         os.mkdir(self.tmp)
         flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         self.log_fd = os.open(self.path + "/log", flags, 0o600)
-        # A sandboxed step is measured inside its sandbox, which writes the
-        # figures here: reaping bubblewrap from outside sees none of the
-        # step's time (its pid namespace's init reaps the step, and is not
-        # waited for by the bubblewrap we reap).
-        self.measured_fd: int | None = None
 
     def env(self, launch: Launch) -> dict[str, str]:
         env = process_environment(launch.env)
@@ -150,31 +145,19 @@ class _Workdir:
         launch: Launch,
         guard: Guard | None = None,
         lifeline: bool = True,
-        tell: Callable[[], None] | None = None,
+        tell: Lifeline | None = None,
     ) -> subprocess.Popen[bytes]:
         """``lifeline``: its executor has one (else the step is killed, not
         stopped, with the thread starting it: nothing would kill it later),
-        and ``tell`` lets the step's process tell it its pid before exec."""
+        and ``tell``: the lifeline the step's process tells its pid before exec."""
         argv: tuple[str, ...] | list[str] = launch.argv
         if self.sandbox is not None:
             self.sandbox.prepare_scratch(self.tmp, self.result)
             function_dir = launch.env.get("WH_FUNCTION_DIR", self.tmp)
-            read, write = os.pipe2(os.O_CLOEXEC)
-            os.set_blocking(read, False)
-            self._forget_measured()
-            self.measured_fd = read
             argv = self.sandbox.wrap(
-                argv,
-                function_dir=function_dir,
-                scratch=self.tmp,
-                result=self.result,
-                measure_to=f"/dev/fd/{write}",
+                argv, function_dir=function_dir, scratch=self.tmp, result=self.result
             )
-            try:
-                return self._popen(argv, launch, guard, lifeline, tell, (write,))
-            finally:
-                os.close(write)
-        return self._popen(argv, launch, guard, lifeline, tell, ())
+        return self._popen(argv, launch, guard, lifeline, tell)
 
     def _popen(
         self,
@@ -182,39 +165,22 @@ class _Workdir:
         launch: Launch,
         guard: Guard | None,
         lifeline: bool,
-        tell: Callable[[], None] | None,
-        fds: tuple[int, ...],
+        tell: Lifeline | None,
     ) -> subprocess.Popen[bytes]:
+        sandboxed = self.sandbox is not None
+        argv, hook = before_exec(
+            argv, sandboxed=sandboxed, guard=guard, lifeline=lifeline, tell=tell
+        )
         return subprocess.Popen(
             argv,
-            pass_fds=fds,
             env=self.env(launch),
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,
             stdout=self.log_fd,  # shares our offset: the log is what it wrote
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, killed as a whole
-            preexec_fn=self._hook(guard, lifeline, tell),
+            preexec_fn=hook,
         )
-
-    def _hook(
-        self, guard: Guard | None, lifeline: bool, tell: Callable[[], None] | None
-    ) -> Callable[[], None] | None:
-        """What the step's process does before exec: stopped by the kernel
-        when the thread starting it ends, then killed whole by the lifeline
-        (bubblewrap kills its whole sandbox itself); held to its limits."""
-        death = signal.SIGSTOP if lifeline else signal.SIGKILL
-        hooks = [tell] if tell is not None else []
-        hooks += [] if self.sandbox is not None else [on_parent_death(death)]
-        hooks += [guard.hook()] if guard is not None else []
-        if len(hooks) < 2:
-            return hooks[0] if hooks else None
-
-        def each() -> None:
-            for hook in hooks:
-                hook()
-
-        return each
 
     def collect(
         self,
@@ -226,7 +192,6 @@ class _Workdir:
         usage: Measured | None = None,
     ) -> Finished:
         log = read_log(self.log_fd)
-        usage = self._measured_inside() or usage
         limit = guard.finish(status, log[-4096:], time.time()) if guard is not None else None
         # Asked before the scratch is emptied: a full disk may have cut its writes short.
         limit = limit or disk_full(self.path)
@@ -243,23 +208,6 @@ class _Workdir:
         ids = (launch.job, launch.step, launch.attempt)
         end, limit = time.time(), limit or ""
         return Finished(*ids, status, host, started, end, log, result, limit=limit, usage=usage)
-
-    def _measured_inside(self) -> Measured | None:
-        """What the measure inside the sandbox wrote, if the step ran in one
-        and it wrote something whole (it writes once, as the step ends)."""
-        if self.measured_fd is None:
-            return None
-        try:
-            data = os.read(self.measured_fd, 4096)
-        except OSError:  # nothing written: the sandbox never got to run it
-            data = b""
-        self._forget_measured()
-        return parse_measured(data)
-
-    def _forget_measured(self) -> None:
-        if self.measured_fd is not None:
-            os.close(self.measured_fd)
-            self.measured_fd = None
 
     def not_started(self, launch: Launch, error: OSError, host: str, started: float) -> Finished:
         """The failed run of a step whose program could not be started (not
@@ -529,7 +477,7 @@ class LocalExecutor:
             if self.limiter is not None:
                 request = launch.request
                 guard = self.limiter.guard(request.cpus, request.memory, work.tmp, started)
-            proc = work.spawn(launch, guard, tell=self._lifeline.teller())
+            proc = work.spawn(launch, guard, tell=self._lifeline)
         except OSError as e:
             self._lifeline.not_started()
             if guard is not None:

@@ -264,6 +264,13 @@ class Lifeline:
 
         return tell
 
+    def teller_args(self) -> tuple[int, int] | None:
+        """(this process's pid, its end of the pipe) for a teller that is
+        not a Python hook (``warehouse.jobs.prelude``), or None."""
+        if self._proc is None or self._proc.stdin is None:
+            return None
+        return os.getpid(), self._proc.stdin.fileno()
+
     def not_started(self) -> None:
         """A start failed after its fork: its child's word is void."""
         self._say(b"?\n")

@@ -35,7 +35,6 @@ from pathlib import Path
 
 import warehouse
 from warehouse.errors import UsageError
-from warehouse.jobs.measure import measured_argv
 from warehouse.remote.tls import ca_bundle
 
 __all__ = ["DEFAULT_STEPS_USER", "Sandbox", "StepsUser", "find_sandbox", "steps_user"]
@@ -121,13 +120,13 @@ class Sandbox:
         function_dir: str,
         scratch: str,
         result: str,
-        measure_to: str | None = None,
     ) -> list[str]:
         """The bubblewrap command line running ``argv`` with only these paths
-        of ours; with ``measure_to`` (a path inside, such as an inherited
-        ``/dev/fd/N``) it is run under ``warehouse.jobs.measure``, which
-        writes its usage there, before the steps user is taken on: the step
-        cannot touch what measures it."""
+        of ours. The step is the sandbox's first process (``--as-pid-1``):
+        bubblewrap then reaps it itself, so reaping bubblewrap measures the
+        step (docs/usage.md). With an init of its own in the sandbox,
+        bubblewrap would leave that init unreaped, and the step's usage with
+        it."""
         cmd = [self.bwrap]
         for path in _SYSTEM:
             if os.path.islink(path):
@@ -159,8 +158,9 @@ class Sandbox:
         # Its disk cache of blocks too: a hit asks no keep server for a
         # signature, so the controller's must not be a step's (docs/s3.md).
         cmd += ["--unsetenv", "WH_CACHE_DIR"]
-        cmd += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
-        inside: list[str] = []  # what bubblewrap runs: the step, maybe measured, maybe as its user
+        cmd += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--die-with-parent"]
+        cmd += ["--new-session"]
+        inside: list[str] = []  # what bubblewrap runs: the step, maybe as its user
         if self.user is not None and self.setpriv is not None:
             u = self.user
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
@@ -168,8 +168,6 @@ class Sandbox:
             inside += [self.setpriv, f"--reuid={u.uid}", f"--regid={u.gid}", "--clear-groups"]
             inside += ["--inh-caps=-all", "--bounding-set=-all", "--"]
         inside += argv
-        if measure_to is not None:
-            inside = measured_argv(inside, measure_to)
         cmd += ["--", *inside]
         return cmd
 
@@ -278,7 +276,8 @@ def steps_user(name: str = DEFAULT_STEPS_USER, *, create: bool = True) -> StepsU
 
 def _usable(bwrap: str) -> bool:
     # Installed is not enough: without user namespaces (not root) it cannot run.
-    probe = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"]
+    probe = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--as-pid-1", "--die-with-parent"]
+    probe += ["true"]
     tried = subprocess.run(probe, capture_output=True, text=True, check=False)
     if tried.returncode != 0:
         log.warning("bubblewrap cannot make a sandbox here: %s", tried.stderr.strip())

@@ -191,6 +191,11 @@ class StepGroup:
         for fd in self.fds:
             os.write(fd, b"0")
 
+    def procs_files(self) -> list[str]:
+        """What ``join`` writes to, by path: for a process that joins by
+        itself (a shell, writing "0")."""
+        return [f"{d}/cgroup.procs" for d in self.dirs.values()]
+
     def started(self) -> None:
         for fd in self.fds:
             os.close(fd)

@@ -96,6 +96,12 @@ class Guard:
 
         return hook
 
+    def group_files(self) -> list[str] | None:
+        """The ``cgroup.procs`` files the step's process joins by writing
+        "0" to each (what ``hook`` does), or None where its hook sets
+        resource limits instead."""
+        return None if self.group is None else self.group.procs_files()
+
     def running(self, pid: int) -> None:
         self.pid = pid
         if self.group is not None:
