@@ -44,7 +44,6 @@ UPWARD: set[tuple[str, str]] = {
 OVERSIZE: dict[str, int] = {
     "warehouse.jobs.executors": 643,
     "warehouse.jobs.manager": 607,
-    "warehouse.query.planner": 713,
     "warehouse.query.steps": 711,
     "warehouse.workflows.driver": 787,
 }

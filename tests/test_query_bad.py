@@ -435,7 +435,7 @@ def test_every_call_duckdb_answers_anew_each_run_is_volatile(sql: str) -> None:
     """What DuckDB's own list calls volatile (or a time it reads at the start
     of the query), and a sample with no seed, is never answered from an
     earlier run."""
-    from warehouse.query.planner import parse, volatile
+    from warehouse.query.parsing import parse, volatile
 
     assert volatile(parse(sql)) is not None
 
@@ -450,7 +450,7 @@ def test_every_call_duckdb_answers_anew_each_run_is_volatile(sql: str) -> None:
 )
 def test_a_sample_with_a_seed_is_not_volatile(sql: str) -> None:
     """A seed, 0 too, makes a sample the same each run: it may be reused."""
-    from warehouse.query.planner import parse, volatile
+    from warehouse.query.parsing import parse, volatile
 
     assert volatile(parse(sql)) is None
 

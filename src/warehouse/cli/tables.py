@@ -295,7 +295,7 @@ def query(
     if here:
         _answer_here(wh, plan, tables, as_json, limit)
         return
-    from warehouse.query.planner import parse, volatile
+    from warehouse.query.parsing import parse, volatile
 
     input_pdh = query_input(wh, tables)
     # An earlier answer of random() or now() is not this run's answer.

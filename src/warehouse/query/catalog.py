@@ -13,7 +13,8 @@ from warehouse.collection.reader import CollectionReader
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.interface import Warehouse
 from warehouse.manifest import Manifest
-from warehouse.query.planner import MAX_PARAMS, parse, plan, table_names
+from warehouse.query.parsing import parse, table_names
+from warehouse.query.planner import MAX_PARAMS, plan
 from warehouse.query.tables import FORMATS, MAX_PARTITIONS, META_FILE, TableMeta
 
 __all__ = [

@@ -21,22 +21,21 @@ A plan is JSON (the params of the ``builtin:query`` job):
   split into partial ones), and, unless told to distribute, for queries
   whose tables hold at most ``ONE_STEP_BYTES`` in all (starting and
   feeding more processes would cost more than it spreads).
+
+The SQL is parsed and checked in ``parsing``; the columns each table is
+read for are found in ``columns``.
 """
 
 from __future__ import annotations
 
-import logging
-import re
 from collections.abc import Mapping
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, SqlglotError, TokenError
-from sqlglot.optimizer.qualify import qualify
-from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from warehouse.errors import NotFoundError, UsageError
+from warehouse.errors import UsageError
+from warehouse.query.columns import columns_used
+from warehouse.query.parsing import DIALECT, check_names, parse, table_names
 from warehouse.query.tables import TableMeta, hash_id
 
 __all__ = [
@@ -46,9 +45,7 @@ __all__ = [
     "MAX_PARAMS",
     "ONE_STEP_BYTES",
     "STEP_BYTES",
-    "columns_used",
     "explain",
-    "parse",
     "plan",
 ]
 
@@ -58,151 +55,11 @@ ONE_STEP_BYTES = 1 << 30  # tables holding at most this in all are read by one s
 STEP_BYTES = 256 << 20  # a partition step reads about this much at least, if there is as much
 MIN_PARTITION_STEPS = 2  # but partitions are spread over two steps at least (two cores)
 HOW = ("auto", "one-step", "distributed")
-DIALECT = "duckdb"
-MAX_SQL = 32768  # characters of SQL
 MAX_PARAMS = 96 << 10  # bytes of a query job's params (JSON): under 128 KiB, see catalog
-
-# sqlglot warns on stderr of SQL it cannot parse fully ("falling back to
-# parsing as a 'Command'"); such SQL is refused here in one line anyway.
-logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
 class _Unsplittable(Exception):
     """This shape runs as one step."""
-
-
-def _plain_words(desc: str) -> str:
-    """sqlglot's description without its Python reprs: ``<class
-    '...expressions.query.Where'>`` is ``Where``, a token its text."""
-    desc = re.sub(r"<class '[\w.]*\.(\w+)'>", r"\1", desc)
-    desc = re.sub(r"<Token token_type: TokenType\.SENTINEL, [^>]*>", "the end", desc)
-    return re.sub(r"<Token token_type: [\w.]+, text: (.*?), line: [^>]*>", r"'\1'", desc)
-
-
-def parse(sql: str) -> Any:
-    """The one statement of ``sql``; errors name line and column."""
-    if len(sql) > MAX_SQL:
-        # The plan travels in each step's environment (at most 128 KiB a variable).
-        raise UsageError(f"query: the SQL is over {MAX_SQL} characters")
-    try:
-        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
-    except RecursionError:
-        raise UsageError("query: the SQL is nested too deeply") from None
-    except ParseError as e:
-        where = e.errors[0] if e.errors else {}
-        at = f" at line {where.get('line')}, column {where.get('col')}" if where else ""
-        desc = where.get("description") or str(e).splitlines()[0]
-        raise UsageError(f"query: {_plain_words(desc)}{at}") from None
-    except TokenError as e:  # an unterminated string or quoted name
-        found = re.search(r"Missing (.+) from (\d+):(\d+)", str(e.__cause__ or ""))
-        if found:
-            quote, line, col = found.groups()
-            raise UsageError(
-                f"query: missing {quote} (opened at line {line}, column {int(col) + 1})"
-            ) from None
-        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
-    except SqlglotError as e:
-        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
-    if len(statements) != 1:
-        raise UsageError("query: give exactly one statement")
-    tree = statements[0]
-    if not isinstance(tree, exp.Query):
-        raise UsageError("query: only a SELECT can run")
-    for table in tree.find_all(exp.Table):
-        # A table function (read_csv, read_text, glob, range...) reads no
-        # catalog table; a step's DuckDB could not read its files anyway.
-        if not isinstance(table.this, exp.Identifier):
-            raise UsageError(
-                f"query: only tables named in the catalog can be read, not {table.sql(DIALECT)}"
-            )
-    return tree
-
-
-# What makes a query's answer differ from run to run over the same tables:
-# such a query is run again each time, never answered by an earlier job's
-# result (a job is otherwise reused when its function, input and parameters
-# are the same).
-_VOLATILE_KINDS: tuple[type[exp.Expression], ...] = tuple(
-    getattr(exp, kind)
-    for kind in (
-        "Rand",
-        "Randn",
-        "Uuid",
-        "CurrentDate",
-        "CurrentTime",
-        "CurrentTimestamp",
-        "CurrentDatetime",
-        "Localtime",
-        "Localtimestamp",
-    )
-    if hasattr(exp, kind)
-)
-_VOLATILE_NAMES = frozenset(
-    {
-        "random",
-        "setseed",
-        "uuid",
-        "uuidv4",
-        "uuidv7",
-        "gen_random_uuid",
-        "now",
-        "today",
-        "get_current_time",
-        "get_current_timestamp",
-        "transaction_timestamp",
-        "current_localtime",
-        "current_localtimestamp",
-        "nextval",
-        "currval",
-        "txid_current",
-        "current_transaction_id",
-        "current_query_id",
-        "current_connection_id",
-    }
-)
-
-
-def volatile(tree: exp.Expression) -> str | None:
-    """The first thing in ``tree`` whose value changes from run to run (a
-    call such as ``random()`` or ``now()``, a sample without a seed), or None."""
-    for node in tree.walk():
-        if isinstance(node, _VOLATILE_KINDS):
-            return node.sql(DIALECT)
-        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _VOLATILE_NAMES:
-            return node.sql(DIALECT)
-        # No seed: None, or False for DuckDB's "USING SAMPLE 10% (bernoulli)".
-        if isinstance(node, exp.TableSample) and not node.args.get("seed"):
-            return node.sql(DIALECT)
-    return None
-
-
-def table_names(tree: exp.Expression) -> list[str]:
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    names = [t.name for t in tree.find_all(exp.Table) if t.name not in ctes]
-    return list(dict.fromkeys(names))
-
-
-def check_names(tree: exp.Expression, tables: Mapping[str, TableMeta]) -> None:
-    for name in table_names(tree):
-        if name not in tables:
-            raise NotFoundError(f"query: unknown table {name!r}")
-    # DuckDB's identifiers are not case-sensitive (quoted or not): neither is this.
-    known = {c.casefold() for t in tables.values() for c, _ in t.columns}
-    known |= {a.alias.casefold() for a in tree.find_all(exp.Alias)}
-    known |= {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
-    known |= {t.name.casefold() for t in tree.find_all(exp.TableAlias)}
-    known |= {t.name.casefold() for t in tree.find_all(exp.Table)}  # a table's row, as a column
-    known |= {c.name.casefold() for t in tree.find_all(exp.TableAlias) for c in t.columns}
-    for column in tree.find_all(exp.Column):
-        if isinstance(column.this, exp.Star):
-            continue  # t.*: every column of t
-        name = column.name.casefold()
-        if name and name not in known and tables_have_columns(tables):
-            raise NotFoundError(f"query: unknown column {column.name!r}")
-
-
-def tables_have_columns(tables: Mapping[str, TableMeta]) -> bool:
-    return all(t.columns for t in tables.values())
 
 
 def plan(sql: str, tables: Mapping[str, TableMeta], how: str = "auto") -> dict[str, Any]:
@@ -231,140 +88,6 @@ def plan(sql: str, tables: Mapping[str, TableMeta], how: str = "auto") -> dict[s
         for name, t in compiled["tables"].items():
             t["columns"] = read[name]
     return compiled
-
-
-def columns_used(
-    tree: exp.Expression, used: Mapping[str, TableMeta]
-) -> dict[str, list[str]] | None:
-    """The columns of each table in ``used`` the query reads, sorted, as the
-    table names them; None where that is not known (a table without its
-    columns listed, SQL the resolver cannot follow or would take long over).
-
-    ``*`` and ``t.*`` read every column of the tables they cover (and
-    ``COLUMNS(...)``, a table's name used as a column: its whole row);
-    ``count(*)`` reads none. A name the resolver leaves unplaced counts for
-    every table with a column of that name: the list may hold a column
-    DuckDB does not read, never miss one it does."""
-    if not used or not tables_have_columns(used):
-        return None
-    if len({n.casefold() for n in used}) != len(used):
-        return None  # two tables told apart only by case: not resolved by name here
-    if _column_depths(tree) > RESOLVE_BUDGET:
-        return None
-    try:
-        return _resolve(tree, used)
-    except (SqlglotError, RecursionError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # sqlglot's optimizer did not follow this SQL: the step guesses
-
-
-# sqlglot's resolver walks up from each column to the root, more than once:
-# a chain of thousands of terms would take seconds. Past this sum of the
-# columns' depths, the plan lists no columns (the step guesses from its
-# words). The measure is of the SQL alone, so the plan stays the same for it.
-RESOLVE_BUDGET = 200_000
-
-
-def _column_depths(tree: exp.Expression) -> int:
-    """The sum of the depths of the column references in ``tree``."""
-    total = 0
-    stack = [(tree, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, exp.Column):
-            total += depth
-        stack.extend((child, depth + 1) for child in node.iter_expressions())
-    return total
-
-
-def _resolve(tree: exp.Expression, used: Mapping[str, TableMeta]) -> dict[str, list[str]]:
-    by_fold = {n.casefold(): n for n in used}
-    spelled = {n: {c.casefold(): c for c, _ in m.columns} for n, m in used.items()}
-    # Quoted, so any name is one identifier; the types do not matter to
-    # placing names (and a DuckDB type sqlglot cannot read would fail it).
-    schema: dict[str, object] = {
-        _quote(n): {_quote(c): "INT" for c, _ in m.columns} for n, m in used.items()
-    }
-    qualified = qualify(
-        tree.copy(),
-        schema=schema,
-        dialect=DIALECT,
-        validate_qualify_columns=False,
-        quote_identifiers=False,
-        identify=False,
-    )
-    read: dict[str, set[str]] = {n: set() for n in used}
-
-    def table_of(source: object) -> str | None:
-        if isinstance(source, exp.Table):
-            return by_fold.get(source.name.casefold())
-        return None
-
-    def every(name: str | None) -> None:
-        if name is not None:
-            read[name] |= set(spelled[name].values())
-
-    def by_name(column: str) -> None:
-        for name, cols in spelled.items():
-            if column.casefold() in cols:
-                read[name].add(cols[column.casefold()])
-
-    for scope in traverse_scope(qualified):
-        for node in scope.find_all(exp.Column, exp.Star, exp.Columns, exp.TableColumn):
-            if isinstance(node, exp.TableColumn):  # a table's name as a column: its whole row
-                whole = table_of(_source(scope, node.name))
-                if whole is not None:
-                    every(whole)
-                else:
-                    by_name(node.name)
-                continue
-            if isinstance(node, exp.Columns) or (
-                isinstance(node, exp.Star) and not isinstance(node.parent, exp.Column | exp.Count)
-            ):
-                for src in scope.sources.values():  # every column of this scope's tables
-                    every(table_of(src))
-                continue
-            if not isinstance(node, exp.Column):
-                continue  # count(*)
-            source = _source(scope, node.table) if node.table else None
-            if isinstance(source, Scope):
-                continue  # a subquery's or CTE's output: its own scope reads the tables
-            name = table_of(source)
-            if isinstance(node.this, exp.Star):  # t.*, left unexpanded
-                if name is not None:
-                    every(name)
-                else:
-                    for other in read:
-                        every(other)
-            elif name is not None:
-                if node.name.casefold() in spelled[name]:
-                    read[name].add(spelled[name][node.name.casefold()])
-                else:
-                    every(name)  # not a column of it: a field of its row, say
-            elif node.table:  # no such table here: a struct column's field (s.a)
-                by_name(node.table)
-                by_name(node.name)
-            else:
-                whole = table_of(_source(scope, node.name))
-                if whole is not None:  # a table's name as a column: its whole row
-                    every(whole)
-                else:
-                    by_name(node.name)
-    return {n: sorted(cols) for n, cols in read.items()}
-
-
-def _source(scope: Scope, name: str) -> object:
-    """What ``name`` refers to in ``scope`` or an enclosing one (a correlated
-    subquery names the outer query's tables)."""
-    at: Scope | None = scope
-    while at is not None:
-        if name in at.sources:
-            return at.sources[name]
-        at = at.parent
-    return None
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _single(tree: exp.Expression, used: Mapping[str, TableMeta], why: str) -> dict[str, Any]:
