@@ -34,7 +34,6 @@ LAYERS: list[set[str]] = [
 
 # (module, package it imports from a higher layer) as found when written.
 UPWARD: set[tuple[str, str]] = {
-    ("warehouse.catalog.records", "collection"),
     ("warehouse.collection.finding", "embedded"),
     ("warehouse.collection.finding", "lineage"),
     ("warehouse.collection.finding", "remote"),

@@ -209,7 +209,8 @@ def test_save_manifest_records_a_big_listing_in_parts_in_manifest_order(tmp_path
     reads it a part at a time too; the same text, and the same rows, as
     when it was recorded whole."""
     from warehouse.catalog.schema import collection_listing_parts, collection_listings
-    from warehouse.collection.listings import IN_PARTS, listing_pieces
+    from warehouse.catalog.values import IN_PARTS
+    from warehouse.collection.listings import listing_pieces
     from warehouse.collection.records import LISTING_PIECE
     from warehouse.manifest import Manifest
 

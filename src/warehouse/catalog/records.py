@@ -23,8 +23,7 @@ from warehouse.catalog.schema import (
     collection_listings,
     collections,
 )
-from warehouse.catalog.values import AccountingRow, CollectionRecord
-from warehouse.collection.listings import IN_PARTS
+from warehouse.catalog.values import IN_PARTS, AccountingRow, CollectionRecord
 from warehouse.errors import NotFoundError
 
 __all__ = [

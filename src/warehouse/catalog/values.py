@@ -16,8 +16,13 @@ from warehouse.errors import UsageError
 # library, so that a read of a current catalog (catalog.lite) needs none.
 HEAD_REVISION = "0017_s3_credentials"
 
+# What the catalog's listing row holds for a listing kept in parts (one row
+# per piece in ``collection_listing_parts``, joined in order).
+IN_PARTS = "{}"
+
 __all__ = [
     "HEAD_REVISION",
+    "IN_PARTS",
     "NAME_LIMIT",
     "AccountingRow",
     "CollectionRecord",

@@ -18,7 +18,6 @@ from warehouse.errors import CorruptDataError, UsageError
 from warehouse.manifest import Manifest
 
 __all__ = [
-    "IN_PARTS",
     "Digests",
     "NotWellFormed",
     "OrderedListing",
@@ -28,10 +27,6 @@ __all__ = [
     "ordered_listing",
     "parse_listing",
 ]
-
-# What the catalog's listing row holds for a listing kept in parts (one row
-# per piece in ``collection_listing_parts``, joined in order).
-IN_PARTS = "{}"
 
 
 class Digests(Protocol):

@@ -15,7 +15,8 @@ import sqlite3
 from contextlib import closing
 from urllib.parse import quote
 
-from warehouse.collection.listings import IN_PARTS, parse_listing
+from warehouse.catalog.values import IN_PARTS
+from warehouse.collection.listings import parse_listing
 from warehouse.collection.records import manifest_from_blocks
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, WarehouseError
