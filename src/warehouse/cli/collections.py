@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from warehouse.cli._common import emit_json, emit_rows, open_warehouse, text_time
-from warehouse.collection.finding import KIND_NAMES, MAX_LIMIT, find
+from warehouse.lineage.finding import KIND_NAMES, MAX_LIMIT, find
 
 __all__ = ["collection"]
 

@@ -4,7 +4,8 @@ was made from it.
 ``values`` holds the graph as plain records (and its JSON), ``build`` walks
 the catalog's facts (pure), ``reads`` asks the catalog for them, ``trace``
 answers for an embedded warehouse or a controller alike, ``render`` writes
-the graph as text or Graphviz. See docs/lineage.md.
+the graph as text or Graphviz, ``finding`` lists collections by who stored
+them and what they are (``wh collection ls``). See docs/lineage.md.
 
 Names load on first use: a client of a controller needs no database library.
 """

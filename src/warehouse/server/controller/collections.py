@@ -413,7 +413,7 @@ def list_collections(
             for r in records
             if r.pdh in shown
         ]
-    from warehouse.collection.finding import find_in_catalog
+    from warehouse.lineage.finding import find_in_catalog
 
     found = find_in_catalog(engine, created_by=created_by, kind=kind, limit=limit)
     shown = readable_pdhs(engine, user, [f.pdh for f in found])

@@ -1,8 +1,8 @@
 """Finding collections by who stored them and what they are (`wh collection ls`).
 
-What a collection is comes from the lineage labels (lineage/reads.py): a put,
-a job's output or log, a function's source, a combined collection, a
-workflow file; the pages list the same.
+What a collection is comes from the lineage labels (``reads``): a put, a
+job's output or log, a function's source, a combined collection, a workflow
+file; the pages list the same.
 """
 
 from __future__ import annotations
