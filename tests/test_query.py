@@ -261,20 +261,26 @@ def _lineitem_in_two(run, tpch: Path) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", ["client", "one-step"])
 def test_a_damaged_chunk_a_query_reads_fails_it(  # type: ignore[no-untyped-def]
-    run, home: Path, tpch: Path
+    run, home: Path, tpch: Path, how: str
 ) -> None:
-    """A bad block of a column Q6 reads: the step's check finds it (the copy
-    is moved aside) and the query fails, naming the file; no rows come back."""
+    """A bad block of a column Q6 reads: the check finds it (the copy is
+    moved aside) and the query fails, naming the file; no rows come back.
+    In the client the error is the check's (exit 5); a job's names the job."""
     _lineitem_in_two(run, tpch)
     block = chunk_block(home, "lineitem", "part-00000.parquet", "l_extendedprice")
     rot(block)
-    result = run("query", "--json", "--plan", "one-step", QUERIES["q6"], code=1)
+    result = run("query", "--json", "--plan", how, QUERIES["q6"], code=5 if how == "client" else 1)
     assert result.stdout == ""
-    assert result.stderr.startswith("Error: job ") and result.stderr.count("\n") == 1
-    job = result.stderr.split()[2].rstrip(":")
-    # The last attempt's log: the first moved the copy aside as corrupt.
-    assert "it holds data of: lineitem/part-00000.parquet" in run("job", "logs", job).stdout
+    assert result.stderr.count("\n") == 1
+    if how == "client":
+        assert "it holds data of: lineitem/part-00000.parquet" in result.stderr, result.stderr
+    else:
+        assert result.stderr.startswith("Error: job "), result.stderr
+        job = result.stderr.split()[2].rstrip(":")
+        # The last attempt's log: the first moved the copy aside as corrupt.
+        assert "it holds data of: lineitem/part-00000.parquet" in run("job", "logs", job).stdout
     assert not block.exists()  # moved aside by the step's check
     assert list(block.parent.glob(block.name + ".corrupt.*"))
     # The only copy gone, a query job over the table is refused at once.
@@ -288,13 +294,13 @@ def test_a_damaged_chunk_a_query_does_not_read_leaves_it_whole(  # type: ignore[
     run, home: Path, tpch: Path
 ) -> None:
     """A bad block of a column Q6 never reads (l_comment): Q6 still returns
-    DuckDB's rows, by both plans, as only the blocks it reads are checked; a
+    DuckDB's rows, by every path, as only the blocks it reads are checked; a
     query that reads the column finds the damage."""
     _lineitem_in_two(run, tpch)
     block = chunk_block(home, "lineitem", "part-00000.parquet", "l_comment")
     rot(block)
     want = oracle(tpch, QUERIES["q6"])
-    for how in ("one-step", "distributed"):
+    for how in ("client", "one-step", "distributed"):
         rows, counters = query(run, QUERIES["q6"], how)
         assert same(rows, want), (how, rows, want)
         assert counters.get("copied_bytes", 0) == 0, how  # read in its blocks

@@ -158,10 +158,12 @@ def _manifests(wh: Any) -> Any:
     return getattr(wh, "bare_manifest", None)
 
 
-def _small(tables: Any) -> bool:
-    from warehouse.query.inclient import is_small
+def _here(wh: Any, plan: Any, tables: Any, how: str) -> tuple[bool, int]:
+    """Whether to answer in the client (docs/query.md), and the bytes it reads."""
+    from warehouse.query import inclient
 
-    return bool(is_small(tables))
+    reads = inclient.read_bytes(wh, plan, tables)
+    return how == "client" or reads <= inclient.SMALL_BYTES, reads
 
 
 def _answer_here(wh: Any, plan: Any, tables: Any, as_json: bool, limit: int | None) -> None:
@@ -239,8 +241,8 @@ def _plain(v: Any) -> Any:
     type=click.Choice(["auto", "client", "one-step", "distributed"]),
     default="auto",
     show_default=True,
-    help="auto: in the client (no job) when the tables hold at most 64 MiB, one "
-    "step up to 1 GiB, else distributed; client: here whatever the size.",
+    help="auto: in the client (no job) when it reads at most 64 MiB, else one "
+    "step up to tables of 1 GiB, else distributed; client: here whatever the size.",
 )
 @click.option(
     "--limit",
@@ -261,14 +263,15 @@ def query(
 ) -> None:
     """Run SQL over tables (names resolve through the catalog), here or as a job.
 
-    Tables of at most 64 MiB in all are queried here, in the client, and
-    nothing is recorded (no job, no result; --name, --no-wait or --plan
-    one-step make it a job). Up to 1 GiB a job queries them in one step.
-    Otherwise (or with --plan distributed) scans, filters and partial
-    aggregates run per partition; co-partitioned joins partition by
-    partition, a small side broadcast, otherwise shuffled by the key; a final
-    step merges. A job's result is a table collection; the rows printed are
-    followed, on standard error, by their count, the job and the result's PDH.
+    A query that reads at most 64 MiB (the column chunks it needs) is
+    answered here, in the client, and nothing is recorded (no job, no
+    result; --name, --no-wait or --plan one-step make it a job). Over tables
+    of up to 1 GiB a job queries them in one step. Otherwise (or with --plan
+    distributed) scans, filters and partial aggregates run per partition;
+    co-partitioned joins partition by partition, a small side broadcast,
+    otherwise shuffled by the key; a final step merges. A job's result is a
+    table collection; the rows printed are followed, on standard error, by
+    their count, the job and the result's PDH.
     """
     from warehouse.catalog.values import check_name
     from warehouse.query.catalog import compile_plan, find_tables, query_input, read_rows
@@ -282,14 +285,18 @@ def query(
         raise UsageError("query: --plan client keeps no result: not with --name or --no-wait")
     wh = open_warehouse(ctx)
     tables = find_tables(wh, sql, _manifests(wh))
-    here = how == "client" or (how == "auto" and wait and name_ is None and _small(tables))
-    plan, params = compile_plan(sql, tables, "one-step" if here else how)
+    here, reads = False, 0
+    if how == "client" or (how == "auto" and wait and name_ is None):
+        plan, params = compile_plan(sql, tables, "one-step")
+        here, reads = _here(wh, plan, tables, how)
+    if not here:
+        plan, params = compile_plan(sql, tables, how)
     if explain:
         if as_json:
             emit_json(plan)
         else:
             if here:
-                click.echo("in the client: no job (tables of at most 64 MiB)")
+                click.echo(f"in the client, no job: it reads and checks {reads} bytes")
             click.echo(explain_plan(plan), nl=False)
         return
     if here:
