@@ -56,7 +56,7 @@ import time, sys
 _t = {"step_main": time.time()}
 import warehouse.query.steps as qs
 _t["step_imported"] = time.time()
-_check_later, _compute, _report = qs._check_later, qs._compute, qs._report
+_check_later, _compute, _report = qs.check_blocks_later, qs._compute, qs._report
 def check_later(*a, **k):
     failed = _check_later(*a, **k)
     def timed():
@@ -71,7 +71,7 @@ def compute(*a, **k):
 def report(*a, **k):
     _report(*a, **k)
     _t["reported"] = time.time()
-qs._check_later, qs._compute, qs._report = check_later, compute, report
+qs.check_blocks_later, qs._compute, qs._report = check_later, compute, report
 qs.query_step()
 print(f"STEPCPU {time.process_time()}", file=sys.stderr)
 _t["ending"] = time.time()

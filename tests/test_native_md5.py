@@ -344,7 +344,7 @@ def test_threads_touching_the_same_blocks_all_get_checked_bytes(tmp_path: Path) 
 
 def test_whole_blocks_are_verified_together(tmp_path: Path) -> None:
     """A query step's check of whole-block files: one answer per open block."""
-    from warehouse.query.steps import _shares, _verify
+    from warehouse.query.stepinputs import share_out, verify_open
 
     rnd = random.Random(13)
     blocks = []
@@ -356,10 +356,10 @@ def test_whole_blocks_are_verified_together(tmp_path: Path) -> None:
             rot(path)
         blocks.append((os.open(path, os.O_RDONLY), hashlib.md5(data).hexdigest(), len(data)))
     try:
-        assert _verify(blocks) == [n != 4 for n in range(9)]
-        shares = _shares(blocks, 2)
+        assert verify_open(blocks) == [n != 4 for n in range(9)]
+        shares = share_out(blocks, 2)
         assert sorted(b for share in shares for b in share) == sorted(blocks)
-        assert [ok for share in shares for ok in _verify(share)].count(False) == 1
+        assert [ok for share in shares for ok in verify_open(share)].count(False) == 1
     finally:
         for fd, _, _ in blocks:
             os.close(fd)

@@ -2,7 +2,7 @@
 
 When what a one-step plan reads and checks holds at most ``SMALL_BYTES``,
 ``wh query`` (``--plan auto`` or ``client``) runs it here, reading the
-tables as a query step does (``steps``): on the embedded warehouse each
+tables as a query step does (``stepinputs``): on the embedded warehouse each
 partition in its blocks, a whole block checked before DuckDB reads it, a
 file cut at column chunks checked block by block as DuckDB first touches
 one; any other file (every file through a controller) copied into a
@@ -28,7 +28,7 @@ from warehouse.collection.reader import CollectionReader
 from warehouse.errors import WarehouseError
 from warehouse.interface import Warehouse
 from warehouse.manifest import FileEntry
-from warehouse.query import steps
+from warehouse.query import duckstep, stepinputs
 from warehouse.query.catalog import Table, rows_of
 from warehouse.query.tables import META_FILE
 
@@ -94,12 +94,12 @@ def _where(wh: Warehouse, plan: dict[str, Any], tables: Sequence[Table], root: P
     if isinstance(wh.store, LocalBlockStore):
         # As a step reads its input: the files under ``<table>/``, the chunks
         # of the columns the plan lists checked together.
-        steps._name_columns(plan, {t.name: [list(c) for c in t.meta.columns] for t in tables})
+        stepinputs.name_columns(plan, {t.name: [list(c) for c in t.meta.columns] for t in tables})
         for n, t in enumerate(tables):
             files = t.manifest.files()
             entries = [dataclasses.replace(files[p], path=f"{t.name}/{p}") for p in _files(t)]
             reader = CollectionReader(wh.store, t.manifest)
-            where[t.name] = steps._fetch(reader, entries, root / str(n))[0]
+            where[t.name] = stepinputs.fetch_files(reader, entries, root / str(n))[0]
         return where
     for n, t in enumerate(tables):
         reader = CollectionReader(wh.store, t.manifest)
@@ -129,17 +129,17 @@ def answer(
 
 
 def _forget() -> None:
-    """Let go of what ``steps`` keeps while it reads (it reads for one step a
+    """Let go of what ``stepinputs`` keeps while it reads (it reads for one step a
     process): a process may answer more than one query (tests through
     click), and no check is kept from one query to the next."""
-    for fd in steps._held:
+    for fd in stepinputs.held_fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-    steps._held.clear()
-    steps._in_place.clear()
-    steps._lazy.clear()
-    steps._named.clear()
-    steps._copied[0] = 0
+    stepinputs.held_fds.clear()
+    stepinputs.in_place.clear()
+    stepinputs.lazy_files.clear()
+    stepinputs.columns_read.clear()
+    stepinputs.copied_bytes[0] = 0
 
 
 def _run(
@@ -150,31 +150,31 @@ def _run(
     where = _where(wh, plan, tables, root)
     with duckdb.connect() as con:
         con.execute(f"SET temp_directory = {_quoted(str(root / 'duckdb.tmp'))}")
-        # The column chunks the query needs and no more (``steps._connect``).
+        # The column chunks the query needs and no more (``duckstep.connect``).
         with contextlib.suppress(duckdb.Error):
             con.execute("SET parquet_prefetch_column_gap = 0")
-        lazy = steps._lazy[0] if steps._lazy else None
+        lazy = stepinputs.lazy_files[0] if stepinputs.lazy_files else None
         if lazy is not None:
             lazy.register(con)
-        # Sealed as a query step is (``steps._seal``): the SQL reads its
+        # Sealed as a query step is (``duckstep.seal``): the SQL reads its
         # tables' files and writes its result here, nothing else.
-        paths = [p for ps in where.values() for p in ps if not p.startswith(steps._BLOCKS)]
-        dirs = [str(root) + "/"] + ([steps._BLOCKS] if lazy is not None else [])
+        paths = [p for ps in where.values() for p in ps if not p.startswith(duckstep.BLOCKS)]
+        dirs = [str(root) + "/"] + ([duckstep.BLOCKS] if lazy is not None else [])
         con.execute(f"SET allowed_paths = [{', '.join(map(_quoted, paths))}]")
         con.execute(f"SET allowed_directories = [{', '.join(map(_quoted, dirs))}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         try:
             for t in tables:
-                steps._view(con, t.name, t.meta.format, where[t.name], t.meta.columns)
-            stored, described = steps._exact(con, plan["sql"])
+                duckstep.create_view(con, t.name, t.meta.format, where[t.name], t.meta.columns)
+            stored, described = duckstep.exact_sql(con, plan["sql"])
             result = root / "result.parquet"
             con.execute(f"COPY ({stored}) TO {_quoted(str(result))} (FORMAT parquet)")
             found = rows_of(con, f"read_parquet({_quoted(str(result))})", described, limit)
         except duckdb.Error as e:
-            steps._lazy_failed()  # a block that failed its check, in our words
+            stepinputs.lazy_failed()  # a block that failed its check, in our words
             # What the data makes fail (a cast, a division): DuckDB's words,
             # as a failed query job ends with them (exit 1).
             raise WarehouseError(f"query: {str(e).splitlines()[0]}") from None
-        steps._lazy_failed()
+        stepinputs.lazy_failed()
         return found
