@@ -3,8 +3,7 @@
 from warehouse.manifest.entries import FileEntry, FilePiece, Segment, Stream
 from warehouse.manifest.escape import escape_name, unescape_name
 from warehouse.manifest.md5sum import md5sum_line
-from warehouse.manifest.model import Manifest
-from warehouse.manifest.normalize import normalize
+from warehouse.manifest.model import Manifest, normalize
 from warehouse.manifest.parse import ManifestError
 
 __all__ = [

@@ -19,7 +19,7 @@ from warehouse.manifest.layout import (
 from warehouse.manifest.normalize import normalized_streams
 from warehouse.manifest.parse import Text, parse_streams
 
-__all__ = ["Manifest"]
+__all__ = ["Manifest", "normalize"]
 
 
 @dataclass(frozen=True)
@@ -175,3 +175,8 @@ def _segment_paths(stream: Stream) -> Iterator[str]:
     for segment in stream.segments:
         if not segment.is_directory_marker:
             yield prefix + segment.name
+
+
+def normalize(manifest: Manifest) -> Manifest:
+    """The normalized form of ``manifest`` (same as ``manifest.normalized()``)."""
+    return manifest.normalized()

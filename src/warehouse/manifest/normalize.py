@@ -7,23 +7,14 @@ the bytes it had, so the result can be computed from manifest text alone.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from warehouse.blocks.locator import EMPTY_LOCATOR, Locator
 from warehouse.errors import UsageError
 from warehouse.manifest.entries import FileEntry, Segment, Stream
 
-if TYPE_CHECKING:
-    from warehouse.manifest.model import Manifest
-
-__all__ = ["StreamLayout", "normalize", "normalized_streams"]
+__all__ = ["StreamLayout", "normalized_streams"]
 
 _MARKER = Segment(0, 0, ".")
-
-
-def normalize(manifest: Manifest) -> Manifest:
-    """The normalized form of ``manifest`` (same as ``manifest.normalized()``)."""
-    return manifest.normalized()
 
 
 def _check_path(path: str) -> None:
