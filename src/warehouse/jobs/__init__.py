@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from warehouse.jobs.model import Resources, Scheduler
     from warehouse.jobs.records import get_job, list_jobs, list_steps
     from warehouse.jobs.service import ensure_manager, run_manager
-    from warehouse.jobs.submission import JobRequest, parse_size, submit
+    from warehouse.jobs.sizes import parse_size
+    from warehouse.jobs.submission import JobRequest, submit
     from warehouse.jobs.values import JobRecord, StepRecord
 
 # Where each public name lives (kept equal to __all__; a test checks).
@@ -33,7 +34,7 @@ _WHERE = {
     "ensure_manager": "service",
     "run_manager": "service",
     "JobRequest": "submission",
-    "parse_size": "submission",
+    "parse_size": "sizes",
     "submit": "submission",
     "JobRecord": "values",
     "StepRecord": "values",

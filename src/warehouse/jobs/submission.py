@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,6 @@ __all__ = [
     "JobRequest",
     "Recorded",
     "canonical_params",
-    "parse_size",
     "reuse_key",
     "submit",
     "submit_many",
@@ -68,16 +66,6 @@ def reuse_key(function_pdh: str, function_path: str, input_pdh: str, params: str
 
 _MAX_INT, _MAX_BIG = 2**31 - 1, 2**63 - 1
 MAX_PARAMS_BYTES = 120 << 10
-_SIZE = re.compile(r"(\d+)\s*([kmgt]?)(i?b?)", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """``4G``, ``512MiB``, ``1000000`` → bytes (K, M, G, T are powers of 1024)."""
-    m = _SIZE.fullmatch(text.strip())
-    if m is None:
-        raise UsageError(f"bad size {text!r} (like 512M or 4G)")
-    power: int = " kmgt".index(m.group(2).lower() or " ")
-    return int(m.group(1)) * 1024**power  # type: ignore[no-any-return]
 
 
 def _all_readable(

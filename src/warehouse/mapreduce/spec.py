@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warehouse.errors import UsageError
+from warehouse.jobs.sizes import parse_size
 from warehouse.mapreduce.formats import FORMATS
 
 __all__ = ["DEFAULT_MEMORY", "DEFAULT_SPLIT", "MAX_REDUCERS", "PARTITIONERS", "MapReduceSpec"]
@@ -20,8 +21,6 @@ FunctionSpec = str | Callable[..., Iterable[Any]]
 
 
 def _size(value: Any, what: str) -> int:
-    from warehouse.jobs.submission import parse_size
-
     size = value if isinstance(value, int) and not isinstance(value, bool) else None
     if isinstance(value, str):
         try:
