@@ -21,9 +21,9 @@ from warehouse.catalog.s3credentials import s3_identity, s3_secret
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError
 from warehouse.gateways import s3ops
 from warehouse.gateways.s3call import Call
-from warehouse.gateways.s3multipart import Uploads
 from warehouse.gateways.s3objects import ContentsCache
 from warehouse.gateways.s3sigv4 import SigError, check, parse
+from warehouse.gateways.s3uploads import Uploads
 from warehouse.gateways.s3xml import S3Error, error_response
 from warehouse.server.accesslog import AccessLog, note_user
 from warehouse.server.bodytimeout import BodyTimeout

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
 from warehouse import catalog
-from warehouse.gateways.s3objects import Bucket, Contents, resolve_bucket
+from warehouse.gateways.s3objects import Bucket, Contents, ContentsCache, resolve_bucket
+from warehouse.gateways.s3uploads import Uploads
+from warehouse.server.controller.state import ControllerState
 
-if TYPE_CHECKING:
-    from warehouse.gateways.s3app import S3Gateway
+__all__ = ["Call", "Gateway"]
 
-__all__ = ["Call"]
+
+class Gateway(Protocol):
+    """What the operations use of the gateway (``s3app.S3Gateway``)."""
+
+    state: ControllerState
+    cache: ContentsCache
+    uploads: Uploads
 
 
 @dataclass
 class Call:
-    gateway: S3Gateway
+    gateway: Gateway
     request: Request
     user: catalog.User
     bucket: str

@@ -10,10 +10,6 @@ again); blocks of parts never completed are garbage for GC.
 from __future__ import annotations
 
 import hashlib
-import secrets
-import threading
-import time
-from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 
 from starlette.concurrency import run_in_threadpool
@@ -29,7 +25,6 @@ from warehouse.manifest import FilePiece
 
 __all__ = [
     "MAX_PARTS",
-    "Uploads",
     "abort_upload",
     "complete_upload",
     "create_upload",
@@ -41,84 +36,8 @@ __all__ = [
 # S3's bounds: parts 1 to 10,000; 1,000 keys a DeleteObjects.
 MAX_PARTS = 10000
 MAX_DELETE = 1000
-# Uploads one user may have open at once, and how long one may stay open.
-MAX_UPLOADS_PER_USER = 100
-UPLOAD_LIFETIME = 24 * 3600.0
 # Bodies read whole (CompleteMultipartUpload, DeleteObjects): XML, bounded.
 MAX_XML_BODY = 2 << 20
-# Bytes of bodies held at once by PutObject and UploadPart, of all users:
-# each holds what it has not yet stored, up to one 64 MiB block.
-BODY_BUDGET = 512 << 20
-
-
-class Budget:
-    """Bytes of request bodies held at once; a request that would go over
-    waits a moment, then is told to slow down (503 SlowDown: clients retry)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self._lock = threading.Lock()
-
-    def take(self, size: int) -> bool:
-        with self._lock:
-            if self.used + size > self.limit and self.used > 0:
-                return False
-            self.used += size
-            return True
-
-    def give(self, size: int) -> None:
-        with self._lock:
-            self.used -= size
-
-
-@dataclass
-class Upload:
-    user: str
-    bucket: str
-    key: str
-    started: float
-    parts: dict[int, Written] = field(default_factory=dict)
-
-
-class Uploads:
-    """The open multipart uploads of one controller."""
-
-    def __init__(self) -> None:
-        self._open: dict[str, Upload] = {}
-        self._lock = threading.Lock()
-        self.bodies = Budget(BODY_BUDGET)
-
-    def start(self, user: str, bucket: str, key: str) -> str:
-        now = time.time()
-        with self._lock:
-            for ident in [i for i, u in self._open.items() if u.started + UPLOAD_LIFETIME < now]:
-                del self._open[ident]
-            if sum(1 for u in self._open.values() if u.user == user) >= MAX_UPLOADS_PER_USER:
-                raise S3Error(
-                    "SlowDown",
-                    f"at most {MAX_UPLOADS_PER_USER} multipart uploads open at once: "
-                    "complete or abort some",
-                    503,
-                )
-            ident = secrets.token_urlsafe(24)
-            self._open[ident] = Upload(user, bucket, key, now)
-            return ident
-
-    def find(self, ident: str, user: str, bucket: str, key: str) -> Upload:
-        with self._lock:
-            found = self._open.get(ident)
-        if found is None or (found.user, found.bucket, found.key) != (user, bucket, key):
-            raise S3Error("NoSuchUpload", "The specified multipart upload does not exist.", 404)
-        return found
-
-    def drop(self, ident: str) -> None:
-        with self._lock:
-            self._open.pop(ident, None)
-
-    def of(self, user: str, bucket: str) -> list[tuple[str, Upload]]:
-        with self._lock:
-            return [(i, u) for i, u in self._open.items() if u.user == user and u.bucket == bucket]
 
 
 async def create_upload(call: Call) -> Response:
