@@ -287,7 +287,8 @@ def query(
     tables = find_tables(wh, sql, _manifests(wh))
     here, reads = False, 0
     if how == "client" or (how == "auto" and wait and name_ is None):
-        plan, params = compile_plan(sql, tables, "one-step")
+        # Bound as it is answered, if it is (one DuckDB database, not two).
+        plan, params = compile_plan(sql, tables, "one-step", bind=explain)
         here, reads = _here(wh, plan, tables, how)
     if not here:
         plan, params = compile_plan(sql, tables, how)

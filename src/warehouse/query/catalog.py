@@ -21,6 +21,7 @@ __all__ = [
     "Table",
     "compile_plan",
     "compile_query",
+    "describe",
     "find_tables",
     "list_tables",
     "meta_of",
@@ -107,13 +108,14 @@ def find_tables(
 
 
 def compile_plan(
-    sql: str, tables: Sequence[Table], how: str = "auto"
+    sql: str, tables: Sequence[Table], how: str = "auto", *, bind: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(plan, job params) of ``sql`` over ``tables``; ``how`` as for
-    ``planner.plan``. The SQL is bound by DuckDB first (``_bound``)."""
+    ``planner.plan``. The SQL is bound by DuckDB first (``_bound``), unless
+    ``bind`` is false (the caller binds it over the tables: ``describe``)."""
     metas = {t.name: t.meta for t in tables}
     compiled = plan(sql, metas, how)
-    if all(m.columns for m in metas.values()):
+    if bind and all(m.columns for m in metas.values()):
         compiled = _bound(sql, compiled, metas)
     columns = {n: [list(c) for c in m.columns] for n, m in metas.items()}
     params = {"plan": compiled, "columns": columns}
@@ -171,15 +173,7 @@ def _bound(sql: str, compiled: dict[str, Any], metas: dict[str, TableMeta]) -> d
                 return compiled  # a type DuckDB does not spell back: left to the step
         distributed = compiled["mode"] != "single"
         one_step = plan(sql, metas, "one-step")["sql"] if distributed else compiled["sql"]
-        try:
-            wanted = [r[0] for r in con.execute(f"DESCRIBE {one_step}").fetchall()]
-        except (duckdb.CatalogException, duckdb.BinderException) as e:
-            message = str(e).splitlines()[0]
-            if "not found" in message or "does not exist" in message:
-                raise NotFoundError(f"query: {message}") from None
-            raise UsageError(f"query: {message}") from None
-        except duckdb.Error as e:
-            raise UsageError(f"query: {str(e).splitlines()[0]}") from None
+        wanted = describe(con, one_step)
         if distributed:
             try:
                 kinds = con.execute(f"DESCRIBE {compiled['partial']}").fetchall()
@@ -195,6 +189,23 @@ def _bound(sql: str, compiled: dict[str, Any], metas: dict[str, TableMeta]) -> d
                 names = ", ".join(_quoted(n) for n in wanted)
                 compiled = {**compiled, "final": f"SELECT * FROM ({final}) AS wh_final({names})"}
     return compiled
+
+
+def describe(con: Any, sql: str) -> list[str]:
+    """The names of the columns of ``sql`` as DuckDB binds it on ``con``,
+    reading no row: an unknown table, column or function is named (exit 4),
+    anything else DuckDB refuses is said in its words (exit 2)."""
+    import duckdb
+
+    try:
+        return [r[0] for r in con.execute(f"DESCRIBE {sql}").fetchall()]
+    except (duckdb.CatalogException, duckdb.BinderException) as e:
+        message = str(e).splitlines()[0]
+        if "not found" in message or "does not exist" in message:
+            raise NotFoundError(f"query: {message}") from None
+        raise UsageError(f"query: {message}") from None
+    except duckdb.Error as e:
+        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
 
 
 def read_rows(wh: Warehouse, key: str, limit: int) -> tuple[list[str], list[tuple[Any, ...]], int]:

@@ -29,7 +29,7 @@ from warehouse.errors import WarehouseError
 from warehouse.interface import Warehouse
 from warehouse.manifest import FileEntry
 from warehouse.query import duckstep, stepinputs
-from warehouse.query.catalog import Table, rows_of
+from warehouse.query.catalog import Table, describe, rows_of
 from warehouse.query.tables import META_FILE
 
 __all__ = ["SMALL_BYTES", "answer", "read_bytes"]
@@ -167,6 +167,16 @@ def _run(
         try:
             for t in tables:
                 duckstep.create_view(con, t.name, t.meta.format, where[t.name], t.meta.columns)
+            # Bound here, over the tables themselves (``compile_plan`` did not:
+            # a second DuckDB database costs tens of milliseconds), with the
+            # refusals a job's submission gives.
+            describe(con, plan["sql"])
+        except (duckdb.Error, WarehouseError) as e:
+            stepinputs.lazy_failed()  # a block that failed its check: that is the error
+            if isinstance(e, WarehouseError):
+                raise
+            raise WarehouseError(f"query: {str(e).splitlines()[0]}") from None
+        try:
             stored, described = duckstep.exact_sql(con, plan["sql"])
             result = root / "result.parquet"
             con.execute(f"COPY ({stored}) TO {_quoted(str(result))} (FORMAT parquet)")
