@@ -1,0 +1,1 @@
+"""The catalog's schema migrations: Alembic scripts, one per revision (``versions/``)."""
