@@ -16,6 +16,7 @@ from cluster import Controller, KeepPool, controller
 from conftest import Runner
 from disk_helpers import rot
 from permission_helpers import wh_as
+from warehouse import catalog
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.query import inclient
 
@@ -136,3 +137,19 @@ def test_private_mode_refuses_a_table_the_user_may_not_read(
     assert shared.stdout == "s\n60\n" and "answered in the client" in shared.stderr
     job = wh_as(ctl, bob, "query", "--plan", "one-step", sql.format("secret"))
     assert job.stdout == "s\n60\n" and job.stderr.startswith("(1 row; job "), job.stderr
+
+
+def test_an_embedded_warehouse_answers_as_its_other_reads_do(
+    run: Runner, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedded, the warehouse is its user's own (docs/permissions.md): in
+    private mode another user named by WH_USER reads what `wh cat` reads,
+    in the client and as a job alike (the files are theirs to open anyway)."""
+    run("put", str(_table_dir(tmp_path / "t")), "--name", "t")
+    run("perms-mode", "private")
+    with EmbeddedWarehouse(home) as wh:
+        catalog.add_user(wh.engine, "bob")
+    monkeypatch.setenv("WH_USER", "bob")
+    assert run("cat", "t/part-00000.csv").stdout == ROWS
+    for how in ("client", "one-step"):
+        assert run("query", "--plan", how, "SELECT sum(v) AS s FROM t").stdout == "s\n60\n", how
