@@ -11,6 +11,9 @@ sealed to those files as a step's is, and the result goes through a
 Parquet file and back, as a job's result does, so its columns, names and
 types are the step's. Nothing is recorded: no job, no result collection
 (the decision and why: docs/latency.md).
+
+One answer at a time a process: ``stepinputs`` keeps its state in the
+module (a step reads for one job a process), let go after each answer.
 """
 
 from __future__ import annotations
