@@ -66,11 +66,13 @@ def test_a_small_query_runs_here_and_records_nothing(small: Runner) -> None:
 
 
 def test_a_named_or_big_query_is_a_job(small: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--name makes a job; so do tables over the bound, which is the bytes of
-    the files the query reads (the table's partitions, not _table.json)."""
+    """--name and --no-wait make a job; so do tables over the bound, which is
+    the bytes of the files the query reads (the partitions, not _table.json)."""
     run = small
     named = run("query", "--name", "r", "SELECT sum(v) AS s FROM t")
     assert named.stderr.startswith("(1 row; job "), named.stderr
+    later = run("query", "--no-wait", "SELECT count(*) AS n FROM t")  # a job to look at later
+    assert later.stdout.startswith("job "), later.stdout
     assert run("query", "SELECT s FROM r").stdout == "s\n60\n"
     monkeypatch.setattr(inclient, "SMALL_BYTES", len(ROWS))
     here = run("query", "SELECT count(*) AS n FROM t")
