@@ -159,7 +159,13 @@ class Sandbox:
         # signature, so the controller's must not be a step's (docs/s3.md).
         cmd += ["--unsetenv", "WH_CACHE_DIR"]
         cmd += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--die-with-parent"]
-        cmd += ["--new-session"]
+        # No --new-session: the step stays in bubblewrap's process group, so
+        # killing that group (a cancel, the lifeline once the manager is gone)
+        # kills the sandbox's first process and with it all in the sandbox.
+        # --die-with-parent alone does not once setpriv changes the user (the
+        # kernel then drops the parent-death signal). No terminal is reachable
+        # either way: every caller starts bubblewrap without one (the local
+        # executor in a session of its own, Slurm in a batch job).
         inside: list[str] = []  # what bubblewrap runs: the step, maybe as its user
         if self.user is not None and self.setpriv is not None:
             u = self.user
