@@ -23,6 +23,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -118,16 +119,53 @@ def _report(out: Path, scratch: Path) -> None:
 def _call(
     argv: list[str], cwd: Path, env: dict[str, str], io: tuple[Any, Any, Any], timelimit: int | None
 ) -> int:
-    """Run the command; past ``timelimit`` seconds its whole process group is killed."""
+    """Run the command; past ``timelimit`` seconds it is killed with all it started.
+
+    A step leading its own process group (the local executor's) runs the
+    command in that group, so that what kills the step's group (its
+    manager's lifeline, once the manager is gone) kills the command too; a
+    time limit then kills the group's other processes. Elsewhere the command
+    gets a session of its own, killed whole."""
+    own = os.getpgrp() == os.getpid()
     proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=io[0], stdout=io[1], stderr=io[2], start_new_session=True
+        argv, cwd=cwd, env=env, stdin=io[0], stdout=io[1], stderr=io[2], start_new_session=not own
     )
     try:
         return proc.wait(timeout=timelimit)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        if own:
+            _kill_the_others()
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
+
+
+def _kill_the_others() -> None:
+    """SIGKILL every process of this step's group but itself, until none is left."""
+    me, group = os.getpid(), os.getpgrp()
+    while True:
+        found = 0
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:  # pinned first: the pid read cannot be another's by the kill
+                pin = os.pidfd_open(int(name))
+            except OSError:
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rpartition(b")")[2].split()
+                if fields[0] != b"Z" and int(fields[2]) == group:
+                    signal.pidfd_send_signal(pin, signal.SIGKILL)
+                    found += 1
+            except (OSError, ValueError, IndexError):
+                pass
+            finally:
+                os.close(pin)
+        if not found:
+            return
+        time.sleep(0.01)  # killed ones are zombies, not members, once the kernel is done
 
 
 def _open_in(path: str) -> Any:

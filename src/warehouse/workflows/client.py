@@ -93,18 +93,31 @@ class LocalWorkflows:
         return view
 
     def get(self, run_id: int) -> RunView:
+        self._end_lost()
         return self.records.run_view(self.wh.engine, run_id)
 
     def wait(self, run_id: int, follow: Follow | None = None) -> RunView:
         return _wait(self.get, run_id, follow)
 
     def all(self) -> list[dict[str, Any]]:
+        self._end_lost()
         return [r.as_dict() for r in self.records.list_runs(self.wh.engine)]
+
+    def _end_lost(self) -> None:
+        """CWL runs whose runner was killed are ended when next looked at: no
+        other process of an embedded warehouse would (docs/cwl.md)."""
+        from warehouse.jobs.service import ensure_manager
+        from warehouse.workflows.cwlruns import end_lost
+
+        for lost in end_lost(self.wh.engine):
+            for executor in sorted({e for _, e in lost.jobs}):
+                ensure_manager(self.wh.home, executor)  # one applies the jobs' cancels
 
     def cancel(self, run_id: int) -> RunView:
         from warehouse.workflows.driver import driver_dead
         from warehouse.workflows.service import spawn_driver
 
+        self._end_lost()
         run = self.records.request_cancel(self.wh.engine, run_id)
         if driver_dead(run.driver):  # nobody would apply it: a driver does, then exits
             spawn_driver(self.wh.home, run_id, self.executor)

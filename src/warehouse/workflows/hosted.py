@@ -3,13 +3,16 @@
 Each pass it takes up runs that have no live driver (new ones, and those of
 a controller that was killed: their heartbeat goes stale, or their process
 is gone), and turns each run it holds. Runs act for their owner: jobs are
-submitted, and outputs named, as the user who started the run.
+submitted, and outputs named, as the user who started the run. A CWL run is
+driven by its own runner, elsewhere: once its heartbeat is stale the thread
+ends it (``cwlruns.end_lost``), its jobs cancelled.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
@@ -18,13 +21,15 @@ from warehouse.blocks.store import BlockStore
 from warehouse.errors import WarehouseError
 from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.hosted import CatalogWarehouse
-from warehouse.workflows import records
+from warehouse.workflows import cwlruns, records
 from warehouse.workflows.driver import Driver, driver_id
 from warehouse.workflows.values import CWL_DRIVER, RUN_ACTIVE
 
 __all__ = ["WorkflowThread"]
 
 log = logging.getLogger("warehouse.workflows")
+
+_LOST_EVERY = 1.0  # seconds between two looks for CWL runs whose runner fell silent
 
 
 class WorkflowThread:
@@ -48,6 +53,7 @@ class WorkflowThread:
         self._drivers: dict[int, Driver] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._looked_lost = 0.0
         self._thread = threading.Thread(target=self._run, name="wh-workflows", daemon=True)
 
     def start(self) -> WorkflowThread:
@@ -72,8 +78,17 @@ class WorkflowThread:
             except WarehouseError as e:
                 log.warning("workflow run %s cannot be driven: %s", run.id, e)
 
+    def _end_lost(self) -> None:
+        now = time.monotonic()
+        if now - self._looked_lost < _LOST_EVERY:
+            return
+        self._looked_lost = now
+        for lost in cwlruns.end_lost(self.engine, pids=False):
+            log.info("workflow run %s ended: %s", lost.run.id, lost.run.error)
+
     def _pass(self) -> None:
         self._take_up()
+        self._end_lost()
         for run_id, driver in list(self._drivers.items()):
             try:
                 if driver.turn():

@@ -1,0 +1,169 @@
+"""A `wh cwl run` killed outright (SIGKILL) mid-run: its run ends `failed`, its
+node's job is cancelled and its step does not keep running, embedded (ended
+when next looked at) and through a controller (ended once its heartbeat is
+stale) (docs/cwl.md, "The run")."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster import Controller, KeepPool, controller
+from permission_helpers import api_as
+from warehouse.embedded import EmbeddedWarehouse
+from warehouse.jobs.records import get_job
+from warehouse.workflows.driver import STALE_AFTER
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(autouse=True)
+def cwltool_installed() -> None:
+    try:
+        import cwltool  # noqa: F401
+    except ImportError:  # CI must run these: there a missing cwltool fails
+        if os.environ.get("CI"):
+            pytest.fail("cwltool is not installed; CI must run the CWL tests", pytrace=False)
+        pytest.skip("cwltool is not installed (pip install -e '.[cwl]')")
+
+
+def _wait_for(check: Callable[[], object], what: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _slow_tool(d: Path) -> tuple[Path, str]:
+    """A tool sleeping for a duration no other process has: found in /proc by it."""
+    marker = f"{3000 + secrets.randbelow(1000)}.{secrets.randbelow(10**6):06d}"
+    tool = d / "slow.cwl"
+    tool.write_text(
+        "cwlVersion: v1.2\nclass: CommandLineTool\n"
+        f"baseCommand: [sleep, '{marker}']\ninputs: []\noutputs: []\n"
+    )
+    return tool, marker
+
+
+def _steps(marker: str) -> list[int]:
+    """The processes running the step: `sleep MARKER`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker.encode() in argv and b"sleep" in argv[0]:
+                found.append(int(name))
+    return found
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+
+
+@pytest.mark.timeout(400)
+def test_a_killed_embedded_runner_ends_its_run_and_its_step(home: Path, tmp_path: Path) -> None:
+    tool, marker = _slow_tool(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("WH_URL", "WH_TOKEN")}
+    env["WH_HOME"] = str(home)
+    wh_bin = str(BIN / "wh")
+
+    def show() -> dict[str, Any]:
+        out = subprocess.run(
+            [wh_bin, "workflow", "show", "1", "--json"], env=env, capture_output=True, text=True
+        )
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+
+    runner = subprocess.Popen(
+        [wh_bin, "cwl", "run", str(tool)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: _steps(marker), "the step to run")
+        _wait_for(lambda: show().get("nodes"), "its node")
+        assert show()["state"] == "running"  # looked at alive: kept
+        _kill(runner)
+    finally:
+        runner.kill()
+        runner.wait()
+    run = show()  # looking at it ends it: nothing else would, embedded
+    assert run["state"] == "failed", run
+    assert "its runner" in str(run["error"]) and "stopped" in str(run["error"])
+    (node,) = run["nodes"]
+    assert node["state"] == "cancelled"
+    _wait_for(lambda: not _steps(marker), "no step process left")
+    with EmbeddedWarehouse(home) as wh:
+        _wait_for(
+            lambda: get_job(wh.engine, node["job_id"]).state == "cancelled", "its job cancelled"
+        )
+
+
+@pytest.fixture
+def ctl(catalog_url: str, tmp_path: Path, keep_servers: KeepPool) -> Iterator[Controller]:
+    with controller(catalog_url, keep_servers) as c:
+        c.state.start_jobs(c.url, tmp_path / "controller-jobs", "local", cpus=2)
+        yield c
+
+
+@pytest.mark.timeout(400)
+def test_a_killed_runner_of_a_controller_run_ends_it_and_its_step(
+    ctl: Controller, tmp_path: Path
+) -> None:
+    alice = ctl.user("alice")
+    tool, marker = _slow_tool(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
+    env.update(WH_URL=ctl.url, WH_TOKEN=alice)
+    runner = subprocess.Popen(
+        [str(BIN / "wh"), "cwl", "run", str(tool)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    with api_as(ctl, alice) as api:
+
+        def run() -> dict[str, Any]:
+            got = api.get("/api/v1/workflows/1")
+            return dict(got.json()) if got.status_code == 200 else {}
+
+        try:
+            _wait_for(lambda: _steps(marker), "the step to run")
+            _wait_for(lambda: run().get("nodes"), "its node")
+            # Alive, its heartbeat keeps its run past the time a silent one is
+            # ended in (its one node changes nothing meanwhile).
+            started = float(run()["started_at"])
+            _wait_for(lambda: time.time() > started + STALE_AFTER + 3, "a silent run's end")
+            assert run()["state"] == "running"
+            _kill(runner)
+        finally:
+            runner.kill()
+            runner.wait()
+        _wait_for(lambda: run()["state"] != "running", "the run to end")
+        ended = run()
+        assert ended["state"] == "failed" and "its runner" in str(ended["error"]), ended
+        (node,) = ended["nodes"]
+        assert node["state"] == "cancelled"
+        job = node["job_id"]
+        _wait_for(
+            lambda: api.get(f"/api/v1/jobs/{job}").json()["state"] == "cancelled",
+            "its job cancelled",
+        )
+    _wait_for(lambda: not _steps(marker), "no step process left")
