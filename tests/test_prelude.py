@@ -5,13 +5,19 @@ the manager."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import shutil
+import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from warehouse.jobs.prelude import before_exec, prelude
+from warehouse.jobs.prelude import before_exec, prelude, startable
 from warehouse.limits.cgroups import StepGroup, detect, release, usable
 from warehouse.limits.policy import Policy, decide
 
@@ -27,7 +33,7 @@ def _start(argv: list[str]) -> tuple[int, int, bytes, bytes]:
 
 
 def test_the_step_runs_as_the_same_process_and_its_status_is_its_own() -> None:
-    pid, code, out, _ = _start(prelude(["/bin/sh", "-c", "echo $$; exit 7"], [], None))
+    pid, code, out, _ = _start(prelude(["/bin/sh", "-c", "echo $$; exit 7"], [], None, {}))
     assert code == 7
     assert int(out) == pid  # exec'd: the pid the lifeline and the executor know
 
@@ -36,7 +42,7 @@ def test_the_lifeline_is_told_the_pid_and_a_moment_the_manager_lived() -> None:
     read, write = os.pipe()
     try:
         before = _boot()
-        pid, code, _, err = _start(prelude(["/bin/true"], [], (os.getpid(), write)))
+        pid, code, _, err = _start(prelude(["/bin/true"], [], (os.getpid(), write), {}))
         after = _boot()
         assert code == 0, err
         line = os.read(read, 4096)
@@ -60,7 +66,7 @@ def test_nothing_is_told_for_a_manager_that_is_not_the_parent() -> None:
     try:
         # The teller names this process, alive and holding the pipe, but the
         # step's parent is another (as when the manager's pid was reused).
-        told = prelude(["/bin/true"], [], (os.getpid(), write))
+        told = prelude(["/bin/true"], [], (os.getpid(), write), {})
         _, code, _, err = _start(["/bin/sh", "-c", '"$@"; exit $?', "parent", *told])
         assert code == 0, err
         with pytest.raises(BlockingIOError):
@@ -72,7 +78,7 @@ def test_nothing_is_told_for_a_manager_that_is_not_the_parent() -> None:
 
 def test_a_group_it_cannot_join_stops_it_before_the_step() -> None:
     step = ["/bin/sh", "-c", "echo ran"]
-    _, code, out, err = _start(prelude(step, ["/nonexistent/cgroup.procs"], None))
+    _, code, out, err = _start(prelude(step, ["/nonexistent/cgroup.procs"], None, {}))
     assert code == 126
     assert out == b""
     assert b"limits could not be set" in err
@@ -89,7 +95,7 @@ def test_the_step_is_in_its_control_groups() -> None:
     try:
         files = group.procs_files()
         assert files
-        _, code, out, err = _start(prelude(["/bin/cat", "/proc/self/cgroup"], files, None))
+        _, code, out, err = _start(prelude(["/bin/cat", "/proc/self/cgroup"], files, None, {}))
         assert code == 0, err
         mine = {os.path.dirname(f) for f in files}
         seen = out.decode()
@@ -101,10 +107,111 @@ def test_the_step_is_in_its_control_groups() -> None:
         release(host)
 
 
-def test_a_step_outside_the_sandbox_keeps_its_python_hook() -> None:
-    """A shell cannot ask the kernel to stop the step with its manager's
-    thread (PR_SET_PDEATHSIG): outside the sandbox the hook stays."""
-    argv, hook = before_exec(["/bin/true"], sandboxed=False, guard=None, lifeline=True, tell=None)
-    assert argv == ["/bin/true"] and hook is not None
-    argv, hook = before_exec(["/bin/true"], sandboxed=True, guard=None, lifeline=True, tell=None)
-    assert argv == ["/bin/true"] and hook is None
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"A": "1"},
+        # What the shell sets for what it runs, and names its scripts use.
+        {"PWD": "/somewhere/else", "SHLVL": "7", "_": "/usr/bin/x", "_whm": "m", "_whpp": "p"},
+        {"PWD": "", "IFS": "x", "OPTIND": "9", "PPID": "1", "A": "with spaces\nand a line"},
+        {"PS1": "$ ", "PS4": "+", "HOME": "/h", "ENV": "/nonexistent/rc"},
+        {"OPTIND": "not a number"},
+    ],
+)
+def test_the_steps_environment_is_exactly_its_own(env: dict[str, str]) -> None:
+    dump = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+    shell = not any(k.startswith("_wh") for k in env) and env.get("OPTIND", "0").isdigit()
+    runs = [prelude(dump, [], None, env)] if shell else []
+    if shutil.which("setpriv"):  # outside the sandbox: setpriv and a second shell
+        argv, _ = before_exec(
+            dump,
+            program="python3",
+            env=env,
+            sandboxed=False,
+            guard=None,
+            lifeline=False,
+            tell=None,
+        )
+        runs.append(argv)
+    for argv in runs:
+        path = {"PATH": os.environ.get("PATH", os.defpath)}
+        proc = subprocess.run(argv, env={**env, **path}, capture_output=True, check=True)
+        seen = json.loads(proc.stdout)
+        seen.pop("LC_CTYPE", None)  # Python's own coercion of the C locale
+        assert seen == {**env, **path}, argv
+
+
+# A manager that starts one step outside the sandbox as the executor does,
+# says its pid and dies at once.
+_DIES = """import os, subprocess, sys
+from warehouse.jobs.prelude import before_exec
+argv, hook = before_exec(
+    ["sleep", "300"], program="sleep", env={}, sandboxed=False, guard=None, lifeline=True, tell=None
+)
+assert hook is None, "started by a fork"
+quiet = subprocess.DEVNULL
+proc = subprocess.Popen(argv, stdout=quiet, stderr=quiet, preexec_fn=hook, start_new_session=True)
+print(proc.pid, flush=True)
+while open(f"/proc/{proc.pid}/cmdline", "rb").read().split(b"\\0")[0] != b"sleep":
+    pass  # until the step itself runs
+os._exit(0)
+"""
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    return stat[stat.rindex(b")") + 2 :].split()[0].decode()
+
+
+def test_a_step_outside_the_sandbox_is_stopped_when_its_manager_dies() -> None:
+    """By the kernel (PR_SET_PDEATHSIG, asked by setpriv), as the Python hook
+    did: the lifeline then kills its group."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv here: the Python hook asks for the signal")
+    out = subprocess.run(
+        [sys.executable, "-c", _DIES], capture_output=True, check=True, timeout=60
+    ).stdout
+    pid = int(out)
+    try:
+        deadline = time.monotonic() + 60  # a guard against a hang, not a bound
+        while _state(pid) != "T":
+            assert time.monotonic() < deadline, _state(pid)
+            time.sleep(0.05)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_program_that_surely_cannot_start_fails_as_exec_would(tmp_path: Path) -> None:
+    """Before any process: a shell would run a file it cannot exec as a
+    script of its own, and name the others its own way."""
+    text = tmp_path / "notes"
+    text.write_text("no interpreter line: not a program\n")
+    text.chmod(0o755)
+    plain = tmp_path / "plain.sh"
+    plain.write_text("#!/bin/sh\nexit 0\n")
+    lost = tmp_path / "lost.sh"
+    lost.write_text("#!/nonexistent/interpreter\n")
+    lost.chmod(0o755)
+    with pytest.raises(OSError) as format_error:
+        startable(str(text), None)
+    assert format_error.value.errno == errno.ENOEXEC
+    with pytest.raises(PermissionError):
+        startable(str(plain), None)  # not executable
+    with pytest.raises(FileNotFoundError, match="/nonexistent/interpreter"):
+        startable(str(lost), None)
+    with pytest.raises(FileNotFoundError):
+        startable("no-such-program-here", "/usr/bin:/bin")
+    plain.chmod(0o755)
+    startable(str(plain), None)
+    startable("sh", "/usr/bin:/bin")
+    with pytest.raises(OSError):
+        before_exec(
+            [str(text)],
+            program=str(text),
+            env={},
+            sandboxed=True,
+            guard=None,
+            lifeline=True,
+            tell=None,
+        )

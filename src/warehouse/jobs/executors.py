@@ -167,13 +167,19 @@ class _Workdir:
         lifeline: bool,
         tell: Lifeline | None,
     ) -> subprocess.Popen[bytes]:
-        sandboxed = self.sandbox is not None
+        env = self.env(launch)
         argv, hook = before_exec(
-            argv, sandboxed=sandboxed, guard=guard, lifeline=lifeline, tell=tell
+            argv,
+            program=launch.argv[0],
+            env=env,
+            sandboxed=self.sandbox is not None,
+            guard=guard,
+            lifeline=lifeline,
+            tell=tell,
         )
         return subprocess.Popen(
             argv,
-            env=self.env(launch),
+            env=env,
             cwd=self.tmp,
             stdin=subprocess.DEVNULL,
             stdout=self.log_fd,  # shares our offset: the log is what it wrote
