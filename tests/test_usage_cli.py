@@ -164,11 +164,12 @@ def test_a_real_jobs_usage_is_its_steps_summed(
     assert total["wall_seconds"] == pytest.approx(sum(s.wall_seconds or 0 for s in found))
     assert total["peak_memory"] == max(s.peak_memory or 0 for s in found) > 0
     assert total["read_bytes"] == sum(s.read_bytes or 0 for s in found) > 0
-    # Its wall seconds are within its steps' own start and end times.
-    assert total["wall_seconds"] == pytest.approx(
-        sum(s.finished_at - s.started_at for s in found if s.finished_at and s.started_at),
-        rel=0.1,
-    )
+    # Its wall seconds are within its steps' own start and end times (the
+    # manager's, which hold each attempt's: a window on how much longer they
+    # are would only measure how busy the machine was).
+    spans = [s.finished_at - s.started_at for s in found if s.finished_at and s.started_at]
+    assert len(spans) == len(found)
+    assert 0 < total["wall_seconds"] <= sum(spans)
 
 
 def test_a_bad_price_table_is_one_error_line(run: Runner, tmp_path: Path) -> None:
