@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -130,6 +131,16 @@ def test_function_pdh_is_shown_only_to_who_reads_it(ctl: Controller, tmp_path: P
             assert code not in json.dumps(shown), shown
             assert shown["output_pdh"] == job["output_pdh"]  # the job's own: shared
     assert code not in wh_as(ctl, bob, "job", "show", str(job["id"])).output
+    # The pages alike: the jobs list, the job's page, its output's "made by".
+    with httpx.Client(base_url=ctl.url, timeout=60) as browser:
+        signed = browser.post("/web/signin", data={"token": bob, "next": "/web/"})
+        assert signed.status_code == 303, signed.text
+        listed = browser.get("/web/jobs")
+        assert f"/web/jobs/{job['id']}" in listed.text and "hidden/count.py" in listed.text
+        for page in ("/web/jobs", f"/web/jobs/{job['id']}", f"/web/c/{job['output_pdh']}"):
+            answer = browser.get(page)
+            assert answer.status_code == 200, (page, answer.status_code)
+            assert code not in answer.text, page
     wh_as(ctl, alice, "share", code, "bob")
     with api_as(ctl, bob) as api:
         assert api.get(f"/api/v1/jobs/{job['id']}").json()["function_pdh"] == code

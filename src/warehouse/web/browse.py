@@ -85,7 +85,9 @@ def collection(request: Request, pdh: str, user: Reader, path: str = "", page: i
         dir_files=outline.count(path),
         names=[n for n in names if n in shown],
         kinds=collection_kinds(site.engine, [pdh])[pdh],
-        made_by=reading.readable_jobs(site, user, queries.jobs_making(site.engine, pdh)),
+        made_by=reading.shown_jobs(
+            site, user, reading.readable_jobs(site, user, queries.jobs_making(site.engine, pdh))
+        ),
         parts=workflow_records.parts_of(site.engine, pdh),
     )
 

@@ -45,7 +45,7 @@ def job_list(
     return render(
         request,
         "jobs.html",
-        jobs=Page(found, number, JOBS_PER_PAGE, total),
+        jobs=Page(reading.shown_jobs(site, user, found), number, JOBS_PER_PAGE, total),
         state=state if state in queries.JOB_GROUPS else "all",
         function=function,
         groups=["all", *queries.JOB_GROUPS],
