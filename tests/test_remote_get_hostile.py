@@ -22,7 +22,9 @@ from cluster import (
 from frontserver import Answer, Front, serving
 from memory_helpers import WH
 
-pool = pool_fixture()
+# The keep servers are shared by the module's tests (each has a controller of
+# its own): none stops them or counts what they hold.
+pool = pool_fixture("module")
 ctl = ctl_fixture()
 
 

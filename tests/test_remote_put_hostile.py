@@ -23,6 +23,7 @@ from cluster import (
     KeepPool,
     controller,
     ctl_fixture,
+    keep_pool,
     pool_fixture,
     row_counts,
 )
@@ -42,7 +43,9 @@ MAX_SPOOLED = 4 << 20
 PATH = "/api/v1/collections/text"
 
 
-pool = pool_fixture()
+# The keep servers are shared by the module's tests (each has a controller of
+# its own): none counts what they hold, and the one that stops them has its own.
+pool = pool_fixture("module")
 ctl = ctl_fixture(max_manifest=MAX_MANIFEST, max_spooled=MAX_SPOOLED)
 
 
@@ -86,16 +89,26 @@ def alice(ctl: Controller) -> User:
     return User(ctl, "alice")
 
 
-def test_block_writes_are_not_recorded_when_the_collection_is_not(
-    alice: User, ctl: Controller, pool: KeepPool
-) -> None:
+def test_block_writes_are_not_recorded_when_the_collection_is_not(tmp_path: Path) -> None:
     # Every check passes; storing the manifest text fails (no keep server
-    # answers): the put's accounting must not be recorded without it.
-    before = row_counts(ctl.state.engine)
-    pool.close()
-    resp = alice.send(alice.text(), alice.listing("a.txt"), f"{alice.md5} 6 1\n".encode())
-    assert resp.status_code >= 500, resp.text
-    assert row_counts(ctl.state.engine) == before
+    # answers): the put's accounting must not be recorded without it. Its
+    # own keep servers, as it stops them.
+    with (
+        keep_pool(tmp_path / "keep", 2) as pool,
+        controller(
+            tmp_path / "c.db",
+            pool,
+            max_manifest=MAX_MANIFEST,
+            max_spooled=MAX_SPOOLED,
+            scratch=tmp_path,
+        ) as ctl,
+    ):
+        alice = User(ctl, "alice")
+        before = row_counts(ctl.state.engine)
+        pool.close()
+        resp = alice.send(alice.text(), alice.listing("a.txt"), f"{alice.md5} 6 1\n".encode())
+        assert resp.status_code >= 500, resp.text
+        assert row_counts(ctl.state.engine) == before
 
 
 def _until(done: Callable[[], bool]) -> None:
