@@ -15,11 +15,11 @@ def _collection(
     return LineageCollection(pdh, ("put",), 1, 1, 0.0, "alice", ("n",), made_by, parts)
 
 
-def _graph() -> Lineage:
+def _graph(function: str = "builtin:wordcount") -> Lineage:
     job = LineageJob(
         7,
         "complete",
-        "builtin:wordcount",
+        function,
         REF,
         "wc",
         None,
@@ -48,11 +48,13 @@ def _graph() -> Lineage:
 
 def test_everything_readable_is_left_alone() -> None:
     g = _graph()
-    assert hide(g, {RAW, REF, OUT}, {7}) is g
+    assert hide(g, {RAW, REF, OUT}, {7}, set()) is g  # a built-in's code is public
+    g = _graph(f"{REF}/wc.py")
+    assert hide(g, {RAW, REF, OUT}, {7}, {REF}) is g
 
 
 def test_unreadable_collections_and_jobs_are_hidden_in_place() -> None:
-    shown = hide(_graph(), {OUT}, set())
+    shown = hide(_graph(), {OUT}, set(), set())
     assert [c.pdh for c in shown.collections] == [OUT, "hidden-1", "hidden-2"]
     raw = shown.collections[1]
     assert (raw.kinds, raw.names, raw.recorded_by, raw.size) == ((), (), None, None)
@@ -66,3 +68,11 @@ def test_unreadable_collections_and_jobs_are_hidden_in_place() -> None:
     ]
     text = repr(shown.as_dict())
     assert RAW not in text and REF not in text and "secret" not in text
+
+
+def test_a_readable_job_whose_function_is_not_shows_it_hidden() -> None:
+    """A job shared is not its function shared (as in the API's job lists)."""
+    shown = hide(_graph(f"{REF}/wc.py"), {RAW, REF, OUT}, {7}, set())
+    [job] = shown.jobs
+    assert (job.function, job.function_pdh) == ("hidden/wc.py", "hidden")
+    assert (job.input, job.output, job.params) == (RAW, OUT, '{"secret": 1}')  # the job's own

@@ -15,7 +15,7 @@ from warehouse import catalog
 from warehouse.catalog.grants import get_mode, granted_ids, principal_of
 from warehouse.catalog.schema import jobs, workflow_runs
 from warehouse.jobs.values import JobRecord
-from warehouse.lineage.hiding import hide
+from warehouse.lineage.hiding import function_pdhs, hide
 from warehouse.lineage.values import Lineage
 from warehouse.permissions import Mode
 from warehouse.server.controller import access
@@ -137,7 +137,8 @@ def lineage_shown(site: Site, user: catalog.User, graph: Lineage) -> Lineage:
         return graph
     pdhs = access.readable_pdhs(site.engine, user, [c.pdh for c in graph.collections])
     found = [(j.id, j.submitted_by) for j in graph.jobs]
-    return hide(graph, pdhs, access.readable_jobs(site.engine, user, found))
+    functions = access.readable_pdhs(site.engine, user, function_pdhs(graph))
+    return hide(graph, pdhs, access.readable_jobs(site.engine, user, found), functions)
 
 
 def readable_watches(site: Site, user: catalog.User, owners: list[str]) -> list[bool]:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi import Request as _Request
 
-from warehouse.lineage.hiding import hide
+from warehouse.lineage.hiding import function_pdhs, hide
 from warehouse.lineage.tracing import MAX_DEPTH, trace
 from warehouse.server.controller.access import (
     hide_key,
@@ -39,4 +39,5 @@ def get_lineage(
     graph = trace(engine, key, down=direction == "down", depth=depth)
     pdhs = readable_pdhs(engine, user, [c.pdh for c in graph.collections])
     jobs = readable_jobs(engine, user, [(j.id, j.submitted_by) for j in graph.jobs])
-    return hide(graph, pdhs, jobs).as_dict()
+    functions = readable_pdhs(engine, user, function_pdhs(graph))
+    return hide(graph, pdhs, jobs, functions).as_dict()
