@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import gc
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ import pyfuse3
 import trio
 
 from warehouse.blocks import Locator
-from warehouse.blocks.store import BlockStore
+from warehouse.blocks.store import MAPPED_MIN, BlockStore
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError
 from warehouse.manifest import FileEntry
 from warehouse.mount._tree import NAME_TTL, ROOT, Node, Tree
@@ -94,16 +95,23 @@ class _Handle:
         self.pool = pool
         self.recent = recent
         self.starts: list[int] = []
+        self.whole: set[str] = set()  # blocks some piece of this file covers whole
         pos = 0
         for piece in entry.pieces:
             self.starts.append(pos)
             pos += piece.length
+            if piece.offset == 0 and piece.length == piece.locator.size:
+                self.whole.add(piece.locator.key)
         self.lock = threading.Lock()
         self.current: tuple[str, bytes | memoryview] | None = None
         self.ahead: dict[str, Future[bytes | memoryview]] = {}
 
     def _fetch(self, locator: Locator) -> Future[bytes | memoryview]:
-        return self.pool.submit(self.store.get, locator)
+        # A big block this file reads whole is its own, read once: past the
+        # RAM cache (which would copy it and push out the blocks small files
+        # share), mapped rather than copied from a local volume. Verified alike.
+        whole = locator.size >= MAPPED_MIN and locator.key in self.whole
+        return self.pool.submit(self.store.get, locator, cache=not whole)
 
     def _block(self, index: int, held_only: bool) -> bytes | memoryview:
         locator = self.entry.pieces[index].locator
@@ -133,11 +141,13 @@ class _Handle:
                 self.ahead[w.key] = self._fetch(w)
         return data
 
-    def read(self, offset: int, size: int, held_only: bool = False) -> bytes:
+    def read(self, offset: int, size: int, held_only: bool = False) -> bytes | memoryview:
         """``size`` bytes from ``offset``; ``held_only``: _NotHeld rather
-        than wait for a block not at hand."""
+        than wait for a block not at hand. A read inside one block (nearly
+        every read of a large file) is a view of it, not a copy: pyfuse3
+        sends any buffer, and a 2 GB file is 16,384 reads of 128 KiB."""
         end = min(offset + size, self.entry.size)
-        out = bytearray()
+        parts: list[bytes | memoryview] = []
         # Never wait for the lock held_only: a worker may hold it while it fetches.
         if not self.lock.acquire(blocking=not held_only):
             raise _NotHeld
@@ -148,12 +158,14 @@ class _Handle:
                 lo = offset - self.starts[i]
                 hi = min(piece.length, end - self.starts[i])
                 block = self._block(i, held_only)
-                out += block[piece.offset + lo : piece.offset + hi]
+                parts.append(memoryview(block)[piece.offset + lo : piece.offset + hi])
                 offset = self.starts[i] + hi
                 i += 1
         finally:
             self.lock.release()
-        return bytes(out)
+        if len(parts) == 1:
+            return parts[0]
+        return b"".join(parts)
 
     def close(self) -> None:
         # Not under the lock: a worker may hold it, waiting for a block, and
@@ -266,7 +278,8 @@ class _Operations(pyfuse3.Operations):
         self.handles[fh] = _Handle(entry, self.tree.warehouse.store, self.pool, self.recent)
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
-    async def read(self, fh: int, off: int, size: int) -> bytes:
+    # pyfuse3 sends any buffer (its stub says bytes): a view saves a copy a read.
+    async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:  # type: ignore[override]
         handle = self.handles.get(fh)
         if handle is None:
             raise pyfuse3.FUSEError(errno.EBADF)
@@ -332,6 +345,10 @@ def serve(
         pyfuse3.init(ops, str(mountpoint), options)
     except RuntimeError as e:
         raise WarehouseError(f"cannot mount at {mountpoint}: {e}") from None
+    # What is made so far (imports, the tree) is never garbage: frozen, a
+    # full collection does not go through it again each time the objects of
+    # many FUSE requests set one off.
+    gc.freeze()
     try:
         trio.run(_until_stopped, ready)
     finally:
