@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,7 +169,7 @@ def test_the_cwl_run_api_checks_what_the_caller_may_read_and_write(
     (tmp_path / "b1").write_text("b1\n")
     (tmp_path / "b2").write_text("b2\n")
     mine = wh_as(ctl, bob, "put", str(tmp_path / "b1")).output.split()[-1]
-    other = wh_as(ctl, bob, "put", str(tmp_path / "b2")).output.split()[-1]
+    other = wh_as(ctl, bob, "put", str(tmp_path / "b2"), "--name", "b2").output.split()[-1]
     start = {"workflow": "x.cwl", "file_pdh": mine, "inputs": {}, "runner": "h:1"}
     with api_as(ctl, bob) as api:
         # An input, or the file, bob may not read: refused as a missing one.
@@ -184,6 +187,9 @@ def test_the_cwl_run_api_checks_what_the_caller_may_read_and_write(
         for path, body in writes:
             said = api.post(f"/api/v1/cwl-runs/1/{path}", json=body)
             assert said.status_code == 404 and "no workflow run 1" in said.text, (path, said.text)
+        # PDHs only: a name recorded would move under the run.
+        named = api.post("/api/v1/cwl-runs", json={**start, "file_pdh": "b2"})
+        assert named.status_code == 400 and "not a portable data hash" in named.text
         made = api.post("/api/v1/cwl-runs", json=start)
         assert made.status_code == 200, made.text
         run_id = made.json()["id"]
@@ -213,3 +219,41 @@ def test_the_cwl_run_api_checks_what_the_caller_may_read_and_write(
     token = catalog.create_token(ctl.state.engine, "alice", label=JOB_TOKEN_LABEL + "7")
     with api_as(ctl, token) as api:
         assert api.post("/api/v1/cwl-runs", json=start).status_code == 403
+
+
+def test_wh_workflow_cancel_stops_a_cwl_run_through_a_controller(
+    ctl: Controller, tmp_path: Path
+) -> None:
+    alice = ctl.user("alice")
+    tool = tmp_path / "slow.cwl"
+    tool.write_text(
+        "cwlVersion: v1.2\nclass: CommandLineTool\nbaseCommand: [sleep, '300']\n"
+        "inputs: []\noutputs: []\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WH_")}
+    env.update(WH_URL=ctl.url, WH_TOKEN=alice)
+    wh_bin = str(Path(sys.executable).parent / "wh")
+    proc = subprocess.Popen(
+        [wh_bin, "cwl", "run", str(tool)], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # until its node's job runs
+            shown = wh_as(ctl, alice, "workflow", "ls", "--json").stdout
+            runs = json.loads(shown)
+            if runs:
+                view = json.loads(wh_as(ctl, alice, "workflow", "show", "1", "--json").stdout)
+                if [n["state"] for n in view["nodes"]] == ["running"]:
+                    break
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.2)
+        wh_as(ctl, alice, "workflow", "cancel", "1")
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 1, err
+    final = json.loads(wh_as(ctl, alice, "workflow", "show", "1", "--json").stdout)
+    assert final["state"] == "cancelled" and final["nodes"][0]["state"] == "cancelled"
+    (job,) = list_jobs(ctl.state.engine)
+    assert job.state == "cancelled"

@@ -263,7 +263,9 @@ class Bridge:
                         else:
                             request_control(self.local.engine, record.id, "cancel")
             with self._lock:
-                record = self._get(record.id)
+                seen, record = record.state, self._get(record.id)
+                if record.state != seen and record.state not in FINISHED:
+                    self.record.progress(node, record)  # its node shows it running
         finished = Finished(record, self._exit_code(record) if record.state == "complete" else None)
         with self._lock:
             self.finished.append(finished)

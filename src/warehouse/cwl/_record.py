@@ -242,6 +242,13 @@ class Recorder:
             self._nodes.add(node)
             self.book.node(self.run_id, node, function, depends, job)
 
+    def progress(self, node: str, job: JobRecord) -> None:
+        """Job ``job`` of node ``node`` changed state (it started running)."""
+        if self.run_id is None:
+            return
+        with self._lock:
+            self.book.node(self.run_id, node, "", [], job)
+
     def finished(self, node: str, job: JobRecord) -> None:
         if self.run_id is None:
             return

@@ -87,6 +87,14 @@ def _as_caller(state: ControllerState, user: Caller) -> CatalogWarehouse:
     )
 
 
+def _readable(wh: CatalogWarehouse, pdh: str, what: str) -> None:
+    """``pdh`` is a PDH (recorded as given: a name would move) of a collection
+    the caller may read; else refused, a hidden one as one that does not exist."""
+    if wh.resolve(pdh) != pdh:
+        raise UsageError(f"{what}: {pdh[:100]!r} is not a portable data hash")
+    wh.manifest(pdh)
+
+
 def _locations(value: Any, found: list[str]) -> list[str]:
     """Every ``keep:`` location of a job order."""
     if isinstance(value, dict):
@@ -133,9 +141,9 @@ def start_cwl_run(
     if body.name_outputs is not None:
         check_name(body.name_outputs)
     wh = _as_caller(state, user)
-    wh.manifest(wh.resolve(body.file_pdh))
+    _readable(wh, body.file_pdh, "file_pdh")
     for pdh in sorted(set(_locations(body.inputs, []))):
-        wh.resolve(pdh)  # a collection the caller may not read is no collection
+        _readable(wh, pdh, "inputs")
     run = cwlruns.start(
         state.engine,
         user.name,
@@ -169,11 +177,13 @@ def put_cwl_parts(run_id: int, body: CwlParts, user: Caller, request: _Request) 
     state = state_of(request)
     _active(_own_run(state, user, run_id))
     wh = _as_caller(state, user)
-    made = wh.manifest(wh.resolve(body.pdh))
+    _readable(wh, body.pdh, "pdh")
+    made = wh.manifest(body.pdh)
     seen: dict[str, Any] = {}
     for path, pdh in body.parts:
         if pdh not in seen:
-            seen[pdh] = wh.manifest(wh.resolve(pdh))
+            _readable(wh, pdh, "parts")
+            seen[pdh] = wh.manifest(pdh)
         if not cwlruns.part_held(made, path, seen[pdh]):
             raise UsageError(f"collection {body.pdh} holds no data of {pdh} at {path!r}")
     records.record_parts(state.engine, body.pdh, body.parts)
@@ -199,6 +209,6 @@ def finish_cwl_run(run_id: int, body: CwlFinish, user: Caller, request: _Request
     for name, pdh in sorted(body.outputs.items()):
         if run.name_outputs:
             check_name(output_name(run.name_outputs, name))
-        wh.manifest(wh.resolve(pdh))  # what it names is the caller's to read
+        _readable(wh, pdh, f"outputs.{name}")
     said = cwlruns.finish(wh, state.engine, run, body.state, body.outputs, body.error)
     return {**records.run_view(state.engine, run_id), "naming_error": said}
