@@ -259,13 +259,13 @@ def test_turns_queued_while_the_writer_is_busy_go_in_one_transaction(
     release = threading.Event()
     try:
         manager.take_up(made)
-        manager._writer.submit(release.wait)  # the writer is busy until released
+        manager._catalog.writer.submit(release.wait)  # the writer is busy until released
         deadline = time.monotonic() + 60
         while not all(manager.sched.jobs[j.id].state == "complete" for j in made):
             assert time.monotonic() < deadline, "the jobs never finished"
             manager.turn()
         assert manager.landing()
-        manager._storer.submit(lambda: None).result()  # every batch's blocks are stored
+        manager._catalog.storer.submit(lambda: None).result()  # every batch's blocks are stored
         sa.event.listen(wh.engine, "commit", count)
         release.set()
         manager.flush(wait=True)

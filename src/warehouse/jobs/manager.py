@@ -3,19 +3,19 @@
 One turn: collect the steps that exited, feed them to the ``Scheduler``,
 start what it says may start, assemble jobs whose steps are all done. The
 catalog is written in batches, at most every ``flush_interval`` seconds, by
-one writer thread (a SQLite commit with ``synchronous=FULL`` costs an fsync,
-so one per step would cap the step rate); the blocks a batch refers to are
-flushed to disk first. Only a batch's steps can run again after a crash.
+one writer thread (``batchwriter``: a SQLite commit with ``synchronous=FULL``
+costs an fsync, so one per step would cap the step rate); the blocks a batch
+refers to are flushed to disk first. Only a batch's steps can run again after
+a crash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
@@ -23,6 +23,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.assemble import collection_row, logs_manifest, output_manifest
+from warehouse.jobs.batchwriter import BatchWriter
 from warehouse.jobs.executors import Executor, Finished, Launch
 from warehouse.jobs.functions import command_for, materialize
 from warehouse.jobs.host import JobHost, as_host
@@ -81,17 +82,9 @@ class Manager:
         self._cpu_seconds: dict[int, float] = {}
         self._last_id = 0
         self._unwritten: dict[int, int] = {}  # job -> lowest level with results not yet written
-        # Two stages, one thread each: the storer stores (and flushes) a batch's
-        # blocks, then the writer commits its rows; the next batch's blocks reach
-        # the disk while the last one commits. Each takes every batch waiting for
-        # it at once: one flush, one transaction for several turns when the disk
-        # is slower than the turns.
-        self._storer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-storer")
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="wh-jobs-writer")
+        # Batches go to the storer thread (their blocks), then the writer (their rows).
+        self._catalog = BatchWriter(self.wh)
         self._writes: list[Future[None]] = []
-        self._queued: list[tuple[tuple[Any, ...], Future[None]]] = []  # for the storer
-        self._stored: list[tuple[tuple[Any, ...], Future[None]]] = []  # for the writer
-        self._queued_lock = threading.Lock()
         self._last_flush = self._last_refresh = 0.0
         # job -> step number -> the last result of it this manager saw: a job whose
         # every started step ran here is assembled without reading its steps back.
@@ -440,11 +433,7 @@ class Manager:
             done.result()  # a failed write stops the manager
         batch = self._batch()
         if batch is not None:
-            written: Future[None] = Future()
-            with self._queued_lock:
-                self._queued.append((batch, written))
-            self._storer.submit(self._store_queued)
-            self._writes.append(written)
+            self._writes.append(self._catalog.hand(batch))
         if wait:
             for fut in self._writes:
                 fut.result()
@@ -541,67 +530,8 @@ class Manager:
             **self._job_extra.get(job_id, {}),
         }
 
-    def _store_queued(self) -> None:
-        """The storer: the blocks of every batch waiting, durable before the writer
-        may commit the rows naming them (logs and outputs)."""
-        with self._queued_lock:
-            taken, self._queued = self._queued, []
-        if not taken:
-            return  # taken with an earlier one
-        try:
-            store = self.wh.store
-            for batch, _ in taken:
-                for block in batch[-1]:
-                    store.put(block)
-            store.flush()
-        except BaseException as e:
-            for _, fut in taken:
-                fut.set_exception(e)
-            return
-        with self._queued_lock:
-            self._stored.extend(taken)
-        self._writer.submit(self._write_stored)
-
-    def _write_stored(self) -> None:
-        """The writer: every stored batch waiting, in one transaction, in order."""
-        with self._queued_lock:
-            taken, self._stored = self._stored, []
-        if not taken:
-            return
-        try:
-            job_rows, new, states, results, made, _ = _merged([batch for batch, _ in taken])
-            records.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
-        except BaseException as e:
-            for _, fut in taken:
-                fut.set_exception(e)
-            return
-        for _, fut in taken:
-            fut.set_result(None)
-
     def close(self) -> None:
         try:
             self.flush(wait=True)
         finally:
-            self._storer.shutdown()
-            self._writer.shutdown()
-
-
-def _merged(batches: list[tuple[Any, ...]]) -> tuple[Any, ...]:
-    """Several turns' batches as one, in order: a later change of a row wins."""
-    if len(batches) == 1:
-        return batches[0]
-    job_rows: dict[int, dict[str, Any]] = {}
-    new: list[Any] = []
-    states: list[Any] = []
-    results: list[Any] = []
-    made: list[Any] = []
-    blocks: list[bytes] = []
-    for rows, b_new, b_states, b_results, b_made, b_blocks in batches:
-        for job_id, values in rows.items():
-            job_rows.setdefault(job_id, {}).update(values)
-        new.extend(b_new)
-        states.extend(b_states)
-        results.extend(b_results)
-        made.extend(b_made)
-        blocks.extend(b_blocks)
-    return job_rows, new, states, results, made, blocks
+            self._catalog.shutdown()
