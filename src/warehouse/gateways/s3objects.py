@@ -12,14 +12,10 @@ import bisect
 import hashlib
 import re
 import threading
-from collections import OrderedDict, deque
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from warehouse import catalog
-from warehouse.blocks import Locator
-from warehouse.blocks.store import BlockStore
 from warehouse.collection.listings import parse_listing
 from warehouse.collection.records import listing_of, load_manifest
 from warehouse.errors import NotFoundError, UsageError
@@ -39,7 +35,6 @@ __all__ = [
     "check_key",
     "etag_matches",
     "etag_of",
-    "iter_object",
     "list_page",
     "resolve_bucket",
 ]
@@ -49,8 +44,6 @@ MAX_KEY_BYTES = 1024
 MAX_KEYS = 1000
 # A PDH as a bucket: "md5+size", or "md5-size" (SDKs refuse a "+" in a bucket name).
 _PDH_BUCKET = re.compile(r"([0-9a-f]{32})[+-]((?:0|[1-9][0-9]{0,14}))")
-# Pieces sent at a time out of a block (a 64 MiB block is not one write).
-_SEND = 1 << 20
 
 
 def bucket_pdh_name(pdh: str) -> str:
@@ -252,39 +245,3 @@ def start_index(keys: list[str], token: str | None, start_after: str) -> int:
         )
         i = max(i, at)
     return i
-
-
-# Blocks a GET fetches ahead of the one it sends: each may be 64 MiB held.
-AHEAD = 2
-_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-read-ahead")
-
-
-def iter_object(store: BlockStore, entry: FileEntry, first: int, last: int) -> Iterator[bytes]:
-    """Bytes ``first..last`` (inclusive) of a file, each block verified by
-    the block client, the next ``AHEAD`` blocks fetched while one is sent."""
-    wanted: list[tuple[Locator, int, int]] = []
-    pos = 0
-    for piece in entry.pieces:
-        end = pos + piece.length
-        if end > first and pos <= last:
-            lo = max(first, pos) - pos
-            hi = min(last + 1, end) - pos
-            wanted.append((piece.locator, piece.offset + lo, piece.offset + hi))
-        pos = end
-        if pos > last:
-            break
-    ahead: deque[Future[bytes | memoryview]] = deque()
-    try:
-        for i, (_, lo, hi) in enumerate(wanted):
-            while len(ahead) < AHEAD + 1 and i + len(ahead) < len(wanted):
-                loc, a, b = wanted[i + len(ahead)]
-                # A block read whole is this file's alone, read once: not
-                # kept in the RAM cache, where shared blocks of small files are.
-                whole = a == 0 and b == loc.size
-                ahead.append(_pool.submit(store.get, loc, cache=not whole))
-            view = memoryview(ahead.popleft().result())
-            for at in range(lo, hi, _SEND):
-                yield bytes(view[at : min(hi, at + _SEND)])
-    finally:
-        for fut in ahead:
-            fut.cancel()

@@ -18,11 +18,11 @@ from warehouse.gateways.s3objects import (
     check_key,
     etag_matches,
     etag_of,
-    iter_object,
     list_page,
     start_index,
 )
 from warehouse.gateways.s3puts import create_bucket, delete_object, put_object
+from warehouse.gateways.s3read import object_body
 from warehouse.gateways.s3xml import S3Error, element, http_time, iso_time, root, xml_response
 from warehouse.server.controller.access import readable_names
 
@@ -286,5 +286,5 @@ def get_object(call: Call) -> Response:
     if call.request.method == "HEAD":
         return Response(status_code=status, headers=headers, media_type="binary/octet-stream")
     store = call.gateway.state.keep()
-    body = iter_object(store, entry, first, last) if entry.size else iter(())
+    body = object_body(store, contents.manifest, entry, first, last) if entry.size else iter(())
     return StreamingResponse(body, status, headers=headers, media_type="binary/octet-stream")
