@@ -25,8 +25,9 @@ from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 from warehouse.workflows import records
-from warehouse.workflows.driver import Driver, start_run
+from warehouse.workflows.driver import Driver
 from warehouse.workflows.records import job_states
+from warehouse.workflows.runstart import start_run
 from workflow_helpers import json_out, make_lab, ran, write_diamond
 
 

@@ -2,8 +2,10 @@
 
 ``spec`` parses and checks a file (pure), ``plan`` decides what to submit
 next from the nodes' states (pure), ``combine`` makes combined collections
-from manifest text, ``driver`` carries a run out against the job system,
-``records`` keeps runs, nodes and combined collections in the catalog.
+from manifest text, ``runstart`` checks a file and records a run (or finds
+it again), ``driver`` carries a run out against the job system (through
+``runhost``, what a run needs of a warehouse), ``records`` keeps runs,
+nodes and combined collections in the catalog.
 
 Names load on first use, as in ``warehouse.jobs``.
 """

@@ -58,7 +58,7 @@ class LocalWorkflows:
         name_outputs: str | None = None,
         base_dir: Path | None = None,
     ) -> RunView:
-        from warehouse.workflows.driver import start_run
+        from warehouse.workflows.runstart import start_run
 
         started = start_run(
             self.wh, text, filename, inputs, name_outputs=name_outputs, base_dir=base_dir

@@ -20,7 +20,7 @@ from warehouse.jobs.hosted import CatalogWarehouse
 from warehouse.server.controller.access import hide_run, readable_runs
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.workflows import records
-from warehouse.workflows.driver import start_run
+from warehouse.workflows.runstart import start_run
 from warehouse.workflows.spec import MAX_FILE_BYTES
 
 __all__ = ["router"]
