@@ -219,6 +219,42 @@ def test_a_file_of_big_blocks_reads_right_through_views_of_them(tmp_path: Path) 
                 assert f.read(size) == data[offset : offset + size], offset
 
 
+def test_a_damaged_block_of_a_large_file_read_on_reads_as_eio(tmp_path: Path) -> None:
+    """A file of big blocks read from its start goes on as a one-pass read
+    (blocks checked ahead): a block with one byte changed further on is EIO
+    when reached, never its bytes; what lies well before it reads right."""
+    env = _env(tmp_path / "home")
+    blocks = [os.urandom((1 << 20) + i) for i in range(5)]
+    with EmbeddedWarehouse(tmp_path / "home") as wh:
+        locs = [wh.store.put(b).locator for b in blocks]
+        wh.store.flush()
+        data = b"".join(blocks)
+        text = f". {' '.join(str(x.key) for x in locs)} 0:{len(data)}:big\n"
+        pdh = wh.put_manifest_text(text.encode(), name="big").pdh
+    path = LocalVolume(tmp_path / "home" / "blocks").path_for(locs[3].md5)
+    with open(path, "r+b") as f:
+        f.seek(77)
+        byte = f.read(1)
+        f.seek(77)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    mnt = tmp_path / "mnt"
+    with mounted(mnt, env) as proc:
+        # Short of the bad block by more than the kernel reads ahead (a
+        # request across its edge is EIO whole).
+        before = sum(len(b) for b in blocks[:3]) - (1 << 19)
+        with (mnt / "by_id" / pdh / "big").open("rb", buffering=0) as f:
+            got = bytearray()
+            while len(got) < before:
+                got += f.read(before - len(got))
+            assert got == data[:before]
+            with pytest.raises(OSError) as caught:
+                while part := f.read(1 << 20):  # a short read up to the bad block, then EIO
+                    got += part
+            assert caught.value.errno == errno.EIO
+            assert got == data[: len(got)] and len(got) <= sum(len(b) for b in blocks[:3])
+        assert proc.poll() is None
+
+
 def test_a_damaged_block_reads_as_eio_never_as_its_bytes(tmp_path: Path) -> None:
     env = _env(tmp_path / "home")
     (tmp_path / "t").mkdir()

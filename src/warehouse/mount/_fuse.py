@@ -10,28 +10,24 @@ in the log; the mount stays up.
 
 from __future__ import annotations
 
-import bisect
 import errno
 import gc
 import logging
 import os
 import signal
 import stat
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pyfuse3
 import trio
 
-from warehouse.blocks import Locator
-from warehouse.blocks.store import MAPPED_MIN, BlockStore
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError
 from warehouse.manifest import FileEntry
+from warehouse.mount._handle import READAHEAD, Handle, NotHeld, Recent
 from warehouse.mount._tree import NAME_TTL, ROOT, Node, Tree
 
 __all__ = ["serve"]
@@ -43,8 +39,6 @@ T = TypeVar("T")
 # Collections never change, so the kernel may keep what it was told about
 # them; a name may move, so what lies under by_name is asked again soon.
 _STILL = 3600.0
-# Blocks fetched ahead of the one a file handle reads.
-READAHEAD = 2
 # Worker threads for the warehouse calls of all operations at once.
 _WORKERS = 8
 
@@ -58,130 +52,14 @@ def _errno(e: BaseException) -> int:
     return errno.EIO
 
 
-class _Recent:
-    """The blocks read last by any open file (a few): the small files of
-    one block, opened one after another, each find it here."""
-
-    def __init__(self, count: int = 2) -> None:
-        self.count = count
-        self.lock = threading.Lock()
-        self.blocks: OrderedDict[str, bytes | memoryview] = OrderedDict()
-
-    def get(self, key: str) -> bytes | memoryview | None:
-        with self.lock:
-            return self.blocks.get(key)
-
-    def put(self, key: str, data: bytes | memoryview) -> None:
-        with self.lock:
-            self.blocks[key] = data
-            self.blocks.move_to_end(key)
-            while len(self.blocks) > self.count:
-                self.blocks.popitem(last=False)
-
-
-class _NotHeld(Exception):
-    """A read would have to wait for a block (``_Handle.read(held_only=True)``)."""
-
-
-class _Handle:
-    """An open file: its pieces by file offset, the block last used, and
-    the next blocks fetched ahead on the shared pool."""
-
-    def __init__(
-        self, entry: FileEntry, store: BlockStore, pool: ThreadPoolExecutor, recent: _Recent
-    ) -> None:
-        self.entry = entry
-        self.store = store
-        self.pool = pool
-        self.recent = recent
-        self.starts: list[int] = []
-        self.whole: set[str] = set()  # blocks some piece of this file covers whole
-        pos = 0
-        for piece in entry.pieces:
-            self.starts.append(pos)
-            pos += piece.length
-            if piece.offset == 0 and piece.length == piece.locator.size:
-                self.whole.add(piece.locator.key)
-        self.lock = threading.Lock()
-        self.current: tuple[str, bytes | memoryview] | None = None
-        self.ahead: dict[str, Future[bytes | memoryview]] = {}
-
-    def _fetch(self, locator: Locator) -> Future[bytes | memoryview]:
-        # A big block this file reads whole is its own, read once: past the
-        # RAM cache (which would copy it and push out the blocks small files
-        # share), mapped rather than copied from a local volume. Verified alike.
-        whole = locator.size >= MAPPED_MIN and locator.key in self.whole
-        return self.pool.submit(self.store.get, locator, cache=not whole)
-
-    def _block(self, index: int, held_only: bool) -> bytes | memoryview:
-        locator = self.entry.pieces[index].locator
-        if self.current is not None and self.current[0] == locator.key:
-            return self.current[1]
-        data = self.recent.get(locator.key)
-        if data is None:
-            if held_only:
-                raise _NotHeld
-            fut = self.ahead.pop(locator.key, None) or self._fetch(locator)
-            data = fut.result()
-            self.recent.put(locator.key, data)
-        self.current = (locator.key, data)
-        # Fetch the next blocks of the file; a seek elsewhere drops them.
-        wanted: list[Locator] = []
-        for piece in self.entry.pieces[index + 1 :]:
-            key = piece.locator.key
-            if key != locator.key and all(w.key != key for w in wanted):
-                wanted.append(piece.locator)
-            if len(wanted) == READAHEAD:
-                break
-        keys = {w.key for w in wanted}
-        for key in [k for k in self.ahead if k not in keys]:
-            self.ahead.pop(key).cancel()
-        for w in wanted:
-            if w.key not in self.ahead:
-                self.ahead[w.key] = self._fetch(w)
-        return data
-
-    def read(self, offset: int, size: int, held_only: bool = False) -> bytes | memoryview:
-        """``size`` bytes from ``offset``; ``held_only``: _NotHeld rather
-        than wait for a block not at hand. A read inside one block (nearly
-        every read of a large file) is a view of it, not a copy: pyfuse3
-        sends any buffer, and a 2 GB file is 16,384 reads of 128 KiB."""
-        end = min(offset + size, self.entry.size)
-        parts: list[bytes | memoryview] = []
-        # Never wait for the lock held_only: a worker may hold it while it fetches.
-        if not self.lock.acquire(blocking=not held_only):
-            raise _NotHeld
-        try:
-            i = bisect.bisect_right(self.starts, offset) - 1
-            while offset < end and 0 <= i < len(self.starts):
-                piece = self.entry.pieces[i]
-                lo = offset - self.starts[i]
-                hi = min(piece.length, end - self.starts[i])
-                block = self._block(i, held_only)
-                parts.append(memoryview(block)[piece.offset + lo : piece.offset + hi])
-                offset = self.starts[i] + hi
-                i += 1
-        finally:
-            self.lock.release()
-        if len(parts) == 1:
-            return parts[0]
-        return b"".join(parts)
-
-    def close(self) -> None:
-        # Not under the lock: a worker may hold it, waiting for a block, and
-        # the FUSE loop that calls this must not wait with it.
-        for fut in list(self.ahead.values()):
-            fut.cancel()
-
-
 class _Operations(pyfuse3.Operations):
     def __init__(self, tree: Tree) -> None:
         super().__init__()
         self.tree = tree
         self.limiter = trio.CapacityLimiter(_WORKERS)
         self.pool = ThreadPoolExecutor(READAHEAD * 2, thread_name_prefix="wh-mount-ahead")
-        self.recent = _Recent()
-        self.handles: dict[int, _Handle] = {}
+        self.recent = Recent()
+        self.handles: dict[int, Handle] = {}
         self.dirs: dict[int, list[tuple[str, int, Node, FileEntry | None]]] = {}
         self.next_fh = 1
         self.uid = os.getuid()
@@ -275,7 +153,7 @@ class _Operations(pyfuse3.Operations):
         entry = await self._call("open", self.tree.file_entry, inode, held=inode)
         fh = self.next_fh
         self.next_fh += 1
-        self.handles[fh] = _Handle(entry, self.tree.warehouse.store, self.pool, self.recent)
+        self.handles[fh] = Handle(entry, self.tree.warehouse.store, self.pool, self.recent)
         return pyfuse3.FileInfo(fh=fh, keep_cache=True)
 
     # pyfuse3 sends any buffer (its stub says bytes): a view saves a copy a read.
@@ -285,7 +163,7 @@ class _Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF)
         try:  # at once when its blocks are at hand: no thread to switch to
             return handle.read(off, size, held_only=True)
-        except _NotHeld:
+        except NotHeld:
             return await self._call(
                 f"read {handle.entry.path}", handle.read, off, size, reading=True
             )
