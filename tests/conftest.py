@@ -21,6 +21,14 @@ from warehouse.embedded import EmbeddedWarehouse
 WH_BIN = str(Path(sys.executable).with_name("wh"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` run first (in their order, then the others in
+    theirs): `make test`'s two processes take work from each other (``--dist
+    worksteal``), so the run ends on short tests, not on one process running
+    a long one alone. Every process sorts alike, as xdist requires."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients keep signed locators under $XDG_CACHE_HOME: one per test, not the user's."""

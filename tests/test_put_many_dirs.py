@@ -106,6 +106,7 @@ def test_a_block_log_reads_back_what_it_was_given(tmp_path: Path) -> None:
 MANY_DIRS_GROWTH = 6 << 20
 
 
+@pytest.mark.slow
 def test_a_put_of_many_directories_holds_no_block_list(
     ram_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

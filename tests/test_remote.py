@@ -87,6 +87,7 @@ def test_every_block_on_exactly_two_servers(
         assert len(held[block.locator.md5]) == 2, block.locator
 
 
+@pytest.mark.slow
 def test_killed_server_mid_put_still_two_copies(
     tmp_path: Path, ctl: Controller, pool: KeepPool
 ) -> None:
@@ -157,6 +158,7 @@ def test_one_corrupt_copy_is_reported_and_bypassed(
     assert corrupt and float(corrupt[0].split()[-1]) >= 1
 
 
+@pytest.mark.slow
 def test_sixteen_clients_for_a_minute(tmp_path: Path, ctl: Controller) -> None:
     seconds = float(os.environ.get("WH_LOAD_SECONDS", "60"))
     tokens = [ctl.user(f"u{i}") for i in range(16)]

@@ -125,6 +125,7 @@ def _tree(root: Path, dirs: int) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # a SeaweedFS started twice and 40 blocks; a loaded machine is slow
 def test_the_store_killed_during_a_put(tmp_path: Path, weed: PrivateWeed) -> None:
     from urllib.parse import urlsplit
