@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from warehouse.jobs import records
-from warehouse.jobs.host import JobHost
+from warehouse.jobs.jobhost import JobHost
 
 __all__ = ["BatchWriter"]
 

@@ -26,7 +26,7 @@ from warehouse.jobs.assemble import collection_row, logs_manifest, output_manife
 from warehouse.jobs.batchwriter import BatchWriter
 from warehouse.jobs.executors import Executor, Finished, Launch
 from warehouse.jobs.functions import command_for, materialize
-from warehouse.jobs.host import JobHost, as_host
+from warehouse.jobs.jobhost import JobHost, as_host
 from warehouse.jobs.measure import add_attempt
 from warehouse.jobs.model import FINISHED, Job, Scheduler
 from warehouse.jobs.protocol import check_level, parse_report, step_environment

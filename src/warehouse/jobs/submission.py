@@ -23,7 +23,7 @@ from warehouse.collection.records import load_manifests
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
-from warehouse.jobs.host import SubmitHost
+from warehouse.jobs.jobhost import SubmitHost
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
-from warehouse.jobs.host import SubmitHost
+from warehouse.jobs.jobhost import SubmitHost
 from warehouse.jobs.records import get_job
 from warehouse.jobs.submission import JobRequest, submit
 from warehouse.jobs.values import JobRecord

@@ -30,7 +30,7 @@ from warehouse.faults import fault_point
 from warehouse.jobs import records as job_records
 from warehouse.jobs.assemble import collection_row
 from warehouse.jobs.functions import FunctionVersion
-from warehouse.jobs.host import SubmitHost
+from warehouse.jobs.jobhost import SubmitHost
 from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest

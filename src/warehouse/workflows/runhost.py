@@ -15,7 +15,7 @@ from warehouse import catalog
 from warehouse.base import PutResult
 from warehouse.blocks.store import BlockStore
 from warehouse.collection.reader import CollectionReader
-from warehouse.jobs.host import SubmitHost
+from warehouse.jobs.jobhost import SubmitHost
 from warehouse.manifest import Manifest
 
 __all__ = ["AsOwner", "RunHost"]
