@@ -21,7 +21,7 @@ from permission_helpers import api_as, wh_as
 from warehouse import catalog, jobs
 from warehouse.catalog import grants
 from warehouse.errors import NotFoundError
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.permissions import Level, Mode
 
 COUNT = "import sys\nfor line in sys.stdin:\n    print(len(line.split()))\n"

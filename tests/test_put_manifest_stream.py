@@ -222,7 +222,7 @@ def test_empty_text_is_the_empty_collection_either_way(tmp_path: Path, ctl: Cont
 
 def test_a_warehouse_without_a_spool_reads_the_text_whole(tmp_path: Path) -> None:
     from warehouse import catalog
-    from warehouse.jobs.hosted import CatalogWarehouse
+    from warehouse.jobs.controllerhost import CatalogWarehouse
 
     src = _tree(tmp_path / "src")
     with EmbeddedWarehouse(tmp_path / "h", user="alice") as wh:

@@ -1,7 +1,7 @@
 """What the job manager and ``submit`` need from a warehouse: a small Protocol.
 
 The embedded warehouse provides it through ``EmbeddedHost`` (steps get
-``WH_HOME``); the controller through ``warehouse.jobs.hosted.ControllerHost``
+``WH_HOME``); the controller through ``warehouse.jobs.controllerhost.ControllerHost``
 (steps get ``WH_URL`` and a token for the job). Both keep every job and step
 in the catalog behind ``engine`` (``warehouse.jobs.records``).
 """

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import WarehouseError
 from warehouse.gitcmd import DEFAULT_ALLOW
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.regol import model, records, service
 from warehouse.regol.values import RunRecord
 

@@ -26,7 +26,7 @@ from warehouse.collection.reader import CollectionReader
 from warehouse.collection.records import load_manifest_text, manifest_from_blocks
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.jobs.records import get_job, request_control
 from warehouse.jobs.service import ensure_manager
 from warehouse.jobs.submission import JobRequest

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import WarehouseError
 from warehouse.gitcmd import DEFAULT_ALLOW
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.workflows import cwlruns, records
 from warehouse.workflows.driver import Driver, driver_id
 from warehouse.workflows.values import CWL_DRIVER, RUN_ACTIVE

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from warehouse.catalog.values import NAME_LIMIT, check_name
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.jobs import records as job_records
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.server.controller.access import hide_job, hide_run
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.state import ControllerState

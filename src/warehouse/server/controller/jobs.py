@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from warehouse import jobs
 from warehouse.errors import UsageError
 from warehouse.jobs import records
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.jobs.model import ACTIVE, FINISHED
 from warehouse.manifest import Manifest
 from warehouse.server.controller.access import hide_input, hide_job, readable_jobs, shown_jobs

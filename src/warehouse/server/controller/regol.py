@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from warehouse import catalog
 from warehouse.errors import NotFoundError
 from warehouse.jobs import records as job_records
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
 from warehouse.server.controller.access import (

@@ -24,7 +24,7 @@ from warehouse.remote.probe import Service
 from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 
 if TYPE_CHECKING:
-    from warehouse.jobs.hosted import ManagerThread
+    from warehouse.jobs.controllerhost import ManagerThread
     from warehouse.regol.auto import RegolRunner
     from warehouse.workflows.hosted import WorkflowThread
 
@@ -226,7 +226,7 @@ class ControllerState:
         (``warehouse.jobs.sandbox``); without bubblewrap this refuses
         (UsageError) unless ``unsafe_steps``.
         """
-        from warehouse.jobs.hosted import ControllerHost, ManagerThread
+        from warehouse.jobs.controllerhost import ControllerHost, ManagerThread
         from warehouse.jobs.sandbox import DEFAULT_STEPS_USER, find_sandbox
 
         sandbox = None

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from warehouse.catalog.values import NAME_LIMIT
 from warehouse.errors import NotFoundError
-from warehouse.jobs.hosted import CatalogWarehouse
+from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.server.controller.access import hide_run, readable_runs
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.workflows import records
