@@ -129,9 +129,11 @@ class Handle:
             data = fut.result()
             self.recent.put(locator.key, data)
         self.block = (locator.key, data)
+        if not ahead:  # a one-pass read fetches what lies ahead
+            return data
         # Fetch the next blocks of the file; a seek elsewhere drops them.
         wanted: list[Locator] = []
-        for piece in self.entry.pieces[index + 1 :] if ahead else ():
+        for piece in self.entry.pieces[index + 1 :]:
             key = piece.locator.key
             if key != locator.key and all(w.key != key for w in wanted):
                 wanted.append(piece.locator)
@@ -186,16 +188,23 @@ class Handle:
                     more = self.stream_at < len(self.entry.pieces)
                     self.pending = self.pool.submit(_next, self.stream) if more else None
                     return self._used(i, got[1])
-            self._end_stream()
+            # The pieces already fetched ahead when it began are read as fetched.
+            if not self.last < i < self.stream_at:
+                self._end_stream()
         # From one piece to the next with big blocks still to come: the rest
         # of the file is read as one pass, not block by block.
-        one_pass = self.last == i - 1 and self.big_after[i] >= _ONE_PASS_BLOCKS
-        block = self._block(i, held_only, ahead=not one_pass)
+        one_pass = (
+            self.stream is None and self.last == i - 1 and self.big_after[i] >= _ONE_PASS_BLOCKS
+        )
+        block = self._block(i, held_only, ahead=self.stream is None and not one_pass)
         if one_pass:
-            for fut in self.ahead.values():
-                fut.cancel()
-            self.ahead.clear()
-            self._start_stream(i + 1)
+            # It begins after the blocks fetched ahead already (not fetched twice).
+            start = i + 1
+            n = len(self.entry.pieces)
+            while start < n and self.entry.pieces[start].locator.key in self.ahead:
+                start += 1
+            if start < n:
+                self._start_stream(start)
         piece = self.entry.pieces[i]
         return self._used(i, memoryview(block)[piece.offset : piece.offset + piece.length])
 
