@@ -25,7 +25,7 @@ from warehouse.jobs.executors import Finished, Launch, LocalExecutor
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
 from warehouse.jobs.records import request_control
-from warehouse.jobs.service import make_executor
+from warehouse.jobs.runmanager import make_executor
 
 PROBE = r"""
 import json, os, signal, sys, tempfile, threading

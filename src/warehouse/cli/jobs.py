@@ -169,7 +169,7 @@ def _run_until_finished(wh: EmbeddedWarehouse, executor: str, job_id: int) -> No
     """Run the manager here until the job is finished. While another process
     runs it, wait on the catalog, and take over when that process is gone
     however it died (its lock goes with it): never wait for a dead manager."""
-    from warehouse.jobs.service import ManagerLock
+    from warehouse.jobs.runmanager import ManagerLock
 
     lock = ManagerLock(wh.home, executor)
     while True:

@@ -31,7 +31,7 @@ from warehouse.jobs.functions import FunctionVersion
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.records import get_job, list_steps, request_control
-from warehouse.jobs.service import ensure_manager, run_manager
+from warehouse.jobs.runmanager import ensure_manager, run_manager
 from warehouse.jobs.submission import JobRequest, submit
 from warehouse.jobs.values import JobRecord
 from warehouse.manifest import FileEntry, Manifest

@@ -2,8 +2,8 @@
 
 ``model`` decides (pure), ``manager`` carries decisions out, ``executors`` and
 ``daskexec`` run steps, ``records`` keeps everything in the catalog,
-``functions`` pins versions, ``submission`` queues or reuses, ``service`` runs
-the embedded manager, ``protocol`` is what a step sees and writes.
+``functions`` pins versions, ``submission`` queues or reuses, ``runmanager``
+runs the embedded manager, ``protocol`` is what a step sees and writes.
 
 Names load on first use: a step reporting with `wh step`, or a client
 showing jobs from a controller, needs no database library (a fifth of a
@@ -19,7 +19,7 @@ from warehouse.lazy import lazy_names
 if TYPE_CHECKING:
     from warehouse.jobs.model import Resources, Scheduler
     from warehouse.jobs.records import get_job, list_jobs, list_steps
-    from warehouse.jobs.service import ensure_manager, run_manager
+    from warehouse.jobs.runmanager import ensure_manager, run_manager
     from warehouse.jobs.sizes import parse_size
     from warehouse.jobs.submission import JobRequest, submit
     from warehouse.jobs.values import JobRecord, StepRecord
@@ -31,8 +31,8 @@ _WHERE = {
     "get_job": "records",
     "list_jobs": "records",
     "list_steps": "records",
-    "ensure_manager": "service",
-    "run_manager": "service",
+    "ensure_manager": "runmanager",
+    "run_manager": "runmanager",
     "JobRequest": "submission",
     "parse_size": "sizes",
     "submit": "submission",

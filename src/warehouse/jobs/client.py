@@ -48,7 +48,7 @@ class LocalJobs:
         return job_usage(self.wh.engine, selection)
 
     def control(self, job_id: int, control: str) -> JobRecord:
-        from warehouse.jobs.service import ensure_manager
+        from warehouse.jobs.runmanager import ensure_manager
 
         record = self.records.request_control(self.wh.engine, job_id, control)
         ensure_manager(self.wh.home, record.executor)  # one applies it (and runs what is left)

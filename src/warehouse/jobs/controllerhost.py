@@ -32,8 +32,8 @@ from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.executors import Executor
 from warehouse.jobs.manager import Manager
+from warehouse.jobs.runmanager import make_waiting
 from warehouse.jobs.sandbox import Sandbox
-from warehouse.jobs.service import make_waiting
 from warehouse.jobs.values import JobRecord
 from warehouse.keys import Key
 from warehouse.limits import Policy

@@ -95,13 +95,13 @@ class LocalRegol:
         return [get_job(self.wh.engine, r.job) for r in runs]
 
     def _start_managers(self, runs: Sequence[RunRecord]) -> None:
-        from warehouse.jobs.service import ensure_manager
+        from warehouse.jobs.runmanager import ensure_manager
 
         for executor in {j.executor for j in self._jobs(runs) if j.state not in FINISHED}:
             ensure_manager(self.wh.home, executor)
 
     def wait(self, runs: Sequence[RunRecord]) -> list[RunRecord]:
-        from warehouse.jobs.service import run_manager
+        from warehouse.jobs.runmanager import run_manager
 
         ids = {r.job for r in runs}
         for executor in {j.executor for j in self._jobs(runs) if j.state not in FINISHED}:
@@ -120,7 +120,7 @@ class LocalRegol:
     def _start_managers_for_others(self) -> None:
         # Jobs queued meanwhile by others get a manager once ours has left.
         from warehouse.jobs.records import list_jobs
-        from warehouse.jobs.service import ensure_manager
+        from warehouse.jobs.runmanager import ensure_manager
 
         for executor in {j.executor for j in list_jobs(self.wh.engine, ("queued", "running"))}:
             ensure_manager(self.wh.home, executor)

@@ -106,7 +106,7 @@ class LocalWorkflows:
     def _end_lost(self) -> None:
         """CWL runs whose runner was killed are ended when next looked at: no
         other process of an embedded warehouse would (docs/cwl.md)."""
-        from warehouse.jobs.service import ensure_manager
+        from warehouse.jobs.runmanager import ensure_manager
         from warehouse.workflows.cwlruns import end_lost
 
         for lost in end_lost(self.wh.engine):

@@ -22,7 +22,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import ConflictError
 from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.records import list_jobs
-from warehouse.jobs.service import ensure_manager, run_manager
+from warehouse.jobs.runmanager import ensure_manager, run_manager
 from warehouse.workflows import records
 from warehouse.workflows.driver import Driver
 from warehouse.workflows.values import RunRecord
