@@ -268,6 +268,7 @@ def test_wh_loads_no_cwltool_until_a_cwl_run() -> None:
 NOT_HERE = ["filename_with_hash_mark"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(3600)  # 83 runs of the runner: minutes, far more on a loaded machine
 def test_the_required_conformance_tests_pass(home: Path, tmp_path: Path) -> None:
     tests = SUITE / "conformance_tests.yaml"
