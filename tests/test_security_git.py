@@ -18,10 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
-from conftest import wh_process
 from warehouse import EMPTY_LOCATOR, catalog
+from warehouse.cli import cli
 
 SECRET = "the lab's private code\n"
 PUBLIC = "anyone may read this\n"
@@ -203,11 +204,15 @@ def test_only_the_schemes_and_hosts_the_admin_allows_are_fetched(
 
 
 def test_a_bad_git_allow_is_one_error_line(tmp_path: Path) -> None:
+    # Through click in this process: a `wh serve` process loads the whole
+    # server before it reads its options (about a second each).
+    def serve(*args: str, home: Path) -> Result:
+        env = {"WH_HOME": str(home)}
+        return CliRunner().invoke(cli, ["serve", *args], env=env, catch_exceptions=False)
+
     for rule in ("ftp://example.org", "https://", "https://a/b", "https://a:99999"):
-        done = wh_process("serve", "--listen", "127.0.0.1:0", "--git-allow", rule, home=tmp_path)
-        assert done.returncode == 2, done.stderr
+        done = serve("--listen", "127.0.0.1:0", "--git-allow", rule, home=tmp_path)
+        assert done.exit_code == 2, done.stderr
         assert done.stderr.startswith("Error: --git-allow") and done.stderr.count("\n") == 1
-    done = wh_process(
-        "serve", "--git-allow", "none", "--git-allow", "https://*", home=tmp_path / "h"
-    )
-    assert done.returncode == 2 and done.stderr.startswith("Error: --git-allow none"), done.stderr
+    done = serve("--git-allow", "none", "--git-allow", "https://*", home=tmp_path / "h")
+    assert done.exit_code == 2 and done.stderr.startswith("Error: --git-allow none"), done.stderr
