@@ -21,7 +21,7 @@ from warehouse.cli._common import conventional
 from warehouse.cli.web import sign_in_token
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError
-from warehouse.jobs.client import RemoteJobs
+from warehouse.jobs.jobsview import RemoteJobs
 from warehouse.lineage import lineage, to_dot, to_text, trace
 from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.server.serving import ServerThread

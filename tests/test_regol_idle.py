@@ -15,7 +15,7 @@ from jobs_helpers import put_function
 from regol_helpers import make_repo
 from warehouse.errors import ForbiddenError
 from warehouse.jobs import JobRequest
-from warehouse.jobs.client import RemoteJobs
+from warehouse.jobs.jobsview import RemoteJobs
 from warehouse.regol.client import RemoteRegol
 from warehouse.regol.model import REGOL_PRIORITY
 from warehouse.remote.warehouse import RemoteWarehouse

@@ -59,7 +59,7 @@ def complete_job_ids(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     try:
-        from warehouse.jobs.client import jobs_view
+        from warehouse.jobs.jobsview import jobs_view
 
         with _warehouse() as wh:
             found = jobs_view(wh).all()

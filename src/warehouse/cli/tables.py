@@ -22,7 +22,7 @@ __all__ = ["query", "table"]
 
 def _run(ctx: click.Context, request: jobs.JobRequest, wait: bool) -> JobRecord:
     from warehouse.cli.jobs import _submit_here, _view, _wait
-    from warehouse.jobs.client import RemoteJobs
+    from warehouse.jobs.jobsview import RemoteJobs
     from warehouse.jobs.model import FINISHED
 
     view = _view(ctx)

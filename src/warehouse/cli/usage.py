@@ -11,7 +11,7 @@ import click
 
 from warehouse.cli._common import emit_json, emit_rows, open_warehouse
 from warehouse.errors import UsageError
-from warehouse.jobs.client import jobs_view
+from warehouse.jobs.jobsview import jobs_view
 from warehouse.usage import JobUsage, Selection, Usage, parse_prices, parse_since, price, total
 
 __all__ = ["cost", "usage"]

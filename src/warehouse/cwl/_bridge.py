@@ -26,8 +26,8 @@ from typing import Any
 from warehouse.cwl._record import Recorder
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
-from warehouse.jobs.client import RemoteJobs
 from warehouse.jobs.functions import FunctionVersion
+from warehouse.jobs.jobsview import RemoteJobs
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.records import get_job, list_steps, request_control
