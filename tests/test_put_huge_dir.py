@@ -533,6 +533,7 @@ def test_a_spilled_directory_the_cache_answers_for_is_written_in_parts(
 ALL_HITS_GROWTH = 2 << 20
 
 
+@pytest.mark.slow
 def test_a_rerun_of_a_spilled_directory_all_hits_holds_none_of_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

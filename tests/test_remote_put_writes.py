@@ -168,6 +168,7 @@ def _peak_sending(remote: RemoteWarehouse, count: int, scratch: Path) -> int:
         spool.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_block_writes_of_ten_times_the_directories_peak_alike(tmp_path: Path) -> None:
     env = {**os.environ, "WH_HOME": str(tmp_path / "served")}
