@@ -107,6 +107,7 @@ MANY_DIRS_GROWTH = 6 << 20
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # traced: 36 s at load 5, over 120 s at load 15-20
 def test_a_put_of_many_directories_holds_no_block_list(
     ram_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
