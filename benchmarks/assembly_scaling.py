@@ -74,7 +74,7 @@ def one_run(work: Path, reads: Path, workers: int, params: dict[str, Any]) -> di
     from warehouse.jobs.counters import totals
     from warehouse.jobs.records import list_steps
     from warehouse.workflows import list_nodes
-    from warehouse.workflows.client import LocalWorkflows
+    from warehouse.workflows.workflowsview import LocalWorkflows
 
     home = work / f"home-{workers}"
     shutil.rmtree(home, ignore_errors=True)

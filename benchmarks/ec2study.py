@@ -274,7 +274,7 @@ def run_cell(shape: Shape, config: str, nodes: int, work: Path, s3: str | None) 
     write_inputs(shape, data, fn_dir)
     if config in ("local", "shared"):
         from warehouse.embedded import EmbeddedWarehouse
-        from warehouse.workflows.client import LocalWorkflows
+        from warehouse.workflows.workflowsview import LocalWorkflows
 
         cm: contextlib.AbstractContextManager[str] = (
             dask_nodes(work, nodes, cache=False)

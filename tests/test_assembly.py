@@ -19,7 +19,7 @@ from cluster import KeepPool, controller
 from conftest import Runner
 from jobs_helpers import dask_cluster  # noqa: F401  (a fixture)
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.workflows.client import LocalWorkflows
+from warehouse.workflows.workflowsview import LocalWorkflows
 from workflow_helpers import git, json_out
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "assembly"

@@ -12,8 +12,8 @@ from warehouse.catalog.values import NAME_LIMIT
 from warehouse.cli._common import emit_json, emit_rows, open_warehouse, plural, text_time
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
-from warehouse.workflows.client import WorkflowsView, workflows_view
 from warehouse.workflows.spec import MAX_FILE_BYTES, output_name, parse_input_option
+from warehouse.workflows.workflowsview import WorkflowsView, workflows_view
 
 __all__ = ["workflow"]
 

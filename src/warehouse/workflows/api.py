@@ -31,7 +31,7 @@ def workflow(
     the run, or reuses every complete job once it has ended.
     """
     import warehouse
-    from warehouse.workflows.client import workflows_view
+    from warehouse.workflows.workflowsview import workflows_view
 
     if isinstance(definition, Path):
         with definition.open("rb") as f:  # bounded: a device or a pipe has no size
