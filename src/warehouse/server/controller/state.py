@@ -26,7 +26,7 @@ from warehouse.server.bodytimeout import DEFAULT_BODY_TIMEOUT
 if TYPE_CHECKING:
     from warehouse.jobs.controllerhost import ManagerThread
     from warehouse.regol.auto import RegolRunner
-    from warehouse.workflows.hosted import WorkflowThread
+    from warehouse.workflows.controllerdriving import WorkflowThread
 
 __all__ = ["SYSTEM_USER", "ControllerConfig", "ControllerState", "SpoolShares", "private_paths"]
 
@@ -302,7 +302,7 @@ class ControllerState:
                 git_roots=self.config.git_roots,
                 git_allow=self.config.git_allow,
             ).start()
-        from warehouse.workflows.hosted import WorkflowThread
+        from warehouse.workflows.controllerdriving import WorkflowThread
 
         self.workflows = WorkflowThread(
             self.engine,
