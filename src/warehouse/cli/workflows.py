@@ -195,7 +195,7 @@ def cancel(ctx: click.Context, run_id: int) -> None:
 @click.pass_context
 def drive(ctx: click.Context, run_id: int, executor: str) -> None:
     """Drive a run in this process (what `wh workflow run` starts in the background)."""
-    from warehouse.workflows.service import drive_here
+    from warehouse.workflows.embeddeddriving import drive_here
 
     wh: object = open_warehouse(ctx)
     if not isinstance(wh, EmbeddedWarehouse):

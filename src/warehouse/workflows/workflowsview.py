@@ -68,7 +68,7 @@ class LocalWorkflows:
     def run(self, run_id: int, *, wait: bool, follow: Follow | None = None) -> RunView:
         """Drive the run here (``wait``) or in a detached process; a live driver is left be."""
         from warehouse.workflows.driver import Driver, driver_dead
-        from warehouse.workflows.service import drive_here, spawn_driver
+        from warehouse.workflows.embeddeddriving import drive_here, spawn_driver
 
         run = self.records.get_run(self.wh.engine, run_id)
         if run.state in RUN_FINISHED:
@@ -115,7 +115,7 @@ class LocalWorkflows:
 
     def cancel(self, run_id: int) -> RunView:
         from warehouse.workflows.driver import driver_dead
-        from warehouse.workflows.service import spawn_driver
+        from warehouse.workflows.embeddeddriving import spawn_driver
 
         self._end_lost()
         run = self.records.request_cancel(self.wh.engine, run_id)
