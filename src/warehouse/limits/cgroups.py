@@ -33,6 +33,7 @@ __all__ = ["Host", "StepGroup", "detect", "release", "sweep", "usable"]
 
 _NEEDED = ("memory", "pids")
 _PERIOD = 100_000  # µs: the cpu controller's accounting period
+_SWEEP_PATIENCE = 30.0  # s a dead manager's step group is waited for
 
 
 @dataclass(frozen=True)
@@ -244,17 +245,22 @@ class StepGroup:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.01)
 
-    def remove(self) -> None:
+    def remove(self, patience: float = 1.0) -> None:
+        """Kill what is in it and remove it, waiting up to ``patience``
+        seconds for the killed processes to leave (as they are reaped)."""
         self.started()
         self.kill()
+        deadline = time.monotonic() + patience
         for path in self.dirs.values():
-            for _ in range(50):  # killed processes leave the group as they are reaped
+            while True:
                 try:
                     os.rmdir(path)
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
+                    if time.monotonic() > deadline:
+                        break
                     time.sleep(0.02)
 
 
@@ -289,7 +295,10 @@ def sweep(host: Host) -> int:
                     if step.is_dir():
                         group = StepGroup.left(host.kind, step.path)
                         killed += len(group.pids())
-                        group.remove()
+                        # A sandbox's processes may take seconds to end on a
+                        # busy machine (its namespaces torn down with the
+                        # last): this sweep is the only one to remove it.
+                        group.remove(patience=_SWEEP_PATIENCE)
                 with contextlib.suppress(OSError):
                     os.rmdir(entry.path)
     return killed
