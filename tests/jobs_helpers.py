@@ -17,7 +17,7 @@ import pytest
 
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 
 
 @pytest.fixture(scope="session")

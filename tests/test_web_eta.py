@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from warehouse.jobs.values import StepRecord
+from warehouse.jobs.jobrecords import StepRecord
 from warehouse.web.eta import eta_seconds
 from warehouse.web.timeline import LABEL_CHARS, timeline
 

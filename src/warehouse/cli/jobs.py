@@ -17,9 +17,9 @@ from warehouse.cli._common import emit_json, emit_rows, open_warehouse, stderr, 
 from warehouse.cli.completion import complete_job_ids
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.jobsview import JobsView, LocalJobs, RemoteJobs, jobs_view
 from warehouse.jobs.model import FINISHED
-from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 
 __all__ = ["job"]

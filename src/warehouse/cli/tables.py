@@ -15,7 +15,7 @@ from warehouse.cli._common import _cell, emit_json, emit_rows, open_warehouse, p
 from warehouse.errors import UsageError, WarehouseError
 
 if TYPE_CHECKING:  # a query answered in the client loads nothing of jobs
-    from warehouse.jobs.values import JobRecord
+    from warehouse.jobs.jobrecords import JobRecord
 
 __all__ = ["query", "table"]
 

@@ -27,13 +27,13 @@ from warehouse.cwl._record import Recorder
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.functions import FunctionVersion
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.jobsview import RemoteJobs
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.records import get_job, list_steps, request_control
 from warehouse.jobs.runmanager import ensure_manager, run_manager
 from warehouse.jobs.submission import JobRequest, submit
-from warehouse.jobs.values import JobRecord
 from warehouse.manifest import FileEntry, Manifest
 from warehouse.remote.warehouse import RemoteWarehouse
 

@@ -29,7 +29,7 @@ from urllib.parse import unquote
 from warehouse.catalog.values import NAME_LIMIT, check_name
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.workflows import cwlruns
 from warehouse.workflows.driver import driver_id

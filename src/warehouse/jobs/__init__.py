@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from warehouse.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from warehouse.jobs.jobrecords import JobRecord, StepRecord
     from warehouse.jobs.model import Resources, Scheduler
     from warehouse.jobs.records import get_job, list_jobs, list_steps
     from warehouse.jobs.runmanager import ensure_manager, run_manager
     from warehouse.jobs.sizes import parse_size
     from warehouse.jobs.submission import JobRequest, submit
-    from warehouse.jobs.values import JobRecord, StepRecord
 
 # Where each public name lives (kept equal to __all__; a test checks).
 _WHERE = {
@@ -36,8 +36,8 @@ _WHERE = {
     "JobRequest": "submission",
     "parse_size": "sizes",
     "submit": "submission",
-    "JobRecord": "values",
-    "StepRecord": "values",
+    "JobRecord": "jobrecords",
+    "StepRecord": "jobrecords",
 }
 
 __all__ = [

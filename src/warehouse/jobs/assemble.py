@@ -17,7 +17,7 @@ from warehouse import catalog
 from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import NotFoundError
-from warehouse.jobs.values import StepRecord
+from warehouse.jobs.jobrecords import StepRecord
 from warehouse.manifest import FileEntry, Manifest
 
 __all__ = [

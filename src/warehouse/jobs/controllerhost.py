@@ -31,10 +31,10 @@ from warehouse.collection.records import load_manifest, store_manifest
 from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.executors import Executor
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.runmanager import make_waiting
 from warehouse.jobs.sandbox import Sandbox
-from warehouse.jobs.values import JobRecord
 from warehouse.keys import Key
 from warehouse.limits import Policy
 from warehouse.manifest import Manifest

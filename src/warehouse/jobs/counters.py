@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from warehouse.jobs.values import StepRecord
+from warehouse.jobs.jobrecords import StepRecord
 
 __all__ = ["Totals", "format_counters", "step_counters", "totals"]
 

@@ -20,7 +20,7 @@ from warehouse.blocks.store import BlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.assemble import check_fragment
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.manifest import Manifest
 
 __all__ = ["EmbeddedHost", "JobHost", "SubmitHost", "as_host"]

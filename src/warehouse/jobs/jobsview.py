@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
-from warehouse.jobs.values import JobRecord, StepRecord
+from warehouse.jobs.jobrecords import JobRecord, StepRecord
 from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.usage.select import JobUsage, Selection
 

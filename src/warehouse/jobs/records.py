@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from warehouse.catalog.db import connect, write
 from warehouse.catalog.schema import jobs, steps
 from warehouse.errors import NotFoundError, UsageError
+from warehouse.jobs.jobrecords import JobRecord, StepRecord
 from warehouse.jobs.model import ACTIVE, FINISHED, Job, Resources, Step
-from warehouse.jobs.values import JobRecord, StepRecord
 from warehouse.usage.model import COLUMNS as USAGE_COLUMNS
 
 __all__ = [

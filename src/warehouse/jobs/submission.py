@@ -24,7 +24,7 @@ from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs import records
 from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
 from warehouse.jobs.jobhost import SubmitHost
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.manifest import Manifest
 
 __all__ = [

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from warehouse.errors import NotFoundError
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.keys import is_pdh
 from warehouse.lineage.values import (
     Edge,

@@ -20,7 +20,7 @@ from warehouse.catalog.schema import (
     workflow_nodes,
     workflow_runs,
 )
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.lineage.build import Described
 from warehouse.lineage.values import Part, WorkflowPlace
 

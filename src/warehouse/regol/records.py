@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from warehouse.catalog.db import connect, duplicate_key, write
 from warehouse.catalog.schema import jobs, regol_runs, regol_watches
 from warehouse.errors import ConflictError, NotFoundError
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.regol.model import FINISHED, Commit, Outcome, changes
 from warehouse.regol.values import RunRecord, WatchRecord
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.jobhost import SubmitHost
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.records import get_job
 from warehouse.jobs.submission import JobRequest, submit
-from warehouse.jobs.values import JobRecord
 from warehouse.regol import model, records
 from warehouse.regol.git import MAX_BISECT, MAX_COMMITS, open_repository, parse_spec
 from warehouse.regol.values import BisectRecord, RunRecord, WatchRecord

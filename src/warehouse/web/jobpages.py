@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from warehouse import catalog, jobs
 from warehouse.blocks import Locator
 from warehouse.errors import NotFoundError
-from warehouse.jobs.values import StepRecord
+from warehouse.jobs.jobrecords import StepRecord
 from warehouse.manifest import Manifest
 from warehouse.web import queries, reading
 from warehouse.web.auth import Reader, SignedIn, read_form, site_of

@@ -22,7 +22,7 @@ from warehouse.catalog.schema import (
     workflow_nodes,
     workflow_runs,
 )
-from warehouse.jobs.values import JobRecord, StepRecord
+from warehouse.jobs.jobrecords import JobRecord, StepRecord
 from warehouse.workflows.values import RunRecord
 
 __all__ = [

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from warehouse import catalog
 from warehouse.catalog.grants import get_mode, granted_ids, principal_of
 from warehouse.catalog.schema import jobs, workflow_runs
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.lineage.hiding import function_pdhs, hide
 from warehouse.lineage.values import Lineage
 from warehouse.permissions import Mode

@@ -27,11 +27,11 @@ from warehouse.collection.records import load_manifest_text, manifest_from_block
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError
 from warehouse.jobs.controllerhost import CatalogWarehouse
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.records import get_job, request_control
 from warehouse.jobs.runmanager import ensure_manager
 from warehouse.jobs.submission import JobRequest
 from warehouse.jobs.submission import submit as submit_job
-from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 from warehouse.server.controller.state import ControllerState
 from warehouse.web.tree import DIRECTORY_BYTES, Listing, Outline, listing

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from warehouse.jobs.values import StepRecord
+from warehouse.jobs.jobrecords import StepRecord
 
 __all__ = ["Bar", "Timeline", "timeline"]
 

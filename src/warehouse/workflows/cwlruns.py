@@ -26,7 +26,7 @@ from warehouse.catalog.db import write
 from warehouse.catalog.schema import workflow_nodes, workflow_runs
 from warehouse.errors import WarehouseError
 from warehouse.jobs import records as job_records
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.manifest import Manifest
 from warehouse.workflows import records
 from warehouse.workflows.driver import STALE_AFTER, driver_dead

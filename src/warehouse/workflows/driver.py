@@ -31,8 +31,8 @@ from warehouse.jobs import records as job_records
 from warehouse.jobs.assemble import collection_row
 from warehouse.jobs.functions import FunctionVersion
 from warehouse.jobs.jobhost import SubmitHost
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.submission import JobRequest, submit_many
-from warehouse.jobs.values import JobRecord
 from warehouse.manifest import Manifest
 from warehouse.workflows import records
 from warehouse.workflows.combine import combine

@@ -12,7 +12,7 @@ from warehouse import catalog
 from warehouse.catalog import grants
 from warehouse.catalog.db import connect
 from warehouse.errors import NotFoundError
-from warehouse.jobs.values import JobRecord
+from warehouse.jobs.jobrecords import JobRecord
 from warehouse.keys import Key, parse_key
 from warehouse.lineage.hiding import HIDDEN
 from warehouse.permissions import Level, Mode, Principal, refusal
