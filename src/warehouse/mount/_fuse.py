@@ -57,7 +57,10 @@ class _Operations(pyfuse3.Operations):
         super().__init__()
         self.tree = tree
         self.limiter = trio.CapacityLimiter(_WORKERS)
-        self.pool = ThreadPoolExecutor(READAHEAD * 2, thread_name_prefix="wh-mount-ahead")
+        # Fetches ahead, and each one-pass read's next piece (a thread that
+        # waits on its read's own fetches): a few large files read at once
+        # leave room for the fetches of the others.
+        self.pool = ThreadPoolExecutor(READAHEAD * 4, thread_name_prefix="wh-mount-ahead")
         self.recent = Recent()
         self.handles: dict[int, Handle] = {}
         self.dirs: dict[int, list[tuple[str, int, Node, FileEntry | None]]] = {}
