@@ -72,7 +72,7 @@ def one_run(work: Path, reads: Path, workers: int, params: dict[str, Any]) -> di
 
     from warehouse.embedded import EmbeddedWarehouse
     from warehouse.jobs.counters import totals
-    from warehouse.jobs.records import list_steps
+    from warehouse.jobs.jobstore import list_steps
     from warehouse.workflows import list_nodes
     from warehouse.workflows.workflowsview import LocalWorkflows
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import insert_job
+from warehouse.jobs.jobstore import insert_job
 from warehouse.lineage import trace
 from warehouse.manifest import Manifest
 from warehouse.workflows.records import record_parts

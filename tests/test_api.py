@@ -252,7 +252,7 @@ def test_list_routes_answer_a_page_at_a_time(
 
 
 def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
-    from warehouse.jobs import records as job_records
+    from warehouse.jobs import jobstore
     from warehouse.remote.api import ApiClient
 
     engine = ctl.state.engine
@@ -264,7 +264,7 @@ def _pages_of_every_list(tmp_path: Path, ctl: Controller) -> None:
     for name in names:
         catalog.set_name(engine, name, pdh, expect=None, user="alice")
     job = job_row(input_pdh=pdh)
-    jobs = job_records.insert_jobs(engine, [job] * 1001)
+    jobs = jobstore.insert_jobs(engine, [job] * 1001)
     for j in jobs[:5]:
         _watch(engine, j.id)
     for path, key, every in [
@@ -334,7 +334,7 @@ def test_the_other_list_routes_answer_a_page_at_a_time(
 def _pages_of_the_other_lists(ctl: Controller) -> None:
 
     from warehouse.catalog.schema import steps
-    from warehouse.jobs import records as job_records
+    from warehouse.jobs import jobstore
     from warehouse.regol.model import Commit
     from warehouse.remote.api import ApiClient
 
@@ -349,7 +349,7 @@ def _pages_of_the_other_lists(ctl: Controller) -> None:
     for i in range(5):
         catalog.register_keep_service(engine, f"http://127.0.0.1:{40000 + i}")
     job = job_row()
-    made = job_records.insert_jobs(engine, [job] * 6)
+    made = jobstore.insert_jobs(engine, [job] * 6)
     step = {"job": made[0].id, "level": 0, "input": "", "state": "complete", "attempts": 1}
     with engine.begin() as conn:
         conn.execute(steps.insert(), [{**step, "number": n, "failures": n % 2} for n in range(5)])

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cluster import Controller, KeepPool, controller
-from warehouse.jobs.records import insert_job
+from warehouse.jobs.jobstore import insert_job
 
 
 @pytest.fixture

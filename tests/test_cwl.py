@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import list_jobs
+from warehouse.jobs.jobstore import list_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -21,7 +21,7 @@ import pytest
 from cluster import Controller, KeepPool, controller
 from permission_helpers import api_as
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import get_job
+from warehouse.jobs.jobstore import get_job
 from warehouse.workflows.driver import STALE_AFTER
 
 BIN = Path(sys.executable).parent

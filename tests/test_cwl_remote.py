@@ -21,7 +21,7 @@ from permission_helpers import api_as, wh_as
 from test_cwl_runs import _pipeline
 from warehouse import catalog
 from warehouse.catalog.auth import JOB_TOKEN_LABEL
-from warehouse.jobs.records import list_jobs
+from warehouse.jobs.jobstore import list_jobs
 from warehouse.workflows import records
 
 

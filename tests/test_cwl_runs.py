@@ -16,7 +16,7 @@ import pytest
 
 from conftest import Runner
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import list_jobs
+from warehouse.jobs.jobstore import list_jobs
 
 
 @pytest.fixture(autouse=True)

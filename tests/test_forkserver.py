@@ -22,9 +22,9 @@ from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs import forkserver
 from warehouse.jobs.executors import Finished, Launch, LocalExecutor
+from warehouse.jobs.jobstore import request_control
 from warehouse.jobs.model import Resources
 from warehouse.jobs.protocol import process_environment
-from warehouse.jobs.records import request_control
 from warehouse.jobs.runmanager import make_executor
 
 PROBE = r"""

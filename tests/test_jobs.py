@@ -19,7 +19,7 @@ from conftest import Runner
 from jobs_helpers import make_text, put_function, run_job
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import request_control
+from warehouse.jobs.jobstore import request_control
 
 FLAKY = """#!/bin/sh
 # Fails its first attempt (until the marker exists), then succeeds.

@@ -15,7 +15,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.builtins.wordcount import partitions_of
 from warehouse.jobs.counters import step_counters, totals
-from warehouse.jobs.records import list_jobs, list_steps
+from warehouse.jobs.jobstore import list_jobs, list_steps
 from warehouse.mapreduce import MapReduceSpec
 
 PYTHON_CODE = """

@@ -15,7 +15,7 @@ from test_mapreduce_splits import MAKERS
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.counters import totals
-from warehouse.jobs.records import list_steps
+from warehouse.jobs.jobstore import list_steps
 from warehouse.mapreduce.formats import first_boundary, records
 from warehouse.mapreduce.sample import (
     decode_points,

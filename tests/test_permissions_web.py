@@ -14,7 +14,7 @@ import pytest
 
 from cluster import Controller, KeepPool, controller
 from permission_helpers import wh_as
-from warehouse.jobs.records import insert_job
+from warehouse.jobs.jobstore import insert_job
 
 OTHER = "0123456789abcdef0123456789abcdef+3"
 

@@ -39,7 +39,7 @@ else:
         "heavy": heavy(),
     }
     # The full catalog still opens when asked for (then with SQLAlchemy).
-    from warehouse.jobs.records import list_steps
+    from warehouse.jobs.jobstore import list_steps
 
     report["steps_at_0"] = len(list_steps(step.warehouse().engine, step.job(), level=0))
     out = step.StreamWriter(".")

@@ -19,7 +19,7 @@ from warehouse import jobs
 from warehouse.catalog.db import write
 from warehouse.catalog.schema import steps, workflow_nodes, workflow_runs
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs import records
+from warehouse.jobs import jobstore
 
 PRICES = Path(__file__).resolve().parent.parent / "examples" / "prices"
 EC2 = str(PRICES / "ec2-2010.toml")
@@ -53,7 +53,7 @@ def _known(engine: sa.Engine) -> tuple[int, int]:
     half an hour (0.5 node-hour). Alice's is a workflow run's."""
     a, b = (
         r.id
-        for r in records.insert_jobs(
+        for r in jobstore.insert_jobs(
             engine, [job_row(cpus=4, submitted_by="alice"), job_row(cpus=8, submitted_by="bob")]
         )
     )

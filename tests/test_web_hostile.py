@@ -21,7 +21,7 @@ from warehouse.catalog.db import write
 from warehouse.catalog.schema import steps
 from warehouse.cli.web import sign_in_token
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.jobs.records import insert_job
+from warehouse.jobs.jobstore import insert_job
 from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app, web_router
 from warehouse.web.auth import FORM_LIMIT

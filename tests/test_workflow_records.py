@@ -116,7 +116,7 @@ def test_gc_keeps_what_runs_within_the_job_retention_refer_to(catalog_engine: sa
 
 
 def test_many_jobs_go_in_one_insert_in_order(catalog_engine: sa.Engine) -> None:
-    from warehouse.jobs import records as job_records
+    from warehouse.jobs import jobstore
 
     def row(state: str, params: str) -> dict[str, object]:
         return {
@@ -136,7 +136,7 @@ def test_many_jobs_go_in_one_insert_in_order(catalog_engine: sa.Engine) -> None:
             "state": state,
         }
 
-    made = job_records.insert_jobs(
+    made = jobstore.insert_jobs(
         catalog_engine,
         [
             row("queued", "{a:1}"),
@@ -146,6 +146,6 @@ def test_many_jobs_go_in_one_insert_in_order(catalog_engine: sa.Engine) -> None:
     )
     assert [j.params for j in made] == ["{a:1}", "{b:2}", "{c:3}"]
     assert made[0].id < made[1].id < made[2].id
-    assert [len(job_records.list_steps(catalog_engine, j.id)) for j in made] == [1, 0, 1]
-    found = job_records.find_reusable_many(catalog_engine, ["{b:2}" * 8, "{a:1}" * 8])
+    assert [len(jobstore.list_steps(catalog_engine, j.id)) for j in made] == [1, 0, 1]
+    found = jobstore.find_reusable_many(catalog_engine, ["{b:2}" * 8, "{a:1}" * 8])
     assert list(found) == ["{b:2}" * 8] and found["{b:2}" * 8].output_pdh == P3

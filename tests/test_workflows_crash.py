@@ -19,9 +19,9 @@ from conftest import WH_BIN, wh_process
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.executors import LocalExecutor
 from warehouse.jobs.jobrecords import JobRecord
+from warehouse.jobs.jobstore import get_job, list_jobs, list_steps
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import Resources
-from warehouse.jobs.records import get_job, list_jobs, list_steps
 from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.manifest import Manifest
 from warehouse.workflows import records

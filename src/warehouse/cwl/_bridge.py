@@ -28,10 +28,10 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.functions import FunctionVersion
 from warehouse.jobs.jobrecords import JobRecord
+from warehouse.jobs.jobstore import get_job, list_steps, request_control
 from warehouse.jobs.jobsview import RemoteJobs
 from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import FINISHED
-from warehouse.jobs.records import get_job, list_steps, request_control
 from warehouse.jobs.runmanager import ensure_manager, run_manager
 from warehouse.jobs.submission import JobRequest, submit
 from warehouse.manifest import FileEntry, Manifest

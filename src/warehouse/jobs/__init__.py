@@ -1,7 +1,7 @@
 """Batch jobs: versioned functions run as steps over streams (DESIGN §5).
 
 ``model`` decides (pure), ``manager`` carries decisions out, ``executors`` and
-``daskexec`` run steps, ``records`` keeps everything in the catalog,
+``daskexec`` run steps, ``jobstore`` keeps everything in the catalog,
 ``functions`` pins versions, ``submission`` queues or reuses, ``runmanager``
 runs the embedded manager, ``protocol`` is what a step sees and writes.
 
@@ -18,8 +18,8 @@ from warehouse.lazy import lazy_names
 
 if TYPE_CHECKING:
     from warehouse.jobs.jobrecords import JobRecord, StepRecord
+    from warehouse.jobs.jobstore import get_job, list_jobs, list_steps
     from warehouse.jobs.model import Resources, Scheduler
-    from warehouse.jobs.records import get_job, list_jobs, list_steps
     from warehouse.jobs.runmanager import ensure_manager, run_manager
     from warehouse.jobs.sizes import parse_size
     from warehouse.jobs.submission import JobRequest, submit
@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 _WHERE = {
     "Resources": "model",
     "Scheduler": "model",
-    "get_job": "records",
-    "list_jobs": "records",
-    "list_steps": "records",
+    "get_job": "jobstore",
+    "list_jobs": "jobstore",
+    "list_steps": "jobstore",
     "ensure_manager": "runmanager",
     "run_manager": "runmanager",
     "JobRequest": "submission",

@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from warehouse.jobs import records
+from warehouse.jobs import jobstore
 from warehouse.jobs.jobhost import JobHost
 
 __all__ = ["BatchWriter"]
@@ -67,7 +67,7 @@ class BatchWriter:
             return
         try:
             job_rows, new, states, results, made, _ = _merged([batch for batch, _ in taken])
-            records.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
+            jobstore.save_turn(self.wh.engine, job_rows, new, states, results, collections=made)
         except BaseException as e:
             for _, fut in taken:
                 fut.set_exception(e)

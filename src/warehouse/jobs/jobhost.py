@@ -3,7 +3,7 @@
 The embedded warehouse provides it through ``EmbeddedHost`` (steps get
 ``WH_HOME``); the controller through ``warehouse.jobs.controllerhost.ControllerHost``
 (steps get ``WH_URL`` and a token for the job). Both keep every job and step
-in the catalog behind ``engine`` (``warehouse.jobs.records``).
+in the catalog behind ``engine`` (``warehouse.jobs.jobstore``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the catalog says of a job and of a step, as plain records.
 
-Apart from ``records`` (the queries) so that a client showing jobs from a
+Apart from ``jobstore`` (the queries) so that a client showing jobs from a
 controller needs no database library.
 """
 

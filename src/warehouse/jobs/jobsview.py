@@ -25,21 +25,21 @@ class LocalJobs:
     # The queries load here, not with this module: a client of a controller
     # never needs them (nor SQLAlchemy).
     def __init__(self, wh: EmbeddedWarehouse) -> None:
-        from warehouse.jobs import records
+        from warehouse.jobs import jobstore
 
         self.wh = wh
-        self.records = records
+        self.jobstore = jobstore
 
     def get(self, job_id: int) -> JobRecord:
-        return self.records.get_job(self.wh.engine, job_id)
+        return self.jobstore.get_job(self.wh.engine, job_id)
 
     def all(self) -> list[JobRecord]:
-        return self.records.list_jobs(self.wh.engine)
+        return self.jobstore.list_jobs(self.wh.engine)
 
     def steps(
         self, job_id: int, *, number: int | None = None, failed: bool = False
     ) -> list[StepRecord]:
-        found = self.records.list_steps(self.wh.engine, job_id, number=number)
+        found = self.jobstore.list_steps(self.wh.engine, job_id, number=number)
         return [s for s in found if s.failures] if failed else found
 
     def usage(self, selection: Selection) -> list[JobUsage]:
@@ -50,7 +50,7 @@ class LocalJobs:
     def control(self, job_id: int, control: str) -> JobRecord:
         from warehouse.jobs.runmanager import ensure_manager
 
-        record = self.records.request_control(self.wh.engine, job_id, control)
+        record = self.jobstore.request_control(self.wh.engine, job_id, control)
         ensure_manager(self.wh.home, record.executor)  # one applies it (and runs what is left)
         return record
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import WarehouseError
-from warehouse.jobs import records
+from warehouse.jobs import jobstore
 from warehouse.jobs.assemble import collection_row, logs_manifest, output_manifest
 from warehouse.jobs.batchwriter import BatchWriter
 from warehouse.jobs.executors import Executor, Finished, Launch
@@ -147,7 +147,7 @@ class Manager:
                 # Steps run by an earlier manager: every step's result in the catalog,
                 # then read back at once (one query for all the jobs finishing now).
                 self.flush(wait=True)
-                steps.update(records.steps_of(self.wh.engine, unknown))
+                steps.update(jobstore.steps_of(self.wh.engine, unknown))
             for job_id in ready:
                 self._assemble(job_id, steps.get(job_id) or [])
             done_now = [
@@ -171,13 +171,13 @@ class Manager:
     def refresh(self) -> None:
         """Pick up new jobs and control requests from other processes."""
         self._last_refresh = time.time()
-        new = records.new_job_ids(self.wh.engine, self._last_id, self.executor_name)
+        new = jobstore.new_job_ids(self.wh.engine, self._last_id, self.executor_name)
         self._last_id = max([self._last_id, *new])
-        for record, job in records.load_jobs(
+        for record, job in jobstore.load_jobs(
             self.wh.engine, [j for j in new if j not in self.sched.jobs]
         ):
             self._load(record, job)
-        for job_id, control in records.take_controls(self.wh.engine, list(self.sched.jobs)):
+        for job_id, control in jobstore.take_controls(self.wh.engine, list(self.sched.jobs)):
             now = time.time()
             if control == "cancel":
                 for kill in self.sched.cancel(job_id, now):
@@ -187,17 +187,17 @@ class Manager:
             else:
                 self.sched.resume(job_id)
 
-    def take_up(self, submitted: Sequence[records.JobRecord]) -> None:
+    def take_up(self, submitted: Sequence[jobstore.JobRecord]) -> None:
         """Jobs this process has just submitted, taken up now rather than found by
         the next ``refresh`` (which then skips them: they are known)."""
         for record in submitted:
             mine = record.executor == self.executor_name and record.state == "queued"
             if mine and record.id not in self.sched.jobs:
-                self._load(record, records.as_inserted(record))
+                self._load(record, jobstore.as_inserted(record))
 
     # -- carrying out decisions ----------------------------------------------
 
-    def _load(self, record: records.JobRecord, job: Job) -> None:
+    def _load(self, record: jobstore.JobRecord, job: Job) -> None:
         job_id = record.id
         self._persisted[job_id] = len(job.steps)
         self._cpu_seconds[job_id] = record.cpu_seconds
@@ -317,7 +317,7 @@ class Manager:
         self._results.append(result)
         self._ran.setdefault(done.job, {})[done.step] = result
 
-    def _ran_here(self, job_id: int) -> list[records.StepRecord] | None:
+    def _ran_here(self, job_id: int) -> list[jobstore.StepRecord] | None:
         """The job's steps as the catalog will have them, from what ran here; None
         if a step started before this manager took the job up (read the catalog)."""
         job = self.sched.jobs[job_id]
@@ -328,7 +328,7 @@ class Manager:
         for s in job.steps:
             r = ran.get(s.number, {})
             out.append(
-                records.StepRecord(
+                jobstore.StepRecord(
                     job=job_id,
                     number=s.number,
                     level=s.level,
@@ -339,7 +339,7 @@ class Manager:
                     exit_status=s.exit_status,
                     started_at=s.started_at,
                     finished_at=s.finished_at,
-                    **{column: r.get(column) for column in records.RESULT_COLUMNS},
+                    **{column: r.get(column) for column in jobstore.RESULT_COLUMNS},
                 )
             )
         return out
@@ -373,7 +373,7 @@ class Manager:
         name = escape_name(f"step-{number:06d}.log")
         return f". {' '.join(locators)} 0:{len(data)}:{name}\n"
 
-    def _assemble(self, job_id: int, steps: list[records.StepRecord]) -> None:
+    def _assemble(self, job_id: int, steps: list[jobstore.StepRecord]) -> None:
         try:
             manifest = output_manifest(steps)
             pdh = self._save(manifest)
@@ -385,7 +385,7 @@ class Manager:
             self._job_extra.setdefault(job_id, {})["output_pdh"] = pdh
             self.sched.assembled(job_id, None, time.time())
 
-    def _finish_logs(self, job_id: int, steps: dict[int, list[records.StepRecord] | None]) -> None:
+    def _finish_logs(self, job_id: int, steps: dict[int, list[jobstore.StepRecord] | None]) -> None:
         extra = self._job_extra.setdefault(job_id, {})
         if "log_pdh" not in extra:
             known = steps.get(job_id)
@@ -394,7 +394,7 @@ class Manager:
             if known is None:
                 if self._results or self._writes:  # its steps' logs must be in the catalog
                     self.flush(wait=True)
-                known = records.steps_of(self.wh.engine, [job_id])[job_id]
+                known = jobstore.steps_of(self.wh.engine, [job_id])[job_id]
             extra["log_pdh"] = self._save(logs_manifest(known))
 
     def _save(self, manifest: Manifest) -> str:

@@ -26,9 +26,9 @@ import sqlalchemy as sa
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError, WarehouseError
 from warehouse.jobs.executors import Executor, LocalExecutor, local_capacity
+from warehouse.jobs.jobstore import fail_waiting, get_job
 from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.model import FINISHED
-from warehouse.jobs.records import fail_waiting, get_job
 from warehouse.jobs.sandbox import Sandbox
 from warehouse.limits import Limiter, Policy
 

@@ -21,7 +21,7 @@ from warehouse.catalog.grants import readable_among
 from warehouse.catalog.names import split_key
 from warehouse.collection.records import load_manifests
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
-from warehouse.jobs import records
+from warehouse.jobs import jobstore
 from warehouse.jobs.functions import FunctionVersion, pin_code, resolve
 from warehouse.jobs.jobhost import SubmitHost
 from warehouse.jobs.jobrecords import JobRecord
@@ -243,7 +243,7 @@ def submit_many(
     rows = [_job_row(wh, request, version, checked) for request, version in requests]
     _submitter_reads(wh, rows, made_of or {})
     keys = [r["reuse_key"] for r, (q, _) in zip(rows, requests, strict=True) if q.reuse]
-    earlier = records.find_reusable_many(wh.engine, keys) if keys else {}
+    earlier = jobstore.find_reusable_many(wh.engine, keys) if keys else {}
     # An earlier job is handed over only if the submitter may read what it
     # made: else reuse would give away another user's output (and its log).
     made = {p for f in earlier.values() for p in (f.output_pdh, f.log_pdh) if p is not None}
@@ -269,4 +269,4 @@ def submit_many(
             steps_done=found.steps_done,
             finished_at=now,
         )
-    return records.insert_jobs(wh.engine, rows, then=then)
+    return jobstore.insert_jobs(wh.engine, rows, then=then)

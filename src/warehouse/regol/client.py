@@ -19,7 +19,7 @@ from warehouse.regol.values import BisectRecord, RunRecord, WatchRecord
 from warehouse.remote.warehouse import RemoteWarehouse
 
 if TYPE_CHECKING:
-    from warehouse.jobs.records import JobRecord
+    from warehouse.jobs.jobstore import JobRecord
 
 __all__ = ["LocalRegol", "Regol", "RemoteRegol", "bisect", "regol_view"]
 
@@ -90,7 +90,7 @@ class LocalRegol:
         return self.service.bisect_step(self.wh, self.get(watch), good, bad)
 
     def _jobs(self, runs: Sequence[RunRecord]) -> list[JobRecord]:
-        from warehouse.jobs.records import get_job
+        from warehouse.jobs.jobstore import get_job
 
         return [get_job(self.wh.engine, r.job) for r in runs]
 
@@ -119,7 +119,7 @@ class LocalRegol:
 
     def _start_managers_for_others(self) -> None:
         # Jobs queued meanwhile by others get a manager once ours has left.
-        from warehouse.jobs.records import list_jobs
+        from warehouse.jobs.jobstore import list_jobs
         from warehouse.jobs.runmanager import ensure_manager
 
         for executor in {j.executor for j in list_jobs(self.wh.engine, ("queued", "running"))}:

@@ -16,7 +16,7 @@ from pathlib import Path
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.jobhost import SubmitHost
 from warehouse.jobs.jobrecords import JobRecord
-from warehouse.jobs.records import get_job
+from warehouse.jobs.jobstore import get_job
 from warehouse.jobs.submission import JobRequest, submit
 from warehouse.regol import model, records
 from warehouse.regol.git import MAX_BISECT, MAX_COMMITS, open_repository, parse_spec

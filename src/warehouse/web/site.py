@@ -28,7 +28,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError
 from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.jobs.jobrecords import JobRecord
-from warehouse.jobs.records import get_job, request_control
+from warehouse.jobs.jobstore import get_job, request_control
 from warehouse.jobs.runmanager import ensure_manager
 from warehouse.jobs.submission import JobRequest
 from warehouse.jobs.submission import submit as submit_job

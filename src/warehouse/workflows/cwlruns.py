@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from warehouse.catalog.db import write
 from warehouse.catalog.schema import workflow_nodes, workflow_runs
 from warehouse.errors import WarehouseError
-from warehouse.jobs import records as job_records
+from warehouse.jobs import jobstore
 from warehouse.jobs.jobrecords import JobRecord
 from warehouse.manifest import Manifest
 from warehouse.workflows import records
@@ -258,6 +258,6 @@ def _end(engine: sa.Engine, run: RunRecord, runner: str, now: float) -> Lost | N
     cancelled = []
     for job_id in jobs:
         with contextlib.suppress(WarehouseError):  # finished meanwhile
-            job = job_records.request_control(engine, job_id, "cancel")
+            job = jobstore.request_control(engine, job_id, "cancel")
             cancelled.append((job_id, job.executor))
     return Lost(records.get_run(engine, run.id), cancelled)

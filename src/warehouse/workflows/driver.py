@@ -27,7 +27,7 @@ from warehouse.catalog.values import CollectionRecord
 from warehouse.collection.records import load_manifests
 from warehouse.errors import ConflictError, NotFoundError, WarehouseError
 from warehouse.faults import fault_point
-from warehouse.jobs import records as job_records
+from warehouse.jobs import jobstore
 from warehouse.jobs.assemble import collection_row
 from warehouse.jobs.functions import FunctionVersion
 from warehouse.jobs.jobhost import SubmitHost
@@ -475,7 +475,7 @@ class Driver:
                 continue
             if node.job_id is not None:
                 with contextlib.suppress(WarehouseError):  # finished meanwhile
-                    job_records.request_control(self.engine, node.job_id, "cancel")
+                    jobstore.request_control(self.engine, node.job_id, "cancel")
             changes.setdefault(name, {}).update(state="cancelled", finished_at=now)
         records.update_nodes(
             self.engine,

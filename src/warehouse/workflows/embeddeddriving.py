@@ -20,8 +20,8 @@ from pathlib import Path
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import ConflictError
+from warehouse.jobs.jobstore import list_jobs
 from warehouse.jobs.manager import Landed, Manager
-from warehouse.jobs.records import list_jobs
 from warehouse.jobs.runmanager import ensure_manager, run_manager
 from warehouse.workflows import records
 from warehouse.workflows.driver import Driver

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from warehouse.catalog.values import NAME_LIMIT, check_name
 from warehouse.errors import NotFoundError, UsageError
-from warehouse.jobs import records as job_records
+from warehouse.jobs import jobstore
 from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.server.controller.access import hide_job, hide_run
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
@@ -163,7 +163,7 @@ def put_cwl_nodes(run_id: int, body: CwlNodes, user: Caller, request: _Request) 
     state = state_of(request)
     run = _active(_own_run(state, user, run_id))
     for n in body.nodes:
-        job = job_records.get_job(state.engine, n.job_id)
+        job = jobstore.get_job(state.engine, n.job_id)
         hide_job(state.engine, user, n.job_id, job.submitted_by)
         cwlruns.put_node(state.engine, run.id, n.node, n.function, n.depends_on, job)
     return {"state": run.state, "control": run.control}

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from warehouse import jobs
 from warehouse.errors import UsageError
-from warehouse.jobs import records
+from warehouse.jobs import jobstore
 from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.jobs.model import ACTIVE, FINISHED
 from warehouse.manifest import Manifest
@@ -120,10 +120,10 @@ def list_jobs(
         raise UsageError(f"state: {unknown[0][:50]!r} is not a job state ({known})")
     engine = state_of(request).engine
 
-    def fetch(start: int, count: int) -> list[records.JobRecord]:
-        return records.list_jobs(engine, states, after=start, limit=count)
+    def fetch(start: int, count: int) -> list[jobstore.JobRecord]:
+        return jobstore.list_jobs(engine, states, after=start, limit=count)
 
-    def shown(rows: list[records.JobRecord]) -> list[records.JobRecord]:
+    def shown(rows: list[jobstore.JobRecord]) -> list[jobstore.JobRecord]:
         readable = readable_jobs(engine, user, [(r.id, r.submitted_by) for r in rows])
         return [r for r in rows if r.id in readable]
 
@@ -134,7 +134,7 @@ def list_jobs(
 @router.get("/{job_id}")
 def get_job(job_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     engine = state_of(request).engine
-    record = records.get_job(engine, job_id)
+    record = jobstore.get_job(engine, job_id)
     hide_job(engine, user, job_id, record.submitted_by)
     (record,) = shown_jobs(engine, user, [record])
     return record.as_dict()
@@ -157,10 +157,10 @@ def list_steps(
     At most ``limit`` (default 1000, at most 10000), those numbered above
     ``after``; a full page links to the next (docs/server.md)."""
     state = state_of(request)
-    record = records.get_job(state.engine, job_id)  # 404 for no such job
+    record = jobstore.get_job(state.engine, job_id)  # 404 for no such job
     hide_job(state.engine, user, job_id, record.submitted_by)
     limit = bounded(limit)
-    found = records.list_steps(
+    found = jobstore.list_steps(
         state.engine, job_id, level=level, number=number, failed=failed, after=after, limit=limit
     )
     if found:
@@ -179,8 +179,8 @@ def list_steps(
 def control_job(job_id: int, body: JobControl, user: Caller, request: _Request) -> dict[str, Any]:
     """Ask the manager to cancel, pause or resume the job (applied within 0.2 s)."""
     engine = state_of(request).engine
-    record = records.get_job(engine, job_id)
+    record = jobstore.get_job(engine, job_id)
     hide_job(engine, user, job_id, record.submitted_by)
     if not user.admin and record.submitted_by != user.name:
         raise HTTPException(403, f"job {job_id} was submitted by {record.submitted_by}")
-    return records.request_control(engine, job_id, body.control).as_dict()
+    return jobstore.request_control(engine, job_id, body.control).as_dict()

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from warehouse import catalog
 from warehouse.errors import NotFoundError
-from warehouse.jobs import records as job_records
+from warehouse.jobs import jobstore
 from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.regol import records, service
 from warehouse.regol.values import WatchRecord
@@ -96,7 +96,7 @@ def create_watch(
     if is_job_token(state.engine, token):
         raise HTTPException(403, "a job's token cannot make watches")
     # Only a job the caller may read can be followed (docs/permissions.md).
-    followed = job_records.get_job(state.engine, body.job)
+    followed = jobstore.get_job(state.engine, body.job)
     hide_job(state.engine, user, body.job, followed.submitted_by)
     # Its runs read the followed job's input as the caller: reading a shared
     # job is not reading its input.
