@@ -29,7 +29,7 @@ import warehouse
 from warehouse.web.graphs import run_drawing
 from warehouse.web.pages import _env
 from warehouse.workflows import list_nodes
-from warehouse.workflows.values import NodeRecord
+from warehouse.workflows.runrecords import NodeRecord
 
 HERE = Path(__file__).resolve().parent
 

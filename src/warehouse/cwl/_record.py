@@ -34,8 +34,8 @@ from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.workflows import cwlruns
 from warehouse.workflows.driver import driver_id
 from warehouse.workflows.records import get_run, record_parts
+from warehouse.workflows.runrecords import RUN_ACTIVE
 from warehouse.workflows.spec import output_name
-from warehouse.workflows.values import RUN_ACTIVE
 
 __all__ = ["Recorder", "check_prefix", "document_files"]
 

@@ -8,7 +8,7 @@ import time
 from warehouse.lineage.values import Lineage, LineageCollection, LineageJob
 from warehouse.web.dag import DagEdge, DagNode, Drawing, layout
 from warehouse.web.pages import PREFIX
-from warehouse.workflows.values import NodeRecord
+from warehouse.workflows.runrecords import NodeRecord
 
 __all__ = ["MAX_DRAWN", "lineage_drawing", "run_drawing", "short_pdh"]
 

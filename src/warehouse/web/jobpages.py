@@ -22,7 +22,7 @@ from warehouse.web.site import Site
 from warehouse.web.timeline import timeline
 from warehouse.web.usagechart import job_usage_chart
 from warehouse.workflows import records as workflow_records
-from warehouse.workflows.values import NodeRecord, RunRecord
+from warehouse.workflows.runrecords import NodeRecord, RunRecord
 
 __all__ = ["JOBS_PER_PAGE", "LOG_LIMIT", "STEPS_PER_PAGE", "router"]
 

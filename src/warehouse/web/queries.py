@@ -23,7 +23,7 @@ from warehouse.catalog.schema import (
     workflow_runs,
 )
 from warehouse.jobs.jobrecords import JobRecord, StepRecord
-from warehouse.workflows.values import RunRecord
+from warehouse.workflows.runrecords import RunRecord
 
 __all__ = [
     "JOB_GROUPS",

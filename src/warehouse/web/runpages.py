@@ -15,7 +15,7 @@ from warehouse.web.graphs import MAX_DRAWN, run_drawing
 from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.web.usagechart import cost_chart
 from warehouse.workflows import records
-from warehouse.workflows.values import RUN_ACTIVE
+from warehouse.workflows.runrecords import RUN_ACTIVE
 
 __all__ = ["RUNS_PER_PAGE", "router"]
 

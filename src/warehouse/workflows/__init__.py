@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         run_view,
         runs_of_job,
     )
-    from warehouse.workflows.values import CollectionPart, NodeRecord, RunRecord, RunWithNodes
+    from warehouse.workflows.runrecords import CollectionPart, NodeRecord, RunRecord, RunWithNodes
 
 # Where each public name lives (kept equal to __all__).
 _WHERE = {
@@ -39,10 +39,10 @@ _WHERE = {
     "parts_of": "records",
     "run_view": "records",
     "runs_of_job": "records",
-    "CollectionPart": "values",
-    "NodeRecord": "values",
-    "RunRecord": "values",
-    "RunWithNodes": "values",
+    "CollectionPart": "runrecords",
+    "NodeRecord": "runrecords",
+    "RunRecord": "runrecords",
+    "RunWithNodes": "runrecords",
 }
 
 __all__ = [

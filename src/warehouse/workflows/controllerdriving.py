@@ -23,7 +23,7 @@ from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.workflows import cwlruns, records
 from warehouse.workflows.driver import Driver, driver_id
-from warehouse.workflows.values import CWL_DRIVER, RUN_ACTIVE
+from warehouse.workflows.runrecords import CWL_DRIVER, RUN_ACTIVE
 
 __all__ = ["WorkflowThread"]
 

@@ -32,8 +32,8 @@ from warehouse.workflows import records
 from warehouse.workflows.driver import STALE_AFTER, driver_dead
 from warehouse.workflows.naming import Names, point_name
 from warehouse.workflows.plan import node_state_of_job
+from warehouse.workflows.runrecords import CWL_DRIVER, RUN_ACTIVE, RunRecord
 from warehouse.workflows.spec import output_name
-from warehouse.workflows.values import CWL_DRIVER, RUN_ACTIVE, RunRecord
 
 __all__ = [
     "BEAT_EVERY",

@@ -48,9 +48,9 @@ from warehouse.workflows.plan import (
     readers_of,
 )
 from warehouse.workflows.runhost import AsOwner, RunHost
+from warehouse.workflows.runrecords import RUN_FINISHED
 from warehouse.workflows.runstart import load_workflow
 from warehouse.workflows.spec import output_name
-from warehouse.workflows.values import RUN_FINISHED
 
 __all__ = [
     "PROGRESS_EVERY",

@@ -25,7 +25,7 @@ from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.runmanager import ensure_manager, run_manager
 from warehouse.workflows import records
 from warehouse.workflows.driver import Driver
-from warehouse.workflows.values import RunRecord
+from warehouse.workflows.runrecords import RunRecord
 
 __all__ = ["Progress", "drive_here", "spawn_driver"]
 

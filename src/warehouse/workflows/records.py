@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from warehouse.catalog.db import connect, duplicate_key, insert_ignoring_duplicates, write
 from warehouse.catalog.schema import collection_parts, workflow_nodes, workflow_runs
 from warehouse.errors import NotFoundError, UsageError
-from warehouse.workflows.values import (
+from warehouse.workflows.runrecords import (
     RUN_FINISHED,
     CollectionPart,
     NodeRecord,

@@ -30,6 +30,7 @@ from warehouse.workflows import records
 from warehouse.workflows.combine import combine
 from warehouse.workflows.plan import job_input
 from warehouse.workflows.runhost import RunHost
+from warehouse.workflows.runrecords import RunRecord
 from warehouse.workflows.spec import (
     Ref,
     Workflow,
@@ -38,7 +39,6 @@ from warehouse.workflows.spec import (
     output_name,
     parse_workflow,
 )
-from warehouse.workflows.values import RunRecord
 
 __all__ = ["StartResult", "load_workflow", "start_run"]
 

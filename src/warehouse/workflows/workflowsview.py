@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
-from warehouse.workflows.values import RUN_FINISHED
+from warehouse.workflows.runrecords import RUN_FINISHED
 
 if TYPE_CHECKING:
     from warehouse.remote.warehouse import RemoteWarehouse

@@ -26,8 +26,8 @@ from warehouse.server.controller.access import hide_job, hide_run
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.state import ControllerState
 from warehouse.workflows import cwlruns, records
+from warehouse.workflows.runrecords import RUN_ACTIVE, RunRecord
 from warehouse.workflows.spec import output_name
-from warehouse.workflows.values import RUN_ACTIVE, RunRecord
 
 __all__ = ["router"]
 
