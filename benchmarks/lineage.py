@@ -32,7 +32,7 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.jobstore import insert_job
 from warehouse.lineage import trace
 from warehouse.manifest import Manifest
-from warehouse.workflows.records import record_parts
+from warehouse.workflows.runstore import record_parts
 
 WH = str(Path(sys.executable).with_name("wh"))
 

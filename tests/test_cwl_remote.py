@@ -22,7 +22,7 @@ from test_cwl_runs import _pipeline
 from warehouse import catalog
 from warehouse.catalog.auth import JOB_TOKEN_LABEL
 from warehouse.jobs.jobstore import list_jobs
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 
 
 @pytest.fixture(autouse=True)
@@ -213,8 +213,8 @@ def test_the_cwl_run_api_checks_what_the_caller_may_read_and_write(
         said = api.post(f"/api/v1/cwl-runs/{run_id}/finish", json=outputs)
         assert said.status_code == 404
         assert api.get(f"/api/v1/workflows/{run_id}").json()["state"] == "running"
-    assert records.parts_of(ctl.state.engine, mine) == []
-    assert [r.owner for r in records.list_runs(ctl.state.engine)] == ["bob", "alice"]
+    assert runstore.parts_of(ctl.state.engine, mine) == []
+    assert [r.owner for r in runstore.list_runs(ctl.state.engine)] == ["bob", "alice"]
     # A job's token cannot start one (its job would outlive it).
     token = catalog.create_token(ctl.state.engine, "alice", label=JOB_TOKEN_LABEL + "7")
     with api_as(ctl, token) as api:

@@ -26,7 +26,7 @@ from warehouse.lineage import lineage, to_dot, to_text, trace
 from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.server.serving import ServerThread
 from warehouse.web import create_web_app
-from warehouse.workflows.records import record_parts
+from warehouse.workflows.runstore import record_parts
 
 
 @pytest.fixture(scope="module")

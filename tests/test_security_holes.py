@@ -13,7 +13,7 @@ import pytest
 from cluster import Controller, KeepPool, controller
 from conftest import Runner
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.spec import parse_workflow
 
 WORKFLOW = """\
@@ -55,7 +55,7 @@ def test_an_unknown_yaml_tag_is_refused_naming_line_and_tag(
     said = run("workflow", "run", str(wf), code=2).stderr
     assert said.startswith("Error: tagged.yml:7: jobs.a.params") and said.count("\n") == 1, said
     assert f"unknown YAML tag {tag}" in said
-    assert records.list_runs(wh.engine) == []  # nothing recorded
+    assert runstore.list_runs(wh.engine) == []  # nothing recorded
     assert not (tmp_path / "pwned").exists()
 
 
@@ -79,7 +79,7 @@ def test_the_longest_prefix_is_taken_and_one_more_refused_on_the_command_line(
     said = run("workflow", "run", str(wf), "--name-outputs", LONGEST + "p", code=2).stderr
     assert said.startswith("Error: --name-outputs: ") and said.count("\n") == 1, said
     assert "256 characters: PREFIX.OUTPUT holds at most 255" in said
-    assert records.list_runs(wh.engine) == []
+    assert runstore.list_runs(wh.engine) == []
     run("workflow", "run", str(wf), "--name-outputs", LONGEST, "--wait")
     assert wh.get_name(f"{LONGEST}.copied").pdh
 

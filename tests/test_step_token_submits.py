@@ -15,7 +15,7 @@ import pytest
 from cluster import Controller, KeepPool, controller
 from permission_helpers import wh_as
 from warehouse import jobs
-from warehouse.workflows import records as runs
+from warehouse.workflows import runstore as runs
 
 SUBMITS = """
 import json, os, sys, urllib.error, urllib.request

@@ -14,7 +14,7 @@ import pytest
 
 import warehouse
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,4 +115,4 @@ def test_a_mapping_or_path_python_cannot_take_is_a_usage_error(
         )
     with pytest.raises(warehouse.UsageError, match="over 4194304 bytes"):
         warehouse.workflow(Path("/dev/zero"), wh=wh)
-    assert records.list_runs(wh.engine) == []
+    assert runstore.list_runs(wh.engine) == []

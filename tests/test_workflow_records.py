@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from warehouse.errors import NotFoundError, UsageError
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 
 P1 = "a" * 32 + "+1"
 P2 = "b" * 32 + "+2"
@@ -16,7 +16,7 @@ P3 = "c" * 32 + "+3"
 
 
 def _run(engine: sa.Engine, key: str = "k" * 64) -> int:
-    run = records.insert_run(
+    run = runstore.insert_run(
         engine,
         {
             "workflow": "diamond",
@@ -38,47 +38,47 @@ def _run(engine: sa.Engine, key: str = "k" * 64) -> int:
 
 def test_a_run_keeps_its_nodes_in_file_order(catalog_engine: sa.Engine) -> None:
     run_id = _run(catalog_engine)
-    got = records.get_run_with_nodes(catalog_engine, run_id)
+    got = runstore.get_run_with_nodes(catalog_engine, run_id)
     assert got.run.input_values == {"reads": P2}
     assert [n.node for n in got.nodes] == ["a", "c", "b"]
     assert got.nodes[1].dependencies == ["a"]
     assert {n.state for n in got.nodes} == {"waiting"}
-    records.update_nodes(
+    runstore.update_nodes(
         catalog_engine,
         run_id,
         {"a": {"state": "complete", "job_id": 7, "reused": True, "output_pdh": P3}},
         {"state": "running"},
     )
-    assert records.runs_of_job(catalog_engine, 7)[0].node == "a"
+    assert runstore.runs_of_job(catalog_engine, 7)[0].node == "a"
     assert got.as_dict()["nodes"][0]["node"] == "a"
     with pytest.raises(NotFoundError):
-        records.get_run(catalog_engine, run_id + 100)
+        runstore.get_run(catalog_engine, run_id + 100)
 
 
 def test_a_run_has_one_driver_until_it_falls_silent(catalog_engine: sa.Engine) -> None:
     run_id = _run(catalog_engine)
-    assert records.claim_run(catalog_engine, run_id, "h:1", stale_after=10, now=1000.0)
-    assert not records.claim_run(catalog_engine, run_id, "h:2", stale_after=10, now=1005.0)
-    assert records.claim_run(catalog_engine, run_id, "h:2", stale_after=10, now=1011.0)
-    assert not records.heartbeat(catalog_engine, run_id, "h:1")
-    assert records.find_resumable(catalog_engine, "k" * 64, "alice") is not None
-    assert records.find_resumable(catalog_engine, "k" * 64, "bob") is None
-    records.request_cancel(catalog_engine, run_id)
-    records.update_run(catalog_engine, run_id, {"state": "cancelled"})
+    assert runstore.claim_run(catalog_engine, run_id, "h:1", stale_after=10, now=1000.0)
+    assert not runstore.claim_run(catalog_engine, run_id, "h:2", stale_after=10, now=1005.0)
+    assert runstore.claim_run(catalog_engine, run_id, "h:2", stale_after=10, now=1011.0)
+    assert not runstore.heartbeat(catalog_engine, run_id, "h:1")
+    assert runstore.find_resumable(catalog_engine, "k" * 64, "alice") is not None
+    assert runstore.find_resumable(catalog_engine, "k" * 64, "bob") is None
+    runstore.request_cancel(catalog_engine, run_id)
+    runstore.update_run(catalog_engine, run_id, {"state": "cancelled"})
     with pytest.raises(UsageError):
-        records.request_cancel(catalog_engine, run_id)
-    assert records.find_resumable(catalog_engine, "k" * 64, "alice") is None
+        runstore.request_cancel(catalog_engine, run_id)
+    assert runstore.find_resumable(catalog_engine, "k" * 64, "alice") is None
 
 
 def test_combined_collections_keep_their_parts(catalog_engine: sa.Engine) -> None:
-    records.record_parts(catalog_engine, P3, [("graph", P1), ("reads", P2)])
-    records.record_parts(catalog_engine, P3, [("graph", P1), ("reads", P2)])
-    assert [(p.dir, p.part_pdh) for p in records.parts_of(catalog_engine, P3)] == [
+    runstore.record_parts(catalog_engine, P3, [("graph", P1), ("reads", P2)])
+    runstore.record_parts(catalog_engine, P3, [("graph", P1), ("reads", P2)])
+    assert [(p.dir, p.part_pdh) for p in runstore.parts_of(catalog_engine, P3)] == [
         ("graph", P1),
         ("reads", P2),
     ]
-    assert [p.pdh for p in records.combined_of(catalog_engine, P2)] == [P3]
-    assert records.parts_of(catalog_engine, P1) == []
+    assert [p.pdh for p in runstore.combined_of(catalog_engine, P2)] == [P3]
+    assert runstore.parts_of(catalog_engine, P1) == []
 
 
 def test_every_public_name_of_the_workflows_package_loads() -> None:
@@ -93,13 +93,13 @@ def test_gc_keeps_what_runs_within_the_job_retention_refer_to(catalog_engine: sa
 
     p = [f"{i:032x}+{i}" for i in range(1, 9)]
     live = _run(catalog_engine, "l" * 64)
-    records.update_run(
+    runstore.update_run(
         catalog_engine, live, {"file_pdh": p[0], "inputs": f'{{"r": "{p[1]}", "k": 31}}'}
     )
-    records.update_nodes(catalog_engine, live, {"c": {"input_pdh": p[2], "output_pdh": p[3]}})
-    records.record_parts(catalog_engine, p[2], [("x", p[4])])
+    runstore.update_nodes(catalog_engine, live, {"c": {"input_pdh": p[2], "output_pdh": p[3]}})
+    runstore.record_parts(catalog_engine, p[2], [("x", p[4])])
     old = _run(catalog_engine, "o" * 64)
-    records.update_run(
+    runstore.update_run(
         catalog_engine,
         old,
         {

@@ -13,7 +13,7 @@ import pytest
 from conftest import Runner
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.plan import NodeState, decide, may_move, readers_of
 from warehouse.workflows.spec import parse_input_option, parse_workflow
 from workflow_helpers import json_out, make_lab, new_commit, ran, write_diamond
@@ -64,7 +64,7 @@ def test_a_diamond_equals_its_jobs_by_hand_reruns_nothing_and_a_change_reruns_c_
     wh.get(c.output_pdh or "", both / "c")
     combined = wh.put([both / "b", both / "c"]).pdh
     assert combined == nodes["d"]["input_pdh"]
-    assert [(p.dir, p.part_pdh) for p in records.parts_of(wh.engine, combined)] == [
+    assert [(p.dir, p.part_pdh) for p in runstore.parts_of(wh.engine, combined)] == [
         ("b", b.output_pdh),
         ("c", c.output_pdh),
     ]
@@ -111,8 +111,8 @@ def test_a_failed_job_fails_the_run_while_independent_jobs_finish(
     out = run("workflow", "run", str(wf), "--wait", code=1).output
     # The reason: the failed job's step's own last line.
     assert "workflow run 1 failed: job bad failed: failing on purpose" in out
-    (view,) = records.list_runs(wh.engine)
-    nodes = {n.node: n.state for n in records.list_nodes(wh.engine, view.id)}
+    (view,) = runstore.list_runs(wh.engine)
+    nodes = {n.node: n.state for n in runstore.list_nodes(wh.engine, view.id)}
     assert nodes == {"a": "complete", "bad": "failed", "c": "complete", "d": "skipped"}
     assert view.state == "failed"
     assert "d" not in ran(tmp_path)
@@ -248,7 +248,7 @@ def test_a_bad_file_is_refused_with_its_line_and_key_before_anything_runs(
     assert err.startswith(f"Error: bad.yml:{line}: "), err
     assert message in err
     assert len(err.strip().splitlines()) == 1
-    assert records.list_runs(wh.engine) == [] and jobs.list_jobs(wh.engine) == []
+    assert runstore.list_runs(wh.engine) == [] and jobs.list_jobs(wh.engine) == []
 
 
 def _reads(tmp_path: Path) -> Path:
@@ -270,7 +270,7 @@ def test_an_unknown_input_option_and_a_bad_prefix_are_refused(
     )
     assert "not NAME=VALUE" in run("workflow", "run", str(wf), "-i", "novalue", code=2).stderr
     assert run("workflow", "run", str(tmp_path / "missing.yml"), code=2).stderr.startswith("Error:")
-    assert records.list_runs(wh.engine) == []
+    assert runstore.list_runs(wh.engine) == []
 
 
 def test_a_file_without_a_size_is_read_only_up_to_the_bound(
@@ -279,7 +279,7 @@ def test_a_file_without_a_size_is_read_only_up_to_the_bound(
     # A device (or a pipe) says size 0: reading it whole ran out of memory.
     err = run("workflow", "run", "/dev/zero", code=2).stderr
     assert err == "Error: /dev/zero: over 4194304 bytes\n"
-    assert records.list_runs(wh.engine) == []
+    assert runstore.list_runs(wh.engine) == []
 
 
 def test_keys_are_the_text_written_not_what_yaml_reads_them_as() -> None:
@@ -324,15 +324,15 @@ def test_a_run_in_the_background_is_cancelled(
     out = run("workflow", "run", str(wf), "-i", "sleep=30").output
     assert out.startswith("workflow run 1: ")
     deadline = time.monotonic() + 90
-    while records.list_nodes(wh.engine, 1)[0].state != "running":
+    while runstore.list_nodes(wh.engine, 1)[0].state != "running":
         assert time.monotonic() < deadline, "the background driver did not start a"
         time.sleep(0.1)
     run("workflow", "cancel", "1")
-    while records.get_run(wh.engine, 1).state != "cancelled":
+    while runstore.get_run(wh.engine, 1).state != "cancelled":
         assert time.monotonic() < deadline, "the cancel was not applied"
         time.sleep(0.1)
-    assert {n.state for n in records.list_nodes(wh.engine, 1)} == {"cancelled"}
-    a_job = records.list_nodes(wh.engine, 1)[0].job_id
+    assert {n.state for n in runstore.list_nodes(wh.engine, 1)} == {"cancelled"}
+    a_job = runstore.list_nodes(wh.engine, 1)[0].job_id
     assert a_job is not None
     while jobs.get_job(wh.engine, a_job).state != "cancelled":
         assert time.monotonic() < deadline, "a's job was not cancelled"

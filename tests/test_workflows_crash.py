@@ -24,10 +24,10 @@ from warehouse.jobs.manager import Manager
 from warehouse.jobs.model import Resources
 from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.manifest import Manifest
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.driver import Driver
-from warehouse.workflows.records import job_states
 from warehouse.workflows.runstart import start_run
+from warehouse.workflows.runstore import job_states
 from workflow_helpers import json_out, make_lab, ran, write_diamond
 
 
@@ -61,10 +61,10 @@ def test_a_killed_workflow_process_resumes_without_rerunning_finished_jobs(
     try:
 
         def b_or_c_running() -> bool:
-            runs = records.list_runs(wh.engine)
+            runs = runstore.list_runs(wh.engine)
             if not runs:
                 return False
-            nodes = {n.node: n.state for n in records.list_nodes(wh.engine, runs[0].id)}
+            nodes = {n.node: n.state for n in runstore.list_nodes(wh.engine, runs[0].id)}
             return nodes["a"] == "complete" and "running" in (nodes["b"], nodes["c"])
 
         _wait_for(b_or_c_running, "a complete, b or c running")
@@ -73,7 +73,7 @@ def test_a_killed_workflow_process_resumes_without_rerunning_finished_jobs(
     finally:
         proc.kill()
         proc.communicate()
-    (killed,) = records.list_runs(wh.engine)
+    (killed,) = runstore.list_runs(wh.engine)
     assert killed.state == "running"
     again = wh_process(*argv[1:], "--json", home=home, timeout=120)
     assert again.returncode == 0, again.stderr
@@ -168,17 +168,17 @@ def test_progress_held_back_by_the_driver_is_in_the_jobs_and_written_by_a_cancel
             manager.turn()
         driver.turn()  # follows a (complete) and b (running): nothing written
         assert driver.nodes["a"].state == "complete"
-        held = {n.node: n for n in records.list_nodes(wh.engine, run_id)}
+        held = {n.node: n for n in runstore.list_nodes(wh.engine, run_id)}
         assert held["a"].state in ("queued", "running") and held["a"].output_pdh is None
         # What a driver taking the run over would read: the job's row.
         a_job = get_job(wh.engine, jobs["a"])
         assert a_job.state == "complete" and a_job.output_pdh
-        records.request_cancel(wh.engine, run_id)
+        runstore.request_cancel(wh.engine, run_id)
         assert driver.turn()
-        nodes = {n.node: n for n in records.list_nodes(wh.engine, run_id)}
+        nodes = {n.node: n for n in runstore.list_nodes(wh.engine, run_id)}
         assert nodes["a"].state == "complete" and nodes["a"].output_pdh == a_job.output_pdh
         assert nodes["b"].state == "cancelled"
-        assert records.get_run(wh.engine, run_id).state == "cancelled"
+        assert runstore.get_run(wh.engine, run_id).state == "cancelled"
         manager.refresh()  # b's cancel: its step is killed
         while get_job(wh.engine, jobs["b"]).state != "cancelled":
             assert time.monotonic() < deadline, "job b was never cancelled"

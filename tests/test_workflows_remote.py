@@ -21,7 +21,7 @@ from warehouse import catalog
 from warehouse.catalog.cluster import get_setting
 from warehouse.catalog.db import write
 from warehouse.catalog.schema import settings
-from warehouse.workflows.records import list_nodes
+from warehouse.workflows.runstore import list_nodes
 from workflow_helpers import json_out, make_lab, write_diamond
 
 

@@ -33,8 +33,8 @@ from warehouse.jobs.jobrecords import JobRecord
 from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.workflows import cwlruns
 from warehouse.workflows.driver import driver_id
-from warehouse.workflows.records import get_run, record_parts
 from warehouse.workflows.runrecords import RUN_ACTIVE
+from warehouse.workflows.runstore import get_run, record_parts
 from warehouse.workflows.spec import output_name
 
 __all__ = ["Recorder", "check_prefix", "document_files"]

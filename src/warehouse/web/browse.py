@@ -13,7 +13,7 @@ from warehouse.web import queries, reading
 from warehouse.web.auth import Reader, site_of
 from warehouse.web.pages import PREFIX, Page, PageRoute, paginate, render
 from warehouse.web.tree import parent_paths
-from warehouse.workflows import records as workflow_records
+from warehouse.workflows import runstore
 
 __all__ = ["ENTRIES_PER_PAGE", "NAMES_PER_PAGE", "router"]
 
@@ -88,7 +88,7 @@ def collection(request: Request, pdh: str, user: Reader, path: str = "", page: i
         made_by=reading.shown_jobs(
             site, user, reading.readable_jobs(site, user, queries.jobs_making(site.engine, pdh))
         ),
-        parts=workflow_records.parts_of(site.engine, pdh),
+        parts=runstore.parts_of(site.engine, pdh),
     )
 
 

@@ -21,7 +21,7 @@ from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.web.site import Site
 from warehouse.web.timeline import timeline
 from warehouse.web.usagechart import job_usage_chart
-from warehouse.workflows import records as workflow_records
+from warehouse.workflows import runstore
 from warehouse.workflows.runrecords import NodeRecord, RunRecord
 
 __all__ = ["JOBS_PER_PAGE", "LOG_LIMIT", "STEPS_PER_PAGE", "router"]
@@ -106,8 +106,8 @@ def job_page(
 def _runs_of(site: Site, user: catalog.User, job_id: int) -> list[tuple[NodeRecord, RunRecord]]:
     """The workflow runs the job is a node of, those ``user`` may read."""
     found = [
-        (node, workflow_records.get_run(site.engine, node.run_id))
-        for node in workflow_records.runs_of_job(site.engine, job_id)
+        (node, runstore.get_run(site.engine, node.run_id))
+        for node in runstore.runs_of_job(site.engine, job_id)
     ]
     shown = reading.readable_runs(site, user, [(run.id, run.owner) for _, run in found])
     return [(node, run) for node, run in found if run.id in shown]

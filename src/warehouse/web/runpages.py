@@ -14,7 +14,7 @@ from warehouse.web.auth import Reader, site_of
 from warehouse.web.graphs import MAX_DRAWN, run_drawing
 from warehouse.web.pages import PREFIX, Page, PageRoute, render
 from warehouse.web.usagechart import cost_chart
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.runrecords import RUN_ACTIVE
 
 __all__ = ["RUNS_PER_PAGE", "router"]
@@ -43,7 +43,7 @@ def run_list(request: Request, user: Reader, state: str = "all", page: int = 1) 
 @router.get("/workflows/{run_id}")
 def run_page(request: Request, run_id: int, user: Reader) -> Response:
     site = site_of(request)
-    found = records.get_run_with_nodes(site.engine, run_id)
+    found = runstore.get_run_with_nodes(site.engine, run_id)
     reading.require_run(site, user, run_id, found.run.owner)
     drawing = run_drawing(found.nodes) if len(found.nodes) <= MAX_DRAWN else None
     node_of = {n.job_id: n.node for n in found.nodes if n.job_id is not None}

@@ -4,7 +4,7 @@
 next from the nodes' states (pure), ``combine`` makes combined collections
 from manifest text, ``runstart`` checks a file and records a run (or finds
 it again), ``driver`` carries a run out against the job system (through
-``runhost``, what a run needs of a warehouse), ``records`` keeps runs,
+``runhost``, what a run needs of a warehouse), ``runstore`` keeps runs,
 nodes and combined collections in the catalog.
 
 Names load on first use, as in ``warehouse.jobs``.
@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from warehouse.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from warehouse.workflows.records import (
+    from warehouse.workflows.runrecords import CollectionPart, NodeRecord, RunRecord, RunWithNodes
+    from warehouse.workflows.runstore import (
         combined_of,
         get_run,
         get_run_with_nodes,
@@ -27,18 +28,17 @@ if TYPE_CHECKING:
         run_view,
         runs_of_job,
     )
-    from warehouse.workflows.runrecords import CollectionPart, NodeRecord, RunRecord, RunWithNodes
 
 # Where each public name lives (kept equal to __all__).
 _WHERE = {
-    "combined_of": "records",
-    "get_run": "records",
-    "get_run_with_nodes": "records",
-    "list_nodes": "records",
-    "list_runs": "records",
-    "parts_of": "records",
-    "run_view": "records",
-    "runs_of_job": "records",
+    "combined_of": "runstore",
+    "get_run": "runstore",
+    "get_run_with_nodes": "runstore",
+    "list_nodes": "runstore",
+    "list_runs": "runstore",
+    "parts_of": "runstore",
+    "run_view": "runstore",
+    "runs_of_job": "runstore",
     "CollectionPart": "runrecords",
     "NodeRecord": "runrecords",
     "RunRecord": "runrecords",

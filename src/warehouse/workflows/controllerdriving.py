@@ -21,7 +21,7 @@ from warehouse.blocks.store import BlockStore
 from warehouse.errors import WarehouseError
 from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.controllerhost import CatalogWarehouse
-from warehouse.workflows import cwlruns, records
+from warehouse.workflows import cwlruns, runstore
 from warehouse.workflows.driver import Driver, driver_id
 from warehouse.workflows.runrecords import CWL_DRIVER, RUN_ACTIVE
 
@@ -65,7 +65,7 @@ class WorkflowThread:
         self._wake.set()
 
     def _take_up(self) -> None:
-        for run in records.list_runs(self.engine, states=RUN_ACTIVE):
+        for run in runstore.list_runs(self.engine, states=RUN_ACTIVE):
             if run.id in self._drivers or (run.driver or "").startswith(CWL_DRIVER):
                 continue  # a CWL run is driven by its own runner (warehouse.cwl)
             try:

@@ -28,7 +28,7 @@ from warehouse.errors import WarehouseError
 from warehouse.jobs import jobstore
 from warehouse.jobs.jobrecords import JobRecord
 from warehouse.manifest import Manifest
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.driver import STALE_AFTER, driver_dead
 from warehouse.workflows.naming import Names, point_name
 from warehouse.workflows.plan import node_state_of_job
@@ -68,7 +68,7 @@ def start(
     values = json.dumps(inputs, sort_keys=True, default=str)
     key = json.dumps(["cwl", file_pdh, values, name_outputs], sort_keys=True)
     now = time.time()
-    return records.insert_run(
+    return runstore.insert_run(
         engine,
         {
             "workflow": workflow[:255],
@@ -123,7 +123,7 @@ def put_node(
                 "started_at": job.started_at or now,
                 **values,
             }
-            conn.execute(workflow_nodes.insert(), [records.node_row(run_id, position, row)])
+            conn.execute(workflow_nodes.insert(), [runstore.node_row(run_id, position, row)])
         else:
             conn.execute(workflow_nodes.update().where(*here).values(**values))
         conn.execute(
@@ -140,7 +140,7 @@ def beat(engine: sa.Engine, run_id: int) -> RunRecord:
             .where(workflow_runs.c.id == run_id, workflow_runs.c.state.in_(list(RUN_ACTIVE)))
             .values(heartbeat_at=time.time())
         )
-    return records.get_run(engine, run_id)
+    return runstore.get_run(engine, run_id)
 
 
 def finish(
@@ -209,7 +209,7 @@ def end_lost(
     own word for it: only their heartbeat counts)."""
     now = time.time()
     lost = []
-    for run in records.list_runs(engine, states=RUN_ACTIVE):
+    for run in runstore.list_runs(engine, states=RUN_ACTIVE):
         if not is_cwl_run(run):
             continue
         runner = (run.driver or "")[len(CWL_DRIVER) :]
@@ -260,4 +260,4 @@ def _end(engine: sa.Engine, run: RunRecord, runner: str, now: float) -> Lost | N
         with contextlib.suppress(WarehouseError):  # finished meanwhile
             job = jobstore.request_control(engine, job_id, "cancel")
             cancelled.append((job_id, job.executor))
-    return Lost(records.get_run(engine, run.id), cancelled)
+    return Lost(runstore.get_run(engine, run.id), cancelled)

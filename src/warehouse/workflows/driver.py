@@ -34,7 +34,7 @@ from warehouse.jobs.jobhost import SubmitHost
 from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.submission import JobRequest, submit_many
 from warehouse.manifest import Manifest
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.combine import combine
 from warehouse.workflows.naming import point_name
 from warehouse.workflows.plan import (
@@ -119,7 +119,7 @@ class Driver:
         self.stale_after = stale_after
         self.progress_every = progress_every
         self.heartbeat_every = heartbeat_every
-        run = records.get_run(self.engine, run_id)
+        run = runstore.get_run(self.engine, run_id)
         self.run = run
         self.wf = load_workflow(host, run)
         self.inputs = run.input_values
@@ -127,14 +127,14 @@ class Driver:
             spec: FunctionVersion(p[3] if len(p) > 3 else spec, p[0], p[1], p[2])
             for spec, p in json.loads(run.pins).items()
         }
-        self.nodes = {n.node: n for n in records.list_nodes(self.engine, run_id)}
+        self.nodes = {n.node: n for n in runstore.list_nodes(self.engine, run_id)}
         self.owner = run.owner
         self._last_beat = 0.0
         self.submitted = 0  # jobs this driver submitted (reused or not)
         self.steps_done: dict[str, int] = {}  # by node, as last seen
         ids = {n.job_id: n.node for n in self.nodes.values() if n.job_id is not None}
         if ids:  # a resumed run: what its jobs did so far
-            for job_id, row in records.job_states(self.engine, list(ids)).items():
+            for job_id, row in runstore.job_states(self.engine, list(ids)).items():
                 self.steps_done[ids[job_id]] = row["steps_done"]
         self.last_changes: dict[str, dict[str, Any]] = {}  # what the last turn changed
         self._manifests: dict[str, Manifest] = {}  # by PDH, read once
@@ -160,9 +160,9 @@ class Driver:
         """Become the run's driver: it has none, or its driver died or fell silent."""
         if self.finished:
             return True
-        run = records.get_run(self.engine, self.run_id)
+        run = runstore.get_run(self.engine, self.run_id)
         stale_after = -1.0 if driver_dead(run.driver) else self.stale_after
-        return records.claim_run(self.engine, self.run_id, self.driver, stale_after=stale_after)
+        return runstore.claim_run(self.engine, self.run_id, self.driver, stale_after=stale_after)
 
     # -- one turn -------------------------------------------------------------
 
@@ -171,7 +171,7 @@ class Driver:
         if self.finished:
             return True
         now = time.time()
-        run = records.get_run(self.engine, self.run_id)
+        run = runstore.get_run(self.engine, self.run_id)
         if run.driver != self.driver:
             raise ConflictError(f"workflow run {self.run_id} is now driven by {run.driver}")
         changes: dict[str, dict[str, Any]] = {}
@@ -205,7 +205,7 @@ class Driver:
         ):
             run_values["heartbeat_at"] = now
             self._last_beat = self._last_write = now
-            records.update_nodes(self.engine, self.run_id, unwritten, run_values)
+            runstore.update_nodes(self.engine, self.run_id, unwritten, run_values)
             self._pending = {}
         else:
             self._pending = unwritten
@@ -274,7 +274,7 @@ class Driver:
         }
         if not following:
             return set()
-        for job_id, row in records.job_states(self.engine, list(following)).items():
+        for job_id, row in runstore.job_states(self.engine, list(following)).items():
             self._follow_row(following[job_id], row, changes)
         return set(changes)
 
@@ -379,14 +379,14 @@ class Driver:
         def record(conn: sa.Connection, made: list[JobRecord]) -> None:
             for row, _, parts in combined.values():
                 add_collection_in(conn, CollectionRecord(**row))
-                records.write_parts(conn, row["pdh"], parts)
+                runstore.write_parts(conn, row["pdh"], parts)
             fault_point("workflow-submitted")  # the jobs' rows written, not yet kept
             changes = {
                 name: _submitted(job, now) for (name, _, _), job in zip(batch, made, strict=True)
             }
             # The changes so far (jobs that finished) go along: one commit.
             earlier = self._unwritten()
-            records.write_nodes(conn, self.run_id, {**earlier, **changes})
+            runstore.write_nodes(conn, self.run_id, {**earlier, **changes})
             kept.update({n: dict(v) for n, v in self._changes.items() if v})
             kept.update({n: dict(v) for n, v in changes.items()})
 
@@ -428,7 +428,7 @@ class Driver:
         if manifest.pdh not in self._manifests:
             # Made by an earlier run (a re-run): recorded and readable, so no write.
             if not (
-                records.has_parts(self.engine, manifest.pdh)
+                runstore.has_parts(self.engine, manifest.pdh)
                 and load_manifests(self.host.store, self.engine, [manifest.pdh])
             ):
                 # Nothing dangling is recorded (as save_manifest checks).
@@ -477,7 +477,7 @@ class Driver:
                 with contextlib.suppress(WarehouseError):  # finished meanwhile
                     jobstore.request_control(self.engine, node.job_id, "cancel")
             changes.setdefault(name, {}).update(state="cancelled", finished_at=now)
-        records.update_nodes(
+        runstore.update_nodes(
             self.engine,
             self.run_id,
             changes,
@@ -492,7 +492,7 @@ class Driver:
     # -- summaries ------------------------------------------------------------
 
     def view(self) -> dict[str, Any]:
-        """The run as this driver knows it (``records.run_view``'s shape, read from
+        """The run as this driver knows it (``runstore.run_view``'s shape, read from
         memory: the catalog may not have every node's progress yet)."""
         nodes = [
             {**n.as_dict(), "steps_done": self.steps_done.get(n.node, 0) if n.job_id else 0}

@@ -23,7 +23,7 @@ from warehouse.errors import ConflictError
 from warehouse.jobs.jobstore import list_jobs
 from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.runmanager import ensure_manager, run_manager
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.driver import Driver
 from warehouse.workflows.runrecords import RunRecord
 
@@ -50,7 +50,7 @@ def drive_here(
     """Drive the run until it finishes; ConflictError if a live driver holds it."""
     driver = Driver(wh, run_id, executor=executor, keep_new_jobs=True)
     if not driver.claim():
-        run = records.get_run(wh.engine, run_id)
+        run = runstore.get_run(wh.engine, run_id)
         raise ConflictError(f"workflow run {run_id} is driven by {run.driver}")
     last = 0.0
     landed: list[Landed] = []  # jobs the manager has finished, for the driver to follow
@@ -95,7 +95,7 @@ def drive_here(
             progress(driver)
     if any(j.executor == executor for j in list_jobs(wh.engine, ("queued", "running"))):
         ensure_manager(wh.home, executor)  # other work is left for a manager
-    return records.get_run(wh.engine, run_id)
+    return runstore.get_run(wh.engine, run_id)
 
 
 def spawn_driver(home: Path, run_id: int, executor: str = "local") -> subprocess.Popen[bytes]:

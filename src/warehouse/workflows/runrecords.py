@@ -1,6 +1,6 @@
 """What the catalog says of a workflow run and its nodes, as plain records.
 
-Apart from ``records`` (the queries) so that a client showing runs from a
+Apart from ``runstore`` (the queries) so that a client showing runs from a
 controller needs no database library.
 """
 

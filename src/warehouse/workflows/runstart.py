@@ -26,7 +26,7 @@ from warehouse.collection.records import load_manifests
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
 from warehouse.jobs.functions import FunctionVersion, resolve
 from warehouse.manifest import Manifest, escape_name
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.combine import combine
 from warehouse.workflows.plan import job_input
 from warehouse.workflows.runhost import RunHost
@@ -112,7 +112,7 @@ def start_run(
     _remember(file_pdh, wf)
     key_text = json.dumps([file_pdh, values, name_outputs], sort_keys=True, default=str)
     run_key = hashlib.sha256(key_text.encode()).hexdigest()
-    earlier = records.find_resumable(host.engine, run_key, host.user)
+    earlier = runstore.find_resumable(host.engine, run_key, host.user)
     if earlier is not None:
         return StartResult(earlier, True)
     pins: dict[str, list[str | None]] = {}
@@ -123,7 +123,7 @@ def start_run(
             except WarehouseError as e:
                 raise wf.error(f"jobs.{job.name}.function", str(e)) from None
             pins[job.function] = [version.pdh, version.path, version.commit, version.spec]
-    run = records.insert_run(
+    run = runstore.insert_run(
         host.engine,
         {
             "workflow": wf.name,

@@ -43,10 +43,10 @@ def _wait(get: Callable[[int], RunView], run_id: int, follow: Follow | None) -> 
 
 class LocalWorkflows:
     def __init__(self, wh: EmbeddedWarehouse, executor: str = "local") -> None:
-        from warehouse.workflows import records
+        from warehouse.workflows import runstore
 
         self.wh = wh
-        self.records = records
+        self.runstore = runstore
         self.executor = executor
 
     def start(
@@ -70,7 +70,7 @@ class LocalWorkflows:
         from warehouse.workflows.driver import Driver, driver_dead
         from warehouse.workflows.embeddeddriving import drive_here, spawn_driver
 
-        run = self.records.get_run(self.wh.engine, run_id)
+        run = self.runstore.get_run(self.wh.engine, run_id)
         if run.state in RUN_FINISHED:
             return self.get(run_id)
         fresh = run.heartbeat_at is not None and time.time() - run.heartbeat_at < 10.0
@@ -94,14 +94,14 @@ class LocalWorkflows:
 
     def get(self, run_id: int) -> RunView:
         self._end_lost()
-        return self.records.run_view(self.wh.engine, run_id)
+        return self.runstore.run_view(self.wh.engine, run_id)
 
     def wait(self, run_id: int, follow: Follow | None = None) -> RunView:
         return _wait(self.get, run_id, follow)
 
     def all(self) -> list[dict[str, Any]]:
         self._end_lost()
-        return [r.as_dict() for r in self.records.list_runs(self.wh.engine)]
+        return [r.as_dict() for r in self.runstore.list_runs(self.wh.engine)]
 
     def _end_lost(self) -> None:
         """CWL runs whose runner was killed are ended when next looked at: no
@@ -118,7 +118,7 @@ class LocalWorkflows:
         from warehouse.workflows.embeddeddriving import spawn_driver
 
         self._end_lost()
-        run = self.records.request_cancel(self.wh.engine, run_id)
+        run = self.runstore.request_cancel(self.wh.engine, run_id)
         if driver_dead(run.driver):  # nobody would apply it: a driver does, then exits
             spawn_driver(self.wh.home, run_id, self.executor)
         return self.get(run_id)

@@ -1,4 +1,4 @@
-"""CWL runs over the API: what a ``wh cwl run`` through this controller records.
+"""CWL runs over the API: what a ``wh cwl run`` through this controller runstore.
 
 cwltool runs where ``wh cwl run`` runs; its jobs are this controller's (``POST
 /api/v1/jobs``), and the run itself is written here, as the caller's: its
@@ -25,7 +25,7 @@ from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.server.controller.access import hide_job, hide_run
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
 from warehouse.server.controller.state import ControllerState
-from warehouse.workflows import cwlruns, records
+from warehouse.workflows import cwlruns, runstore
 from warehouse.workflows.runrecords import RUN_ACTIVE, RunRecord
 from warehouse.workflows.spec import output_name
 
@@ -113,7 +113,7 @@ def _own_run(state: ControllerState, user: Caller, run_id: int) -> RunRecord:
     """The caller's CWL run (an admin may write any): refused otherwise."""
     if not 0 < run_id <= _MAX_ID:
         raise NotFoundError(f"no workflow run {run_id}")
-    run = records.get_run(state.engine, run_id)
+    run = runstore.get_run(state.engine, run_id)
     hide_run(state.engine, user, run_id, run.owner)
     if not user.admin and run.owner != user.name:
         raise HTTPException(403, f"workflow run {run_id} belongs to {run.owner}")
@@ -153,7 +153,7 @@ def start_cwl_run(
         name_outputs=body.name_outputs,
         runner=body.runner,
     )
-    return records.run_view(state.engine, run.id)
+    return runstore.run_view(state.engine, run.id)
 
 
 @router.post("/{run_id}/nodes")
@@ -186,7 +186,7 @@ def put_cwl_parts(run_id: int, body: CwlParts, user: Caller, request: _Request) 
             seen[pdh] = wh.manifest(pdh)
         if not cwlruns.part_held(made, path, seen[pdh]):
             raise UsageError(f"collection {body.pdh} holds no data of {pdh} at {path!r}")
-    records.record_parts(state.engine, body.pdh, body.parts)
+    runstore.record_parts(state.engine, body.pdh, body.parts)
     return {"pdh": body.pdh, "parts": len(body.parts)}
 
 
@@ -211,4 +211,4 @@ def finish_cwl_run(run_id: int, body: CwlFinish, user: Caller, request: _Request
             check_name(output_name(run.name_outputs, name))
         _readable(wh, pdh, f"outputs.{name}")
     said = cwlruns.finish(wh, state.engine, run, body.state, body.outputs, body.error)
-    return {**records.run_view(state.engine, run_id), "naming_error": said}
+    return {**runstore.run_view(state.engine, run_id), "naming_error": said}

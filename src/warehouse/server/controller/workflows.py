@@ -19,7 +19,7 @@ from warehouse.errors import NotFoundError
 from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.server.controller.access import hide_run, readable_runs
 from warehouse.server.controller.auth import Caller, CallerToken, is_job_token, state_of
-from warehouse.workflows import records
+from warehouse.workflows import runstore
 from warehouse.workflows.runstart import start_run
 from warehouse.workflows.spec import MAX_FILE_BYTES
 
@@ -76,7 +76,7 @@ def start_workflow(
         base_dir=Path(body.base_dir) if body.base_dir else None,
     )
     state.workflows.wake()
-    return {**records.run_view(state.engine, started.run.id), "resumed": started.resumed}
+    return {**runstore.run_view(state.engine, started.run.id), "resumed": started.resumed}
 
 
 # Run ids are 32-bit in the catalog: PostgreSQL refuses a larger one.
@@ -97,7 +97,7 @@ def list_workflows(
     states = state.split(",") if state else None
     limit = min(max(limit, 1), 10000)  # a negative LIMIT is none at all (SQLite) or an error
     engine = state_of(request).engine
-    found = records.list_runs(engine, states=states, limit=limit)
+    found = runstore.list_runs(engine, states=states, limit=limit)
     # In private mode only the caller's runs and those shared (docs/permissions.md).
     shown = readable_runs(engine, user, [(r.id, r.owner) for r in found])
     return [r.as_dict() for r in found if r.id in shown]
@@ -107,18 +107,18 @@ def list_workflows(
 def get_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     """A run with its nodes (each with its job's steps done)."""
     engine = state_of(request).engine
-    run = records.get_run(engine, _run_id(run_id))
+    run = runstore.get_run(engine, _run_id(run_id))
     hide_run(engine, user, run_id, run.owner)
-    return records.run_view(engine, run_id)
+    return runstore.run_view(engine, run_id)
 
 
 @router.post("/{run_id}/cancel")
 def cancel_workflow(run_id: int, user: Caller, request: _Request) -> dict[str, Any]:
     """Ask the run's driver to cancel it (its running jobs are cancelled too)."""
     engine = state_of(request).engine
-    run = records.get_run(engine, _run_id(run_id))
+    run = runstore.get_run(engine, _run_id(run_id))
     hide_run(engine, user, run_id, run.owner)
     if not user.admin and run.owner != user.name:
         raise HTTPException(403, f"workflow run {run_id} belongs to {run.owner}")
-    records.request_cancel(engine, run_id)
-    return records.run_view(engine, run_id)
+    runstore.request_cancel(engine, run_id)
+    return runstore.run_view(engine, run_id)
