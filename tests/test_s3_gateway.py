@@ -283,16 +283,16 @@ def test_large_objects_read_whole_and_by_ranges_over_whole_blocks(gw: Gateway) -
     one-pass read; a range inside one block as a small read."""
     from boto3.s3.transfer import TransferConfig
 
-    alice = gw.user("alice4")
+    alice = gw.user("alice9")
     s3 = gw.boto3(*gw.credential(alice))
-    s3.create_bucket(Bucket="large4")
+    s3.create_bucket(Bucket="large9")
     part = 5 * 1024 * 1024
     data = os.urandom(4 * part + 12345)
     config = TransferConfig(multipart_threshold=part, multipart_chunksize=part)
-    s3.upload_fileobj(io.BytesIO(data), "large4", "big.bin", Config=config)
-    assert s3.get_object(Bucket="large4", Key="big.bin")["Body"].read() == data
+    s3.upload_fileobj(io.BytesIO(data), "large9", "big.bin", Config=config)
+    assert s3.get_object(Bucket="large9", Key="big.bin")["Body"].read() == data
     for first, last in ((part - 10, 3 * part + 9), (1, len(data) - 2), (part + 1, part + 99)):
-        got = s3.get_object(Bucket="large4", Key="big.bin", Range=f"bytes={first}-{last}")
+        got = s3.get_object(Bucket="large9", Key="big.bin", Range=f"bytes={first}-{last}")
         assert got["Body"].read() == data[first : last + 1], (first, last)
 
 

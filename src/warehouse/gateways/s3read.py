@@ -88,19 +88,25 @@ async def object_body(
     """Bytes ``first..last`` (inclusive) of ``entry``, a file of ``manifest``."""
     pieces = _span(entry, first, last)
     big = sum(1 for p in pieces if _whole(p) and p.locator.size >= MAPPED_MIN)
+    one_pass = big >= _ONE_PASS_BLOCKS
     blocks = (
         _one_pass(store, manifest, entry.path, pieces)
-        if big >= _ONE_PASS_BLOCKS
+        if one_pass
         else _block_by_block(store, pieces)
     )
+    given = 0
     try:
-        while True:
+        # One view a piece: no hop more to learn that they are all given.
+        for given in range(1, len(pieces) + 1):  # noqa: B007 - read in finally
             view = await anyio.to_thread.run_sync(next, blocks, None)
             if view is None:
                 return
             for at in range(0, len(view), _SEND):
                 yield view[at : at + _SEND]
     finally:
-        # Closing waits for the fetches under way (a client gone mid-body):
-        # on a worker, never on the event loop.
-        _pool.submit(blocks.close)
+        if given == len(pieces) and not one_pass:
+            blocks.close()  # nothing under way: closed here, no thread woken
+        else:
+            # Closing waits for the fetches under way (a client gone
+            # mid-body, a one-pass read's pool): on a worker, not the event loop.
+            _pool.submit(blocks.close)
