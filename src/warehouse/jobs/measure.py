@@ -21,12 +21,11 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from warehouse.jobs import measurer
-from warehouse.jobs.measurer import Measured, io_counters, wait_measured
+from warehouse.jobs.measurer import Measured, wait_measured
 
 __all__ = [
     "Measured",
     "add_attempt",
-    "io_counters",
     "measured_argv",
     "parse_measured",
     "read_measured",
