@@ -127,6 +127,7 @@ def test_the_steps_environment_is_exactly_its_own(env: dict[str, str]) -> None:
             dump,
             program="python3",
             env=env,
+            cwd="/",
             sandboxed=False,
             guard=None,
             lifeline=False,
@@ -146,7 +147,8 @@ def test_the_steps_environment_is_exactly_its_own(env: dict[str, str]) -> None:
 _DIES = """import os, subprocess, sys
 from warehouse.jobs.prelude import before_exec
 argv, hook = before_exec(
-    ["sleep", "300"], program="sleep", env={}, sandboxed=False, guard=None, lifeline=True, tell=None
+    ["sleep", "300"], program="sleep", env={}, cwd="/", sandboxed=False,
+    guard=None, lifeline=True, tell=None,
 )
 assert hook is None, "started by a fork"
 quiet = subprocess.DEVNULL
@@ -194,24 +196,38 @@ def test_a_program_that_surely_cannot_start_fails_as_exec_would(tmp_path: Path) 
     lost.write_text("#!/nonexistent/interpreter\n")
     lost.chmod(0o755)
     with pytest.raises(OSError) as format_error:
-        startable(str(text), None)
+        startable(str(text), None, "/")
     assert format_error.value.errno == errno.ENOEXEC
     with pytest.raises(PermissionError):
-        startable(str(plain), None)  # not executable
+        startable(str(plain), None, "/")  # not executable
     with pytest.raises(FileNotFoundError, match="/nonexistent/interpreter"):
-        startable(str(lost), None)
+        startable(str(lost), None, "/")
     with pytest.raises(FileNotFoundError):
-        startable("no-such-program-here", "/usr/bin:/bin")
+        startable("no-such-program-here", "/usr/bin:/bin", "/")
     plain.chmod(0o755)
-    startable(str(plain), None)
-    startable("sh", "/usr/bin:/bin")
+    startable(str(plain), None, "/")
+    startable("sh", "/usr/bin:/bin", "/")
     with pytest.raises(OSError):
         before_exec(
             [str(text)],
             program=str(text),
             env={},
+            cwd="/",
             sandboxed=True,
             guard=None,
             lifeline=True,
             tell=None,
         )
+
+
+def test_a_relative_program_is_found_from_the_steps_directory(tmp_path: Path) -> None:
+    """As exec finds it: from the directory the step starts in, not the manager's."""
+    (tmp_path / "bin").mkdir()
+    tool = tmp_path / "bin" / "tool.sh"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    startable("bin/tool.sh", None, str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with pytest.raises(FileNotFoundError):
+        startable("bin/tool.sh", None, str(elsewhere))

@@ -172,6 +172,7 @@ class _Workdir:
             argv,
             program=launch.argv[0],
             env=env,
+            cwd=self.tmp,
             sandboxed=self.sandbox is not None,
             guard=guard,
             lifeline=lifeline,

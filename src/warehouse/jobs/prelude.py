@@ -103,14 +103,18 @@ def _setpriv() -> str | None:
     return shutil.which("setpriv")
 
 
-def startable(program: str, path: str | None) -> None:
+def startable(program: str, path: str | None, cwd: str) -> None:
     """Raise the error exec would give for ``program`` (found on ``path``
-    like exec does) when it is surely not a program: not found, not
+    like exec does, a relative path from ``cwd``, the directory the step
+    starts in) when it is surely not a program: not found, not
     executable, neither a binary nor a script with an interpreter that is
     there. A shell's exec would report these its own way, and run a file it
     cannot exec as a shell script (as glibc's execvp would): the step's
     process must fail as Python's exec does, before it is started."""
-    found = program if "/" in program else shutil.which(program, path=path or os.defpath)
+    if "/" in program:
+        found: str | None = os.path.join(cwd, program)
+    else:
+        found = shutil.which(program, path=path or os.defpath)
     if found is None or not os.path.exists(found):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
     if os.path.isdir(found) or not os.access(found, os.X_OK):
@@ -147,6 +151,7 @@ def before_exec(
     *,
     program: str,
     env: Mapping[str, str],
+    cwd: str,
     sandboxed: bool,
     guard: Guard | None,
     lifeline: bool,
@@ -157,7 +162,8 @@ def before_exec(
     when the thread starting it ends, then killed whole by the lifeline
     (bubblewrap kills its whole sandbox itself; without a lifeline it is
     killed), and held to its limits. ``program``: the step's program (in
-    the sandbox, not ``argv[0]``); ``env`` its environment. OSError as exec
+    the sandbox, not ``argv[0]``); ``env`` its environment; ``cwd`` the
+    directory it starts in. OSError as exec
     would raise for a program that surely cannot start."""
     groups = guard.group_files() if guard is not None else []
     setpriv = _setpriv()
@@ -165,7 +171,7 @@ def before_exec(
     shell = _dash() and not any(name.startswith("_wh") for name in env)
     shell = shell and env.get("OPTIND", "0").isdigit()
     if groups is not None and shell and (sandboxed or setpriv is not None):
-        startable(program, env.get("PATH"))
+        startable(program, env.get("PATH"), cwd)
         told = tell.teller_args() if tell is not None else None
         if not sandboxed:
             name = death.name.removeprefix("SIG")
