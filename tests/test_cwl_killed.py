@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,13 @@ import pytest
 
 from cluster import Controller, KeepPool, controller
 from permission_helpers import api_as
+from waiting import processes, wait_for
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.jobstore import get_job
 from warehouse.workflows.driver import STALE_AFTER
 
 BIN = Path(sys.executable).parent
+_PATIENCE = 180  # a guard against a hang: runners and controllers start slowly under load
 
 
 @pytest.fixture(autouse=True)
@@ -35,15 +37,6 @@ def cwltool_installed() -> None:
         if os.environ.get("CI"):
             pytest.fail("cwltool is not installed; CI must run the CWL tests", pytrace=False)
         pytest.skip("cwltool is not installed (pip install -e '.[cwl]')")
-
-
-def _wait_for(check: Callable[[], object], what: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _slow_tool(d: Path) -> tuple[Path, str]:
@@ -59,16 +52,7 @@ def _slow_tool(d: Path) -> tuple[Path, str]:
 
 def _steps(marker: str) -> list[int]:
     """The processes running the step: `sleep MARKER`."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if marker.encode() in argv and b"sleep" in argv[0]:
-                found.append(int(name))
-    return found
+    return processes(marker, program="sleep")
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -97,8 +81,8 @@ def test_a_killed_embedded_runner_ends_its_run_and_its_step(home: Path, tmp_path
         text=True,
     )
     try:
-        _wait_for(lambda: _steps(marker), "the step to run")
-        _wait_for(lambda: show().get("nodes"), "its node")
+        wait_for(lambda: _steps(marker), "the step to run", _PATIENCE)
+        wait_for(lambda: show().get("nodes"), "its node", _PATIENCE)
         assert show()["state"] == "running"  # looked at alive: kept
         _kill(runner)
     finally:
@@ -109,10 +93,12 @@ def test_a_killed_embedded_runner_ends_its_run_and_its_step(home: Path, tmp_path
     assert "its runner" in str(run["error"]) and "stopped" in str(run["error"])
     (node,) = run["nodes"]
     assert node["state"] == "cancelled"
-    _wait_for(lambda: not _steps(marker), "no step process left")
+    wait_for(lambda: not _steps(marker), "no step process left", _PATIENCE)
     with EmbeddedWarehouse(home) as wh:
-        _wait_for(
-            lambda: get_job(wh.engine, node["job_id"]).state == "cancelled", "its job cancelled"
+        wait_for(
+            lambda: get_job(wh.engine, node["job_id"]).state == "cancelled",
+            "its job cancelled",
+            _PATIENCE,
         )
 
 
@@ -145,25 +131,28 @@ def test_a_killed_runner_of_a_controller_run_ends_it_and_its_step(
             return dict(got.json()) if got.status_code == 200 else {}
 
         try:
-            _wait_for(lambda: _steps(marker), "the step to run")
-            _wait_for(lambda: run().get("nodes"), "its node")
+            wait_for(lambda: _steps(marker), "the step to run", _PATIENCE)
+            wait_for(lambda: run().get("nodes"), "its node", _PATIENCE)
             # Alive, its heartbeat keeps its run past the time a silent one is
             # ended in (its one node changes nothing meanwhile).
             started = float(run()["started_at"])
-            _wait_for(lambda: time.time() > started + STALE_AFTER + 3, "a silent run's end")
+            wait_for(
+                lambda: time.time() > started + STALE_AFTER + 3, "a silent run's end", _PATIENCE
+            )
             assert run()["state"] == "running"
             _kill(runner)
         finally:
             runner.kill()
             runner.wait()
-        _wait_for(lambda: run()["state"] != "running", "the run to end")
+        wait_for(lambda: run()["state"] != "running", "the run to end", _PATIENCE)
         ended = run()
         assert ended["state"] == "failed" and "its runner" in str(ended["error"]), ended
         (node,) = ended["nodes"]
         assert node["state"] == "cancelled"
         job = node["job_id"]
-        _wait_for(
+        wait_for(
             lambda: api.get(f"/api/v1/jobs/{job}").json()["state"] == "cancelled",
             "its job cancelled",
+            _PATIENCE,
         )
-    _wait_for(lambda: not _steps(marker), "no step process left")
+    wait_for(lambda: not _steps(marker), "no step process left", _PATIENCE)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+import waiting
 from cluster import Controller, KeepPool, controller
 from conftest import Runner
 from jobs_helpers import make_compressed, make_text, run_job
@@ -35,26 +36,6 @@ SLEEPS = """#!/bin/sh
 if [ "$WH_STEP" = 0 ]; then wh step queue --level 1 a b c d; exit 0; fi
 sleep {seconds}
 """
-
-
-def sleepers(seconds: str) -> list[int]:
-    """The pids of the processes running ``sleep SECONDS``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # not a process, or gone
-            continue
-        if args[0].rsplit(b"/", 1)[-1] == b"sleep" and args[1:2] == [seconds.encode()]:
-            found.append(int(proc.name))
-    return found
-
-
-def wait_until(test: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not test():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -199,13 +180,17 @@ def test_pause_resume_and_cancel(
     wait_for(run, job["id"], lambda j: j["state"] == "paused")
     run("job", "resume", str(job["id"]))
     wait_for(run, job["id"], lambda j: j["state"] == "running")
-    wait_until(lambda: bool(sleepers(seconds)), "no step of the resumed job is running")
+    waiting.wait_for(
+        lambda: waiting.processes(seconds, program="sleep"), "a step of the resumed job running"
+    )
     run("job", "cancel", str(job["id"]))
     # The steps sleep far longer than these waits: a cancel that waited for
     # them, or only marked them stopped, fails here however slow the machine.
     done = wait_for(run, job["id"], lambda j: j["state"] == "cancelled" and j["steps_running"] == 0)
     assert done["output_pdh"] is None
-    wait_until(lambda: not sleepers(seconds), "a cancelled job's step is still running")
+    waiting.wait_for(
+        lambda: not waiting.processes(seconds, program="sleep"), "the cancelled job's step to end"
+    )
     run("job", "cancel", str(job["id"]), code=2)  # already finished
     # Neither a reason nor a failed step: no empty ": " after the state.
     err = run("job", "watch", str(job["id"]), code=1).stderr

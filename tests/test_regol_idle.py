@@ -13,6 +13,7 @@ import pytest
 from cluster import KeepPool, controller
 from jobs_helpers import put_function
 from regol_helpers import make_repo
+from waiting import wait_for
 from warehouse.errors import ForbiddenError
 from warehouse.jobs import JobRequest
 from warehouse.jobs.jobsview import RemoteJobs
@@ -23,13 +24,6 @@ from warehouse.remote.warehouse import RemoteWarehouse
 SLEEPS = """#!/bin/sh
 sleep 60
 """
-
-
-def wait_for(predicate: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_a_controller_starts_no_regol_run_while_a_user_job_is_queued(
@@ -46,12 +40,12 @@ def test_a_controller_starts_no_regol_run_while_a_user_job_is_queued(
             key = wh.put([tmp_path / "in"]).pdh
             spec = f"git:{tmp_path / 'repo'}@{commits[0]}:fn.py"
             base = jobs.submit(JobRequest(spec, key, {}, max_attempts=1), executor=None)
-            wait_for(lambda: jobs.get(base.id).state == "complete", 60)
+            wait_for(lambda: jobs.get(base.id).state == "complete", "the first job to complete", 60)
 
             sleeper = put_function(wh, tmp_path, "sleeps.sh", SLEEPS)  # type: ignore[arg-type]
             running = jobs.submit(JobRequest(sleeper, key, {}), executor=None)
             queued = jobs.submit(JobRequest(sleeper, key, {"n": 2}), executor=None)
-            wait_for(lambda: jobs.get(running.id).state == "running", 30)
+            wait_for(lambda: jobs.get(running.id).state == "running", "the user's job to run", 30)
             watch = regol.watch(base.id, "main", None)
             time.sleep(1.5)  # fifteen looks of the runner
             assert jobs.get(queued.id).state == "queued"
@@ -61,7 +55,9 @@ def test_a_controller_starts_no_regol_run_while_a_user_job_is_queued(
             jobs.control(running.id, "cancel")
             jobs.control(queued.id, "cancel")
             # Pinning 8 commits' trees takes a while on a busy machine.
-            wait_for(lambda: len(regol.history(watch.id)) == len(commits), 120)
+            wait_for(
+                lambda: len(regol.history(watch.id)) == len(commits), "a regol run per commit", 120
+            )
             runs = regol.history(watch.id)
             assert [r.commit for r in runs] == commits
             assert {jobs.get(r.job).priority for r in runs} == {REGOL_PRIORITY}

@@ -9,34 +9,12 @@ import os
 import secrets
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from waiting import processes, wait_for
 from warehouse.jobs.sandbox import find_sandbox
-
-
-def _running(marker: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if marker.encode() in argv:
-                found.append(int(name))
-    return found
-
-
-def _wait_for(check: object, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_killed_sandboxed_step_leaves_no_process(tmp_path: Path) -> None:
@@ -58,12 +36,12 @@ def test_a_killed_sandboxed_step_leaves_no_process(tmp_path: Path) -> None:
     )
     proc = subprocess.Popen(argv, cwd=work / "tmp", start_new_session=True)  # as the executor
     try:
-        _wait_for(lambda: len(_running(marker)) == 2, "both sleeps")
+        wait_for(lambda: len(processes(marker)) == 2, "both sleeps")
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
-        _wait_for(lambda: not _running(marker), "no process of the step left")
+        wait_for(lambda: not processes(marker), "no process of the step left")
     finally:
-        for pid in _running(marker):
+        for pid in processes(marker):
             os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()

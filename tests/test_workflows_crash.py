@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from conftest import WH_BIN, wh_process
+from waiting import wait_for
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.executors import LocalExecutor
 from warehouse.jobs.jobrecords import JobRecord
@@ -29,15 +30,6 @@ from warehouse.workflows.driver import Driver
 from warehouse.workflows.runstart import start_run
 from warehouse.workflows.runstore import job_states
 from workflow_helpers import json_out, make_lab, ran, write_diamond
-
-
-def _wait_for(check: object, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow
@@ -67,7 +59,7 @@ def test_a_killed_workflow_process_resumes_without_rerunning_finished_jobs(
             nodes = {n.node: n.state for n in runstore.list_nodes(wh.engine, runs[0].id)}
             return nodes["a"] == "complete" and "running" in (nodes["b"], nodes["c"])
 
-        _wait_for(b_or_c_running, "a complete, b or c running")
+        wait_for(b_or_c_running, "a complete, b or c running", 90)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     finally:
