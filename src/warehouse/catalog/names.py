@@ -86,10 +86,14 @@ def _project_clash(conn: sa.Connection, name: str) -> ConflictError | None:
     return None
 
 
+# Built once: read on most requests (building it cost more than running it).
+_BY_NAME = sa.select(names).where(names.c.name == sa.bindparam("name"))
+
+
 def get_name(engine: sa.Engine, name: str) -> NameRecord:
     check_name(name)  # a bad name is bad input (exit 2) when read, as when set
     with connect(engine) as conn:
-        row = conn.execute(sa.select(names).where(names.c.name == name)).one_or_none()
+        row = conn.execute(_BY_NAME, {"name": name}).one_or_none()
     if row is None:
         raise NotFoundError(f"no name {name!r}")
     return NameRecord(**row._mapping)

@@ -24,10 +24,12 @@ from warehouse.blocks.store import MAPPED_MIN, BlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.manifest import FileEntry, FilePiece, Manifest
 
-__all__ = ["AHEAD", "object_body"]
+__all__ = ["AHEAD", "SMALL_BODY", "object_body", "small_body"]
 
 # Blocks a small read fetches ahead of the one it sends: each may be 64 MiB held.
 AHEAD = 2
+# A body this small is read whole and sent as one piece (``small_body``).
+SMALL_BODY = 1 << 20
 # Bytes handed to the server at a time out of a block (a view, not a copy).
 _SEND = 4 << 20
 # Big blocks read whole from which a read is a one-pass read.
@@ -80,6 +82,20 @@ def _block_by_block(
     finally:
         for fut in ahead:
             fut.cancel()
+
+
+def small_body(store: BlockStore, entry: FileEntry, first: int, last: int) -> bytes | None:
+    """Bytes ``first..last`` of ``entry`` read at once, if they are at most
+    ``SMALL_BODY``; else None (``object_body`` streams them). Most of a
+    small GET's cost was streaming: a task to watch for the client leaving,
+    and a thread hop to fetch each block."""
+    if last - first + 1 > SMALL_BODY:
+        return None
+    parts = []
+    for piece in _span(entry, first, last):
+        block = memoryview(store.get(piece.locator, cache=not _whole(piece)))
+        parts.append(block[piece.offset : piece.offset + piece.length])
+    return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
 
 
 async def object_body(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -148,6 +149,7 @@ class ControllerState:
     system_token: str
     _keep: KeepClient | None = field(default=None, repr=False)
     _keep_ids: tuple[str, ...] = ()
+    _keep_read: float = 0.0  # time.monotonic() when the servers were last read
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # The job manager's thread and executor, when this controller runs jobs.
     job_manager: ManagerThread | None = field(default=None, repr=False)
@@ -186,11 +188,18 @@ class ControllerState:
     def services(self) -> list[Service]:
         return [Service(s.id, s.url) for s in catalog.list_keep_services(self.engine)]
 
-    def keep(self) -> KeepClient:
-        """A block client over the keep servers registered now (rebuilt when they change)."""
+    def keep(self, max_age: float = 0.0) -> KeepClient:
+        """A block client over the keep servers registered now (rebuilt when
+        they change); with ``max_age``, the one in use if the servers were
+        read that many seconds ago or less (the S3 gateway's reads: one
+        catalog read fewer a request)."""
+        fresh = time.monotonic() - self._keep_read < max_age
+        if fresh and self._keep is not None:
+            return self._keep
         services = self.services()
         ids = tuple(s.id for s in services)
         with self._lock:
+            self._keep_read = time.monotonic()
             if self._keep is None or ids != self._keep_ids:
                 if self._keep is not None:
                     self._keep.close()
