@@ -32,6 +32,7 @@ __all__ = [
     "accounting",
     "add_collection",
     "add_collection_in",
+    "collection_summary",
     "get_collection",
     "get_listing",
     "get_listing_in_parts",
@@ -135,6 +136,18 @@ def get_collection(engine: sa.Engine, pdh: str) -> CollectionRecord:
 
 # Every column but the file digests, which can be megabytes a row.
 _SUMMARY = [c for c in collections.c if c.name != "file_md5s"]
+
+
+_SUMMARY_OF = sa.select(*_SUMMARY).where(collections.c.pdh == sa.bindparam("pdh"))
+
+
+def collection_summary(engine: sa.Engine, pdh: str) -> CollectionRecord:
+    """``get_collection`` without the file digests (``file_md5s`` is None)."""
+    with connect(engine) as conn:
+        row = conn.execute(_SUMMARY_OF, {"pdh": pdh}).first()
+    if row is None:
+        raise NotFoundError(f"no collection {pdh}")
+    return CollectionRecord(**row._mapping)
 
 
 def require_collection(engine: sa.Engine, pdh: str) -> None:

@@ -301,7 +301,10 @@ def load_stored_text(
     hashed as it is copied and verified before any of it is used, and the
     whole text's MD5 and length are checked against ``pdh``. The caller
     closes what it gets."""
-    manifest_blocks = catalog.get_collection(engine, pdh).manifest_blocks
+    from warehouse.catalog.records import collection_summary  # SQLAlchemy: loaded when used
+
+    # Not get_collection: its file digests can be megabytes, and are not needed.
+    manifest_blocks = collection_summary(engine, pdh).manifest_blocks
     return copy_stored_text(store, pdh, manifest_blocks, directory)
 
 

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 
 from warehouse import catalog
-from warehouse.gateways.s3objects import Bucket, Contents, ContentsCache, resolve_bucket
+from warehouse.gateways.s3objects import Bucket, ContentsCache, Listable, resolve_bucket
 from warehouse.gateways.s3uploads import Uploads
 from warehouse.server.controller.state import ControllerState
 
@@ -42,5 +42,5 @@ class Call:
         """The bucket, if the caller may read it (else NoSuchBucket)."""
         return resolve_bucket(self.gateway.state, self.user, self.bucket)
 
-    def contents(self, pdh: str) -> Contents:
+    def contents(self, pdh: str) -> Listable:
         return self.gateway.cache.get(self.gateway.state, pdh, self.user.name)

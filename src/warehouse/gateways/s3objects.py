@@ -13,12 +13,16 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from warehouse import catalog
+from warehouse.catalog.records import collection_summary
 from warehouse.collection.listings import parse_listing
-from warehouse.collection.records import listing_of, load_manifest
-from warehouse.errors import NotFoundError, UsageError
+from warehouse.collection.records import listing_of, load_manifest, load_stored_text
+from warehouse.errors import CorruptDataError, NotFoundError, UsageError
+from warehouse.gateways.s3outline import OutlinedContents
 from warehouse.gateways.s3xml import S3Error
 from warehouse.manifest import FileEntry, Manifest
 from warehouse.permissions import Level
@@ -31,17 +35,21 @@ __all__ = [
     "Bucket",
     "Contents",
     "ListPage",
+    "Listable",
     "bucket_pdh_name",
     "check_key",
     "etag_matches",
     "etag_of",
     "list_page",
     "resolve_bucket",
+    "start_key",
 ]
 
 # S3's own bounds: a key of at most 1,024 bytes, a page of at most 1,000.
 MAX_KEY_BYTES = 1024
 MAX_KEYS = 1000
+# Files past which a collection is listed from its outline, not parsed whole.
+OUTLINED_FROM = 100_000
 # A PDH as a bucket: "md5+size", or "md5-size" (SDKs refuse a "+" in a bucket name).
 _PDH_BUCKET = re.compile(r"([0-9a-f]{32})[+-]((?:0|[1-9][0-9]{0,14}))")
 
@@ -71,7 +79,7 @@ def resolve_bucket(state: ControllerState, user: catalog.User, bucket: str) -> B
         pdh = f"{found.group(1)}+{found.group(2)}"
         try:
             require_collection_read(engine, user, pdh)
-            recorded = catalog.get_collection(engine, pdh)
+            recorded = collection_summary(engine, pdh)
         except NotFoundError:
             raise missing from None
         return Bucket(bucket, pdh, False, Level.READ, recorded.created_at)
@@ -120,38 +128,91 @@ class Contents:
     def entry(self, key: str) -> FileEntry | None:
         return self.files.get(key)
 
+    def keys_from(self, least: str, roll_from: int | None = None) -> Iterator[str]:
+        """The keys not less than ``least``, in key order (``roll_from``:
+        see ``OutlinedContents.keys_from``; every key is at hand here)."""
+        keys = self.keys
+        for i in range(bisect.bisect_left(keys, least), len(keys)):
+            yield keys[i]
+
+
+class Listable(Protocol):
+    """What a listing and a GetObject read of a collection's files: a
+    ``Contents`` (parsed whole), or an ``OutlinedContents`` (a large one)."""
+
+    md5s: dict[str, str]
+    cost: int
+
+    def entry(self, key: str) -> FileEntry | None: ...
+
+    def keys_from(self, least: str, roll_from: int | None = None) -> Iterator[str]: ...
+
 
 class ContentsCache:
     """Collections' contents kept among the last used, within a byte budget
-    (a PDH names fixed content; the listing is the caller's, so the user is
-    part of the key)."""
+    (a PDH names fixed content). A collection's listing is its caller's, so
+    the user is part of the key; one of more than ``OUTLINED_FROM`` files is
+    read from its outline (no listing: everyone's alike), but parsed whole
+    for a write, which makes its new manifest from the whole."""
 
     def __init__(self, budget: int = 256 << 20) -> None:
         self.budget = budget
-        self._held: OrderedDict[tuple[str, str], Contents] = OrderedDict()
+        self._held: OrderedDict[tuple[str, str], Listable] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, state: ControllerState, pdh: str, user: str) -> Contents:
+    def _kept(self, key: tuple[str, str]) -> Listable | None:
         with self._lock:
-            found = self._held.get((pdh, user))
+            found = self._held.get(key)
             if found is not None:
-                self._held.move_to_end((pdh, user))
-                return found
-        manifest, _ = load_manifest(state.keep(), state.engine, pdh, None)
-        text = listing_of(state.engine, pdh, user)
-        made = Contents(manifest, parse_listing(text) if text else None)
+                self._held.move_to_end(key)
+            return found
+
+    def _keep(self, key: tuple[str, str], made: Listable) -> None:
         with self._lock:
-            if made.cost <= self.budget and (pdh, user) not in self._held:
-                self._held[(pdh, user)] = made
+            if made.cost <= self.budget and key not in self._held:
+                self._held[key] = made
                 self._bytes += made.cost
                 while self._bytes > self.budget:
                     _, dropped = self._held.popitem(last=False)
                     self._bytes -= dropped.cost
+                    if isinstance(dropped, OutlinedContents):
+                        dropped.close()
+                return
+        if isinstance(made, OutlinedContents):
+            made.close()  # not kept (another made it meanwhile, or too big): let go when done
+
+    def get(self, state: ControllerState, pdh: str, user: str) -> Listable:
+        """What a listing or a read of ``pdh`` needs."""
+        found = self._kept((pdh, user)) or self._kept((pdh, ""))
+        if found is not None:
+            return found
+        record = collection_summary(state.engine, pdh)
+        if record.file_count <= OUTLINED_FROM:
+            return self.whole(state, pdh, user)
+        text = load_stored_text(state.keep(), state.engine, pdh, None)
+        if text is None:
+            raise CorruptDataError(f"the stored manifest of {pdh} does not match its PDH")
+        made = OutlinedContents(pdh, text)
+        self._keep((pdh, ""), made)
+        return made
+
+    def whole(self, state: ControllerState, pdh: str, user: str) -> Contents:
+        """The collection parsed whole (a write, or a small collection)."""
+        found = self._kept((pdh, user))
+        if isinstance(found, Contents):
+            return found
+        manifest, _ = load_manifest(state.keep(), state.engine, pdh, None)
+        big = len(manifest.files_view()) > OUTLINED_FROM
+        # A large collection's ETags use no listing, read or written alike.
+        text = None if big else listing_of(state.engine, pdh, user)
+        made = Contents(manifest, parse_listing(text) if text else None)
+        if not big:
+            self._keep((pdh, user), made)
         return made
 
 
-def etag_of(contents: Contents, entry: FileEntry) -> str:
+def etag_of(contents: Listable, entry: FileEntry) -> str:
     """The file's MD5 where it is known: the caller's own listing of it, or
     a file that is one whole block (whose name is its MD5). Otherwise a
     digest of where its bytes lie, with a ``-1`` suffix as S3 marks an ETag
@@ -203,19 +264,19 @@ def decode_token(token: str) -> tuple[str, str]:
     return kind, value
 
 
-def list_page(keys: list[str], prefix: str, delimiter: str, start: int, max_keys: int) -> ListPage:
-    """One page of keys from index ``start`` on: those starting with
-    ``prefix``, the ones holding ``delimiter`` after it rolled up into
-    common prefixes; at most ``max_keys`` of both."""
+def list_page(
+    contents: Listable, prefix: str, delimiter: str, least: str, max_keys: int
+) -> ListPage:
+    """One page of keys from ``least`` on: those starting with ``prefix``,
+    the ones holding ``delimiter`` after it rolled up into common prefixes;
+    at most ``max_keys`` of both."""
     shown: list[str] = []
     prefixes: list[str] = []
     last: tuple[str, str] | None = None
-    i = max(start, bisect.bisect_left(keys, prefix))
-    n = len(keys)
-    while i < n:
-        key = keys[i]
-        if not key.startswith(prefix):
-            break
+    # With "/", a large collection's directories rolled up whole are not read.
+    roll = len(prefix) if delimiter == "/" else None
+    keys = contents.keys_from(max(least, prefix), roll)
+    while (key := next(keys, None)) is not None and key.startswith(prefix):
         if len(shown) + len(prefixes) >= max_keys:
             assert last is not None
             return ListPage(shown, prefixes, True, encode_token(*last), last[1])
@@ -224,24 +285,19 @@ def list_page(keys: list[str], prefix: str, delimiter: str, start: int, max_keys
             common = key[: cut + len(delimiter)]
             prefixes.append(common)
             last = ("p", common)
-            i = bisect.bisect_left(keys, _after(common), i)
+            keys = contents.keys_from(_after(common), roll)
             continue
         shown.append(key)
         last = ("k", key)
-        i += 1
     return ListPage(shown, prefixes, False, None, None)
 
 
-def start_index(keys: list[str], token: str | None, start_after: str) -> int:
-    """Where a page starts: after the continuation token's key or common
-    prefix, or after ``start_after``, whichever is further."""
-    i = bisect.bisect_right(keys, start_after) if start_after else 0
+def start_key(token: str | None, start_after: str) -> str:
+    """The least key a page may show: after the continuation token's key or
+    common prefix, or after ``start_after``, whichever is further."""
+    # The least string greater than ``k`` is ``k`` and NUL (no key holds a NUL).
+    least = start_after + "\0" if start_after else ""
     if token:
         kind, value = decode_token(token)
-        at = (
-            bisect.bisect_right(keys, value)
-            if kind == "k"
-            else bisect.bisect_left(keys, _after(value))
-        )
-        i = max(i, at)
-    return i
+        least = max(least, value + "\0" if kind == "k" else _after(value))
+    return least

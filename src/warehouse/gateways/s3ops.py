@@ -19,7 +19,7 @@ from warehouse.gateways.s3objects import (
     etag_matches,
     etag_of,
     list_page,
-    start_index,
+    start_key,
 )
 from warehouse.gateways.s3puts import create_bucket, delete_object, put_object
 from warehouse.gateways.s3read import object_body, small_body
@@ -174,10 +174,10 @@ def list_objects(call: Call, bucket: Bucket) -> Response:
         raise S3Error("InvalidArgument", "encoding-type must be url", 400)
     contents = call.contents(bucket.pdh)
     if v2:
-        start = start_index(contents.keys, q.get("continuation-token"), q.get("start-after", ""))
+        least = start_key(q.get("continuation-token"), q.get("start-after", ""))
     else:
-        start = start_index(contents.keys, None, q.get("marker", ""))
-    page = list_page(contents.keys, prefix, delimiter, start, max_keys)
+        least = start_key(None, q.get("marker", ""))
+    page = list_page(contents, prefix, delimiter, least, max_keys)
 
     def shown(text: str) -> str:
         return quote(text, safe="/") if url else text
@@ -303,5 +303,5 @@ def get_object(call: Call) -> Response:
     small = small_body(store, entry, first, last) if entry.size else b""
     if small is not None:
         return Response(small, status, headers=headers, media_type="binary/octet-stream")
-    body = object_body(store, contents.manifest, entry, first, last)
+    body = object_body(store, bucket.pdh, entry, first, last)
     return StreamingResponse(body, status, headers=headers, media_type="binary/octet-stream")

@@ -58,11 +58,12 @@ def _whole(piece: FilePiece) -> bool:
 
 
 def _one_pass(
-    store: BlockStore, manifest: Manifest, path: str, pieces: list[FilePiece]
+    store: BlockStore, pdh: str, path: str, pieces: list[FilePiece]
 ) -> Generator[memoryview, None, None]:
-    reader = CollectionReader(store, manifest, one_pass=True)
-    size = sum(p.length for p in pieces)
-    for _, view in reader.iter_chunks([FileEntry(path, size, tuple(pieces))]):
+    entry = FileEntry(path, sum(p.length for p in pieces), tuple(pieces))
+    # The reader needs no more of the collection than this file.
+    reader = CollectionReader(store, Manifest.from_files([entry]), one_pass=True, pdh=pdh)
+    for _, view in reader.iter_chunks([entry]):
         yield view
 
 
@@ -99,14 +100,14 @@ def small_body(store: BlockStore, entry: FileEntry, first: int, last: int) -> by
 
 
 async def object_body(
-    store: BlockStore, manifest: Manifest, entry: FileEntry, first: int, last: int
+    store: BlockStore, pdh: str, entry: FileEntry, first: int, last: int
 ) -> AsyncIterator[memoryview]:
-    """Bytes ``first..last`` (inclusive) of ``entry``, a file of ``manifest``."""
+    """Bytes ``first..last`` (inclusive) of ``entry``, a file of collection ``pdh``."""
     pieces = _span(entry, first, last)
     big = sum(1 for p in pieces if _whole(p) and p.locator.size >= MAPPED_MIN)
     one_pass = big >= _ONE_PASS_BLOCKS
     blocks = (
-        _one_pass(store, manifest, entry.path, pieces)
+        _one_pass(store, pdh, entry.path, pieces)
         if one_pass
         else _block_by_block(store, pieces)
     )

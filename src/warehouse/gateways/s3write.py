@@ -112,7 +112,7 @@ def commit(
     for _ in range(_TRIES):
         level = hide_name(engine, user, bucket)
         record = catalog.get_name(engine, bucket)  # NotFoundError: the app's NoSuchBucket
-        contents = cache.get(state, record.pdh, user.name)
+        contents = cache.whole(state, record.pdh, user.name)
         if precondition is not None:
             precondition(contents)
         files = dict(contents.files)
