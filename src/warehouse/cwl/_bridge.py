@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from warehouse.jobs.functions import FunctionVersion
 from warehouse.jobs.jobrecords import JobRecord
 from warehouse.jobs.jobstore import get_job, list_steps, request_control
 from warehouse.jobs.jobsview import RemoteJobs
-from warehouse.jobs.manager import Manager
+from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.runmanager import ensure_manager, run_manager
 from warehouse.jobs.submission import JobRequest, submit
@@ -40,6 +40,7 @@ from warehouse.remote.warehouse import RemoteWarehouse
 __all__ = ["Bridge", "Finished", "Staged"]
 
 STEP_ENTRY = "cwlstep.py"
+_LOOK_EVERY = 0.5  # seconds between looks at a waited job and at the run's cancel
 TOOL_FILE = "tool.cwl.json"
 
 
@@ -84,6 +85,16 @@ class Bridge:
         self._roots: dict[str, str] = {}  # local directory -> the collection it holds
         self._puts: dict[str, tuple[str, str]] = {}  # local path -> (pdh, path inside)
         self._functions: dict[str, FunctionVersion] = {}
+        # A tool object (the same for every invocation of it) -> it and its function.
+        self._tools: dict[int, tuple[Any, FunctionVersion]] = {}
+        # Collections are immutable: each one's files and empty directories, read once.
+        self._listings: dict[str, tuple[dict[str, FileEntry], list[str]]] = {}
+        # Files written out here, by (device, inode): the collection and path
+        # each holds, with its size and mtime, so that one moved elsewhere
+        # (cwltool moves the outputs into --outdir) is known without a put.
+        self._written: dict[tuple[int, int], tuple[str, str, int, int]] = {}
+        # Jobs waited for, each woken when this process's manager has written it finished.
+        self._landed: dict[int, threading.Event] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="wh-cwl-")
         self._new: list[JobRecord] = []
         self._closing = False
@@ -108,12 +119,27 @@ class Bridge:
                 break
             probe = parent
         with self._lock:
+            moved = self._moved(real)
+            if moved is not None:
+                return moved
             if real not in self._puts:
                 if not os.path.exists(real):
                     raise NotFoundError(f"input {path} does not exist")
                 pdh = self.wh.put([Path(real)]).pdh
                 self._puts[real] = (pdh, "" if os.path.isdir(real) else os.path.basename(real))
             return self._puts[real]
+
+    def _moved(self, real: str) -> tuple[str, str] | None:
+        """The collection and path of a file written out here and moved since
+        (same inode, size and mtime), or None."""
+        try:
+            st = os.stat(real)
+        except OSError:
+            return None
+        known = self._written.get((st.st_dev, st.st_ino))
+        if known is None or (known[2], known[3]) != (st.st_size, st.st_mtime_ns):
+            return None
+        return known[0], known[1]
 
     def fetch(self, key: str) -> str:
         """A local path for ``PDH/path`` or ``NAME/path``, the collection written out once."""
@@ -139,6 +165,8 @@ class Bridge:
                 with open(target, "wb") as f:
                     for chunk in reader.iter_file(rel):
                         f.write(chunk)
+                st = os.stat(target)
+                self._written[(st.st_dev, st.st_ino)] = (pdh, rel, st.st_size, st.st_mtime_ns)
             for d in reader.manifest.empty_directories():
                 os.makedirs(os.path.join(directory, d), exist_ok=True)
             self._roots[os.path.realpath(directory)] = pdh
@@ -163,25 +191,20 @@ class Bridge:
                 empty.append(target)
                 continue
             parts.append((target, pdh))
-            with self._lock:
-                manifest = self.wh.manifest(pdh)
+            held, held_empty = self._listing(pdh)
             if not e.directory:
-                found = manifest.files().get(rel)
+                found = held.get(rel)
                 if found is None:
                     raise NotFoundError(f"no file {rel!r} in collection {pdh}")
                 files[target] = FileEntry(target, found.size, found.pieces)
                 continue
             prefix = f"{rel}/" if rel else ""
-            inside = [(p, f) for p, f in manifest.files().items() if p.startswith(prefix)]
+            inside = [(p, f) for p, f in held.items() if p.startswith(prefix)]
             for p, f in inside:
                 files[f"{target}/{p[len(prefix) :]}"] = FileEntry(
                     f"{target}/{p[len(prefix) :]}", f.size, f.pieces
                 )
-            empty.extend(
-                f"{target}/{d[len(prefix) :]}"
-                for d in manifest.empty_directories()
-                if d.startswith(prefix)
-            )
+            empty.extend(f"{target}/{d[len(prefix) :]}" for d in held_empty if d.startswith(prefix))
             if not inside:
                 empty.append(target)
         keep = [d for d in empty if not any(p.startswith(d + "/") for p in files)]
@@ -194,6 +217,13 @@ class Bridge:
                 self.record.parts(made, parts)
             return made
 
+    def _listing(self, pdh: str) -> tuple[dict[str, FileEntry], list[str]]:
+        with self._lock:
+            if pdh not in self._listings:
+                manifest = self.wh.manifest(pdh)
+                self._listings[pdh] = (manifest.files(), list(manifest.empty_directories()))
+            return self._listings[pdh]
+
     def _put_text(self, text: str) -> tuple[str, str]:
         with self._lock:
             d = tempfile.mkdtemp(dir=self._tmp.name)
@@ -204,9 +234,21 @@ class Bridge:
 
     # -- jobs ----------------------------------------------------------------
 
-    def function(self, tool: Any, step_source: Path) -> FunctionVersion:
-        """The tool document and the step program, stored as one collection."""
-        text = json.dumps(tool, sort_keys=True, default=str, ensure_ascii=False)
+    def function(
+        self, tool: Any, step_source: Path, prepare: Callable[[Any], Any] = lambda t: t
+    ) -> FunctionVersion:
+        """The tool document (as ``prepare`` makes it) and the step program,
+        stored as one collection; worked out once per tool object."""
+        with self._lock:
+            known = self._tools.get(id(tool))
+            if known is not None and known[0] is tool:
+                return known[1]
+        text = json.dumps(prepare(tool), sort_keys=True, default=str, ensure_ascii=False)
+        with self._lock:
+            self._tools[id(tool)] = (tool, self._function(text, step_source))
+            return self._tools[id(tool)][1]
+
+    def _function(self, text: str, step_source: Path) -> FunctionVersion:
         with self._lock:
             if text not in self._functions:
                 d = Path(tempfile.mkdtemp(dir=self._tmp.name))
@@ -244,17 +286,25 @@ class Bridge:
             else:
                 record = submit(self.local, request, version=version)
                 if record.state not in FINISHED:
+                    self._landed[record.id] = threading.Event()
                     self._new.append(record)
                     self._start_manager()
             self.record.submitted(node, tool, record, self._parts.get(input_pdh, []))
+        landed = self._landed.get(record.id)
         delay = 0.01
         looked = time.monotonic()
         while record.state not in FINISHED:
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+            if landed is not None and self._manager is not None and not self._external:
+                # This process's manager says when; a look every half second
+                # still sees it start (its node shows it) and a cancel asked.
+                if landed.wait(_LOOK_EVERY):
+                    landed = None  # written finished: the look below sees it
+            else:
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
             if self._external:
                 ensure_manager(self.local.home, str(self.executor))
-            if time.monotonic() - looked > 0.5:  # wh workflow cancel asked?
+            if time.monotonic() - looked > _LOOK_EVERY:  # wh workflow cancel asked?
                 looked = time.monotonic()
                 if self.record.cancelled():
                     with self._lock, contextlib.suppress(WarehouseError):  # finished meanwhile
@@ -268,6 +318,7 @@ class Bridge:
                     self.record.progress(node, record)  # its node shows it running
         finished = Finished(record, self._exit_code(record) if record.state == "complete" else None)
         with self._lock:
+            self._landed.pop(record.id, None)
             self.finished.append(finished)
             self.record.finished(node, record)
         return finished
@@ -312,8 +363,15 @@ class Bridge:
                 time.sleep(0.02)  # nothing to wait on: do not spin
             return self._closing
 
+        def landed(jobs: list[Landed]) -> None:
+            with self._lock:
+                for job in jobs:
+                    event = self._landed.get(int(job["id"]))
+                    if event is not None:
+                        event.set()
+
         try:
-            if not run_manager(self.local, str(self.executor), stop=stop):
+            if not run_manager(self.local, str(self.executor), stop=stop, on_landed=landed):
                 self._external = True  # the waiting loop keeps that one alive
                 ensure_manager(self.local.home, str(self.executor))
         except WarehouseError:

@@ -212,6 +212,10 @@ class WarehouseJob(JobBase):
         # invocation (the run's own may be shared by the jobs of a scatter).
         self.outdir = runtimeContext.create_outdir()
         bridge.made(self.outdir)
+        # One of the run's output directories, as cwltool's own jobs' are: the
+        # outputs are moved from it into --outdir, not copied (and so keep the
+        # inode by which the bridge knows their collection).
+        runtimeContext.wh_output_dirs.add(self.outdir)  # type: ignore[attr-defined]
         docker, _ = self.get_requirement("DockerRequirement")
         if docker is not None and bridge.first("docker"):
             log.warning(
@@ -223,7 +227,7 @@ class WarehouseJob(JobBase):
         status = "permanentFail"
         try:
             tool = getattr(self.builder, "wh_tool", None)
-            version = bridge.function(portable(tool), STEP_SOURCE)
+            version = bridge.function(tool, STEP_SOURCE, prepare=portable)
             input_pdh = bridge.collection(self._entries())
             cores = int(self.builder.resources.get("cores", 1) or 1)
             reuse: bool = runtimeContext.wh_reuse  # type: ignore[attr-defined]
@@ -262,13 +266,38 @@ class WarehouseJob(JobBase):
                 self.output_callback(outputs, status)
 
 
+# Tool invocations in flight per core: a job's cores are held by the job
+# manager, which starts its step when they are free; the runner only waits.
+# Holding them here too would leave the cores idle while each job is put
+# together, submitted and collected.
+IN_FLIGHT_PER_CORE = 8
+
+
 class Executor(MultithreadedJobExecutor):
-    """cwltool's multithreaded executor, with the run set up for warehouse jobs."""
+    """cwltool's multithreaded executor, with the run set up for warehouse jobs.
+
+    More invocations are in flight than there are cores (``IN_FLIGHT_PER_CORE``):
+    the job manager runs as many steps at once as the cores hold. One that
+    asks for more cores than the machine has is still refused, as cwltool's
+    executor refuses it."""
 
     def __init__(self, bridge: Bridge, *, reuse: bool = True) -> None:
         super().__init__()
         self.bridge = bridge
         self.reuse = reuse
+        self.cores = self.max_cores  # the machine's, as cwltool counts them
+        self.max_cores = self.cores * IN_FLIGHT_PER_CORE
+
+    def run_job(self, job: Any, runtime_context: RuntimeContext) -> None:
+        # Called from the one thread walking the workflow only.
+        if isinstance(job, JobBase) and job.builder.resources.get("cores", 0) > self.cores:
+            self.max_cores = self.cores
+            try:
+                super().run_job(job, runtime_context)
+            finally:
+                self.max_cores = self.cores * IN_FLIGHT_PER_CORE
+            return
+        super().run_job(job, runtime_context)
 
     def execute(
         self,
@@ -285,6 +314,7 @@ class Executor(MultithreadedJobExecutor):
         runtime_context.docker_stagedir = STAGEDIR
         runtime_context.wh_bridge = self.bridge  # type: ignore[attr-defined]
         runtime_context.wh_reuse = self.reuse  # type: ignore[attr-defined]
+        runtime_context.wh_output_dirs = self.output_dirs  # type: ignore[attr-defined]
         # cwltool numbers job names (sort, sort_2…) across every run of the
         # process; a run's nodes are named from its own first job again.
         cwltool_process._names.clear()
