@@ -17,6 +17,7 @@ from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.diskcache import DiskCache, configured
 from warehouse.blocks.locator import EMPTY_MD5, Locator
 from warehouse.blocks.memcache import MemcachedBlocks, configured_memcached
+from warehouse.blocks.sources import CACHE, count, counting
 from warehouse.blocks.volume import LocalVolume
 
 __all__ = ["CachedReads", "NodeCaches", "configured_caches"]
@@ -92,13 +93,15 @@ class CachedReads:
         if locator.md5 == EMPTY_MD5:
             return b""
         if self.ram is not None and (hit := self.ram.get(locator.key)) is not None:
+            count(CACHE, len(hit))
             return hit
         node = self.node
         if node is not None and (held := node.get(locator.md5, locator.size)) is not None:
             if cache and self.ram is not None:
                 self.ram.put(locator.key, held)
+            count(CACHE, len(held))
             return held
-        data = self.fetch(locator)
+        data = self.fetch(locator)  # counts its block by where it came from
         if node is not None:
             node.put(locator.md5, data)
         if cache and self.ram is not None:
@@ -140,7 +143,10 @@ class CachedReads:
         # batches as it did block by block.
         start(0)
         return [
-            functools.partial(fetched, i) if b is None else b.take for i, b in enumerate(opened)
+            functools.partial(fetched, i)
+            if b is None
+            else counting(b.take, CACHE, locators[i].size)
+            for i, b in enumerate(opened)
         ]
 
     def _fetcher(self) -> ThreadPoolExecutor:

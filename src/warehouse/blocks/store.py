@@ -19,6 +19,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
+from warehouse.blocks.sources import CACHE, LOCAL, count, counting
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, UsageError, os_error
 
@@ -205,6 +206,7 @@ class LocalBlockStore:
             return b""
         key = locator.key
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            count(CACHE, len(hit))
             return hit
         if not cache and locator.size >= MAPPED_MIN:
             # A one-pass read of a big block: its pages mapped, hashed and
@@ -212,8 +214,11 @@ class LocalBlockStore:
             # more CPU time than its MD5).
             mapped = self.volume.get_mapped(locator.md5)
             if mapped is not None:
-                return self._sized(locator, mapped)
+                mapped = self._sized(locator, mapped)
+                count(LOCAL, locator.size)
+                return mapped
         data = self._sized(locator, self.volume.get(locator.md5))
+        count(LOCAL, locator.size)
         if cache and self.cache is not None:
             self.cache.put(key, data)
         return data
@@ -240,7 +245,9 @@ class LocalBlockStore:
         where ``checks_ahead()``."""
         opened = self.volume.open_checked([(loc.md5, loc.size) for loc in locators])
         return [
-            functools.partial(self.get, loc, cache=False) if b is None else b.take
+            functools.partial(self.get, loc, cache=False)
+            if b is None
+            else counting(b.take, LOCAL, loc.size)
             for loc, b in zip(locators, opened, strict=True)
         ]
 
@@ -252,12 +259,14 @@ class LocalBlockStore:
             return
         if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
             write(hit)
+            count(CACHE, len(hit))
             return
         size = self.volume.copy_to(locator.md5, write)
         if size != locator.size:
             raise CorruptDataError(
                 f"block {locator.md5} on {self.volume.root} has {size} bytes, not {locator.size}"
             )
+        count(LOCAL, size)
 
     def _sized(self, locator: Locator, data: _Read) -> _Read:
         if len(data) != locator.size:

@@ -19,6 +19,7 @@ from warehouse.blocks import MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import LocatorError
 from warehouse.blocks.nodecache import CachedReads, NodeCaches
+from warehouse.blocks.sources import KEEP, count
 from warehouse.blocks.store import Buffer, StoredBlock
 from warehouse.errors import (
     CorruptDataError,
@@ -131,6 +132,9 @@ class KeepClient:
         # This client's host label ($WH_HOST, given to steps): reads prefer a
         # copy on a server of the same host (docs/clusters.md).
         self.host = host
+        # What a block read from these servers counts as (blocks.sources):
+        # another cluster's client is told it is one (RemoteWarehouse.other).
+        self.source = KEEP
         # Server URL -> when a request to it last ran out its deadline.
         self._slow: dict[str, float] = {}
         # Seconds a server may send nothing (default: the keep_timeout setting);
@@ -309,7 +313,8 @@ class KeepClient:
         """The block from a keep server (or another cluster's), verified."""
         other = self._other_cluster(locator)
         if other is not None:
-            # Signed by that cluster for its token: only its servers can serve it.
+            # Signed by that cluster for its token: only its servers can serve
+            # it (and that client counts it, as a cache hit or another cluster's).
             return other.get(locator, cache=False)
         if self.signer is not None and locator.hint("A") is None:
             locator = self.signer(locator)
@@ -367,6 +372,7 @@ class KeepClient:
                     self.stats.gets += 1
                     self.stats.failovers += s is not order[0]
                     self._slow.pop(s.url, None)  # it answered in time
+                count(self.source, len(data))
                 return data
             if not retry:
                 break

@@ -21,6 +21,7 @@ from warehouse.base import BlockWrites, WarehouseBase
 from warehouse.blocks import Locator
 from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
 from warehouse.blocks.nodecache import configured_caches
+from warehouse.blocks.sources import CLUSTER
 from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.values import check_writer
 from warehouse.collection.listings import Digests, OrderedListing, ordered_listing, parse_listing
@@ -159,6 +160,7 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
                         "see [clusters.NAME] in docs/clusters.md)"
                     )
                 other = RemoteWarehouse(entry.url, entry.token, wait=False)
+                other.store.source = CLUSTER  # its blocks are another cluster's
                 if other.cluster != name:
                     other.close()
                     raise UsageError(

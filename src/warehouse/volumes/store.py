@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.nodecache import CachedReads, NodeCaches
+from warehouse.blocks.sources import CACHE, LOCAL, S3, count
 from warehouse.blocks.store import StoredBlock, put_range
+from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, UsageError, os_error
 from warehouse.volumes.base import Volume
 
@@ -35,6 +37,8 @@ class VolumeBlockStore:
         self.cache = cache
         self.disk = disk
         self.reads = CachedReads(cache, disk, self._fetch)
+        # Where a block read from the volume is counted as coming from.
+        self._source = LOCAL if isinstance(volume, LocalVolume) else S3
 
     def put(self, data: Buffer, *, md5: str | None = None) -> StoredBlock:
         if len(data) > MAX_BLOCK_SIZE:
@@ -76,6 +80,7 @@ class VolumeBlockStore:
                 f"block {locator.md5} on {self.volume.name} has {len(data)} bytes, "
                 f"not {locator.size}"
             )
+        count(self._source, len(data))
         return data
 
     def exists(self, locator: Locator) -> bool:
@@ -97,6 +102,7 @@ class VolumeBlockStore:
             return
         if self.cache is not None and (hit := self.cache.get(locator.key)) is not None:
             write(hit)
+            count(CACHE, len(hit))
             return
         try:
             size = self.volume.copy_to(locator.md5, write)
@@ -106,3 +112,4 @@ class VolumeBlockStore:
             raise CorruptDataError(
                 f"block {locator.md5} on {self.volume.name} has {size} bytes, not {locator.size}"
             )
+        count(self._source, size)
