@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from warehouse.blocks import EMPTY_LOCATOR, MAX_BLOCK_SIZE, Locator
+from warehouse.blocks.sources import totals as block_totals
 from warehouse.collection.reader import CollectionReader, file_bytes_read
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import UsageError
@@ -161,14 +162,23 @@ def counters(**values: int) -> None:
 @cache
 def _report_reads_at_exit() -> None:
     """Once a step touches its warehouse: report at its end the bytes of
-    warehouse files it read (``input_bytes``, docs/usage.md). Counted from
-    here, so what a fork server read before the step began is not the step's."""
+    warehouse files it read (``input_bytes``) and the blocks it was given by
+    where they came from (``blocks``, ``block_bytes``; docs/usage.md).
+    Counted from here, so what a fork server read before the step began is
+    not the step's."""
     start = file_bytes_read()
+    blocks_before, bytes_before = block_totals()
 
     def report() -> None:
         read = file_bytes_read() - start
-        if read and os.environ.get("WH_RESULT"):
-            append_record(os.environ["WH_RESULT"], {"op": "reads", "input_bytes": read})
+        blocks_now, bytes_now = block_totals()
+        blocks = {k: n - blocks_before[k] for k, n in blocks_now.items() if n > blocks_before[k]}
+        sizes = {k: n - bytes_before[k] for k, n in bytes_now.items() if n > bytes_before[k]}
+        if (read or blocks) and os.environ.get("WH_RESULT"):
+            record: dict[str, object] = {"op": "reads", "input_bytes": read}
+            if blocks:
+                record.update(blocks=blocks, block_bytes=sizes)
+            append_record(os.environ["WH_RESULT"], record)
 
     _exit_reports.append(report)
     atexit.register(report)

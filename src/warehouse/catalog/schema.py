@@ -240,6 +240,14 @@ steps = sa.Table(
     sa.Column("written_bytes", sa.BigInteger, nullable=True),
     # Bytes of warehouse files the step reported reading (migration 0016).
     sa.Column("input_bytes", sa.BigInteger, nullable=True),
+    # The blocks it reported reading, and their bytes, per source: a cache,
+    # a local volume, an S3 volume, a keep server, another cluster
+    # (migration 0018).
+    *(
+        sa.Column(f"{what}_{source}", sa.BigInteger, nullable=True)
+        for what in ("blocks", "block_bytes")
+        for source in ("cache", "local", "s3", "keep", "cluster")
+    ),
 )
 
 # -- Regol (migration 0005_regol) --------------------------------------------

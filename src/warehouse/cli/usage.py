@@ -13,12 +13,15 @@ from warehouse.cli._common import emit_json, emit_rows, open_warehouse
 from warehouse.errors import UsageError
 from warehouse.jobs.jobsview import jobs_view
 from warehouse.usage import JobUsage, Selection, Usage, parse_prices, parse_since, price, total
+from warehouse.usage.model import BLOCK_SOURCES
 
 __all__ = ["cost", "usage"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _SIZES = ("peak_memory", "read", "written", "input")
+# Blocks read per source (their bytes: --json).
+_BLOCKS = tuple(f"blocks_{s}" for s in BLOCK_SOURCES)
 
 # A price table is a few hundred bytes; a bigger file is no price table.
 _MAX_TABLE = 1024 * 1024
@@ -62,6 +65,7 @@ def _text(u: Usage) -> tuple[object, ...]:
         u.read_bytes,
         u.written_bytes,
         u.input_bytes,
+        *(getattr(u, c) for c in _BLOCKS),
     )
 
 
@@ -76,7 +80,8 @@ def usage(
     since: str | None,
     as_json: bool,
 ) -> None:
-    """What the steps of jobs used: CPU and wall seconds, peak memory, bytes."""
+    """What the steps of jobs used: CPU and wall seconds, peak memory, bytes,
+    blocks read by where they came from."""
     selection, found = _found(ctx, job, workflow, user, since)
     summed = total(r.usage for r in found)
     if as_json:
@@ -88,7 +93,7 @@ def usage(
             }
         )
         return
-    header = ("job", "user", "state", "steps", "attempts", "cpu_s", "wall_s", *_SIZES)
+    header = ("job", "user", "state", "steps", "attempts", "cpu_s", "wall_s", *_SIZES, *_BLOCKS)
     rows = [(r.job, r.user, r.state, *_text(r.usage)) for r in found]
     rows.append(("total", "-", "-", *_text(summed)))
     emit_rows(header, rows, sizes=_SIZES)

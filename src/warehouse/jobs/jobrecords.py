@@ -80,6 +80,17 @@ class StepRecord:
     read_bytes: int | None = None
     written_bytes: int | None = None
     input_bytes: int | None = None
+    # Blocks it reported reading, and their bytes, per source (usage.model).
+    blocks_cache: int | None = None
+    blocks_local: int | None = None
+    blocks_s3: int | None = None
+    blocks_keep: int | None = None
+    blocks_cluster: int | None = None
+    block_bytes_cache: int | None = None
+    block_bytes_local: int | None = None
+    block_bytes_s3: int | None = None
+    block_bytes_keep: int | None = None
+    block_bytes_cluster: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -31,6 +31,7 @@ from warehouse.jobs.measure import add_attempt
 from warehouse.jobs.model import FINISHED, Job, Scheduler
 from warehouse.jobs.protocol import check_level, parse_report, step_environment
 from warehouse.manifest import Manifest, escape_name
+from warehouse.usage.model import block_columns
 
 if TYPE_CHECKING:
     # Only a controller with a host map places steps: the embedded manager skips its imports.
@@ -268,6 +269,7 @@ class Manager:
         outputs = intermediates = ""
         counters: dict[str, int] = {}
         given: int | None = None
+        blocks: dict[str, int | None] = {}
         if ok:
             try:
                 report = parse_report(done.result)
@@ -281,6 +283,7 @@ class Manager:
                 queued = report.queued
                 counters = report.counters
                 given = report.input_bytes
+                blocks = block_columns(report.blocks, report.block_bytes)
             except WarehouseError as e:
                 ok = False
                 log += f"\nwh: the step's report was refused: {e}\n".encode()
@@ -313,6 +316,7 @@ class Manager:
             **add_attempt(self._ran.get(done.job, {}).get(done.step), done),
             # What the attempt that ended the step read, as it reported it.
             "input_bytes": given if ok else None,
+            **(blocks if ok else block_columns(None, None)),
         }
         self._results.append(result)
         self._ran.setdefault(done.job, {})[done.step] = result

@@ -7,7 +7,8 @@ appending JSON lines to the file named by ``WH_RESULT``::
     {"op": "output", "manifest": "./lane1 <locator> 0:42:md5sum.txt\\n"}
     {"op": "intermediate", "manifest": "..."}
     {"op": "counters", "counters": {"records_in": 1200, "records_out": 87}}
-    {"op": "reads", "input_bytes": 4096}
+    {"op": "reads", "input_bytes": 4096, "blocks": {"cache": 1, "local": 2},
+     "block_bytes": {"cache": 1024, "local": 3072}}
 
 Counters reported more than once are added up. Appending (``O_APPEND``,
 one ``write`` per line) lets a shell step call ``wh step queue`` and
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from warehouse.blocks.sources import SOURCES as BLOCK_SOURCES
 from warehouse.errors import UsageError
 
 __all__ = [
@@ -47,6 +49,9 @@ MAX_INPUT_LENGTH = 4096
 # larger one from a step must fail that step, not the manager's write.
 MAX_LEVEL = 2**31 - 1
 MAX_COUNTERS = 64  # distinct counter names one step may report
+# A step's blocks or bytes read from one source, at most: far beyond any
+# real read, and its sum with others' still fits a 64-bit column.
+MAX_READ_COUNT = 2**53
 _COUNTER_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 LOCATION_VARS = ("WH_HOME", "WH_URL", "WH_TOKEN")
@@ -78,6 +83,9 @@ class StepReport:
     queued: list[tuple[int, str]] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     input_bytes: int | None = None  # bytes of warehouse files read, if it said
+    # Blocks and their bytes read per source (blocks.sources), if it said.
+    blocks: dict[str, int] | None = None
+    block_bytes: dict[str, int] | None = None
 
 
 def step_environment(
@@ -227,11 +235,36 @@ def parse_report(text: str) -> StepReport:
                 if not isinstance(given, int) or isinstance(given, bool) or given < 0:
                     raise TypeError("input_bytes must be a whole number 0 or more")
                 report.input_bytes = (report.input_bytes or 0) + given
+                if "blocks" in record or "block_bytes" in record:
+                    report.blocks = _add_reads(report.blocks, record.get("blocks"), "blocks")
+                    report.block_bytes = _add_reads(
+                        report.block_bytes, record.get("block_bytes"), "block_bytes"
+                    )
             else:
                 raise ValueError(f"unknown op {op!r}")
         except (ValueError, KeyError, TypeError) as e:
             raise UsageError(f"result file line {n}: {e}") from None
     return report
+
+
+def _add_reads(total: dict[str, int] | None, given: Any, what: str) -> dict[str, int]:
+    """``given`` ({source: whole number}) added to ``total`` (every source)."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise TypeError(f"{what} must be an object")
+    out = dict(total) if total is not None else dict.fromkeys(BLOCK_SOURCES, 0)
+    for source, value in given.items():
+        if source not in out:
+            raise ValueError(
+                f"{what}: unknown source {str(source)[:40]!r} (not {', '.join(BLOCK_SOURCES)})"
+            )
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TypeError(f"{what}: {source} must be a whole number 0 or more")
+        out[source] += value
+        if out[source] > MAX_READ_COUNT:
+            raise ValueError(f"{what}: {source} is over {MAX_READ_COUNT}")
+    return out
 
 
 def _add_counters(total: dict[str, int], counters: Any) -> None:

@@ -13,10 +13,15 @@ import sqlalchemy as sa
 
 from warehouse.catalog.db import connect
 from warehouse.catalog.schema import jobs, steps, workflow_nodes, workflow_runs
-from warehouse.usage.model import Usage
+from warehouse.usage.model import BLOCK_COLUMNS, Usage
 from warehouse.usage.select import JobUsage, Selection
 
-__all__ = ["job_usage", "run_usage"]
+__all__ = ["block_sums", "job_usage", "run_usage"]
+
+
+def block_sums() -> list[sa.ColumnElement[int]]:
+    """The sums of the steps' block columns, in ``BLOCK_COLUMNS`` order."""
+    return [sa.func.coalesce(sa.func.sum(steps.c[c]), 0) for c in BLOCK_COLUMNS]
 
 
 def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
@@ -37,6 +42,7 @@ def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
             sa.func.coalesce(sa.func.sum(s.read_bytes), 0),
             sa.func.coalesce(sa.func.sum(s.written_bytes), 0),
             sa.func.coalesce(sa.func.sum(s.input_bytes), 0),
+            *block_sums(),
         )
         .join(jobs, jobs.c.id == s.job)
         .where(s.wall_seconds.is_not(None))
@@ -58,7 +64,7 @@ def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
     out = []
     with connect(engine) as conn:
         for row in conn.execute(query):
-            job, user, state, cpus, n, attempts, cpu, wall, peak, read, written, given = row
+            job, user, state, cpus, n, attempts, cpu, wall, peak, read, written, given = row[:12]
             usage = Usage(
                 steps=int(n),
                 attempts=int(attempts),
@@ -69,6 +75,7 @@ def job_usage(engine: sa.Engine, selection: Selection) -> list[JobUsage]:
                 read_bytes=int(read),
                 written_bytes=int(written),
                 input_bytes=int(given),
+                **{c: int(v) for c, v in zip(BLOCK_COLUMNS, row[12:], strict=True)},
             )
             out.append(JobUsage(job, user, state, cpus, usage))
     return out
@@ -91,6 +98,7 @@ def run_usage(engine: sa.Engine, run_ids: Sequence[int]) -> dict[int, Usage]:
             sa.func.coalesce(sa.func.sum(s.read_bytes), 0),
             sa.func.coalesce(sa.func.sum(s.written_bytes), 0),
             sa.func.coalesce(sa.func.sum(s.input_bytes), 0),
+            *block_sums(),
         )
         .join(jobs, jobs.c.id == s.job)
         .join(workflow_nodes, wn.job_id == jobs.c.id)
@@ -103,9 +111,8 @@ def run_usage(engine: sa.Engine, run_ids: Sequence[int]) -> dict[int, Usage]:
     )
     out = {}
     with connect(engine) as conn:
-        for run, n, attempts, cpu, wall, reserved, peak, read, written, given in conn.execute(
-            query
-        ):
+        for row in conn.execute(query):
+            run, n, attempts, cpu, wall, reserved, peak, read, written, given = row[:10]
             out[int(run)] = Usage(
                 int(n),
                 int(attempts),
@@ -116,6 +123,7 @@ def run_usage(engine: sa.Engine, run_ids: Sequence[int]) -> dict[int, Usage]:
                 int(read),
                 int(written),
                 int(given),
+                **{c: int(v) for c, v in zip(BLOCK_COLUMNS, row[10:], strict=True)},
             )
     return out
 

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from warehouse.catalog.db import connect
 from warehouse.catalog.schema import steps
 from warehouse.errors import UsageError
+from warehouse.jobs.usage import block_sums
 from warehouse.usage import PriceTable, Usage, parse_prices, price, total
 
 __all__ = [
@@ -65,6 +66,7 @@ def _levels(engine: sa.Engine, job_id: int, cpus: int) -> list[tuple[int, Usage]
             sa.func.coalesce(sa.func.sum(s.read_bytes), 0),
             sa.func.coalesce(sa.func.sum(s.written_bytes), 0),
             sa.func.coalesce(sa.func.sum(s.input_bytes), 0),
+            *block_sums(),  # Usage's fields after input_bytes, in order
         )
         .where(s.job == job_id, s.wall_seconds.is_not(None))
         .group_by(s.level)
