@@ -33,7 +33,7 @@ from warehouse.jobs.jobsview import RemoteJobs
 from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.model import FINISHED
 from warehouse.jobs.runmanager import ensure_manager, run_manager
-from warehouse.jobs.submission import JobRequest, submit
+from warehouse.jobs.submission import JobRequest, submit, submit_many
 from warehouse.manifest import FileEntry, Manifest
 from warehouse.remote.warehouse import RemoteWarehouse
 
@@ -63,6 +63,19 @@ class Finished:
     @property
     def reused(self) -> bool:
         return self.job.reused_from is not None
+
+
+@dataclass
+class _Submission:
+    """One job waiting to be submitted with others (``Bridge._submit``)."""
+
+    request: JobRequest
+    version: FunctionVersion
+    node: str
+    tool: str
+    reads: list[str]
+    record: JobRecord | None = None
+    error: BaseException | None = None
 
 
 class Bridge:
@@ -95,6 +108,9 @@ class Bridge:
         self._written: dict[tuple[int, int], tuple[str, str, int, int]] = {}
         # Jobs waited for, each woken when this process's manager has written it finished.
         self._landed: dict[int, threading.Event] = {}
+        self._queue: list[_Submission] = []  # jobs to submit, embedded
+        self._queue_cv = threading.Condition()
+        self._submitting = False  # a thread is submitting a batch
         self._tmp = tempfile.TemporaryDirectory(prefix="wh-cwl-")
         self._new: list[JobRecord] = []
         self._closing = False
@@ -158,6 +174,9 @@ class Bridge:
         """Write collection ``pdh`` into ``directory``; remembered as holding it."""
         with self._lock:
             reader = self.wh.reader(pdh, one_pass=True)
+            if pdh not in self._listings:  # named again by the run's outputs: not read twice
+                held = reader.manifest
+                self._listings[pdh] = (held.files(), list(held.empty_directories()))
             os.makedirs(directory, exist_ok=True)
             for rel in reader.files:
                 target = os.path.join(directory, rel)
@@ -280,16 +299,13 @@ class Bridge:
             max_attempts=1,  # a CWL tool's failure is its own answer, not a flaky step
             executor=self.executor or "local",  # through a controller: its own, below
         )
-        with self._lock:
-            if self.remote is not None:
+        reads = self._parts.get(input_pdh, [])
+        if self.remote is not None:
+            with self._lock:
                 record = self.remote.submit(request, executor=self.executor)
-            else:
-                record = submit(self.local, request, version=version)
-                if record.state not in FINISHED:
-                    self._landed[record.id] = threading.Event()
-                    self._new.append(record)
-                    self._start_manager()
-            self.record.submitted(node, tool, record, self._parts.get(input_pdh, []))
+                self.record.submitted(node, tool, record, reads)
+        else:
+            record = self._submit(_Submission(request, version, node, tool, reads))
         landed = self._landed.get(record.id)
         delay = 0.01
         looked = time.monotonic()
@@ -322,6 +338,58 @@ class Bridge:
             self.finished.append(finished)
             self.record.finished(node, record)
         return finished
+
+    def _submit(self, entry: _Submission) -> JobRecord:
+        """Submit ``entry`` with the others waiting meanwhile: their jobs in one
+        transaction, their nodes in another (a group commit: the first thread
+        waiting submits for all, the others wait for it). Embedded only."""
+        with self._queue_cv:
+            self._queue.append(entry)
+            while self._submitting and entry.record is None and entry.error is None:
+                self._queue_cv.wait()
+            batch: list[_Submission] = []
+            if entry.record is None and entry.error is None:
+                self._submitting = True
+                batch, self._queue = self._queue, []
+        if batch:
+            try:
+                self._submit_batch(batch)
+            except BaseException as e:  # each job's thread says it
+                for left in batch:
+                    if left.record is None and left.error is None:
+                        left.error = e
+            finally:
+                with self._queue_cv:
+                    self._submitting = False
+                    self._queue_cv.notify_all()
+        if entry.error is not None:
+            raise entry.error
+        assert entry.record is not None
+        return entry.record
+
+    def _submit_batch(self, batch: list[_Submission]) -> None:
+        with self._lock:
+            try:
+                records = submit_many(self.local, [(e.request, e.version) for e in batch])
+            except WarehouseError:
+                if len(batch) == 1:
+                    raise
+                records = []  # one job's refusal is its own: each alone
+                for e in batch:
+                    try:
+                        e.record = submit(self.local, e.request, version=e.version)
+                    except WarehouseError as refused:
+                        e.error = refused
+            for e, record in zip(batch, records, strict=False):
+                e.record = record
+            done = [(e, e.record) for e in batch if e.record is not None]
+            new = [record for _, record in done if record.state not in FINISHED]
+            for record in new:
+                self._landed[record.id] = threading.Event()
+            if new:
+                self._new.extend(new)
+                self._start_manager()
+            self.record.submitted_many([(e.node, e.tool, r, e.reads) for e, r in done])
 
     @property
     def local(self) -> EmbeddedWarehouse:

@@ -40,6 +40,10 @@ from warehouse.workflows.spec import output_name
 __all__ = ["Recorder", "check_prefix", "document_files"]
 
 _LOOK_EVERY = 0.5  # seconds: how soon a wh workflow cancel is seen
+_WRITE_EVERY = 0.25  # seconds a node's change of state may wait to be written with others
+_API_NODES = 1000  # nodes a controller takes in one request
+
+_Node = tuple[str, str, Sequence[str], JobRecord]  # node, function, depends_on, its job
 
 
 def check_prefix(prefix: str | None, outputs: Iterable[str] = ()) -> None:
@@ -78,9 +82,7 @@ class _Book(Protocol):
         self, workflow: str, file_pdh: str, inputs: Mapping[str, Any], name_outputs: str | None
     ) -> int: ...
 
-    def node(
-        self, run_id: int, node: str, function: str, depends_on: Sequence[str], job: JobRecord
-    ) -> None: ...
+    def nodes(self, run_id: int, nodes: Sequence[_Node]) -> None: ...
 
     def parts(self, run_id: int | None, pdh: str, parts: Sequence[tuple[str, str]]) -> None: ...
 
@@ -112,10 +114,8 @@ class _Catalog:
         )
         return run.id
 
-    def node(
-        self, run_id: int, node: str, function: str, depends_on: Sequence[str], job: JobRecord
-    ) -> None:
-        cwlruns.put_node(self.wh.engine, run_id, node, function, depends_on, job)
+    def nodes(self, run_id: int, nodes: Sequence[_Node]) -> None:
+        cwlruns.put_nodes(self.wh.engine, run_id, nodes)
 
     def parts(self, run_id: int | None, pdh: str, parts: Sequence[tuple[str, str]]) -> None:
         record_parts(self.wh.engine, pdh, parts)
@@ -152,11 +152,13 @@ class _Api:
         }
         return int(self.api.post("/cwl-runs", body)["id"])
 
-    def node(
-        self, run_id: int, node: str, function: str, depends_on: Sequence[str], job: JobRecord
-    ) -> None:
-        one = {"node": node, "function": function, "depends_on": list(depends_on), "job_id": job.id}
-        self.api.post(f"/cwl-runs/{run_id}/nodes", {"nodes": [one]})
+    def nodes(self, run_id: int, nodes: Sequence[_Node]) -> None:
+        body = [
+            {"node": node, "function": function, "depends_on": list(depends), "job_id": job.id}
+            for node, function, depends, job in nodes
+        ]
+        for i in range(0, len(body), _API_NODES):
+            self.api.post(f"/cwl-runs/{run_id}/nodes", {"nodes": body[i : i + _API_NODES]})
 
     def parts(self, run_id: int | None, pdh: str, parts: Sequence[tuple[str, str]]) -> None:
         if run_id is not None:  # else no run to record them for (refused before it started)
@@ -198,6 +200,10 @@ class Recorder:
         self._made_by: dict[str, str] = {}  # output PDH -> the node that made it
         self._stop = threading.Event()
         self._beating: threading.Thread | None = None
+        self._writing: threading.Thread | None = None
+        # Nodes' changes of state (node -> its job), written together by the
+        # writer thread: one transaction for many jobs, not one each.
+        self._changes: dict[str, JobRecord] = {}
         self._looked = (0.0, False)  # when cancelled() last asked, and the answer
 
     def start(self, files: Sequence[str], inputs: Mapping[str, Any], workflow: str) -> None:
@@ -207,6 +213,8 @@ class Recorder:
             self.run_id = self.book.start(workflow, file_pdh, inputs, self.name_outputs)
         self._beating = threading.Thread(target=self._beat, name="wh-cwl-heartbeat", daemon=True)
         self._beating.start()
+        self._writing = threading.Thread(target=self._write, name="wh-cwl-nodes", daemon=True)
+        self._writing.start()
 
     def _beat(self) -> None:
         # Not under the lock: a long put must not silence the run for STALE_AFTER.
@@ -215,6 +223,24 @@ class Recorder:
             # A beat missed (the controller restarting) is only a late one.
             with contextlib.suppress(Exception):
                 self.book.beat(self.run_id)
+
+    def _write(self) -> None:
+        # Its own thread: waiting for the lock must not delay a heartbeat.
+        while not self._stop.wait(_WRITE_EVERY):
+            with contextlib.suppress(Exception):  # kept, and tried again next time
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the nodes' changes of state not written yet."""
+        with self._lock:
+            if self.run_id is None or not self._changes:
+                return
+            changes, self._changes = self._changes, {}
+            try:
+                self.book.nodes(self.run_id, [(n, "", [], job) for n, job in changes.items()])
+            except BaseException:
+                self._changes = changes | self._changes  # newer ones win
+                raise
 
     def _store_files(self, files: Sequence[str]) -> str:
         top = os.path.commonpath([os.path.dirname(f) for f in files]) if files else ""
@@ -235,19 +261,33 @@ class Recorder:
 
     def submitted(self, node: str, function: str, job: JobRecord, reads: Iterable[str]) -> None:
         """A tool invocation became job ``job``, reading collections ``reads``."""
+        self.submitted_many([(node, function, job, reads)])
+
+    def submitted_many(self, jobs: Sequence[tuple[str, str, JobRecord, Iterable[str]]]) -> None:
+        """``submitted`` for each of ``jobs`` (node, function, job, reads), written
+        at once (with the changes waiting) before the jobs are waited for: a
+        run ended as lost cancels the jobs of its nodes."""
         if self.run_id is None:
             return
         with self._lock:
-            depends = sorted({self._made_by[p] for p in reads if p in self._made_by} - {node})
-            self._nodes.add(node)
-            self.book.node(self.run_id, node, function, depends, job)
+            rows: list[_Node] = []
+            for node, function, job, reads in jobs:
+                depends = sorted({self._made_by[p] for p in reads if p in self._made_by} - {node})
+                self._nodes.add(node)
+                rows.append((node, function, depends, job))
+            changes, self._changes = self._changes, {}
+            try:
+                self.book.nodes(self.run_id, [(n, "", [], j) for n, j in changes.items()] + rows)
+            except BaseException:
+                self._changes = changes | self._changes
+                raise
 
     def progress(self, node: str, job: JobRecord) -> None:
         """Job ``job`` of node ``node`` changed state (it started running)."""
         if self.run_id is None:
             return
         with self._lock:
-            self.book.node(self.run_id, node, "", [], job)
+            self._changes[node] = job
 
     def finished(self, node: str, job: JobRecord) -> None:
         if self.run_id is None:
@@ -255,7 +295,7 @@ class Recorder:
         with self._lock:
             if job.output_pdh:
                 self._made_by.setdefault(job.output_pdh, node)
-            self.book.node(self.run_id, node, "", [], job)
+            self._changes[node] = job
 
     def cancelled(self) -> bool:
         """Whether ``wh workflow cancel`` asked for this run to stop (or it was
@@ -277,7 +317,9 @@ class Recorder:
             return None
         self._done = True
         self._stop.set()
-        if self._beating is not None:
-            self._beating.join()
+        for thread in (self._beating, self._writing):
+            if thread is not None:
+                thread.join()
         with self._lock:
+            self.flush()
             return self.book.finish(self.run_id, state, outputs, error)

@@ -44,6 +44,7 @@ __all__ = [
     "is_cwl_run",
     "part_held",
     "put_node",
+    "put_nodes",
     "start",
 ]
 
@@ -98,7 +99,36 @@ def put_node(
     """Node ``node`` follows job ``job`` (added at the end if new); its state,
     input and output are the job's own, as the catalog has them. Renews the
     run's heartbeat."""
+    put_nodes(engine, run_id, [(node, function, depends_on, job)])
+
+
+def put_nodes(
+    engine: sa.Engine,
+    run_id: int,
+    nodes: Sequence[tuple[str, str, Sequence[str], JobRecord]],
+) -> None:
+    """``put_node`` for each of ``nodes`` ((node, function, depends_on, job)),
+    in order, in one transaction."""
+    if not nodes:
+        return
     now = time.time()
+    with write(engine) as conn:
+        for node, function, depends_on, job in nodes:
+            _put_node(conn, run_id, now, node, function, depends_on, job)
+        conn.execute(
+            workflow_runs.update().where(workflow_runs.c.id == run_id).values(heartbeat_at=now)
+        )
+
+
+def _put_node(
+    conn: sa.Connection,
+    run_id: int,
+    now: float,
+    node: str,
+    function: str,
+    depends_on: Sequence[str],
+    job: JobRecord,
+) -> None:
     state = node_state_of_job(job.state)
     values: dict[str, Any] = {
         "job_id": job.id,
@@ -111,24 +141,20 @@ def put_node(
     if state in ("complete", "failed", "cancelled"):
         values["finished_at"] = job.finished_at or now
     here = (workflow_nodes.c.run_id == run_id, workflow_nodes.c.node == node)
-    with write(engine) as conn:
-        known = conn.execute(sa.select(workflow_nodes.c.position).where(*here)).first()
-        if known is None:
-            count = sa.select(sa.func.count()).where(workflow_nodes.c.run_id == run_id)
-            position = int(conn.execute(count).scalar() or 0)
-            row = {
-                "node": node,
-                "function": function,
-                "depends_on": sorted(set(depends_on) - {node}),
-                "started_at": job.started_at or now,
-                **values,
-            }
-            conn.execute(workflow_nodes.insert(), [runstore.node_row(run_id, position, row)])
-        else:
-            conn.execute(workflow_nodes.update().where(*here).values(**values))
-        conn.execute(
-            workflow_runs.update().where(workflow_runs.c.id == run_id).values(heartbeat_at=now)
-        )
+    known = conn.execute(sa.select(workflow_nodes.c.position).where(*here)).first()
+    if known is None:
+        count = sa.select(sa.func.count()).where(workflow_nodes.c.run_id == run_id)
+        position = int(conn.execute(count).scalar() or 0)
+        row = {
+            "node": node,
+            "function": function,
+            "depends_on": sorted(set(depends_on) - {node}),
+            "started_at": job.started_at or now,
+            **values,
+        }
+        conn.execute(workflow_nodes.insert(), [runstore.node_row(run_id, position, row)])
+    else:
+        conn.execute(workflow_nodes.update().where(*here).values(**values))
 
 
 def beat(engine: sa.Engine, run_id: int) -> RunRecord:
