@@ -19,12 +19,14 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
 from warehouse.catalog.auth import JOB_TOKEN_LABEL, check_label
 from warehouse.catalog.db import connect, write
-from warehouse.catalog.schema import s3_credentials, tokens, users
+from warehouse.catalog.schema import names, s3_credentials, tokens, users
+from warehouse.catalog.values import NameRecord
 from warehouse.errors import NotFoundError, UsageError
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "list_s3_credentials",
     "revoke_s3_credential",
     "s3_identity",
+    "s3_identity_and_name",
     "s3_secret",
 ]
 
@@ -161,6 +164,12 @@ _IDENTITY = (
 )
 
 
+# The same, with the row of one name beside it (None where there is none).
+_NAMED = _IDENTITY.add_columns(*(c.label(f"name_{c.name}") for c in names.c)).outerjoin(
+    names, names.c.name == sa.bindparam("name")
+)
+
+
 def s3_identity(engine: sa.Engine, access_key_id: str) -> S3Identity | None:
     """Who the credential acts as, or None if it is unknown, revoked, or its
     token is gone or expired."""
@@ -168,7 +177,28 @@ def s3_identity(engine: sa.Engine, access_key_id: str) -> S3Identity | None:
         return None
     with connect(engine) as conn:
         row = conn.execute(_IDENTITY, {"key_id": access_key_id, "now": time.time()}).first()
+    return None if row is None else _identity(access_key_id, row)
+
+
+def s3_identity_and_name(
+    engine: sa.Engine, access_key_id: str, name: str
+) -> tuple[S3Identity | None, NameRecord | None]:
+    """``s3_identity`` and the name ``name``'s record (None: no such name),
+    in one read: the S3 gateway's every request on a name's bucket asks both.
+    The name is the caller's to check it may read."""
+    if not _KEY_ID.fullmatch(access_key_id):
+        return None, None
+    with connect(engine) as conn:
+        params = {"key_id": access_key_id, "now": time.time(), "name": name}
+        row = conn.execute(_NAMED, params).first()
     if row is None:
-        return None
+        return None, None
+    record = None
+    if row.name_name is not None:
+        record = NameRecord(**{c.name: row._mapping[f"name_{c.name}"] for c in names.c})
+    return _identity(access_key_id, row), record
+
+
+def _identity(access_key_id: str, row: Any) -> S3Identity:
     job = str(row.label).startswith(JOB_TOKEN_LABEL)
     return S3Identity(access_key_id, row.user, bool(row.admin) and not job, row.salt, job)

@@ -18,11 +18,13 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from warehouse import catalog
-from warehouse.catalog.s3credentials import s3_identity, s3_secret
+from warehouse.blocks.cache import BlockCache
+from warehouse.catalog.s3credentials import s3_identity, s3_identity_and_name, s3_secret
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError
 from warehouse.gateways import s3ops
 from warehouse.gateways.s3call import Call
-from warehouse.gateways.s3objects import ContentsCache
+from warehouse.gateways.s3objects import ContentsCache, is_pdh_bucket
+from warehouse.gateways.s3read import SHARED_BLOCKS_BYTES
 from warehouse.gateways.s3sigv4 import SigError, check, parse
 from warehouse.gateways.s3uploads import Uploads
 from warehouse.gateways.s3xml import S3Error, error_response
@@ -43,6 +45,7 @@ class S3Gateway:
     def __init__(self, state: ControllerState) -> None:
         self.state = state
         self.cache = ContentsCache()
+        self.blocks = BlockCache(SHARED_BLOCKS_BYTES)
         self.uploads = Uploads()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -58,7 +61,7 @@ class S3Gateway:
                 # much of a small GET's cost).
                 response = await run_in_threadpool(self._read, request, bucket, key)
             else:
-                user, payload = await run_in_threadpool(self._caller, request)
+                user, payload, _ = await run_in_threadpool(self._caller, request)
                 note_user(scope, user.name)
                 call = Call(self, request, user, bucket, key, payload)
                 response = await s3ops.dispatch(call)
@@ -84,12 +87,17 @@ class S3Gateway:
 
     def _read(self, request: Request, bucket: str, key: str) -> Response:
         """A GET or HEAD answered on a worker thread."""
-        user, payload = self._caller(request)
+        # A name's record is read with the credential: one catalog read less.
+        name = bucket if bucket and not is_pdh_bucket(bucket) else None
+        user, payload, named = self._caller(request, name)
         note_user(request.scope, user.name)
-        return s3ops.read(Call(self, request, user, bucket, key, payload))
+        return s3ops.read(Call(self, request, user, bucket, key, payload, named))
 
-    def _caller(self, request: Request) -> tuple[catalog.User, str]:
-        """Who signed the request, and the payload hash it signed (blocks: on a worker)."""
+    def _caller(
+        self, request: Request, name: str | None = None
+    ) -> tuple[catalog.User, str, tuple[catalog.NameRecord | None] | None]:
+        """Who signed the request, and the payload hash it signed (blocks: on
+        a worker); with ``name``, that name's record read at the same time."""
         headers = {k.lower(): v for k, v in request.headers.items()}
         raw_query = request.scope.get("query_string", b"").decode("latin-1")
         query = parse_qsl(raw_query, keep_blank_values=True)
@@ -97,7 +105,12 @@ class S3Gateway:
         if signed is None:
             raise S3Error("AccessDenied", "Anonymous access is not allowed: sign the request", 403)
         state = self.state
-        who = s3_identity(state.engine, signed.access_key_id)
+        named: tuple[catalog.NameRecord | None] | None = None
+        if name is None:
+            who = s3_identity(state.engine, signed.access_key_id)
+        else:
+            who, record = s3_identity_and_name(state.engine, signed.access_key_id, name)
+            named = (record,)
         if who is None:
             raise S3Error(
                 "InvalidAccessKeyId",
@@ -114,7 +127,7 @@ class S3Gateway:
             raw_query=raw_query,
             headers=headers,
         )
-        return catalog.User(who.user, who.admin), payload
+        return catalog.User(who.user, who.admin), payload, named
 
 
 def _has_body(request: Request) -> bool:

@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 
 from warehouse import catalog
+from warehouse.blocks.cache import BlockCache
 from warehouse.gateways.s3objects import Bucket, ContentsCache, Listable, resolve_bucket
 from warehouse.gateways.s3uploads import Uploads
 from warehouse.server.controller.state import ControllerState
@@ -21,6 +22,7 @@ class Gateway(Protocol):
 
     state: ControllerState
     cache: ContentsCache
+    blocks: BlockCache  # blocks shared by small files (s3read.small_body)
     uploads: Uploads
 
 
@@ -32,6 +34,9 @@ class Call:
     bucket: str
     key: str
     payload: str  # the payload hash signed: hex SHA-256 or UNSIGNED-PAYLOAD
+    # The bucket's name record (None: no such name) if read with the
+    # credential in this request; None: not read yet.
+    named: tuple[catalog.NameRecord | None] | None = None
 
     @property
     def query(self) -> dict[str, str]:
@@ -40,7 +45,7 @@ class Call:
 
     def resolve(self) -> Bucket:
         """The bucket, if the caller may read it (else NoSuchBucket)."""
-        return resolve_bucket(self.gateway.state, self.user, self.bucket)
+        return resolve_bucket(self.gateway.state, self.user, self.bucket, self.named)
 
     def contents(self, pdh: str) -> Listable:
         return self.gateway.cache.get(self.gateway.state, pdh, self.user.name)

@@ -40,6 +40,7 @@ __all__ = [
     "check_key",
     "etag_matches",
     "etag_of",
+    "is_pdh_bucket",
     "list_page",
     "resolve_bucket",
     "start_key",
@@ -70,8 +71,19 @@ class Bucket:
     modified: float
 
 
-def resolve_bucket(state: ControllerState, user: catalog.User, bucket: str) -> Bucket:
-    """The collection a bucket names now, if ``user`` may read it; else NoSuchBucket."""
+def is_pdh_bucket(bucket: str) -> bool:
+    return _PDH_BUCKET.fullmatch(bucket) is not None
+
+
+def resolve_bucket(
+    state: ControllerState,
+    user: catalog.User,
+    bucket: str,
+    named: tuple[catalog.NameRecord | None] | None = None,
+) -> Bucket:
+    """The collection a bucket names now, if ``user`` may read it; else
+    NoSuchBucket. ``named``: the name's record (or None: no such name) as
+    read with the caller's credential, in this request."""
     missing = S3Error("NoSuchBucket", "The specified bucket does not exist", 404, BucketName=bucket)
     engine = state.engine
     found = _PDH_BUCKET.fullmatch(bucket)
@@ -86,9 +98,11 @@ def resolve_bucket(state: ControllerState, user: catalog.User, bucket: str) -> B
     try:
         catalog.check_name(bucket)
         level = hide_name(engine, user, bucket)
-        record = catalog.get_name(engine, bucket)
+        record = catalog.get_name(engine, bucket) if named is None else named[0]
     except (UsageError, NotFoundError):
         raise missing from None
+    if record is None:
+        raise missing
     return Bucket(bucket, record.pdh, True, max(level, Level.READ), record.updated_at)
 
 

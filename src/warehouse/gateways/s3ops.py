@@ -300,7 +300,8 @@ def get_object(call: Call) -> Response:
         return Response(status_code=status, headers=headers, media_type="binary/octet-stream")
     # The servers read at most a second ago: one catalog read fewer a GET.
     store = call.gateway.state.keep(max_age=1.0)
-    small = small_body(store, entry, first, last) if entry.size else b""
+    shared = call.gateway.blocks
+    small = small_body(store, shared, entry, first, last) if entry.size else b""
     if small is not None:
         return Response(small, status, headers=headers, media_type="binary/octet-stream")
     body = object_body(store, bucket.pdh, entry, first, last)

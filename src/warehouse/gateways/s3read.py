@@ -20,14 +20,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import anyio.to_thread
 
+from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.store import MAPPED_MIN, BlockStore
 from warehouse.collection.reader import CollectionReader
 from warehouse.manifest import FileEntry, FilePiece, Manifest
 
-__all__ = ["AHEAD", "SMALL_BODY", "object_body", "small_body"]
+__all__ = ["AHEAD", "SHARED_BLOCKS_BYTES", "SMALL_BODY", "object_body", "small_body"]
 
 # Blocks a small read fetches ahead of the one it sends: each may be 64 MiB held.
 AHEAD = 2
+# Blocks shared by small files kept for the next GET of one of their files.
+SHARED_BLOCKS_BYTES = 128 << 20
 # A body this small is read whole and sent as one piece (``small_body``).
 SMALL_BODY = 1 << 20
 # Bytes handed to the server at a time out of a block (a view, not a copy).
@@ -85,16 +88,29 @@ def _block_by_block(
             fut.cancel()
 
 
-def small_body(store: BlockStore, entry: FileEntry, first: int, last: int) -> bytes | None:
+def small_body(
+    store: BlockStore, shared: BlockCache, entry: FileEntry, first: int, last: int
+) -> bytes | None:
     """Bytes ``first..last`` of ``entry`` read at once, if they are at most
     ``SMALL_BODY``; else None (``object_body`` streams them). Most of a
     small GET's cost was streaming: a task to watch for the client leaving,
-    and a thread hop to fetch each block."""
+    and a thread hop to fetch each block. A block shared by small files is
+    kept in ``shared`` (verified when it went in): the controller's client
+    holds none in RAM, and reading one from the disk cache again, checked
+    again, for each of its files cost more than the rest of the GET."""
     if last - first + 1 > SMALL_BODY:
         return None
     parts = []
     for piece in _span(entry, first, last):
-        block = memoryview(store.get(piece.locator, cache=not _whole(piece)))
+        locator = piece.locator
+        whole = _whole(piece)
+        data = None if whole else shared.get(locator.key)
+        if data is None:
+            got = store.get(locator, cache=not whole)
+            data = got if isinstance(got, bytes) else bytes(got)
+            if not whole:
+                shared.put(locator.key, data)
+        block = memoryview(data)
         parts.append(block[piece.offset : piece.offset + piece.length])
     return parts[0].tobytes() if len(parts) == 1 else b"".join(parts)
 
