@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import getpass
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -112,6 +113,9 @@ def _volume_store(
     return volume, VolumeBlockStore(volume, cache, configured_caches())
 
 
+_log = logging.getLogger("warehouse.embedded")
+
+
 class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
     def __init__(
         self,
@@ -205,11 +209,38 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         return f"home:{self.home.resolve()}"
 
     def close(self) -> None:
+        self.record_volume_usage()
         self.store.close()
         if self._lite is not None:
             self._lite.close()
         if self._engine is not None and self._engine.exception() is None:
             self._engine.result().dispose()
+
+    def record_volume_usage(self) -> None:
+        """Add what this process asked of its volume since the last call to
+        the catalog's ``volume_usage`` (docs/usage.md, "Per volume"); nothing
+        if it asked nothing. Best effort: a catalog that cannot be written
+        does not fail the command that closes (the counts are kept)."""
+        taken = self.volume.counts.take()
+        if not taken:
+            return
+        from warehouse.catalog.volumeusage import record_taken, record_taken_file
+
+        volume = self.volume
+        held = getattr(volume, "stored_bytes", None)
+
+        def walk() -> int:
+            return int(held()) if callable(held) else sum(s.size for s in volume.index())
+
+        path = self.home / "warehouse.db"
+        try:
+            # Through sqlite3 unless SQLAlchemy is open here already.
+            lite = self._opened is None and path.is_file()
+            if not (lite and record_taken_file(path, volume.name, taken, walk)):
+                record_taken(self.engine, volume.name, taken, walk)
+        except Exception as e:  # also a database's own errors (SQLAlchemy not imported here)
+            volume.counts.give_back(taken)
+            _log.warning("could not record the usage of volume %s: %s", volume.name, e)
 
     # -- collections ---------------------------------------------------------
 

@@ -108,7 +108,12 @@ def warehouse() -> StepWarehouse | RemoteWarehouse:
         from warehouse.remote.warehouse import RemoteWarehouse  # only then: httpx is slow to load
 
         return RemoteWarehouse(url, _env("WH_TOKEN"))
-    return StepWarehouse(Path(_env("WH_HOME")))
+    wh = StepWarehouse(Path(_env("WH_HOME")))
+    # What the step asked of the volume goes to the catalog as it ends
+    # (volume_usage: docs/usage.md); nothing if it asked nothing.
+    _exit_reports.append(wh.record_volume_usage)
+    atexit.register(wh.record_volume_usage)
+    return wh
 
 
 @cache

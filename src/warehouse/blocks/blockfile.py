@@ -16,7 +16,7 @@ import errno
 import fcntl
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from warehouse.errors import UsageError
@@ -43,10 +43,14 @@ _DIRECT_MIN = 1 << 20  # smaller blocks go through the page cache as usual
 class PendingWrite:
     """A block written to a temporary file, not yet durable nor visible."""
 
-    def __init__(self, fd: int, tmp: Path, path: Path) -> None:
+    def __init__(
+        self, fd: int, tmp: Path, path: Path, stored: Callable[[], None] | None = None
+    ) -> None:
         self.fd = fd
         self.tmp = tmp
         self.path = path
+        # Told once the block is stored (the volume's count of bytes held).
+        self.stored = stored
 
     def finish(self, *, uncache: bool = False) -> None:
         """fsync, rename into place, fsync the directory: now it is stored.
@@ -66,6 +70,8 @@ class PendingWrite:
         finally:
             os.close(self.fd)
         fsync_dir(self.path.parent)
+        if self.stored is not None:
+            self.stored()
 
 
 class BlockWriter:
@@ -76,8 +82,16 @@ class BlockWriter:
     ``commit()`` refreshes its mtime instead of writing it again.
     """
 
-    def __init__(self, md5: str, path: Path, fd: int | None, tmp: Path | None) -> None:
+    def __init__(
+        self,
+        md5: str,
+        path: Path,
+        fd: int | None,
+        tmp: Path | None,
+        stored: Callable[[int], None] | None = None,
+    ) -> None:
         self.md5 = md5
+        self._stored = stored
         self.path = path
         self.size = 0
         self._fd = fd
@@ -127,6 +141,8 @@ class BlockWriter:
             return False
         PendingWrite(self._fd, self._tmp, self.path).finish()
         self._fd = None
+        if self._stored is not None:
+            self._stored(self.size)
         return True
 
     def abort(self) -> None:

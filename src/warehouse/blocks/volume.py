@@ -41,6 +41,7 @@ from warehouse.blocks.blockfile import (
     write_block,
 )
 from warehouse.blocks.locator import MAX_BLOCK_SIZE
+from warehouse.blocks.volumecounts import DELETE, GET, LIST, PUT, VolumeCounts
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.private import private_dir
 
@@ -136,6 +137,9 @@ class LocalVolume:
     def __init__(self, root: Path, *, trash_lifetime: float = DEFAULT_TRASH_LIFETIME) -> None:
         self.root = Path(root)
         self.trash_lifetime = trash_lifetime
+        # Requests served and bytes gained, for the catalog's volume_usage
+        # (a check or a stat is no request: it costs a directory lookup).
+        self.counts = VolumeCounts()
         private_dir(self.root)
 
     def __repr__(self) -> str:
@@ -222,6 +226,7 @@ class LocalVolume:
         caller overlap the fsync of one block with the hashing of the next.
         """
         path = self.path_for(md5)
+        self.counts.count(PUT)
         if self.check(md5, len(data)):
             with contextlib.suppress(FileNotFoundError):  # trashed meanwhile: write it
                 touch_verified(path)
@@ -236,16 +241,18 @@ class LocalVolume:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        return PendingWrite(fd, Path(tmp), path)
+        size = len(data)
+        return PendingWrite(fd, Path(tmp), path, lambda: self.counts.add_bytes(size))
 
     def open_write(self, md5: str, size: int) -> BlockWriter:
         """Start writing a block of ``size`` bytes that arrives in pieces."""
         path = self.path_for(md5)
+        self.counts.count(PUT)
         if self.check(md5, size):
             return BlockWriter(md5, path, None, None)
         path.parent.mkdir(mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{md5}.", suffix=".tmp", dir=path.parent)
-        return BlockWriter(md5, path, fd, Path(tmp))
+        return BlockWriter(md5, path, fd, Path(tmp), self.counts.add_bytes)
 
     def space(self) -> VolumeSpace:
         st = os.statvfs(self.root)
@@ -270,6 +277,7 @@ class LocalVolume:
 
     def get(self, md5: str) -> bytes:
         """Read a block and verify it against its name (a corrupt copy is moved aside)."""
+        self.counts.count(GET)
         try:
             f = open(self.path_for(md5), "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
@@ -294,6 +302,7 @@ class LocalVolume:
         """
         if not LocalVolume.can_map:
             return None
+        self.counts.count(GET)
         try:
             fd = os.open(self.path_for(md5), os.O_RDONLY)
         except FileNotFoundError:
@@ -334,9 +343,12 @@ class LocalVolume:
         checked ahead. Block files are never changed in place, and the open
         descriptor is what is mapped, so the pages used are those hashed.
         """
-        return open_checked(
+        opened = open_checked(
             [(self.path_for(md5) if _MD5.fullmatch(md5) else None, size) for md5, size in blocks]
         )
+        # One read each (one that failed its check is read again, and counted, by get).
+        self.counts.count(GET, sum(b is not None for b in opened))
+        return opened
 
     @staticmethod
     def can_check_open() -> bool:
@@ -364,6 +376,7 @@ class LocalVolume:
         64 MiB allocation per read costs more CPU in page faults than the read.
         """
         view = memoryview(buf)
+        self.counts.count(GET)
         f, ino = self._open_raw(md5)
         with f:
             n = 0
@@ -380,6 +393,7 @@ class LocalVolume:
         """Copy a block a ``piece`` at a time to ``write``, hashing it on the
         way; return its length. Verified as ``get`` verifies, but only once
         all of it is copied: the caller uses none of it before this returns."""
+        self.counts.count(GET)
         f, ino = self._open_raw(md5)
         with f:
             digest = hashlib.md5()
@@ -423,6 +437,7 @@ class LocalVolume:
         """Every block whose hash starts with ``prefix``, in hash order."""
         if not re.fullmatch(r"[0-9a-f]{0,32}", prefix):
             raise UsageError(f"not a hash prefix: {prefix!r}")
+        self.counts.count(LIST)
         shards = sorted(p for p in _listdir(self.root) if len(p) == 3)
         for shard in shards:
             if not (shard.startswith(prefix[:3]) or prefix.startswith(shard)):
@@ -448,11 +463,13 @@ class LocalVolume:
         if if_mtime_ns is not None and st.st_mtime_ns != if_mtime_ns:
             return False
         deadline = int((time.time() if now is None else now) + self.trash_lifetime)
+        self.counts.count(DELETE)
         try:
             os.replace(path, path.with_name(f"{md5}.trash.{deadline}"))
         except FileNotFoundError:  # trashed meanwhile by another run
             return False
         fsync_dir(path.parent)
+        self.counts.add_bytes(-st.st_size)
         return True
 
     def untrash(self, md5: str) -> bool:
@@ -466,6 +483,8 @@ class LocalVolume:
         except FileNotFoundError:  # removed meanwhile (its lifetime was over)
             return False
         fsync_dir(path.parent)
+        with contextlib.suppress(FileNotFoundError):
+            self.counts.add_bytes(path.stat().st_size)
         return True
 
     def empty_trash(self, now: float | None = None) -> int:

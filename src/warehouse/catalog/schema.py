@@ -29,6 +29,7 @@ __all__ = [
     "settings",
     "tokens",
     "users",
+    "volume_usage",
     "workflow_nodes",
     "workflow_runs",
 ]
@@ -401,4 +402,21 @@ s3_credentials = sa.Table(
     sa.Column("salt", sa.String(64), nullable=False),
     sa.Column("label", sa.String(255), nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
+)
+
+# Per volume (migration 0019; docs/usage.md): each row the requests a
+# process or keep server counted since its previous row (by billed kind)
+# and the bytes the volume held at ``at`` (null: not known).
+volume_usage = sa.Table(
+    "volume_usage",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("volume", sa.String(1024), nullable=False),
+    sa.Column("at", sa.Float, nullable=False),
+    sa.Column("stored_bytes", sa.BigInteger, nullable=True),
+    sa.Column("gets", sa.BigInteger, nullable=False),
+    sa.Column("puts", sa.BigInteger, nullable=False),
+    sa.Column("lists", sa.BigInteger, nullable=False),
+    sa.Column("deletes", sa.BigInteger, nullable=False),
+    sa.Index("ix_volume_usage_volume_at", "volume", "at"),
 )

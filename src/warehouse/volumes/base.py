@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, BlockStat, LocalVolume, VolumeSpace
+from warehouse.blocks.volumecounts import VolumeCounts
 
 __all__ = ["BlockWrite", "Volume", "child_spec", "is_s3_spec", "open_volume"]
 
@@ -45,6 +46,8 @@ class Volume(Protocol):
     failures (a disk's, or an object store's after its retries) are OSError."""
 
     trash_lifetime: float
+    # Requests asked of the volume by kind, and bytes gained (docs/usage.md).
+    counts: VolumeCounts
 
     @property
     def name(self) -> str:

@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from warehouse.blocks.locator import MAX_BLOCK_SIZE
 from warehouse.blocks.volume import DEFAULT_TRASH_LIFETIME, BlockStat, VolumeSpace, move_aside
+from warehouse.blocks.volumecounts import DELETE, GET, LIST, PUT, VolumeCounts
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.volumes.s3client import S3Location, make_client, s3_error, status_of
 
@@ -57,6 +58,9 @@ _KINDS = {
     "delete_object": "DELETE",
     "list_objects_v2": "LIST",
 }
+# And the kind of volume_usage each is counted as: what S3 bills it as
+# (HEAD at the GET rate, COPY at the PUT rate).
+_BILLED = {"HEAD": GET, "GET": GET, "PUT": PUT, "COPY": PUT, "DELETE": DELETE, "LIST": LIST}
 _HEX = "0123456789abcdef"
 _TRASH = "trash/"
 _QUARANTINE = "quarantine/"
@@ -100,6 +104,9 @@ class S3Volume:
         # kept by this process's writes and trash (None: not counted yet).
         self._held: int | None = None
         self._count_lock = threading.Lock()
+        # The same requests by billed kind, and bytes gained, for the
+        # catalog's volume_usage (taken and reset by whoever records them).
+        self.counts = VolumeCounts()
 
     @property
     def client(self) -> Any:
@@ -172,8 +179,11 @@ class S3Volume:
         (404, or ``absent``), any other failure an OSError naming the volume."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        kind = _KINDS.get(method, method)
         with self._count_lock:
-            self._requests[_KINDS.get(method, method)] += 1
+            self._requests[kind] += 1
+        if (billed := _BILLED.get(kind)) is not None:
+            self.counts.count(billed)
         try:
             return getattr(self.client, method)(Bucket=self.location.bucket, **params)
         except ClientError as e:
@@ -271,6 +281,7 @@ class S3Volume:
         if done is None:  # a 404 to a PUT: nothing was stored
             raise OSError(errno.EIO, f"S3 volume {self.name}: PUT {md5}: not found (HTTP 404)")
         self._count_held(size)
+        self.counts.add_bytes(size)
 
     def requests(self) -> dict[str, int]:
         """Requests sent to the store since this volume was opened, by kind."""
@@ -423,6 +434,7 @@ class S3Volume:
             return False
         self._delete(key)
         self._count_held(-int(head["ContentLength"]))
+        self.counts.add_bytes(-int(head["ContentLength"]))
         return True
 
     def _trashed(self, prefix: str) -> list[tuple[int, str]]:

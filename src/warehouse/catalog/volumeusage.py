@@ -1,0 +1,160 @@
+"""The catalog's ``volume_usage`` rows: written by an embedded warehouse as
+it closes and by the controller for its keep servers; read by ``wh usage
+--volumes`` (docs/usage.md, "Per volume")."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from warehouse.blocks.volumecounts import Taken
+from warehouse.catalog.db import connect, write
+from warehouse.catalog.schema import volume_usage
+from warehouse.catalog.values import HEAD_REVISION
+from warehouse.usage.volumes import VolumeRow
+
+__all__ = ["record_taken", "record_taken_file", "record_volume_rows", "volume_rows"]
+
+
+def _latest(conn: sa.Connection, volume: str) -> int | None:
+    """The bytes the volume held at its newest sample (None: none yet)."""
+    row = conn.execute(
+        sa.select(volume_usage.c.stored_bytes)
+        .where(volume_usage.c.volume == volume, volume_usage.c.stored_bytes.is_not(None))
+        .order_by(volume_usage.c.at.desc(), volume_usage.c.id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else int(row[0])
+
+
+def record_taken(
+    engine: sa.Engine, volume: str, taken: Taken, held: Callable[[], int], at: float | None = None
+) -> None:
+    """One row for a process's counts of ``volume``; the bytes held are the
+    newest sample's plus those this process added (within one write
+    transaction, so processes closing together add up), or, for a volume
+    never sampled, ``held()`` (a whole listing, made outside the
+    transaction: the process's own writes are in it)."""
+    with connect(engine) as conn:
+        known = _latest(conn, volume) is not None
+    walked = None if known else held()
+    with write(engine) as conn:
+        latest = _latest(conn, volume)
+        stored = walked if latest is None else latest + taken.added_bytes
+        conn.execute(
+            volume_usage.insert().values(
+                volume=volume,
+                at=time.time() if at is None else at,
+                stored_bytes=None if stored is None else max(0, stored),
+                gets=taken.gets,
+                puts=taken.puts,
+                lists=taken.lists,
+                deletes=taken.deletes,
+            )
+        )
+
+
+_LATEST = (
+    "SELECT stored_bytes FROM volume_usage WHERE volume = ? AND stored_bytes IS NOT NULL "
+    "ORDER BY at DESC, id DESC LIMIT 1"
+)
+_INSERT = (
+    "INSERT INTO volume_usage (volume, at, stored_bytes, gets, puts, lists, deletes) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def record_taken_file(
+    path: Path, volume: str, taken: Taken, held: Callable[[], int], at: float | None = None
+) -> bool:
+    """``record_taken`` on an embedded catalog's file through the standard
+    library's sqlite3: a process that never opened SQLAlchemy (a step, a
+    read) does not load it to close. False, and nothing written, when the
+    file is not a catalog at ``HEAD_REVISION`` (the engine must migrate it)."""
+    # isolation_level None: transactions are begun below, as the engine's are.
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+    try:
+        try:
+            version = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.Error:
+            return False
+        if version is None or version[0] != HEAD_REVISION:
+            return False
+        known = conn.execute(_LATEST, (volume,)).fetchone() is not None
+        walked = None if known else held()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            latest = conn.execute(_LATEST, (volume,)).fetchone()
+            stored = walked if latest is None else int(latest[0]) + taken.added_bytes
+            conn.execute(
+                _INSERT,
+                (
+                    volume,
+                    time.time() if at is None else at,
+                    None if stored is None else max(0, stored),
+                    taken.gets,
+                    taken.puts,
+                    taken.lists,
+                    taken.deletes,
+                ),
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return True
+    finally:
+        conn.close()
+
+
+def record_volume_rows(engine: sa.Engine, rows: Sequence[VolumeRow]) -> None:
+    """Rows as a keep server sent them (its own samples of the bytes held)."""
+    if not rows:
+        return
+    with write(engine) as conn:
+        conn.execute(
+            volume_usage.insert(),
+            [
+                {
+                    "volume": r.volume,
+                    "at": r.at,
+                    "stored_bytes": r.stored_bytes,
+                    "gets": r.gets,
+                    "puts": r.puts,
+                    "lists": r.lists,
+                    "deletes": r.deletes,
+                }
+                for r in rows
+            ],
+        )
+
+
+def volume_rows(engine: sa.Engine, since: float | None) -> list[VolumeRow]:
+    """The rows at ``since`` or later, and each volume's last sample before it."""
+    c = volume_usage.c
+    cols = (c.volume, c.at, c.stored_bytes, c.gets, c.puts, c.lists, c.deletes)
+    with connect(engine) as conn:
+        if since is None:
+            return [VolumeRow(*r) for r in conn.execute(sa.select(*cols).order_by(c.at, c.id))]
+        rows = [
+            VolumeRow(*r)
+            for r in conn.execute(sa.select(*cols).where(c.at >= since).order_by(c.at, c.id))
+        ]
+        before = (
+            sa.select(c.volume, sa.func.max(c.at).label("at"))
+            .where(c.at < since, c.stored_bytes.is_not(None))
+            .group_by(c.volume)
+            .subquery()
+        )
+        opening = conn.execute(
+            sa.select(*cols)
+            .join(before, sa.and_(before.c.volume == c.volume, before.c.at == c.at))
+            .where(c.stored_bytes.is_not(None))
+        )
+        # Only its bytes held: its requests were before the window.
+        rows += [VolumeRow(r[0], r[1], r[2], 0, 0, 0, 0) for r in opening]
+    return rows
