@@ -188,13 +188,10 @@ class ContentsCache:
                 self._held[key] = made
                 self._bytes += made.cost
                 while self._bytes > self.budget:
+                    # Not closed here: a request may still be reading it (its
+                    # scratch file is let go with the last reference).
                     _, dropped = self._held.popitem(last=False)
                     self._bytes -= dropped.cost
-                    if isinstance(dropped, OutlinedContents):
-                        dropped.close()
-                return
-        if isinstance(made, OutlinedContents):
-            made.close()  # not kept (another made it meanwhile, or too big): let go when done
 
     def get(self, state: ControllerState, pdh: str, user: str) -> Listable:
         """What a listing or a read of ``pdh`` needs."""
