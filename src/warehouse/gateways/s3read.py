@@ -8,8 +8,9 @@ hops and copies of 1 MiB). A read of several big blocks read whole (a large
 object, or a large range of one) is a one-pass read (``CollectionReader``):
 past the RAM cache, and where the node's disk cache holds the blocks they
 are checked several at once in one native call and mapped when sent, as
-``wh get`` reads them. Smaller reads keep the RAM cache, where the shared
-blocks of small files are.
+``wh get`` reads them. A body of at most ``SMALL_BODY`` is read at once
+on the request's worker (``small_body``), its shared block kept in the
+gateway's own RAM cache for the next GET of one of its files.
 """
 
 from __future__ import annotations
