@@ -17,11 +17,13 @@ import pytest
 import sqlalchemy as sa
 
 from cluster import Controller, KeepPool, controller
+from jobs_helpers import job_row
 from permission_helpers import api_as, wh_as
 from warehouse import catalog, jobs
 from warehouse.catalog import grants
 from warehouse.errors import NotFoundError
 from warehouse.jobs.controllerhost import CatalogWarehouse
+from warehouse.jobs.jobstore import insert_job
 from warehouse.permissions import Level, Mode
 
 COUNT = "import sys\nfor line in sys.stdin:\n    print(len(line.split()))\n"
@@ -159,3 +161,9 @@ def test_readable_among_decides_for_many_at_once(catalog_engine: sa.Engine) -> N
     assert grants.readable_among(catalog_engine, "alice", [first, second]) == {first, second}
     grants.share(catalog_engine, second, "bob", Level.READ, root)
     assert grants.readable_among(catalog_engine, "bob", [first, second]) == {second}
+    # What a job made (its output, its log) is its submitter's, asked among others.
+    made, log = (f"{c * 32}+{i}" for i, c in enumerate("cd", 3))
+    insert_job(catalog_engine, job_row(submitted_by="bob", output_pdh=made, log_pdh=log))
+    among = [first, second, made, log]
+    assert grants.readable_among(catalog_engine, "bob", among) == {second, made, log}
+    assert grants.readable_among(catalog_engine, "alice", among) == {first, second}

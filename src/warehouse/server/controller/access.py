@@ -104,12 +104,18 @@ def _readable(
     object's level read by ``level_in``."""
     if user.admin:
         return {i for i, _ in found}
+    # Its owner manages an object whatever the mode, groups and grants say:
+    # only the others' need the catalog (a run's owner polling it reads none).
+    mine = {i for i, o in found if o == user.name}
+    others = [(i, o) for i, o in found if o != user.name]
+    if not others:
+        return mine
     with connect(engine) as conn:
         mode = grants.mode_in(conn)
         if mode is Mode.OPEN:
             return {i for i, _ in found}
         who = grants.principal_in(conn, user.name, user.admin)
-        return {i for i, o in found if level_in(conn, who, i, o, mode) >= Level.READ}
+        return mine | {i for i, o in others if level_in(conn, who, i, o, mode) >= Level.READ}
 
 
 def readable_jobs(engine: sa.Engine, user: catalog.User, found: list[tuple[int, str]]) -> set[int]:
