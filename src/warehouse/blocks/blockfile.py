@@ -62,6 +62,8 @@ class PendingWrite:
             if uncache:
                 _drop_cached(self.fd)
             set_mark(self.fd)  # written and hashed by us: known good
+            # Two writers of one block may both get here: one adds its bytes.
+            new = self.stored is not None and not os.path.lexists(self.path)
             os.replace(self.tmp, self.path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -70,7 +72,7 @@ class PendingWrite:
         finally:
             os.close(self.fd)
         fsync_dir(self.path.parent)
-        if self.stored is not None:
+        if new and self.stored is not None:
             self.stored()
 
 
@@ -139,10 +141,11 @@ class BlockWriter:
             # caller must not be told it is stored.
             touch_verified(self.path)
             return False
-        PendingWrite(self._fd, self._tmp, self.path).finish()
+        stored, size = self._stored, self.size
+        PendingWrite(
+            self._fd, self._tmp, self.path, None if stored is None else lambda: stored(size)
+        ).finish()
         self._fd = None
-        if self._stored is not None:
-            self._stored(self.size)
         return True
 
     def abort(self) -> None:

@@ -92,6 +92,14 @@ def _announce(url: str) -> None:
     callback=_lifetime,
     help="Standalone: seconds a trashed block is kept before removal [default: 14 days].",
 )
+@click.option(
+    "--usage-interval",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="With --controller: seconds between reports of the volumes' usage "
+    "(requests by kind, bytes stored; also sent at a clean stop).",
+)
 @server_options()
 def keepd(
     volumes: list[Path | str],
@@ -101,6 +109,7 @@ def keepd(
     signing_key_file: Path | None,
     signature_ttl: int,
     trash_lifetime: float | None,
+    usage_interval: float,
     tls_cert: Path | None,
     tls_key: Path | None,
     access_log: str,
@@ -141,5 +150,6 @@ def keepd(
         tls=tls,
         body_timeout=body_timeout,
         header_timeout=header_timeout,
+        usage_interval=usage_interval,
     )
     run_keepd(options, _announce)

@@ -6,16 +6,20 @@ installation, their own and those shared with them); the total is of those.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi import Request as _Request
+from pydantic import BaseModel, Field
 
+from warehouse.catalog.volumeusage import record_volume_rows, volume_rows
 from warehouse.jobs.usage import job_usage, run_usage, user_runs
 from warehouse.server.controller.access import readable_jobs, readable_runs
-from warehouse.server.controller.auth import Caller, state_of
+from warehouse.server.controller.auth import Admin, Caller, state_of
 from warehouse.server.controller.paging import MAX_ID
 from warehouse.usage import Selection, total
+from warehouse.usage.volumes import VolumeRow, summarize
 
 __all__ = ["router"]
 
@@ -69,3 +73,46 @@ def get_run_usage(
         if i in used
     ]
     return {"runs": rows, "total": total(used[r["run"]] for r in rows).as_dict()}
+
+
+_COUNT = Field(ge=0, le=2**53)
+
+
+class VolumeRowIn(BaseModel):
+    volume: str = Field(min_length=1, max_length=1024)
+    at: float = Field(ge=0, allow_inf_nan=False)
+    stored_bytes: int | None = Field(default=None, ge=0, le=2**53)
+    gets: int = _COUNT
+    puts: int = _COUNT
+    lists: int = _COUNT
+    deletes: int = _COUNT
+
+
+class VolumeRowsIn(BaseModel):
+    rows: list[VolumeRowIn] = Field(max_length=1000)
+
+
+@router.get("/volumes")
+def get_volume_usage(
+    user: Admin,
+    request: _Request,
+    since: Annotated[float | None, Query(ge=0, allow_inf_nan=False)] = None,
+) -> dict[str, Any]:
+    """Per volume of the installation (admins only: volumes are no user's):
+    requests by kind at ``since`` or later and GB-months stored from then
+    to now (docs/usage.md, "Per volume")."""
+    now = time.time()
+    used = summarize(volume_rows(state_of(request).engine, since), since, now)
+    return {"since": since, "now": now, "volumes": [u.as_dict() for u in used]}
+
+
+@router.post("/volumes")
+def post_volume_usage(body: VolumeRowsIn, user: Admin, request: _Request) -> dict[str, int]:
+    """A keep server's counts of its volumes since it last sent them, and
+    the bytes each held (sent with its admin token)."""
+    rows = [
+        VolumeRow(r.volume, r.at, r.stored_bytes, r.gets, r.puts, r.lists, r.deletes)
+        for r in body.rows
+    ]
+    record_volume_rows(state_of(request).engine, rows)
+    return {"recorded": len(rows)}

@@ -48,6 +48,7 @@ from warehouse.server.keepd.rules import (
     read_refusal,
 )
 from warehouse.server.keepd.storage import VolumeSet
+from warehouse.server.keepd.usagereport import UsageReporter
 from warehouse.server.keepd.work import WorkQueue, clean_volumes, pull_worker, trash_worker
 
 __all__ = ["KeepServer", "create_app"]
@@ -310,12 +311,20 @@ class KeepServer:
             asyncio.create_task(pull_worker(self.pull_queue, self.volumes, client, c.service_token))
             for _ in range(c.pull_workers)
         ]
+        reporter = None
+        if c.controller and c.service_token:
+            reporter = UsageReporter(self.volumes, client, c.controller, c.service_token)
+            reporting = asyncio.create_task(reporter.run(c.usage_interval))
         try:
             yield
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if reporter is not None:  # a last report: what was counted since the one before
+                reporter.stop()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(reporting, 30)
             await client.aclose()
             aclose = getattr(c.tokens, "aclose", None)
             if aclose is not None:

@@ -32,3 +32,7 @@ class KeepConfig:
     # A PUT body that sends nothing for this long is cut off (408).
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     version: str = field(default_factory=lambda: version("warehouse"))
+    # The controller volume usage is sent to (None: standalone, not sent),
+    # and how often (docs/usage.md, "Per volume").
+    controller: str | None = None
+    usage_interval: float = 60.0

@@ -49,6 +49,8 @@ class KeepdOptions:
     tls: Tls | None = None
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    # Seconds between reports of volume usage to the controller.
+    usage_interval: float = 60.0
 
 
 def service_url(host: str, port: int, https: bool = False) -> str:
@@ -96,6 +98,8 @@ def build_config(options: KeepdOptions) -> KeepConfig:
         signature_ttl=ttl,
         service_token=service_token,
         body_timeout=options.body_timeout,
+        controller=options.controller or None,
+        usage_interval=options.usage_interval,
     )
 
 

@@ -11,7 +11,9 @@ import heapq
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.volume import BlockStat
@@ -34,6 +36,9 @@ class VolumeSet:
         # Volume name -> (blocks, bytes) as of its last whole index.
         self._stored: dict[str, tuple[int, int]] = {}
         self._stored_lock = threading.Lock()
+        # Volume name -> bytes held, for volume_usage: the last whole index
+        # (GC's, or a walk at the first report) plus the bytes gained since.
+        self._held: dict[str, int] = {}
 
     def _copies(self, md5: str) -> list[tuple[Volume, BlockStat]]:
         out = []
@@ -132,6 +137,8 @@ class VolumeSet:
             yield st
         with self._stored_lock:
             self._stored[v.name] = (blocks, size)
+            self._held[v.name] = size
+            v.counts.take_bytes()  # gained before the listing ended: in it already
 
     def trash(self, item: TrashItem) -> int:
         """Trash each copy whose mtime is still the one GC saw; return how many."""
@@ -168,6 +175,36 @@ class VolumeSet:
                 )
             )
         return out
+
+    def usage_rows(self) -> list[dict[str, Any]]:
+        """Each volume's requests since the last call, by billed kind, and
+        the bytes it holds (docs/usage.md, "Per volume"): rows for the
+        controller's volume_usage. A volume not yet indexed is walked once."""
+        rows = []
+        for v in self.volumes:
+            with self._stored_lock:
+                known = v.name in self._held
+            if not known:
+                held = sum(st.size for st in v.index())
+                with self._stored_lock:
+                    self._held.setdefault(v.name, held)
+                    v.counts.take_bytes()  # the walk counted what was gained meanwhile
+            taken = v.counts.take()
+            with self._stored_lock:
+                self._held[v.name] = max(0, self._held[v.name] + taken.added_bytes)
+                stored = self._held[v.name]
+            rows.append(
+                {
+                    "volume": v.name,
+                    "at": time.time(),
+                    "stored_bytes": stored,
+                    "gets": taken.gets,
+                    "puts": taken.puts,
+                    "lists": taken.lists,
+                    "deletes": taken.deletes,
+                }
+            )
+        return rows
 
     def clean(self, stale_temporary_age: float) -> None:
         """Empty trash past its lifetime and temporaries a crash left behind."""
