@@ -209,8 +209,8 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         return f"home:{self.home.resolve()}"
 
     def close(self) -> None:
+        self.store.close()  # its writes finished first: their bytes are counted
         self.record_volume_usage()
-        self.store.close()
         if self._lite is not None:
             self._lite.close()
         if self._engine is not None and self._engine.exception() is None:

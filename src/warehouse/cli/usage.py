@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -14,6 +15,7 @@ from warehouse.errors import UsageError
 from warehouse.jobs.jobsview import jobs_view
 from warehouse.usage import JobUsage, Selection, Usage, parse_prices, parse_since, price, total
 from warehouse.usage.model import BLOCK_SOURCES
+from warehouse.usage.volumes import VolumeUsage, price_volumes, summarize
 
 __all__ = ["cost", "usage"]
 
@@ -41,6 +43,12 @@ def _selection_options(command: F) -> F:
                 "it says), seconds since 1970, or a span back (12h, 7d).",
             ),
             click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text."),
+            click.option(
+                "--volumes",
+                is_flag=True,
+                help="Per volume: requests by kind and GB-months stored since --since "
+                "(an admin's, through a controller).",
+            ),
         ]
     ):
         command = option(command)
@@ -53,6 +61,62 @@ def _found(
     when = parse_since(since) if since is not None else None
     selection = Selection(job, workflow, user, when)
     return selection, jobs_view(open_warehouse(ctx)).usage(selection)
+
+
+def _volume_usage(ctx: click.Context, since: str | None) -> tuple[float | None, list[VolumeUsage]]:
+    """The volumes' usage from ``since`` (all recorded if None) to now."""
+    from warehouse.embedded import EmbeddedWarehouse
+    from warehouse.remote.warehouse import RemoteWarehouse
+
+    when = parse_since(since) if since is not None else None
+    wh = open_warehouse(ctx)
+    if isinstance(wh, RemoteWarehouse):
+        found = wh.api.get("/usage/volumes", **({} if when is None else {"since": when}))
+        return when, [VolumeUsage.from_dict(r) for r in found["volumes"]]
+    if not isinstance(wh, EmbeddedWarehouse):
+        raise UsageError("volume usage needs an embedded warehouse or a controller")
+    from warehouse.catalog.volumeusage import volume_rows
+
+    # This process's own reads so far are counted too.
+    wh.record_volume_usage()
+    return when, summarize(volume_rows(wh.engine, when), when, time.time())
+
+
+def _only_since(job: int | None, workflow: int | None, user: str | None) -> None:
+    if job is not None or workflow is not None or user is not None:
+        raise UsageError("--volumes takes --since only: volumes are no job's or user's")
+
+
+def _volume_total(found: list[VolumeUsage]) -> VolumeUsage:
+    stored = [u.stored_bytes for u in found if u.stored_bytes is not None]
+    return VolumeUsage(
+        "total",
+        sum(u.gets for u in found),
+        sum(u.puts for u in found),
+        sum(u.lists for u in found),
+        sum(u.deletes for u in found),
+        sum(u.byte_seconds for u in found),
+        sum(stored) if stored else None,
+    )
+
+
+def _show_volumes(since: float | None, found: list[VolumeUsage], as_json: bool) -> None:
+    summed = _volume_total(found)
+    if as_json:
+        emit_json(
+            {
+                "since": since,
+                "volumes": [u.as_dict() for u in found],
+                "total": summed.as_dict(),
+            }
+        )
+        return
+    header = ("volume", "gets", "puts", "lists", "deletes", "stored_bytes", "gb_months")
+    rows: list[tuple[object, ...]] = [
+        (u.volume, u.gets, u.puts, u.lists, u.deletes, u.stored_bytes, f"{u.gb_months:.6g}")
+        for u in [*found, summed]
+    ]
+    emit_rows(header, rows, sizes=("stored_bytes",))
 
 
 def _text(u: Usage) -> tuple[object, ...]:
@@ -79,9 +143,15 @@ def usage(
     user: str | None,
     since: str | None,
     as_json: bool,
+    volumes: bool,
 ) -> None:
     """What the steps of jobs used: CPU and wall seconds, peak memory, bytes,
-    blocks read by where they came from."""
+    blocks read by where they came from. With --volumes: what each volume
+    was asked (GET, PUT, LIST, DELETE) and stored (GB-months)."""
+    if volumes:
+        _only_since(job, workflow, user)
+        _show_volumes(*_volume_usage(ctx, since), as_json)
+        return
     selection, found = _found(ctx, job, workflow, user, since)
     summed = total(r.usage for r in found)
     if as_json:
@@ -134,8 +204,12 @@ def cost(
     user: str | None,
     since: str | None,
     as_json: bool,
+    volumes: bool,
 ) -> None:
-    """What the steps of jobs cost by a price table (node time, storage)."""
+    """What the steps of jobs cost by a price table (node time, storage).
+    With --volumes, also the volumes' storage and requests since --since."""
+    if volumes and months:
+        raise UsageError("--volumes prices what the volumes stored: give no --months")
     try:
         with open(prices_file, "rb") as f:
             data = f.read(_MAX_TABLE + 1)
@@ -151,8 +225,20 @@ def cost(
     selection, found = _found(ctx, job, workflow, user, since)
     summed = total(r.usage for r in found)
     priced = price(summed, table, node, months=months)
+    extra: dict[str, Any] = {}
+    if volumes:
+        _, used = _volume_usage(ctx, since)
+        priced.lines.extend(price_volumes(used, table))
+        extra["volumes"] = [u.as_dict() for u in used]
     if as_json:
-        emit_json({"selection": selection.as_dict(), "usage": summed.as_dict(), **priced.as_dict()})
+        emit_json(
+            {
+                "selection": selection.as_dict(),
+                "usage": summed.as_dict(),
+                **extra,
+                **priced.as_dict(),
+            }
+        )
         return
     click.echo(f"{priced.table}: {priced.billing} billing, node {priced.node}")
     emit_rows(
