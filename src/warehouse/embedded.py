@@ -224,7 +224,7 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         taken = self.volume.counts.take()
         if not taken:
             return
-        from warehouse.catalog.volumeusage import record_taken, record_taken_file
+        from warehouse.catalog.volumelite import record_taken_file
 
         volume = self.volume
         held = getattr(volume, "stored_bytes", None)
@@ -237,6 +237,8 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
             # Through sqlite3 unless SQLAlchemy is open here already.
             lite = self._opened is None and path.is_file()
             if not (lite and record_taken_file(path, volume.name, taken, walk)):
+                from warehouse.catalog.volumeusage import record_taken
+
                 record_taken(self.engine, volume.name, taken, walk)
         except Exception as e:  # also a database's own errors (SQLAlchemy not imported here)
             volume.counts.give_back(taken)
