@@ -41,6 +41,12 @@ def record_taken_file(
             return False
         if version is None or version[0] != HEAD_REVISION:
             return False
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+            # A usage row need not be on disk before the command ends (the
+            # catalog's own writes are, with FULL): no fsync at its commit, a
+            # few ms of every read's close. WAL stays whole in a crash; the
+            # row may be lost with the last moments before one.
+            conn.execute("PRAGMA synchronous=NORMAL")
         known = conn.execute(_LATEST, (volume,)).fetchone() is not None
         walked = None if known else held()
         conn.execute("BEGIN IMMEDIATE")
