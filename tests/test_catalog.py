@@ -28,6 +28,7 @@ from alembic.script import ScriptDirectory
 from postgres import fresh_schema, wait_until_blocked
 from warehouse import catalog
 from warehouse.catalog import schema
+from warehouse.catalog.cluster import service_id
 from warehouse.catalog.db import HEAD_REVISION, current_revision, write
 from warehouse.errors import ConflictError, ForbiddenError, NotFoundError, UsageError
 
@@ -414,7 +415,7 @@ def test_a_collection_recorded_twice_at_once_is_recorded_once(engine: sa.Engine)
 
 def test_a_keep_service_registered_twice_at_once_is_one_service(engine: sa.Engine) -> None:
     url = "http://127.0.0.1:9001"
-    sid = catalog.cluster.service_id(url)
+    sid = service_id(url)
 
     def add(conn: sa.Connection) -> None:
         conn.execute(
