@@ -2,9 +2,10 @@
 
 Blocks are up to 64 MiB. Measured on loopback, httpx spends 0.25–0.5 s
 sending one such body (it goes through h11 in Python-sized pieces) where
-http.client's sendall takes 0.02 s, and reading is alike; the JSON API keeps
-using httpx, block transfers use this. ``https://`` servers are reached over
-TLS with their certificate and host name verified (``remote.tls``).
+http.client's sendall takes 0.02 s, and reading is alike. The connections
+are kept by ``remote.httpconn`` (shared with the JSON API's client):
+``https://`` servers are reached over TLS with their certificate and host
+name verified (``remote.tls``).
 
 Every request has two limits (docs/storage.md, "Keep server timeouts"): the
 server may send (or take) nothing for ``timeout`` seconds, and the whole
@@ -21,14 +22,12 @@ import http.client
 import itertools
 import os
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from warehouse.remote.tls import client_context
+from warehouse.remote.httpconn import IDLE_SECONDS, Connections, where_of
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -45,10 +44,6 @@ __all__ = [
     "request_budget",
 ]
 
-# How long a client keeps an idle connection: well below the servers'
-# keep-alive (server.serving.KEEPALIVE_SECONDS), so we never reuse one the
-# server is closing at that moment.
-IDLE_SECONDS = 10.0
 # The most of a reply's body read when the caller says nothing: replies other
 # than a block's bytes (a locator, an error) are short.
 REPLY_LIMIT = 1 << 16
@@ -81,9 +76,6 @@ def keep_timeout() -> float:
 def request_budget(timeout: float, nbytes: int) -> float:
     """Seconds a whole request moving ``nbytes`` may take."""
     return timeout + nbytes / MIN_RATE
-
-
-_Where = tuple[str, str, int]  # scheme, host, port
 
 
 class TransportError(Exception):
@@ -205,11 +197,7 @@ class BlockHttp:
     def __init__(self, token: str, timeout: float) -> None:
         self.headers = {"Authorization": f"Bearer {token}"}
         self.timeout = timeout
-        # Idle connections per server, each with when it became idle.
-        self._idle: dict[_Where, list[tuple[float, http.client.HTTPConnection]]] = {}
-        self._tls: ssl.SSLContext | None = None  # made at the first https request
-        self._lock = threading.Lock()
-        self._closed = False
+        self._conns = Connections()
         self._watchdog = _Watchdog()
 
     def request(
@@ -227,10 +215,7 @@ class BlockHttp:
         Raises DeadlineError when the whole request is not over within
         ``request_budget`` of what it moves, TransportError on other failures.
         """
-        parts = urlsplit(url)
-        https = parts.scheme == "https"
-        where = (parts.scheme, parts.hostname or "", parts.port or (443 if https else 80))
-        path = parts.path or "/"
+        where, path = where_of(url)
         headers = dict(self.headers)
         size = 0 if body is None else len(body)
         if body is not None:
@@ -241,7 +226,7 @@ class BlockHttp:
         # A kept-alive connection the server closed meanwhile fails at once:
         # one fresh retry tells that apart from a server that is down.
         for fresh in (False, True):
-            conn = self._take(where, fresh)
+            conn = self._conns.take(where, self.timeout, fresh)
             timed = self._watchdog.arm(conn, deadline)
             try:
                 conn.request(method, path, headers=headers)
@@ -270,51 +255,13 @@ class BlockHttp:
             elif resp.will_close:
                 conn.close()
             else:
-                self._give(where, conn)
+                self._conns.give(where, conn)
             return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
         raise AssertionError("unreachable")
 
-    def _take(self, where: _Where, fresh: bool) -> http.client.HTTPConnection:
-        stale: list[http.client.HTTPConnection] = []
-        found = None
-        if not fresh:
-            with self._lock:
-                idle = self._idle.get(where, [])
-                now = time.monotonic()
-                while idle and found is None:
-                    since, conn = idle.pop()
-                    if now - since < IDLE_SECONDS:
-                        found = conn
-                    else:
-                        stale.append(conn)
-        for conn in stale:
-            conn.close()
-        if found is not None:
-            return found
-        scheme, host, port = where
-        if scheme == "https":
-            with self._lock:
-                if self._tls is None:
-                    self._tls = client_context()
-                tls = self._tls
-            return http.client.HTTPSConnection(host, port, timeout=self.timeout, context=tls)
-        return http.client.HTTPConnection(host, port, timeout=self.timeout)
-
-    def _give(self, where: _Where, conn: http.client.HTTPConnection) -> None:
-        with self._lock:
-            if self._closed:
-                conn.close()
-            else:
-                self._idle.setdefault(where, []).append((time.monotonic(), conn))
-
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, {}
+        self._conns.close()
         self._watchdog.close()
-        for conns in idle.values():
-            for _, conn in conns:
-                conn.close()
 
 
 def _late(method: str, url: str, budget: float) -> str:
