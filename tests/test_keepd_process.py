@@ -30,7 +30,7 @@ from warehouse.blocks.locator import Locator
 from warehouse.blocks.signing import Check, check_signature
 from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import UsageError
-from warehouse.remote import blockhttp
+from warehouse.remote import blockhttp, httpconn
 from warehouse.server.keepd import ControllerTokenChecker, KeepConfig, create_app
 from warehouse.server.lifeline import ID_FILE, server_id
 from warehouse.server.serving import KEEPALIVE_SECONDS, ServerThread
@@ -279,14 +279,14 @@ def test_idle_connections_are_dropped_before_the_server_drops_them(
     # Otherwise a request sent as the server closes an idle connection meets a reset.
     assert blockhttp.IDLE_SECONDS < KEEPALIVE_SECONDS
     clock = [1000.0]
-    monkeypatch.setattr(blockhttp.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(httpconn.time, "monotonic", lambda: clock[0])
     with keepd(tmp_path, tmp_path / "vol") as k:
         client = blockhttp.BlockHttp("u", timeout=10)
         sockets = []
         for advance in (0.0, 1.0, blockhttp.IDLE_SECONDS + 1):
             clock[0] += advance
             assert client.request("GET", f"{k.url}/metrics").status == 200
-            [[(_, conn)]] = client._idle.values()
+            [[(_, conn)]] = client._conns._idle.values()
             sockets.append(conn.sock)
         client.close()
     assert sockets[0] is sockets[1], "a connection idle for 1 s is reused"
