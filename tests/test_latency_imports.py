@@ -3,8 +3,9 @@
 the mechanism that keeps the heavy ones out, which a busy machine cannot
 blur: `wh name ls` and `wh ls NAME` load no SQLAlchemy (embedded: the
 catalog's reads go through sqlite3; through a controller: no catalog at
-all), and no trio or httpx's command line tool through a controller. The
-sqlite3 reads are compared with the engine's on one catalog."""
+all), and no trio nor httpx through a controller (the JSON API's client
+speaks http.client). The sqlite3 reads are compared with the engine's on one
+catalog."""
 
 from __future__ import annotations
 
@@ -29,7 +30,17 @@ pool = pool_fixture("module")
 ctl = ctl_fixture()
 
 # Loaded by a command that needs them; never by one that lists names or files.
-HEAVY = ("sqlalchemy", "alembic", "trio", "httpx._main", "pygments", "fastapi", "duckdb")
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "trio",
+    "httpx",
+    "httpcore",
+    "h11",
+    "pygments",
+    "fastapi",
+    "duckdb",
+)
 
 _PROBE = """
 import sys
@@ -76,7 +87,7 @@ def test_embedded_reads_load_no_sqlalchemy(tmp_path: Path) -> None:
     assert out == "f.txt"
 
 
-def test_reads_through_a_controller_load_no_catalog_nor_trio(
+def test_reads_through_a_controller_load_no_catalog_nor_httpx(
     tmp_path: Path, ctl: Controller
 ) -> None:
     token = ctl.user("alice")

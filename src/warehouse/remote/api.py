@@ -1,13 +1,22 @@
-"""A small client for the controller's JSON API; HTTP errors become library errors."""
+"""A small client for the controller's JSON API; HTTP errors become library errors.
+
+It speaks HTTP with the standard library's http.client, on the kept-alive
+connections of ``remote.httpconn`` that block transfers use too, not with
+httpx: importing httpx, httpcore and h11 was about 45 ms of CPU of every
+``wh ls NAME`` or ``wh name ls`` through a controller (0.20 s in all;
+docs/latency.md).
+"""
 
 from __future__ import annotations
 
+import http.client
+import json as jsonlib
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from email.utils import parsedate_to_datetime
-from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from warehouse.errors import (
     ConflictError,
@@ -17,9 +26,8 @@ from warehouse.errors import (
     UsageError,
     WarehouseError,
 )
-from warehouse.remote.blockhttp import IDLE_SECONDS
-from warehouse.remote.httpxload import httpx
-from warehouse.remote.tls import tls_failure, verify_for
+from warehouse.remote.httpconn import Connections, Where, where_of
+from warehouse.remote.tls import tls_failure
 
 __all__ = [
     "BUSY_TRIES",
@@ -84,7 +92,14 @@ _ERRORS: dict[int, type[WarehouseError]] = {
 }
 
 
-def retry_after(resp: httpx.Response) -> float | None:
+class _Answered(Protocol):
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def retry_after(resp: _Answered) -> float | None:
     """The seconds a 503 or 429 asks the client to wait before it asks
     again (its Retry-After, seconds or a date), at most BUSY_WAIT_CAP;
     None when it does not say (the refusal is final)."""
@@ -102,8 +117,6 @@ def retry_after(resp: httpx.Response) -> float | None:
     return min(max(when.timestamp() - time.time(), 0.0), BUSY_WAIT_CAP)
 
 
-_BROKEN = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
-
 # Bytes of a reply read at most (docs/server.md, "Reply bounds"): a reply
 # that goes on past them is refused, so a controller (or another cluster)
 # sending without end cannot fill the client's memory. A JSON reply is one
@@ -113,28 +126,122 @@ REPLY_LIMIT = 256 << 20
 ERROR_LIMIT = 64 << 10
 
 
+# A query's values as httpx encoded them: a list repeats its key, booleans
+# are JSON's true and false, None is empty.
+Params = Mapping[str, Any] | Sequence[tuple[str, Any]]
+
+# Seconds to connect (and for TLS, to shake hands); then ``timeout`` applies.
+CONNECT_TIMEOUT = 10.0
+_PIECE = 1 << 16  # bytes read from a reply at a time
+# What a path may hold unescaped (an escape already made stays as it is).
+_PATH_SAFE = "/:@!$&'()*+,;=%~"
+
+
+def _value(v: object) -> str:
+    return "true" if v is True else "false" if v is False else "" if v is None else str(v)
+
+
+def query_string(params: Params) -> str:
+    """``params`` in a URL's query, each key's values together."""
+    items = params.items() if isinstance(params, Mapping) else params
+    grouped: dict[str, list[str]] = {}
+    for key, v in items:
+        values = v if isinstance(v, list | tuple) else [v]
+        grouped.setdefault(str(key), []).extend(_value(x) for x in values)
+    return urlencode([(k, x) for k, xs in grouped.items() for x in xs])
+
+
+def _next_link(value: str) -> str | None:
+    """The URL of a Link header's ``rel="next"``, if it names one."""
+    for link in value.split(","):
+        url, _, params = link.partition(";")
+        for param in params.split(";"):
+            key, _, v = param.partition("=")
+            if key.strip().lower() == "rel" and "next" in v.strip(" '\"").split():
+                return url.strip(" <>'\"")
+    return None
+
+
+class _BodyFailed(Exception):
+    """Reading the caller's body failed (its cause), not the connection."""
+
+
+def _pieces(body: Iterable[bytes]) -> Iterator[bytes]:
+    try:
+        yield from body
+    except Exception as e:
+        raise _BodyFailed() from e
+
+
+class _Reply:
+    """A reply: its status, headers (names in lower case) and body, read
+    whole into ``content`` or still on its connection (``pieces``)."""
+
+    def __init__(
+        self, conns: Connections, where: Where, conn: http.client.HTTPConnection
+    ) -> None:
+        resp = conn.getresponse()
+        self.status_code = resp.status
+        headers: dict[str, str] = {}
+        for k, v in resp.getheaders():
+            k = k.lower()
+            headers[k] = f"{headers[k]}, {v}" if k in headers else v
+        self.headers = headers
+        self.content = b""
+        self._conns, self._where, self._conn, self._resp = conns, where, conn, resp
+        self._open = True
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return jsonlib.loads(self.content)
+
+    def pieces(self) -> Iterator[bytes]:
+        while piece := self._resp.read(_PIECE):
+            yield piece
+        # http.client ends a body the server cut short of its Content-Length
+        # as if it were whole: it is not.
+        if self._resp.length:
+            raise http.client.IncompleteRead(b"", self._resp.length)
+
+    def close(self) -> None:
+        """Done with the body: the connection is kept for the next request
+        when the body was read to its end, else closed."""
+        if not self._open:
+            return
+        self._open = False
+        if self._resp.isclosed() and not self._resp.will_close:
+            self._conns.give(self._where, self._conn)
+        else:
+            self._conn.close()
+
+
 class ApiClient:
+    """Thread-safe: each request takes an idle connection, or opens one."""
+
     def __init__(self, url: str, token: str, *, timeout: float = 300.0) -> None:
         self.url = url.rstrip("/")
         token = check_token(token)
         # A refused connection is waited out once: the controller may be starting.
         self._may_wait = True
-        self.http = httpx.Client(
-            base_url=self.url + "/api/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            limits=httpx.Limits(keepalive_expiry=IDLE_SECONDS),
-            verify=verify_for(self.url),
-        )
+        self.timeout = timeout
+        try:
+            self._where, self._base = where_of(self.url + "/api/v1")
+        except ValueError as e:  # a port that is no number, an unclosed [
+            raise UsageError(f"the controller's URL {self.url!r} is not one: {e}") from None
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "*/*"}
+        self._conns = Connections()
 
     def close(self) -> None:
-        self.http.close()
+        self._conns.close()
 
     def call(self, method: str, path: str, *, limit: int = REPLY_LIMIT, **kw: Any) -> Any:
         """The JSON of the reply, which may be ``limit`` bytes at most."""
         return self._json(method, path, self._send(method, path, limit=limit, **kw))
 
-    def _json(self, method: str, path: str, resp: httpx.Response) -> Any:
+    def _json(self, method: str, path: str, resp: _Reply) -> Any:
         if resp.status_code == 204:
             return None
         try:
@@ -154,7 +261,7 @@ class ApiClient:
             )
         return out
 
-    def _garbage(self, method: str, path: str, resp: httpx.Response, what: str) -> WarehouseError:
+    def _garbage(self, method: str, path: str, resp: _Reply, what: str) -> WarehouseError:
         start = resp.text[:80]
         return WarehouseError(
             f"the controller at {self.url} answered {method} {path} with {what}: {start!r}"
@@ -176,19 +283,22 @@ class ApiClient:
             if resp.status_code == 204:
                 return False
             got = 0
-            try:
-                for piece in resp.iter_bytes():
-                    got += len(piece)
-                    if limit is not None and got > limit:
-                        raise WarehouseError(
-                            f"the controller at {self.url} answered GET {path} "
-                            f"with more than the {limit} bytes it can be"
-                        )
-                    write(piece)
-            except httpx.TransportError as e:
-                # Part of the body is written: it is not tried again.
-                raise self._unreachable(e) from None
-            return True
+            pieces = resp.pieces()
+            while True:
+                try:
+                    piece = next(pieces, None)
+                except (OSError, http.client.HTTPException) as e:
+                    # Part of the body is written: it is not tried again.
+                    raise self._unreachable(e) from None
+                if piece is None:
+                    return True
+                got += len(piece)
+                if limit is not None and got > limit:
+                    raise WarehouseError(
+                        f"the controller at {self.url} answered GET {path} "
+                        f"with more than the {limit} bytes it can be"
+                    )
+                write(piece)
         finally:
             resp.close()
 
@@ -196,10 +306,10 @@ class ApiClient:
         return WarehouseError(f"cannot reach the controller at {self.url}: {e}")
 
     def _bounded(
-        self, method: str, path: str, resp: httpx.Response, limit: int, *, cut: bool = False
-    ) -> httpx.Response:
-        """``resp`` (streamed) read whole, ``limit`` bytes at most: more is
-        an error, or with ``cut`` left unread (an error's message)."""
+        self, method: str, path: str, resp: _Reply, limit: int, *, cut: bool = False
+    ) -> None:
+        """``resp``'s body read whole into its ``content``, ``limit`` bytes at
+        most: more is an error, or with ``cut`` left unread (an error's message)."""
         refused = WarehouseError(
             f"the controller at {self.url} answered {method} {path} with more than "
             f'{limit} bytes: refused (docs/server.md, "Reply bounds")'
@@ -213,7 +323,7 @@ class ApiClient:
         try:
             if length > limit and not cut:
                 raise refused
-            for piece in resp.iter_bytes():
+            for piece in resp.pieces():
                 got += len(piece)
                 if got > limit:
                     if not cut:
@@ -223,12 +333,13 @@ class ApiClient:
                 pieces.append(piece)
         finally:
             resp.close()
-        # As read (decoded): its length is what it holds now.
-        gone = ("content-encoding", "content-length", "transfer-encoding")
-        headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in gone]
-        return httpx.Response(
-            resp.status_code, headers=headers, content=b"".join(pieces), request=resp.request
-        )
+        resp.content = b"".join(pieces)
+
+    def _target(self, path: str, params: Params | None) -> str:
+        target = self._base + quote(path, safe=_PATH_SAFE)
+        if params:
+            target += ("&" if "?" in target else "?") + query_string(params)
+        return target
 
     def _send(
         self,
@@ -237,28 +348,67 @@ class ApiClient:
         *,
         stream: bool = False,
         limit: int = REPLY_LIMIT,
-        **kw: Any,
-    ) -> httpx.Response:
+        params: Params | None = None,
+        json: Any = None,
+        content: bytes | Iterable[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> _Reply:
+        if self._where[0] not in ("http", "https") or not self._where[1]:
+            raise WarehouseError(
+                f"cannot reach the controller at {self.url}: not an http:// or https:// URL"
+            )
+        target = self._target(path, params)
+        sent = dict(self._headers)
+        if json is not None:
+            content = jsonlib.dumps(
+                json, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            ).encode("utf-8")
+            sent["Content-Type"] = "application/json"
+        sent.update(headers or {})
+        wait_read = self.timeout if timeout is None else timeout
         # A GET changes nothing, so a connection that broke under it (a kept-
-        # alive one the server closed) earns it one more try; not a timeout, and
-        # not other methods, which may have taken effect. A refused connection
-        # waits (bounded) for a controller that is starting.
+        # alive one the server closed) earns it one more try, on a new one; not
+        # a timeout, and not other methods, which may have taken effect. A
+        # refused connection waits (bounded) for a controller that is starting.
         tries = 2 if method == "GET" else 1
         attempt = 0
         busy = 0  # answers "busy, ask again later" so far
         waited = 0.0
+        fresh = False
         while True:
+            conn = self._conns.take(self._where, CONNECT_TIMEOUT, fresh)
             try:
-                # Always streamed, then read here with a bound (REPLY_LIMIT).
-                resp = self.http.send(self.http.build_request(method, path, **kw), stream=True)
+                if conn.sock is None:
+                    conn.connect()
+                conn.sock.settimeout(wait_read)
+            except OSError as e:
+                conn.close()
+                # Nothing was sent, so any method may be tried again; not
+                # past a timeout, nor a certificate refused.
+                if (
+                    isinstance(e, TimeoutError)
+                    or not self._may_wait
+                    or tls_failure(e) is not None
+                ):
+                    raise self._unreachable(e) from None
+                self._may_wait = False
+                self.wait_until_ready()
+                continue
+            try:
+                # A streamed body is read from its start at each try.
+                body = content if isinstance(content, bytes | None) else _pieces(content)
+                conn.request(method, target, body=body, headers=sent)
+                resp = _Reply(self._conns, self._where, conn)
+                # Always read here with a bound (REPLY_LIMIT), unless streamed.
                 # A busy controller did nothing of the request: it is sent
                 # again (a streamed body is re-read from its start).
                 wait = retry_after(resp)
                 if wait is None or busy >= BUSY_TRIES or waited + wait > BUSY_WAIT:
                     if resp.status_code >= 400:
-                        resp = self._bounded(method, path, resp, ERROR_LIMIT, cut=True)
+                        self._bounded(method, path, resp, ERROR_LIMIT, cut=True)
                     elif not stream:
-                        resp = self._bounded(method, path, resp, limit)
+                        self._bounded(method, path, resp, limit)
                     break
                 resp.close()
                 busy += 1
@@ -271,23 +421,18 @@ class ApiClient:
                 )
                 time.sleep(wait)
                 continue
-            except httpx.ConnectError as e:
-                # Nothing was sent, so any method may be tried again.
-                if not self._may_wait or tls_failure(e) is not None:
-                    raise WarehouseError(
-                        f"cannot reach the controller at {self.url}: {e}"
-                    ) from None
-                self._may_wait = False
-                self.wait_until_ready()
-                continue
-            except _BROKEN as e:
+            except _BodyFailed as e:
+                conn.close()
+                raise e.__cause__ or e from None
+            except TimeoutError as e:
+                conn.close()
+                raise self._unreachable(e) from None
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
                 attempt += 1
                 if attempt == tries:
-                    raise WarehouseError(
-                        f"cannot reach the controller at {self.url}: {e}"
-                    ) from None
-            except httpx.TransportError as e:
-                raise WarehouseError(f"cannot reach the controller at {self.url}: {e}") from None
+                    raise self._unreachable(e) from None
+                fresh = True
         if resp.status_code >= 400:
             try:
                 body = resp.json()
@@ -326,9 +471,9 @@ class ApiClient:
         if "limit" in params or not isinstance(out, list):
             return out
         seen: set[str] = set()
-        while (following := resp.links.get("next")) is not None:
+        while (following := _next_link(resp.headers.get("link", ""))) is not None:
             # Only the link's query is taken: the path, host and token stay ours.
-            query = urlsplit(following.get("url", "")).query
+            query = urlsplit(following).query
             if query in seen:
                 raise WarehouseError(
                     f"the controller at {self.url} answered GET {path} with a "
@@ -349,8 +494,7 @@ class ApiClient:
         # The controller answers once it has checked and recorded the whole
         # body: its wait grows with the body (a second a megabyte: ten
         # million files' manifest and listing are about 750 MB).
-        wait = self.http.timeout.read or 0.0
-        timeout = httpx.Timeout(wait + length / 1e6, connect=10.0)
+        timeout = self.timeout + length / 1e6
         return self.call(
             "POST", path, content=body, headers=headers, params=params, timeout=timeout
         )

@@ -1,7 +1,7 @@
 """How clients check servers' certificates: the system's CAs, or ``WH_CA_BUNDLE``.
 
-Every client of ours (the JSON API over httpx, block transfers over
-http.client, keep servers asking the controller) verifies the certificate
+Every client of ours (the JSON API and block transfers over http.client,
+keep servers asking the controller over httpx) verifies the certificate
 of an ``https://`` server and its host name. ``WH_CA_BUNDLE`` names a PEM
 file of CA certificates to trust instead of the system's, e.g. an
 installation's own CA or a self-signed server certificate.

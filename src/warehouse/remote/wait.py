@@ -8,15 +8,15 @@ registered. Clients wait for ``/api/v1/health`` to say "ok", at most
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import sys
 import time
 
-import httpx
-
 from warehouse.errors import UsageError, WarehouseError
-from warehouse.remote.tls import tls_failure, verify_for
+from warehouse.remote.httpconn import open_connection, where_of
+from warehouse.remote.tls import tls_failure
 
 __all__ = ["DEFAULT_WAIT", "controller_status", "wait_seconds", "wait_until_ready"]
 
@@ -42,16 +42,23 @@ HEALTH_LIMIT = 64 << 10
 
 
 def controller_status(url: str, timeout: float = 5.0) -> str:
-    """What ``/api/v1/health`` says ("ok" or "starting"); raises httpx errors."""
-    with httpx.stream(
-        "GET", url.rstrip("/") + "/api/v1/health", timeout=timeout, verify=verify_for(url)
-    ) as resp:
-        resp.raise_for_status()
-        body = b""
-        for piece in resp.iter_bytes():
-            body += piece
-            if len(body) > HEALTH_LIMIT:  # a health answer is a few bytes
-                raise ValueError(f"a health answer over {HEALTH_LIMIT} bytes")
+    """What ``/api/v1/health`` says ("ok" or "starting"); raises OSError or
+    http.client's errors when it cannot ask, ValueError for another answer."""
+    where, path = where_of(url.rstrip("/") + "/api/v1/health")
+    if where[0] not in ("http", "https") or not where[1]:
+        raise ValueError("not an http:// or https:// URL")
+    conn = open_connection(where, timeout)
+    try:
+        conn.request("GET", path, headers={"Accept": "*/*"})
+        resp = conn.getresponse()
+        if not 200 <= resp.status < 300:
+            raise ValueError(f"it answered {resp.status} {resp.reason}")
+        # A health answer is a few bytes: one byte past the bound is enough to refuse.
+        body = resp.read(HEALTH_LIMIT + 1)
+        if len(body) > HEALTH_LIMIT:
+            raise ValueError(f"a health answer over {HEALTH_LIMIT} bytes")
+    finally:
+        conn.close()
     status = json.loads(body).get("status")
     return str(status)
 
@@ -65,7 +72,7 @@ def wait_until_ready(url: str, seconds: float | None = None) -> None:
         try:
             status = controller_status(url)
             problem = "it is still starting its keep servers"
-        except (httpx.HTTPError, ValueError, AttributeError) as e:
+        except (OSError, http.client.HTTPException, ValueError, AttributeError) as e:
             status, problem = "", str(e) or type(e).__name__
             if tls_failure(e) is not None:
                 # Something answered and its certificate was refused: that does not pass.
