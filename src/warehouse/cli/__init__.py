@@ -69,7 +69,8 @@ _COMMANDS = {
     ),
     "usage": (
         "warehouse.cli.usage:usage",
-        "What the steps of jobs used: CPU and wall seconds, peak memory, bytes.",
+        "What the steps of jobs used: CPU and wall seconds, peak memory, bytes, "
+        "blocks read by where they came from.",
     ),
     "cost": (
         "warehouse.cli.usage:cost",
