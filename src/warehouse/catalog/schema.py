@@ -317,6 +317,10 @@ workflow_runs = sa.Table(
     # Who drives the run ("host:pid" or "controller:..."), and its last sign of life.
     sa.Column("driver", sa.String(255), nullable=True),
     sa.Column("heartbeat_at", sa.Float, nullable=True),
+    # Raised by every write a reader of the run would see (not a heartbeat);
+    # a node carries the run's version of its last change (migration 0020):
+    # a waiting client asks only for what changed since the version it has.
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),
 )
 
 workflow_nodes = sa.Table(
@@ -336,6 +340,7 @@ workflow_nodes = sa.Table(
     sa.Column("finished_at", sa.Float, nullable=True),
     sa.Column("depends_on", sa.Text, nullable=False),  # JSON list of node names
     sa.Column("error", sa.Text, nullable=True),
+    sa.Column("version", sa.Integer, nullable=False, server_default="0"),  # see workflow_runs
 )
 
 # A combined collection (DESIGN §5.5) and its parts, in order: part ``part_pdh``

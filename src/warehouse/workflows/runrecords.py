@@ -51,6 +51,7 @@ class RunRecord:
     run_key: str
     driver: str | None
     heartbeat_at: float | None
+    version: int = 0  # raised by each change a reader sees (migration 0020)
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -79,6 +80,7 @@ class NodeRecord:
     finished_at: float | None
     depends_on: str  # JSON list of node names
     error: str | None
+    version: int = 0  # the run's version when this node last changed
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

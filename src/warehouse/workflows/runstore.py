@@ -18,6 +18,7 @@ from warehouse.catalog.db import connect, duplicate_key, insert_ignoring_duplica
 from warehouse.catalog.schema import collection_parts, workflow_nodes, workflow_runs
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.workflows.runrecords import (
+    CWL_DRIVER,
     RUN_FINISHED,
     CollectionPart,
     NodeRecord,
@@ -42,10 +43,13 @@ __all__ = [
     "parts_of",
     "record_parts",
     "request_cancel",
+    "run_changes",
     "run_view",
     "runs_of_job",
+    "stamp",
     "update_nodes",
     "update_run",
+    "versionless",
     "write_nodes",
     "write_parts",
 ]
@@ -76,9 +80,13 @@ def add_nodes(
 ) -> None:
     """Nodes added to a run as it goes (a CWL run learns its invocations only then)."""
     with write(engine) as conn:
+        version = stamp(conn, run_id)
         conn.execute(
             workflow_nodes.insert(),
-            [node_row(run_id, first_position + i, n) for i, n in enumerate(nodes)],
+            [
+                {**node_row(run_id, first_position + i, n), "version": version}
+                for i, n in enumerate(nodes)
+            ],
         )
 
 
@@ -159,7 +167,23 @@ def get_run_with_nodes(engine: sa.Engine, run_id: int) -> RunWithNodes:
 
 def update_run(engine: sa.Engine, run_id: int, values: Mapping[str, Any]) -> None:
     with write(engine) as conn:
-        conn.execute(workflow_runs.update().where(workflow_runs.c.id == run_id).values(**values))
+        conn.execute(
+            workflow_runs.update()
+            .where(workflow_runs.c.id == run_id)
+            .values(**values, version=workflow_runs.c.version + 1)
+        )
+
+
+def stamp(conn: sa.Connection, run_id: int) -> int:
+    """Raise the run's version in the caller's transaction; the new one, which
+    the nodes changed with it carry (``run_changes`` answers by it)."""
+    conn.execute(
+        workflow_runs.update()
+        .where(workflow_runs.c.id == run_id)
+        .values(version=workflow_runs.c.version + 1)
+    )
+    query = sa.select(workflow_runs.c.version).where(workflow_runs.c.id == run_id)
+    return int(conn.execute(query).scalar() or 0)
 
 
 def update_nodes(
@@ -182,13 +206,17 @@ def write_nodes(
     run_values: Mapping[str, Any] | None = None,
 ) -> None:
     """``update_nodes`` inside the caller's transaction."""
+    changed = {name: values for name, values in nodes.items() if values}
+    # A heartbeat alone is no change a reader of the run sees: no new version.
+    if changed or set(run_values or ()) - {"heartbeat_at"}:
+        version = stamp(conn, run_id)
+        changed = {name: {**values, "version": version} for name, values in changed.items()}
     # Nodes changing the same columns go in one executemany (a turn of a big
     # DAG changes dozens of nodes alike).
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    for name, values in nodes.items():
-        if values:
-            cols = tuple(sorted(values))
-            groups.setdefault(cols, []).append({"b_node": name, **values})
+    for name, values in changed.items():
+        cols = tuple(sorted(values))
+        groups.setdefault(cols, []).append({"b_node": name, **values})
     for cols, rows in groups.items():
         update = (
             workflow_nodes.update()
@@ -269,7 +297,9 @@ def request_cancel(engine: sa.Engine, run_id: int) -> RunRecord:
         if state in RUN_FINISHED:
             raise UsageError(f"workflow run {run_id} is already {state}")
         conn.execute(
-            workflow_runs.update().where(workflow_runs.c.id == run_id).values(control="cancel")
+            workflow_runs.update()
+            .where(workflow_runs.c.id == run_id)
+            .values(control="cancel", version=workflow_runs.c.version + 1)
         )
     return get_run(engine, run_id)
 
@@ -361,10 +391,48 @@ def job_states(engine: sa.Engine, job_ids: Sequence[int]) -> dict[int, dict[str,
 
 def run_view(engine: sa.Engine, run_id: int) -> dict[str, Any]:
     """A run with its nodes as plain values, each node with its job's ``steps_done``."""
-    got = get_run_with_nodes(engine, run_id)
-    ids = [n.job_id for n in got.nodes if n.job_id is not None]
-    states = job_states(engine, ids)
-    view = got.as_dict()
+    return _with_steps(engine, get_run_with_nodes(engine, run_id).as_dict())
+
+
+def run_changes(engine: sa.Engine, run_id: int, since: int) -> dict[str, Any]:
+    """``run_view`` with only the nodes changed after version ``since`` (every
+    node once the run has finished: a follower's last answer is whole; every
+    node of a CWL run, whose runner's writes raise no version yet), and
+    ``since`` itself."""
+    if _no_run(run_id):
+        raise NotFoundError(f"no workflow run {run_id}")
+    with connect(engine) as conn:
+        # The run first: a change committed between the two reads is answered
+        # again next time (its nodes' version is above the run's read here),
+        # never missed.
+        row = conn.execute(sa.select(workflow_runs).where(workflow_runs.c.id == run_id)).first()
+        if row is None:
+            raise NotFoundError(f"no workflow run {run_id}")
+        run = RunRecord(**row._mapping)
+        if run.state in RUN_FINISHED or versionless(run):
+            nodes = None
+        else:
+            query = (
+                sa.select(workflow_nodes)
+                .where(workflow_nodes.c.run_id == run_id, workflow_nodes.c.version > since)
+                .order_by(workflow_nodes.c.position)
+            )
+            nodes = [NodeRecord(**r._mapping) for r in conn.execute(query)]
+    if nodes is None:
+        return {**run_view(engine, run_id), "since": since}
+    view = RunWithNodes(run, nodes).as_dict()
+    return {**_with_steps(engine, view), "since": since}
+
+
+def versionless(run: RunRecord) -> bool:
+    """A CWL run: its runner's writes (``cwlruns``) do not raise its version."""
+    return (run.driver or "").startswith(CWL_DRIVER)
+
+
+def _with_steps(engine: sa.Engine, view: dict[str, Any]) -> dict[str, Any]:
+    """Each node of ``view`` with its job's ``steps_done`` (0 without a job)."""
+    ids = [n["job_id"] for n in view["nodes"] if n["job_id"] is not None]
+    states = job_states(engine, ids) if ids else {}
     for node in view["nodes"]:
         row = states.get(node["job_id"]) if node["job_id"] is not None else None
         node["steps_done"] = row["steps_done"] if row else 0
