@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from operator import ne
 
 from warehouse.blocks.locator import EMPTY_LOCATOR
 from warehouse.errors import NotFoundError
@@ -25,6 +26,10 @@ __all__ = ["DIRECTORY_BYTES", "Outline"]
 # none unescaped): its length and its name as written.
 _SEGMENT = re.compile(rb" \d+:(\d+):([^ ]+)")
 _MARKER_TAIL = f" {EMPTY_LOCATOR.key} 0:0:\\056".encode()
+# A line longer than this (a flat directory of a million files is one line
+# of some 20 MB) is gone through a piece of this size at a time: its
+# segments are never all held at once.
+_LONG_LINE = 1 << 18
 # Memory an outline holds per directory (its path, sums, place among its
 # parent's children, line offsets): 350 bytes measured for 10,000 short
 # names; longer paths cost more. Used to budget caches of outlines.
@@ -58,12 +63,27 @@ class Outline:
         outline = cls(b"")
         held = bytearray()
         base = 0  # offset in the text of held[0]
+        scan: _LongLine | None = None  # the line being gone through, once long
         for piece in pieces:
             held += piece
             start = 0
             while (end := held.find(b"\n", start)) >= 0:
-                outline._add_stream(held, start, end, base)
+                if scan is None:
+                    outline._add_stream(held, start, end, base)
+                else:
+                    scan.feed_span(held, start, end)
+                    outline._add_long(scan, base + end)
+                    scan = None
                 start = end + 1
+            if len(held) - start > _LONG_LINE:
+                # A long line: what it holds so far up to its last space is
+                # counted and let go.
+                cut = held.rfind(b" ", start)
+                if cut > start:
+                    if scan is None:
+                        scan = _LongLine(base + start)
+                    scan.feed_span(held, start, cut)
+                    start = cut + 1
             del held[:start]
             base += start
             outline.text_bytes = base + len(held)
@@ -75,6 +95,11 @@ class Outline:
             children.sort()  # siblings share their parent's prefix: sorted by name
 
     def _add_stream(self, text: bytes | bytearray, start: int, end: int, base: int) -> None:
+        if end - start > _LONG_LINE:
+            scan = _LongLine(base + start)
+            scan.feed_span(text, start, end)
+            self._add_long(scan, base + end)
+            return
         space = text.find(b" ", start, end)
         name = unescape_name(bytes(text[start:space]).decode("utf-8"))
         directory = "" if name == "." else name[2:]
@@ -95,6 +120,19 @@ class Outline:
         while d is not None:
             self.sizes[d] += size
             self.counts[d] += files
+            d = None if d == "" else d.rpartition("/")[0]
+
+    def _add_long(self, scan: _LongLine, end: int) -> None:
+        """Add a long line gone through by ``scan``, which ends at ``end``."""
+        directory = scan.directory
+        self._add_directory(directory)
+        if not scan.files:
+            return
+        self.lines[directory] = (scan.start, end)
+        d: str | None = directory
+        while d is not None:
+            self.sizes[d] += scan.size
+            self.counts[d] += scan.files
             d = None if d == "" else d.rpartition("/")[0]
 
     def _add_directory(self, directory: str) -> None:
@@ -150,3 +188,41 @@ class Outline:
         if path not in self.sizes:
             raise NotFoundError(f"no directory {path!r} in this collection")
         return self.subdirs[path]
+
+
+class _LongLine:
+    """One long line of normalized text gone through a piece at a time: its
+    directory, and the bytes and files its segments hold (a file's segments
+    lie together: a file is a run of segments of one name)."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.directory: str = ""
+        self.named = False
+        self.size = 0
+        self.files = 0
+        self.last = b""
+
+    def feed_span(self, text: bytes | bytearray, start: int, end: int) -> None:
+        """The whole tokens of ``text`` from ``start`` to ``end``, at most
+        ``_LONG_LINE`` bytes of them at a time."""
+        while start < end:
+            cut = text.find(b" ", min(start + _LONG_LINE, end), end)
+            cut = end if cut < 0 else cut
+            self.feed(bytes(text[start:cut]))
+            start = cut + 1
+
+    def feed(self, tokens: bytes) -> None:
+        """The next whole tokens of the line, joined by spaces."""
+        if not self.named:
+            name, _, tokens = tokens.partition(b" ")
+            text = unescape_name(name.decode("utf-8"))
+            self.directory = "" if text == "." else text[2:]
+            self.named = True
+        segments = _SEGMENT.findall(b" " + tokens)
+        if not segments:
+            return
+        lengths, names = zip(*segments, strict=True)
+        self.size += sum(map(int, lengths))
+        self.files += (names[0] != self.last) + sum(map(ne, names[1:], names[:-1]))
+        self.last = names[-1]

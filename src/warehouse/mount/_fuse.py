@@ -28,7 +28,7 @@ import trio
 from warehouse.errors import ForbiddenError, NotFoundError, UsageError, WarehouseError
 from warehouse.manifest import FileEntry
 from warehouse.mount._handle import READAHEAD, Handle, NotHeld, Recent
-from warehouse.mount._tree import NAME_TTL, ROOT, Node, Tree
+from warehouse.mount._tree import NAME_TTL, ROOT, Child, Listing, Node, Tree
 
 __all__ = ["serve"]
 
@@ -41,6 +41,9 @@ T = TypeVar("T")
 _STILL = 3600.0
 # Worker threads for the warehouse calls of all operations at once.
 _WORKERS = 8
+# Entries of a directory made at once for readdir (the kernel takes a page
+# of them a call, some 25): a large directory is listed a batch at a time.
+_BATCH = 1000
 
 
 def _errno(e: BaseException) -> int:
@@ -63,7 +66,7 @@ class _Operations(pyfuse3.Operations):
         self.pool = ThreadPoolExecutor(READAHEAD * 4, thread_name_prefix="wh-mount-ahead")
         self.recent = Recent()
         self.handles: dict[int, Handle] = {}
-        self.dirs: dict[int, list[tuple[str, int, Node, FileEntry | None]]] = {}
+        self.dirs: dict[int, _Open] = {}
         self.next_fh = 1
         self.uid = os.getuid()
         self.gid = os.getgid()
@@ -132,20 +135,38 @@ class _Operations(pyfuse3.Operations):
         return self._attrs(inode, node, entry)
 
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        children = await self._call("list", self.tree.children, inode)
+        listing = await self._call("list", self.tree.listing, inode)
         fh = self.next_fh
         self.next_fh += 1
-        self.dirs[fh] = children
+        self.dirs[fh] = _Open(listing, inode)
         return fh
 
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        children = self.dirs.get(fh, [])
-        for i in range(start_id, len(children)):
-            name, inode, node, entry = children[i]
-            if not pyfuse3.readdir_reply(
-                token, name.encode(), self._attrs(inode, node, entry), i + 1
-            ):
-                return
+        opened = self.dirs.get(fh)
+        if opened is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        while True:
+            # The kernel goes on from the offset of the last entry it took:
+            # the rest of the batch made for the call before, or a new one.
+            if opened.offset != start_id or opened.next >= len(opened.batch):
+                if opened.listing.fixed is not None:  # made whole at opendir
+                    opened.batch = opened.listing.entries(start_id, _BATCH)
+                else:
+                    opened.batch = await self._call(
+                        "list", opened.listing.entries, start_id, _BATCH, held=opened.inode
+                    )
+                opened.offset, opened.next = start_id, 0
+                if not opened.batch:
+                    return
+            batch = opened.batch
+            for k in range(opened.next, len(batch)):
+                name, inode, node, entry, after = batch[k]
+                if not pyfuse3.readdir_reply(
+                    token, name.encode(), self._attrs(inode, node, entry), after
+                ):
+                    return
+                opened.offset, opened.next = after, k + 1
+            start_id = opened.offset
 
     async def releasedir(self, fh: int) -> None:
         self.dirs.pop(fh, None)
@@ -181,6 +202,18 @@ class _Operations(pyfuse3.Operations):
         s.f_bsize = s.f_frsize = 1 << 17
         s.f_namemax = 255
         return s
+
+
+class _Open:
+    """An open directory: its listing, and the batch of it made last (its
+    entries from ``next`` on lie at ``offset`` on)."""
+
+    def __init__(self, listing: Listing, inode: int) -> None:
+        self.listing = listing
+        self.inode = inode
+        self.batch: list[Child] = []
+        self.offset = 0
+        self.next = 0
 
 
 async def _until_stopped(ready: Callable[[], None] | None) -> None:

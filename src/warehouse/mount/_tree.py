@@ -10,8 +10,10 @@ A collection is held as its outline (``manifest/outline.py``: its
 directories and where each one's stream lies in the text, nothing per file)
 over a scratch copy of its text on disk; a directory's files are made from
 its one stream when it is first used, and kept among the last used within
-``ENTRIES_HELD`` files. So a collection of a million files costs its
-directories and the directories in use, not its files (docs/mount.md).
+``ENTRIES_HELD`` files. A directory of more than ``PAGED_FROM`` files is
+read in pages of its stream instead (``_pages.py``: a sparse index of it).
+So a collection of a million files costs its directories and the pages in
+use, not its files, even all in one directory (docs/mount.md).
 
 The layout (docs/mount.md)::
 
@@ -26,13 +28,13 @@ a key in these tables, never a path on the local disk; the kernel refuses
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
@@ -40,11 +42,13 @@ from warehouse.collection.storedtext import StoredText
 from warehouse.errors import NotFoundError, WarehouseError
 from warehouse.keys import is_pdh
 from warehouse.manifest import FileEntry, Manifest
-from warehouse.manifest.outline import Outline
+from warehouse.mount._collection import Collection, Dropped
+from warehouse.mount._pages import DirFiles, Files, PagedFiles
 
-__all__ = ["ROOT", "Collection", "Node", "Source", "Tree"]
+__all__ = ["ROOT", "Child", "Collection", "Files", "Listing", "Node", "Source", "Tree"]
 
 ROOT = 1
+_T = TypeVar("_T")
 # How long a name is taken to hold the PDH last read for it: a name moved
 # shows its new collection after at most this long.
 NAME_TTL = 2.0
@@ -52,16 +56,18 @@ NAME_TTL = 2.0
 # recently used (made again from its manifest when next asked for).
 COLLECTIONS_HELD = 16
 # Files of directories in use whose entries are held (about 400 bytes
-# each): past it the least recently used directories are dropped. One
-# directory of more files than this is held whole while it is used.
+# each): past it the least recently used directories are dropped.
 ENTRIES_HELD = 50_000
-# A text this short is held in memory rather than read back from its scratch copy.
-_TEXT_HELD = 1 << 20
+# A directory of more files than this is read in pages of its stream (a
+# sparse index of it and the pages in use), never whole.
+PAGED_FROM = 20_000
 # Where an inode inside a collection keeps its parts (``Tree.inode``).
 _SLOT_SHIFT = 47
 _DIR_SHIFT = 24
 _DIR_MASK = (1 << 23) - 1
 _FILE_MASK = (1 << 24) - 1
+# A directory listing's offsets (``Listing``): files passed, then subdirectories passed.
+_LISTED_SHIFT = 23
 
 
 class Source(Protocol):
@@ -99,61 +105,6 @@ class Node:
         return self.kind != "file"
 
 
-class Collection:
-    """One collection's outline and its text (held, or a scratch copy)."""
-
-    def __init__(self, pdh: str, text: bytes | StoredText) -> None:
-        self.pdh = pdh
-        if isinstance(text, StoredText):
-            self.outline = Outline.of_pieces(text.pieces(1 << 20))
-            if text.size <= _TEXT_HELD:
-                held = b"".join(text.pieces(_TEXT_HELD))
-                text.close()
-                text = held
-        else:
-            self.outline = Outline(text)
-        self.text: bytes | StoredText = text
-        # Directories numbered in text order: the same numbers each time the
-        # outline is made again from the same text (they are in inodes).
-        self.dirs = list(self.outline.sizes)
-        self.dir_index = {d: i for i, d in enumerate(self.dirs)}
-
-    def stream(self, directory: str) -> bytes | None:
-        """The text of directory ``directory``'s own stream (None: it has no file)."""
-        span = self.outline.stream_span(directory)
-        if span is None:
-            return None
-        start, end = span
-        if isinstance(self.text, StoredText):
-            return b"".join(self.text.pieces(1 << 20, start, end))
-        return self.text[start:end]
-
-    def files(self, directory: str) -> Files:
-        """The files of directory ``directory`` (not its subdirectories)."""
-        line = self.stream(directory)
-        if line is None:
-            return Files([], {})
-        cut = len(directory) + 1 if directory else 0
-        entries = {p[cut:]: e for p, e in Manifest.parse(line + b"\n").files_view().items()}
-        # Normalized text lists a stream's files in name order already.
-        return Files(sorted(entries), entries)
-
-    def close(self) -> None:
-        if isinstance(self.text, StoredText):
-            self.text.close()
-
-
-@dataclass(frozen=True, slots=True)
-class Files:
-    """One directory's files: their names in order, and each one's entry."""
-
-    names: list[str]
-    entries: dict[str, FileEntry]
-
-    def index(self, name: str) -> int:
-        return bisect.bisect_left(self.names, name)
-
-
 class Tree:
     def __init__(self, warehouse: Source) -> None:
         self.warehouse = warehouse
@@ -167,9 +118,10 @@ class Tree:
         self._slots: list[tuple[str, str]] = [("", "")]
         self._slot_of: dict[tuple[str, str], int] = {}
         self._collections: OrderedDict[str, Collection] = OrderedDict()
-        self._making: dict[str, threading.Lock] = {}
-        # (pdh, directory) -> its files; ``_held`` counts them.
-        self._dirs: OrderedDict[tuple[str, str], Files] = OrderedDict()
+        # Collections, and large directories, being made: one maker each.
+        self._making: dict[object, threading.Lock] = {}
+        # (pdh, directory) -> its files; ``_held`` counts their weight.
+        self._dirs: OrderedDict[tuple[str, str], DirFiles] = OrderedDict()
         self._held = 0
         self._names: dict[str, tuple[float, str]] = {}  # name -> (when read, pdh)
 
@@ -208,8 +160,10 @@ class Tree:
             if node.kind == "dir":
                 return self._in_collection(slot, collection.dir_index[node.path], 0)
             parent, _, name = node.path.rpartition("/")
-            f = self.files(node.pdh, parent).index(name) + 1
-            return self._in_collection(slot, collection.dir_index[parent], f)
+            found = self.files(node.pdh, parent).find(name)
+            if found is None:
+                raise NotFoundError(f"no file {node.path!r} in {node.pdh}")
+            return self._in_collection(slot, collection.dir_index[parent], found[0] + 1)
         with self._lock:
             ino = self._numbers.get(node)
             if ino is None:
@@ -237,10 +191,10 @@ class Tree:
         directory = dirs[d]
         if not f:
             return Node("dir", root, pdh, directory)
-        names = self.files(pdh, directory).names
-        if f > len(names):
+        file = self.files(pdh, directory).at(f - 1)
+        if file is None:
             raise NotFoundError(f"no inode {inode}")
-        name = names[f - 1]
+        name = file[0]
         return Node("file", root, pdh, f"{directory}/{name}" if directory else name)
 
     def table_size(self) -> int:
@@ -253,7 +207,7 @@ class Tree:
         (so that looking in it asks nothing of the warehouse)."""
         if inode < 1 << _SLOT_SHIFT:
             return False
-        slot, d = inode >> _SLOT_SHIFT, (inode >> _DIR_SHIFT) & _DIR_MASK
+        slot, d, f = inode >> _SLOT_SHIFT, (inode >> _DIR_SHIFT) & _DIR_MASK, inode & _FILE_MASK
         with self._lock:
             if slot >= len(self._slots):
                 return False
@@ -261,7 +215,10 @@ class Tree:
             collection = self._collections.get(pdh)
             if collection is None or d >= len(collection.dirs):
                 return False
-            return (pdh, collection.dirs[d]) in self._dirs
+            files = self._dirs.get((pdh, collection.dirs[d]))
+        if isinstance(files, PagedFiles):  # a file whose page is parsed
+            return f > 0 and files.holds(f - 1)
+        return files is not None
 
     # -- collections and names (these ask the warehouse) ----------------------
 
@@ -299,23 +256,52 @@ class Tree:
                 text.close()
             raise
 
-    def files(self, pdh: str, directory: str) -> Files:
-        """The files of ``directory`` in collection ``pdh`` by name."""
+    def files(self, pdh: str, directory: str) -> DirFiles:
+        """The files of ``directory`` in collection ``pdh``, whole or in pages."""
         key = (pdh, directory)
         with self._lock:
             held = self._dirs.get(key)
             if held is not None:
                 self._dirs.move_to_end(key)
                 return held
-        made = self.collection(pdh).files(directory)
-        with self._lock:
-            if key not in self._dirs:
+            making = self._making.setdefault(key, threading.Lock())
+        with making:  # a large directory is gone through once, not once a caller
+            with self._lock:
+                held = self._dirs.get(key)
+            if held is not None:
+                return held
+            made = self._dir_files(pdh, directory)
+            with self._lock:
+                self._making.pop(key, None)
                 self._dirs[key] = made
-                self._held += len(made.names)
+                self._held += made.weight
                 while self._held > ENTRIES_HELD and len(self._dirs) > 1:
                     _, dropped = self._dirs.popitem(last=False)
-                    self._held -= len(dropped.names)
+                    self._held -= dropped.weight
         return made
+
+    def _dir_files(self, pdh: str, directory: str) -> DirFiles:
+        collection = self.collection(pdh)
+        span = collection.outline.stream_span(directory)
+        if span is not None and collection.own_files(directory) > PAGED_FROM:
+            paged = PagedFiles.of_stream(directory, self._reader(pdh), span)
+            if paged is not None:
+                return paged
+        return self._again(pdh, lambda c: c.files(directory))
+
+    def _again(self, pdh: str, fn: Callable[[Collection], _T]) -> _T:
+        """``fn`` of collection ``pdh``, made again if it is dropped (its
+        text closed) as it is used: the same text, the same offsets."""
+        for _ in range(3):
+            try:
+                return fn(self.collection(pdh))
+            except Dropped:
+                continue
+        raise WarehouseError(f"collection {pdh} is dropped as soon as it is read")
+
+    def _reader(self, pdh: str) -> Callable[[int, int], bytes]:
+        """Reads of collection ``pdh``'s text, through whichever copy the tree holds."""
+        return lambda start, end: self._again(pdh, lambda c: c.read(start, end))
 
     def name_pdh(self, name: str) -> str:
         now = time.monotonic()
@@ -379,9 +365,9 @@ class Tree:
             return Node("dir", full, pdh, ""), None
         elif node.kind == "dir":
             path = f"{node.path}/{name}" if node.path else name
-            entry = self.files(node.pdh, node.path).entries.get(name)
-            if entry is not None:
-                return Node("file", node.root, node.pdh, path), entry
+            found = self.files(node.pdh, node.path).find(name)
+            if found is not None:
+                return Node("file", node.root, node.pdh, path), found[1]
             if self.collection(node.pdh).outline.is_dir(path):
                 return Node("dir", node.root, node.pdh, path), None
         raise NotFoundError(f"no {name!r} here")
@@ -397,35 +383,22 @@ class Tree:
                 if self.collection(node.pdh).outline.is_dir(path):
                     return Node("dir", node.root, node.pdh, path), None
                 parent, _, base = path.rpartition("/")
-                found = self.files(node.pdh, parent).entries.get(base)
+                found = self.files(node.pdh, parent).find(base)
                 if found is None:
                     raise NotFoundError(f"no {path!r} in {node.pdh}")
-                return Node("file", node.root, node.pdh, path), found
+                return Node("file", node.root, node.pdh, path), found[1]
             if node.kind == "file":
                 raise NotFoundError(f"{node.path!r} is a file")
             node, entry = self.lookup_in(node, name)
         return node, entry
 
+    def listing(self, inode: int) -> Listing:
+        """Directory ``inode``'s entries, to be given a batch at a time."""
+        return Listing(self, self.node(inode))
+
     def children(self, inode: int) -> list[tuple[str, int, Node, FileEntry | None]]:
-        """A directory's entries in name order, each with its inode."""
-        node = self.node(inode)
-        found = self.children_of(node)
-        if node.kind != "dir":
-            return [(name, self.inode(n), n, e) for name, n, e in found]
-        # Numbered here, not one by one: a directory of a million files.
-        slot = self._slot(node.root, node.pdh)
-        collection = self.collection(node.pdh)
-        files = self.files(node.pdh, node.path)
-        out = []
-        for name, child, e in found:
-            if e is None:
-                ino = self._in_collection(slot, collection.dir_index[child.path], 0)
-            else:
-                ino = self._in_collection(
-                    slot, collection.dir_index[node.path], files.index(name) + 1
-                )
-            out.append((name, ino, child, e))
-        return out
+        """A directory's entries in name order, each with its inode (all at once)."""
+        return [c[:4] for c in self.listing(inode).every()]
 
     def children_of(self, node: Node) -> list[tuple[str, Node, FileEntry | None]]:
         """A directory's entries in name order (by_id lists none: a PDH is
@@ -442,17 +415,8 @@ class Tree:
                     out.append((head, Node("folder", path=full), None))
             return out
         if node.kind == "dir":
-            subdirs = self.collection(node.pdh).outline.subdirectories(node.path)
-            base = node.path + "/" if node.path else ""
-            found: list[tuple[str, Node, FileEntry | None]] = [
-                (d[len(base) :], Node("dir", node.root, node.pdh, d), None) for d in subdirs
-            ]
-            found += [
-                (name, Node("file", node.root, node.pdh, base + name), e)
-                for name, e in self.files(node.pdh, node.path).entries.items()
-            ]
-            found.sort(key=lambda c: c[0])
-            return found
+            listing = Listing(self, node, numbered=False)
+            return [(name, n, e) for name, _, n, e, _ in listing.every()]
         return []
 
     def file_entry(self, inode: int) -> FileEntry:
@@ -462,7 +426,79 @@ class Tree:
         if node.kind != "file":
             raise NotFoundError("not a file")
         parent, _, name = node.path.rpartition("/")
-        entry = self.files(node.pdh, parent).entries.get(name)
-        if entry is None:
+        found = self.files(node.pdh, parent).find(name)
+        if found is None:
             raise NotFoundError(f"no file {node.path!r} in {node.pdh}")
-        return entry
+        return found[1]
+
+
+# A directory's entry as a listing gives it: name, inode, node, entry (of a
+# file), and the offset that goes on after it.
+Child = tuple[str, int, Node, FileEntry | None, int]
+_LISTED_MASK = (1 << _LISTED_SHIFT) - 1
+
+
+class Listing:
+    """A directory's entries in name order, a batch at a time from an
+    offset (FUSE's readdir asks so): a large directory's files are read a
+    page at a time, never all at once. Inside a collection an offset says
+    how many files and how many subdirectories lie before it, so a listing
+    goes on from any offset it gave."""
+
+    def __init__(self, tree: Tree, node: Node, *, numbered: bool = True) -> None:
+        self.tree = tree
+        self.node = node
+        self.fixed: list[Child] | None = None
+        if node.kind != "dir":
+            found = tree.children_of(node)
+            self.fixed = [
+                (name, tree.inode(n) if numbered else 0, n, e, i + 1)
+                for i, (name, n, e) in enumerate(found)
+            ]
+            return
+        collection = tree.collection(node.pdh)
+        self.base = node.path + "/" if node.path else ""
+        self.subdirs = collection.outline.subdirectories(node.path)
+        self.dir_index = collection.dir_index
+        self.slot = tree._slot(node.root, node.pdh) if numbered else 0
+
+    def _inode(self, d: int, f: int) -> int:
+        if not self.slot:
+            return 0
+        if f > _FILE_MASK:  # checked here: numbered a batch at a time
+            raise WarehouseError("too many files in one directory for the mount's inodes")
+        return self.slot << _SLOT_SHIFT | d << _DIR_SHIFT | f
+
+    def entries(self, offset: int, count: int) -> list[Child]:
+        """Up to ``count`` entries from ``offset`` (0: the first) on."""
+        if self.fixed is not None:
+            return self.fixed[offset : offset + count]
+        node, subdirs, cut = self.node, self.subdirs, len(self.base)
+        i, j = offset & _LISTED_MASK, offset >> _LISTED_SHIFT
+        files = self.tree.files(node.pdh, node.path).run(j, count)
+        number = self.dir_index[node.path]
+        out: list[Child] = []
+        f = 0
+        while len(out) < count:
+            if i < len(subdirs) and (f >= len(files) or subdirs[i][cut:] < files[f][0]):
+                d = subdirs[i]
+                i += 1
+                child = Node("dir", node.root, node.pdh, d)
+                ino = self._inode(self.dir_index[d], 0)
+                out.append((d[cut:], ino, child, None, (j + f) << _LISTED_SHIFT | i))
+            elif f < len(files):
+                name, entry = files[f]
+                f += 1
+                child = Node("file", node.root, node.pdh, self.base + name)
+                ino = self._inode(number, j + f)
+                out.append((name, ino, child, entry, (j + f) << _LISTED_SHIFT | i))
+            else:
+                break
+        return out
+
+    def every(self, batch: int = 10_000) -> list[Child]:
+        """Every entry (a WebDAV listing, a test)."""
+        out: list[Child] = []
+        while found := self.entries(out[-1][4] if out else 0, batch):
+            out += found
+        return out
