@@ -32,7 +32,7 @@ from warehouse.errors import ForbiddenError, NotFoundError
 from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.executors import Executor
 from warehouse.jobs.jobrecords import JobRecord
-from warehouse.jobs.manager import Manager
+from warehouse.jobs.manager import Landed, Manager
 from warehouse.jobs.runmanager import make_waiting
 from warehouse.jobs.sandbox import Sandbox
 from warehouse.keys import Key
@@ -198,8 +198,12 @@ class ManagerThread:
         placer: Placer | None = None,
         per_user: int = 0,
         policy: Policy | None = None,
+        on_landed: Callable[[list[Landed]], None] | None = None,
     ) -> None:
         self.host = host
+        # Called from this thread with the jobs whose finished rows were just
+        # written (a controller's workflow thread is woken by it).
+        self.on_landed = on_landed
         self.executor_name = executor
         self.per_user = per_user  # running steps of one user at once (0: any)
         self.policy = policy  # each sandboxed step's limits (warehouse.limits)
@@ -251,6 +255,7 @@ class ManagerThread:
                 self.executor = executor
             manager = Manager(self.host, self.executor, self.executor_name, placer=self.placer)
             manager.sched.per_user = self.per_user
+            manager.on_landed = self.on_landed
             try:
                 manager.run(self._idle)
             except Exception:

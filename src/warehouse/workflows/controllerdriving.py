@@ -6,6 +6,12 @@ is gone), and turns each run it holds. Runs act for their owner: jobs are
 submitted, and outputs named, as the user who started the run. A CWL run is
 driven by its own runner, elsewhere: once its heartbeat is stale the thread
 ends it (``cwlruns.end_lost``), its jobs cancelled.
+
+A pass runs when woken (a run started or cancelled, a job of this
+controller's manager finished: ``wake``) and otherwise every ``interval``
+seconds while it holds runs (jobs starting, jobs finished elsewhere, the
+heartbeat), every half second while it holds none. After a pass that changed
+a run it rings ``changed``, which requests following a run wait on.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from warehouse.gitcmd import DEFAULT_ALLOW
 from warehouse.jobs.controllerhost import CatalogWarehouse
 from warehouse.workflows import cwlruns, runstore
 from warehouse.workflows.driver import Driver, driver_id
+from warehouse.workflows.runbell import RunBell
 from warehouse.workflows.runrecords import CWL_DRIVER, RUN_ACTIVE
 
 __all__ = ["WorkflowThread"]
@@ -39,7 +46,7 @@ class WorkflowThread:
         keep: Callable[[], BlockStore],
         executor: str,
         *,
-        interval: float = 0.05,
+        interval: float = 0.25,
         git_roots: Sequence[str] = (),
         git_allow: Sequence[str] = DEFAULT_ALLOW,
     ) -> None:
@@ -53,6 +60,7 @@ class WorkflowThread:
         self._drivers: dict[int, Driver] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self.changed = RunBell()
         self._looked_lost = 0.0
         self._thread = threading.Thread(target=self._run, name="wh-workflows", daemon=True)
 
@@ -61,7 +69,8 @@ class WorkflowThread:
         return self
 
     def wake(self) -> None:
-        """A run was started: look now rather than at the next pass."""
+        """A run was started or cancelled, or a job finished: look now rather
+        than at the next pass (from any thread)."""
         self._wake.set()
 
     def _take_up(self) -> None:
@@ -86,25 +95,33 @@ class WorkflowThread:
         for lost in cwlruns.end_lost(self.engine, pids=False):
             log.info("workflow run %s ended: %s", lost.run.id, lost.run.error)
 
-    def _pass(self) -> None:
+    def _pass(self) -> bool:
+        """One look at every run held; whether it wrote any (or took one up)."""
+        held = len(self._drivers)
         self._take_up()
         self._end_lost()
+        changed = len(self._drivers) != held
         for run_id, driver in list(self._drivers.items()):
+            writes = driver.writes
             try:
                 if driver.turn():
                     del self._drivers[run_id]
+                changed = changed or driver.writes != writes
             except WarehouseError as e:
                 log.warning("workflow run %s: %s", run_id, e)
                 del self._drivers[run_id]
+        return changed
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            # Cleared before the pass: a wake during it brings the next one at once.
+            self._wake.clear()
             try:
-                self._pass()
+                if self._pass():
+                    self.changed.ring()
             except Exception:
                 log.exception("the workflow driver failed; going on")
             self._wake.wait(self.interval if self._drivers else 0.5)
-            self._wake.clear()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()

@@ -146,6 +146,7 @@ class Driver:
         self._pending: dict[str, dict[str, Any]] = {}
         self._followed: set[str] = set()
         self._last_write = 0.0
+        self.writes = 0  # writes of the run's nodes or state so far (a follower looks then)
         # With ``keep_new_jobs``: queued jobs submitted since the caller last took
         # them (a manager in this process takes them up at once instead of
         # finding them in the catalog).
@@ -206,6 +207,7 @@ class Driver:
             run_values["heartbeat_at"] = now
             self._last_beat = self._last_write = now
             runstore.update_nodes(self.engine, self.run_id, unwritten, run_values)
+            self.writes += 1
             self._pending = {}
         else:
             self._pending = unwritten
@@ -405,6 +407,7 @@ class Driver:
             del self._unrecorded[pdh]
         self._written.update(kept)
         if kept:
+            self.writes += 1
             self._pending = {}  # written with them
         if self.keep_new_jobs:
             self.new_jobs.extend(j for j in made if j.state == "queued")
@@ -484,6 +487,7 @@ class Driver:
             {"state": "cancelled", "finished_at": now, "control": None, "heartbeat_at": now},
         )
         self._apply(changes)
+        self.writes += 1
         self._pending = {}
         self.last_changes = changes
         self.finished = True

@@ -28,6 +28,9 @@ RunView = dict[str, Any]
 Follow = Callable[[RunView], None]
 
 _WAIT_POLL = 0.2  # seconds between two reads of a run another process drives
+# How long a controller may hold a follower's request for a change (it answers
+# at once when the run ends; docs/workflows.md, "Following a run").
+_FOLLOW_WAIT = 20.0
 
 
 def _wait(get: Callable[[int], RunView], run_id: int, follow: Follow | None) -> RunView:
@@ -156,7 +159,25 @@ class RemoteWorkflows:
         return view
 
     def wait(self, run_id: int, follow: Follow | None = None) -> RunView:
-        return _wait(self.get, run_id, follow)
+        """Follow the run to its end: read whole once, then only what changed,
+        each answer held by the controller until something did."""
+        view = self.get(run_id)
+        while True:
+            if follow is not None:
+                follow(view)
+            if view["state"] in RUN_FINISHED:
+                return view
+            version = view.get("version")
+            if not isinstance(version, int):  # a controller without versions: read it whole
+                time.sleep(_WAIT_POLL)
+                view = self.get(run_id)
+                continue
+            changes: RunView = self.api.get(
+                f"/workflows/{run_id}", since=version, wait=_FOLLOW_WAIT
+            )
+            view = _merged(view, changes)
+            if view["version"] == version and view["state"] not in RUN_FINISHED:
+                time.sleep(_WAIT_POLL)  # answered unchanged (its wait ended, or it was busy)
 
     def all(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self.api.get("/workflows")
@@ -165,6 +186,18 @@ class RemoteWorkflows:
     def cancel(self, run_id: int) -> RunView:
         view: RunView = self.api.post(f"/workflows/{run_id}/cancel", {})
         return view
+
+
+def _merged(view: RunView, changes: RunView) -> RunView:
+    """``view`` brought up to ``changes`` (``since``'s answer: the run, and the
+    nodes changed; every node once the run has ended)."""
+    run = {k: v for k, v in changes.items() if k not in ("nodes", "since")}
+    if changes["state"] in RUN_FINISHED:
+        return {**run, "nodes": changes["nodes"]}
+    changed = {n["node"]: n for n in changes["nodes"]}
+    nodes = [changed.pop(n["node"], n) for n in view["nodes"]]
+    nodes.extend(changed.values())  # added since (a CWL run learns its nodes as it goes)
+    return {**run, "nodes": nodes}
 
 
 WorkflowsView = LocalWorkflows | RemoteWorkflows

@@ -299,6 +299,7 @@ class ControllerState:
             placer=placer,
             per_user=per_user,
             policy=self.config.step_limits,
+            on_landed=self._jobs_landed,
         ).start()
         if self.config.regol_interval > 0:
             from warehouse.regol.auto import RegolRunner
@@ -321,6 +322,12 @@ class ControllerState:
             git_allow=self.config.git_allow,
         ).start()
         return self.job_manager
+
+    def _jobs_landed(self, rows: object) -> None:
+        """Jobs finished: the workflow thread turns their runs now, not at its next pass."""
+        workflows = self.workflows
+        if workflows is not None:
+            workflows.wake()
 
     def stop_jobs(self) -> None:
         if self.regol_runner is not None:
