@@ -4,10 +4,12 @@ and the mount's memory while they run.
     .venv/bin/python benchmarks/mount_checks.py                  # 100,000 files, 2 GB file
     .venv/bin/python benchmarks/mount_checks.py --files 2000 --big-mb 64   # a quick run
     .venv/bin/python benchmarks/mount_checks.py --files 1000000 --big-mb 0 --no-md5sum
+    .venv/bin/python benchmarks/mount_checks.py --files 1000000 --per-dir 0 --big-mb 0  # flat
 
 On an embedded warehouse of its own (a temporary $WH_HOME, or --workdir):
 
-- puts a tree of --files small files (1,000 a directory) and one file of
+- puts a tree of --files small files (--per-dir a directory, 1,000 by
+  default; 0: all in one flat directory) and one file of
   --big-mb MiB, and mounts the warehouse (`wh mount`, a process of its own);
 - `md5sum -c` of `wh get KEY --no-write`'s listing, run inside
   mnt/by_name/KEY: every file read through the mount has the MD5 `wh get`
@@ -55,10 +57,12 @@ def memory(pid: int) -> dict[str, int]:
     return out
 
 
-def make_small(root: Path, files: int) -> None:
+def make_small(root: Path, files: int, per_dir: int) -> None:
+    if not per_dir:
+        root.mkdir(parents=True)
     for i in range(files):
-        d = root / f"d{i // 1000:04}"
-        if i % 1000 == 0:
+        d = root / f"d{i // per_dir:04}" if per_dir else root
+        if per_dir and i % per_dir == 0:
             d.mkdir(parents=True)
         (d / f"f{i:07}.txt").write_bytes(os.urandom(16 + i % 200))
 
@@ -124,6 +128,9 @@ def check(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument(
+        "--per-dir", type=int, default=1000, help="small files a directory (0: one flat directory)"
+    )
     parser.add_argument("--big-mb", type=int, default=2048, help="0: no large file")
     parser.add_argument("--workdir", type=Path, help="kept (default: a temporary directory)")
     parser.add_argument(
@@ -139,7 +146,7 @@ def main() -> int:
     env.update(WH_HOME=str(work / "home"), WH_USER="checker")
     keys: list[str] = []
     if args.files:
-        make_small(work / "small", args.files)
+        make_small(work / "small", args.files, args.per_dir)
         # Left until the end: removing a million files one by one takes long.
         wh(env, "put", str(work / "small"), "--name", "small")
         keys.append("small")
@@ -154,7 +161,11 @@ def main() -> int:
     mnt = work / "mnt"
     mnt.mkdir(exist_ok=True)
     proc = subprocess.Popen([str(BIN / "wh"), "mount", str(mnt)], env=env, stderr=subprocess.PIPE)
-    report: dict[str, object] = {"files": args.files, "big_mb": args.big_mb}
+    report: dict[str, object] = {
+        "files": args.files,
+        "per_dir": args.per_dir,
+        "big_mb": args.big_mb,
+    }
     try:
         deadline = time.monotonic() + 120
         while not os.path.ismount(mnt):
