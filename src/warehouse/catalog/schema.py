@@ -321,6 +321,9 @@ workflow_runs = sa.Table(
     # a node carries the run's version of its last change (migration 0020):
     # a waiting client asks only for what changed since the version it has.
     sa.Column("version", sa.Integer, nullable=False, server_default="0"),
+    # A complete CWL run's output object: a collection holding cwl.output.json
+    # (migration 0021), what answers the same run again (docs/cwl.md).
+    sa.Column("output_object", PDH, nullable=True),
 )
 
 workflow_nodes = sa.Table(

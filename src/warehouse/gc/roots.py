@@ -118,12 +118,16 @@ def workflow_roots(engine: sa.Engine, since: float) -> set[str]:
             return set()
         runs = sa.Table("workflow_runs", meta, autoload_with=conn)
         keep = sa.or_(runs.c.state.not_in(_FINISHED), runs.c.finished_at >= since)
-        query = sa.select(runs.c.id, runs.c.file_pdh, runs.c.inputs, runs.c.outputs).where(keep)
+        # A CWL run's output object (migration 0021): what answers the same run again.
+        kept = runs.c.output_object if "output_object" in runs.c else sa.null()
+        query = sa.select(runs.c.id, runs.c.file_pdh, runs.c.inputs, runs.c.outputs, kept)
         pdhs: set[str] = set()
         ids = []
-        for run_id, file_pdh, inputs, outputs in conn.execute(query):
+        for run_id, file_pdh, inputs, outputs, output_object in conn.execute(query.where(keep)):
             ids.append(run_id)
             pdhs.add(file_pdh)
+            if output_object:
+                pdhs.add(output_object)
             for text in (inputs, outputs):
                 values = json.loads(text) if text else {}
                 pdhs.update(v for v in values.values() if isinstance(v, str) and is_pdh(v))

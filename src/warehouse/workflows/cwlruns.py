@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from warehouse.catalog.db import write
+from warehouse.catalog.db import connect, write
 from warehouse.catalog.schema import workflow_nodes, workflow_runs
 from warehouse.errors import WarehouseError
 from warehouse.jobs import jobstore
@@ -39,12 +39,14 @@ __all__ = [
     "BEAT_EVERY",
     "Lost",
     "beat",
+    "copy_nodes",
     "end_lost",
     "finish",
     "is_cwl_run",
     "part_held",
     "put_node",
     "put_nodes",
+    "served_by",
     "start",
 ]
 
@@ -64,10 +66,14 @@ def start(
     inputs: Mapping[str, Any],
     name_outputs: str | None,
     runner: str,
+    run_key: str | None = None,
 ) -> RunRecord:
-    """Record a running CWL run with no node yet; ``runner`` is its ``host:pid``."""
+    """Record a running CWL run with no node yet; ``runner`` is its ``host:pid``;
+    ``run_key``: what the same run again will look for (``served_by``)."""
     values = json.dumps(inputs, sort_keys=True, default=str)
-    key = json.dumps(["cwl", file_pdh, values, name_outputs], sort_keys=True)
+    if run_key is None:
+        key = json.dumps(["cwl", file_pdh, values, name_outputs], sort_keys=True)
+        run_key = hashlib.sha256(key.encode()).hexdigest()
     now = time.time()
     return runstore.insert_run(
         engine,
@@ -79,7 +85,7 @@ def start(
             "state": "running",
             "owner": owner,
             "name_outputs": name_outputs,
-            "run_key": hashlib.sha256(key.encode()).hexdigest(),
+            "run_key": run_key,
             "started_at": now,
             "driver": (CWL_DRIVER + runner)[:255],
             "heartbeat_at": now,
@@ -176,10 +182,12 @@ def finish(
     state: str,
     outputs: Mapping[str, str],
     error: str | None,
+    output_object: str | None = None,
 ) -> str | None:
     """End the run: ``outputs`` (output name -> PDH) recorded and, with a prefix,
-    named as ``host``'s user. The error naming them, or None. A run already
-    ended (by ``end_lost``, its runner thought gone) is left as it is."""
+    named as ``host``'s user; ``output_object``, a collection holding the
+    output object, kept for ``served_by``. The error naming them, or None. A
+    run already ended (by ``end_lost``, its runner thought gone) is left as it is."""
     values: dict[str, Any] = {
         "state": state,
         "finished_at": time.time(),
@@ -188,6 +196,7 @@ def finish(
     }
     if state == "complete":
         values["outputs"] = json.dumps(dict(outputs), sort_keys=True)
+        values["output_object"] = output_object
         if run.name_outputs:
             try:
                 for o, pdh in sorted(outputs.items()):
@@ -201,6 +210,52 @@ def finish(
             .values(**values)
         )
     return str(values["error"]) if values["state"] == "failed" else None
+
+
+def served_by(engine: sa.Engine, run_key: str, owner: str, *, before: int) -> RunRecord | None:
+    """The newest complete CWL run of ``owner`` with ``run_key`` and an output
+    object, older than run ``before``: the same run, finished (docs/cwl.md)."""
+    query = (
+        sa.select(workflow_runs)
+        .where(
+            workflow_runs.c.run_key == run_key,
+            workflow_runs.c.owner == owner,
+            workflow_runs.c.state == "complete",
+            workflow_runs.c.output_object.is_not(None),
+            workflow_runs.c.id < before,
+        )
+        .order_by(workflow_runs.c.id.desc())
+        .limit(1)
+    )
+    with connect(engine) as conn:
+        row = conn.execute(query).first()
+    run = None if row is None else RunRecord(**row._mapping)
+    return run if run is not None and is_cwl_run(run) else None
+
+
+def copy_nodes(engine: sa.Engine, source: int, run_id: int) -> int:
+    """Run ``run_id`` (with no node yet) gets run ``source``'s nodes, each
+    reused: the same jobs answer it. How many."""
+    now = time.time()
+    rows = [
+        {
+            "node": n.node,
+            "function": n.function,
+            "depends_on": n.dependencies,
+            "job_id": n.job_id,
+            "state": n.state,
+            "reused": True,
+            "input_pdh": n.input_pdh,
+            "output_pdh": n.output_pdh,
+            "started_at": now,
+            "finished_at": now,
+            "error": n.error,
+        }
+        for n in runstore.list_nodes(engine, source)
+    ]
+    if rows:
+        runstore.add_nodes(engine, run_id, rows, first_position=0)
+    return len(rows)
 
 
 def part_held(combined: Manifest, directory: str, part: Manifest) -> bool:

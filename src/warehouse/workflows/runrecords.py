@@ -52,6 +52,7 @@ class RunRecord:
     driver: str | None
     heartbeat_at: float | None
     version: int = 0  # raised by each change a reader sees (migration 0020)
+    output_object: str | None = None  # a complete CWL run's: a collection of cwl.output.json
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
