@@ -133,6 +133,12 @@ def test_a_tool_is_a_job_and_the_same_tool_on_the_same_input_is_reused(
     again = run("cwl", "run", str(tool), str(job))
     assert again.stdout == f"sorted: keep:{pdh}/{path}\n"
     assert "wh cwl: 1 job: 0 ran, 1 reused (0 steps run)" in again.stderr
+    # The same job in another run (its job file has one more, unused, value):
+    # not the same run, but the same job, answered by the earlier one.
+    other = _write(tmp_path, "other.yml", "f: {class: File, location: in.txt}\nunused: 1\n")
+    third = run("cwl", "run", str(tool), str(other))
+    assert third.stdout == f"sorted: keep:{pdh}/{path}\n"
+    assert "wh cwl: 1 job: 0 ran, 1 reused (0 steps run)\n" in third.stderr
     with EmbeddedWarehouse(home) as wh:
         second = list_jobs(wh.engine)[-1]
         assert second.reused_from == ran.id and second.output_pdh == ran.output_pdh

@@ -120,6 +120,10 @@ class Bridge:
         self._made: list[str] = []
         self._said: set[str] = set()
 
+    def locked(self) -> threading.RLock:
+        """The lock held around every call into the warehouse (``with bridge.locked():``)."""
+        return self._lock
+
     # -- files ---------------------------------------------------------------
 
     def locate(self, path: str) -> tuple[str, str]:

@@ -33,7 +33,7 @@ from warehouse.jobs.jobrecords import JobRecord
 from warehouse.remote.warehouse import RemoteWarehouse
 from warehouse.workflows import cwlruns
 from warehouse.workflows.driver import driver_id
-from warehouse.workflows.runrecords import RUN_ACTIVE
+from warehouse.workflows.runrecords import RUN_ACTIVE, RunRecord
 from warehouse.workflows.runstore import get_run, record_parts
 from warehouse.workflows.spec import output_name
 
@@ -79,7 +79,12 @@ class _Book(Protocol):
     """Where a run is written: the catalog, or a controller's API."""
 
     def start(
-        self, workflow: str, file_pdh: str, inputs: Mapping[str, Any], name_outputs: str | None
+        self,
+        workflow: str,
+        file_pdh: str,
+        inputs: Mapping[str, Any],
+        name_outputs: str | None,
+        run_key: str | None,
     ) -> int: ...
 
     def nodes(self, run_id: int, nodes: Sequence[_Node]) -> None: ...
@@ -91,7 +96,12 @@ class _Book(Protocol):
     def look(self, run_id: int) -> tuple[str, str | None]: ...  # the run's state and control
 
     def finish(
-        self, run_id: int, state: str, outputs: Mapping[str, str], error: str | None
+        self,
+        run_id: int,
+        state: str,
+        outputs: Mapping[str, str],
+        error: str | None,
+        output_object: str | None,
     ) -> str | None: ...
 
 
@@ -100,7 +110,12 @@ class _Catalog:
         self.wh = wh
 
     def start(
-        self, workflow: str, file_pdh: str, inputs: Mapping[str, Any], name_outputs: str | None
+        self,
+        workflow: str,
+        file_pdh: str,
+        inputs: Mapping[str, Any],
+        name_outputs: str | None,
+        run_key: str | None,
     ) -> int:
         cwlruns.end_lost(self.wh.engine)  # runs of runners killed earlier: ended first
         run = cwlruns.start(
@@ -111,6 +126,7 @@ class _Catalog:
             inputs=inputs,
             name_outputs=name_outputs,
             runner=driver_id(),
+            run_key=run_key,
         )
         return run.id
 
@@ -128,10 +144,15 @@ class _Catalog:
         return run.state, run.control
 
     def finish(
-        self, run_id: int, state: str, outputs: Mapping[str, str], error: str | None
+        self,
+        run_id: int,
+        state: str,
+        outputs: Mapping[str, str],
+        error: str | None,
+        output_object: str | None,
     ) -> str | None:
         run = get_run(self.wh.engine, run_id)
-        return cwlruns.finish(self.wh, self.wh.engine, run, state, outputs, error)
+        return cwlruns.finish(self.wh, self.wh.engine, run, state, outputs, error, output_object)
 
 
 class _Api:
@@ -141,8 +162,14 @@ class _Api:
         self.api = wh.api  # its HTTP client may be used by several threads at once
 
     def start(
-        self, workflow: str, file_pdh: str, inputs: Mapping[str, Any], name_outputs: str | None
+        self,
+        workflow: str,
+        file_pdh: str,
+        inputs: Mapping[str, Any],
+        name_outputs: str | None,
+        run_key: str | None,
     ) -> int:
+        # The key is not sent: a whole run is reused embedded only (docs/cwl.md).
         body = {
             "workflow": workflow,
             "file_pdh": file_pdh,
@@ -173,7 +200,12 @@ class _Api:
         return str(out["state"]), out.get("control")
 
     def finish(
-        self, run_id: int, state: str, outputs: Mapping[str, str], error: str | None
+        self,
+        run_id: int,
+        state: str,
+        outputs: Mapping[str, str],
+        error: str | None,
+        output_object: str | None,
     ) -> str | None:
         body = {"state": state, "outputs": dict(outputs), "error": error}
         out = self.api.post(f"/cwl-runs/{run_id}/finish", body)
@@ -206,11 +238,18 @@ class Recorder:
         self._changes: dict[str, JobRecord] = {}
         self._looked = (0.0, False)  # when cancelled() last asked, and the answer
 
-    def start(self, files: Sequence[str], inputs: Mapping[str, Any], workflow: str) -> None:
-        """Record the run: its CWL files as one collection, its inputs, no node yet."""
+    def start(
+        self,
+        files: Sequence[str],
+        inputs: Mapping[str, Any],
+        workflow: str,
+        run_key: str | None = None,
+    ) -> None:
+        """Record the run: its CWL files as one collection, its inputs, no node
+        yet; ``run_key``: what makes it the same run (``_whole``)."""
         with self._lock:
             file_pdh = self._store_files(files)
-            self.run_id = self.book.start(workflow, file_pdh, inputs, self.name_outputs)
+            self.run_id = self.book.start(workflow, file_pdh, inputs, self.name_outputs, run_key)
         self._beating = threading.Thread(target=self._beat, name="wh-cwl-heartbeat", daemon=True)
         self._beating.start()
         self._writing = threading.Thread(target=self._write, name="wh-cwl-nodes", daemon=True)
@@ -310,9 +349,28 @@ class Recorder:
                 self._looked = (time.monotonic(), answer)
             return answer
 
-    def finish(self, state: str, outputs: Mapping[str, str], error: str | None) -> str | None:
-        """The run's end: its outputs (name -> PDH) named with the prefix; an
-        error naming them, or None."""
+    def earlier(self, run_key: str) -> RunRecord | None:
+        """The newest complete run of this key (the same run, finished), embedded."""
+        if self.run_id is None or not isinstance(self.wh, EmbeddedWarehouse):
+            return None
+        with self._lock:
+            return cwlruns.served_by(self.wh.engine, run_key, self.wh.user, before=self.run_id)
+
+    def answered_by(self, earlier: RunRecord) -> int:
+        """This run is answered whole by run ``earlier``: its nodes, each reused."""
+        assert self.run_id is not None and isinstance(self.wh, EmbeddedWarehouse)
+        with self._lock:
+            return cwlruns.copy_nodes(self.wh.engine, earlier.id, self.run_id)
+
+    def finish(
+        self,
+        state: str,
+        outputs: Mapping[str, str],
+        error: str | None,
+        output_object: str | None = None,
+    ) -> str | None:
+        """The run's end: its outputs (name -> PDH) named with the prefix, and
+        the output object's collection kept; an error naming them, or None."""
         if self._done or self.run_id is None:
             return None
         self._done = True
@@ -322,4 +380,4 @@ class Recorder:
                 thread.join()
         with self._lock:
             self.flush()
-            return self.book.finish(self.run_id, state, outputs, error)
+            return self.book.finish(self.run_id, state, outputs, error, output_object)

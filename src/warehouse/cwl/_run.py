@@ -201,6 +201,7 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
     from warehouse.cwl._bridge import Bridge
     from warehouse.cwl._record import check_prefix
     from warehouse.cwl._tool import Executor, make_tool
+    from warehouse.cwl._whole import keep_object, served_output, settings
     from warehouse.embedded import EmbeddedWarehouse
     from warehouse.remote.warehouse import RemoteWarehouse
 
@@ -234,42 +235,54 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
         loading = LoadingContext()
         loading.construct_tool_object = make_tool
         printed = io.StringIO()
+        # A summary written to a file is cwltool's to write: such a run is not reused whole.
+        whole = None if args.write_summary else settings(args)
+        executor = Executor(bridge, reuse=options.reuse, settings=whole)
         code = cwltool.main.main(
             args=args,
             stdout=printed,
             stderr=err,
             logger_handler=shown,
-            executor=Executor(bridge, reuse=options.reuse),
+            executor=executor,
             loadingContext=loading,
         )
         if bridge.refused is not None:
             raise bridge.refused
+        served = executor.served if code == 0 else None
         result = json.loads(printed.getvalue()) if code == 0 and printed.getvalue().strip() else {}
-        outputs = _each_output(result, bridge, args.outdir) if code == 0 else {}
-        if code == 0:
+        kept = None  # the output object's collection
+        if served is not None:
+            result = served_output(served, bridge, args.outdir, paths=options.local_paths)
+            outputs, kept = served.outputs, served.kept
+        else:
+            outputs = _each_output(result, bridge, args.outdir) if code == 0 else {}
+        if code == 0 and served is None:
             _to_keep(result, bridge, args.outdir, paths=options.local_paths)
+            if whole is not None and bridge.remote is None:
+                kept = keep_object(bridge, result)
         state = "complete" if code == 0 else "cancelled" if bridge.record.cancelled() else "failed"
         failed = [f.job.id for f in bridge.finished if f.exit_code is None]
         why = None
         if code != 0:
             first = _one_line(errors.messages[0]) if errors.messages else "the run failed"
             why = f"job {failed[0]} failed: {first}" if failed else first
-        naming = bridge.record.finish(state, outputs, why)
+        naming = bridge.record.finish(state, outputs, why, kept)
         if naming is not None and code == 0:
             errors.messages.insert(0, naming)
             code = 1
-        elif code == 0 and printed.getvalue().strip():
+        elif code == 0 and (printed.getvalue().strip() or served is not None):
             json.dump(result, out, indent=4, ensure_ascii=False)
             out.write("\n")
         elif code == 0:
             out.write(printed.getvalue())
         ran = sum(1 for f in bridge.finished if not f.reused)
         summary = not args.quiet if options.summary is None else options.summary
-        if bridge.finished and summary:
-            reused = len(bridge.finished) - ran
-            jobs = f"{len(bridge.finished)} job" + ("s" if len(bridge.finished) != 1 else "")
+        count = len(bridge.finished) if served is None else served.jobs
+        if (count or served is not None) and summary:
+            jobs = f"{count} job" + ("s" if count != 1 else "")
             idle = " (0 steps run)" if ran == 0 else ""
-            print(f"wh cwl: {jobs}: {ran} ran, {reused} reused{idle}", file=err)
+            whole_run = f": the whole run reused from run {served.run_id}" if served else ""
+            print(f"wh cwl: {jobs}: {ran} ran, {count - ran} reused{idle}{whole_run}", file=err)
         if code != 0:
             message = errors.messages[0] if errors.messages else "the run failed"
             refused = message.startswith(_REFUSED) or any(m in message for m in _REFUSED_INSIDE)

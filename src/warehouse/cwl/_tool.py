@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from collections.abc import Mapping, MutableMapping, MutableSequence
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import unquote
 
 from cwltool import process as cwltool_process
 from cwltool.command_line_tool import CommandLineTool
@@ -38,6 +36,7 @@ from cwltool.workflow import default_make_tool
 
 from warehouse.cwl._bridge import Bridge, Staged
 from warehouse.cwl._record import check_prefix, document_files
+from warehouse.cwl._whole import Served, as_keep, portable, run_key, serve
 from warehouse.errors import WarehouseError
 
 __all__ = ["OUTDIR", "STAGEDIR", "TMPDIR", "Executor", "WarehouseJob", "make_tool"]
@@ -88,56 +87,12 @@ def make_tool(toolpath_object: MutableMapping[str, Any], loadingContext: Loading
     return default_make_tool(cast(Any, toolpath_object), loadingContext)
 
 
-_ANONYMOUS = re.compile(r"_:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def portable(tool: Any) -> Any:
-    """The tool document as its content, not its place: cwltool's ids name
-    the file's absolute URI (``file:///home/x/wf.cwl#step/run/f``) and an
-    inline tool gets a random ``_:UUID``. Both would make the same tool moved
-    or loaded again another function, and so another job. Every ``file://``
-    URI is made relative to the directory of the file the tool is written in
-    (its own id's, or for an inline tool its first input's or output's), and
-    random ids one fixed text; the command line never holds either."""
-    first: list[str] = []
-
-    def look(value: Any) -> None:
-        if first:
-            return
-        if isinstance(value, str) and value.startswith("file://"):
-            first.append(value)
-        elif isinstance(value, dict):
-            for key in ("id", "inputs", "outputs"):
-                look(value.get(key))
-        elif isinstance(value, list):
-            for v in value:
-                look(v)
-
-    look(tool)
-    # Kept quoted: the relative texts stay URI references, as cwltool wrote them.
-    base = os.path.dirname(first[0][len("file://") :].split("#", 1)[0]) if first else ""
-
-    def fix(value: Any) -> Any:
-        if isinstance(value, str):
-            if value.startswith("file://") and base:
-                path, hash_, fragment = value[len("file://") :].partition("#")
-                return os.path.relpath(path, base) + hash_ + fragment
-            return "_:anonymous" if _ANONYMOUS.fullmatch(value) else value
-        if isinstance(value, dict):
-            return {k: fix(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [fix(v) for v in value]
-        return value
-
-    return fix(tool)
-
-
 def _short_id(uri: str) -> str:
     """A tool's id as the run's node shows it: its file's name and fragment."""
     return uri.rsplit("/", 1)[-1] if uri.startswith("file://") else uri
 
 
-def _local(resolved: str) -> str:
+def _local_path(resolved: str) -> str:
     return resolved[len("file://") :] if resolved.startswith("file://") else resolved
 
 
@@ -171,11 +126,11 @@ class WarehouseJob(JobBase):
         if ent.type in ("CreateFile", "CreateWritableFile"):
             return [Staged(target, text=ent.resolved)]
         if ent.type in ("File", "WritableFile"):
-            return [Staged(target, source=_local(ent.resolved))]
+            return [Staged(target, source=_local_path(ent.resolved))]
         if ent.type in ("Directory", "WritableDirectory"):
             if ent.resolved.startswith("_:"):
                 return [Staged(target, directory=True)]  # a literal: its entries come one by one
-            return [Staged(target, source=_local(ent.resolved), directory=True)]
+            return [Staged(target, source=_local_path(ent.resolved), directory=True)]
         return []
 
     def _plan(self) -> dict[str, Any]:
@@ -281,10 +236,16 @@ class Executor(MultithreadedJobExecutor):
     asks for more cores than the machine has is still refused, as cwltool's
     executor refuses it."""
 
-    def __init__(self, bridge: Bridge, *, reuse: bool = True) -> None:
+    def __init__(
+        self, bridge: Bridge, *, reuse: bool = True, settings: dict[str, Any] | None = None
+    ) -> None:
         super().__init__()
         self.bridge = bridge
         self.reuse = reuse
+        # cwltool's options that may change what a run makes (_whole.settings);
+        # None: the run is not reused whole.
+        self.settings = settings
+        self.served: Served | None = None  # the run answered whole by an earlier one
         self.cores = self.max_cores  # the machine's, as cwltool counts them
         self.max_cores = self.cores * IN_FLIGHT_PER_CORE
 
@@ -318,10 +279,17 @@ class Executor(MultithreadedJobExecutor):
         # cwltool numbers job names (sort, sort_2…) across every run of the
         # process; a run's nodes are named from its own first job again.
         cwltool_process._names.clear()
-        self._record(process, job_order_object)
+        key = None
+        if self.settings is not None and self.bridge.remote is None:  # embedded only
+            key = run_key(process, job_order_object, runtime_context, self.bridge, self.settings)
+        self._record(process, job_order_object, key)
+        if key is not None and self.reuse:
+            self.served = serve(self.bridge, key)
+            if self.served is not None:
+                return {}, "success"  # the output object is the earlier run's (_run)
         return super().execute(process, job_order_object, runtime_context, logger)
 
-    def _record(self, process: Process, job_order: CWLObjectType) -> None:
+    def _record(self, process: Process, job_order: CWLObjectType, key: str | None) -> None:
         """The run as a workflow run, once the documents are loaded and valid."""
         bridge = self.bridge
         outputs = [shortname(str(o["id"])) for o in process.tool.get("outputs", [])]
@@ -334,20 +302,4 @@ class Executor(MultithreadedJobExecutor):
         process.visit(lambda t: ids.append(str(t.get("id", ""))))
         main = str(process.tool.get("id", ""))
         name = _short_id(main).split("#", 1)[0] or "cwl"
-        bridge.record.start(document_files(ids), _as_keep(job_order, bridge), name)
-
-
-def _as_keep(value: Any, bridge: Bridge) -> Any:
-    """The job order with every local file named by its collection (``keep:PDH/path``)."""
-    if isinstance(value, dict):
-        out = {k: _as_keep(v, bridge) for k, v in value.items() if not k.startswith("http")}
-        loc = value.get("location")
-        local = isinstance(loc, str) and loc.startswith("file://")
-        if value.get("class") in ("File", "Directory") and local:
-            pdh, rel = bridge.locate(unquote(_local(str(loc))))
-            out["location"] = f"keep:{pdh}/{rel}" if rel else f"keep:{pdh}"
-            out.pop("path", None)
-        return out
-    if isinstance(value, list):
-        return [_as_keep(v, bridge) for v in value]
-    return value
+        bridge.record.start(document_files(ids), as_keep(job_order, bridge), name, key)
