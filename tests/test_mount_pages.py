@@ -16,10 +16,11 @@ from warehouse.embedded import EmbeddedWarehouse
 from warehouse.errors import NotFoundError
 from warehouse.manifest import Manifest
 from warehouse.manifest import outline as outline_module
+from warehouse.manifest import pages as _pages
 from warehouse.manifest.outline import Outline
-from warehouse.mount import _collection, _pages, _tree
+from warehouse.manifest.pages import Files, PagedFiles
+from warehouse.mount import _collection, _tree
 from warehouse.mount._collection import Dropped
-from warehouse.mount._pages import Files, PagedFiles
 from warehouse.mount._tree import Node, Tree
 
 _LOC = "0123456789abcdef0123456789abcdef+67108864"

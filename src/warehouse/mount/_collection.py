@@ -9,7 +9,7 @@ from warehouse.collection.storedtext import StoredText
 from warehouse.errors import WarehouseError
 from warehouse.manifest import Manifest
 from warehouse.manifest.outline import Outline
-from warehouse.mount._pages import Files
+from warehouse.manifest.pages import Files
 
 __all__ = ["Collection", "Dropped"]
 

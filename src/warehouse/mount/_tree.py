@@ -11,7 +11,7 @@ directories and where each one's stream lies in the text, nothing per file)
 over a scratch copy of its text on disk; a directory's files are made from
 its one stream when it is first used, and kept among the last used within
 ``ENTRIES_HELD`` files. A directory of more than ``PAGED_FROM`` files is
-read in pages of its stream instead (``_pages.py``: a sparse index of it).
+read in pages of its stream instead (``manifest/pages.py``: a sparse index of it).
 So a collection of a million files costs its directories and the pages in
 use, not its files, even all in one directory (docs/mount.md).
 
@@ -42,8 +42,8 @@ from warehouse.collection.storedtext import StoredText
 from warehouse.errors import NotFoundError, WarehouseError
 from warehouse.keys import is_pdh
 from warehouse.manifest import FileEntry, Manifest
+from warehouse.manifest.pages import DirFiles, Files, PagedFiles
 from warehouse.mount._collection import Collection, Dropped
-from warehouse.mount._pages import DirFiles, Files, PagedFiles
 
 __all__ = ["ROOT", "Child", "Collection", "Files", "Listing", "Node", "Source", "Tree"]
 

@@ -1,5 +1,5 @@
-"""A directory's files as the mount asks for them: whole, or in pages of
-one stream (docs/mount.md, "Large collections").
+"""A directory's files, whole or in pages of its one stream: what the mount,
+the S3 gateway and WebDAV read (docs/mount.md, "A directory of many files").
 
 A directory's files come from its one stream (normalized text: files in
 name order, each file's segments together). ``Files`` holds them all;
@@ -62,6 +62,11 @@ class DirFiles:
         """Up to ``count`` files from place ``start`` on, in name order."""
         raise NotImplementedError
 
+    def place_of(self, name: str) -> int:
+        """The place of the first file whose name is not less than ``name``
+        (code point order; ``count`` if there is none)."""
+        raise NotImplementedError
+
     def at(self, place: int) -> tuple[str, FileEntry] | None:
         found = self.run(place, 1) if place >= 0 else []
         return found[0] if found else None
@@ -84,6 +89,9 @@ class Files(DirFiles):
 
     def index(self, name: str) -> int:
         return bisect.bisect_left(self.names, name)
+
+    def place_of(self, name: str) -> int:
+        return self.index(name)
 
     def find(self, name: str) -> tuple[int, FileEntry] | None:
         entry = self.entries.get(name)
@@ -340,6 +348,14 @@ class PagedFiles(DirFiles):
         page = self._page(number)
         i = page.places.get(name)
         return None if i is None else (number * PAGE + i, page.entries[i])
+
+    def place_of(self, name: str) -> int:
+        # One bisect of the index, one page parsed.
+        number = bisect.bisect_right(self.firsts, name) - 1
+        if number < 0:
+            return 0
+        page = self._page(number)
+        return number * PAGE + bisect.bisect_left(page.names, name)
 
     def run(self, start: int, count: int) -> Run:
         out: Run = []
