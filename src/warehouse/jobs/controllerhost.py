@@ -214,15 +214,24 @@ class ManagerThread:
         self._workers = dict(placer.host_map.workers) if placer is not None else None
         self.executor: Executor | None = self._make_executor()
         self._stop = threading.Event()
+        self._woken = threading.Event()  # jobs were submitted: refresh now (``wake``)
         self._thread = threading.Thread(target=self._run, name="wh-job-manager", daemon=True)
 
     def start(self) -> ManagerThread:
         self._thread.start()
         return self
 
+    def wake(self) -> None:
+        """Jobs were just submitted (from any thread): the manager looks for them
+        now rather than at its next refresh (every 0.2 s)."""
+        self._woken.set()
+
     def _idle(self, manager: Manager) -> bool:
-        if not self._stop.is_set() and manager.sched.idle() and not manager.executor.running():
-            self._stop.wait(0.1)  # nothing to do: no busy loop
+        quiet = manager.sched.idle() and not manager.executor.running()
+        # Nothing to do: no busy loop, but woken by new jobs or the stop.
+        if self._woken.is_set() or (not self._stop.is_set() and quiet and self._woken.wait(0.1)):
+            self._woken.clear()
+            manager.refresh_soon()
         return self._stop.is_set()
 
     def _make_executor(self) -> Executor:
@@ -269,6 +278,7 @@ class ManagerThread:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the loop; running steps are killed (a restart runs them again)."""
         self._stop.set()
+        self._woken.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
         if self.executor is not None:

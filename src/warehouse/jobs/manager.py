@@ -188,6 +188,10 @@ class Manager:
             else:
                 self.sched.resume(job_id)
 
+    def refresh_soon(self) -> None:
+        """New jobs were submitted in this process: the next turn refreshes."""
+        self._last_refresh = 0.0
+
     def take_up(self, submitted: Sequence[jobstore.JobRecord]) -> None:
         """Jobs this process has just submitted, taken up now rather than found by
         the next ``refresh`` (which then skips them: they are known)."""

@@ -49,8 +49,11 @@ class WorkflowThread:
         interval: float = 0.25,
         git_roots: Sequence[str] = (),
         git_allow: Sequence[str] = DEFAULT_ALLOW,
+        on_submitted: Callable[[], None] | None = None,
     ) -> None:
         self.engine = engine
+        # Called after a pass that submitted jobs (the job manager looks for them then).
+        self.on_submitted = on_submitted
         self.keep = keep
         self.executor = executor
         self.interval = interval
@@ -101,15 +104,19 @@ class WorkflowThread:
         self._take_up()
         self._end_lost()
         changed = len(self._drivers) != held
+        submitted = False
         for run_id, driver in list(self._drivers.items()):
-            writes = driver.writes
+            writes, jobs = driver.writes, driver.submitted
             try:
                 if driver.turn():
                     del self._drivers[run_id]
                 changed = changed or driver.writes != writes
+                submitted = submitted or driver.submitted != jobs
             except WarehouseError as e:
                 log.warning("workflow run %s: %s", run_id, e)
                 del self._drivers[run_id]
+        if submitted and self.on_submitted is not None:
+            self.on_submitted()
         return changed
 
     def _run(self) -> None:

@@ -320,6 +320,7 @@ class ControllerState:
             executor,
             git_roots=self.config.git_roots,
             git_allow=self.config.git_allow,
+            on_submitted=self.job_manager.wake,
         ).start()
         return self.job_manager
 
