@@ -14,20 +14,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Self
 
 from warehouse import catalog
-from warehouse.blocks.store import BlockStore
-from warehouse.collection.listings import Digests
-from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
-from warehouse.collection.storedtext import StoredText
 from warehouse.errors import ConflictError, NotFoundError, UsageError, WarehouseError
 from warehouse.keys import Key, split_key
-from warehouse.manifest import Manifest
 
 if TYPE_CHECKING:
+    # The reader, the block store and the manifest's model load where they
+    # are used: `wh ls NAME` and `wh name ls` through a controller need none
+    # of them (docs/latency.md).
     from warehouse.blocks.locator import Locator
+    from warehouse.blocks.store import BlockStore
     from warehouse.collection.extract import ExtractedFile
+    from warehouse.collection.listings import Digests
+    from warehouse.collection.reader import CollectionReader
     from warehouse.collection.scan import DirNode, Filter
     from warehouse.collection.spool import Spool
+    from warehouse.collection.storedtext import StoredText
     from warehouse.collection.writer import WriteResult
+    from warehouse.manifest import Manifest
     from warehouse.putcache import CacheStats, PutCache
 
 __all__ = ["BlockWrites", "NameConflictAfterPut", "PutResult", "WarehouseBase"]
@@ -164,6 +167,8 @@ class WarehouseBase:
     def reader(self, key: str | Key, *, one_pass: bool = False) -> CollectionReader:
         """A reader of the collection; ``one_pass``: it reads each block once
         (as a get does), so the blocks are not kept in the RAM cache."""
+        from warehouse.collection.reader import DEFAULT_READAHEAD, CollectionReader
+
         pdh = self.resolve(key)
         readahead = DEFAULT_READAHEAD if self.readahead is None else self.readahead
         # A one-pass reader (a get) goes through the files once, in order: the
@@ -383,6 +388,8 @@ class WarehouseBase:
     def _record_text(self, text: bytes) -> catalog.CollectionRecord:
         """Record a collection from its manifest text; each kind of warehouse
         may do it without building the whole manifest."""
+        from warehouse.manifest import Manifest
+
         return self.save_manifest(Manifest.parse(text))
 
     def manifest_text(self, key: str | Key) -> bytes | None:

@@ -15,13 +15,17 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from warehouse.blocks.cache import BlockCache
 from warehouse.blocks.locator import EMPTY_MD5, MAX_BLOCK_SIZE, Locator
 from warehouse.blocks.sources import CACHE, LOCAL, count, counting
-from warehouse.blocks.volume import LocalVolume
 from warehouse.errors import CorruptDataError, UsageError, os_error
+
+if TYPE_CHECKING:
+    # Only the embedded store holds a volume: a client of keep servers, or a
+    # keep server's own reads, need not load it (docs/latency.md).
+    from warehouse.blocks.volume import LocalVolume
 
 __all__ = ["MAPPED_MIN", "BatchReads", "BlockStore", "LocalBlockStore", "StoredBlock"]
 
@@ -233,7 +237,7 @@ class LocalBlockStore:
 
     def checks_ahead(self) -> bool:
         """Whether ``get_ahead`` checks big blocks together here."""
-        return LocalVolume.can_check_open()
+        return self.volume.can_check_open()
 
     def get_ahead(self, locators: Sequence[Locator]) -> list[Callable[[], bytes | memoryview]]:
         """Big blocks of a one-pass read, checked now, together (one native

@@ -9,8 +9,7 @@ import click
 
 from warehouse.cli._common import JsonItems, LineOut, emit_json, human_size, open_warehouse
 from warehouse.cli.completion import complete_keys
-from warehouse.collection.reader import stored_text_damage
-from warehouse.collection.storedtext import StoredText
+from warehouse.collection.storedtext import StoredText, stored_text_damage
 from warehouse.errors import NotFoundError, UsageError
 from warehouse.interface import Warehouse
 from warehouse.keys import Key, parse_key

@@ -20,18 +20,17 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from functools import cached_property
 from typing import Any
 
 from warehouse.blocks import Locator
 from warehouse.blocks.store import MAPPED_MIN, BatchReads, BlockStore
 from warehouse.collection.listings import Digests, OrderedListing
-from warehouse.collection.storedtext import StoredText
+from warehouse.collection.storedtext import StoredText, stored_text_damage
 from warehouse.errors import CorruptDataError, NotFoundError, UsageError
 from warehouse.manifest import FileEntry, FilePiece, Manifest, Segment, Stream
 from warehouse.manifest.layout import file_entries, marked_directories
-from warehouse.manifest.parse import ManifestError, iter_raw_parts
+from warehouse.manifest.parse import iter_raw_parts
 
 __all__ = ["CollectionReader", "file_bytes_read", "stored_text_damage"]
 
@@ -79,17 +78,6 @@ class _Ahead:
 
 def _taken() -> bytes:
     raise AssertionError("a block checked ahead is used once")
-
-
-@contextmanager
-def stored_text_damage(collection: str) -> Iterator[None]:
-    """A stored manifest (or the one a controller sent) that does not parse
-    is damage, exit 5 as a bad block is, not the caller's bad input (2): the
-    text was checked against its PDH, or the controller stands for it."""
-    try:
-        yield
-    except ManifestError as e:
-        raise CorruptDataError(f"the stored manifest of {collection} does not parse: {e}") from None
 
 
 class CollectionReader:

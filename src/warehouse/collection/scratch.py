@@ -22,6 +22,7 @@ from typing import IO, NamedTuple
 
 from warehouse.blocks.locator import Locator
 from warehouse.blocks.store import StoredBlock
+from warehouse.collection.scratchfile import ScratchFile
 from warehouse.errors import UsageError
 from warehouse.manifest.entries import FileEntry, FilePiece
 
@@ -69,23 +70,6 @@ def scratch_dir(home: Path) -> Path:
 
 _RECORD = struct.Struct("<qI")  # a record's number and the length of its name
 _RECORDS_AT_ONCE = 8192  # parts of records joined into one write
-
-
-class ScratchFile:
-    """Holds one unnamed scratch file (``_file``, opened by the subclass),
-    closed by close() or with the object."""
-
-    _file: IO[bytes]
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __del__(self) -> None:
-        # Dropped unclosed (by a library caller): its scratch file goes with
-        # it, as an unnamed file would at exit anyway.
-        file = getattr(self, "_file", None)
-        if file is not None:
-            file.close()
 
 
 class Records(ScratchFile):

@@ -8,14 +8,16 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 from warehouse.blocks.locator import EMPTY_LOCATOR
-from warehouse.collection.scratch import ScratchFile
-from warehouse.manifest.parse import decode_line
+from warehouse.collection.scratchfile import ScratchFile
+from warehouse.errors import CorruptDataError
+from warehouse.manifest.parse import ManifestError, decode_line
 
-__all__ = ["StoredText"]
+__all__ = ["StoredText", "stored_text_damage"]
 
 # What a stored text is read and written by at once: little beside a 100,000
 # files' text (1.4 MB), which is what it replaces.
@@ -163,3 +165,14 @@ class StoredText(ScratchFile):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def stored_text_damage(collection: str) -> Iterator[None]:
+    """A stored manifest (or the one a controller sent) that does not parse
+    is damage, exit 5 as a bad block is, not the caller's bad input (2): the
+    text was checked against its PDH, or the controller stands for it."""
+    try:
+        yield
+    except ManifestError as e:
+        raise CorruptDataError(f"the stored manifest of {collection} does not parse: {e}") from None
