@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import unquote
 
 from cwltool.context import RuntimeContext
-from cwltool.errors import WorkflowException
 from cwltool.process import Process
 from cwltool.update import ORIGINAL_CWLVERSION
 from cwltool.utils import CWLObjectType  # type: ignore[attr-defined]
@@ -189,8 +188,8 @@ def run_key(
     context.toplevel = True
     try:
         bound = process._init_job(plain, context).job
-    except WorkflowException:
-        return None  # bad input: said by cwltool as the run starts, with its lines
+    except Exception:  # bad input (cwltool raises many kinds): said by it as the run starts
+        return None
     documents = sorted(
         json.dumps(
             [
