@@ -4,8 +4,8 @@ the mechanism that keeps the heavy ones out, which a busy machine cannot
 blur: `wh name ls` and `wh ls NAME` load no SQLAlchemy (embedded: the
 catalog's reads go through sqlite3; through a controller: no catalog at
 all), and no trio nor httpx through a controller (the JSON API's client
-speaks http.client). The sqlite3 reads are compared with the engine's on one
-catalog."""
+speaks http.client), nor anything for blocks (no block is read). The sqlite3
+reads are compared with the engine's on one catalog."""
 
 from __future__ import annotations
 
@@ -42,6 +42,19 @@ HEAVY = (
     "duckdb",
 )
 
+# Through a controller, a listing of names or of a manifest's text reads no
+# block: neither the keep servers' client (and its signature cache in
+# sqlite3), nor the block store, nor the collection reader loads.
+FOR_BLOCKS = (
+    "warehouse.remote.keepclient",
+    "warehouse.remote.signatures",
+    "sqlite3",
+    "warehouse.blocks.store",
+    "warehouse.blocks.volume",
+    "warehouse.collection.reader",
+    "warehouse.collection.scratch",
+)
+
 _PROBE = """
 import sys
 from warehouse.cli import main
@@ -54,11 +67,13 @@ print('loaded:', ' '.join(m for m in {heavy!r} if m in sys.modules), 'rc:', code
 """
 
 
-def _loaded(env: dict[str, str], *args: str) -> tuple[list[str], str]:
-    """The heavy modules ``wh ARGS`` loaded in its process, and its output."""
+def _loaded(
+    env: dict[str, str], *args: str, heavy: tuple[str, ...] = HEAVY
+) -> tuple[list[str], str]:
+    """The ``heavy`` modules ``wh ARGS`` loaded in its process, and its output."""
     base = {k: v for k, v in os.environ.items() if k not in ("WH_URL", "WH_TOKEN")}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE.format(heavy=HEAVY), *args],
+        [sys.executable, "-c", _PROBE.format(heavy=heavy), *args],
         env={**base, **env},
         capture_output=True,
         text=True,
@@ -87,7 +102,7 @@ def test_embedded_reads_load_no_sqlalchemy(tmp_path: Path) -> None:
     assert out == "f.txt"
 
 
-def test_reads_through_a_controller_load_no_catalog_nor_httpx(
+def test_reads_through_a_controller_load_no_catalog_nor_httpx_nor_blocks(
     tmp_path: Path, ctl: Controller
 ) -> None:
     token = ctl.user("alice")
@@ -97,12 +112,16 @@ def test_reads_through_a_controller_load_no_catalog_nor_httpx(
     (data / "f.txt").write_text("hello\n")
     put = wh_process("put", str(data), "--name", "x", env=env)
     assert put.returncode == 0, put.stderr
-    loaded, out = _loaded(env, "name", "ls")
+    loaded, out = _loaded(env, "name", "ls", heavy=HEAVY + FOR_BLOCKS)
     assert loaded == [], out
     assert out.splitlines()[1].split("\t")[:2] == ["x", put.stdout.strip()]
-    loaded, out = _loaded(env, "ls", "x")
+    loaded, out = _loaded(env, "ls", "x", heavy=HEAVY + FOR_BLOCKS)
     assert loaded == [], out
     assert out == "f.txt"
+    # The same client reading a file's bytes does make the block client.
+    loaded, out = _loaded(env, "cat", "x/f.txt", heavy=FOR_BLOCKS)
+    assert "warehouse.remote.keepclient" in loaded, out
+    assert out == "hello"
 
 
 def test_a_small_query_loads_no_catalog_library(tmp_path: Path, ctl: Controller) -> None:

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from warehouse.catalog.values import check_account
 from warehouse.errors import WarehouseError
 from warehouse.keys import is_pdh
-from warehouse.permissions import (
-    Grant,
-    GroupRecord,
-    Level,
-    Mode,
-    Perms,
-    check_target,
-    parse_level,
-    parse_mode,
-)
-from warehouse.remote.api import ApiClient
+
+# The permission records load when a sharing call is made: every command
+# through a controller has these methods, few use them (docs/latency.md).
+if TYPE_CHECKING:
+    from warehouse.permissions import Grant, GroupRecord, Level, Mode, Perms
+    from warehouse.remote.api import ApiClient
 
 __all__ = ["RemoteSharing", "grant_of", "perms_of"]
 
 
 def _key(key: str) -> str:
+    from warehouse.permissions import check_target
+
     return key if is_pdh(key) else check_target(key)
 
 
@@ -32,6 +29,8 @@ def _part(name: str) -> str:
 
 
 def grant_of(row: Any) -> Grant:
+    from warehouse.permissions import Grant, parse_level
+
     try:
         return Grant(
             str(row["target"]),
@@ -44,6 +43,8 @@ def grant_of(row: Any) -> Grant:
 
 
 def perms_of(row: Any) -> Perms:
+    from warehouse.permissions import Level, Perms, parse_mode
+
     try:
         return Perms(
             str(row["key"]),
@@ -62,12 +63,16 @@ class RemoteSharing:
     api: ApiClient
 
     def list_groups(self) -> list[GroupRecord]:
+        from warehouse.permissions import GroupRecord
+
         return [
             GroupRecord(str(g["name"]), str(g["owner"]), tuple(str(m) for m in g["members"]))
             for g in self.api.get("/groups")
         ]
 
     def add_group(self, name: str) -> GroupRecord:
+        from warehouse.permissions import GroupRecord
+
         g = self.api.call_object("POST", "/groups", json={"name": check_account(name)})
         return GroupRecord(str(g["name"]), str(g["owner"]), tuple(str(m) for m in g["members"]))
 
@@ -88,6 +93,8 @@ class RemoteSharing:
         return perms_of(self.api.get("/perms", key=_key(key)))
 
     def permission_mode(self) -> Mode:
+        from warehouse.permissions import parse_mode
+
         return parse_mode(str(self.api.call_object("GET", "/permission-mode")["mode"]))
 
     def set_permission_mode(self, mode: Mode) -> None:

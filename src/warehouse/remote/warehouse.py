@@ -18,16 +18,9 @@ from urllib.parse import quote
 
 from warehouse import catalog
 from warehouse.base import BlockWrites, WarehouseBase
-from warehouse.blocks import Locator
-from warehouse.blocks.cache import DEFAULT_CACHE_BYTES, BlockCache
-from warehouse.blocks.nodecache import configured_caches
+from warehouse.blocks.cache import DEFAULT_CACHE_BYTES
 from warehouse.blocks.sources import CLUSTER
-from warehouse.blocks.store import StoredBlock
 from warehouse.catalog.values import check_writer
-from warehouse.collection.listings import Digests, OrderedListing, ordered_listing, parse_listing
-from warehouse.collection.scratch import BlockLog
-from warehouse.collection.spool import Spool
-from warehouse.collection.storedtext import StoredText
 from warehouse.errors import (
     ConflictError,
     CorruptDataError,
@@ -36,16 +29,20 @@ from warehouse.errors import (
     WarehouseError,
     os_error,
 )
-from warehouse.manifest import Manifest
-from warehouse.manifest.normal import normal_pdh
 from warehouse.remote.api import REPLY_LIMIT, ApiClient, MethodNotAllowed, check_token
-from warehouse.remote.keepclient import KeepClient
-from warehouse.remote.probe import Service
 from warehouse.remote.sharing import RemoteSharing
-from warehouse.remote.signatures import SignatureCache, default_cache_dir
 
+# What reads or writes a collection (its manifest, listing, scratch text,
+# blocks) loads where it is used: `wh name ls` needs none of it, `wh ls
+# NAME` no block (docs/latency.md).
 if TYPE_CHECKING:
+    from warehouse.collection.listings import Digests, OrderedListing
+    from warehouse.collection.spool import Spool
+    from warehouse.collection.storedtext import StoredText
     from warehouse.keys import Key
+    from warehouse.manifest import Manifest
+    from warehouse.remote.keepclient import KeepClient
+    from warehouse.remote.probe import Service
     from warehouse.settings import OtherCluster
 
 __all__ = ["RemoteWarehouse"]
@@ -100,6 +97,33 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
         self.cluster: str = me.get("cluster") or "local"
         self.clusters = {n: c for n, c in (clusters or {}).items() if n != self.cluster}
         self._others_lock = threading.Lock()
+        # The block client is made when first used (``store``): a command
+        # that reads names or a manifest's text only (`wh name ls`, `wh ls
+        # NAME`) asks for no keep servers, opens no signature cache and
+        # loads no block client (docs/latency.md).
+        self._keep_args = (token, replication, min_copies, cache_bytes)
+        self._store: KeepClient | None = None
+        self._store_lock = threading.Lock()
+
+    @property
+    def store(self) -> KeepClient:  # type: ignore[override] # made on first use
+        """The keep servers' client, made on first use, once whatever the thread."""
+        store = self._store
+        if store is None:
+            with self._store_lock:
+                if self._store is None:
+                    self._store = self._keep_client(*self._keep_args)
+                store = self._store
+        return store
+
+    def _keep_client(
+        self, token: str, replication: int | None, min_copies: int | None, cache_bytes: int
+    ) -> KeepClient:
+        from warehouse.blocks.cache import BlockCache
+        from warehouse.blocks.nodecache import configured_caches
+        from warehouse.remote.keepclient import KeepClient
+        from warehouse.remote.signatures import SignatureCache, default_cache_dir
+
         services = self._services()
         if not services:
             # `wh serve --keep N &` may not have registered its keep servers yet.
@@ -114,7 +138,7 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
         disk = configured_caches()
         known = SignatureCache(default_cache_dir(), self.url, token)
         try:
-            self.store: KeepClient = KeepClient(
+            return KeepClient(
                 services,
                 token,
                 replication=replication,
@@ -132,6 +156,8 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
             raise
 
     def _services(self) -> list[Service]:
+        from warehouse.remote.probe import Service
+
         return [
             Service(s["id"], s["url"], s.get("host") or "") for s in self.api.get("/keep_services")
         ]
@@ -143,7 +169,8 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
     def close(self) -> None:
         for other in self._others.values():
             other.close()
-        self.store.close()
+        if self._store is not None:  # else never needed
+            self._store.close()
         self.api.close()
 
     # -- other clusters --------------------------------------------------------
@@ -160,7 +187,11 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
                         "see [clusters.NAME] in docs/clusters.md)"
                     )
                 other = RemoteWarehouse(entry.url, entry.token, wait=False)
-                other.store.source = CLUSTER  # its blocks are another cluster's
+                try:
+                    other.store.source = CLUSTER  # its blocks are another cluster's
+                except BaseException:
+                    other.close()
+                    raise
                 if other.cluster != name:
                     other.close()
                     raise UsageError(
@@ -216,6 +247,8 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
         )
 
     def _spool(self) -> Spool:
+        from warehouse.collection.spool import Spool  # a put's alone
+
         # The system's scratch directory ($TMPDIR): a client has no home of its own.
         try:
             return Spool()
@@ -239,6 +272,8 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
             except MethodNotAllowed:
                 # A controller older than the streamed put: the whole manifest, as before.
                 listing = json.loads(spool.listing())
+                from warehouse.manifest import Manifest
+
                 return self._record(Manifest.parse(spool.text()), listing, rows, spool.pdh)
         return self._stored("/collections/text", out, spool.pdh)
 
@@ -256,6 +291,8 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
             )
         except MethodNotAllowed:
             # A controller older than the streamed put: the whole manifest, as before.
+            from warehouse.manifest import Manifest
+
             return self._record(Manifest.parse(spool.text()), None, (), spool.pdh)
         return self._stored("/collections/text", out, spool.pdh)
 
@@ -275,6 +312,8 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
             raise
 
     def _own_collection(self, pdh: str) -> tuple[Manifest, dict[str, str] | None]:
+        from warehouse.manifest import Manifest
+
         path = f"/collections/{pdh}"
         # The manifest and its listing in JSON, in memory: its size bounds the
         # manifest (escaped: twice), not the listing (REPLY_LIMIT, or as much).
@@ -324,6 +363,9 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
         """The collection's normalized, signed text written to an unnamed
         scratch file as it arrives, checked a line at a time against ``pdh``;
         None where the controller does not hold it that way."""
+        from warehouse.collection.storedtext import StoredText
+        from warehouse.manifest.normal import normal_pdh
+
         text = StoredText()
         try:
             try:
@@ -344,6 +386,9 @@ class RemoteWarehouse(WarehouseBase, RemoteSharing):
 
     def _listing(self, pdh: str) -> OrderedListing | None:
         """The caller's own listing, from a scratch file a piece at a time."""
+        from warehouse.collection.listings import ordered_listing, parse_listing
+        from warehouse.collection.storedtext import StoredText
+
         listing = StoredText()
         first = last = b""  # its first and last bytes but blanks
 
@@ -495,6 +540,11 @@ def _again(writes: BlockWrites) -> Iterator[BlockWrites]:
     if not isinstance(writes, Iterator):
         yield writes
         return
+    # A put's alone: not loaded by a command that only reads.
+    from warehouse.blocks import Locator
+    from warehouse.blocks.store import StoredBlock
+    from warehouse.collection.scratch import BlockLog
+
     with closing(BlockLog()) as log:
         for md5, size, new in writes:
             log.append(StoredBlock(Locator(md5, size), new))
