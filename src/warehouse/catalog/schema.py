@@ -426,5 +426,9 @@ volume_usage = sa.Table(
     sa.Column("puts", sa.BigInteger, nullable=False),
     sa.Column("lists", sa.BigInteger, nullable=False),
     sa.Column("deletes", sa.BigInteger, nullable=False),
+    # The spooled record folded into this row (migration 0022); None for a
+    # row written directly.
+    sa.Column("record", sa.String(32), nullable=True),
     sa.Index("ix_volume_usage_volume_at", "volume", "at"),
+    sa.Index("ux_volume_usage_record", "record", unique=True),
 )
