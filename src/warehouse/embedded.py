@@ -136,6 +136,9 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         self._open_lock = threading.Lock()
         self._lite: LiteCatalog | None = None
         self._lite_tried = False
+        # Set once this process wrote the catalog (a put, a name): it then
+        # folds the usage spool as it closes, a read never does.
+        self.wrote_catalog = False
         if self.open_catalog_at_once:
             self._opening()
 
@@ -217,32 +220,40 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
             self._engine.result().dispose()
 
     def record_volume_usage(self) -> None:
-        """Add what this process asked of its volume since the last call to
-        the catalog's ``volume_usage`` (docs/usage.md, "Per volume"); nothing
-        if it asked nothing. Best effort: a catalog that cannot be written
-        does not fail the command that closes (the counts are kept)."""
+        """Leave what this process asked of its volume since the last call in
+        the home's usage spool (docs/usage.md, "The spool"); nothing if it
+        asked nothing. The catalog is not opened for it: a process that
+        wrote its catalog (``wrote_catalog``) folds the spool in too. Best
+        effort: a record that cannot be left does not fail the command that
+        closes (the counts are kept)."""
         taken = self.volume.counts.take()
-        if not taken:
-            return
-        from warehouse.catalog.volumelite import record_taken_file
+        if taken:
+            from warehouse.catalog.volumespool import spool_taken  # no database library
+
+            try:
+                spool_taken(self.home, self.volume.name, taken)
+            except OSError as e:
+                self.volume.counts.give_back(taken)
+                _log.warning("could not record the usage of volume %s: %s", self.volume.name, e)
+        if self.wrote_catalog and self._opened is not None:
+            self.fold_volume_usage()
+
+    def fold_volume_usage(self) -> None:
+        """Fold the home's usage spool into the catalog's ``volume_usage``."""
+        from warehouse.catalog.volumeusage import fold_spool
 
         volume = self.volume
         held = getattr(volume, "stored_bytes", None)
 
-        def walk() -> int:
+        def walk(name: str) -> int | None:
+            if name != volume.name:
+                return None  # another volume's (the home's volume changed): not ours to list
             return int(held()) if callable(held) else sum(s.size for s in volume.index())
 
-        path = self.home / "warehouse.db"
         try:
-            # Through sqlite3 unless SQLAlchemy is open here already.
-            lite = self._opened is None and path.is_file()
-            if not (lite and record_taken_file(path, volume.name, taken, walk)):
-                from warehouse.catalog.volumeusage import record_taken
-
-                record_taken(self.engine, volume.name, taken, walk)
+            fold_spool(self.engine, self.home, walk)
         except Exception as e:  # also a database's own errors (SQLAlchemy not imported here)
-            volume.counts.give_back(taken)
-            _log.warning("could not record the usage of volume %s: %s", volume.name, e)
+            _log.warning("could not fold the usage spool: %s", e)
 
     # -- collections ---------------------------------------------------------
 
@@ -253,6 +264,7 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         for loc in manifest.blocks():
             if not self.store.exists(loc):
                 raise NotFoundError(f"block {loc.key} of the manifest is not stored")
+        self.wrote_catalog = True
         catalog.record_block_writes(self.engine, self.user, writes)
         return store_manifest(self.store, self.engine, manifest, self.user, file_md5s)
 
@@ -266,6 +278,7 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
     def _record_spool(self, spool: Spool, writes: BlockWrites) -> catalog.CollectionRecord:
         # Every block of the data was stored by this put, or found stored
         # (by the store or the resume cache) before it: nothing dangles.
+        self.wrote_catalog = True
         catalog.record_block_writes(self.engine, self.user, writes)
         return store_spooled(self.store, self.engine, spool, self.user)
 
@@ -273,12 +286,14 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
         return self.store.exists
 
     def _record_text_spool(self, spool: Spool) -> catalog.CollectionRecord:
+        self.wrote_catalog = True
         return store_spooled(self.store, self.engine, spool, self.user, listing=False)
 
     def _record_text(self, text: bytes) -> catalog.CollectionRecord:
         # Normalized text (what every writer produces) is checked and stored
         # stream by stream, without the whole file table; other text is
         # parsed whole and normalized.
+        self.wrote_catalog = True
         summary = normal_summary(text)
         if summary is None:
             return self.save_manifest(Manifest.parse(text))
@@ -350,6 +365,7 @@ class EmbeddedWarehouse(WarehouseBase, EmbeddedSharing):
     def set_name(
         self, name: str, pdh: str, *, expect: str | None, create: bool = False
     ) -> catalog.NameRecord:
+        self.wrote_catalog = True
         return catalog.set_name(
             self.engine, name, pdh, expect=expect, create=create, user=self.user
         )

@@ -1,20 +1,21 @@
-"""The catalog's ``volume_usage`` rows: written by an embedded warehouse as
-it closes and by the controller for its keep servers; read by ``wh usage
+"""The catalog's ``volume_usage`` rows: folded from an embedded home's
+spool (``volumespool``) and written by the controller for its keep servers; read by ``wh usage
 --volumes`` (docs/usage.md, "Per volume")."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import sqlalchemy as sa
 
-from warehouse.blocks.volumecounts import Taken
-from warehouse.catalog.db import connect, write
+from warehouse.catalog.db import connect, duplicate_key, write
 from warehouse.catalog.schema import volume_usage
+from warehouse.catalog.volumespool import SpoolRecord, read_spool, unlink_records
+from warehouse.faults import fault_point
 from warehouse.usage.volumes import VolumeRow
 
-__all__ = ["record_taken", "record_volume_rows", "volume_rows"]
+__all__ = ["fold_spool", "record_volume_rows", "volume_rows"]
 
 
 def _latest(conn: sa.Connection, volume: str) -> int | None:
@@ -28,31 +29,76 @@ def _latest(conn: sa.Connection, volume: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def record_taken(
-    engine: sa.Engine, volume: str, taken: Taken, held: Callable[[], int], at: float | None = None
-) -> None:
-    """One row for a process's counts of ``volume``; the bytes held are the
-    newest sample's plus those this process added (within one write
-    transaction, so processes closing together add up), or, for a volume
-    never sampled, ``held()`` (a whole listing, made outside the
-    transaction: the process's own writes are in it)."""
+def fold_spool(engine: sa.Engine, home: Path, held: Callable[[str], int | None]) -> int:
+    """Fold the home's spooled records into ``volume_usage``, each once
+    (docs/usage.md, "The spool"); the number folded by this call.
+
+    A record already in the catalog (another fold's, or one of a fold
+    stopped after its commit) is only removed. A row's bytes held are the
+    newest sample's plus those its process added; for a volume never
+    sampled, ``held(volume)`` (a whole listing, after every spooled write:
+    the records are counted back from it), None if this process cannot
+    list that volume."""
+    records = read_spool(home)
+    if not records:
+        return 0
+    try:
+        folded = _fold(engine, records, held)
+    except sa.exc.IntegrityError as e:
+        if not duplicate_key(e):
+            raise
+        # A fold racing ours (PostgreSQL) inserted one first: once more,
+        # now seeing its rows.
+        folded = _fold(engine, records, held)
+    fault_point("volume-usage-folded")
+    unlink_records(records)
+    return folded
+
+
+def _fold(engine: sa.Engine, records: list[SpoolRecord], held: Callable[[str], int | None]) -> int:
+    walked: dict[str, int | None] = {}
     with connect(engine) as conn:
-        known = _latest(conn, volume) is not None
-    walked = None if known else held()
+        for volume in {r.volume for r in records}:
+            if _latest(conn, volume) is None:
+                walked[volume] = held(volume)  # outside the write transaction
     with write(engine) as conn:
-        latest = _latest(conn, volume)
-        stored = walked if latest is None else latest + taken.added_bytes
-        conn.execute(
-            volume_usage.insert().values(
-                volume=volume,
-                at=time.time() if at is None else at,
-                stored_bytes=None if stored is None else max(0, stored),
-                gets=taken.gets,
-                puts=taken.puts,
-                lists=taken.lists,
-                deletes=taken.deletes,
+        ids = [r.record for r in records]
+        done: set[str] = set()
+        for i in range(0, len(ids), 500):
+            found = sa.select(volume_usage.c.record).where(
+                volume_usage.c.record.in_(ids[i : i + 500])
             )
-        )
+            done.update(str(x) for x in conn.scalars(found))
+        todo = [r for r in records if r.record not in done]
+        stored: dict[str, int | None] = {}
+        for volume in {r.volume for r in todo}:
+            latest = _latest(conn, volume)
+            if latest is None and walked.get(volume) is not None:
+                # Counted back: the listing holds every record's bytes.
+                gained = sum(r.taken.added_bytes for r in todo if r.volume == volume)
+                latest = int(walked[volume] or 0) - gained
+            stored[volume] = latest
+        rows = []
+        for r in todo:
+            now = stored[r.volume]
+            if now is not None:
+                now += r.taken.added_bytes
+                stored[r.volume] = now
+            rows.append(
+                {
+                    "volume": r.volume,
+                    "at": r.at,
+                    "stored_bytes": None if now is None else max(0, now),
+                    "gets": r.taken.gets,
+                    "puts": r.taken.puts,
+                    "lists": r.taken.lists,
+                    "deletes": r.taken.deletes,
+                    "record": r.record,
+                }
+            )
+        if rows:
+            conn.execute(volume_usage.insert(), rows)
+    return len(rows)
 
 
 def record_volume_rows(engine: sa.Engine, rows: Sequence[VolumeRow]) -> None:

@@ -141,7 +141,10 @@ def gc(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
 
     def local(wh: EmbeddedWarehouse) -> GcReport:
         with _progress("marking collections") as progress:
-            return local_gc(wh.engine, wh.volume, dry_run=dry_run, progress=progress)
+            report = local_gc(wh.engine, wh.volume, dry_run=dry_run, progress=progress)
+        if not dry_run:  # a run writes the catalog anyway: the usage spool with it
+            wh.wrote_catalog = True
+        return report
 
     report = _run("run", {"dry_run": dry_run}, local)
     _show(report, as_json)

@@ -77,8 +77,9 @@ def _volume_usage(ctx: click.Context, since: str | None) -> tuple[float | None, 
         raise UsageError("volume usage needs an embedded warehouse or a controller")
     from warehouse.catalog.volumeusage import volume_rows
 
-    # This process's own reads so far are counted too.
+    # This process's own reads so far are counted too, and the spool folded.
     wh.record_volume_usage()
+    wh.fold_volume_usage()
     return when, summarize(volume_rows(wh.engine, when), when, time.time())
 
 

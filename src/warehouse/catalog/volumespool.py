@@ -1,0 +1,123 @@
+"""The spool of volume usage (docs/usage.md, "The spool"): a process that
+asked its volume anything leaves its counts as one small file under the
+home, never touching the catalog; a process that writes the catalog anyway,
+or reads usage, folds the files into ``volume_usage``
+(``volumeusage.fold_spool``). No database library here: a read or a step
+closes without loading one.
+
+A record is a file ``<id>.rec`` holding one JSON line, written under a
+temporary name and renamed into place, so a reader sees it whole or not at
+all. Its id is the row's ``record`` (unique), so it is folded once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from warehouse.blocks.volumecounts import Taken
+
+__all__ = ["SpoolRecord", "read_spool", "spool_dir", "spool_taken", "unlink_records"]
+
+_SUFFIX = ".rec"
+# A temporary file this old was left by a process killed while writing it.
+_STALE_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolRecord:
+    record: str  # 32 hex digits
+    volume: str
+    at: float
+    taken: Taken
+    path: Path
+
+
+def spool_dir(home: Path) -> Path:
+    """Where a home's records are: inside the home (private, 0700)."""
+    return home / "usage-spool"
+
+
+def spool_taken(home: Path, volume: str, taken: Taken, at: float | None = None) -> str:
+    """Leave ``taken`` for ``volume`` as one record; its id."""
+    where = spool_dir(home)
+    with contextlib.suppress(FileExistsError):
+        where.mkdir(mode=0o700)
+    record = uuid.uuid4().hex
+    line = json.dumps(
+        {
+            "record": record,
+            "volume": volume,
+            "at": time.time() if at is None else at,
+            "gets": taken.gets,
+            "puts": taken.puts,
+            "lists": taken.lists,
+            "deletes": taken.deletes,
+            "added_bytes": taken.added_bytes,
+        }
+    )
+    tmp = where / f".{record}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+    # Not fsynced, as the catalog's usage rows were not: a record may be
+    # lost with the last moments before a power cut, never seen half written.
+    os.replace(tmp, where / f"{record}{_SUFFIX}")
+    return record
+
+
+def _parse(path: Path) -> SpoolRecord | None:
+    try:
+        d = json.loads(path.read_text())
+        taken = Taken(
+            int(d["gets"]),
+            int(d["puts"]),
+            int(d["lists"]),
+            int(d["deletes"]),
+            int(d["added_bytes"]),
+        )
+        record = str(d["record"])
+        if len(record) != 32 or f"{record}{_SUFFIX}" != path.name:
+            return None
+        return SpoolRecord(record, str(d["volume"]), float(d["at"]), taken, path)
+    except FileNotFoundError:
+        return None  # folded and removed by another fold meanwhile
+    except (ValueError, KeyError, TypeError):
+        return None  # not one of ours: left alone
+
+
+def read_spool(home: Path) -> list[SpoolRecord]:
+    """The records waiting, oldest first; stale temporary files are removed."""
+    where = spool_dir(home)
+    try:
+        names = os.listdir(where)
+    except FileNotFoundError:
+        return []
+    found: list[SpoolRecord] = []
+    now = time.time()
+    for name in names:
+        path = where / name
+        if name.endswith(_SUFFIX):
+            rec = _parse(path)
+            if rec is not None:
+                found.append(rec)
+        elif name.endswith(".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                if now - path.stat().st_mtime > _STALE_SECONDS:
+                    path.unlink()
+    found.sort(key=lambda r: (r.at, r.record))
+    return found
+
+
+def unlink_records(records: list[SpoolRecord]) -> None:
+    """Remove records folded (by this fold or another)."""
+    for r in records:
+        with contextlib.suppress(FileNotFoundError):
+            r.path.unlink()
