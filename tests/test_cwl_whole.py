@@ -13,6 +13,7 @@ import pytest
 
 from conftest import Runner
 from warehouse.embedded import EmbeddedWarehouse
+from warehouse.gc.roots import workflow_roots
 from warehouse.jobs.jobstore import list_jobs
 
 
@@ -116,6 +117,10 @@ def test_a_rerun_is_answered_by_the_whole_run_with_no_job_submitted(
     assert not any(n["reused"] for n in one["nodes"])
     assert two["outputs"] == one["outputs"] and two["file_pdh"] == one["file_pdh"]
     assert two["inputs"] == one["inputs"]
+    # The output object is kept (the same one for both) and wh gc keeps it.
+    assert two["output_object"] == one["output_object"] is not None
+    with EmbeddedWarehouse(home) as wh:
+        assert one["output_object"] in workflow_roots(wh.engine, 0.0)
     # Its outputs named with its own prefix; their lineage reaches the CWL
     # files, the jobs (their tools) and the input as it was put.
     with EmbeddedWarehouse(home) as wh:
