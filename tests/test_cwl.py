@@ -15,6 +15,7 @@ import pytest
 
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.jobstore import list_jobs
+from warehouse.workflows.runstore import list_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -177,6 +178,24 @@ def test_a_workflow_with_a_scatter_and_an_expression_tool_through_wh_cwl_runner(
         cat = made[-1]
         staged = wh.manifest(cat.input_pdh).files()
         assert sorted(p.rsplit("/", 1)[-1] for p in staged) == ["one.txt", "three.txt", "two.txt"]
+
+
+def test_what_cwltool_answers_alone_is_printed_as_it_is(home: Path, tmp_path: Path) -> None:
+    # --version, --validate and --print-dot run nothing: their text is not an
+    # output object, and no run is recorded.
+    tool = _write(tmp_path, "sort.cwl", TOOL)
+    wf = _write(tmp_path, "wf.cwl", WORKFLOW)
+    runner = str(BIN / "wh-cwl-runner")
+    for argv, said in (
+        (["--version"], "wh-cwl-runner"),
+        (["--validate", str(tool)], "is valid CWL"),
+        (["--print-dot", str(wf)], "digraph"),
+    ):
+        done = subprocess.run([runner, *argv], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert said in done.stdout and "Traceback" not in done.stderr
+    with EmbeddedWarehouse(home) as wh:
+        assert list_runs(wh.engine) == []
 
 
 def test_keep_and_name_locations_are_read_from_the_warehouse(

@@ -248,6 +248,11 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
         )
         if bridge.refused is not None:
             raise bridge.refused
+        if code == 0 and bridge.record.run_id is None:
+            # Nothing ran (--version, --validate, --print-dot, --print-deps...):
+            # what cwltool printed is its answer, not an output object.
+            out.write(printed.getvalue())
+            return 0
         served = executor.served if code == 0 else None
         result = json.loads(printed.getvalue()) if code == 0 and printed.getvalue().strip() else {}
         kept = None  # the output object's collection
