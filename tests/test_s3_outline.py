@@ -16,9 +16,10 @@ from s3gw_helpers import gateway
 from warehouse.blocks import Locator
 from warehouse.collection.storedtext import StoredText
 from warehouse.gateways import s3objects, s3outline
-from warehouse.gateways.s3objects import Contents, Listable, list_page, start_key
+from warehouse.gateways.s3objects import Contents, Listable, encode_token, list_page, start_key
 from warehouse.gateways.s3outline import OutlinedContents
-from warehouse.manifest import FileEntry, FilePiece, Manifest
+from warehouse.manifest import FileEntry, FilePiece, Manifest, pages
+from warehouse.manifest.pages import PagedFiles
 
 _BLOCK = Locator.parse("0123456789abcdef0123456789abcdef+67108864")
 # Names whose key order is not the directories' order: "." and "-" sort
@@ -58,13 +59,26 @@ def _all_pages(
         assert len(pages) < 1000
 
 
-@pytest.mark.parametrize("scratch", [False, True], ids=["held", "scratch"])
-def test_outlined_pages_and_entries_equal_the_whole_ones(tmp_path: Path, scratch: bool) -> None:
+@pytest.mark.parametrize(
+    ("scratch", "paged"),
+    [(False, False), (True, False), (True, True)],
+    ids=["held", "scratch", "paged"],
+)
+def test_outlined_pages_and_entries_equal_the_whole_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scratch: bool, paged: bool
+) -> None:
+    if paged:
+        # Directories of more than 5 files in pages of 7: "many" (40 files
+        # and 12 subdirectories) is read from its sparse index.
+        monkeypatch.setattr(s3outline, "PAGED_FROM", 5)
+        monkeypatch.setattr(pages, "PAGE", 7)
     manifest = _manifest(_PATHS)
     text = manifest.portable_text().encode()
     whole = Contents(manifest, None)
     outlined = OutlinedContents(manifest.pdh, _stored(tmp_path, [text]) if scratch else text)
     try:
+        if paged:
+            assert isinstance(outlined.files("many"), PagedFiles)
         assert list(outlined.keys_from("")) == whole.keys == sorted(_PATHS)
         for prefix in ["", "a", "a/", "a/y", "a/y/", "b", "c/d", "many/", "many/s0", "zz"]:
             for delimiter in ["", "/", ".", "y", "/w/"]:
@@ -174,3 +188,32 @@ def test_the_gateway_lists_and_reads_a_large_collection_from_its_outline(
         s3.put_object(Bucket="big", Key="a/new.txt", Body=b"new\n")
         assert s3.get_object(Bucket="big", Key="a/new.txt")["Body"].read() == b"new\n"
         assert len(gw.wh(alice, "ls", "big").output.splitlines()) == len(files) + 1
+
+
+def test_a_page_after_a_token_reads_a_few_pages_of_a_flat_directory() -> None:
+    # A flat directory past PAGED_FROM: its index is made in one pass, then
+    # a page of 1,000 keys after a continuation token reads the page its
+    # bisect lands in and the pages it lists (some 1,000 files' text, 16
+    # bytes each), not the directory.
+    files = 3 * s3outline.PAGED_FROM
+    segments = " ".join(f"{i}:1:f{i:06}" for i in range(files))
+    text = f". {_BLOCK} {segments}\n".encode()
+    outlined = OutlinedContents("pdh", text)
+    read = outlined.collection.read
+    bytes_read: list[int] = []
+
+    def counted(start: int, end: int) -> bytes:
+        bytes_read.append(end - start)
+        return read(start, end)
+
+    outlined.collection.read = counted  # type: ignore[method-assign]
+    first = list_page(outlined, "", "", start_key(None, ""), 1000)
+    assert isinstance(outlined.files(""), PagedFiles)
+    assert first.keys[-1] == "f000999" and sum(bytes_read) >= len(text) - 100
+    bytes_read.clear()
+    token = encode_token("k", f"f{files // 2:06}")
+    page = list_page(outlined, "", "", start_key(token, ""), 1000)
+    assert page.keys == [f"f{i:06}" for i in range(files // 2 + 1, files // 2 + 1001)]
+    assert sum(bytes_read) < (1000 + 2 * pages.PAGE) * 16, sum(bytes_read)
+    entry = outlined.entry(f"f{files - 1:06}")
+    assert entry is not None and entry.pieces[0].offset == files - 1

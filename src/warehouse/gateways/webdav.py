@@ -12,6 +12,8 @@ block verified), Range answered by wsgidav over a seekable reader. Every
 request carries the user's token (HTTP Basic with the token as password,
 or ``Authorization: Bearer``); private mode applies as through the API.
 Methods that would write are refused (405): the provider is read-only.
+A directory's listing (PROPFIND, Depth 1) is written as it is listed, a
+batch of members at a time (``webdav_propfind.py``), never built whole.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import mimetypes
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -41,10 +43,11 @@ from wsgidav.wsgidav_app import WsgiDAVApp
 from warehouse import catalog
 from warehouse.blocks.store import BlockStore
 from warehouse.errors import NotFoundError, UsageError, WarehouseError
+from warehouse.gateways.webdav_propfind import streamed_propfind
 from warehouse.gateways.webdav_source import UserView
 from warehouse.manifest import FileEntry
 from warehouse.mount import Tree
-from warehouse.mount._tree import Node
+from warehouse.mount._tree import Listing, Node
 from warehouse.server.accesslog import AccessLog, note_user
 from warehouse.server.controller.auth import is_job_token
 from warehouse.server.controller.state import ControllerState
@@ -172,6 +175,17 @@ class _Dir(DAVCollection):  # type: ignore[misc]  # wsgidav is untyped
     def get_member_list(self) -> list[Any]:
         return [self._child(n, node, e) for n, node, e in _listed(self.tree, self.node)]
 
+    def member_batches(self, count: int) -> Iterator[list[Any]]:
+        """The members, ``count`` at a time (a PROPFIND's listing): a large
+        directory's files are read a page at a time, never all at once."""
+        if self.node.kind == "by_id":
+            return  # as _listed
+        listing = Listing(self.tree, self.node, numbered=False)
+        offset = 0
+        while batch := listing.entries(offset, count):
+            offset = batch[-1][4]
+            yield [self._child(name, node, entry) for name, _, node, entry, _ in batch]
+
     def get_creation_date(self) -> float:
         return self.started
 
@@ -247,6 +261,17 @@ class _Provider(DAVProvider):  # type: ignore[misc]
 
     def is_readonly(self) -> bool:
         return True
+
+    def custom_request_handler(
+        self, environ: Environ, start_response: StartResponse, default: Any
+    ) -> Iterable[bytes]:
+        # A directory's Depth 1 listing is written as it is listed, not
+        # built whole (webdav_propfind.py). Depth was made lower case.
+        if environ["REQUEST_METHOD"] == "PROPFIND" and environ.get("HTTP_DEPTH") == "1":
+            found = self.get_resource_inst(environ["PATH_INFO"], environ)
+            if isinstance(found, _Dir):
+                return streamed_propfind(found, environ, start_response)
+        return default(environ, start_response)  # type: ignore[no-any-return]
 
     def _tree(self, user: catalog.User) -> Tree:
         key = (user.name, user.admin)
