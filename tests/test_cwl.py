@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from cwl_helpers import (
+    SORT,
+    cwltool_installed,  # noqa: F401 (autouse fixture)
+    need,
+)
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.jobstore import list_jobs
 from warehouse.workflows.runstore import list_runs
@@ -21,35 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SUITE = Path(os.environ.get("WH_CWL_CONFORMANCE", ROOT.parent / "shared" / "cwl-v1.2"))
 
-
-def _need(problem: str | None) -> None:
-    # A missing part skips here, but fails under CI: the CWL tests must run there.
-    if problem is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"CWL tests: {problem}; CI must run them", pytrace=False)
-    pytest.skip(problem)
-
-
-@pytest.fixture(autouse=True)
-def cwltool_installed() -> None:
-    try:
-        import cwltool  # noqa: F401
-    except ImportError:
-        _need("cwltool is not installed (pip install -e '.[cwl]')")
-    _need(None if shutil.which("wh-cwl-runner", path=str(BIN)) else "no wh-cwl-runner in the venv")
-
-
-TOOL = """\
-cwlVersion: v1.2
-class: CommandLineTool
-baseCommand: [sort]
-inputs:
-  f: {type: File, inputBinding: {position: 1}}
-stdout: sorted.txt
-outputs:
-  sorted: {type: stdout}
-"""
 
 # A two-step workflow: a scatter of a tool over words, then an ExpressionTool
 # and a tool reading every file the scatter made.
@@ -116,7 +91,7 @@ def _keep(location: str) -> tuple[str, str]:
 def test_a_tool_is_a_job_and_the_same_tool_on_the_same_input_is_reused(
     run, home: Path, tmp_path: Path
 ) -> None:
-    tool = _write(tmp_path, "sort.cwl", TOOL)
+    tool = _write(tmp_path, "sort.cwl", SORT)
     _write(tmp_path, "in.txt", "b\nc\na\n")
     job = _write(tmp_path, "job.yml", "f: {class: File, location: in.txt}\n")
     first = run("cwl", "run", str(tool), str(job), "--json")
@@ -183,7 +158,7 @@ def test_a_workflow_with_a_scatter_and_an_expression_tool_through_wh_cwl_runner(
 def test_what_cwltool_answers_alone_is_printed_as_it_is(home: Path, tmp_path: Path) -> None:
     # --version, --validate and --print-dot run nothing: their text is not an
     # output object, and no run is recorded.
-    tool = _write(tmp_path, "sort.cwl", TOOL)
+    tool = _write(tmp_path, "sort.cwl", SORT)
     wf = _write(tmp_path, "wf.cwl", WORKFLOW)
     runner = str(BIN / "wh-cwl-runner")
     for argv, said in (
@@ -205,7 +180,7 @@ def test_keep_and_name_locations_are_read_from_the_warehouse(
     data.mkdir()
     (data / "x.txt").write_text("3\n1\n2\n")
     pdh = run("put", str(data), "--name", "numbers").stdout.strip().split()[-1]
-    tool = _write(tmp_path, "sort.cwl", TOOL)
+    tool = _write(tmp_path, "sort.cwl", SORT)
     for loc in (f"keep:{pdh}/x.txt", "wh:numbers/x.txt"):
         job = _write(tmp_path, "job.yml", f"f: {{class: File, location: '{loc}'}}\n")
         out = json.loads(run("cwl", "run", str(tool), str(job), "--json").stdout)
@@ -221,7 +196,7 @@ def test_bad_documents_and_job_files_get_one_error_line(run, tmp_path: Path) -> 
     assert line.startswith("Error: Tool definition failed validation") and "Traceback" not in line
     res = run("cwl", "run", str(tmp_path / "nosuch.cwl"), code=2)
     assert res.stderr.strip() == f"Error: no CWL document {tmp_path / 'nosuch.cwl'}"
-    tool = _write(tmp_path, "sort.cwl", TOOL)
+    tool = _write(tmp_path, "sort.cwl", SORT)
     res = run("cwl", "run", str(tool), str(_write(tmp_path, "job.yml", "g: 1\n")), code=2)
     assert res.stderr.splitlines()[-1].startswith("Error: Workflow error: Invalid job input record")
     assert "Missing required input parameter 'f'" in res.stderr
@@ -297,7 +272,7 @@ NOT_HERE = ["filename_with_hash_mark"]
 @pytest.mark.timeout(3600)  # 83 runs of the runner: minutes, far more on a loaded machine
 def test_the_required_conformance_tests_pass(home: Path, tmp_path: Path) -> None:
     tests = SUITE / "conformance_tests.yaml"
-    _need(None if tests.is_file() else f"no CWL conformance suite at {SUITE}")
+    need(None if tests.is_file() else f"no CWL conformance suite at {SUITE}")
     done = subprocess.run(
         [
             str(BIN / "cwltest"),

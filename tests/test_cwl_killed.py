@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from cluster import Controller, KeepPool, controller
+from cwl_helpers import cwltool_installed  # noqa: F401 (autouse fixture)
 from permission_helpers import api_as
 from waiting import processes, wait_for
 from warehouse.embedded import EmbeddedWarehouse
@@ -27,16 +28,6 @@ from warehouse.workflows.driver import STALE_AFTER
 
 BIN = Path(sys.executable).parent
 _PATIENCE = 180  # a guard against a hang: runners and controllers start slowly under load
-
-
-@pytest.fixture(autouse=True)
-def cwltool_installed() -> None:
-    try:
-        import cwltool  # noqa: F401
-    except ImportError:  # CI must run these: there a missing cwltool fails
-        if os.environ.get("CI"):
-            pytest.fail("cwltool is not installed; CI must run the CWL tests", pytrace=False)
-        pytest.skip("cwltool is not installed (pip install -e '.[cwl]')")
 
 
 def _slow_tool(d: Path) -> tuple[Path, str]:

@@ -17,22 +17,13 @@ from typing import Any
 import pytest
 
 from cluster import Controller, KeepPool, controller
+from cwl_helpers import cwltool_installed  # noqa: F401 (autouse fixture)
 from permission_helpers import api_as, wh_as
 from test_cwl_runs import _pipeline
 from warehouse import catalog
 from warehouse.catalog.auth import JOB_TOKEN_LABEL
 from warehouse.jobs.jobstore import list_jobs
 from warehouse.workflows import runstore
-
-
-@pytest.fixture(autouse=True)
-def cwltool_installed() -> None:
-    try:
-        import cwltool  # noqa: F401
-    except ImportError:  # CI must run these: there a missing cwltool fails
-        if os.environ.get("CI"):
-            pytest.fail("cwltool is not installed; CI must run the CWL tests", pytrace=False)
-        pytest.skip("cwltool is not installed (pip install -e '.[cwl]')")
 
 
 @pytest.fixture

@@ -12,35 +12,17 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 
 from conftest import Runner
+from cwl_helpers import (
+    SORT,
+    cwltool_installed,  # noqa: F401 (autouse fixture)
+)
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.jobs.jobstore import list_jobs
 
-
-@pytest.fixture(autouse=True)
-def cwltool_installed() -> None:
-    try:
-        import cwltool  # noqa: F401
-    except ImportError:  # CI must run these: there a missing cwltool fails
-        if os.environ.get("CI"):
-            pytest.fail("cwltool is not installed; CI must run the CWL tests", pytrace=False)
-        pytest.skip("cwltool is not installed (pip install -e '.[cwl]')")
-
-
 BIN = Path(sys.executable).parent
 
-SORT = """\
-cwlVersion: v1.2
-class: CommandLineTool
-baseCommand: [sort]
-inputs:
-  f: {type: File, inputBinding: {position: 1}}
-stdout: sorted.txt
-outputs:
-  sorted: {type: stdout}
-"""
 
 # Two tools from their own file, one reading the other's output, and an int output.
 PIPELINE = """\

@@ -6,26 +6,13 @@ secondary file found beside it, a tool) runs it job by job as before
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
-
 from conftest import Runner
+from cwl_helpers import cwltool_installed  # noqa: F401 (autouse fixture)
 from warehouse.embedded import EmbeddedWarehouse
 from warehouse.gc.roots import workflow_roots
 from warehouse.jobs.jobstore import list_jobs
-
-
-@pytest.fixture(autouse=True)
-def cwltool_installed() -> None:
-    try:
-        import cwltool  # noqa: F401
-    except ImportError:  # CI must run these: there a missing cwltool fails
-        if os.environ.get("CI"):
-            pytest.fail("cwltool is not installed; CI must run the CWL tests", pytrace=False)
-        pytest.skip("cwltool is not installed (pip install -e '.[cwl]')")
-
 
 HEAD = """\
 cwlVersion: v1.2
