@@ -125,3 +125,34 @@ def test_a_read_does_not_wait_for_the_catalogs_writer(home: Path, tmp_path: Path
     assert len(_records(home)) == 1
     assert _usage(home)["gets"] >= 1
     assert _records(home) == []
+
+
+def test_a_record_the_catalog_cannot_hold_does_not_stop_every_fold(
+    home: Path, tmp_path: Path
+) -> None:
+    _put(home, tmp_path)
+    before = _usage(home)
+    # Records that parse as JSON but whose values no catalog row can hold (a
+    # count past a 64-bit integer, a time that is not finite, a volume name
+    # past its column): left alone, never folded, and the others still are.
+    spool = home / "usage-spool"
+    bad = {"gets": 2**64, "at": float("nan"), "volume": "v" * 2000}
+    for field, value in bad.items():
+        record = os.urandom(16).hex()
+        line = {
+            "record": record,
+            "volume": "v",
+            "at": 1.0,
+            "gets": 1,
+            "puts": 0,
+            "lists": 0,
+            "deletes": 0,
+            "added_bytes": 0,
+        }
+        line[field] = value
+        (spool / f"{record}.rec").write_text(json.dumps(line) + "\n")
+    assert _cat(home).wait(timeout=120) == 0
+    assert len(_records(home)) == 4
+    after = _usage(home)
+    assert after["gets"] > before["gets"]  # the cat's record was folded
+    assert len(_records(home)) == 3  # the bad ones left alone

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -26,6 +27,11 @@ __all__ = ["SpoolRecord", "read_spool", "spool_dir", "spool_taken", "unlink_reco
 _SUFFIX = ".rec"
 # A temporary file this old was left by a process killed while writing it.
 _STALE_SECONDS = 24 * 3600
+# A record's line is some 250 bytes; a longer file is not one.
+_RECORD_BYTES = 4096
+# What a row holds: 64-bit integers, a volume name of up to 1024 characters.
+_INT_END = 2**63
+_VOLUME_CHARS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,22 +80,28 @@ def spool_taken(home: Path, volume: str, taken: Taken, at: float | None = None) 
 
 def _parse(path: Path) -> SpoolRecord | None:
     try:
-        d = json.loads(path.read_text())
-        taken = Taken(
-            int(d["gets"]),
-            int(d["puts"]),
-            int(d["lists"]),
-            int(d["deletes"]),
-            int(d["added_bytes"]),
-        )
-        record = str(d["record"])
+        with path.open("rb") as f:
+            text = f.read(_RECORD_BYTES + 1)
+        if len(text) > _RECORD_BYTES:
+            return None  # no record of ours is this long
+        d = json.loads(text)
+        counts = [int(d[k]) for k in ("gets", "puts", "lists", "deletes")]
+        added = int(d["added_bytes"])
+        record, volume, at = str(d["record"]), str(d["volume"]), float(d["at"])
+        # Values a row cannot hold would fail the whole fold, every time:
+        # such a record is not one of ours.
+        if not all(0 <= n < _INT_END for n in counts) or not -_INT_END < added < _INT_END:
+            return None
+        if not math.isfinite(at) or len(volume) > _VOLUME_CHARS:
+            return None
         if len(record) != 32 or f"{record}{_SUFFIX}" != path.name:
             return None
-        return SpoolRecord(record, str(d["volume"]), float(d["at"]), taken, path)
+        gets, puts, lists, deletes = counts
+        return SpoolRecord(record, volume, at, Taken(gets, puts, lists, deletes, added), path)
     except FileNotFoundError:
         return None  # folded and removed by another fold meanwhile
-    except (ValueError, KeyError, TypeError):
-        return None  # not one of ours: left alone
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not one of ours (a directory, unreadable, not JSON): left alone
 
 
 def read_spool(home: Path) -> list[SpoolRecord]:
