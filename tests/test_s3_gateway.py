@@ -5,6 +5,7 @@ private mode hides what a user may not read (docs/s3-gateway.md)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
 import io
@@ -524,3 +525,25 @@ def test_puts_at_once_into_one_name_all_land(gw: Gateway) -> None:
     assert gw.wh(alice, "ls", "race8").output.splitlines() == [f"k{i:02}" for i in range(12)]
     assert catalog.get_name(gw.state.engine, "race8").version == start + 12
     assert gw.wh(alice, "cat", "race8/k07").output == "value 7\n"
+
+
+def test_a_crafted_continuation_token_or_delimiter_is_no_server_error(
+    gw: Gateway, tmp_path: Path
+) -> None:
+    alice = gw.user("alice9")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a\U0010ffffb.txt").write_bytes(b"x")
+    (data / "c.txt").write_bytes(b"y")
+    gw.wh(alice, "put", str(data), "--name", "odd9")
+    s3 = gw.boto3(*gw.credential(alice))
+    # A common prefix (or a token's) ending in the last code point: the
+    # least key after it is not one more code point.
+    page = s3.list_objects_v2(Bucket="odd9", Delimiter="\U0010ffff")
+    assert [p["Prefix"] for p in page["CommonPrefixes"]] == ["a\U0010ffff"]
+    assert [o["Key"] for o in page["Contents"]] == ["c.txt"]
+    token = base64.urlsafe_b64encode("p:a\U0010ffff".encode()).decode()
+    after = s3.list_objects_v2(Bucket="odd9", ContinuationToken=token)
+    assert [o["Key"] for o in after["Contents"]] == ["c.txt"]
+    token = base64.urlsafe_b64encode("p:\U0010ffff".encode()).decode()
+    assert "Contents" not in s3.list_objects_v2(Bucket="odd9", ContinuationToken=token)

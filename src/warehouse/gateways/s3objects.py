@@ -53,6 +53,8 @@ MAX_KEYS = 1000
 OUTLINED_FROM = 100_000
 # A PDH as a bucket: "md5+size", or "md5-size" (SDKs refuse a "+" in a bucket name).
 _PDH_BUCKET = re.compile(r"([0-9a-f]{32})[+-]((?:0|[1-9][0-9]{0,14}))")
+# The last code point: no string of one more follows a string ending in it.
+_LAST = "\U0010ffff"
 
 
 def bucket_pdh_name(pdh: str) -> str:
@@ -256,9 +258,14 @@ class ListPage:
     next_marker: str | None  # the last key or prefix shown (ListObjects v1)
 
 
-def _after(text: str) -> str:
-    """The least string greater than every string starting with ``text``."""
-    return text[:-1] + chr(ord(text[-1]) + 1) if text else ""
+def _after(text: str) -> str | None:
+    """The least string greater than every string starting with ``text``;
+    None if there is none (``text`` is all U+10FFFF, the last code point)."""
+    if not text:
+        return ""
+    # Trailing last code points have no next one: the one before them goes up.
+    head = text.rstrip(_LAST)
+    return head[:-1] + chr(ord(head[-1]) + 1) if head else None
 
 
 def encode_token(kind: str, value: str) -> str:
@@ -276,12 +283,14 @@ def decode_token(token: str) -> tuple[str, str]:
 
 
 def list_page(
-    contents: Listable, prefix: str, delimiter: str, least: str, max_keys: int
+    contents: Listable, prefix: str, delimiter: str, least: str | None, max_keys: int
 ) -> ListPage:
-    """One page of keys from ``least`` on: those starting with ``prefix``,
-    the ones holding ``delimiter`` after it rolled up into common prefixes;
-    at most ``max_keys`` of both."""
+    """One page of keys from ``least`` on (None: past every key): those
+    starting with ``prefix``, the ones holding ``delimiter`` after it rolled
+    up into common prefixes; at most ``max_keys`` of both."""
     shown: list[str] = []
+    if least is None:
+        return ListPage(shown, [], False, None, None)
     prefixes: list[str] = []
     last: tuple[str, str] | None = None
     # With "/", a large collection's directories rolled up whole are not read.
@@ -296,19 +305,26 @@ def list_page(
             common = key[: cut + len(delimiter)]
             prefixes.append(common)
             last = ("p", common)
-            keys = contents.keys_from(_after(common), roll)
+            following = _after(common)
+            if following is None:
+                break  # no key sorts after this prefix's
+            keys = contents.keys_from(following, roll)
             continue
         shown.append(key)
         last = ("k", key)
     return ListPage(shown, prefixes, False, None, None)
 
 
-def start_key(token: str | None, start_after: str) -> str:
+def start_key(token: str | None, start_after: str) -> str | None:
     """The least key a page may show: after the continuation token's key or
-    common prefix, or after ``start_after``, whichever is further."""
+    common prefix, or after ``start_after``, whichever is further; None if
+    no key can follow."""
     # The least string greater than ``k`` is ``k`` and NUL (no key holds a NUL).
     least = start_after + "\0" if start_after else ""
     if token:
         kind, value = decode_token(token)
-        least = max(least, value + "\0" if kind == "k" else _after(value))
+        following = value + "\0" if kind == "k" else _after(value)
+        if following is None:
+            return None
+        least = max(least, following)
     return least
