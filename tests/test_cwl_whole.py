@@ -5,7 +5,10 @@ secondary file found beside it, a tool) runs it job by job as before
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import threading
 from pathlib import Path
 
 from conftest import Runner
@@ -184,3 +187,30 @@ def test_a_tool_asking_to_run_every_time_is_not_answered_whole(
     assert "1 ran, 0 reused" in run("cwl", "run", str(tool), str(job)).stderr
     assert "1 ran, 0 reused" in run("cwl", "run", str(tool), str(job)).stderr
     assert len(_jobs(home)) == 2
+
+
+def test_a_changed_file_behind_an_http_location_is_not_answered_by_the_earlier_run(
+    run: Runner, home: Path, tmp_path: Path
+) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "text.txt").write_text("first\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            tool = tmp_path / "head.cwl"
+            tool.write_text(HEAD)
+            job = tmp_path / "job.yml"
+            url = f"http://127.0.0.1:{server.server_address[1]}/text.txt"
+            job.write_text(f"n: 1\ntext: {{class: File, location: '{url}'}}\n")
+            first = run("cwl", "run", str(tool), str(job), "--outdir", str(tmp_path / "a"))
+            assert "1 ran, 0 reused" in first.stderr
+            assert (tmp_path / "a" / "head.txt").read_text() == "first\n"
+            # The job file and the tool are the same; what the URL gives is not.
+            (served / "text.txt").write_text("second\n")
+            again = run("cwl", "run", str(tool), str(job), "--outdir", str(tmp_path / "b"))
+            assert "whole run" not in again.stderr
+            assert (tmp_path / "b" / "head.txt").read_text() == "second\n"
+        finally:
+            server.shutdown()

@@ -67,6 +67,7 @@ _NOT_MADE = frozenset(
     }
 )
 _GENERATION = "http://commonwl.org/cwltool#generation"
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ANONYMOUS = re.compile(r"_:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -167,6 +168,19 @@ def _runs_every_time(process: Process) -> bool:
     return False
 
 
+def _fetched(value: Any) -> bool:
+    """Whether ``value`` holds a File or Directory at a URL (not a local
+    file, nor ``keep:``)."""
+    if isinstance(value, dict):
+        loc = value.get("location")
+        if isinstance(loc, str) and _URL.match(loc) and not loc.startswith("file://"):
+            return True
+        return any(_fetched(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_fetched(v) for v in value)
+    return False
+
+
 def run_key(
     process: Process,
     job_order: CWLObjectType,
@@ -189,6 +203,10 @@ def run_key(
     try:
         bound = process._init_job(plain, context).job
     except Exception:  # bad input (cwltool raises many kinds): said by it as the run starts
+        return None
+    # A file named by a URL (http://...) is fetched when a job reads it: the
+    # same URL may give other content, which the key cannot hold.
+    if _fetched(bound) or any(_fetched([p.tool, p.requirements, p.hints]) for p in processes):
         return None
     documents = sorted(
         json.dumps(
