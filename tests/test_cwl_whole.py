@@ -214,3 +214,41 @@ def test_a_changed_file_behind_an_http_location_is_not_answered_by_the_earlier_r
             assert (tmp_path / "b" / "head.txt").read_text() == "second\n"
         finally:
             server.shutdown()
+
+
+# A step's input defaults to a local file named in the workflow's document,
+# not in the job order.
+STEP_DEFAULT = """\
+cwlVersion: v1.2
+class: Workflow
+inputs:
+  n: int
+outputs:
+  out: {type: File, outputSource: head/out}
+steps:
+  head:
+    run: head.cwl
+    in:
+      n: n
+      text: {default: {class: File, location: ref.txt}}
+    out: [out]
+"""
+
+
+def test_a_changed_local_file_a_document_names_is_not_answered_by_the_earlier_run(
+    run: Runner, home: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "head.cwl").write_text(HEAD)
+    wf = tmp_path / "wf.cwl"
+    wf.write_text(STEP_DEFAULT)
+    (tmp_path / "ref.txt").write_text("first\n")
+    job = tmp_path / "job.yml"
+    job.write_text("n: 1\n")
+    first = run("cwl", "run", str(wf), str(job), "--outdir", str(tmp_path / "a"))
+    assert "1 ran, 0 reused" in first.stderr
+    assert (tmp_path / "a" / "head.txt").read_text() == "first\n"
+    # The documents' text and the job file are the same; the file they name is not.
+    (tmp_path / "ref.txt").write_text("second\n")
+    again = run("cwl", "run", str(wf), str(job), "--outdir", str(tmp_path / "b"))
+    assert "whole run" not in again.stderr
+    assert (tmp_path / "b" / "head.txt").read_text() == "second\n"

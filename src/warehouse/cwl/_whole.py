@@ -168,16 +168,16 @@ def _runs_every_time(process: Process) -> bool:
     return False
 
 
-def _fetched(value: Any) -> bool:
-    """Whether ``value`` holds a File or Directory at a URL (not a local
-    file, nor ``keep:``)."""
+def _fetched(value: Any, *, local: bool) -> bool:
+    """Whether ``value`` holds a File or Directory at a URL (not ``keep:``);
+    ``local``: a local one (``file://``) counts too."""
     if isinstance(value, dict):
         loc = value.get("location")
-        if isinstance(loc, str) and _URL.match(loc) and not loc.startswith("file://"):
+        if isinstance(loc, str) and _URL.match(loc) and (local or not loc.startswith("file://")):
             return True
-        return any(_fetched(v) for v in value.values())
+        return any(_fetched(v, local=local) for v in value.values())
     if isinstance(value, list):
-        return any(_fetched(v) for v in value)
+        return any(_fetched(v, local=local) for v in value)
     return False
 
 
@@ -205,8 +205,12 @@ def run_key(
     except Exception:  # bad input (cwltool raises many kinds): said by it as the run starts
         return None
     # A file named by a URL (http://...) is fetched when a job reads it: the
-    # same URL may give other content, which the key cannot hold.
-    if _fetched(bound) or any(_fetched([p.tool, p.requirements, p.hints]) for p in processes):
+    # same URL may give other content, which the key cannot hold. A local
+    # file a document names (a step's default, a staged file) is in the key
+    # by its path only; put whole just for the key it could cost much.
+    if _fetched(bound, local=False) or any(
+        _fetched([p.tool, p.requirements, p.hints], local=True) for p in processes
+    ):
         return None
     documents = sorted(
         json.dumps(
