@@ -547,3 +547,17 @@ def test_a_crafted_continuation_token_or_delimiter_is_no_server_error(
     assert [o["Key"] for o in after["Contents"]] == ["c.txt"]
     token = base64.urlsafe_b64encode("p:\U0010ffff".encode()).decode()
     assert "Contents" not in s3.list_objects_v2(Bucket="odd9", ContinuationToken=token)
+
+
+def test_max_keys_0_answers_no_key_and_says_more_are_left(gw: Gateway, tmp_path: Path) -> None:
+    alice = gw.user("alice10")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_bytes(b"x")
+    gw.wh(alice, "put", str(data), "--name", "zero10")
+    s3 = gw.boto3(*gw.credential(alice))
+    for listed in (
+        s3.list_objects_v2(Bucket="zero10", MaxKeys=0),
+        s3.list_objects(Bucket="zero10", MaxKeys=0),
+    ):
+        assert "Contents" not in listed and listed["MaxKeys"] == 0

@@ -289,7 +289,9 @@ def list_page(
     starting with ``prefix``, the ones holding ``delimiter`` after it rolled
     up into common prefixes; at most ``max_keys`` of both."""
     shown: list[str] = []
-    if least is None:
+    if least is None or max_keys <= 0:
+        # max-keys=0 asks for none: no key to go on from, so not truncated
+        # (as S3 answers it), or a client would ask again forever.
         return ListPage(shown, [], False, None, None)
     prefixes: list[str] = []
     last: tuple[str, str] | None = None
