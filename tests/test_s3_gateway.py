@@ -61,7 +61,13 @@ def _error(e: ClientError) -> tuple[int, str]:
 
 
 def _signed(
-    gw: Gateway, key_id: str, secret: str, method: str, path: str, body: bytes = b""
+    gw: Gateway,
+    key_id: str,
+    secret: str,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    query: str = "",
 ) -> tuple[int, bytes]:
     """A request with its path exactly as written, signed with the
     gateway's own SigV4 functions: botocore and urllib3 take dot segments
@@ -72,7 +78,8 @@ def _signed(
     payload = hashlib.sha256(body).hexdigest()
     headers = {"host": host, "x-amz-date": amz_date, "x-amz-content-sha256": payload}
     signed = sorted(headers)
-    canonical = canonical_request(method, path, "", headers, signed, payload)
+    # ``query`` as SigV4 writes it (names sorted, values encoded), sent as it is.
+    canonical = canonical_request(method, path, query, headers, signed, payload)
     scope = f"{amz_date[:8]}/us-east-1/s3/aws4_request"
     sig = signature(
         signing_key(secret, amz_date[:8], "us-east-1", "s3"), amz_date, scope, canonical
@@ -84,7 +91,8 @@ def _signed(
     parts = urlsplit(gw.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     try:
-        conn.putrequest(method, path, skip_accept_encoding=True, skip_host=True)
+        target = f"{path}?{query}" if query else path
+        conn.putrequest(method, target, skip_accept_encoding=True, skip_host=True)
         for k, v in headers.items():
             conn.putheader(k, v)
         conn.putheader("Content-Length", str(len(body)))
@@ -561,3 +569,24 @@ def test_max_keys_0_answers_no_key_and_says_more_are_left(gw: Gateway, tmp_path:
         s3.list_objects(Bucket="zero10", MaxKeys=0),
     ):
         assert "Contents" not in listed and listed["MaxKeys"] == 0
+
+
+def test_numbers_in_other_digits_are_refused_as_bad_input(gw: Gateway) -> None:
+    alice = gw.user("alice11")
+    key_id, secret = gw.credential(alice)
+    gw.boto3(key_id, secret).create_bucket(Bucket="digits11")
+    # Digits to str.isdigit, not to int(): a superscript two.
+    for value in ("%C2%B2", "-1", "1.5"):
+        status, body = _signed(
+            gw, key_id, secret, "GET", "/s3/digits11", query=f"list-type=2&max-keys={value}"
+        )
+        assert status == 400 and b"<Code>InvalidArgument</Code>" in body, (value, status, body)
+    status, body = _signed(
+        gw, key_id, secret, "GET", "/s3/digits11", query="list-type=2&max-keys=5"
+    )
+    assert status == 200 and b"<MaxKeys>5</MaxKeys>" in body
+    # A part's number likewise (an upload started for it).
+    upload = gw.boto3(key_id, secret).create_multipart_upload(Bucket="digits11", Key="k")
+    query = f"partNumber=%C2%B2&uploadId={upload['UploadId']}"
+    status, body = _signed(gw, key_id, secret, "PUT", "/s3/digits11/k", b"x", query=query)
+    assert status == 400 and b"<Code>InvalidArgument</Code>" in body, (status, body)

@@ -52,7 +52,7 @@ async def create_upload(call: Call) -> Response:
 
 def _part_number(q: dict[str, str]) -> int:
     text = q.get("partNumber", "")
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PARTS:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PARTS:
         raise S3Error("InvalidArgument", f"partNumber must be 1 to {MAX_PARTS}", 400)
     return int(text)
 
@@ -99,7 +99,7 @@ async def complete_upload(call: Call, q: dict[str, str]) -> Response:
     for part in top.findall("Part"):
         number_text = part.findtext("PartNumber", "")
         etag = part.findtext("ETag", "").strip().strip('"')
-        if not number_text.isdigit():
+        if not (number_text.isascii() and number_text.isdigit()):
             raise S3Error("MalformedXML", "a part has no PartNumber", 400)
         asked.append((int(number_text), etag))
     if not asked:

@@ -158,7 +158,8 @@ def list_buckets(call: Call) -> Response:
 def _max_keys(text: str | None) -> int:
     if text is None:
         return MAX_KEYS
-    if not text.isdigit():
+    # ASCII digits only: str.isdigit takes "²", which int() refuses.
+    if not (text.isascii() and text.isdigit()):
         raise S3Error("InvalidArgument", "max-keys must be a whole number", 400)
     return min(int(text), MAX_KEYS)
 

@@ -88,7 +88,7 @@ async def receive_body(call: Call, limit: int) -> Written:
         raise S3Error(
             "MissingContentLength", "You must provide the Content-Length HTTP header.", 411
         )
-    if not length.isdigit():
+    if not (length.isascii() and length.isdigit()):  # int() refuses "²"
         raise S3Error("InvalidArgument", "Content-Length is not a number", 400)
     size = int(length)
     if size > limit:
@@ -138,7 +138,8 @@ async def held_body(call: Call, limit: int) -> Written:
     announced = call.request.headers.get(
         "x-amz-decoded-content-length", call.request.headers.get("content-length", "")
     )
-    need = min(int(announced) if announced.isdigit() else MAX_BLOCK_SIZE, MAX_BLOCK_SIZE)
+    digits = announced.isascii() and announced.isdigit()
+    need = min(int(announced) if digits else MAX_BLOCK_SIZE, MAX_BLOCK_SIZE)
     budget = call.gateway.uploads.bodies
     for _ in range(50):
         if budget.take(need):

@@ -151,7 +151,8 @@ def _parse_presigned(params: dict[str, str]) -> SignedRequest:
         raise _malformed(f"X-Amz-Algorithm must be {ALGORITHM}", True)
     key, date, region, service = _parse_credential(params["X-Amz-Credential"], True)
     expires_text = params["X-Amz-Expires"]
-    if not expires_text.isdigit() or not 0 < int(expires_text) <= MAX_EXPIRES:
+    digits = expires_text.isascii() and expires_text.isdigit()  # int() refuses "²"
+    if not digits or not 0 < int(expires_text) <= MAX_EXPIRES:
         raise _malformed(f"X-Amz-Expires must be 1 to {MAX_EXPIRES} seconds", True)
     if not _DATE.fullmatch(params["X-Amz-Date"]):
         raise _malformed("X-Amz-Date is not YYYYMMDDTHHMMSSZ", True)
