@@ -156,3 +156,16 @@ def test_a_record_the_catalog_cannot_hold_does_not_stop_every_fold(
     after = _usage(home)
     assert after["gets"] > before["gets"]  # the cat's record was folded
     assert len(_records(home)) == 3  # the bad ones left alone
+
+
+def test_a_record_of_a_long_volume_name_in_other_letters_is_folded(
+    home: Path, tmp_path: Path
+) -> None:
+    # 1,024 characters, each written as \uXXXX in the record's JSON line.
+    from warehouse.blocks.volumecounts import Taken
+    from warehouse.catalog.volumespool import read_spool, spool_taken
+
+    volume = "\u00e9" * 1024
+    home.mkdir(parents=True, exist_ok=True)
+    record = spool_taken(home, volume, Taken(1, 0, 0, 0, 0))
+    assert [(r.record, r.volume) for r in read_spool(home)] == [(record, volume)]

@@ -27,8 +27,9 @@ __all__ = ["SpoolRecord", "read_spool", "spool_dir", "spool_taken", "unlink_reco
 _SUFFIX = ".rec"
 # A temporary file this old was left by a process killed while writing it.
 _STALE_SECONDS = 24 * 3600
-# A record's line is some 250 bytes; a longer file is not one.
-_RECORD_BYTES = 4096
+# A record's line is some 250 bytes, up to 6.5 KB with a volume name of
+# 1,024 characters each written as \uXXXX; a longer file is not one.
+_RECORD_BYTES = 16384
 # What a row holds: 64-bit integers, a volume name of up to 1024 characters.
 _INT_END = 2**63
 _VOLUME_CHARS = 1024
