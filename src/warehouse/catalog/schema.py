@@ -324,6 +324,9 @@ workflow_runs = sa.Table(
     # A complete CWL run's output object: a collection holding cwl.output.json
     # (migration 0021), what answers the same run again (docs/cwl.md).
     sa.Column("output_object", PDH, nullable=True),
+    # The one collection of its output files, which the output object's
+    # keep: locations name (migration 0023): a gc root while the run is kept.
+    sa.Column("output_files", PDH, nullable=True),
 )
 
 workflow_nodes = sa.Table(

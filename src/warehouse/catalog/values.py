@@ -14,7 +14,7 @@ from warehouse.errors import UsageError
 # The newest migration; checked against the migration scripts by a test, so a
 # new script without this bump fails the suite. Here, with no database
 # library, so that a read of a current catalog (catalog.lite) needs none.
-HEAD_REVISION = "0022_volume_usage_spool"
+HEAD_REVISION = "0023_cwl_output_files"
 
 # What the catalog's listing row holds for a listing kept in parts (one row
 # per piece in ``collection_listing_parts``, joined in order).

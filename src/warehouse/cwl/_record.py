@@ -102,6 +102,7 @@ class _Book(Protocol):
         outputs: Mapping[str, str],
         error: str | None,
         output_object: str | None,
+        output_files: str | None,
     ) -> str | None: ...
 
 
@@ -150,9 +151,12 @@ class _Catalog:
         outputs: Mapping[str, str],
         error: str | None,
         output_object: str | None,
+        output_files: str | None,
     ) -> str | None:
         run = get_run(self.wh.engine, run_id)
-        return cwlruns.finish(self.wh, self.wh.engine, run, state, outputs, error, output_object)
+        return cwlruns.finish(
+            self.wh, self.wh.engine, run, state, outputs, error, output_object, output_files
+        )
 
 
 class _Api:
@@ -206,8 +210,11 @@ class _Api:
         outputs: Mapping[str, str],
         error: str | None,
         output_object: str | None,
+        output_files: str | None,
     ) -> str | None:
         body = {"state": state, "outputs": dict(outputs), "error": error}
+        if output_files is not None:
+            body["output_files"] = output_files
         out = self.api.post(f"/cwl-runs/{run_id}/finish", body)
         said = out.get("naming_error")
         return str(said) if said else None
@@ -368,9 +375,11 @@ class Recorder:
         outputs: Mapping[str, str],
         error: str | None,
         output_object: str | None = None,
+        output_files: str | None = None,
     ) -> str | None:
         """The run's end: its outputs (name -> PDH) named with the prefix, and
-        the output object's collection kept; an error naming them, or None."""
+        the output object's collection and that of its files kept; an error
+        naming them, or None."""
         if self._done or self.run_id is None:
             return None
         self._done = True
@@ -380,4 +389,4 @@ class Recorder:
                 thread.join()
         with self._lock:
             self.flush()
-            return self.book.finish(self.run_id, state, outputs, error, output_object)
+            return self.book.finish(self.run_id, state, outputs, error, output_object, output_files)

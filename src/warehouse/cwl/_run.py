@@ -256,13 +256,14 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
         served = executor.served if code == 0 else None
         result = json.loads(printed.getvalue()) if code == 0 and printed.getvalue().strip() else {}
         kept = None  # the output object's collection
+        files = None  # the collection of the files it names
         if served is not None:
             result = served_output(served, bridge, args.outdir, paths=options.local_paths)
-            outputs, kept = served.outputs, served.kept
+            outputs, kept, files = served.outputs, served.kept, served.files
         else:
             outputs = _each_output(result, bridge, args.outdir) if code == 0 else {}
         if code == 0 and served is None:
-            _to_keep(result, bridge, args.outdir, paths=options.local_paths)
+            files = _to_keep(result, bridge, args.outdir, paths=options.local_paths)
             if whole is not None and bridge.remote is None:
                 kept = keep_object(bridge, result)
         state = "complete" if code == 0 else "cancelled" if bridge.record.cancelled() else "failed"
@@ -271,7 +272,7 @@ def _run(argv: list[str], out: IO[str], err: IO[str], options: RunOptions) -> in
         if code != 0:
             first = _one_line(errors.messages[0]) if errors.messages else "the run failed"
             why = f"job {failed[0]} failed: {first}" if failed else first
-        naming = bridge.record.finish(state, outputs, why, kept)
+        naming = bridge.record.finish(state, outputs, why, kept, files)
         if naming is not None and code == 0:
             errors.messages.insert(0, naming)
             code = 1

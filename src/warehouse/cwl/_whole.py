@@ -275,6 +275,7 @@ class Served:
     output: dict[str, Any]
     kept: str
     outputs: dict[str, str]
+    files: str | None = None  # the collection of the files the object names
 
 
 def _keep_pdhs(value: Any) -> set[str]:
@@ -313,7 +314,7 @@ def serve(bridge: Bridge, key: str) -> Served | None:
     if not isinstance(output, dict):
         return None
     jobs = bridge.record.answered_by(earlier)
-    return Served(earlier.id, jobs, output, earlier.output_object, outputs)
+    return Served(earlier.id, jobs, output, earlier.output_object, outputs, earlier.output_files)
 
 
 def served_output(served: Served, bridge: Bridge, outdir: str, *, paths: bool) -> dict[str, Any]:

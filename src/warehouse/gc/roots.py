@@ -120,14 +120,15 @@ def workflow_roots(engine: sa.Engine, since: float) -> set[str]:
         keep = sa.or_(runs.c.state.not_in(_FINISHED), runs.c.finished_at >= since)
         # A CWL run's output object (migration 0021): what answers the same run again.
         kept = runs.c.output_object if "output_object" in runs.c else sa.null()
-        query = sa.select(runs.c.id, runs.c.file_pdh, runs.c.inputs, runs.c.outputs, kept)
+        # ...and the collection of the files it names (migration 0023).
+        files = runs.c.output_files if "output_files" in runs.c else sa.null()
+        query = sa.select(runs.c.id, runs.c.file_pdh, runs.c.inputs, runs.c.outputs, kept, files)
         pdhs: set[str] = set()
         ids = []
-        for run_id, file_pdh, inputs, outputs, output_object in conn.execute(query.where(keep)):
+        for run_id, file_pdh, inputs, outputs, *made in conn.execute(query.where(keep)):
             ids.append(run_id)
             pdhs.add(file_pdh)
-            if output_object:
-                pdhs.add(output_object)
+            pdhs.update(p for p in made if p)
             for text in (inputs, outputs):
                 values = json.loads(text) if text else {}
                 pdhs.update(v for v in values.values() if isinstance(v, str) and is_pdh(v))

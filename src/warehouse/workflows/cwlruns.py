@@ -183,11 +183,14 @@ def finish(
     outputs: Mapping[str, str],
     error: str | None,
     output_object: str | None = None,
+    output_files: str | None = None,
 ) -> str | None:
     """End the run: ``outputs`` (output name -> PDH) recorded and, with a prefix,
     named as ``host``'s user; ``output_object``, a collection holding the
-    output object, kept for ``served_by``. The error naming them, or None. A
-    run already ended (by ``end_lost``, its runner thought gone) is left as it is."""
+    output object, kept for ``served_by``; ``output_files``, the collection
+    of the output files it names, kept with the run. The error naming them,
+    or None. A run already ended (by ``end_lost``, its runner thought gone)
+    is left as it is."""
     values: dict[str, Any] = {
         "state": state,
         "finished_at": time.time(),
@@ -197,6 +200,7 @@ def finish(
     if state == "complete":
         values["outputs"] = json.dumps(dict(outputs), sort_keys=True)
         values["output_object"] = output_object
+        values["output_files"] = output_files
         if run.name_outputs:
             try:
                 for o, pdh in sorted(outputs.items()):

@@ -53,6 +53,7 @@ class RunRecord:
     heartbeat_at: float | None
     version: int = 0  # raised by each change a reader sees (migration 0020)
     output_object: str | None = None  # a complete CWL run's: a collection of cwl.output.json
+    output_files: str | None = None  # and the collection of its output files (migration 0023)
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -74,6 +74,9 @@ class CwlFinish(BaseModel):
         default_factory=dict, max_length=1000, description="Output name -> PDH."
     )
     error: str | None = Field(default=None, max_length=4000)
+    output_files: str | None = Field(
+        default=None, max_length=100, description="The collection of the output files."
+    )
 
 
 def _as_caller(state: ControllerState, user: Caller) -> CatalogWarehouse:
@@ -210,5 +213,9 @@ def finish_cwl_run(run_id: int, body: CwlFinish, user: Caller, request: _Request
         if run.name_outputs:
             check_name(output_name(run.name_outputs, name))
         _readable(wh, pdh, f"outputs.{name}")
-    said = cwlruns.finish(wh, state.engine, run, body.state, body.outputs, body.error)
+    if body.output_files is not None:
+        _readable(wh, body.output_files, "output_files")
+    said = cwlruns.finish(
+        wh, state.engine, run, body.state, body.outputs, body.error, None, body.output_files
+    )
     return {**runstore.run_view(state.engine, run_id), "naming_error": said}
