@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from cluster import Controller, KeepPool, controller
 from warehouse.cli import cli
+from warehouse.server.controller import workflows as controller_workflows
 from warehouse.workflows import runstore
 from workflow_helpers import json_out, make_lab, write_diamond
 
@@ -115,11 +116,18 @@ def _until(api: httpx.Client, run_id: int, ok: Any) -> dict[str, Any]:
 
 
 def test_a_follower_gets_what_changed_and_its_wait_ends_with_the_run(
-    lab: Lab, tmp_path: Path
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # One request of a user held at a time (16 by default): her second is
+    # answered at once, and another user's is still held.
+    monkeypatch.setattr(controller_workflows, "MAX_WAITING_EACH", 1)
     run_id = _start(lab, tmp_path, sleep=120)
     alice = {"Authorization": f"Bearer {lab.alice}"}
-    with httpx.Client(base_url=lab.url, headers=alice, timeout=120) as api:
+    bob = {"Authorization": f"Bearer {lab.bob}"}
+    with (
+        httpx.Client(base_url=lab.url, headers=alice, timeout=120) as api,
+        httpx.Client(base_url=lab.url, headers=bob, timeout=120) as other,
+    ):
         # a runs (for two minutes); b, c, d wait for it: nothing else changes.
         view = _until(api, run_id, lambda v: v["nodes"][0]["state"] == "running")
         url = f"/api/v1/workflows/{run_id}"
@@ -129,12 +137,19 @@ def test_a_follower_gets_what_changed_and_its_wait_ends_with_the_run(
         now = view["version"]
         same = api.get(url, params={"since": now, "wait": 0.5}).json()
         assert (same["version"], same["nodes"], same["state"]) == (now, [], "running")
-        with ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(2) as pool:
             waiting = pool.submit(api.get, url, params={"since": now, "wait": 60})
             time.sleep(1.0)
             assert not waiting.done()  # nothing changed: still held
+            # Her second is answered, unchanged, while her first is still held.
+            again = api.get(url, params={"since": now, "wait": 60}).json()
+            assert not waiting.done() and (again["version"], again["nodes"]) == (now, [])
+            bobs = pool.submit(other.get, url, params={"since": now, "wait": 60})
+            time.sleep(1.0)
+            assert not bobs.done()  # bob's place is his own
             assert api.post(f"{url}/cancel").status_code == 200
             ended = waiting.result(timeout=120).json()
+            assert bobs.result(timeout=120).json()["state"] == "cancelled"
     # The run's end is answered whole.
     assert ended["state"] == "cancelled" and ended["version"] > now
     assert [n["state"] for n in ended["nodes"]] == ["cancelled"] * 4

@@ -124,7 +124,10 @@ GATHER = 0.25
 _LOOK_EVERY = 0.5
 # Requests waiting at once (each a read at every ring); past it, answered at once.
 MAX_WAITING = 256
+# ...and of one user: one user's many requests take no place from the others.
+MAX_WAITING_EACH = 16
 _waiting = 0  # only touched on the server's event loop
+_waiting_by: dict[str, int] = {}  # user -> requests waiting (same loop)
 
 
 @router.get("/{run_id}")
@@ -145,7 +148,7 @@ async def get_workflow(
         return await run_in_threadpool(runstore.run_view, engine, run_id)
     waits = not (run.state in RUN_FINISHED or runstore.versionless(run))
     if wait > 0 and run.version <= since and waits:
-        await _until_changed(request, run_id, since, wait)
+        await _until_changed(request, run_id, since, wait, user.name)
         # Read again as it stands now: a grant taken back meanwhile hides it.
         await run_in_threadpool(_readable_run, engine, user, run_id)
     return await run_in_threadpool(runstore.run_changes, engine, run_id, since)
@@ -158,12 +161,12 @@ def _readable_run(engine: sa.Engine, user: catalog.User, run_id: int) -> RunReco
     return run
 
 
-async def _until_changed(request: _Request, run_id: int, since: int, wait: float) -> None:
+async def _until_changed(request: _Request, run_id: int, since: int, wait: float, who: str) -> None:
     """Return once the run's version passed ``since`` (answered no sooner than
     ``GATHER`` seconds from the start), the run ended, the client left, or
     ``wait`` seconds went by."""
     global _waiting
-    if _waiting >= MAX_WAITING:
+    if _waiting >= MAX_WAITING or _waiting_by.get(who, 0) >= MAX_WAITING_EACH:
         return  # answered at once: the client asks again after a pause
     state = state_of(request)
     start = time.monotonic()
@@ -171,6 +174,7 @@ async def _until_changed(request: _Request, run_id: int, since: int, wait: float
     gathered = min(start + GATHER, deadline)
     changed = False
     _waiting += 1
+    _waiting_by[who] = _waiting_by.get(who, 0) + 1
     try:
         with contextlib.ExitStack() as stack:
             workflows = state.workflows
@@ -191,6 +195,9 @@ async def _until_changed(request: _Request, run_id: int, since: int, wait: float
                     await asyncio.sleep(pause)
     finally:
         _waiting -= 1
+        _waiting_by[who] -= 1
+        if not _waiting_by[who]:
+            del _waiting_by[who]
 
 
 @router.post("/{run_id}/cancel")
