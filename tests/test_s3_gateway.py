@@ -538,7 +538,7 @@ def test_puts_at_once_into_one_name_all_land(gw: Gateway) -> None:
 def test_a_crafted_continuation_token_or_delimiter_is_no_server_error(
     gw: Gateway, tmp_path: Path
 ) -> None:
-    alice = gw.user("alice9")
+    alice = gw.user("alice12")
     data = tmp_path / "data"
     data.mkdir()
     (data / "a\U0010ffffb.txt").write_bytes(b"x")
