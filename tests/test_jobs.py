@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import Runner
+from cwl_helpers import SORT
 from jobs_helpers import make_text, put_function, run_job
 from warehouse import jobs
 from warehouse.embedded import EmbeddedWarehouse
@@ -51,18 +52,6 @@ wh manifest "$pdh" | wh step output -
 """
 
 
-CWL_SORT = """\
-cwlVersion: v1.2
-class: CommandLineTool
-baseCommand: [sort]
-inputs:
-  f: {type: File, inputBinding: {position: 1}}
-stdout: sorted.txt
-outputs:
-  sorted: {type: stdout}
-"""
-
-
 def test_a_cwl_tool_runs_as_a_job_on_each_executor(
     home: Path, tmp_path: Path, executor: str
 ) -> None:
@@ -73,7 +62,7 @@ def test_a_cwl_tool_runs_as_a_job_on_each_executor(
         if os.environ.get("CI"):
             pytest.fail("cwltool is not installed; CI must run the CWL case", pytrace=False)
         pytest.skip("cwltool is not installed (pip install -e '.[cwl]')")
-    (tmp_path / "sort.cwl").write_text(CWL_SORT)
+    (tmp_path / "sort.cwl").write_text(SORT)
     (tmp_path / "in.txt").write_text("b\nc\na\n")
     (tmp_path / "job.yml").write_text("f: {class: File, location: in.txt}\n")
     argv = ["--quiet", "--outdir", str(tmp_path / "out"), str(tmp_path / "sort.cwl")]
