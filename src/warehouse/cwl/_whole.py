@@ -18,6 +18,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -278,22 +279,22 @@ class Served:
     files: str | None = None  # the collection of the files the object names
 
 
+def _in_keep(value: Any) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every object of ``value`` with a ``keep:`` location, and that location
+    without its scheme (``PDH/path``)."""
+    if isinstance(value, dict):
+        loc = value.get("location")
+        if isinstance(loc, str) and loc.startswith("keep:"):
+            yield value, loc[len("keep:") :]
+        for v in value.values():
+            yield from _in_keep(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _in_keep(v)
+
+
 def _keep_pdhs(value: Any) -> set[str]:
-    found: set[str] = set()
-
-    def visit(v: Any) -> None:
-        if isinstance(v, dict):
-            loc = v.get("location")
-            if isinstance(loc, str) and loc.startswith("keep:"):
-                found.add(loc[len("keep:") :].split("/", 1)[0])
-            for x in v.values():
-                visit(x)
-        elif isinstance(v, list):
-            for x in v:
-                visit(x)
-
-    visit(value)
-    return found
+    return {where.split("/", 1)[0] for _, where in _in_keep(value)}
 
 
 def serve(bridge: Bridge, key: str) -> Served | None:
@@ -326,19 +327,8 @@ def served_output(served: Served, bridge: Bridge, outdir: str, *, paths: bool) -
     root = os.path.abspath(outdir)
     for pdh in sorted(_keep_pdhs(output)):
         bridge.write_out(pdh, root)
-
-    def place(value: Any) -> None:
-        if isinstance(value, dict):
-            loc = value.get("location")
-            local = value.get("class") in ("File", "Directory")
-            if local and isinstance(loc, str) and loc.startswith("keep:"):
-                rel = loc[len("keep:") :].partition("/")[2]
-                value["path"] = os.path.join(root, rel) if rel else root
-            for v in value.values():
-                place(v)
-        elif isinstance(value, list):
-            for v in value:
-                place(v)
-
-    place(output)
+    for obj, where in list(_in_keep(output)):
+        if obj.get("class") in ("File", "Directory"):
+            rel = where.partition("/")[2]
+            obj["path"] = os.path.join(root, rel) if rel else root
     return output
