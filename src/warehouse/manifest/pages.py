@@ -27,6 +27,7 @@ from warehouse.blocks.locator import Locator, LocatorError
 from warehouse.errors import CorruptDataError
 from warehouse.manifest import FileEntry, FilePiece
 from warehouse.manifest.escape import unescape_name
+from warehouse.manifest.layout import _append_piece
 
 __all__ = ["LOCATOR_PAGE", "PAGE", "PAGES_HELD", "DirFiles", "Files", "PagedFiles"]
 
@@ -299,7 +300,7 @@ class PagedFiles(DirFiles):
                     offset = position - starts[i]
                     take = min(length, locator.size - offset)
                     if take > 0:
-                        _append(pieces, locator, offset, take)
+                        _append_piece(pieces, locator, offset, take)
                         position += take
                         length -= take
                     i += 1
@@ -394,12 +395,3 @@ def _block_size(token: bytes) -> int:
     if len(parts) < 2 or not parts[1].isdigit():
         raise CorruptDataError(f"a block in a manifest does not parse: {token[:80]!r}")
     return int(parts[1])
-
-
-def _append(pieces: list[FilePiece], locator: Locator, offset: int, length: int) -> None:
-    if pieces:
-        last = pieces[-1]
-        if last.offset + last.length == offset and last.locator.key == locator.key:
-            pieces[-1] = FilePiece(last.locator, last.offset, last.length + length)
-            return
-    pieces.append(FilePiece(locator, offset, length))
